@@ -1,0 +1,310 @@
+//! The driver trait: the view one OS process has of the GPU driver.
+//!
+//! Shaped like the CUDA runtime/driver entry points the seeds describe, but
+//! dialect-neutral: one call here is one API call there. Backends (the
+//! simulator, the real CUDA backend through a worker process, a mockall mock)
+//! implement it; validation and expectations live above it, in the executor.
+
+use crate::errors::{ApiError, Dialect};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A device virtual address as the process sees it. Traces never record the
+/// number, only relations between pointers (see `trace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    pub const NULL: DevicePtr = DevicePtr(0);
+
+    pub fn offset(self, bytes: u64) -> DevicePtr {
+        DevicePtr(self.0.wrapping_add(bytes))
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// Opaque identity of a context inside one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ContextId(pub u64);
+
+/// Device ordinal as numbered inside the calling process (after
+/// `CUDA_VISIBLE_DEVICES` remapping).
+pub type DeviceOrdinal = u32;
+
+pub const IPC_HANDLE_SIZE: usize = 64;
+
+/// `cudaIpcMemHandle_t` / `CUipcMemHandle`: 64 opaque bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcMemHandle(pub [u8; IPC_HANDLE_SIZE]);
+
+impl IpcMemHandle {
+    pub const ZERO: IpcMemHandle = IpcMemHandle([0; IPC_HANDLE_SIZE]);
+
+    pub fn from_slice(bytes: &[u8]) -> Option<IpcMemHandle> {
+        bytes.try_into().ok().map(IpcMemHandle)
+    }
+}
+
+impl fmt::Debug for IpcMemHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IpcMemHandle(")?;
+        for b in &self.0[..16] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "…)")
+    }
+}
+
+impl Serialize for IpcMemHandle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for IpcMemHandle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes: Vec<u8> = Deserialize::deserialize(d)?;
+        IpcMemHandle::from_slice(&bytes)
+            .ok_or_else(|| serde::de::Error::invalid_length(bytes.len(), &"64 bytes"))
+    }
+}
+
+/// The kinds of allocation the suite distinguishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemKind {
+    /// `cudaMalloc` / `cuMemAlloc`.
+    Device,
+    /// `cudaMallocManaged` / `cuMemAllocManaged` (global attach).
+    Managed,
+    /// `cudaMallocHost` / `cuMemAllocHost` (pinned host memory).
+    PinnedHost,
+    /// `cudaMallocAsync` / `cuMemAllocAsync` from the device's default pool,
+    /// followed by a stream synchronize so the pointer is usable at once.
+    StreamOrdered,
+}
+
+/// How an allocation is released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FreeKind {
+    /// `cudaFree` / `cuMemFree`.
+    Device,
+    /// `cudaFreeHost` / `cuMemFreeHost`.
+    Host,
+    /// `cudaFreeAsync` / `cuMemFreeAsync`, then stream synchronize.
+    StreamOrdered,
+}
+
+/// Whether an out-parameter is a valid pointer or NULL. Lets scenarios ask
+/// what the API does with a null `devPtr` / `handle` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OutArg {
+    #[default]
+    Valid,
+    Null,
+}
+
+/// `cudaIpcMemLazyEnablePeerAccess` / `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
+pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: u32 = 0x1;
+
+/// Device attributes the suite asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceAttribute {
+    UnifiedAddressing,
+    IpcEventSupport,
+    ComputeCapabilityMajor,
+    ComputeCapabilityMinor,
+    MemoryPoolsSupported,
+    HandleTypePosixFdSupported,
+    VirtualMemoryManagementSupported,
+}
+
+impl DeviceAttribute {
+    pub const ALL: [DeviceAttribute; 7] = [
+        DeviceAttribute::UnifiedAddressing,
+        DeviceAttribute::IpcEventSupport,
+        DeviceAttribute::ComputeCapabilityMajor,
+        DeviceAttribute::ComputeCapabilityMinor,
+        DeviceAttribute::MemoryPoolsSupported,
+        DeviceAttribute::HandleTypePosixFdSupported,
+        DeviceAttribute::VirtualMemoryManagementSupported,
+    ];
+
+    /// The spelling used in scenario files (`attr 0 unified_addressing`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceAttribute::UnifiedAddressing => "unified_addressing",
+            DeviceAttribute::IpcEventSupport => "ipc_event_support",
+            DeviceAttribute::ComputeCapabilityMajor => "compute_capability_major",
+            DeviceAttribute::ComputeCapabilityMinor => "compute_capability_minor",
+            DeviceAttribute::MemoryPoolsSupported => "memory_pools_supported",
+            DeviceAttribute::HandleTypePosixFdSupported => "handle_type_posix_fd_supported",
+            DeviceAttribute::VirtualMemoryManagementSupported => {
+                "virtual_memory_management_supported"
+            }
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DeviceAttribute> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// What `cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)` and friends say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryType {
+    Device,
+    Host,
+    Managed,
+    /// Not a pointer the driver knows (`cudaMemoryTypeUnregistered`).
+    Unregistered,
+}
+
+impl MemoryType {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryType::Device => "device",
+            MemoryType::Host => "host",
+            MemoryType::Managed => "managed",
+            MemoryType::Unregistered => "unregistered",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PointerInfo {
+    pub memory_type: MemoryType,
+    /// Device ordinal in the calling process; `None` for host/unregistered.
+    pub device: Option<DeviceOrdinal>,
+}
+
+/// Why a call did not produce a driver answer at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProcessLoss {
+    /// The process died: a signal or an exit status.
+    Crashed {
+        signal: Option<i32>,
+        exit_code: Option<i32>,
+        detail: String,
+    },
+    /// The call did not return within the per-step timeout; the process was killed.
+    TimedOut { after_ms: u64 },
+}
+
+/// The error side of every driver call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DriverError {
+    /// The API returned an error code.
+    Api(ApiError),
+    /// The process behind this driver view is gone (real backend only).
+    Lost(ProcessLoss),
+    /// The harness itself failed (protocol error, bad spawn); not the driver's fault.
+    Harness(String),
+}
+
+impl From<ApiError> for DriverError {
+    fn from(e: ApiError) -> Self {
+        DriverError::Api(e)
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Api(e) => write!(f, "{e}"),
+            DriverError::Lost(ProcessLoss::Crashed {
+                signal,
+                exit_code,
+                detail,
+            }) => {
+                write!(
+                    f,
+                    "process crashed (signal {signal:?}, exit {exit_code:?}): {detail}"
+                )
+            }
+            DriverError::Lost(ProcessLoss::TimedOut { after_ms }) => {
+                write!(f, "process timed out after {after_ms} ms")
+            }
+            DriverError::Harness(m) => write!(f, "harness error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+pub type DriverResult<T> = Result<T, DriverError>;
+
+/// One OS process's view of the driver. Each method is one API call in the
+/// process's dialect; see the scenario language docs for the mapping.
+#[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+pub trait Driver {
+    /// The dialect this process speaks; fixed for its lifetime.
+    fn dialect(&self) -> Dialect;
+
+    // --- devices -------------------------------------------------------
+    /// `cudaGetDeviceCount` / `cuDeviceGetCount`.
+    fn device_count(&mut self) -> DriverResult<u32>;
+    /// `cudaDeviceGetAttribute` / `cuDeviceGetAttribute`.
+    fn device_attribute(
+        &mut self,
+        device: DeviceOrdinal,
+        attr: DeviceAttribute,
+    ) -> DriverResult<i64>;
+
+    // --- contexts ------------------------------------------------------
+    /// `cudaSetDevice` (runtime) / retain primary context + `cuCtxSetCurrent` (driver).
+    fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()>;
+    /// `cuDevicePrimaryCtxRetain` (both dialects: the runtime has no equivalent).
+    fn primary_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId>;
+    /// `cuCtxCreate`: a second, non-primary context on `device`; it becomes current.
+    fn create_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId>;
+    /// `cuCtxSetCurrent`.
+    fn set_current_context(&mut self, ctx: ContextId) -> DriverResult<()>;
+    /// `cuCtxGetCurrent`; `None` when no context is current.
+    fn current_context(&mut self) -> DriverResult<Option<ContextId>>;
+    /// `cuCtxDestroy`.
+    fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()>;
+
+    // --- allocations ---------------------------------------------------
+    fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr>;
+    fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()>;
+
+    // --- data ----------------------------------------------------------
+    /// `cudaMemset` / `cuMemsetD8`.
+    fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()>;
+    /// Host-to-device `cudaMemcpy` / `cuMemcpyHtoD`.
+    fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()>;
+    /// Device-to-host `cudaMemcpy` / `cuMemcpyDtoH`.
+    fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>>;
+    /// What a kernel reading `[ptr, ptr+len)` sees: a copy kernel into a
+    /// scratch buffer, then copied back. Can differ from what memcpy allows.
+    fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>>;
+
+    // --- queries -------------------------------------------------------
+    /// `cuMemGetAddressRange`: base and size of the allocation containing `ptr`.
+    fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)>;
+    /// `cudaPointerGetAttributes` / `cuPointerGetAttribute`.
+    fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo>;
+
+    // --- legacy IPC ----------------------------------------------------
+    /// `cudaIpcGetMemHandle` / `cuIpcGetMemHandle`.
+    fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle>;
+    /// `cudaIpcOpenMemHandle` / `cuIpcOpenMemHandle`.
+    fn ipc_open_mem_handle(
+        &mut self,
+        handle: IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> DriverResult<DevicePtr>;
+    /// `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`.
+    fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()>;
+}

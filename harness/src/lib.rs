@@ -1,0 +1,20 @@
+//! `ipc-harness`: the driver trait (one process's view of the GPU driver),
+//! the multi-process machine model, the scenario language and its executor,
+//! and (feature `cuda`) the real CUDA backend with its worker processes.
+//!
+//! Dependencies point one way: `ipc-mock-driver` and `ipc-conformance`
+//! depend on this crate; it depends on neither.
+
+pub mod driver;
+pub mod errors;
+pub mod machine;
+pub mod scenario;
+pub mod trace;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+pub use driver::*;
+pub use errors::{ApiError, Dialect, ErrorKind};
+pub use machine::*;
+pub use trace::{Status, Trace, Verdict};

@@ -1,0 +1,142 @@
+//! The multi-process model: a machine with devices, running N processes, each
+//! with its own driver view. The simulator runs them all in one host process;
+//! the real backend runs one worker OS process each.
+
+use crate::driver::{Driver, DriverResult};
+use crate::errors::Dialect;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Index of a process in its machine (order of declaration in a scenario).
+pub type ProcessIndex = usize;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSpec {
+    pub name: String,
+    /// The device made current when the process starts (in the process's own
+    /// numbering, i.e. after `visible_devices` remapping).
+    pub device: u32,
+    /// `CUDA_VISIBLE_DEVICES` for this process; `None` means all devices.
+    pub visible_devices: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineSpec {
+    /// Devices the machine must have.
+    pub devices: u32,
+    pub processes: Vec<ProcessSpec>,
+    pub dialect: Dialect,
+    /// Seeds every nondeterministic choice of the simulator (addresses,
+    /// handle bytes, random handles in scenarios).
+    pub seed: u64,
+    /// Real backend: a call that takes longer is a Timeout and the worker is killed.
+    pub step_timeout: Duration,
+}
+
+/// Undefined behaviour the simulator saw (the real backend has no hazard log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HazardKind {
+    /// The exporter freed memory while an importer still had it mapped
+    /// ("Calling cudaFree on an exported memory region before calling
+    /// cudaIpcCloseMemHandle in the importing context will result in undefined behavior").
+    FreeWhileMapped,
+    /// Access through an IPC pointer after its last close.
+    AccessAfterClose,
+    /// Access to memory after it was freed (exporter side, or via an importer's
+    /// mapping of a freed region).
+    AccessAfterFree,
+    /// A read or write that reaches bytes outside the accessing allocation's own
+    /// range (e.g. a neighbouring sub-allocation in the same block).
+    OutsideOwnRange,
+    /// An IPC pointer freed with cudaFree instead of cudaIpcCloseMemHandle.
+    FreeOfIpcPointer,
+    /// A process exited with IPC mappings still open.
+    MappingLeakedAtExit,
+}
+
+impl HazardKind {
+    pub const ALL: [HazardKind; 6] = [
+        HazardKind::FreeWhileMapped,
+        HazardKind::AccessAfterClose,
+        HazardKind::AccessAfterFree,
+        HazardKind::OutsideOwnRange,
+        HazardKind::FreeOfIpcPointer,
+        HazardKind::MappingLeakedAtExit,
+    ];
+
+    /// Spelling in scenario files (`expect hazard free-while-mapped`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HazardKind::FreeWhileMapped => "free-while-mapped",
+            HazardKind::AccessAfterClose => "access-after-close",
+            HazardKind::AccessAfterFree => "access-after-free",
+            HazardKind::OutsideOwnRange => "outside-own-range",
+            HazardKind::FreeOfIpcPointer => "free-of-ipc-pointer",
+            HazardKind::MappingLeakedAtExit => "mapping-leaked-at-exit",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<HazardKind> {
+        Self::ALL.into_iter().find(|h| h.name() == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hazard {
+    pub kind: HazardKind,
+    pub process: ProcessIndex,
+    /// The scenario step that caused it (set through `Machine::begin_step`).
+    pub step: Option<usize>,
+    pub detail: String,
+}
+
+/// Identity of what ran a scenario, for reports (`results.json` run info).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendInfo {
+    /// `sim` or `cuda`.
+    pub backend: String,
+    pub gpu_name: Option<String>,
+    pub compute_capability: Option<String>,
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    pub cuda_runtime_version: Option<String>,
+    pub device_count: Option<u32>,
+    /// Simulator only: the semantic choices in force, by name.
+    pub semantics: BTreeMap<String, String>,
+}
+
+/// Why a scenario cannot run on a backend at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StartError {
+    /// A requirement is absent (no libcuda, too few devices, ...): NotSupported.
+    NotSupported(String),
+    /// The harness failed to start the machine: Broken.
+    Harness(String),
+}
+
+/// Something that can start machines.
+pub trait Backend {
+    /// `sim` or `cuda`.
+    fn name(&self) -> &str;
+    fn info(&self) -> BackendInfo;
+    fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError>;
+    /// Whether `Machine::hazards` returns a log on this backend.
+    fn has_hazard_log(&self) -> bool;
+}
+
+/// A running set of processes.
+pub trait Machine {
+    fn process_count(&self) -> usize;
+    /// The driver as process `process` sees it.
+    fn driver(&mut self, process: ProcessIndex) -> &mut dyn Driver;
+    /// The process exits normally; the OS and driver reclaim its resources.
+    fn exit(&mut self, process: ProcessIndex) -> DriverResult<()>;
+    /// Tells the machine which scenario step runs next, so hazards can name it.
+    fn begin_step(&mut self, _step: usize) {}
+    /// The hazard log so far; `None` where the backend has none.
+    fn hazards(&self) -> Option<Vec<Hazard>>;
+    /// Ends every process still running (end of scenario).
+    fn shutdown(&mut self) {}
+}

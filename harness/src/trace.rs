@@ -1,0 +1,256 @@
+//! What an execution of a scenario observed, in a form that two backends can
+//! compare: outcomes and relations between pointers, never raw addresses.
+
+use crate::machine::Hazard;
+use serde::{Deserialize, Serialize};
+
+/// The value a successful step produced, summarised without addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ValueSummary {
+    Unit,
+    /// A pointer, as a label unique per distinct address within its process:
+    /// two results with the same label are the same address.
+    Ptr {
+        label: String,
+    },
+    /// A context, labelled like pointers.
+    Context {
+        label: String,
+    },
+    /// A handle; `label` is shared by handles with identical bytes.
+    Handle {
+        label: String,
+    },
+    /// `address_range`: base labelled like a pointer, size in bytes.
+    Range {
+        base: String,
+        size: u64,
+    },
+    Int {
+        value: i64,
+    },
+    /// Bytes, run-length encoded like scenario patterns: `ab*16 00*48`.
+    Bytes {
+        pattern: String,
+    },
+    PointerInfo {
+        memory_type: String,
+        device: Option<u32>,
+    },
+}
+
+/// The outcome of one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StepOutcome {
+    Ok {
+        value: ValueSummary,
+    },
+    Error {
+        code: i32,
+        name: String,
+    },
+    /// The process died or hung during the step.
+    Crash {
+        detail: String,
+    },
+    Timeout {
+        after_ms: u64,
+    },
+    /// The harness failed during this step.
+    Broken {
+        detail: String,
+    },
+    /// Not run: an earlier failure made it impossible (missing binding, dead process).
+    Skipped {
+        reason: String,
+    },
+}
+
+impl StepOutcome {
+    /// True when two outcomes count as the same observation (the basis of the
+    /// differential check).
+    pub fn same_observation(&self, other: &StepOutcome) -> bool {
+        match (self, other) {
+            (StepOutcome::Error { code: a, .. }, StepOutcome::Error { code: b, .. }) => a == b,
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// One executed step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub index: usize,
+    /// 1-based line in the scenario file.
+    pub line: usize,
+    pub process: String,
+    /// The step as written (canonical form), e.g. `p = ipc_open h flags=lazy`.
+    pub op: String,
+    pub outcome: StepOutcome,
+    /// `None` when the step had no expectation to check; otherwise whether it held.
+    pub check: Option<CheckResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub passed: bool,
+    /// The expectation as written.
+    pub expected: String,
+    /// Why it failed (empty when it passed).
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trace {
+    pub steps: Vec<StepRecord>,
+    /// Hazard-log expectations (`expect hazard ...`), checked at the end.
+    pub hazard_checks: Vec<CheckResult>,
+    /// `None` on backends without a hazard log.
+    pub hazards: Option<Vec<Hazard>>,
+}
+
+/// A difference between two traces of one scenario.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepDifference {
+    pub index: usize,
+    pub line: usize,
+    pub op: String,
+    pub left: Option<StepOutcome>,
+    pub right: Option<StepOutcome>,
+}
+
+impl Trace {
+    /// Every step whose observation differs between `self` and `other`.
+    pub fn differences(&self, other: &Trace) -> Vec<StepDifference> {
+        let n = self.steps.len().max(other.steps.len());
+        (0..n)
+            .filter_map(|i| {
+                let l = self.steps.get(i);
+                let r = other.steps.get(i);
+                let same = match (l, r) {
+                    (Some(a), Some(b)) => a.outcome.same_observation(&b.outcome),
+                    _ => false,
+                };
+                (!same).then(|| {
+                    let any = l.or(r).expect("one side exists");
+                    StepDifference {
+                        index: i,
+                        line: any.line,
+                        op: any.op.clone(),
+                        left: l.map(|s| s.outcome.clone()),
+                        right: r.map(|s| s.outcome.clone()),
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+/// Run-length encode bytes the way scenario patterns are written.
+pub fn encode_bytes(bytes: &[u8]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let mut j = i + 1;
+        while j < bytes.len() && bytes[j] == b {
+            j += 1;
+        }
+        let run = j - i;
+        out.push(if run == 1 {
+            format!("{b:02x}")
+        } else {
+            format!("{b:02x}*{run}")
+        });
+        i = j;
+    }
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_are_run_length_encoded() {
+        assert_eq!(encode_bytes(&[]), "");
+        assert_eq!(encode_bytes(&[0xab; 4]), "ab*4");
+        assert_eq!(encode_bytes(&[1, 2, 2, 0]), "01 02*2 00");
+    }
+
+    #[test]
+    fn differences_compare_codes_not_names() {
+        let step = |outcome| StepRecord {
+            index: 0,
+            line: 3,
+            process: "a".into(),
+            op: "x".into(),
+            outcome,
+            check: None,
+        };
+        let a = Trace {
+            steps: vec![step(StepOutcome::Error {
+                code: 1,
+                name: "cudaErrorInvalidValue".into(),
+            })],
+            ..Trace::default()
+        };
+        let b = Trace {
+            steps: vec![step(StepOutcome::Error {
+                code: 1,
+                name: "CUDA_ERROR_INVALID_VALUE".into(),
+            })],
+            ..Trace::default()
+        };
+        assert!(a.differences(&b).is_empty());
+        let c = Trace {
+            steps: vec![step(StepOutcome::Ok {
+                value: ValueSummary::Unit,
+            })],
+            ..Trace::default()
+        };
+        assert_eq!(a.differences(&c).len(), 1);
+        assert_eq!(a.differences(&Trace::default()).len(), 1);
+    }
+}
+
+/// The result vocabulary of a scenario or clause run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Status {
+    Pass,
+    Fail,
+    /// A requirement is absent (too few devices, no GPU, no libcuda): the
+    /// message says which.
+    NotSupported,
+    Crash,
+    Timeout,
+    /// The harness failed (malformed file, protocol error, spawn failure).
+    Broken,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pass => "Pass",
+            Status::Fail => "Fail",
+            Status::NotSupported => "NotSupported",
+            Status::Crash => "Crash",
+            Status::Timeout => "Timeout",
+            Status::Broken => "Broken",
+        }
+    }
+
+    /// Pass and NotSupported are acceptable without expectations.
+    pub fn is_success(self) -> bool {
+        matches!(self, Status::Pass | Status::NotSupported)
+    }
+}
+
+/// A status with the message that explains it (empty for Pass).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub status: Status,
+    pub message: String,
+}
