@@ -1,5 +1,24 @@
 //! The scenario language: model, parser and executor.
 //! See `docs/scenario-language.md` for the language itself.
+//!
+//! - [`ast`]: the step model ([`Step`], [`Op`], [`Expect`], ...);
+//! - `lexer` / `parser`: the hand-written, line-oriented parser with validation;
+//! - `executor` / `expect`: running steps on a [`Machine`] and judging them.
+
+pub mod ast;
+mod executor;
+mod expect;
+mod lexer;
+mod parser;
+#[cfg(test)]
+mod tests;
+
+pub use ast::{
+    fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
+    ProcIndex, Ref, Step, ValueType,
+};
+pub use executor::random_handle;
+pub use parser::MAX_WRITE_BYTES;
 
 use crate::errors::Dialect;
 use crate::machine::{Backend, Machine, ProcessSpec};
@@ -16,7 +35,10 @@ pub struct Scenario {
     /// Minimum devices the machine needs.
     pub devices: u32,
     pub processes: Vec<ProcessSpec>,
-    // The lang helper adds the step model here (steps, hazard expectations).
+    /// The steps, in file order.
+    pub steps: Vec<Step>,
+    /// `expect hazard ...` / `expect no-hazards` lines, checked after the last step.
+    pub hazard_expectations: Vec<HazardExpectation>,
 }
 
 /// `# key: value` header lines, in file order.
@@ -72,8 +94,9 @@ pub struct Execution {
     pub verdict: Verdict,
 }
 
-pub fn parse(_source: &str, _path: &Path) -> Result<Scenario, ParseError> {
-    unimplemented!("scenario parser")
+/// Parse and validate a scenario; `path` is only used in messages.
+pub fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
+    parser::parse(source, path)
 }
 
 pub fn parse_file(path: &Path) -> Result<Scenario, ParseError> {
@@ -87,15 +110,11 @@ pub fn parse_file(path: &Path) -> Result<Scenario, ParseError> {
 }
 
 /// Start a machine on `backend` and run the scenario on it.
-pub fn execute(_scenario: &Scenario, _backend: &dyn Backend, _opts: &ExecOptions) -> Execution {
-    unimplemented!("executor")
+pub fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
+    executor::execute(scenario, backend, opts)
 }
 
 /// Run the scenario on an already started machine (used with mocks).
-pub fn execute_on(
-    _scenario: &Scenario,
-    _machine: &mut dyn Machine,
-    _opts: &ExecOptions,
-) -> Execution {
-    unimplemented!("executor")
+pub fn execute_on(scenario: &Scenario, machine: &mut dyn Machine, opts: &ExecOptions) -> Execution {
+    executor::execute_on(scenario, machine, opts)
 }

@@ -1,0 +1,550 @@
+//! The step model of a parsed scenario.
+
+use crate::driver::{DeviceAttribute, FreeKind, MemKind, MemoryType, OutArg};
+use crate::errors::{Dialect, ErrorKind};
+use crate::machine::HazardKind;
+use std::fmt;
+
+/// Index of a process in `Scenario::processes` (declaration order).
+pub type ProcIndex = usize;
+
+/// One `PROC: [NAME =] OP ARGS... [=> EXPECTATION...]` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// 1-based line in the file.
+    pub line: usize,
+    /// The process that runs the step.
+    pub process: ProcIndex,
+    /// The name the result is bound to when the call succeeds.
+    pub bind: Option<String>,
+    pub op: Op,
+    pub expect: Expect,
+}
+
+impl Step {
+    /// Canonical text of the step without process and expectations:
+    /// `p = ipc_open h flags=lazy`.
+    pub fn text(&self) -> String {
+        match &self.bind {
+            Some(b) => format!("{b} = {}", self.op),
+            None => self.op.to_string(),
+        }
+    }
+}
+
+/// A pointer argument: a binding or the NULL device pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Ref {
+    Null,
+    Name(String),
+}
+
+impl Ref {
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Ref::Null => None,
+            Ref::Name(n) => Some(n),
+        }
+    }
+}
+
+impl fmt::Display for Ref {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ref::Null => f.write_str("null"),
+            Ref::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// A byte pattern as written: runs of `(byte, count)`, `ab*16 00*48`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BytePattern {
+    pub runs: Vec<(u8, u64)>,
+}
+
+impl BytePattern {
+    /// Total number of bytes.
+    pub fn len(&self) -> u64 {
+        self.runs.iter().fold(0u64, |a, r| a.saturating_add(r.1))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes themselves.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(b, n) in &self.runs {
+            out.extend(std::iter::repeat_n(b, n as usize));
+        }
+        out
+    }
+
+    /// Whether `bytes` are exactly the pattern (without expanding it).
+    pub fn matches(&self, bytes: &[u8]) -> bool {
+        let mut i = 0usize;
+        for &(b, n) in &self.runs {
+            let n = n as usize;
+            if bytes.len() - i < n || bytes[i..i + n].iter().any(|&x| x != b) {
+                return false;
+            }
+            i += n;
+        }
+        i == bytes.len()
+    }
+}
+
+impl fmt::Display for BytePattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .runs
+            .iter()
+            .map(|&(b, n)| {
+                if n == 1 {
+                    format!("{b:02x}")
+                } else {
+                    format!("{b:02x}*{n}")
+                }
+            })
+            .collect();
+        f.write_str(&parts.join(" "))
+    }
+}
+
+/// An operation and its arguments (see the op table in the language docs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    DeviceCount,
+    Attr {
+        device: u32,
+        attr: DeviceAttribute,
+    },
+    SetDevice {
+        device: u32,
+    },
+    PrimaryCtx {
+        device: u32,
+    },
+    CtxCreate {
+        device: u32,
+    },
+    CtxSet {
+        ctx: String,
+    },
+    CtxCurrent,
+    CtxDestroy {
+        ctx: String,
+    },
+    Malloc {
+        kind: MemKind,
+        size: u64,
+    },
+    Free {
+        kind: FreeKind,
+        ptr: Ref,
+    },
+    Offset {
+        ptr: Ref,
+        bytes: u64,
+    },
+    Fill {
+        ptr: Ref,
+        value: u8,
+        /// `at=` as written.
+        at: Option<u64>,
+        /// `len=` as written.
+        len: Option<u64>,
+        /// The length actually filled: `len=`, or the `malloc*` size minus `at`.
+        resolved_len: u64,
+    },
+    Write {
+        ptr: Ref,
+        offset: u64,
+        pattern: BytePattern,
+    },
+    Read {
+        ptr: Ref,
+        offset: u64,
+        len: u64,
+    },
+    DeviceRead {
+        ptr: Ref,
+        offset: u64,
+        len: u64,
+    },
+    AddressRange {
+        ptr: Ref,
+    },
+    PointerAttr {
+        ptr: Ref,
+    },
+    IpcGet {
+        ptr: Ref,
+        out: OutArg,
+    },
+    IpcOpen {
+        handle: String,
+        flags: u32,
+        out: OutArg,
+    },
+    IpcClose {
+        ptr: Ref,
+    },
+    HandleZero,
+    HandleRandom,
+    HandleFlip {
+        handle: String,
+        offset: u8,
+    },
+    Send {
+        handle: String,
+        to: ProcIndex,
+        /// The receiving process's name (for the canonical text).
+        to_name: String,
+    },
+    Exit,
+}
+
+/// The type of the value an op produces (and of a binding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    Unit,
+    Ptr,
+    Context,
+    Handle,
+    Int,
+    Bytes,
+    Range,
+    PointerInfo,
+}
+
+impl ValueType {
+    /// For messages: "a pointer", "a context", ...
+    pub fn describe(self) -> &'static str {
+        match self {
+            ValueType::Unit => "nothing",
+            ValueType::Ptr => "a pointer",
+            ValueType::Context => "a context",
+            ValueType::Handle => "a handle",
+            ValueType::Int => "an int",
+            ValueType::Bytes => "bytes",
+            ValueType::Range => "a range",
+            ValueType::PointerInfo => "pointer info",
+        }
+    }
+}
+
+impl Op {
+    /// The op's keyword as written in files.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Op::DeviceCount => "device_count",
+            Op::Attr { .. } => "attr",
+            Op::SetDevice { .. } => "set_device",
+            Op::PrimaryCtx { .. } => "primary_ctx",
+            Op::CtxCreate { .. } => "ctx_create",
+            Op::CtxSet { .. } => "ctx_set",
+            Op::CtxCurrent => "ctx_current",
+            Op::CtxDestroy { .. } => "ctx_destroy",
+            Op::Malloc { kind, .. } => match kind {
+                MemKind::Device => "malloc",
+                MemKind::Managed => "malloc_managed",
+                MemKind::PinnedHost => "malloc_host",
+                MemKind::StreamOrdered => "malloc_async",
+            },
+            Op::Free { kind, .. } => match kind {
+                FreeKind::Device => "free",
+                FreeKind::Host => "free_host",
+                FreeKind::StreamOrdered => "free_async",
+            },
+            Op::Offset { .. } => "offset",
+            Op::Fill { .. } => "fill",
+            Op::Write { .. } => "write",
+            Op::Read { .. } => "read",
+            Op::DeviceRead { .. } => "device_read",
+            Op::AddressRange { .. } => "address_range",
+            Op::PointerAttr { .. } => "pointer_attr",
+            Op::IpcGet { .. } => "ipc_get",
+            Op::IpcOpen { .. } => "ipc_open",
+            Op::IpcClose { .. } => "ipc_close",
+            Op::HandleZero => "handle_zero",
+            Op::HandleRandom => "handle_random",
+            Op::HandleFlip { .. } => "handle_flip",
+            Op::Send { .. } => "send",
+            Op::Exit => "exit",
+        }
+    }
+
+    /// What a successful call produces.
+    pub fn result_type(&self) -> ValueType {
+        match self {
+            Op::DeviceCount | Op::Attr { .. } => ValueType::Int,
+            Op::PrimaryCtx { .. } | Op::CtxCreate { .. } | Op::CtxCurrent => ValueType::Context,
+            Op::Malloc { .. } | Op::Offset { .. } | Op::IpcOpen { .. } => ValueType::Ptr,
+            Op::Read { .. } | Op::DeviceRead { .. } => ValueType::Bytes,
+            Op::AddressRange { .. } => ValueType::Range,
+            Op::PointerAttr { .. } => ValueType::PointerInfo,
+            Op::IpcGet { .. } | Op::HandleZero | Op::HandleRandom | Op::HandleFlip { .. } => {
+                ValueType::Handle
+            }
+            Op::SetDevice { .. }
+            | Op::CtxSet { .. }
+            | Op::CtxDestroy { .. }
+            | Op::Free { .. }
+            | Op::Fill { .. }
+            | Op::Write { .. }
+            | Op::IpcClose { .. }
+            | Op::Send { .. }
+            | Op::Exit => ValueType::Unit,
+        }
+    }
+
+    /// Whether the op runs in the harness only (no driver call).
+    pub fn is_local(&self) -> bool {
+        matches!(
+            self,
+            Op::Offset { .. }
+                | Op::HandleZero
+                | Op::HandleRandom
+                | Op::HandleFlip { .. }
+                | Op::Send { .. }
+        )
+    }
+
+    /// The bindings the op reads (arguments), in argument order.
+    pub fn uses(&self) -> Vec<&str> {
+        match self {
+            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => vec![ctx.as_str()],
+            Op::Free { ptr, .. }
+            | Op::Offset { ptr, .. }
+            | Op::Fill { ptr, .. }
+            | Op::Write { ptr, .. }
+            | Op::Read { ptr, .. }
+            | Op::DeviceRead { ptr, .. }
+            | Op::AddressRange { ptr }
+            | Op::PointerAttr { ptr }
+            | Op::IpcGet { ptr, .. }
+            | Op::IpcClose { ptr } => ptr.name().into_iter().collect(),
+            Op::IpcOpen { handle, .. }
+            | Op::HandleFlip { handle, .. }
+            | Op::Send { handle, .. } => vec![handle.as_str()],
+            Op::DeviceCount
+            | Op::Attr { .. }
+            | Op::SetDevice { .. }
+            | Op::PrimaryCtx { .. }
+            | Op::CtxCreate { .. }
+            | Op::CtxCurrent
+            | Op::Malloc { .. }
+            | Op::HandleZero
+            | Op::HandleRandom
+            | Op::Exit => vec![],
+        }
+    }
+}
+
+/// Integers in canonical text: `2MiB`, `4KiB`, `16`.
+pub fn fmt_size(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (unit, suffix) in UNITS {
+        if n != 0 && n % unit == 0 {
+            return format!("{}{suffix}", n / unit);
+        }
+    }
+    n.to_string()
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kw = self.keyword();
+        match self {
+            Op::DeviceCount | Op::CtxCurrent | Op::HandleZero | Op::HandleRandom | Op::Exit => {
+                f.write_str(kw)
+            }
+            Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
+            Op::SetDevice { device } | Op::PrimaryCtx { device } | Op::CtxCreate { device } => {
+                write!(f, "{kw} {device}")
+            }
+            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => write!(f, "{kw} {ctx}"),
+            Op::Malloc { size, .. } => write!(f, "{kw} {}", fmt_size(*size)),
+            Op::Free { ptr, .. }
+            | Op::AddressRange { ptr }
+            | Op::PointerAttr { ptr }
+            | Op::IpcClose { ptr } => write!(f, "{kw} {ptr}"),
+            Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", fmt_size(*bytes)),
+            Op::Fill {
+                ptr,
+                value,
+                at,
+                len,
+                ..
+            } => {
+                write!(f, "{kw} {ptr} {value:#04x}")?;
+                if let Some(at) = at {
+                    write!(f, " at={}", fmt_size(*at))?;
+                }
+                if let Some(len) = len {
+                    write!(f, " len={}", fmt_size(*len))?;
+                }
+                Ok(())
+            }
+            Op::Write {
+                ptr,
+                offset,
+                pattern,
+            } => write!(f, "{kw} {ptr} {} {pattern}", fmt_size(*offset)),
+            Op::Read { ptr, offset, len } | Op::DeviceRead { ptr, offset, len } => {
+                write!(f, "{kw} {ptr} {} {}", fmt_size(*offset), fmt_size(*len))
+            }
+            Op::IpcGet { ptr, out } => {
+                write!(f, "{kw} {ptr}")?;
+                if *out == OutArg::Null {
+                    f.write_str(" out=null")?;
+                }
+                Ok(())
+            }
+            Op::IpcOpen { handle, flags, out } => {
+                write!(f, "{kw} {handle}")?;
+                if *flags == crate::driver::IPC_MEM_LAZY_ENABLE_PEER_ACCESS {
+                    f.write_str(" flags=lazy")?;
+                } else {
+                    write!(f, " flags={flags}")?;
+                }
+                if *out == OutArg::Null {
+                    f.write_str(" out=null")?;
+                }
+                Ok(())
+            }
+            Op::HandleFlip { handle, offset } => write!(f, "{kw} {handle} {offset}"),
+            Op::Send {
+                handle, to_name, ..
+            } => write!(f, "{kw} {handle} -> {to_name}"),
+        }
+    }
+}
+
+/// One expectation after `=>`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expectation {
+    Ok,
+    Any,
+    /// `error`: any error.
+    AnyError,
+    /// A named error, compared by kind; `name` is the spelling written.
+    Error {
+        kind: ErrorKind,
+        name: String,
+    },
+    /// `== X`
+    Eq(Ref),
+    /// `!= X`
+    Ne(Ref),
+    Bytes(BytePattern),
+    Value(i64),
+    Size(u64),
+    BaseEq(Ref),
+    BaseNe(Ref),
+    Type(MemoryType),
+    Device(u32),
+}
+
+impl fmt::Display for Expectation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expectation::Ok => f.write_str("ok"),
+            Expectation::Any => f.write_str("any"),
+            Expectation::AnyError => f.write_str("error"),
+            Expectation::Error { name, .. } => f.write_str(name),
+            Expectation::Eq(r) => write!(f, "== {r}"),
+            Expectation::Ne(r) => write!(f, "!= {r}"),
+            Expectation::Bytes(p) => write!(f, "bytes {p}"),
+            Expectation::Value(v) => write!(f, "value {v}"),
+            Expectation::Size(s) => write!(f, "size {}", fmt_size(*s)),
+            Expectation::BaseEq(r) => write!(f, "base == {r}"),
+            Expectation::BaseNe(r) => write!(f, "base != {r}"),
+            Expectation::Type(t) => write!(f, "type {}", t.name()),
+            Expectation::Device(d) => write!(f, "device {d}"),
+        }
+    }
+}
+
+/// A comma-separated list of expectations, all of which must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectList {
+    pub items: Vec<Expectation>,
+    /// The list as written in the file.
+    pub text: String,
+}
+
+impl ExpectList {
+    fn single(e: Expectation) -> ExpectList {
+        ExpectList {
+            text: e.to_string(),
+            items: vec![e],
+        }
+    }
+}
+
+/// Everything after `=>` (or its absence).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expect {
+    /// No `=>`: the step must succeed.
+    Default,
+    List(ExpectList),
+    /// `runtime: ...; driver: ...`; a missing arm means `any`.
+    ByDialect {
+        runtime: Option<ExpectList>,
+        driver: Option<ExpectList>,
+    },
+}
+
+impl Expect {
+    /// The expectations in force for a run in `dialect`.
+    pub fn for_dialect(&self, dialect: Dialect) -> ExpectList {
+        match self {
+            Expect::Default => ExpectList::single(Expectation::Ok),
+            Expect::List(l) => l.clone(),
+            Expect::ByDialect { runtime, driver } => {
+                let arm = match dialect {
+                    Dialect::Runtime => runtime,
+                    Dialect::Driver => driver,
+                };
+                arm.clone()
+                    .unwrap_or_else(|| ExpectList::single(Expectation::Any))
+            }
+        }
+    }
+
+    /// Every list (both arms), for validation.
+    pub fn lists(&self) -> Vec<&ExpectList> {
+        match self {
+            Expect::Default => vec![],
+            Expect::List(l) => vec![l],
+            Expect::ByDialect { runtime, driver } => runtime.iter().chain(driver.iter()).collect(),
+        }
+    }
+}
+
+/// `expect hazard KIND` / `expect no-hazards`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HazardCheck {
+    Hazard(HazardKind),
+    NoHazards,
+}
+
+impl fmt::Display for HazardCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HazardCheck::Hazard(k) => write!(f, "hazard {}", k.name()),
+            HazardCheck::NoHazards => f.write_str("no-hazards"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HazardExpectation {
+    /// 1-based line in the file.
+    pub line: usize,
+    pub check: HazardCheck,
+}

@@ -1,0 +1,569 @@
+//! Runs a parsed scenario on a machine and judges it.
+
+use super::ast::{HazardCheck, Op, Ref, Step};
+use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
+use super::parser::MAX_WRITE_BYTES;
+use super::{ExecOptions, Execution, Scenario};
+use crate::driver::{DevicePtr, DriverError, IpcMemHandle, ProcessLoss, IPC_HANDLE_SIZE};
+use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
+use crate::trace::{CheckResult, Status, StepOutcome, StepRecord, Trace, ValueSummary, Verdict};
+use std::collections::HashMap;
+
+/// One step of splitmix64.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The bytes `handle_random` produces at step `index` of a run seeded with `seed`.
+pub fn random_handle(seed: u64, index: usize) -> IpcMemHandle {
+    let mut state = seed
+        ^ (index as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut bytes = [0u8; IPC_HANDLE_SIZE];
+    for chunk in bytes.chunks_mut(8) {
+        chunk.copy_from_slice(&splitmix64(&mut state).to_le_bytes());
+    }
+    IpcMemHandle(bytes)
+}
+
+/// Labels for pointers, contexts and handles: first-seen order, never addresses.
+#[derive(Default)]
+struct Labels {
+    ptrs: Vec<HashMap<u64, String>>,
+    ctxs: Vec<HashMap<u64, String>>,
+    handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
+}
+
+impl Labels {
+    fn new(processes: usize) -> Labels {
+        Labels {
+            ptrs: vec![HashMap::new(); processes],
+            ctxs: vec![HashMap::new(); processes],
+            handles: HashMap::new(),
+        }
+    }
+
+    fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> String {
+        if p == DevicePtr::NULL {
+            return "null".to_string();
+        }
+        let map = &mut self.ptrs[proc];
+        let n = map.len() + 1;
+        map.entry(p.0)
+            .or_insert_with(|| format!("{name}.p{n}"))
+            .clone()
+    }
+
+    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>) -> String {
+        let Some(c) = c else {
+            return "null".to_string();
+        };
+        let map = &mut self.ctxs[proc];
+        let n = map.len() + 1;
+        map.entry(c)
+            .or_insert_with(|| format!("{name}.c{n}"))
+            .clone()
+    }
+
+    fn handle(&mut self, h: &IpcMemHandle) -> String {
+        let n = self.handles.len() + 1;
+        self.handles
+            .entry(h.0)
+            .or_insert_with(|| format!("h{n}"))
+            .clone()
+    }
+
+    /// The summary of `v` seen by process `proc`, and the label (if any).
+    fn summarise(&mut self, proc: usize, name: &str, v: &Value) -> (ValueSummary, Option<String>) {
+        match v {
+            Value::Unit => (ValueSummary::Unit, None),
+            Value::Ptr(p) => {
+                let label = self.ptr(proc, name, *p);
+                (
+                    ValueSummary::Ptr {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Ctx(c) => {
+                let label = self.ctx(proc, name, c.map(|c| c.0));
+                (
+                    ValueSummary::Context {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Handle(h) => {
+                let label = self.handle(h);
+                (
+                    ValueSummary::Handle {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Int(i) => (ValueSummary::Int { value: *i }, None),
+            Value::Bytes(b) => (bytes_summary(b), None),
+            Value::Range(base, size) => {
+                let label = self.ptr(proc, name, *base);
+                (
+                    ValueSummary::Range {
+                        base: label.clone(),
+                        size: *size,
+                    },
+                    Some(label),
+                )
+            }
+            Value::Info(i) => (
+                ValueSummary::PointerInfo {
+                    memory_type: i.memory_type.name().to_string(),
+                    device: i.device,
+                },
+                None,
+            ),
+        }
+    }
+}
+
+/// Why a step did not produce a value.
+enum Failure {
+    Driver(DriverError),
+    Skip(String),
+}
+
+impl From<DriverError> for Failure {
+    fn from(e: DriverError) -> Self {
+        Failure::Driver(e)
+    }
+}
+
+struct Run<'a> {
+    scenario: &'a Scenario,
+    opts: &'a ExecOptions,
+    bindings: HashMap<String, Bound>,
+    /// Line of the step that binds each name.
+    binder_line: HashMap<&'a str, usize>,
+}
+
+impl Run<'_> {
+    fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
+        match r {
+            Ref::Null => Ok(DevicePtr::NULL),
+            Ref::Name(n) => match self.bindings.get(n).map(|b| &b.value) {
+                Some(Value::Ptr(p)) => Ok(*p),
+                _ => Err(Failure::Skip(format!("'{n}' is not a bound pointer"))),
+            },
+        }
+    }
+
+    fn handle(&self, n: &str) -> Result<IpcMemHandle, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Handle(h)) => Ok(*h),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound handle"))),
+        }
+    }
+
+    fn ctx(&self, n: &str) -> Result<crate::driver::ContextId, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Ctx(Some(c))) => Ok(*c),
+            Some(Value::Ctx(None)) => Err(Failure::Skip(format!(
+                "context '{n}' is null (no context was current)"
+            ))),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound context"))),
+        }
+    }
+
+    /// Perform one step: a driver call, a machine call, or harness-local work.
+    fn perform(
+        &self,
+        machine: &mut dyn Machine,
+        index: usize,
+        step: &Step,
+    ) -> Result<Value, Failure> {
+        let proc = step.process;
+        let d = machine.driver(proc);
+        let v = match &step.op {
+            Op::DeviceCount => Value::Int(i64::from(d.device_count()?)),
+            Op::Attr { device, attr } => Value::Int(d.device_attribute(*device, *attr)?),
+            Op::SetDevice { device } => {
+                d.set_device(*device)?;
+                Value::Unit
+            }
+            Op::PrimaryCtx { device } => Value::Ctx(Some(d.primary_context(*device)?)),
+            Op::CtxCreate { device } => Value::Ctx(Some(d.create_context(*device)?)),
+            Op::CtxSet { ctx } => {
+                let c = self.ctx(ctx)?;
+                d.set_current_context(c)?;
+                Value::Unit
+            }
+            Op::CtxCurrent => Value::Ctx(d.current_context()?),
+            Op::CtxDestroy { ctx } => {
+                let c = self.ctx(ctx)?;
+                d.destroy_context(c)?;
+                Value::Unit
+            }
+            Op::Malloc { kind, size } => Value::Ptr(d.alloc(*kind, *size)?),
+            Op::Free { kind, ptr } => {
+                let p = self.ptr(ptr)?;
+                d.free(*kind, p)?;
+                Value::Unit
+            }
+            Op::Fill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                ..
+            } => {
+                let p = self.ptr(ptr)?.offset(at.unwrap_or(0));
+                d.memset(p, *value, *resolved_len)?;
+                Value::Unit
+            }
+            Op::Write {
+                ptr,
+                offset,
+                pattern,
+            } => {
+                let p = self.ptr(ptr)?.offset(*offset);
+                if pattern.len() > MAX_WRITE_BYTES {
+                    return Err(Failure::Skip(format!(
+                        "pattern of {} bytes is longer than 64MiB",
+                        pattern.len()
+                    )));
+                }
+                d.write(p, &pattern.to_bytes())?;
+                Value::Unit
+            }
+            Op::Read { ptr, offset, len } => {
+                let p = self.ptr(ptr)?.offset(*offset);
+                Value::Bytes(d.read(p, *len)?)
+            }
+            Op::DeviceRead { ptr, offset, len } => {
+                let p = self.ptr(ptr)?.offset(*offset);
+                Value::Bytes(d.device_read(p, *len)?)
+            }
+            Op::AddressRange { ptr } => {
+                let p = self.ptr(ptr)?;
+                let (base, size) = d.address_range(p)?;
+                Value::Range(base, size)
+            }
+            Op::PointerAttr { ptr } => {
+                let p = self.ptr(ptr)?;
+                Value::Info(d.pointer_info(p)?)
+            }
+            Op::IpcGet { ptr, out } => {
+                let p = self.ptr(ptr)?;
+                Value::Handle(d.ipc_get_mem_handle(p, *out)?)
+            }
+            Op::IpcOpen { handle, flags, out } => {
+                let h = self.handle(handle)?;
+                Value::Ptr(d.ipc_open_mem_handle(h, *flags, *out)?)
+            }
+            Op::IpcClose { ptr } => {
+                let p = self.ptr(ptr)?;
+                d.ipc_close_mem_handle(p)?;
+                Value::Unit
+            }
+            // Harness-local ops: no driver call.
+            Op::Offset { ptr, bytes } => Value::Ptr(self.ptr(ptr)?.offset(*bytes)),
+            Op::HandleZero => Value::Handle(IpcMemHandle::ZERO),
+            Op::HandleRandom => Value::Handle(random_handle(self.opts.seed, index)),
+            Op::HandleFlip { handle, offset } => {
+                let mut h = self.handle(handle)?;
+                h.0[usize::from(*offset) % IPC_HANDLE_SIZE] ^= 0xff;
+                Value::Handle(h)
+            }
+            Op::Send { handle, .. } => {
+                self.handle(handle)?;
+                Value::Unit
+            }
+            Op::Exit => {
+                machine.exit(proc)?;
+                Value::Unit
+            }
+        };
+        Ok(v)
+    }
+
+    /// The reason a step cannot run because a binding it needs is missing.
+    fn missing_binding(&self, step: &Step) -> Option<String> {
+        step.op.uses().into_iter().find_map(|n| {
+            (!self.bindings.contains_key(n)).then(|| match self.binder_line.get(n) {
+                Some(line) => {
+                    format!("'{n}' was never bound (the step at line {line} did not succeed)")
+                }
+                None => format!("'{n}' was never bound"),
+            })
+        })
+    }
+
+    fn where_(&self, line: usize) -> String {
+        format!("{}:{line}", self.scenario.path.display())
+    }
+}
+
+fn hazard_text(h: &Hazard, scenario: &Scenario) -> String {
+    let proc = scenario
+        .processes
+        .get(h.process)
+        .map_or("?", |p| p.name.as_str());
+    match h.step.and_then(|i| scenario.steps.get(i)) {
+        Some(s) => format!("{} in {proc} at line {}", h.kind.name(), s.line),
+        None => format!("{} in {proc}", h.kind.name()),
+    }
+}
+
+fn check_hazards(scenario: &Scenario, log: Option<&[Hazard]>) -> Vec<(usize, CheckResult)> {
+    scenario
+        .hazard_expectations
+        .iter()
+        .map(|he| {
+            let expected = he.check.to_string();
+            let result = match log {
+                None => CheckResult {
+                    passed: true,
+                    expected,
+                    message: "unchecked: backend has no hazard log".to_string(),
+                },
+                Some(log) => {
+                    let logged = || {
+                        if log.is_empty() {
+                            "an empty hazard log".to_string()
+                        } else {
+                            let all: Vec<String> =
+                                log.iter().map(|h| hazard_text(h, scenario)).collect();
+                            format!("hazards: {}", all.join("; "))
+                        }
+                    };
+                    let passed = match he.check {
+                        HazardCheck::Hazard(k) => log.iter().any(|h| h.kind == k),
+                        HazardCheck::NoHazards => log.is_empty(),
+                    };
+                    let message = if passed {
+                        String::new()
+                    } else {
+                        format!("expected {expected}, got {}", logged())
+                    };
+                    CheckResult {
+                        passed,
+                        expected,
+                        message,
+                    }
+                }
+            };
+            (he.line, result)
+        })
+        .collect()
+}
+
+/// Start a machine on `backend`, run the scenario, shut the machine down.
+pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
+    let spec = MachineSpec {
+        devices: scenario.devices,
+        processes: scenario.processes.clone(),
+        dialect: opts.dialect,
+        seed: opts.seed,
+        step_timeout: opts.step_timeout,
+    };
+    match backend.start(&spec) {
+        Err(StartError::NotSupported(reason)) => Execution {
+            trace: Trace::default(),
+            verdict: Verdict {
+                status: Status::NotSupported,
+                message: reason,
+            },
+        },
+        Err(StartError::Harness(m)) => Execution {
+            trace: Trace::default(),
+            verdict: Verdict {
+                status: Status::Broken,
+                message: format!(
+                    "{}: the machine did not start: {m}",
+                    scenario.path.display()
+                ),
+            },
+        },
+        Ok(mut machine) => {
+            let e = execute_on(scenario, machine.as_mut(), opts);
+            machine.shutdown();
+            e
+        }
+    }
+}
+
+/// Run every step on `machine` (already started) and judge the run.
+pub(crate) fn execute_on(
+    scenario: &Scenario,
+    machine: &mut dyn Machine,
+    opts: &ExecOptions,
+) -> Execution {
+    let nproc = scenario.processes.len();
+    if machine.process_count() < nproc {
+        return Execution {
+            trace: Trace::default(),
+            verdict: Verdict {
+                status: Status::Broken,
+                message: format!(
+                    "{}: the machine runs {} processes, the scenario declares {nproc}",
+                    scenario.path.display(),
+                    machine.process_count()
+                ),
+            },
+        };
+    }
+    let bad_index = scenario
+        .steps
+        .iter()
+        .find(|s| s.process >= nproc || matches!(s.op, Op::Send { to, .. } if to >= nproc));
+    if let Some(s) = bad_index {
+        return Execution {
+            trace: Trace::default(),
+            verdict: Verdict {
+                status: Status::Broken,
+                message: format!(
+                    "{}:{}: the step names a process the scenario does not declare",
+                    scenario.path.display(),
+                    s.line
+                ),
+            },
+        };
+    }
+    let mut run = Run {
+        scenario,
+        opts,
+        bindings: HashMap::new(),
+        binder_line: scenario
+            .steps
+            .iter()
+            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.line)))
+            .collect(),
+    };
+    let mut labels = Labels::new(nproc);
+    // Why a process runs no more steps (crashed, timed out, harness failure).
+    let mut dead: Vec<Option<String>> = vec![None; nproc];
+    let mut first_failure: Option<Verdict> = None;
+    let mut trace = Trace::default();
+    let seed = opts.seed;
+
+    for (index, step) in scenario.steps.iter().enumerate() {
+        machine.begin_step(index);
+        let pname = scenario.processes[step.process].name.as_str();
+        let text = step.text();
+        let skip = dead[step.process]
+            .clone()
+            .or_else(|| run.missing_binding(step));
+        let result = match skip {
+            Some(reason) => Err(Failure::Skip(reason)),
+            None => run.perform(machine, index, step),
+        };
+        let (outcome, observed_value, api) = match result {
+            Ok(v) => {
+                let (summary, label) = labels.summarise(step.process, pname, &v);
+                (StepOutcome::Ok { value: summary }, Some((v, label)), None)
+            }
+            Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
+            Err(Failure::Driver(DriverError::Api(e))) => (
+                StepOutcome::Error {
+                    code: e.code,
+                    name: e.name().into_owned(),
+                },
+                None,
+                Some(e),
+            ),
+            Err(Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms }))) => {
+                dead[step.process] =
+                    Some(format!("process '{pname}' timed out at line {}", step.line));
+                (StepOutcome::Timeout { after_ms }, None, None)
+            }
+            Err(Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. }))) => {
+                dead[step.process] =
+                    Some(format!("process '{pname}' crashed at line {}", step.line));
+                (
+                    StepOutcome::Crash {
+                        detail: e.to_string(),
+                    },
+                    None,
+                    None,
+                )
+            }
+            Err(Failure::Driver(DriverError::Harness(m))) => {
+                dead[step.process] = Some(format!(
+                    "process '{pname}' lost to a harness error at line {}",
+                    step.line
+                ));
+                (StepOutcome::Broken { detail: m }, None, None)
+            }
+        };
+        let observed = match (&observed_value, api) {
+            (Some((v, _)), _) => Observed::Ok(v),
+            (None, Some(e)) => Observed::Api(e),
+            (None, None) => Observed::NoAnswer,
+        };
+        let list = step.expect.for_dialect(opts.dialect);
+        let result = check(&list, &observed, &outcome, &run.bindings);
+
+        if first_failure.is_none() {
+            let lost = match &outcome {
+                StepOutcome::Crash { .. } => Some(Status::Crash),
+                StepOutcome::Timeout { .. } => Some(Status::Timeout),
+                StepOutcome::Broken { .. } => Some(Status::Broken),
+                _ => None,
+            };
+            let head = format!("{}: step '{text}' in {pname}", run.where_(step.line));
+            if let Some(status) = lost {
+                let what = match &outcome {
+                    StepOutcome::Crash { detail } => detail.clone(),
+                    StepOutcome::Timeout { after_ms } => {
+                        format!("process timed out after {after_ms} ms")
+                    }
+                    other => describe(other),
+                };
+                first_failure = Some(Verdict {
+                    status,
+                    message: format!("{head}: {what} (seed {seed})"),
+                });
+            } else if !result.passed {
+                first_failure = Some(Verdict {
+                    status: Status::Fail,
+                    message: format!("{head}: {} (seed {seed})", result.message),
+                });
+            }
+        }
+
+        if let (Some(name), Some((v, label))) = (&step.bind, observed_value) {
+            run.bindings.insert(name.clone(), Bound { value: v, label });
+        }
+        trace.steps.push(StepRecord {
+            index,
+            line: step.line,
+            process: pname.to_string(),
+            op: text,
+            outcome,
+            check: Some(result),
+        });
+    }
+
+    let log = machine.hazards();
+    for (line, result) in check_hazards(scenario, log.as_deref()) {
+        if !result.passed && first_failure.is_none() {
+            first_failure = Some(Verdict {
+                status: Status::Fail,
+                message: format!("{}: {} (seed {seed})", run.where_(line), result.message),
+            });
+        }
+        trace.hazard_checks.push(result);
+    }
+    trace.hazards = log;
+    let verdict = first_failure.unwrap_or(Verdict {
+        status: Status::Pass,
+        message: String::new(),
+    });
+    Execution { trace, verdict }
+}

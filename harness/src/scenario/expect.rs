@@ -1,0 +1,239 @@
+//! Judging one step's observation against its expectations.
+
+use super::ast::{ExpectList, Expectation, Ref};
+use crate::driver::{ContextId, DevicePtr, IpcMemHandle, PointerInfo};
+use crate::errors::ApiError;
+use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
+use std::collections::HashMap;
+
+/// The raw value a successful step produced (kept for bindings and `==`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Value {
+    Unit,
+    Ptr(DevicePtr),
+    /// `None`: no context was current (`ctx_current`).
+    Ctx(Option<ContextId>),
+    Handle(IpcMemHandle),
+    Int(i64),
+    Bytes(Vec<u8>),
+    Range(DevicePtr, u64),
+    Info(PointerInfo),
+}
+
+/// What `==` compares: pointers and range bases are addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Addr(u64),
+    Ctx(Option<u64>),
+    Handle([u8; 64]),
+    Int(i64),
+    Bytes(Vec<u8>),
+    Info(PointerInfo),
+    Unit,
+}
+
+impl Value {
+    fn key(&self) -> Key {
+        match self {
+            Value::Unit => Key::Unit,
+            Value::Ptr(p) | Value::Range(p, _) => Key::Addr(p.0),
+            Value::Ctx(c) => Key::Ctx(c.map(|c| c.0)),
+            Value::Handle(h) => Key::Handle(h.0),
+            Value::Int(i) => Key::Int(*i),
+            Value::Bytes(b) => Key::Bytes(b.clone()),
+            Value::Info(i) => Key::Info(*i),
+        }
+    }
+}
+
+/// A bound name: its value and its label (for messages).
+#[derive(Debug, Clone)]
+pub(crate) struct Bound {
+    pub value: Value,
+    pub label: Option<String>,
+}
+
+/// What the step observed, for judging.
+pub(crate) enum Observed<'a> {
+    Ok(&'a Value),
+    Api(ApiError),
+    /// Crash, timeout, harness failure or skipped: no answer from the driver.
+    NoAnswer,
+}
+
+/// Longest observation quoted in a message.
+const MAX_GOT: usize = 160;
+
+fn shorten(s: String) -> String {
+    if s.chars().count() <= MAX_GOT {
+        s
+    } else {
+        let mut t: String = s.chars().take(MAX_GOT).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// How an outcome reads in messages: `ok (peer.p1)`, `cudaErrorInvalidValue`.
+pub(crate) fn describe(outcome: &StepOutcome) -> String {
+    let s = match outcome {
+        StepOutcome::Ok { value } => match value {
+            ValueSummary::Unit => "ok".to_string(),
+            ValueSummary::Ptr { label }
+            | ValueSummary::Context { label }
+            | ValueSummary::Handle { label } => format!("ok ({label})"),
+            ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
+            ValueSummary::Int { value } => format!("ok (value {value})"),
+            ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),
+            ValueSummary::PointerInfo {
+                memory_type,
+                device,
+            } => match device {
+                Some(d) => format!("ok (type {memory_type}, device {d})"),
+                None => format!("ok (type {memory_type})"),
+            },
+        },
+        StepOutcome::Error { name, .. } => name.clone(),
+        StepOutcome::Crash { detail } => format!("crash ({detail})"),
+        StepOutcome::Timeout { after_ms } => format!("timeout after {after_ms} ms"),
+        StepOutcome::Broken { detail } => format!("harness error ({detail})"),
+        StepOutcome::Skipped { reason } => format!("skipped ({reason})"),
+    };
+    shorten(s)
+}
+
+fn ref_key(r: &Ref, result: &Value, bindings: &HashMap<String, Bound>) -> Result<Key, String> {
+    match r {
+        Ref::Null => Ok(match result {
+            Value::Ctx(_) => Key::Ctx(None),
+            _ => Key::Addr(0),
+        }),
+        Ref::Name(n) => bindings
+            .get(n)
+            .map(|b| b.value.key())
+            .ok_or_else(|| format!("'{n}' was never bound")),
+    }
+}
+
+fn ref_text(r: &Ref, bindings: &HashMap<String, Bound>) -> String {
+    match r {
+        Ref::Null => "null".to_string(),
+        Ref::Name(n) => match bindings.get(n).and_then(|b| b.label.as_ref()) {
+            Some(label) => format!("{n} ({label})"),
+            None => n.clone(),
+        },
+    }
+}
+
+/// `Ok(())` when `e` holds, else the reason (`expected X, got Y`).
+fn holds(
+    e: &Expectation,
+    obs: &Observed,
+    got: &str,
+    bindings: &HashMap<String, Bound>,
+) -> Result<(), String> {
+    let fail = |shown: String| Err(format!("expected {shown}, got {got}"));
+    let value = match obs {
+        Observed::Ok(v) => Some(*v),
+        _ => None,
+    };
+    match e {
+        Expectation::Any => Ok(()),
+        Expectation::Ok => match obs {
+            Observed::Ok(_) => Ok(()),
+            _ => fail(e.to_string()),
+        },
+        Expectation::AnyError => match obs {
+            Observed::Api(_) => Ok(()),
+            _ => fail(e.to_string()),
+        },
+        Expectation::Error { kind, .. } => match obs {
+            Observed::Api(err) => {
+                let same = match err.kind() {
+                    Some(k) => k == *kind,
+                    None => kind.code(err.dialect) == Some(err.code),
+                };
+                if same {
+                    Ok(())
+                } else {
+                    fail(e.to_string())
+                }
+            }
+            _ => fail(e.to_string()),
+        },
+        Expectation::Eq(r)
+        | Expectation::Ne(r)
+        | Expectation::BaseEq(r)
+        | Expectation::BaseNe(r) => {
+            let want_equal = matches!(e, Expectation::Eq(_) | Expectation::BaseEq(_));
+            let op = if want_equal { "==" } else { "!=" };
+            let prefix = if matches!(e, Expectation::BaseEq(_) | Expectation::BaseNe(_)) {
+                "base "
+            } else {
+                ""
+            };
+            let shown = format!("{prefix}{op} {}", ref_text(r, bindings));
+            let Some(v) = value else {
+                return fail(shown);
+            };
+            let other = match ref_key(r, v, bindings) {
+                Ok(k) => k,
+                Err(why) => return Err(format!("expected {shown}, but {why}")),
+            };
+            if (v.key() == other) == want_equal {
+                Ok(())
+            } else {
+                fail(shown)
+            }
+        }
+        Expectation::Bytes(p) => match value {
+            Some(Value::Bytes(b)) if p.matches(b) => Ok(()),
+            _ => fail(shorten(e.to_string())),
+        },
+        Expectation::Value(n) => match value {
+            Some(Value::Int(v)) if v == n => Ok(()),
+            _ => fail(e.to_string()),
+        },
+        Expectation::Size(n) => match value {
+            Some(Value::Range(_, s)) if s == n => Ok(()),
+            _ => fail(e.to_string()),
+        },
+        Expectation::Type(t) => match value {
+            Some(Value::Info(i)) if i.memory_type == *t => Ok(()),
+            _ => fail(e.to_string()),
+        },
+        Expectation::Device(d) => match value {
+            Some(Value::Info(i)) if i.device == Some(*d) => Ok(()),
+            _ => fail(e.to_string()),
+        },
+    }
+}
+
+/// Judge `outcome` against `list`; the message names the first expectation that failed.
+pub(crate) fn check(
+    list: &ExpectList,
+    obs: &Observed,
+    outcome: &StepOutcome,
+    bindings: &HashMap<String, Bound>,
+) -> CheckResult {
+    let got = describe(outcome);
+    let failure = if let StepOutcome::Skipped { reason } = outcome {
+        Some(format!("skipped: {reason}"))
+    } else {
+        list.items
+            .iter()
+            .find_map(|e| holds(e, obs, &got, bindings).err())
+    };
+    CheckResult {
+        passed: failure.is_none(),
+        expected: list.text.clone(),
+        message: failure.unwrap_or_default(),
+    }
+}
+
+/// The run-length summary of bytes (what traces record).
+pub(crate) fn bytes_summary(bytes: &[u8]) -> ValueSummary {
+    ValueSummary::Bytes {
+        pattern: encode_bytes(bytes),
+    }
+}

@@ -1,0 +1,1205 @@
+//! The hand-written, line-oriented parser and its validation (one pass: every
+//! rule of the language only looks backwards in the file).
+
+use super::ast::{
+    fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
+    ProcIndex, Ref, Step, ValueType,
+};
+use super::lexer::{strip_comment, tokenize, Token};
+use super::{Metadata, ParseError, Scenario};
+use crate::driver::{
+    DeviceAttribute, FreeKind, MemKind, MemoryType, OutArg, IPC_HANDLE_SIZE,
+    IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+};
+use crate::errors::ErrorKind;
+use crate::machine::{HazardKind, ProcessSpec};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Longest pattern `write` accepts (it is expanded in memory).
+pub const MAX_WRITE_BYTES: u64 = 64 << 20;
+
+type PResult<T> = Result<T, ParseError>;
+
+/// What validation knows about a binding.
+struct Binding {
+    ty: ValueType,
+    line: usize,
+    process: ProcIndex,
+    /// The size given to the `malloc*` that bound it.
+    alloc_size: Option<u64>,
+    /// Processes that may use it (handles: the maker and every `send` target).
+    holders: Vec<ProcIndex>,
+}
+
+struct Parser {
+    file: String,
+    meta: Metadata,
+    seen_statement: bool,
+    devices: Option<(u32, usize)>,
+    processes: Vec<ProcessSpec>,
+    process_lines: Vec<usize>,
+    exited: Vec<Option<usize>>,
+    first_step_line: Option<usize>,
+    bindings: HashMap<String, Binding>,
+    steps: Vec<Step>,
+    hazards: Vec<HazardExpectation>,
+}
+
+/// Tokens of one line with a position; builds errors with line and column.
+struct Line<'a> {
+    file: &'a str,
+    line: usize,
+    chars: Vec<char>,
+    toks: Vec<Token>,
+    pos: usize,
+}
+
+impl<'a> Line<'a> {
+    fn err(&self, col: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            file: self.file.to_string(),
+            line: self.line,
+            column: col,
+            message: message.into(),
+        }
+    }
+
+    /// Column of the next token, or just past the last one at end of line.
+    fn col(&self) -> usize {
+        match self.toks.get(self.pos) {
+            Some(t) => t.col,
+            None => self.toks.last().map_or(1, |t| t.end + 1),
+        }
+    }
+
+    fn peek(&self) -> Option<&Token> {
+        self.toks.get(self.pos)
+    }
+
+    fn peek_at(&self, n: usize) -> Option<&Token> {
+        self.toks.get(self.pos + n)
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.toks.len()
+    }
+
+    fn found(&self) -> String {
+        match self.peek() {
+            Some(t) => format!("'{}'", t.text),
+            None => "end of line".to_string(),
+        }
+    }
+
+    fn expected(&self, what: &str) -> ParseError {
+        self.err(
+            self.col(),
+            format!("expected {what}, found {}", self.found()),
+        )
+    }
+
+    fn next_word(&mut self, what: &str) -> PResult<Token> {
+        match self.peek() {
+            Some(t) if t.is_word() => {
+                let t = t.clone();
+                self.pos += 1;
+                Ok(t)
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    fn is_punct(&self, p: &str) -> bool {
+        self.peek().is_some_and(|t| t.is_punct(p))
+    }
+
+    fn eat_punct(&mut self, p: &str) -> bool {
+        let yes = self.is_punct(p);
+        if yes {
+            self.pos += 1;
+        }
+        yes
+    }
+
+    fn expect_punct(&mut self, p: &str, what: &str) -> PResult<()> {
+        if self.eat_punct(p) {
+            Ok(())
+        } else {
+            Err(self.expected(what))
+        }
+    }
+
+    fn expect_end(&self, what: &str) -> PResult<()> {
+        if self.at_end() {
+            Ok(())
+        } else {
+            Err(self.expected(what))
+        }
+    }
+
+    /// Source text from the start of token `from` to the end of token `to` (inclusive).
+    fn text(&self, from: usize, to: usize) -> String {
+        match (self.toks.get(from), self.toks.get(to)) {
+            (Some(a), Some(b)) if a.col - 1 <= b.end && b.end <= self.chars.len() => {
+                self.chars[a.col - 1..b.end].iter().collect()
+            }
+            _ => String::new(),
+        }
+    }
+
+    // --- value syntax ------------------------------------------------------
+
+    fn name(&mut self, what: &str) -> PResult<Token> {
+        let col = self.col();
+        let t = self.next_word(what)?;
+        if !is_name(&t.text) {
+            return Err(self.err(col, format!("expected {what}, found '{}'", t.text)));
+        }
+        Ok(t)
+    }
+
+    fn int(&mut self, what: &str) -> PResult<u64> {
+        let col = self.col();
+        match self.peek() {
+            Some(t) if t.is_word() && t.text.starts_with(|c: char| c.is_ascii_digit()) => {
+                let text = t.text.clone();
+                self.pos += 1;
+                parse_int(&text).map_err(|m| self.err(col, m))
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    fn u32(&mut self, what: &str) -> PResult<u32> {
+        let col = self.col();
+        let v = self.int(what)?;
+        u32::try_from(v).map_err(|_| self.err(col, format!("{what} {v} is too large")))
+    }
+
+    fn signed(&mut self, what: &str) -> PResult<i64> {
+        let col = self.col();
+        let neg = self
+            .peek()
+            .is_some_and(|t| t.is_word() && t.text.starts_with('-'));
+        if !neg {
+            let v = self.int(what)?;
+            return i64::try_from(v)
+                .map_err(|_| self.err(col, format!("integer {v} is too large")));
+        }
+        let text = self.peek().map(|t| t.text.clone()).unwrap_or_default();
+        self.pos += 1;
+        let v = parse_int(&text[1..]).map_err(|m| self.err(col, m))?;
+        if v > i64::MAX as u64 + 1 {
+            return Err(self.err(col, format!("integer '{text}' is too small")));
+        }
+        Ok((v as i64).wrapping_neg())
+    }
+
+    fn byte(&mut self) -> PResult<u8> {
+        let col = self.col();
+        let what = "a byte (two hex digits)";
+        let t = self.next_word(what)?;
+        parse_byte(&t.text)
+            .ok_or_else(|| self.err(col, format!("expected {what}, found '{}'", t.text)))
+    }
+
+    /// `BYTE` or `BYTE*COUNT` items up to `=>`, `,`, `;` or the end of the line.
+    fn pattern(&mut self) -> PResult<BytePattern> {
+        let mut runs = Vec::new();
+        let mut total: u64 = 0;
+        let start_col = self.col();
+        while let Some(t) = self.peek() {
+            if t.is_punct("=>") || t.is_punct(",") || t.is_punct(";") {
+                break;
+            }
+            let b = self.byte()?;
+            let n = if self.eat_punct("*") {
+                let col = self.col();
+                let n = self.int("a count after '*'")?;
+                if n == 0 {
+                    return Err(self.err(col, "a run count must be at least 1"));
+                }
+                n
+            } else {
+                1
+            };
+            total = total
+                .checked_add(n)
+                .ok_or_else(|| self.err(start_col, "byte pattern is too long"))?;
+            match runs.last_mut() {
+                Some((lb, ln)) if *lb == b => *ln += n,
+                _ => runs.push((b, n)),
+            }
+        }
+        if runs.is_empty() {
+            return Err(self.expected("a byte pattern"));
+        }
+        Ok(BytePattern { runs })
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    let mut cs = s.chars();
+    cs.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Decimal or `0x` hex, `_` separators, optional `KiB`/`MiB`/`GiB` suffix.
+pub(crate) fn parse_int(text: &str) -> Result<u64, String> {
+    let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(rest) => (rest, 16),
+        None => (text, 10),
+    };
+    let split = digits
+        .char_indices()
+        .find(|&(_, c)| !(c.is_digit(radix) || c == '_'))
+        .map_or(digits.len(), |(i, _)| i);
+    let (num, suffix) = digits.split_at(split);
+    let mult: u64 = match suffix {
+        "" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "bad size suffix '{other}' in '{text}' (expected KiB, MiB or GiB)"
+            ))
+        }
+    };
+    let clean: String = num.chars().filter(|&c| c != '_').collect();
+    if clean.is_empty() {
+        return Err(format!("bad integer '{text}'"));
+    }
+    u64::from_str_radix(&clean, radix)
+        .ok()
+        .and_then(|v| v.checked_mul(mult))
+        .ok_or_else(|| format!("integer '{text}' is too large"))
+}
+
+/// Two hex digits, optionally `0x`-prefixed.
+pub(crate) fn parse_byte(text: &str) -> Option<u8> {
+    let hex = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    if hex.len() == 2 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        u8::from_str_radix(hex, 16).ok()
+    } else {
+        None
+    }
+}
+
+/// Parse a metadata comment (`# key: value`); `None` for other comments.
+fn metadata_line(line: &str) -> Option<(String, String)> {
+    let rest = line.trim_start().strip_prefix('#')?.trim_start();
+    let (key, value) = rest.split_once(':')?;
+    let valid = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-');
+    valid.then(|| (key.to_string(), value.trim().to_string()))
+}
+
+/// How an expectation talks about the result: which classes of values can be
+/// compared with `==`.
+fn comparable(result: ValueType, binding: ValueType) -> bool {
+    let class = |t: ValueType| match t {
+        ValueType::Range => ValueType::Ptr,
+        t => t,
+    };
+    result != ValueType::Unit && class(result) == class(binding)
+}
+
+fn looks_like_error_name(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_uppercase())
+        || word.starts_with("cudaError")
+        || word.starts_with("CUDA_")
+}
+
+pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
+    let mut p = Parser {
+        file: path.display().to_string(),
+        meta: Metadata::default(),
+        seen_statement: false,
+        devices: None,
+        processes: Vec::new(),
+        process_lines: Vec::new(),
+        exited: Vec::new(),
+        first_step_line: None,
+        bindings: HashMap::new(),
+        steps: Vec::new(),
+        hazards: Vec::new(),
+    };
+    let source = source.strip_prefix('\u{feff}').unwrap_or(source);
+    let mut last = (1, 1);
+    for (i, raw) in source.lines().enumerate() {
+        let lineno = i + 1;
+        last = (lineno, raw.chars().count() + 1);
+        p.line(raw, lineno)?;
+    }
+    let Some((devices, _)) = p.devices else {
+        return Err(ParseError {
+            file: p.file,
+            line: last.0,
+            column: last.1,
+            message: "expected 'devices N', found end of file".to_string(),
+        });
+    };
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        meta: p.meta,
+        devices,
+        processes: p.processes,
+        steps: p.steps,
+        hazard_expectations: p.hazards,
+    })
+}
+
+impl Parser {
+    fn line(&mut self, raw: &str, lineno: usize) -> PResult<()> {
+        if !self.seen_statement {
+            if let Some((k, v)) = metadata_line(raw) {
+                self.meta.entries.push((k, v));
+                return Ok(());
+            }
+        }
+        let code = strip_comment(raw);
+        let toks = tokenize(code).map_err(|e| ParseError {
+            file: self.file.clone(),
+            line: lineno,
+            column: e.col,
+            message: format!("unexpected character '{}'", e.ch.escape_default()),
+        })?;
+        if toks.is_empty() {
+            return Ok(());
+        }
+        self.seen_statement = true;
+        let file = self.file.clone();
+        let mut l = Line {
+            file: &file,
+            line: lineno,
+            chars: code.chars().collect(),
+            toks,
+            pos: 0,
+        };
+        let first = l.toks[0].clone();
+        let is_step = first.is_word() && l.toks.get(1).is_some_and(|t| t.is_punct(":"));
+        if self.devices.is_none() && !(first.is_word() && first.text == "devices") {
+            return Err(l.expected("'devices N' first"));
+        }
+        if is_step {
+            return self.step(&mut l);
+        }
+        match first.text.as_str() {
+            "devices" if first.is_word() => self.devices_decl(&mut l),
+            "process" if first.is_word() => self.process_decl(&mut l),
+            "expect" if first.is_word() => self.hazard_decl(&mut l),
+            _ => {
+                if self.processes.iter().any(|p| p.name == first.text) {
+                    l.pos = 1;
+                    return Err(l.expected(&format!("':' after process '{}'", first.text)));
+                }
+                Err(l.expected("'process', 'expect' or a step 'PROC: OP ...'"))
+            }
+        }
+    }
+
+    fn devices_decl(&mut self, l: &mut Line) -> PResult<()> {
+        let col = l.col();
+        l.pos += 1;
+        if let Some((_, line)) = self.devices {
+            return Err(l.err(
+                col,
+                format!("duplicate 'devices' declaration (first at line {line})"),
+            ));
+        }
+        let ncol = l.col();
+        let n = l.u32("a device count")?;
+        if n == 0 {
+            return Err(l.err(ncol, "a machine needs at least 1 device"));
+        }
+        l.expect_end("end of line")?;
+        self.devices = Some((n, l.line));
+        Ok(())
+    }
+
+    fn process_decl(&mut self, l: &mut Line) -> PResult<()> {
+        l.pos += 1;
+        if let Some(first) = self.first_step_line {
+            return Err(l.err(
+                1,
+                format!("process declarations must come before steps (first step at line {first})"),
+            ));
+        }
+        let name_tok = l.name("a process name")?;
+        if let Some(i) = self.processes.iter().position(|p| p.name == name_tok.text) {
+            return Err(l.err(
+                name_tok.col,
+                format!(
+                    "duplicate process '{}' (first declared at line {})",
+                    name_tok.text, self.process_lines[i]
+                ),
+            ));
+        }
+        let mut device: Option<(u32, usize)> = None;
+        let mut visible: Option<(Vec<u32>, usize)> = None;
+        while !l.at_end() {
+            let key = l.next_word("'device=D' or 'visible=LIST'")?;
+            if !l.is_punct("=") {
+                l.pos -= 1;
+                return Err(l.expected("'device=D' or 'visible=LIST'"));
+            }
+            l.pos += 1;
+            match key.text.as_str() {
+                "device" => {
+                    if device.is_some() {
+                        return Err(l.err(key.col, "duplicate option 'device='"));
+                    }
+                    let col = l.col();
+                    device = Some((l.u32("a device number")?, col));
+                }
+                "visible" => {
+                    if visible.is_some() {
+                        return Err(l.err(key.col, "duplicate option 'visible='"));
+                    }
+                    let mut list = Vec::new();
+                    let devices = self.devices.map_or(0, |d| d.0);
+                    loop {
+                        let col = l.col();
+                        let d = l.u32("a device number")?;
+                        if d >= devices {
+                            return Err(l.err(
+                                col,
+                                format!("visible device {d} does not exist (devices {devices})"),
+                            ));
+                        }
+                        if list.contains(&d) {
+                            return Err(l.err(col, format!("device {d} is listed twice")));
+                        }
+                        list.push(d);
+                        if !l.eat_punct(",") {
+                            break;
+                        }
+                    }
+                    visible = Some((list, key.col));
+                }
+                other => {
+                    return Err(l.err(
+                        key.col,
+                        format!(
+                            "unknown option '{other}' for 'process' (expected device= or visible=)"
+                        ),
+                    ))
+                }
+            }
+        }
+        let Some((device, dcol)) = device else {
+            return Err(l.expected("'device=D'"));
+        };
+        let seen = match &visible {
+            Some((v, _)) => v.len() as u32,
+            None => self.devices.map_or(0, |d| d.0),
+        };
+        if device >= seen {
+            return Err(l.err(
+                dcol,
+                format!(
+                    "device {device} is out of range: process '{}' sees {seen} device{}",
+                    name_tok.text,
+                    if seen == 1 { "" } else { "s" }
+                ),
+            ));
+        }
+        self.processes.push(ProcessSpec {
+            name: name_tok.text,
+            device,
+            visible_devices: visible.map(|v| v.0),
+        });
+        self.process_lines.push(l.line);
+        self.exited.push(None);
+        Ok(())
+    }
+
+    fn hazard_decl(&mut self, l: &mut Line) -> PResult<()> {
+        l.pos += 1;
+        let what = "'hazard KIND' or 'no-hazards' after 'expect'";
+        let t = l.next_word(what)?;
+        let check = match t.text.as_str() {
+            "no-hazards" => HazardCheck::NoHazards,
+            "hazard" => {
+                let col = l.col();
+                let k = l.next_word("a hazard kind")?;
+                match HazardKind::from_name(&k.text) {
+                    Some(kind) => HazardCheck::Hazard(kind),
+                    None => {
+                        let known: Vec<&str> = HazardKind::ALL.iter().map(|h| h.name()).collect();
+                        return Err(l.err(
+                            col,
+                            format!(
+                                "unknown hazard '{}' (expected one of {})",
+                                k.text,
+                                known.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+            _ => {
+                l.pos -= 1;
+                return Err(l.expected(what));
+            }
+        };
+        l.expect_end("end of line")?;
+        self.hazards.push(HazardExpectation {
+            line: l.line,
+            check,
+        });
+        Ok(())
+    }
+
+    // --- steps -------------------------------------------------------------
+
+    fn step(&mut self, l: &mut Line) -> PResult<()> {
+        let ptok = l.toks[0].clone();
+        let Some(proc_idx) = self.processes.iter().position(|p| p.name == ptok.text) else {
+            return Err(l.err(ptok.col, format!("unknown process '{}'", ptok.text)));
+        };
+        if let Some(line) = self.exited[proc_idx] {
+            return Err(l.err(
+                ptok.col,
+                format!(
+                    "process '{}' already exited at line {line}; it runs no further steps",
+                    ptok.text
+                ),
+            ));
+        }
+        self.first_step_line.get_or_insert(l.line);
+        l.pos = 2;
+        let bind = if l.peek_at(1).is_some_and(|t| t.is_punct("=")) {
+            let t = l.name("a binding name")?;
+            l.pos += 1;
+            if t.text == "null" {
+                return Err(l.err(t.col, "'null' cannot be bound"));
+            }
+            if let Some(b) = self.bindings.get(&t.text) {
+                return Err(l.err(
+                    t.col,
+                    format!("'{}' is already bound (line {})", t.text, b.line),
+                ));
+            }
+            Some(t)
+        } else {
+            None
+        };
+        let op_tok = l.next_word("an op")?;
+        let op = self.op(l, proc_idx, &op_tok)?;
+        if let Some(b) = &bind {
+            if op.result_type() == ValueType::Unit {
+                return Err(l.err(
+                    b.col,
+                    format!(
+                        "'{}' produces no value to bind to '{}'",
+                        op.keyword(),
+                        b.text
+                    ),
+                ));
+            }
+        }
+        let expect = if l.at_end() {
+            Expect::Default
+        } else if l.eat_punct("=>") {
+            self.expectations(l, &op)?
+        } else {
+            return Err(l.expected("'=>' or end of line"));
+        };
+        // Effects on validation state.
+        match &op {
+            Op::Exit => self.exited[proc_idx] = Some(l.line),
+            Op::Send { handle, to, .. } => {
+                if let Some(b) = self.bindings.get_mut(handle) {
+                    if !b.holders.contains(to) {
+                        b.holders.push(*to);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let bind = bind.map(|b| b.text);
+        if let Some(b) = &bind {
+            let alloc_size = match &op {
+                Op::Malloc { size, .. } => Some(*size),
+                _ => None,
+            };
+            self.bindings.insert(
+                b.clone(),
+                Binding {
+                    ty: op.result_type(),
+                    line: l.line,
+                    process: proc_idx,
+                    alloc_size,
+                    holders: vec![proc_idx],
+                },
+            );
+        }
+        self.steps.push(Step {
+            line: l.line,
+            process: proc_idx,
+            bind,
+            op,
+            expect,
+        });
+        Ok(())
+    }
+
+    /// A binding used as an argument: must exist and have type `ty`.
+    fn binding_arg(&self, l: &mut Line, ty: ValueType, op: &str) -> PResult<(String, usize)> {
+        let col = l.col();
+        let what = match ty {
+            ValueType::Ptr => "a pointer (a binding or 'null')",
+            ValueType::Context => "a context binding",
+            ValueType::Handle => "a handle binding",
+            _ => "a binding",
+        };
+        let t = l.name(what)?;
+        let Some(b) = self.bindings.get(&t.text) else {
+            return Err(l.err(
+                col,
+                format!("unknown name '{}' (not bound by an earlier step)", t.text),
+            ));
+        };
+        if b.ty != ty {
+            return Err(l.err(
+                col,
+                format!(
+                    "'{}' is {}, but '{op}' needs {}",
+                    t.text,
+                    b.ty.describe(),
+                    ty.describe()
+                ),
+            ));
+        }
+        Ok((t.text, col))
+    }
+
+    fn ptr_arg(&self, l: &mut Line, op: &str) -> PResult<Ref> {
+        if l.peek().is_some_and(|t| t.is_word() && t.text == "null") {
+            l.pos += 1;
+            return Ok(Ref::Null);
+        }
+        Ok(Ref::Name(self.binding_arg(l, ValueType::Ptr, op)?.0))
+    }
+
+    fn handle_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
+        let (name, col) = self.binding_arg(l, ValueType::Handle, op)?;
+        if let Some(b) = self.bindings.get(&name) {
+            if !b.holders.contains(&proc_idx) {
+                return Err(l.err(
+                    col,
+                    format!(
+                        "process '{}' does not hold handle '{name}' (made by '{}'; send it first)",
+                        self.processes[proc_idx].name, self.processes[b.process].name
+                    ),
+                ));
+            }
+        }
+        Ok(name)
+    }
+
+    /// `key=value` options after the positional arguments.
+    fn options(
+        &self,
+        l: &mut Line,
+        op: &str,
+        allowed: &[&str],
+        mut each: impl FnMut(&mut Line, &Token) -> PResult<()>,
+    ) -> PResult<()> {
+        let mut seen: Vec<String> = Vec::new();
+        while l.peek().is_some_and(|t| t.is_word()) && l.peek_at(1).is_some_and(|t| t.is_punct("="))
+        {
+            let key = l.next_word("an option")?;
+            l.pos += 1;
+            if !allowed.contains(&key.text.as_str()) {
+                let list: Vec<String> = allowed.iter().map(|a| format!("{a}=")).collect();
+                let expected = if list.is_empty() {
+                    "it takes none".to_string()
+                } else {
+                    format!("expected {}", list.join(" or "))
+                };
+                return Err(l.err(
+                    key.col,
+                    format!("unknown option '{}' for '{op}' ({expected})", key.text),
+                ));
+            }
+            if seen.contains(&key.text) {
+                return Err(l.err(key.col, format!("duplicate option '{}='", key.text)));
+            }
+            seen.push(key.text.clone());
+            each(l, &key)?;
+        }
+        Ok(())
+    }
+
+    fn out_null(l: &mut Line) -> PResult<OutArg> {
+        match l.peek() {
+            Some(t) if t.is_word() && t.text == "null" => {
+                l.pos += 1;
+                Ok(OutArg::Null)
+            }
+            _ => Err(l.expected("'null' after 'out='")),
+        }
+    }
+
+    fn op(&mut self, l: &mut Line, proc_idx: ProcIndex, op_tok: &Token) -> PResult<Op> {
+        let kw = op_tok.text.as_str();
+        let op = match kw {
+            "device_count" => Op::DeviceCount,
+            "attr" => {
+                let device = l.u32("a device number")?;
+                let col = l.col();
+                let a = l.next_word("an attribute name")?;
+                let Some(attr) = DeviceAttribute::from_name(&a.text) else {
+                    let known: Vec<&str> = DeviceAttribute::ALL.iter().map(|a| a.name()).collect();
+                    return Err(l.err(
+                        col,
+                        format!(
+                            "unknown attribute '{}' (expected one of {})",
+                            a.text,
+                            known.join(", ")
+                        ),
+                    ));
+                };
+                Op::Attr { device, attr }
+            }
+            "set_device" => Op::SetDevice {
+                device: l.u32("a device number")?,
+            },
+            "primary_ctx" => Op::PrimaryCtx {
+                device: l.u32("a device number")?,
+            },
+            "ctx_create" => Op::CtxCreate {
+                device: l.u32("a device number")?,
+            },
+            "ctx_set" => Op::CtxSet {
+                ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
+            },
+            "ctx_current" => Op::CtxCurrent,
+            "ctx_destroy" => Op::CtxDestroy {
+                ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
+            },
+            "malloc" | "malloc_managed" | "malloc_host" | "malloc_async" => {
+                let kind = match kw {
+                    "malloc" => MemKind::Device,
+                    "malloc_managed" => MemKind::Managed,
+                    "malloc_host" => MemKind::PinnedHost,
+                    _ => MemKind::StreamOrdered,
+                };
+                Op::Malloc {
+                    kind,
+                    size: l.int("a size in bytes")?,
+                }
+            }
+            "free" | "free_host" | "free_async" => {
+                let kind = match kw {
+                    "free" => FreeKind::Device,
+                    "free_host" => FreeKind::Host,
+                    _ => FreeKind::StreamOrdered,
+                };
+                Op::Free {
+                    kind,
+                    ptr: self.ptr_arg(l, kw)?,
+                }
+            }
+            "offset" => {
+                let ptr = self.ptr_arg(l, kw)?;
+                Op::Offset {
+                    ptr,
+                    bytes: l.int("a byte offset")?,
+                }
+            }
+            "fill" => {
+                let pcol = l.col();
+                let ptr = self.ptr_arg(l, kw)?;
+                let value = l.byte()?;
+                let mut at: Option<(u64, usize)> = None;
+                let mut len = None;
+                self.options(l, kw, &["at", "len"], |l, key| {
+                    let col = l.col();
+                    let v = l.int("an integer")?;
+                    if key.text == "at" {
+                        at = Some((v, col));
+                    } else {
+                        len = Some(v);
+                    }
+                    Ok(())
+                })?;
+                let resolved_len = match len {
+                    Some(n) => n,
+                    None => {
+                        let size = ptr
+                            .name()
+                            .and_then(|n| self.bindings.get(n))
+                            .and_then(|b| b.alloc_size);
+                        let Some(size) = size else {
+                            return Err(l.err(
+                                pcol,
+                                format!(
+                                    "'fill' of '{ptr}' needs len=N ('{ptr}' was not bound by malloc*)"
+                                ),
+                            ));
+                        };
+                        match at {
+                            Some((a, col)) if a > size => {
+                                return Err(l.err(
+                                    col,
+                                    format!(
+                                        "at={} is past the end of '{ptr}' (size {}); give len=",
+                                        fmt_size(a),
+                                        fmt_size(size)
+                                    ),
+                                ))
+                            }
+                            Some((a, _)) => size - a,
+                            None => size,
+                        }
+                    }
+                };
+                Op::Fill {
+                    ptr,
+                    value,
+                    at: at.map(|a| a.0),
+                    len,
+                    resolved_len,
+                }
+            }
+            "write" => {
+                let ptr = self.ptr_arg(l, kw)?;
+                let offset = l.int("a byte offset")?;
+                let col = l.col();
+                let pattern = l.pattern()?;
+                if pattern.len() > MAX_WRITE_BYTES {
+                    return Err(l.err(
+                        col,
+                        format!(
+                            "pattern of {} bytes is too long for 'write' (at most 64MiB)",
+                            pattern.len()
+                        ),
+                    ));
+                }
+                Op::Write {
+                    ptr,
+                    offset,
+                    pattern,
+                }
+            }
+            "read" | "device_read" => {
+                let ptr = self.ptr_arg(l, kw)?;
+                let offset = l.int("a byte offset")?;
+                let len = l.int("a length in bytes")?;
+                if kw == "read" {
+                    Op::Read { ptr, offset, len }
+                } else {
+                    Op::DeviceRead { ptr, offset, len }
+                }
+            }
+            "address_range" => Op::AddressRange {
+                ptr: self.ptr_arg(l, kw)?,
+            },
+            "pointer_attr" => Op::PointerAttr {
+                ptr: self.ptr_arg(l, kw)?,
+            },
+            "ipc_get" => {
+                let ptr = self.ptr_arg(l, kw)?;
+                let mut out = OutArg::Valid;
+                self.options(l, kw, &["out"], |l, _| {
+                    out = Self::out_null(l)?;
+                    Ok(())
+                })?;
+                Op::IpcGet { ptr, out }
+            }
+            "ipc_open" => {
+                let handle = self.handle_arg(l, proc_idx, kw)?;
+                let mut out = OutArg::Valid;
+                let mut flags = IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+                self.options(l, kw, &["flags", "out"], |l, key| {
+                    if key.text == "out" {
+                        out = Self::out_null(l)?;
+                        return Ok(());
+                    }
+                    let what = "'lazy' or an integer after 'flags='";
+                    let col = l.col();
+                    match l.peek() {
+                        Some(t) if t.is_word() && t.text == "lazy" => {
+                            l.pos += 1;
+                        }
+                        Some(t)
+                            if t.is_word() && t.text.starts_with(|c: char| c.is_ascii_digit()) =>
+                        {
+                            let v = l.int(what)?;
+                            flags = u32::try_from(v)
+                                .map_err(|_| l.err(col, format!("flags {v} is too large")))?;
+                        }
+                        _ => return Err(l.expected(what)),
+                    }
+                    Ok(())
+                })?;
+                Op::IpcOpen { handle, flags, out }
+            }
+            "ipc_close" => Op::IpcClose {
+                ptr: self.ptr_arg(l, kw)?,
+            },
+            "handle_zero" => Op::HandleZero,
+            "handle_random" => Op::HandleRandom,
+            "handle_flip" => {
+                let handle = self.handle_arg(l, proc_idx, kw)?;
+                let col = l.col();
+                let off = l.int("a byte offset (0..63)")?;
+                if off >= IPC_HANDLE_SIZE as u64 {
+                    return Err(l.err(
+                        col,
+                        format!("handle byte offset must be 0..63, found {off}"),
+                    ));
+                }
+                Op::HandleFlip {
+                    handle,
+                    offset: off as u8,
+                }
+            }
+            "send" => {
+                let handle = self.handle_arg(l, proc_idx, kw)?;
+                l.expect_punct("->", "'->' after the handle")?;
+                let col = l.col();
+                let to = l.name("a process name")?;
+                let Some(to_idx) = self.processes.iter().position(|p| p.name == to.text) else {
+                    return Err(l.err(col, format!("unknown process '{}'", to.text)));
+                };
+                Op::Send {
+                    handle,
+                    to: to_idx,
+                    to_name: to.text,
+                }
+            }
+            "exit" => Op::Exit,
+            other => {
+                return Err(l.err(op_tok.col, format!("unknown op '{other}'")));
+            }
+        };
+        Ok(op)
+    }
+
+    // --- expectations ------------------------------------------------------
+
+    fn expectations(&self, l: &mut Line, op: &Op) -> PResult<Expect> {
+        let is_arm = |l: &Line| {
+            l.peek()
+                .is_some_and(|t| t.is_word() && (t.text == "runtime" || t.text == "driver"))
+                && l.peek_at(1).is_some_and(|t| t.is_punct(":"))
+        };
+        if !is_arm(l) {
+            let list = self.expect_list(l, op, "'=>'")?;
+            if l.is_punct(";") {
+                return Err(l.err(
+                    l.col(),
+                    "';' only separates dialect arms ('runtime: ...; driver: ...')",
+                ));
+            }
+            l.expect_end("',' or end of line")?;
+            return Ok(Expect::List(list));
+        }
+        let mut runtime: Option<ExpectList> = None;
+        let mut driver: Option<ExpectList> = None;
+        loop {
+            if !is_arm(l) {
+                return Err(l.expected("'runtime:' or 'driver:' after ';'"));
+            }
+            let d = l.next_word("a dialect")?;
+            l.pos += 1;
+            let slot = if d.text == "runtime" {
+                &mut runtime
+            } else {
+                &mut driver
+            };
+            if slot.is_some() {
+                return Err(l.err(d.col, format!("duplicate '{}' arm", d.text)));
+            }
+            *slot = Some(self.expect_list(l, op, &format!("'{}:'", d.text))?);
+            if l.eat_punct(";") {
+                continue;
+            }
+            l.expect_end("',', ';' or end of line")?;
+            break;
+        }
+        Ok(Expect::ByDialect { runtime, driver })
+    }
+
+    fn expect_list(&self, l: &mut Line, op: &Op, after: &str) -> PResult<ExpectList> {
+        let first = l.pos;
+        let mut items = vec![self.expectation(l, op, after)?];
+        while l.eat_punct(",") {
+            items.push(self.expectation(l, op, "','")?);
+        }
+        let text = l.text(first, l.pos.saturating_sub(1));
+        Ok(ExpectList { items, text })
+    }
+
+    fn ref_arg(&self, l: &mut Line, op: &Op, col_item: usize) -> PResult<Ref> {
+        let col = l.col();
+        let rt = op.result_type();
+        if rt == ValueType::Unit {
+            return Err(l.err(
+                col_item,
+                format!("'{}' produces no value to compare", op.keyword()),
+            ));
+        }
+        let t = l.name("a binding or 'null'")?;
+        let want = if matches!(rt, ValueType::Range) {
+            ValueType::Ptr
+        } else {
+            rt
+        };
+        if t.text == "null" {
+            if !matches!(want, ValueType::Ptr | ValueType::Context) {
+                return Err(l.err(
+                    col,
+                    format!(
+                        "'null' cannot be compared with {} ('{}' produces it)",
+                        rt.describe(),
+                        op.keyword()
+                    ),
+                ));
+            }
+            return Ok(Ref::Null);
+        }
+        let Some(b) = self.bindings.get(&t.text) else {
+            return Err(l.err(
+                col,
+                format!("unknown name '{}' (not bound by an earlier step)", t.text),
+            ));
+        };
+        if !comparable(rt, b.ty) {
+            return Err(l.err(
+                col,
+                format!(
+                    "cannot compare {} ('{}' produces it) with '{}' ({})",
+                    rt.describe(),
+                    op.keyword(),
+                    t.text,
+                    b.ty.describe()
+                ),
+            ));
+        }
+        Ok(Ref::Name(t.text))
+    }
+
+    fn expectation(&self, l: &mut Line, op: &Op, after: &str) -> PResult<Expectation> {
+        let col = l.col();
+        let rt = op.result_type();
+        let need = |l: &Line, ty: ValueType, what: &str| -> PResult<()> {
+            if rt == ty {
+                Ok(())
+            } else {
+                Err(l.err(
+                    col,
+                    format!(
+                        "'{what}' needs {} result, but '{}' produces {}",
+                        ty.describe(),
+                        op.keyword(),
+                        rt.describe()
+                    ),
+                ))
+            }
+        };
+        if l.eat_punct("==") {
+            return Ok(Expectation::Eq(self.ref_arg(l, op, col)?));
+        }
+        if l.eat_punct("!=") {
+            return Ok(Expectation::Ne(self.ref_arg(l, op, col)?));
+        }
+        let Some(t) = l.peek().filter(|t| t.is_word()).cloned() else {
+            return Err(l.expected(&format!("an expectation after {after}")));
+        };
+        l.pos += 1;
+        let e = match t.text.as_str() {
+            "ok" => Expectation::Ok,
+            "any" => Expectation::Any,
+            "error" => Expectation::AnyError,
+            "bytes" => {
+                need(l, ValueType::Bytes, "bytes")?;
+                let pcol = l.col();
+                let p = l.pattern()?;
+                if let Op::Read { len, .. } | Op::DeviceRead { len, .. } = op {
+                    if p.len() != *len {
+                        return Err(l.err(
+                            pcol,
+                            format!(
+                                "pattern has {} bytes, but '{}' reads {len}",
+                                p.len(),
+                                op.keyword()
+                            ),
+                        ));
+                    }
+                }
+                Expectation::Bytes(p)
+            }
+            "value" => {
+                need(l, ValueType::Int, "value")?;
+                Expectation::Value(l.signed("an integer")?)
+            }
+            "size" => {
+                need(l, ValueType::Range, "size")?;
+                Expectation::Size(l.int("a size in bytes")?)
+            }
+            "base" => {
+                need(l, ValueType::Range, "base")?;
+                if l.eat_punct("==") {
+                    Expectation::BaseEq(self.ref_arg(l, op, col)?)
+                } else if l.eat_punct("!=") {
+                    Expectation::BaseNe(self.ref_arg(l, op, col)?)
+                } else {
+                    return Err(l.expected("'==' or '!=' after 'base'"));
+                }
+            }
+            "type" => {
+                need(l, ValueType::PointerInfo, "type")?;
+                let tcol = l.col();
+                let w = l.next_word("a memory type")?;
+                let ty = match w.text.as_str() {
+                    "device" => MemoryType::Device,
+                    "host" => MemoryType::Host,
+                    "managed" => MemoryType::Managed,
+                    "unregistered" => MemoryType::Unregistered,
+                    other => {
+                        return Err(l.err(
+                            tcol,
+                            format!(
+                                "unknown memory type '{other}' (expected device, host, managed or unregistered)"
+                            ),
+                        ))
+                    }
+                };
+                Expectation::Type(ty)
+            }
+            "device" => {
+                need(l, ValueType::PointerInfo, "device")?;
+                Expectation::Device(l.u32("a device number")?)
+            }
+            word => match ErrorKind::from_name(word) {
+                Some(kind) => Expectation::Error {
+                    kind,
+                    name: word.to_string(),
+                },
+                None if looks_like_error_name(word) => {
+                    return Err(l.err(col, format!("unknown error name '{word}'")));
+                }
+                None => {
+                    return Err(l.err(
+                        col,
+                        format!("expected an expectation after {after}, found '{word}'"),
+                    ));
+                }
+            },
+        };
+        Ok(e)
+    }
+}
