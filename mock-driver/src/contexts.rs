@@ -1,0 +1,135 @@
+//! Devices and contexts: ordinal remapping, primary contexts (created on
+//! first use, one per device), extra contexts, the current context.
+
+use crate::seed::hash;
+use crate::semantics::DestroyPrimary;
+use crate::world::{Context, CtxKey, SimResult, World};
+use ipc_harness::{DeviceAttribute, ErrorKind, ProcessIndex};
+use std::collections::btree_map::Entry;
+
+impl World {
+    /// Physical device behind the process's own ordinal `d`.
+    pub(crate) fn physical(&self, p: ProcessIndex, d: u32) -> SimResult<u32> {
+        self.procs[p]
+            .visible
+            .get(d as usize)
+            .copied()
+            .ok_or(ErrorKind::InvalidDevice.into())
+    }
+
+    pub(crate) fn device_count(&self, p: ProcessIndex) -> u32 {
+        self.procs[p].visible.len() as u32
+    }
+
+    pub(crate) fn device_attribute(
+        &self,
+        p: ProcessIndex,
+        d: u32,
+        attr: DeviceAttribute,
+    ) -> SimResult<i64> {
+        self.physical(p, d)?;
+        // An H100-like device with every IPC-relevant feature present.
+        Ok(match attr {
+            DeviceAttribute::UnifiedAddressing => 1,
+            DeviceAttribute::IpcEventSupport => 1,
+            DeviceAttribute::ComputeCapabilityMajor => 9,
+            DeviceAttribute::ComputeCapabilityMinor => 0,
+            DeviceAttribute::MemoryPoolsSupported => 1,
+            DeviceAttribute::HandleTypePosixFdSupported => 1,
+            DeviceAttribute::VirtualMemoryManagementSupported => 1,
+        })
+    }
+
+    /// A fresh context id: opaque, non-zero, unique in the process, and a
+    /// pure function of the seed and the process's creation order.
+    fn new_context(&mut self, p: ProcessIndex, device: u32, primary: bool) -> CtxKey {
+        let seed = self.seed;
+        let proc = &mut self.procs[p];
+        loop {
+            proc.ctx_serial = proc.ctx_serial.wrapping_add(1);
+            let id = hash(seed, &[0xC7, p as u64, proc.ctx_serial]) | 1;
+            if let Entry::Vacant(slot) = proc.contexts.entry(id) {
+                slot.insert(Context {
+                    device,
+                    primary,
+                    alive: true,
+                });
+                return id;
+            }
+        }
+    }
+
+    /// The primary context of a physical device, created on first use.
+    pub(crate) fn ensure_primary(&mut self, p: ProcessIndex, device: u32) -> CtxKey {
+        let proc = &self.procs[p];
+        if let Some(&c) = proc.primary.get(&device) {
+            if proc.contexts.get(&c).is_some_and(|x| x.alive) {
+                return c;
+            }
+        }
+        let c = self.new_context(p, device, true);
+        self.procs[p].primary.insert(device, c);
+        c
+    }
+
+    pub(crate) fn set_device(&mut self, p: ProcessIndex, d: u32) -> SimResult<()> {
+        let phys = self.physical(p, d)?;
+        let c = self.ensure_primary(p, phys);
+        self.procs[p].current = Some(c);
+        Ok(())
+    }
+
+    pub(crate) fn primary_context(&mut self, p: ProcessIndex, d: u32) -> SimResult<CtxKey> {
+        let phys = self.physical(p, d)?;
+        Ok(self.ensure_primary(p, phys))
+    }
+
+    pub(crate) fn create_context(&mut self, p: ProcessIndex, d: u32) -> SimResult<CtxKey> {
+        let phys = self.physical(p, d)?;
+        let c = self.new_context(p, phys, false);
+        self.procs[p].current = Some(c);
+        Ok(c)
+    }
+
+    /// `cuCtxSetCurrent`; the null context unbinds.
+    pub(crate) fn set_current_context(&mut self, p: ProcessIndex, ctx: CtxKey) -> SimResult<()> {
+        let proc = &mut self.procs[p];
+        if ctx == 0 {
+            proc.current = None;
+            return Ok(());
+        }
+        if !proc.contexts.get(&ctx).is_some_and(|c| c.alive) {
+            return Err(ErrorKind::InvalidContext.into());
+        }
+        proc.current = Some(ctx);
+        Ok(())
+    }
+
+    pub(crate) fn current_context(&self, p: ProcessIndex) -> Option<CtxKey> {
+        self.current_ctx(p).ok().map(|(c, _)| c)
+    }
+
+    /// `cuCtxDestroy`: the context's allocations are freed and its IPC
+    /// mappings closed; its id stays known so later use says InvalidContext.
+    pub(crate) fn destroy_context(&mut self, p: ProcessIndex, ctx: CtxKey) -> SimResult<()> {
+        let Some(c) = self.procs[p].contexts.get(&ctx).filter(|c| c.alive) else {
+            return Err(ErrorKind::InvalidContext.into());
+        };
+        let (primary, device) = (c.primary, c.device);
+        if primary && self.sem.destroy_primary == DestroyPrimary::Error {
+            return Err(ErrorKind::InvalidContext.into());
+        }
+        self.release_context(p, ctx, true);
+        let proc = &mut self.procs[p];
+        if let Some(c) = proc.contexts.get_mut(&ctx) {
+            c.alive = false;
+        }
+        if primary {
+            proc.primary.remove(&device);
+        }
+        if proc.current == Some(ctx) {
+            proc.current = None;
+        }
+        Ok(())
+    }
+}

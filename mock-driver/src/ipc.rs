@@ -1,0 +1,340 @@
+//! Legacy memory IPC: handle bytes, opening (mapping an exporter's block into
+//! a fresh VA range), re-opens and closing.
+//!
+//! The handle layout follows what one byte flipped at a time showed on an
+//! H100 with driver 580.159.04 (reports/probe/): the driver checks only some
+//! fields, and answers differently per field. Little endian:
+//!
+//! | bytes | field | flipped on hardware |
+//! | --- | --- | --- |
+//! | 0..8 | exporter host-side cookie (seeded) | ignored |
+//! | 8..16 | exporter process index | ignored |
+//! | 16..24 | exported allocation size | ignored |
+//! | 24..28 | format word `0x200` | InvalidValue |
+//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
+//! | 31 | padding | ignored |
+//! | 32..37 | memory type `06 00 00 00 00` | InvalidValue |
+//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`) | ignored |
+//! | 48..52 | export object id | InvalidHandle |
+//! | 52..56 | check word tied to the object id and seed | InvalidValue |
+//! | 56..64 | zero | ignored |
+//!
+//! Identity comes only from the object id, so bytes the driver ignores can be
+//! anything and the handle still opens the same memory, as on hardware.
+
+use crate::seed::hash;
+use crate::semantics::{ExportRule, FreedExport, HandleStability, OpenAddress, OpenFlags, Reopen};
+use crate::world::{BlockId, Mapping, Region, SimResult, World};
+use ipc_harness::{
+    ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
+    IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+};
+use std::collections::BTreeMap;
+
+const FORMAT: u32 = 0x200;
+const MEMORY_TYPE: [u8; 5] = [6, 0, 0, 0, 0];
+const OFFSET_MASK: u64 = 0x00ff_ffff;
+
+/// The fields of a handle the driver reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HandleData {
+    pub object: u32,
+    /// Offset of the exported allocation in its block.
+    pub offset: u64,
+    /// The check word matches the object id.
+    pub checked: bool,
+}
+
+fn check_word(seed: u64, object: u32) -> u32 {
+    hash(seed ^ 0x4950_4343_4845_434b, &[u64::from(object)]) as u32
+}
+
+fn u32_at(b: &[u8; IPC_HANDLE_SIZE], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+pub(crate) struct Encode {
+    pub exporter: u32,
+    pub object: u32,
+    pub offset: u64,
+    pub size: u64,
+    pub serial: u64,
+}
+
+pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
+    let mut b = [0u8; IPC_HANDLE_SIZE];
+    let cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
+    b[0..8].copy_from_slice(&cookie.to_le_bytes());
+    b[8..16].copy_from_slice(&u64::from(e.exporter).to_le_bytes());
+    b[16..24].copy_from_slice(&e.size.to_le_bytes());
+    b[24..28].copy_from_slice(&FORMAT.to_le_bytes());
+    b[28..31].copy_from_slice(&(e.offset & OFFSET_MASK).to_le_bytes()[..3]);
+    b[32..37].copy_from_slice(&MEMORY_TYPE);
+    b[37] = 0xff;
+    b[40..48].copy_from_slice(&e.serial.to_le_bytes());
+    b[48..52].copy_from_slice(&e.object.to_le_bytes());
+    b[52..56].copy_from_slice(&check_word(seed, e.object).to_le_bytes());
+    IpcMemHandle(b)
+}
+
+/// Decode the fields the driver reads; `None` when the format or memory type
+/// words are wrong (InvalidValue on hardware). The caller checks, in the
+/// hardware's order: object id (InvalidHandle), check word (InvalidValue),
+/// offset (AlreadyMapped).
+pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
+    let b = &handle.0;
+    if u32_at(b, 24) != FORMAT || b[32..37] != MEMORY_TYPE {
+        return None;
+    }
+    let object = u32_at(b, 48);
+    Some(HandleData {
+        object,
+        offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
+        checked: u32_at(b, 52) == check_word(seed, object),
+    })
+}
+
+impl World {
+    pub(crate) fn ipc_get(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        out: OutArg,
+    ) -> SimResult<IpcMemHandle> {
+        if out == OutArg::Null || ptr == 0 {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        // Only the process's own allocations export; an IPC pointer is not one.
+        let Some((_, a)) = self.procs[p].alloc_at(ptr) else {
+            return Err(ErrorKind::InvalidValue.into());
+        };
+        let rule = match a.kind {
+            MemKind::Device => ExportRule::Allow,
+            MemKind::Managed => self.sem.ipc_managed,
+            MemKind::PinnedHost => self.sem.ipc_pinned_host,
+            MemKind::StreamOrdered => self.sem.ipc_pool,
+        };
+        if let ExportRule::Refuse(k) = rule {
+            return Err(k.into());
+        }
+        let (block_id, offset, size) = (a.block, a.offset, a.size);
+        let serial = match self.sem.handle_stable {
+            HandleStability::SameBytes => 0,
+            HandleStability::PerCall => {
+                self.handle_serial = self.handle_serial.wrapping_add(1);
+                self.handle_serial
+            }
+        };
+        let object = self.export_object(block_id);
+        if let Some(b) = self.blocks.get_mut(&block_id) {
+            b.exports.insert(offset, size);
+        }
+        Ok(encode(
+            self.seed,
+            &Encode {
+                exporter: p as u32,
+                object,
+                offset,
+                size,
+                serial,
+            },
+        ))
+    }
+
+    /// The export object id of a block, made on its first export.
+    fn export_object(&mut self, block: BlockId) -> u32 {
+        if let Some(id) = self.blocks.get(&block).and_then(|b| b.export_id) {
+            return id;
+        }
+        let mut salt = block;
+        let id = loop {
+            let id = hash(self.seed ^ 0x4f42_4a45_4354, &[salt]) as u32;
+            if id != 0 && !self.export_ids.contains_key(&id) {
+                break id;
+            }
+            salt = salt.wrapping_add(1 << 32);
+        };
+        self.export_ids.insert(id, block);
+        if let Some(b) = self.blocks.get_mut(&block) {
+            b.export_id = Some(id);
+        }
+        id
+    }
+
+    pub(crate) fn ipc_open(
+        &mut self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> SimResult<u64> {
+        if out == OutArg::Null {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        let flags_ok = match self.sem.open_flags {
+            OpenFlags::LazyBit => flags & IPC_MEM_LAZY_ENABLE_PEER_ACCESS != 0,
+            OpenFlags::LazyOrZero => flags == 0 || flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+            OpenFlags::LazyOnly => flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+        };
+        if !flags_ok {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        if *handle == IpcMemHandle::ZERO {
+            return Err(self.sem.zero_handle_error.into());
+        }
+        let Some(h) = decode(self.seed, handle) else {
+            return Err(self.sem.garbage_handle_error.into());
+        };
+        let (ctx, device) = self.current_ctx(p)?;
+        // An object the driver does not know: never made, or its exporter exited.
+        let Some(&block_id) = self.export_ids.get(&h.object) else {
+            return Err(self.sem.dead_handle_error.into());
+        };
+        if !h.checked {
+            return Err(self.sem.garbage_handle_error.into());
+        }
+        let Some(block) = self.blocks.get(&block_id) else {
+            return Err(self.sem.dead_handle_error.into());
+        };
+        let exporter = block.owner;
+        if exporter == p {
+            return Err(self.sem.open_in_exporter.into());
+        }
+        if !block.owner_mapped && self.sem.freed_export == FreedExport::Refused {
+            return Err(self.sem.dead_handle_error.into());
+        }
+        let Some(&export_size) = block.exports.get(&h.offset) else {
+            return Err(ErrorKind::AlreadyMapped.into());
+        };
+        let (block_size, block_device) = (block.size, block.device);
+        if device != block_device && !self.peer_access {
+            return Err(ErrorKind::PeerAccessUnsupported.into());
+        }
+        let ret_offset = match self.sem.open_address {
+            OpenAddress::AllocationBase => h.offset,
+            OpenAddress::BlockBase => 0,
+        };
+
+        // Already mapped in this context: the documented refcount.
+        if self.sem.reopen != Reopen::NewMapping {
+            let existing = self.procs[p]
+                .imports
+                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                .next()
+                .map(|&(_, _, base)| base);
+            if let Some(base) = existing {
+                if self.sem.reopen == Reopen::Error {
+                    return Err(ErrorKind::AlreadyMapped.into());
+                }
+                let ret = base + ret_offset;
+                if let Some(m) = self.procs[p]
+                    .regions
+                    .get_mut(&base)
+                    .and_then(|r| r.import.as_mut())
+                {
+                    let n = m.opens.entry(ret).or_insert(0);
+                    *n = n.saturating_add(1);
+                }
+                return Ok(ret);
+            }
+        }
+
+        // "Handles from each device in a given process may only be opened by
+        // one context per device per other process."
+        if let ExportRule::Refuse(kind) = self.sem.second_context {
+            let proc = &self.procs[p];
+            let clash = proc.imports.iter().any(|&(c, b, _)| {
+                c != ctx
+                    && proc.contexts.get(&c).is_some_and(|x| x.device == device)
+                    && self
+                        .blocks
+                        .get(&b)
+                        .is_some_and(|x| x.owner == exporter && x.device == block_device)
+            });
+            if clash {
+                return Err(kind.into());
+            }
+        }
+
+        let base = self.procs[p]
+            .reserve_va(block_size)
+            .ok_or(ErrorKind::OutOfMemory)?;
+        let ret = base + ret_offset;
+        let proc = &mut self.procs[p];
+        proc.regions.insert(
+            base,
+            Region {
+                len: block_size,
+                block: block_id,
+                import: Some(Mapping {
+                    ctx,
+                    device,
+                    exporter,
+                    export_offset: h.offset,
+                    export_size,
+                    opens: BTreeMap::from([(ret, 1)]),
+                }),
+            },
+        );
+        proc.imports.insert((ctx, block_id, base));
+        if let Some(b) = self.blocks.get_mut(&block_id) {
+            b.importers = b.importers.saturating_add(1);
+        }
+        Ok(ret)
+    }
+
+    /// `ipc_close`: one open fewer; the mapping goes with the last one.
+    pub(crate) fn close(&mut self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
+        let unopened = self.sem.close_unopened;
+        let proc = &mut self.procs[p];
+        let Some((base, _)) = proc.region_at(ptr) else {
+            return Err(unopened.into());
+        };
+        let Some(m) = proc.regions.get_mut(&base).and_then(|r| r.import.as_mut()) else {
+            return Err(unopened.into());
+        };
+        let Some(n) = m.opens.get_mut(&ptr) else {
+            return Err(unopened.into());
+        };
+        *n -= 1;
+        if *n == 0 {
+            m.opens.remove(&ptr);
+        }
+        if m.opens.is_empty() {
+            self.unmap_import(p, base);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_round_trip_and_flips_hit_the_measured_fields() {
+        let e = Encode {
+            exporter: 1,
+            object: 0xc1d0_001b,
+            offset: 2048,
+            size: 1000,
+            serial: 0,
+        };
+        let bytes = encode(42, &e);
+        let d = decode(42, &bytes).expect("decodes");
+        assert_eq!((d.object, d.offset, d.checked), (e.object, 2048, true));
+        assert!(!decode(43, &bytes).expect("format is seed-free").checked);
+        for i in 0..IPC_HANDLE_SIZE {
+            let mut f = bytes;
+            f.0[i] ^= 0xff;
+            let got = decode(42, &f);
+            match i {
+                24..=27 | 32..=36 => assert_eq!(got, None, "byte {i}"),
+                28..=30 => assert_ne!(got.map(|d| d.offset), Some(2048), "byte {i}"),
+                48..=51 => assert_ne!(got.map(|d| d.object), Some(e.object), "byte {i}"),
+                52..=55 => assert_eq!(got.map(|d| d.checked), Some(false), "byte {i}"),
+                _ => assert_eq!(got, Some(d), "byte {i} is ignored"),
+            }
+        }
+    }
+}

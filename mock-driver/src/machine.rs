@@ -1,0 +1,229 @@
+//! The `Machine` and per-process `Driver` views over one shared `World`.
+//!
+//! All processes of a machine live in one host process, so each view holds
+//! an `Rc<RefCell<World>>`: calls never nest, so the borrow never conflicts.
+
+use crate::semantics::Switch;
+use crate::world::{Access, Fail, SimResult, World};
+use ipc_harness::{
+    ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
+    DriverResult, ErrorKind, FreeKind, Hazard, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo,
+    ProcessIndex,
+};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// One simulated process's driver.
+pub struct SimProcess {
+    world: Rc<RefCell<World>>,
+    /// `None` for the stand-in returned for a process index that does not exist.
+    index: Option<ProcessIndex>,
+    dialect: Dialect,
+}
+
+impl SimProcess {
+    /// Run one API call: refuse on an exited process, honour a sticky error,
+    /// and turn the simulator's error kinds into this dialect's codes.
+    fn call<T>(&self, f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>) -> DriverResult<T> {
+        let Some(p) = self.index else {
+            return Err(DriverError::Harness("no such process".into()));
+        };
+        let mut w = self.world.borrow_mut();
+        if w.procs[p].exited {
+            return Err(DriverError::Harness("process exited".into()));
+        }
+        if w.procs[p].sticky {
+            return Err(ApiError::new(self.dialect, ErrorKind::IllegalAddress).into());
+        }
+        match f(&mut w, p) {
+            Ok(v) => Ok(v),
+            Err(Fail::Api(kind)) => {
+                if kind == ErrorKind::IllegalAddress && w.sem.sticky_errors == Switch::On {
+                    w.procs[p].sticky = true;
+                }
+                Err(ApiError::new(self.dialect, kind).into())
+            }
+            Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
+        }
+    }
+}
+
+impl Driver for SimProcess {
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn device_count(&mut self) -> DriverResult<u32> {
+        self.call(|w, p| Ok(w.device_count(p)))
+    }
+
+    fn device_attribute(
+        &mut self,
+        device: DeviceOrdinal,
+        attr: DeviceAttribute,
+    ) -> DriverResult<i64> {
+        self.call(|w, p| w.device_attribute(p, device, attr))
+    }
+
+    fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()> {
+        self.call(|w, p| w.set_device(p, device))
+    }
+
+    fn primary_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
+        self.call(|w, p| w.primary_context(p, device).map(ContextId))
+    }
+
+    fn create_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
+        self.call(|w, p| w.create_context(p, device).map(ContextId))
+    }
+
+    fn set_current_context(&mut self, ctx: ContextId) -> DriverResult<()> {
+        self.call(|w, p| w.set_current_context(p, ctx.0))
+    }
+
+    fn current_context(&mut self) -> DriverResult<Option<ContextId>> {
+        self.call(|w, p| Ok(w.current_context(p).map(ContextId)))
+    }
+
+    fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()> {
+        self.call(|w, p| w.destroy_context(p, ctx.0))
+    }
+
+    fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {
+        self.call(|w, p| w.alloc(p, kind, size).map(DevicePtr))
+    }
+
+    fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
+        self.call(|w, p| w.free(p, kind, ptr.0))
+    }
+
+    fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
+        self.call(|w, p| w.memset(p, ptr.0, value, len))
+    }
+
+    fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
+        self.call(|w, p| w.write(p, ptr.0, bytes))
+    }
+
+    fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
+        self.call(|w, p| w.read(p, ptr.0, len, Access::Copy))
+    }
+
+    fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
+        self.call(|w, p| w.read(p, ptr.0, len, Access::Kernel))
+    }
+
+    fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
+        self.call(|w, p| w.address_range(p, ptr.0).map(|(b, s)| (DevicePtr(b), s)))
+    }
+
+    fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
+        self.call(|w, p| Ok(w.pointer_info(p, ptr.0)))
+    }
+
+    fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
+        self.call(|w, p| w.ipc_get(p, ptr.0, out))
+    }
+
+    fn ipc_open_mem_handle(
+        &mut self,
+        handle: IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> DriverResult<DevicePtr> {
+        self.call(|w, p| w.ipc_open(p, &handle, flags, out).map(DevicePtr))
+    }
+
+    fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
+        self.call(|w, p| w.close(p, ptr.0))
+    }
+}
+
+/// A running simulated machine.
+pub struct SimMachine {
+    world: Rc<RefCell<World>>,
+    procs: Vec<SimProcess>,
+    /// Answers for out-of-range process indexes instead of panicking.
+    nobody: SimProcess,
+}
+
+impl SimMachine {
+    pub(crate) fn new(world: World) -> SimMachine {
+        let dialect = world.dialect;
+        let n = world.procs.len();
+        let world = Rc::new(RefCell::new(world));
+        let procs = (0..n)
+            .map(|i| SimProcess {
+                world: Rc::clone(&world),
+                index: Some(i),
+                dialect,
+            })
+            .collect();
+        let nobody = SimProcess {
+            world: Rc::clone(&world),
+            index: None,
+            dialect,
+        };
+        SimMachine {
+            world,
+            procs,
+            nobody,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn world(&self) -> std::cell::Ref<'_, World> {
+        self.world.borrow()
+    }
+
+    /// The process's name as declared in the machine spec.
+    pub fn process_name(&self, process: ProcessIndex) -> Option<String> {
+        self.world
+            .borrow()
+            .procs
+            .get(process)
+            .map(|p| p.name.clone())
+    }
+}
+
+impl Machine for SimMachine {
+    fn process_count(&self) -> usize {
+        self.procs.len()
+    }
+
+    fn driver(&mut self, process: ProcessIndex) -> &mut dyn Driver {
+        match self.procs.get_mut(process) {
+            Some(p) => p,
+            None => &mut self.nobody,
+        }
+    }
+
+    fn exit(&mut self, process: ProcessIndex) -> DriverResult<()> {
+        let mut w = self.world.borrow_mut();
+        match w.procs.get(process) {
+            None => Err(DriverError::Harness("no such process".into())),
+            Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
+            Some(_) => {
+                w.exit_process(process, true);
+                Ok(())
+            }
+        }
+    }
+
+    fn begin_step(&mut self, step: usize) {
+        self.world.borrow_mut().hazards.set_step(step);
+    }
+
+    fn hazards(&self) -> Option<Vec<Hazard>> {
+        Some(self.world.borrow().hazards.entries().to_vec())
+    }
+
+    /// End of scenario: processes still running are torn down without
+    /// recording leaks (the scenario did not ask them to exit).
+    fn shutdown(&mut self) {
+        let mut w = self.world.borrow_mut();
+        for p in 0..w.procs.len() {
+            w.exit_process(p, false);
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Allocations, frees, data movement and pointer queries.
+//!
+//! Device allocations live in physical blocks; with sub-allocation on, small
+//! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
+
+use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, Switch};
+use crate::store::Store;
+use crate::world::{
+    round_up, Access, Allocation, Block, Fail, Region, SimResult, World, BLOCK, DEVICE_MEMORY, KIB,
+    MAX_READ, SUBALLOC_ALIGN,
+};
+use ipc_harness::{
+    Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Block granularity per kind: device memory and pools come in 2 MiB
+/// pages; pinned host memory in OS pages.
+fn granularity(kind: MemKind) -> u64 {
+    match kind {
+        MemKind::PinnedHost => 4 * KIB,
+        MemKind::Device | MemKind::Managed | MemKind::StreamOrdered => BLOCK,
+    }
+}
+
+fn counts_against_device(kind: MemKind) -> bool {
+    matches!(kind, MemKind::Device | MemKind::StreamOrdered)
+}
+
+impl World {
+    pub(crate) fn alloc(&mut self, p: ProcessIndex, kind: MemKind, size: u64) -> SimResult<u64> {
+        if size == 0 {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        let (ctx, device) = self.current_ctx(p)?;
+        let packed =
+            kind == MemKind::Device && self.sem.suballocation == Switch::On && size < BLOCK;
+        if packed {
+            let need = round_up(size, SUBALLOC_ALIGN).ok_or(ErrorKind::OutOfMemory)?;
+            let target = self.procs[p].packing.get(&(ctx, device)).copied();
+            if let Some(id) = target {
+                if let Some(b) = self.blocks.get_mut(&id) {
+                    if b.owner_mapped && b.size - b.cursor >= need {
+                        let offset = b.cursor;
+                        b.cursor += need;
+                        b.live.insert(offset, size);
+                        let base = b.owner_base + offset;
+                        self.procs[p].allocs.insert(
+                            base,
+                            Allocation {
+                                size,
+                                kind,
+                                ctx,
+                                device,
+                                block: id,
+                                offset,
+                            },
+                        );
+                        return Ok(base);
+                    }
+                }
+            }
+            let id = self.new_block(p, device, kind, BLOCK)?;
+            let b = self.blocks.get_mut(&id).ok_or(ErrorKind::Unknown)?;
+            b.cursor = need;
+            b.live.insert(0, size);
+            let base = b.owner_base;
+            let proc = &mut self.procs[p];
+            proc.packing.insert((ctx, device), id);
+            proc.allocs.insert(
+                base,
+                Allocation {
+                    size,
+                    kind,
+                    ctx,
+                    device,
+                    block: id,
+                    offset: 0,
+                },
+            );
+            return Ok(base);
+        }
+        let block_size = round_up(size, granularity(kind)).ok_or(ErrorKind::OutOfMemory)?;
+        let id = self.new_block(p, device, kind, block_size)?;
+        let b = self.blocks.get_mut(&id).ok_or(ErrorKind::Unknown)?;
+        b.cursor = block_size;
+        b.live.insert(0, size);
+        let base = b.owner_base;
+        self.procs[p].allocs.insert(
+            base,
+            Allocation {
+                size,
+                kind,
+                ctx,
+                device,
+                block: id,
+                offset: 0,
+            },
+        );
+        Ok(base)
+    }
+
+    /// A fresh physical block owned by `p`, mapped at fresh VA.
+    fn new_block(
+        &mut self,
+        p: ProcessIndex,
+        device: u32,
+        kind: MemKind,
+        size: u64,
+    ) -> SimResult<u64> {
+        if counts_against_device(kind) {
+            let used = self.device_used.get(device as usize).copied().unwrap_or(0);
+            if used.checked_add(size).is_none_or(|u| u > DEVICE_MEMORY) {
+                return Err(ErrorKind::OutOfMemory.into());
+            }
+        }
+        let owner_base = self.procs[p]
+            .reserve_va(size)
+            .ok_or(ErrorKind::OutOfMemory)?;
+        if counts_against_device(kind) {
+            if let Some(u) = self.device_used.get_mut(device as usize) {
+                *u += size;
+            }
+        }
+        self.next_block += 1;
+        let id = self.next_block;
+        self.blocks.insert(
+            id,
+            Block {
+                owner: p,
+                device,
+                kind,
+                size,
+                owner_base,
+                data: Store::default(),
+                live: BTreeMap::new(),
+                cursor: 0,
+                importers: 0,
+                owner_mapped: true,
+                revoked: false,
+                freed_while_mapped: BTreeSet::new(),
+                exports: BTreeMap::new(),
+                export_id: None,
+            },
+        );
+        self.procs[p].regions.insert(
+            owner_base,
+            Region {
+                len: size,
+                block: id,
+                import: None,
+            },
+        );
+        Ok(id)
+    }
+
+    pub(crate) fn free(&mut self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> SimResult<()> {
+        if ptr == 0 {
+            let ok = match self.sem.free_null {
+                FreeNull::Ok => true,
+                FreeNull::Error => false,
+                FreeNull::ByDialect => self.dialect == Dialect::Runtime,
+            };
+            return if ok {
+                Ok(())
+            } else {
+                Err(ErrorKind::InvalidValue.into())
+            };
+        }
+        if let Some(a) = self.procs[p].allocs.get(&ptr) {
+            let matches = match kind {
+                FreeKind::Device => matches!(
+                    a.kind,
+                    MemKind::Device | MemKind::Managed | MemKind::StreamOrdered
+                ),
+                FreeKind::Host => a.kind == MemKind::PinnedHost,
+                FreeKind::StreamOrdered => a.kind == MemKind::StreamOrdered,
+            };
+            if !matches {
+                return Err(ErrorKind::InvalidValue.into());
+            }
+            self.free_allocation(p, ptr, true);
+            return Ok(());
+        }
+        let in_mapping = self.procs[p]
+            .region_at(ptr)
+            .is_some_and(|(_, r)| r.import.is_some());
+        if in_mapping && kind == FreeKind::Device {
+            self.hazard(
+                HazardKind::FreeOfIpcPointer,
+                p,
+                format!("cudaFree({ptr:#x}) on a pointer from ipc_open"),
+            );
+            return match self.sem.free_of_ipc_pointer {
+                FreeOfIpcPointer::Error(k) => Err(k.into()),
+                FreeOfIpcPointer::Unmaps => self.close(p, ptr),
+            };
+        }
+        Err(ErrorKind::InvalidValue.into())
+    }
+
+    pub(crate) fn memset(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        value: u8,
+        len: u64,
+    ) -> SimResult<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
+        if let Some(b) = self.blocks.get_mut(&id) {
+            b.data.fill(off, len, value);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write(&mut self, p: ProcessIndex, ptr: u64, bytes: &[u8]) -> SimResult<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
+        if let Some(b) = self.blocks.get_mut(&id) {
+            b.data.write(off, bytes);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+        access: Access,
+    ) -> SimResult<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let (id, off) = self.resolve(p, ptr, len, access)?;
+        if len > MAX_READ {
+            return Err(Fail::Harness(format!(
+                "the simulator does not materialise reads over {MAX_READ} bytes"
+            )));
+        }
+        Ok(self
+            .blocks
+            .get(&id)
+            .map(|b| b.data.read(off, len as usize))
+            .unwrap_or_default())
+    }
+
+    pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {
+        let proc = &self.procs[p];
+        if let Some((base, a)) = proc.alloc_at(ptr) {
+            return Ok((base, a.size));
+        }
+        if let Some((base, r)) = proc.region_at(ptr) {
+            if let Some(m) = &r.import {
+                let s = base.saturating_add(m.export_offset);
+                let in_export = ptr >= s && ptr - s < m.export_size;
+                if self.sem.import_range == ImportRange::Allocation && in_export {
+                    return Ok((s, m.export_size));
+                }
+                return Ok((base, r.len));
+            }
+        }
+        Err(ErrorKind::NotFound.into())
+    }
+
+    pub(crate) fn pointer_info(&self, p: ProcessIndex, ptr: u64) -> PointerInfo {
+        let proc = &self.procs[p];
+        if let Some((_, a)) = proc.alloc_at(ptr) {
+            let memory_type = match a.kind {
+                MemKind::Device | MemKind::StreamOrdered => MemoryType::Device,
+                MemKind::Managed => MemoryType::Managed,
+                MemKind::PinnedHost => MemoryType::Host,
+            };
+            return PointerInfo {
+                memory_type,
+                device: proc.ordinal_of(a.device),
+            };
+        }
+        if let Some((_, r)) = proc.region_at(ptr) {
+            if let Some(m) = &r.import {
+                return PointerInfo {
+                    memory_type: MemoryType::Device,
+                    device: proc.ordinal_of(m.device),
+                };
+            }
+        }
+        PointerInfo {
+            memory_type: MemoryType::Unregistered,
+            device: None,
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The simulator's semantic choices: every place where the documentation is
+//! silent or ambiguous, or where hardware is known to differ from the text,
+//! is a named, switchable choice instead of a hard-coded guess. The
+//! conformance runner lists them (`describe`) and lets a user flip them
+//! (`set`), so a clause can show which choice real hardware agrees with.
+
+use ipc_harness::ErrorKind;
+
+/// One semantic choice as listed to users.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SemanticChoice {
+    pub name: &'static str,
+    /// The value in force, spelled as `set` accepts it.
+    pub value: String,
+    /// Every value `set` accepts (error kinds by their dialect-neutral name).
+    pub options: Vec<String>,
+    pub description: &'static str,
+}
+
+/// A value of one semantic choice: printable and parseable.
+pub trait Choice: Sized {
+    fn options() -> Vec<String>;
+    fn value(&self) -> String;
+    fn parse(s: &str) -> Option<Self>;
+}
+
+fn error_kind_names() -> Vec<String> {
+    ErrorKind::all().map(|k| format!("{k:?}")).collect()
+}
+
+impl Choice for ErrorKind {
+    fn options() -> Vec<String> {
+        error_kind_names()
+    }
+    fn value(&self) -> String {
+        format!("{self:?}")
+    }
+    fn parse(s: &str) -> Option<Self> {
+        ErrorKind::from_name(s)
+    }
+}
+
+/// Declares a plain keyword enum and its `Choice` impl.
+macro_rules! keyword_choice {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl Choice for $name {
+            fn options() -> Vec<String> { vec![$($text.to_string()),+] }
+            fn value(&self) -> String {
+                match self { $($name::$variant => $text.to_string()),+ }
+            }
+            fn parse(s: &str) -> Option<Self> {
+                match s { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+keyword_choice!(
+    /// A plain on/off switch.
+    Switch { On => "on", Off => "off" }
+);
+
+keyword_choice!(
+    /// What the importer sees after the exporter freed memory it still maps.
+    FreeWhileMapped {
+        /// The physical block stays alive with its old contents.
+        Retained => "retained",
+        /// The freed allocation's bytes read as zero afterwards.
+        Zeroed => "zeroed",
+    }
+);
+
+keyword_choice!(
+    /// How far a memcpy/memset may reach from the pointer's allocation.
+    MemcpyBounds {
+        /// Anywhere inside the mapped block (hazard when past the allocation).
+        Block => "block",
+        /// Only inside the allocation itself.
+        Allocation => "allocation",
+    }
+);
+
+keyword_choice!(
+    /// What `cuMemGetAddressRange` reports for an IPC-opened pointer.
+    ImportRange {
+        /// The exported allocation, as mapped in the importer.
+        Allocation => "allocation",
+        /// The whole mapped block.
+        Block => "block",
+    }
+);
+
+keyword_choice!(
+    /// Whether repeated `ipc_get` on one pointer yields identical bytes.
+    HandleStability {
+        SameBytes => "same-bytes",
+        /// Each call stamps a fresh serial; all still open the same memory.
+        PerCall => "per-call",
+    }
+);
+
+keyword_choice!(
+    /// Which `flags` values `ipc_open` accepts.
+    OpenFlags {
+        /// Bit 0 (`LAZY_ENABLE_PEER_ACCESS`) must be set; other bits are
+        /// ignored. Measured: H100, driver 580.159.04 (1 and 3 accepted; 0, 2
+        /// and 0x80000000 refused).
+        LazyBit => "lazy-bit",
+        /// 0 and `LAZY_ENABLE_PEER_ACCESS` (1).
+        LazyOrZero => "lazy-or-zero",
+        /// Only `LAZY_ENABLE_PEER_ACCESS`, as the documentation words it.
+        LazyOnly => "lazy-only",
+    }
+);
+
+keyword_choice!(
+    /// What happens to importers' mappings when the exporter process exits.
+    ExporterExit {
+        /// The driver keeps the physical memory alive for existing mappings.
+        MappingsRetained => "mappings-retained",
+        /// Existing mappings stop working (accesses fault) until closed.
+        MappingsRevoked => "mappings-revoked",
+    }
+);
+
+keyword_choice!(
+    /// Opening a handle whose block is already mapped in the current context.
+    Reopen {
+        /// Each open makes a new mapping at a new address, closed on its own.
+        /// Measured: H100, driver 580.159.04 (contrary to the documentation).
+        NewMapping => "new-mapping",
+        /// Documented: the reference count goes up, the same pointer comes back.
+        Refcount => "refcount",
+        /// `AlreadyMapped`.
+        Error => "error",
+    }
+);
+
+keyword_choice!(
+    /// Opening a handle whose exporter freed the allocation before the open.
+    FreedExport {
+        /// The exported block stays openable (with its old bytes) while the
+        /// exporter lives. Measured: H100, driver 580.159.04.
+        Opens => "opens-while-exporter-lives",
+        /// The open fails with `dead_handle_error`.
+        Refused => "refused",
+    }
+);
+
+keyword_choice!(
+    /// Which address `ipc_open` returns inside the fresh mapping.
+    OpenAddress {
+        /// Mapping base + the offset of the exported allocation's base (a
+        /// handle of an interior pointer is the allocation's handle, byte for
+        /// byte, on H100 / 580.159.04).
+        AllocationBase => "allocation-base",
+        /// The mapping base (start of the shared block).
+        BlockBase => "block-base",
+    }
+);
+
+keyword_choice!(
+    /// `free(NULL)`.
+    FreeNull {
+        /// Runtime: no-op success ("If devPtr is 0, no operation is performed");
+        /// driver: `InvalidValue`.
+        ByDialect => "by-dialect",
+        Ok => "ok",
+        Error => "error",
+    }
+);
+
+keyword_choice!(
+    /// `cuCtxDestroy` on a primary context.
+    DestroyPrimary {
+        /// `InvalidContext`; primary contexts are released, not destroyed.
+        Error => "error",
+        /// Acts like `cuDevicePrimaryCtxReset`: resources freed, a fresh
+        /// primary context is created on next use.
+        Resets => "resets",
+    }
+);
+
+/// An operation refused with an error, or allowed (memory kinds IPC may not
+/// export; a second context opening handles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExportRule {
+    Refuse(ErrorKind),
+    /// Export works like device memory.
+    Allow,
+}
+
+impl Choice for ExportRule {
+    fn options() -> Vec<String> {
+        let mut v = vec!["allow".to_string()];
+        v.extend(error_kind_names());
+        v
+    }
+    fn value(&self) -> String {
+        match self {
+            ExportRule::Refuse(k) => format!("{k:?}"),
+            ExportRule::Allow => "allow".into(),
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "allow" => Some(ExportRule::Allow),
+            _ => ErrorKind::from_name(s).map(ExportRule::Refuse),
+        }
+    }
+}
+
+/// `cudaFree` on a pointer returned by `ipc_open`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FreeOfIpcPointer {
+    Error(ErrorKind),
+    /// Acts like `ipc_close` of that pointer.
+    Unmaps,
+}
+
+impl Choice for FreeOfIpcPointer {
+    fn options() -> Vec<String> {
+        let mut v = vec!["unmaps".to_string()];
+        v.extend(error_kind_names());
+        v
+    }
+    fn value(&self) -> String {
+        match self {
+            FreeOfIpcPointer::Error(k) => format!("{k:?}"),
+            FreeOfIpcPointer::Unmaps => "unmaps".into(),
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "unmaps" => Some(FreeOfIpcPointer::Unmaps),
+            _ => ErrorKind::from_name(s).map(FreeOfIpcPointer::Error),
+        }
+    }
+}
+
+/// Declares the `Semantics` struct, its table of names and descriptions, and
+/// `describe`/`set` from one list so they cannot drift apart.
+macro_rules! semantics {
+    ($($field:ident : $ty:ty = $default:expr, $desc:literal;)+) => {
+        /// Every semantic choice of the simulator, one field each.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct Semantics {
+            $(#[doc = $desc] pub $field: $ty,)+
+        }
+
+        impl Default for Semantics {
+            fn default() -> Self {
+                Semantics { $($field: $default,)+ }
+            }
+        }
+
+        impl Semantics {
+            /// Every choice with its current value, allowed values and meaning.
+            pub fn describe(&self) -> Vec<SemanticChoice> {
+                vec![$(SemanticChoice {
+                    name: stringify!($field),
+                    value: Choice::value(&self.$field),
+                    options: <$ty as Choice>::options(),
+                    description: $desc,
+                },)+]
+            }
+
+            /// Set one choice by name. Unknown names or values are refused
+            /// with a message listing what is allowed.
+            pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+                let value = value.trim();
+                match name.trim() {
+                    $(stringify!($field) => {
+                        match <$ty as Choice>::parse(value) {
+                            Some(v) => { self.$field = v; Ok(()) }
+                            None => Err(format!(
+                                "semantic '{}' has no value '{}' (allowed: {})",
+                                stringify!($field), value,
+                                <$ty as Choice>::options().join(", "))),
+                        }
+                    })+
+                    other => Err(format!(
+                        "unknown semantic '{}' (known: {})",
+                        other, [$(stringify!($field)),+].join(", "))),
+                }
+            }
+        }
+    };
+}
+
+semantics! {
+    suballocation: Switch = Switch::On,
+        "Device allocations under 2 MiB are packed (512 B aligned) into shared 2 MiB blocks, which IPC then shares whole";
+    free_of_ipc_pointer: FreeOfIpcPointer = FreeOfIpcPointer::Error(ErrorKind::InvalidValue),
+        "cudaFree on a pointer returned by ipc_open: an error, or acts like ipc_close (a hazard either way)";
+    free_while_mapped: FreeWhileMapped = FreeWhileMapped::Retained,
+        "What an importer reads after the exporter freed memory it still maps";
+    memcpy_bounds: MemcpyBounds = MemcpyBounds::Allocation,
+        "How far memcpy/memset may run past the pointer's allocation (block: allowed inside the mapped block, with a hazard)";
+    sticky_errors: Switch = Switch::On,
+        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress";
+    import_range: ImportRange = ImportRange::Allocation,
+        "cuMemGetAddressRange on an IPC pointer: the exported allocation, or the whole mapped block";
+    ipc_managed: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
+        "ipc_get on cudaMallocManaged memory";
+    ipc_pinned_host: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
+        "ipc_get on cudaMallocHost memory";
+    ipc_pool: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
+        "ipc_get on cudaMallocAsync (default pool) memory";
+    handle_stable: HandleStability = HandleStability::SameBytes,
+        "Whether repeated ipc_get on one pointer returns identical handle bytes";
+    open_flags: OpenFlags = OpenFlags::LazyBit,
+        "Flag values ipc_open accepts; others are InvalidValue";
+    zero_handle_error: ErrorKind = ErrorKind::InvalidValue,
+        "Error for ipc_open of an all-zero handle";
+    garbage_handle_error: ErrorKind = ErrorKind::InvalidValue,
+        "Error for ipc_open of bytes that do not decode as a handle of this machine";
+    open_in_exporter: ErrorKind = ErrorKind::InvalidContext,
+        "Error for ipc_open of a handle in the process that exported it";
+    dead_handle_error: ErrorKind = ErrorKind::InvalidHandle,
+        "Error for ipc_open of a handle whose exporter exited (or, with freed_export=refused, freed it)";
+    freed_export: FreedExport = FreedExport::Opens,
+        "ipc_open of a handle whose allocation the exporter already freed";
+    exporter_exit: ExporterExit = ExporterExit::MappingsRetained,
+        "What existing importer mappings do when the exporter exits";
+    reopen: Reopen = Reopen::NewMapping,
+        "ipc_open of a handle already open in the current context";
+    second_context: ExportRule = ExportRule::Refuse(ErrorKind::InvalidHandle),
+        "ipc_open from a second context on a device where another context already holds mappings from the same exporter device";
+    open_address: OpenAddress = OpenAddress::AllocationBase,
+        "Which address ipc_open returns inside the new mapping";
+    close_unopened: ErrorKind = ErrorKind::InvalidValue,
+        "Error for ipc_close of a pointer that is not an open IPC pointer (includes a close past the count)";
+    free_null: FreeNull = FreeNull::ByDialect,
+        "free of the NULL pointer";
+    destroy_primary: DestroyPrimary = DestroyPrimary::Error,
+        "cuCtxDestroy on a primary context";
+}
+
+impl Semantics {
+    /// Apply a list of `name=value` pieces separated by commas or whitespace
+    /// (the command-line form, e.g. `suballocation=off,reopen=error`).
+    pub fn apply(&mut self, spec: &str) -> Result<(), String> {
+        for piece in spec
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|p| !p.is_empty())
+        {
+            let (name, value) = piece
+                .split_once('=')
+                .ok_or_else(|| format!("expected name=value, found '{piece}'"))?;
+            self.set(name, value)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,583 @@
+//! The simulated machine's state: processes, their contexts and address
+//! spaces, and the physical blocks that allocations and IPC mappings share.
+//!
+//! Everything is in ordered maps so that iteration, and therefore every
+//! answer and every hazard, is deterministic. The operations live in the
+//! domain modules (`contexts`, `memory`, `ipc`); this module holds the types
+//! and the plumbing they share (address lookup, access checks, release).
+
+use crate::hazards::HazardLog;
+use crate::seed::hash;
+use crate::semantics::{ExporterExit, MemcpyBounds, Semantics};
+use crate::store::Store;
+use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub(crate) const KIB: u64 = 1 << 10;
+pub(crate) const MIB: u64 = 1 << 20;
+pub(crate) const GIB: u64 = 1 << 30;
+pub(crate) const TIB: u64 = 1 << 40;
+
+/// Granularity of device blocks (and of the sub-allocator's shared blocks).
+pub(crate) const BLOCK: u64 = 2 * MIB;
+/// Alignment of packed sub-allocations.
+pub(crate) const SUBALLOC_ALIGN: u64 = 512;
+/// Physical memory per device (H100 80 GB), so absurd sizes fail as OutOfMemory.
+pub(crate) const DEVICE_MEMORY: u64 = 80 * GIB;
+/// Where process address spaces start; each process gets its own window.
+const VA_ROOT: u64 = 0x7f00_0000_0000;
+/// One process's window; the seed shifts its base by whole GiB inside the
+/// first half, so at least 512 GiB stay usable.
+const VA_WINDOW: u64 = TIB;
+/// Unmapped gap after every reservation, so running off the end of a block
+/// always lands on unmapped VA instead of a neighbouring block.
+const VA_GUARD: u64 = BLOCK;
+/// Largest single read the simulator materialises on the host.
+pub(crate) const MAX_READ: u64 = 256 * MIB;
+
+pub(crate) type BlockId = u64;
+pub(crate) type CtxKey = u64;
+
+/// Why a call produced no result: an API error, or a harness-level refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fail {
+    Api(ipc_harness::ErrorKind),
+    Harness(String),
+}
+
+impl From<ipc_harness::ErrorKind> for Fail {
+    fn from(k: ipc_harness::ErrorKind) -> Self {
+        Fail::Api(k)
+    }
+}
+
+pub(crate) type SimResult<T> = Result<T, Fail>;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Context {
+    /// Physical device.
+    pub device: u32,
+    pub primary: bool,
+    pub alive: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Allocation {
+    pub size: u64,
+    pub kind: MemKind,
+    pub ctx: CtxKey,
+    /// Physical device.
+    pub device: u32,
+    pub block: BlockId,
+    /// Offset of the allocation inside its block.
+    pub offset: u64,
+}
+
+/// An importer's mapping of an exporter's block.
+#[derive(Debug, Clone)]
+pub(crate) struct Mapping {
+    pub ctx: CtxKey,
+    /// Physical device of the importing context.
+    pub device: u32,
+    pub exporter: ProcessIndex,
+    /// The exported allocation's place in the block (from the handle).
+    pub export_offset: u64,
+    pub export_size: u64,
+    /// Pointers `ipc_open` returned into this mapping, with their open counts.
+    pub opens: BTreeMap<u64, u64>,
+}
+
+/// A mapped VA range in a process: its own block, or an IPC mapping.
+#[derive(Debug, Clone)]
+pub(crate) struct Region {
+    pub len: u64,
+    pub block: BlockId,
+    pub import: Option<Mapping>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gone {
+    Freed,
+    Closed,
+}
+
+/// VA that was valid once; remembered so stale pointers are named as such.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeadRange {
+    pub end: u64,
+    pub why: Gone,
+}
+
+#[derive(Debug)]
+pub(crate) struct Process {
+    pub name: String,
+    /// Own ordinal -> physical device (`CUDA_VISIBLE_DEVICES`).
+    pub visible: Vec<u32>,
+    pub exited: bool,
+    /// A sticky error poisoned the process.
+    pub sticky: bool,
+    pub contexts: BTreeMap<CtxKey, Context>,
+    /// Physical device -> its primary context.
+    pub primary: BTreeMap<u32, CtxKey>,
+    pub current: Option<CtxKey>,
+    pub ctx_serial: u64,
+    pub va_next: u64,
+    pub va_end: u64,
+    /// Live allocations by base address.
+    pub allocs: BTreeMap<u64, Allocation>,
+    /// Mapped VA by base address.
+    pub regions: BTreeMap<u64, Region>,
+    /// IPC mappings: (importing context, block, mapping base). One context
+    /// may map one block several times (`reopen=new-mapping`).
+    pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
+    pub dead: BTreeMap<u64, DeadRange>,
+    /// (context, physical device) -> the shared block small allocations go to.
+    pub packing: BTreeMap<(CtxKey, u32), BlockId>,
+}
+
+/// Physical memory: what exporters allocate and importers map.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub owner: ProcessIndex,
+    pub device: u32,
+    pub kind: MemKind,
+    pub size: u64,
+    /// Where the owner maps it.
+    pub owner_base: u64,
+    pub data: Store,
+    /// Live allocations in the block: offset -> size.
+    pub live: BTreeMap<u64, u64>,
+    /// Next free offset for packed sub-allocations.
+    pub cursor: u64,
+    /// Live importer mappings.
+    pub importers: u32,
+    /// The owner still maps the block (some allocation in it is live).
+    pub owner_mapped: bool,
+    /// Existing importer mappings fault (exporter exited, `mappings-revoked`).
+    pub revoked: bool,
+    /// Allocation offsets the owner freed while importers mapped them.
+    pub freed_while_mapped: BTreeSet<u64>,
+    /// Exported allocations: offset in block -> size (filled by `ipc_get`).
+    pub exports: BTreeMap<u64, u64>,
+    /// The driver object id handles of this block carry, once exported.
+    pub export_id: Option<u32>,
+}
+
+pub(crate) struct World {
+    pub seed: u64,
+    pub dialect: Dialect,
+    pub peer_access: bool,
+    pub sem: Semantics,
+    pub procs: Vec<Process>,
+    pub blocks: BTreeMap<BlockId, Block>,
+    pub next_block: BlockId,
+    /// Bytes of device memory in use, per physical device.
+    pub device_used: Vec<u64>,
+    pub handle_serial: u64,
+    /// Export object ids (bytes 48..52 of a handle) -> block.
+    pub export_ids: BTreeMap<u32, BlockId>,
+    pub hazards: HazardLog,
+}
+
+/// What kind of access a data operation is; they fail differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// memcpy / memset: validated by the driver, errors are InvalidValue.
+    Copy,
+    /// A kernel: sees whatever is mapped, faults with IllegalAddress.
+    Kernel,
+}
+
+pub(crate) fn round_up(x: u64, to: u64) -> Option<u64> {
+    x.checked_add(to - 1).map(|v| v / to * to)
+}
+
+/// Find the entry of `map` whose `[key, key + len)` contains `addr`.
+pub(crate) fn containing<T>(
+    map: &BTreeMap<u64, T>,
+    addr: u64,
+    len: impl Fn(&T) -> u64,
+) -> Option<(u64, &T)> {
+    map.range(..=addr)
+        .next_back()
+        .filter(|(&base, v)| addr - base < len(v))
+        .map(|(&b, v)| (b, v))
+}
+
+impl Process {
+    pub(crate) fn new(name: String, visible: Vec<u32>, seed: u64, index: usize) -> Process {
+        let jitter = hash(seed, &[0x5641, index as u64]) % (VA_WINDOW / GIB / 2);
+        let base = VA_ROOT
+            .saturating_add((index as u64).saturating_mul(VA_WINDOW))
+            .saturating_add(jitter * GIB);
+        Process {
+            name,
+            visible,
+            exited: false,
+            sticky: false,
+            contexts: BTreeMap::new(),
+            primary: BTreeMap::new(),
+            current: None,
+            ctx_serial: 0,
+            va_next: base,
+            va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
+            allocs: BTreeMap::new(),
+            regions: BTreeMap::new(),
+            imports: BTreeSet::new(),
+            dead: BTreeMap::new(),
+            packing: BTreeMap::new(),
+        }
+    }
+
+    /// Reserve fresh VA (never reused during a run).
+    pub(crate) fn reserve_va(&mut self, len: u64) -> Option<u64> {
+        let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
+        let base = self.va_next;
+        let next = base.checked_add(span)?;
+        if next > self.va_end {
+            return None;
+        }
+        self.va_next = next;
+        Some(base)
+    }
+
+    pub(crate) fn alloc_at(&self, addr: u64) -> Option<(u64, &Allocation)> {
+        containing(&self.allocs, addr, |a| a.size)
+    }
+
+    pub(crate) fn region_at(&self, addr: u64) -> Option<(u64, &Region)> {
+        containing(&self.regions, addr, |r| r.len)
+    }
+
+    pub(crate) fn dead_at(&self, addr: u64) -> Option<Gone> {
+        self.dead
+            .range(..=addr)
+            .next_back()
+            .filter(|(_, d)| addr < d.end)
+            .map(|(_, d)| d.why)
+    }
+
+    /// Own ordinal of a physical device, if this process can see it.
+    pub(crate) fn ordinal_of(&self, physical: u32) -> Option<u32> {
+        self.visible
+            .iter()
+            .position(|&d| d == physical)
+            .map(|i| i as u32)
+    }
+
+    pub(crate) fn mark_dead(&mut self, base: u64, len: u64, why: Gone) {
+        self.dead.insert(
+            base,
+            DeadRange {
+                end: base.saturating_add(len),
+                why,
+            },
+        );
+    }
+}
+
+impl World {
+    pub(crate) fn hazard(&mut self, kind: HazardKind, process: ProcessIndex, detail: String) {
+        self.hazards.record(kind, process, detail);
+    }
+
+    /// The current context of `p`, or `InvalidContext`.
+    pub(crate) fn current_ctx(&self, p: ProcessIndex) -> SimResult<(CtxKey, u32)> {
+        let proc = &self.procs[p];
+        proc.current
+            .and_then(|c| {
+                proc.contexts
+                    .get(&c)
+                    .filter(|x| x.alive)
+                    .map(|x| (c, x.device))
+            })
+            .ok_or(Fail::Api(ipc_harness::ErrorKind::InvalidContext))
+    }
+
+    /// Drop a block once nobody maps it any more.
+    pub(crate) fn maybe_release(&mut self, id: BlockId) {
+        let Some(b) = self.blocks.get(&id) else {
+            return;
+        };
+        let exporter_alive = !self.procs[b.owner].exited;
+        let kept_for_export = b.export_id.is_some()
+            && exporter_alive
+            && self.sem.freed_export == crate::semantics::FreedExport::Opens;
+        if b.owner_mapped || b.importers > 0 || kept_for_export {
+            return;
+        }
+        if let Some(id) = b.export_id {
+            self.export_ids.remove(&id);
+        }
+        if matches!(b.kind, MemKind::Device | MemKind::StreamOrdered) {
+            if let Some(used) = self.device_used.get_mut(b.device as usize) {
+                *used = used.saturating_sub(b.size);
+            }
+        }
+        self.blocks.remove(&id);
+    }
+
+    /// Check an access of `[ptr, ptr + len)` by process `p` and say where its
+    /// bytes live: (block, offset in block). Records the hazards it sees.
+    /// `len` is non-zero.
+    pub(crate) fn resolve(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+        access: Access,
+    ) -> SimResult<(BlockId, u64)> {
+        use ipc_harness::ErrorKind::{IllegalAddress, InvalidValue};
+        let fault = match access {
+            Access::Copy => InvalidValue,
+            Access::Kernel => IllegalAddress,
+        };
+        let Some(end) = ptr.checked_add(len) else {
+            return Err(fault.into());
+        };
+        let proc = &self.procs[p];
+        let dead = proc.dead_at(ptr);
+        let found = proc.region_at(ptr).map(|(base, r)| {
+            let import = r
+                .import
+                .as_ref()
+                .map(|m| (m.export_offset, m.export_size, m.exporter));
+            (base, r.len, r.block, import)
+        });
+        let own_alloc = proc
+            .alloc_at(ptr)
+            .map(|(b, a)| (b, b.saturating_add(a.size)));
+        let Some((base, region_len, block_id, import)) = found else {
+            match dead {
+                Some(Gone::Closed) => self.hazard(
+                    HazardKind::AccessAfterClose,
+                    p,
+                    format!("{ptr:#x}: IPC mapping already closed"),
+                ),
+                Some(Gone::Freed) => self.hazard(
+                    HazardKind::AccessAfterFree,
+                    p,
+                    format!("{ptr:#x}: allocation already freed"),
+                ),
+                None => {}
+            }
+            return Err(fault.into());
+        };
+        if end > base.saturating_add(region_len) {
+            return Err(fault.into());
+        }
+        let Some(block) = self.blocks.get(&block_id) else {
+            return Err(fault.into());
+        };
+        let mut hazards: Vec<(HazardKind, String)> = Vec::new();
+        // The accessing allocation's own range, if the pointer is in one.
+        let own: Option<(u64, u64)> = match import {
+            Some((export_offset, export_size, exporter)) => {
+                if block.revoked {
+                    self.hazard(
+                        HazardKind::AccessAfterFree,
+                        p,
+                        format!("{ptr:#x}: exporter exited, mapping revoked"),
+                    );
+                    return Err(fault.into());
+                }
+                if block.freed_while_mapped.contains(&export_offset) {
+                    hazards.push((
+                        HazardKind::AccessAfterFree,
+                        format!(
+                            "{ptr:#x}: exporter process {exporter} freed this memory while mapped"
+                        ),
+                    ));
+                }
+                let s = base.saturating_add(export_offset);
+                Some((s, s.saturating_add(export_size)))
+            }
+            None => own_alloc,
+        };
+        if own.is_none() && dead == Some(Gone::Freed) {
+            // The owner's pointer after its free, in a block a live
+            // neighbouring allocation still keeps mapped.
+            self.hazard(
+                HazardKind::AccessAfterFree,
+                p,
+                format!("{ptr:#x}: allocation already freed"),
+            );
+            if access == Access::Copy {
+                return Err(InvalidValue.into());
+            }
+        }
+        let inside_own = own.is_some_and(|(s, e)| ptr >= s && end <= e);
+        if !inside_own {
+            if access == Access::Copy && self.sem.memcpy_bounds == MemcpyBounds::Allocation {
+                return Err(InvalidValue.into());
+            }
+            hazards.push((
+                HazardKind::OutsideOwnRange,
+                format!(
+                    "[{ptr:#x}, {end:#x}) reaches past its allocation {}",
+                    match own {
+                        Some((s, e)) => format!("[{s:#x}, {e:#x})"),
+                        None => "(none)".into(),
+                    }
+                ),
+            ));
+        }
+        for (k, d) in hazards {
+            self.hazard(k, p, d);
+        }
+        Ok((block_id, ptr - base))
+    }
+
+    /// Remove an importer's mapping at `base` entirely (last close, context
+    /// destroyed, process exit).
+    pub(crate) fn unmap_import(&mut self, p: ProcessIndex, base: u64) {
+        let proc = &mut self.procs[p];
+        let Some(region) = proc.regions.remove(&base) else {
+            return;
+        };
+        if let Some(m) = &region.import {
+            proc.imports.remove(&(m.ctx, region.block, base));
+        }
+        proc.mark_dead(base, region.len, Gone::Closed);
+        if let Some(b) = self.blocks.get_mut(&region.block) {
+            b.importers = b.importers.saturating_sub(1);
+        }
+        self.maybe_release(region.block);
+    }
+
+    /// Free the allocation at `base` of process `p`. `explicit` is an API
+    /// call (free or context destroy) rather than process teardown; only
+    /// explicit frees are the documented undefined behaviour.
+    pub(crate) fn free_allocation(&mut self, p: ProcessIndex, base: u64, explicit: bool) {
+        let proc = &mut self.procs[p];
+        let Some(a) = proc.allocs.remove(&base) else {
+            return;
+        };
+        proc.mark_dead(base, a.size, Gone::Freed);
+        let zero = self.sem.free_while_mapped == crate::semantics::FreeWhileMapped::Zeroed;
+        let Some(block) = self.blocks.get_mut(&a.block) else {
+            return;
+        };
+        block.live.remove(&a.offset);
+        let mut hazard = None;
+        if block.importers > 0 && explicit {
+            hazard = Some(format!(
+                "process {p} freed {base:#x} ({} bytes) while {} importer mapping(s) hold its block",
+                a.size, block.importers
+            ));
+            block.freed_while_mapped.insert(a.offset);
+            if zero {
+                block.data.fill(a.offset, a.size, 0);
+            }
+        }
+        let unmap_owner = block.live.is_empty() && block.owner_mapped;
+        let owner_base = block.owner_base;
+        if unmap_owner {
+            block.owner_mapped = false;
+        }
+        if let Some(d) = hazard {
+            self.hazard(HazardKind::FreeWhileMapped, p, d);
+        }
+        if unmap_owner {
+            let proc = &mut self.procs[p];
+            proc.regions.remove(&owner_base);
+            proc.packing.retain(|_, b| *b != a.block);
+            self.maybe_release(a.block);
+        }
+    }
+
+    /// Tear down every allocation and mapping of context `ctx` in `p`.
+    pub(crate) fn release_context(&mut self, p: ProcessIndex, ctx: CtxKey, explicit: bool) {
+        let proc = &self.procs[p];
+        let allocs: Vec<u64> = proc
+            .allocs
+            .iter()
+            .filter(|(_, a)| a.ctx == ctx)
+            .map(|(&b, _)| b)
+            .collect();
+        let maps: Vec<u64> = proc
+            .imports
+            .iter()
+            .filter(|(c, _, _)| *c == ctx)
+            .map(|&(_, _, b)| b)
+            .collect();
+        for base in allocs {
+            self.free_allocation(p, base, explicit);
+        }
+        for base in maps {
+            self.unmap_import(p, base);
+        }
+        self.procs[p].packing.retain(|(c, _), _| *c != ctx);
+    }
+
+    /// The process exits: the OS and driver reclaim everything it held.
+    pub(crate) fn exit_process(&mut self, p: ProcessIndex, record_leaks: bool) {
+        if self.procs[p].exited {
+            return;
+        }
+        if record_leaks {
+            let leaks: Vec<(u64, usize, u64)> = self.procs[p]
+                .regions
+                .iter()
+                .filter_map(|(&b, r)| {
+                    r.import.as_ref().map(|m| {
+                        (
+                            b,
+                            m.exporter,
+                            m.opens.values().copied().fold(0u64, u64::saturating_add),
+                        )
+                    })
+                })
+                .collect();
+            for (base, exporter, count) in leaks {
+                self.hazard(
+                    HazardKind::MappingLeakedAtExit,
+                    p,
+                    format!(
+                        "mapping at {base:#x} of process {exporter}'s memory still open ({count} open(s)) at exit"
+                    ),
+                );
+            }
+        }
+        let imports: Vec<u64> = self.procs[p].imports.iter().map(|&(_, _, b)| b).collect();
+        for base in imports {
+            self.unmap_import(p, base);
+        }
+        let allocs: Vec<u64> = self.procs[p].allocs.keys().copied().collect();
+        for base in allocs {
+            self.free_allocation(p, base, false);
+        }
+        let revoke = self.sem.exporter_exit == ExporterExit::MappingsRevoked;
+        for b in self.blocks.values_mut().filter(|b| b.owner == p) {
+            // The export object outlives its exporter while a mapping holds
+            // the block: a holder may open it again (measured, H100 / 580).
+            if b.importers == 0 {
+                if let Some(id) = b.export_id.take() {
+                    self.export_ids.remove(&id);
+                }
+            }
+            b.owner_mapped = false;
+            if revoke {
+                b.revoked = true;
+            }
+        }
+        let owned: Vec<BlockId> = self
+            .blocks
+            .iter()
+            .filter(|(_, b)| b.owner == p)
+            .map(|(&id, _)| id)
+            .collect();
+        // Exited before releasing, so blocks kept for their export go too.
+        self.procs[p].exited = true;
+        for id in owned {
+            self.maybe_release(id);
+        }
+        let proc = &mut self.procs[p];
+        for c in proc.contexts.values_mut() {
+            c.alive = false;
+        }
+        proc.current = None;
+        proc.packing.clear();
+        proc.exited = true;
+    }
+}
