@@ -23,8 +23,10 @@
 //! anything and the handle still opens the same memory, as on hardware.
 
 use crate::seed::hash;
-use crate::semantics::{ExportRule, FreedExport, HandleStability, OpenAddress, OpenFlags, Reopen};
-use crate::world::{BlockId, Mapping, Region, SimResult, World};
+use crate::semantics::{
+    ExportRule, FreedExport, GetNullOut, HandleStability, OpenAddress, OpenFlags, Reopen,
+};
+use crate::world::{BlockId, Fail, Mapping, Region, SimResult, World};
 use ipc_harness::{
     ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -101,13 +103,26 @@ impl World {
         ptr: u64,
         out: OutArg,
     ) -> SimResult<IpcMemHandle> {
-        if out == OutArg::Null || ptr == 0 {
+        if ptr == 0 {
             return Err(ErrorKind::InvalidValue.into());
         }
         // Only the process's own allocations export; an IPC pointer is not one.
         let Some((_, a)) = self.procs[p].alloc_at(ptr) else {
             return Err(ErrorKind::InvalidValue.into());
         };
+        if out == OutArg::Null {
+            // The pointer is checked first; then the runtime writes through NULL.
+            if self.dialect == ipc_harness::Dialect::Runtime
+                && self.sem.get_null_out == GetNullOut::CrashInRuntime
+            {
+                return Err(Fail::Crash {
+                    signal: 11,
+                    detail: "cudaIpcGetMemHandle wrote through a NULL handle pointer (SIGSEGV)"
+                        .into(),
+                });
+            }
+            return Err(ErrorKind::InvalidValue.into());
+        }
         let rule = match a.kind {
             MemKind::Device => ExportRule::Allow,
             MemKind::Managed => self.sem.ipc_managed,
@@ -234,6 +249,7 @@ impl World {
                 {
                     let n = m.opens.entry(ret).or_insert(0);
                     *n = n.saturating_add(1);
+                    m.exports.insert(h.offset, export_size);
                 }
                 return Ok(ret);
             }
@@ -270,8 +286,7 @@ impl World {
                     ctx,
                     device,
                     exporter,
-                    export_offset: h.offset,
-                    export_size,
+                    exports: BTreeMap::from([(h.offset, export_size)]),
                     opens: BTreeMap::from([(ret, 1)]),
                 }),
             },

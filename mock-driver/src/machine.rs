@@ -8,7 +8,7 @@ use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
     DriverResult, ErrorKind, FreeKind, Hazard, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo,
-    ProcessIndex,
+    ProcessIndex, ProcessLoss,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,6 +44,14 @@ impl SimProcess {
                 Err(ApiError::new(self.dialect, kind).into())
             }
             Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
+            Err(Fail::Crash { signal, detail }) => {
+                w.exit_process(p, false);
+                Err(DriverError::Lost(ProcessLoss::Crashed {
+                    signal: Some(signal),
+                    exit_code: None,
+                    detail,
+                }))
+            }
         }
     }
 }

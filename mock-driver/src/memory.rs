@@ -257,10 +257,10 @@ impl World {
         }
         if let Some((base, r)) = proc.region_at(ptr) {
             if let Some(m) = &r.import {
-                let s = base.saturating_add(m.export_offset);
-                let in_export = ptr >= s && ptr - s < m.export_size;
-                if self.sem.import_range == ImportRange::Allocation && in_export {
-                    return Ok((s, m.export_size));
+                if self.sem.import_range == ImportRange::Allocation {
+                    if let Some((o, size)) = m.export_at(ptr - base) {
+                        return Ok((base.saturating_add(o), size));
+                    }
                 }
                 return Ok((base, r.len));
             }

@@ -130,11 +130,11 @@ keyword_choice!(
 keyword_choice!(
     /// Opening a handle whose block is already mapped in the current context.
     Reopen {
-        /// Each open makes a new mapping at a new address, closed on its own.
-        /// Measured: H100, driver 580.159.04 (contrary to the documentation).
-        NewMapping => "new-mapping",
-        /// Documented: the reference count goes up, the same pointer comes back.
+        /// Documented, and measured on H100 / 580.159.04: the reference count
+        /// goes up and the same pointer comes back.
         Refcount => "refcount",
+        /// Each open makes a new mapping at a new address, closed on its own.
+        NewMapping => "new-mapping",
         /// `AlreadyMapped`.
         Error => "error",
     }
@@ -160,6 +160,17 @@ keyword_choice!(
         AllocationBase => "allocation-base",
         /// The mapping base (start of the shared block).
         BlockBase => "block-base",
+    }
+);
+
+keyword_choice!(
+    /// `ipc_get` of a valid pointer with a NULL handle out-pointer.
+    GetNullOut {
+        /// Runtime: the process dies with SIGSEGV; driver: InvalidValue.
+        /// Measured: H100, driver 580.159.04, CUDA 13.0.
+        CrashInRuntime => "crash-in-runtime",
+        /// InvalidValue in both dialects.
+        InvalidValue => "invalid-value",
     }
 );
 
@@ -327,7 +338,7 @@ semantics! {
         "ipc_open of a handle whose allocation the exporter already freed";
     exporter_exit: ExporterExit = ExporterExit::MappingsRetained,
         "What existing importer mappings do when the exporter exits";
-    reopen: Reopen = Reopen::NewMapping,
+    reopen: Reopen = Reopen::Refcount,
         "ipc_open of a handle already open in the current context";
     second_context: ExportRule = ExportRule::Refuse(ErrorKind::InvalidHandle),
         "ipc_open from a second context on a device where another context already holds mappings from the same exporter device";
@@ -335,6 +346,8 @@ semantics! {
         "Which address ipc_open returns inside the new mapping";
     close_unopened: ErrorKind = ErrorKind::InvalidValue,
         "Error for ipc_close of a pointer that is not an open IPC pointer (includes a close past the count)";
+    get_null_out: GetNullOut = GetNullOut::CrashInRuntime,
+        "ipc_get of a valid pointer with a NULL handle out-pointer";
     free_null: FreeNull = FreeNull::ByDialect,
         "free of the NULL pointer";
     destroy_primary: DestroyPrimary = DestroyPrimary::Error,

@@ -43,6 +43,12 @@ pub(crate) type CtxKey = u64;
 pub(crate) enum Fail {
     Api(ipc_harness::ErrorKind),
     Harness(String),
+    /// The real driver kills the process here (measured); the simulated
+    /// process dies with this signal.
+    Crash {
+        signal: i32,
+        detail: String,
+    },
 }
 
 impl From<ipc_harness::ErrorKind> for Fail {
@@ -80,11 +86,18 @@ pub(crate) struct Mapping {
     /// Physical device of the importing context.
     pub device: u32,
     pub exporter: ProcessIndex,
-    /// The exported allocation's place in the block (from the handle).
-    pub export_offset: u64,
-    pub export_size: u64,
+    /// Allocations opened through this mapping: offset in block -> size.
+    /// Several when handles of neighbouring sub-allocations share one block.
+    pub exports: BTreeMap<u64, u64>,
     /// Pointers `ipc_open` returned into this mapping, with their open counts.
     pub opens: BTreeMap<u64, u64>,
+}
+
+impl Mapping {
+    /// The opened allocation containing `offset` (in block), if any.
+    pub(crate) fn export_at(&self, offset: u64) -> Option<(u64, u64)> {
+        containing(&self.exports, offset, |size| *size).map(|(o, size)| (o, *size))
+    }
 }
 
 /// A mapped VA range in a process: its own block, or an IPC mapping.
@@ -341,7 +354,7 @@ impl World {
             let import = r
                 .import
                 .as_ref()
-                .map(|m| (m.export_offset, m.export_size, m.exporter));
+                .map(|m| (m.export_at(ptr - base), m.exporter));
             (base, r.len, r.block, import)
         });
         let own_alloc = proc
@@ -372,7 +385,7 @@ impl World {
         let mut hazards: Vec<(HazardKind, String)> = Vec::new();
         // The accessing allocation's own range, if the pointer is in one.
         let own: Option<(u64, u64)> = match import {
-            Some((export_offset, export_size, exporter)) => {
+            Some((export, exporter)) => {
                 if block.revoked {
                     self.hazard(
                         HazardKind::AccessAfterFree,
@@ -381,7 +394,8 @@ impl World {
                     );
                     return Err(fault.into());
                 }
-                if block.freed_while_mapped.contains(&export_offset) {
+                let freed = export.is_some_and(|(o, _)| block.freed_while_mapped.contains(&o));
+                if freed {
                     hazards.push((
                         HazardKind::AccessAfterFree,
                         format!(
@@ -389,8 +403,10 @@ impl World {
                         ),
                     ));
                 }
-                let s = base.saturating_add(export_offset);
-                Some((s, s.saturating_add(export_size)))
+                export.map(|(o, size)| {
+                    let s = base.saturating_add(o);
+                    (s, s.saturating_add(size))
+                })
             }
             None => own_alloc,
         };

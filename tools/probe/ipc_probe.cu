@@ -127,7 +127,9 @@ static void importer() {
   unsigned char buf[8192];
   void *p1 = 0, *p2 = 0;
   P("open A: %s", en(cudaIpcOpenMemHandle(&p1, h[H_A], 1)));
-  P("open A again: %s same=%d", en(cudaIpcOpenMemHandle(&p2, h[H_A], 1)), p1 == p2);
+  // Each open in its own statement: printf's argument order is unspecified,
+  // and an earlier version compared before the open had run.
+  { cudaError_t e2 = cudaIpcOpenMemHandle(&p2, h[H_A], 1); P("open A again: %s same=%d", en(e2), p1 == p2); }
   P("read p1: %s", en(cudaMemcpy(buf, p1, 16, cudaMemcpyDeviceToHost))); runs("p1 bytes", buf, 16);
   { cudaPointerAttributes at; cudaError_t e = cudaPointerGetAttributes(&at, p1); P("attrs p1: %s type=%d device=%d", en(e), (int)at.type, at.device); }
   range("p1", p1);
@@ -170,7 +172,7 @@ static void importer() {
   range("q3", q3);
   void *p3 = 0, *r = 0;
   P("open A (p3): %s", en(cudaIpcOpenMemHandle(&p3, h[H_A], 1)));
-  P("open A+4096: %s r-p3=%lld", en(cudaIpcOpenMemHandle(&r, h[H_AINT], 1)), (long long)((char *)r - (char *)p3));
+  { cudaError_t e2 = cudaIpcOpenMemHandle(&r, h[H_AINT], 1); P("open A+4096: %s r-p3=%lld", en(e2), (long long)((char *)r - (char *)p3)); }
   { void *f = 0; P("open freed F: %s", en(cudaIpcOpenMemHandle(&f, h[H_F], 1))); cudaGetLastError(); }
   { void *t = 0; cudaError_t e2 = cudaIpcOpenMemHandle(&t, h[H_T1], 1); P("open freed t1 (t2 alive): %s", en(e2));
     if (!e2) { cudaMemcpy(buf, t, 16, cudaMemcpyDeviceToHost); runs("t1 bytes", buf, 16); cudaIpcCloseMemHandle(t); } cudaGetLastError(); }
@@ -209,7 +211,7 @@ static void importer() {
   sleep(2);
   e = cudaMemcpy(buf, p3, 16, cudaMemcpyDeviceToHost); P("read A (open) after exporter exit: %s", en(e)); if (!e) runs("A bytes", buf, 16);
   { void *hh = 0; P("open H after exporter exit: %s", en(cudaIpcOpenMemHandle(&hh, h[H_H], 1))); cudaGetLastError(); }
-  { void *again = 0; P("re-open A after exporter exit (still open here): %s same=%d", en(cudaIpcOpenMemHandle(&again, h[H_A], 1)), again == p3); cudaGetLastError(); }
+  { void *again = 0; cudaError_t e2 = cudaIpcOpenMemHandle(&again, h[H_A], 1); P("re-open A after exporter exit (still open here): %s same=%d", en(e2), again == p3); cudaGetLastError(); }
   P("close p3: %s", en(cudaIpcCloseMemHandle(p3)));
   P("close r: %s", en(cudaIpcCloseMemHandle(r)));
   P("close q2: %s", en(cudaIpcCloseMemHandle(q2)));

@@ -431,6 +431,8 @@ pub enum Expectation {
     Any,
     /// `error`: any error.
     AnyError,
+    /// The process dies during the call (a measured driver crash).
+    Crash,
     /// A named error, compared by kind; `name` is the spelling written.
     Error {
         kind: ErrorKind,
@@ -455,6 +457,7 @@ impl fmt::Display for Expectation {
             Expectation::Ok => f.write_str("ok"),
             Expectation::Any => f.write_str("any"),
             Expectation::AnyError => f.write_str("error"),
+            Expectation::Crash => f.write_str("crash"),
             Expectation::Error { name, .. } => f.write_str(name),
             Expectation::Eq(r) => write!(f, "== {r}"),
             Expectation::Ne(r) => write!(f, "!= {r}"),

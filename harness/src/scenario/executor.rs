@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{HazardCheck, Op, Ref, Step};
+use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::parser::MAX_WRITE_BYTES;
 use super::{ExecOptions, Execution, Scenario};
@@ -510,7 +510,9 @@ pub(crate) fn execute_on(
         let result = check(&list, &observed, &outcome, &run.bindings);
 
         if first_failure.is_none() {
+            let crash_expected = result.passed && list.items.contains(&Expectation::Crash);
             let lost = match &outcome {
+                StepOutcome::Crash { .. } if crash_expected => None,
                 StepOutcome::Crash { .. } => Some(Status::Crash),
                 StepOutcome::Timeout { .. } => Some(Status::Timeout),
                 StepOutcome::Broken { .. } => Some(Status::Broken),

@@ -143,6 +143,8 @@ fn holds(
             Observed::Ok(_) => Ok(()),
             _ => fail(e.to_string()),
         },
+        // Judged from the step outcome in `check`; an answer is never a crash.
+        Expectation::Crash => fail(e.to_string()),
         Expectation::AnyError => match obs {
             Observed::Api(_) => Ok(()),
             _ => fail(e.to_string()),
@@ -220,9 +222,10 @@ pub(crate) fn check(
     let failure = if let StepOutcome::Skipped { reason } = outcome {
         Some(format!("skipped: {reason}"))
     } else {
-        list.items
-            .iter()
-            .find_map(|e| holds(e, obs, &got, bindings).err())
+        list.items.iter().find_map(|e| match (e, outcome) {
+            (Expectation::Crash, StepOutcome::Crash { .. }) => None,
+            _ => holds(e, obs, &got, bindings).err(),
+        })
     };
     CheckResult {
         passed: failure.is_none(),

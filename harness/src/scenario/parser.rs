@@ -1124,6 +1124,7 @@ impl Parser {
             "ok" => Expectation::Ok,
             "any" => Expectation::Any,
             "error" => Expectation::AnyError,
+            "crash" => Expectation::Crash,
             "bytes" => {
                 need(l, ValueType::Bytes, "bytes")?;
                 let pcol = l.col();
