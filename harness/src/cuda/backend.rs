@@ -1,0 +1,462 @@
+//! [`CudaBackend`]: probing the host once, checking a scenario's needs, and
+//! starting [`CudaMachine`]s.
+
+use super::process::{CudaMachine, WorkerProxy};
+use super::protocol::{ProbeReport, Reply, Request};
+use crate::errors::{ApiError, Dialect};
+use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError};
+use std::env;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How long the probe worker may take (`cuInit` on a cold multi-GPU host
+/// can take seconds).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `CUDA_ERROR_NO_DEVICE`.
+const CUDA_ERROR_NO_DEVICE: i32 = 100;
+
+/// The program (and leading arguments) that runs [`worker_main`](super::worker_main).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl WorkerCommand {
+    pub fn new(
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        WorkerCommand {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// This very executable with one subcommand, e.g. `ipc-conformance worker`
+    /// for `current_exe_subcommand("worker")`.
+    pub fn current_exe_subcommand(subcommand: &str) -> std::io::Result<WorkerCommand> {
+        Ok(WorkerCommand {
+            program: env::current_exe()?,
+            args: vec![subcommand.to_string()],
+        })
+    }
+}
+
+/// What the one-off probe found, cached for the backend's lifetime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// The parent could not load `libcuda`; no worker was started.
+    NoLibcuda,
+    /// The probe worker could not be started or did not answer.
+    Failed(String),
+    Report(ProbeReport),
+}
+
+/// The real CUDA backend: each scenario process is a worker OS process
+/// speaking the runtime or driver API (see the [module docs](super)).
+pub struct CudaBackend {
+    worker: WorkerCommand,
+    probe: OnceLock<ProbeOutcome>,
+}
+
+impl CudaBackend {
+    /// A backend whose workers run `worker` (usually
+    /// `WorkerCommand::current_exe_subcommand("worker")`). Starts nothing.
+    pub fn new(worker: WorkerCommand) -> CudaBackend {
+        CudaBackend {
+            worker,
+            probe: OnceLock::new(),
+        }
+    }
+
+    pub fn worker(&self) -> &WorkerCommand {
+        &self.worker
+    }
+
+    /// Whether this process can load `libcuda` (a `dlopen` of cudarc's
+    /// candidate names; no CUDA call is made, nothing is initialised).
+    pub fn libcuda_present() -> bool {
+        static PRESENT: OnceLock<bool> = OnceLock::new();
+        // SAFETY: only dlopens (and closes) the candidate library names.
+        *PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() })
+    }
+
+    /// Probes the host once, in a short-lived worker (never in this
+    /// process: the parent must not initialise CUDA), and caches the result.
+    pub fn probe(&self) -> &ProbeOutcome {
+        self.probe.get_or_init(|| {
+            if !Self::libcuda_present() {
+                return ProbeOutcome::NoLibcuda;
+            }
+            run_probe(&self.worker)
+        })
+    }
+}
+
+fn run_probe(worker: &WorkerCommand) -> ProbeOutcome {
+    let env = worker_env();
+    let mut proxy = match WorkerProxy::spawn("probe", Dialect::Driver, PROBE_TIMEOUT, worker, &env)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            return ProbeOutcome::Failed(format!(
+                "cannot start the CUDA probe worker ({}): {e}",
+                worker.program.display()
+            ))
+        }
+    };
+    let outcome = match proxy
+        .send(&Request::Probe)
+        .and_then(|()| proxy.await_reply("probe", PROBE_TIMEOUT))
+    {
+        Ok(Reply::Probe(report)) => ProbeOutcome::Report(report),
+        Ok(other) => ProbeOutcome::Failed(format!("the CUDA probe worker answered {other:?}")),
+        Err(e) => ProbeOutcome::Failed(format!("the CUDA probe worker failed: {e}")),
+    };
+    let _ = proxy.exit();
+    outcome
+}
+
+/// The reason given when `libcuda` cannot be loaded.
+pub const NO_LIBCUDA: &str = "libcuda.so not found: the NVIDIA driver's CUDA library could not \
+                              be loaded (no NVIDIA driver installed, or not on the loader path)";
+
+/// Whether a host that probed as `report` can run `spec`: `NotSupported`
+/// with the reason when it cannot.
+pub fn check_requirements(report: &ProbeReport, spec: &MachineSpec) -> Result<(), StartError> {
+    let unsupported = |m: String| Err(StartError::NotSupported(m));
+    if !report.libcuda {
+        return unsupported(format!("{NO_LIBCUDA} (in the worker process)"));
+    }
+    match report.init_error {
+        Some(CUDA_ERROR_NO_DEVICE) => {
+            return unsupported(format!(
+                "no CUDA device visible (cuInit returned {})",
+                ApiError::from_code(Dialect::Driver, CUDA_ERROR_NO_DEVICE)
+            ))
+        }
+        Some(code) => {
+            return unsupported(format!(
+                "CUDA cannot be initialised: cuInit returned {}",
+                ApiError::from_code(Dialect::Driver, code)
+            ))
+        }
+        None => {}
+    }
+    if report.device_count == 0 {
+        return unsupported("no CUDA device visible".into());
+    }
+    if spec.devices > report.device_count {
+        return unsupported(format!(
+            "scenario needs {} device{}, machine has {}",
+            spec.devices,
+            if spec.devices == 1 { "" } else { "s" },
+            report.device_count
+        ));
+    }
+    for p in &spec.processes {
+        if let Some(v) = p
+            .visible_devices
+            .as_ref()
+            .and_then(|v| v.iter().find(|&&d| d >= report.device_count))
+        {
+            return unsupported(format!(
+                "process '{}' makes device {v} visible, machine has {}",
+                p.name, report.device_count
+            ));
+        }
+    }
+    if spec.dialect == Dialect::Runtime && !report.libcudart {
+        return unsupported(
+            "libcudart.so not found: the runtime dialect needs the CUDA runtime library \
+             (put its directory on LD_LIBRARY_PATH)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &str {
+        "cuda"
+    }
+
+    fn info(&self) -> BackendInfo {
+        let mut info = BackendInfo {
+            backend: "cuda".into(),
+            driver_version: kernel_driver_version(),
+            ..BackendInfo::default()
+        };
+        if let ProbeOutcome::Report(r) = self.probe() {
+            info.gpu_name = r.gpu_name.clone();
+            info.compute_capability = r.compute_capability.map(|(a, b)| format!("{a}.{b}"));
+            info.cuda_driver_version = r.cuda_driver_version.map(version_string);
+            info.cuda_runtime_version = r.cuda_runtime_version.map(version_string);
+            info.device_count = Some(r.device_count);
+        }
+        info
+    }
+
+    fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError> {
+        match self.probe() {
+            ProbeOutcome::NoLibcuda => Err(StartError::NotSupported(NO_LIBCUDA.into())),
+            ProbeOutcome::Failed(m) => Err(StartError::Harness(m.clone())),
+            ProbeOutcome::Report(report) => {
+                check_requirements(report, spec)?;
+                Ok(Box::new(CudaMachine::launch(&self.worker, spec)?))
+            }
+        }
+    }
+
+    fn has_hazard_log(&self) -> bool {
+        false
+    }
+}
+
+/// `13000` -> `"13.0"`, `12080` -> `"12.8"` (the encoding of
+/// `cuDriverGetVersion` and `cudaRuntimeGetVersion`).
+pub fn version_string(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// The kernel driver's version (`580.159.04`) from `/proc/driver/nvidia/version`.
+pub fn kernel_driver_version() -> Option<String> {
+    std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|t| parse_nvidia_version(&t))
+}
+
+/// The version number in the `NVRM version:` line of `/proc/driver/nvidia/version`.
+pub fn parse_nvidia_version(text: &str) -> Option<String> {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("NVRM version:"))?;
+    line.split_whitespace()
+        .find(|t| {
+            let parts: Vec<&str> = t.split('.').collect();
+            parts.len() >= 2
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// `CUDA_VISIBLE_DEVICES` for a worker that should see the parent's devices
+/// `wanted` (indices in the parent's numbering). When the parent itself has
+/// `CUDA_VISIBLE_DEVICES` set, its entries are picked, so that the worker's
+/// device `i` is the parent's device `wanted[i]`.
+pub fn child_visible_devices(parent: Option<&str>, wanted: &[u32]) -> Result<String, String> {
+    match parent {
+        None => Ok(wanted
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")),
+        Some(list) => {
+            let entries: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .collect();
+            let picked = wanted
+                .iter()
+                .map(|&i| {
+                    entries.get(i as usize).copied().ok_or_else(|| {
+                        format!(
+                            "visible device {i} is not among this host's \
+                             CUDA_VISIBLE_DEVICES={list}"
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(picked.join(","))
+        }
+    }
+}
+
+/// Environment added to every worker: `LD_LIBRARY_PATH` extended with the
+/// CUDA toolkit's library directory when the loader would not find
+/// `libcudart` otherwise (neither `/etc/ld.so.cache` nor `LD_LIBRARY_PATH`
+/// mention it), so that the runtime dialect works on a plain toolkit install.
+pub(crate) fn worker_env() -> Vec<(OsString, OsString)> {
+    static ENV: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let current: Vec<PathBuf> = env::var_os("LD_LIBRARY_PATH")
+            .map(|v| env::split_paths(&v).collect())
+            .unwrap_or_default();
+        if current.iter().any(|d| has_cudart(d)) || ld_cache_has_cudart() {
+            return Vec::new();
+        }
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        for var in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Some(root) = env::var_os(var) {
+                candidates.push(Path::new(&root).join("lib64"));
+            }
+        }
+        candidates.push("/usr/local/cuda/lib64".into());
+        candidates.push("/usr/local/cuda/targets/x86_64-linux/lib".into());
+        let Some(found) = candidates.into_iter().find(|d| has_cudart(d)) else {
+            return Vec::new();
+        };
+        let mut paths = current;
+        paths.push(found);
+        match env::join_paths(paths) {
+            Ok(joined) => vec![("LD_LIBRARY_PATH".into(), joined)],
+            Err(_) => Vec::new(),
+        }
+    })
+    .clone()
+}
+
+fn has_cudart(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries.flatten().any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("libcudart.so"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+fn ld_cache_has_cudart() -> bool {
+    std::fs::read("/etc/ld.so.cache")
+        .map(|b| b.windows(12).any(|w| w == b"libcudart.so"))
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::ProcessSpec;
+
+    fn spec(devices: u32, dialect: Dialect, visible: Option<Vec<u32>>) -> MachineSpec {
+        MachineSpec {
+            devices,
+            processes: vec![ProcessSpec {
+                name: "a".into(),
+                device: 0,
+                visible_devices: visible,
+            }],
+            dialect,
+            seed: 1,
+            step_timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn h100() -> ProbeReport {
+        ProbeReport {
+            libcuda: true,
+            libcudart: true,
+            cuda_driver_version: Some(13000),
+            cuda_runtime_version: Some(13000),
+            init_error: None,
+            device_count: 1,
+            gpu_name: Some("NVIDIA H100 80GB HBM3".into()),
+            compute_capability: Some((9, 0)),
+        }
+    }
+
+    fn reason(r: Result<(), StartError>) -> String {
+        match r {
+            Err(StartError::NotSupported(m)) => m,
+            other => panic!("expected NotSupported, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn requirements() {
+        assert_eq!(
+            check_requirements(&h100(), &spec(1, Dialect::Runtime, None)),
+            Ok(())
+        );
+        assert_eq!(
+            reason(check_requirements(&h100(), &spec(2, Dialect::Driver, None))),
+            "scenario needs 2 devices, machine has 1"
+        );
+        let no_dev = ProbeReport {
+            init_error: Some(100),
+            device_count: 0,
+            ..h100()
+        };
+        assert!(
+            reason(check_requirements(&no_dev, &spec(1, Dialect::Driver, None)))
+                .starts_with("no CUDA device visible")
+        );
+        let zero = ProbeReport {
+            device_count: 0,
+            ..h100()
+        };
+        assert_eq!(
+            reason(check_requirements(&zero, &spec(1, Dialect::Driver, None))),
+            "no CUDA device visible"
+        );
+        let no_rt = ProbeReport {
+            libcudart: false,
+            ..h100()
+        };
+        assert_eq!(
+            check_requirements(&no_rt, &spec(1, Dialect::Driver, None)),
+            Ok(())
+        );
+        assert!(
+            reason(check_requirements(&no_rt, &spec(1, Dialect::Runtime, None)))
+                .contains("libcudart")
+        );
+        assert!(reason(check_requirements(
+            &h100(),
+            &spec(1, Dialect::Driver, Some(vec![1]))
+        ))
+        .contains("device 1 visible"));
+        let no_lib = ProbeReport {
+            libcuda: false,
+            ..h100()
+        };
+        assert!(
+            reason(check_requirements(&no_lib, &spec(1, Dialect::Driver, None)))
+                .contains("libcuda")
+        );
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(version_string(13000), "13.0");
+        assert_eq!(version_string(12080), "12.8");
+        let text = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  \
+                    Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Oct  9 18:51:13 UTC 2025\n\
+                    GCC version:  gcc version 12.2.0 (Debian 12.2.0-14+deb12u1)\n";
+        assert_eq!(parse_nvidia_version(text).as_deref(), Some("580.159.04"));
+        let legacy = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n";
+        assert_eq!(parse_nvidia_version(legacy).as_deref(), Some("535.104.05"));
+        assert_eq!(parse_nvidia_version("GCC version: 12.2.0\n"), None);
+    }
+
+    #[test]
+    fn visible_devices_translate_through_the_parents_list() {
+        assert_eq!(child_visible_devices(None, &[1, 0]).unwrap(), "1,0");
+        assert_eq!(child_visible_devices(None, &[]).unwrap(), "");
+        assert_eq!(child_visible_devices(Some("2, 3"), &[1]).unwrap(), "3");
+        assert_eq!(
+            child_visible_devices(Some("GPU-aaaa,GPU-bbbb"), &[1, 0]).unwrap(),
+            "GPU-bbbb,GPU-aaaa"
+        );
+        assert!(child_visible_devices(Some("2"), &[1]).is_err());
+    }
+
+    #[test]
+    fn worker_command_for_this_executable() {
+        let w = WorkerCommand::current_exe_subcommand("worker").unwrap();
+        assert_eq!(w.args, vec!["worker".to_string()]);
+        assert!(w.program.is_absolute());
+        assert_eq!(
+            WorkerCommand::new("/bin/true", ["x"]).args,
+            vec!["x".to_string()]
+        );
+    }
+}

@@ -1,0 +1,780 @@
+//! The parent's side: worker processes, their RPC proxies, and the machine.
+
+use super::protocol::{
+    recv_frame, send_message, ProtocolError, Reply, Request, Response, WireError,
+};
+use super::worker::WORKER_FD_ENV;
+use super::WorkerCommand;
+use crate::driver::{
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
+    FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo, ProcessLoss,
+};
+use crate::errors::{ApiError, Dialect};
+use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, StartError};
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The descriptor number the worker's socket has in the worker.
+///
+/// Fixed and below 10 so that even a shell script can use it (`>&3`): the
+/// fake workers of the tests are shell scripts.
+pub const WORKER_FD: RawFd = 3;
+
+/// How long a worker has to answer `Init` at least (context creation takes
+/// hundreds of milliseconds, more on a cold driver), whatever the step timeout.
+pub const MIN_INIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long `shutdown` waits for workers to exit before killing them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How long to wait for a worker whose socket closed to be gone, before
+/// killing it.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+
+/// How much of a worker's stderr is kept for crash reports.
+const STDERR_TAIL: usize = 8 << 10;
+
+type Frame = Result<(Vec<u8>, Vec<OwnedFd>), ProtocolError>;
+
+/// Where a proxy's worker stands.
+#[derive(Debug, Clone)]
+enum State {
+    Running,
+    /// The process died or hung; every later call returns this.
+    Lost(ProcessLoss),
+    /// The stream to the worker is unusable (protocol error); the worker was killed.
+    Broken(String),
+    /// `exit` succeeded.
+    Exited,
+}
+
+/// The last bytes a worker wrote to stderr.
+#[derive(Clone, Default)]
+struct StderrTail {
+    buf: Arc<Mutex<Vec<u8>>>,
+    done: Arc<Mutex<Option<Receiver<()>>>>,
+}
+
+impl StderrTail {
+    fn collect(mut stderr: impl Read + Send + 'static) -> std::io::Result<StderrTail> {
+        let tail = StderrTail::default();
+        let (tx, rx) = mpsc::channel();
+        *tail.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(rx);
+        let buf = tail.buf.clone();
+        thread::Builder::new()
+            .name("ipc-worker-stderr".into())
+            .spawn(move || {
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match stderr.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let mut b = buf.lock().unwrap_or_else(|e| e.into_inner());
+                            b.extend_from_slice(&chunk[..n]);
+                            if b.len() > STDERR_TAIL {
+                                let cut = b.len() - STDERR_TAIL;
+                                b.drain(..cut);
+                            }
+                        }
+                    }
+                }
+                let _ = tx.send(());
+            })?;
+        Ok(tail)
+    }
+
+    /// The tail as text, after giving the reader a moment to reach the end.
+    fn text(&self) -> String {
+        if let Some(rx) = self.done.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = rx.recv_timeout(Duration::from_millis(500));
+        }
+        let b = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let text = String::from_utf8_lossy(&b);
+        let text = text.trim();
+        // Keep the end: that is where the panic message or the fault is.
+        let max = 1500;
+        match text.char_indices().rev().nth(max) {
+            Some((i, _)) => format!("…{}", &text[i..]),
+            None => text.to_string(),
+        }
+    }
+}
+
+/// One worker process seen from the parent: implements [`Driver`] by
+/// sending each call to the worker and waiting for its answer.
+///
+/// Every call waits at most the machine's step timeout. A worker that does
+/// not answer in time is killed (`SIGKILL`) and reaped, and the call returns
+/// `Lost(TimedOut)`; a worker that dies (end of stream, broken pipe) is reaped
+/// and the call returns `Lost(Crashed)` with its signal or exit status and
+/// the end of its stderr. After either, every call returns the same error
+/// at once.
+pub struct WorkerProxy {
+    name: String,
+    dialect: Dialect,
+    timeout: Duration,
+    pid: u32,
+    /// `None` once reaped.
+    child: Option<Child>,
+    sock: UnixStream,
+    replies: Receiver<Frame>,
+    stderr: StderrTail,
+    state: State,
+}
+
+impl WorkerProxy {
+    /// Starts `worker` with its end of a fresh socket pair as descriptor
+    /// [`WORKER_FD`] (named in [`WORKER_FD_ENV`]), `env` added to the
+    /// inherited environment, stdin and stdout on `/dev/null`, stderr kept.
+    pub fn spawn(
+        name: &str,
+        dialect: Dialect,
+        timeout: Duration,
+        worker: &WorkerCommand,
+        env: &[(OsString, OsString)],
+    ) -> std::io::Result<WorkerProxy> {
+        // Both ends are close-on-exec: no other child inherits either.
+        let (parent_end, child_end) = UnixStream::pair()?;
+        let child_fd = child_end.as_raw_fd();
+        let mut command = Command::new(&worker.program);
+        command
+            .args(&worker.args)
+            .env(WORKER_FD_ENV, WORKER_FD.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes async-signal-safe calls (dup2, fcntl) on descriptor numbers.
+        unsafe {
+            command.pre_exec(move || {
+                use nix::libc;
+                if child_fd == WORKER_FD {
+                    let flags = libc::fcntl(child_fd, libc::F_GETFD);
+                    if flags < 0
+                        || libc::fcntl(child_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(child_fd, WORKER_FD) < 0 {
+                    // dup2 leaves the new descriptor without FD_CLOEXEC.
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn()?;
+        // The parent's copy of the child's end must go, or the worker's death
+        // would never read as end of stream.
+        drop(child_end);
+        let helpers = (|| {
+            let stderr = match child.stderr.take() {
+                Some(s) => StderrTail::collect(s)?,
+                None => StderrTail::default(),
+            };
+            let reader_sock = parent_end.try_clone()?;
+            let (tx, replies) = mpsc::channel::<Frame>();
+            thread::Builder::new()
+                .name("ipc-worker-reader".into())
+                .spawn(move || loop {
+                    let frame = recv_frame(reader_sock.as_fd());
+                    let end = frame.is_err();
+                    if tx.send(frame).is_err() || end {
+                        break;
+                    }
+                })?;
+            Ok::<_, std::io::Error>((stderr, replies))
+        })();
+        let (stderr, replies) = match helpers {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        Ok(WorkerProxy {
+            name: name.to_string(),
+            dialect,
+            timeout,
+            pid: child.id(),
+            child: Some(child),
+            sock: parent_end,
+            replies,
+            stderr,
+            state: State::Running,
+        })
+    }
+
+    /// The worker's process id (it stays reported after the worker is reaped).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the worker process has been waited for (no zombie left).
+    pub fn is_reaped(&self) -> bool {
+        self.child.is_none()
+    }
+
+    /// The process name from the machine spec.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn stopped_error(&self) -> Option<DriverError> {
+        match &self.state {
+            State::Running => None,
+            State::Lost(loss) => Some(DriverError::Lost(loss.clone())),
+            State::Broken(m) => Some(DriverError::Harness(m.clone())),
+            State::Exited => Some(DriverError::Harness(format!(
+                "process '{}' has exited",
+                self.name
+            ))),
+        }
+    }
+
+    /// Sends one request (the answer is awaited separately, so that several
+    /// workers can work on their requests at once).
+    pub(crate) fn send(&mut self, request: &Request) -> DriverResult<()> {
+        if let Some(e) = self.stopped_error() {
+            return Err(e);
+        }
+        match send_message(self.sock.as_fd(), request, &[]) {
+            Ok(()) => Ok(()),
+            // EPIPE / ECONNRESET: the worker is gone.
+            Err(ProtocolError::Io(_)) => Err(self.died(request.name())),
+            Err(e) => Err(DriverError::Harness(format!(
+                "cannot send {} to process '{}': {e}",
+                request.name(),
+                self.name
+            ))),
+        }
+    }
+
+    /// Waits up to `timeout` for the answer to the request sent last.
+    pub(crate) fn await_reply(&mut self, what: &str, timeout: Duration) -> DriverResult<Reply> {
+        if let Some(e) = self.stopped_error() {
+            return Err(e);
+        }
+        match self.replies.recv_timeout(timeout) {
+            Ok(Ok((payload, _fds))) => match serde_json::from_slice::<Response>(&payload) {
+                Ok(Ok(reply)) => Ok(reply),
+                Ok(Err(WireError::Api(code))) => {
+                    Err(DriverError::Api(ApiError::from_code(self.dialect, code)))
+                }
+                Ok(Err(WireError::Harness(m))) => Err(DriverError::Harness(format!(
+                    "process '{}' could not run {what}: {m}",
+                    self.name
+                ))),
+                Err(e) => Err(self.broken(format!("unreadable answer to {what}: {e}"))),
+            },
+            Ok(Err(ProtocolError::Eof)) | Err(RecvTimeoutError::Disconnected) => {
+                Err(self.died(what))
+            }
+            // A stream that ends mid-frame is a worker that died mid-answer.
+            Ok(Err(ProtocolError::Truncated(_))) | Ok(Err(ProtocolError::Io(_))) => {
+                Err(self.died(what))
+            }
+            Ok(Err(e)) => Err(self.broken(format!("bad frame in answer to {what}: {e}"))),
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill_and_reap();
+                let loss = ProcessLoss::TimedOut {
+                    after_ms: timeout.as_millis().min(u64::MAX as u128) as u64,
+                };
+                self.state = State::Lost(loss.clone());
+                Err(DriverError::Lost(loss))
+            }
+        }
+    }
+
+    /// One call: send, then wait up to the step timeout.
+    fn call(&mut self, request: Request) -> DriverResult<Reply> {
+        self.send(&request)?;
+        self.await_reply(request.name(), self.timeout)
+    }
+
+    /// The worker's stream ended: reap it and record how it ended.
+    fn died(&mut self, what: &str) -> DriverError {
+        let status = self.reap_within(REAP_GRACE);
+        let mut detail = format!(
+            "worker for process '{}' (pid {}) ended during {what}",
+            self.name, self.pid
+        );
+        let (signal, exit_code) = match status {
+            Some(s) => (s.signal(), s.code()),
+            None => {
+                detail.push_str(" (its status could not be read)");
+                (None, None)
+            }
+        };
+        let tail = self.stderr.text();
+        if !tail.is_empty() {
+            detail.push_str("; stderr: ");
+            detail.push_str(&tail);
+        }
+        let loss = ProcessLoss::Crashed {
+            signal,
+            exit_code,
+            detail,
+        };
+        self.state = State::Lost(loss.clone());
+        DriverError::Lost(loss)
+    }
+
+    /// The stream is unusable: kill the worker, remember why.
+    fn broken(&mut self, message: String) -> DriverError {
+        self.kill_and_reap();
+        let message = format!("process '{}': {message}", self.name);
+        self.state = State::Broken(message.clone());
+        DriverError::Harness(message)
+    }
+
+    /// Waits for the worker to exit for up to `grace`, then kills it; always reaps.
+    fn reap_within(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + grace;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    self.child = None;
+                    return Some(status);
+                }
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(5)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    let status = child.wait().ok();
+                    self.child = None;
+                    return status;
+                }
+                Err(_) => {
+                    self.child = None;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// `SIGKILL`, then wait.
+    fn kill_and_reap(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
+    /// The process exits normally: `Exit`, its answer, then its exit status
+    /// (all within the step timeout). Status 0 is `Ok`; anything else is
+    /// `Lost(Crashed)`, a hang `Lost(TimedOut)`.
+    pub fn exit(&mut self) -> DriverResult<()> {
+        self.call(Request::Exit)?;
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            let Some(child) = self.child.as_mut() else {
+                break None;
+            };
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    self.child = None;
+                    break Some(status);
+                }
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(2)),
+                Ok(None) => {
+                    self.kill_and_reap();
+                    let loss = ProcessLoss::TimedOut {
+                        after_ms: self.timeout.as_millis().min(u64::MAX as u128) as u64,
+                    };
+                    self.state = State::Lost(loss.clone());
+                    return Err(DriverError::Lost(loss));
+                }
+                Err(e) => {
+                    self.child = None;
+                    return Err(DriverError::Harness(format!(
+                        "cannot wait for process '{}': {e}",
+                        self.name
+                    )));
+                }
+            }
+        };
+        match status {
+            Some(s) if s.success() => {
+                self.state = State::Exited;
+                Ok(())
+            }
+            other => {
+                let tail = self.stderr.text();
+                let mut detail = format!(
+                    "worker for process '{}' (pid {}) did not exit cleanly after exit",
+                    self.name, self.pid
+                );
+                if !tail.is_empty() {
+                    detail.push_str("; stderr: ");
+                    detail.push_str(&tail);
+                }
+                let loss = ProcessLoss::Crashed {
+                    signal: other.and_then(|s| s.signal()),
+                    exit_code: other.and_then(|s| s.code()),
+                    detail,
+                };
+                self.state = State::Lost(loss.clone());
+                Err(DriverError::Lost(loss))
+            }
+        }
+    }
+
+    /// First half of a shutdown: ask a running worker to exit.
+    fn request_exit(&mut self) {
+        if matches!(self.state, State::Running) && self.child.is_some() {
+            let _ = send_message(self.sock.as_fd(), &Request::Exit, &[]);
+        }
+    }
+
+    /// Second half: reaped already, or reaped now if it has exited.
+    fn try_reap(&mut self) -> bool {
+        match self.child.as_mut().map(|c| c.try_wait()) {
+            None => true,
+            Some(Ok(Some(_))) | Some(Err(_)) => {
+                self.child = None;
+                true
+            }
+            Some(Ok(None)) => false,
+        }
+    }
+}
+
+impl Drop for WorkerProxy {
+    fn drop(&mut self) {
+        self.kill_and_reap();
+    }
+}
+
+fn unexpected(what: &str, reply: Reply) -> DriverError {
+    DriverError::Harness(format!("unexpected answer to {what}: {reply:?}"))
+}
+
+impl Driver for WorkerProxy {
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn device_count(&mut self) -> DriverResult<u32> {
+        match self.call(Request::DeviceCount)? {
+            Reply::Count(n) => Ok(n),
+            r => Err(unexpected("device_count", r)),
+        }
+    }
+
+    fn device_attribute(
+        &mut self,
+        device: DeviceOrdinal,
+        attr: DeviceAttribute,
+    ) -> DriverResult<i64> {
+        match self.call(Request::DeviceAttribute { device, attr })? {
+            Reply::Int(v) => Ok(v),
+            r => Err(unexpected("device_attribute", r)),
+        }
+    }
+
+    fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()> {
+        match self.call(Request::SetDevice { device })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("set_device", r)),
+        }
+    }
+
+    fn primary_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
+        match self.call(Request::PrimaryContext { device })? {
+            Reply::Context(c) => Ok(ContextId(c)),
+            r => Err(unexpected("primary_context", r)),
+        }
+    }
+
+    fn create_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
+        match self.call(Request::CreateContext { device })? {
+            Reply::Context(c) => Ok(ContextId(c)),
+            r => Err(unexpected("create_context", r)),
+        }
+    }
+
+    fn set_current_context(&mut self, ctx: ContextId) -> DriverResult<()> {
+        match self.call(Request::SetCurrentContext { ctx: ctx.0 })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("set_current_context", r)),
+        }
+    }
+
+    fn current_context(&mut self) -> DriverResult<Option<ContextId>> {
+        match self.call(Request::CurrentContext)? {
+            Reply::CurrentContext(c) => Ok(c.map(ContextId)),
+            r => Err(unexpected("current_context", r)),
+        }
+    }
+
+    fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()> {
+        match self.call(Request::DestroyContext { ctx: ctx.0 })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("destroy_context", r)),
+        }
+    }
+
+    fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {
+        match self.call(Request::Alloc { kind, size })? {
+            Reply::Ptr(p) => Ok(DevicePtr(p)),
+            r => Err(unexpected("alloc", r)),
+        }
+    }
+
+    fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
+        match self.call(Request::Free { kind, ptr: ptr.0 })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("free", r)),
+        }
+    }
+
+    fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
+        match self.call(Request::Memset {
+            ptr: ptr.0,
+            value,
+            len,
+        })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("memset", r)),
+        }
+    }
+
+    fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
+        match self.call(Request::Write {
+            ptr: ptr.0,
+            bytes: bytes.to_vec(),
+        })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("write", r)),
+        }
+    }
+
+    fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
+        match self.call(Request::Read { ptr: ptr.0, len })? {
+            Reply::Bytes(b) => Ok(b),
+            r => Err(unexpected("read", r)),
+        }
+    }
+
+    fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
+        match self.call(Request::DeviceRead { ptr: ptr.0, len })? {
+            Reply::Bytes(b) => Ok(b),
+            r => Err(unexpected("device_read", r)),
+        }
+    }
+
+    fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
+        match self.call(Request::AddressRange { ptr: ptr.0 })? {
+            Reply::Range { base, size } => Ok((DevicePtr(base), size)),
+            r => Err(unexpected("address_range", r)),
+        }
+    }
+
+    fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
+        match self.call(Request::PointerInfo { ptr: ptr.0 })? {
+            Reply::PointerInfo(p) => Ok(p),
+            r => Err(unexpected("pointer_info", r)),
+        }
+    }
+
+    fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
+        match self.call(Request::IpcGetMemHandle { ptr: ptr.0, out })? {
+            Reply::Handle(h) => Ok(h),
+            r => Err(unexpected("ipc_get_mem_handle", r)),
+        }
+    }
+
+    fn ipc_open_mem_handle(
+        &mut self,
+        handle: IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> DriverResult<DevicePtr> {
+        match self.call(Request::IpcOpenMemHandle { handle, flags, out })? {
+            Reply::Ptr(p) => Ok(DevicePtr(p)),
+            r => Err(unexpected("ipc_open_mem_handle", r)),
+        }
+    }
+
+    fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
+        match self.call(Request::IpcCloseMemHandle { ptr: ptr.0 })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("ipc_close_mem_handle", r)),
+        }
+    }
+}
+
+/// A running set of worker processes, one per [`crate::ProcessSpec`].
+///
+/// Dropping it shuts it down (see [`Machine::shutdown`]): no worker outlives
+/// it and none is left a zombie.
+pub struct CudaMachine {
+    procs: Vec<WorkerProxy>,
+}
+
+impl CudaMachine {
+    /// Starts one worker per process of `spec` and initialises them all at
+    /// once (dialect, current device), without checking for CUDA first:
+    /// [`CudaBackend::start`](super::CudaBackend) does that, then calls this.
+    /// Public so that tests can drive fake workers through the real code path.
+    ///
+    /// Each worker gets `CUDA_VISIBLE_DEVICES` when its process names
+    /// `visible_devices` (translated through the parent's own
+    /// `CUDA_VISIBLE_DEVICES`, if set), and the parent's environment
+    /// otherwise. The `Init` handshakes run in parallel and may take
+    /// `max(spec.step_timeout, MIN_INIT_TIMEOUT)` in all.
+    ///
+    /// An API error during `Init` (the device cannot be made current) is
+    /// `NotSupported`; a worker that cannot be started, dies, hangs or
+    /// answers nonsense is a `Harness` error. Workers already started are
+    /// shut down on failure.
+    pub fn launch(worker: &WorkerCommand, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
+        let base_env = super::backend::worker_env();
+        let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let mut machine = CudaMachine {
+            procs: Vec::with_capacity(spec.processes.len()),
+        };
+        for p in &spec.processes {
+            let mut env = base_env.clone();
+            if let Some(visible) = &p.visible_devices {
+                let value =
+                    super::backend::child_visible_devices(parent_visible.as_deref(), visible)
+                        .map_err(|e| {
+                            StartError::NotSupported(format!("process '{}': {e}", p.name))
+                        })?;
+                env.push(("CUDA_VISIBLE_DEVICES".into(), value.into()));
+            }
+            let proxy = WorkerProxy::spawn(&p.name, spec.dialect, spec.step_timeout, worker, &env)
+                .map_err(|e| {
+                    StartError::Harness(format!(
+                        "cannot start the worker for process '{}' ({}): {e}",
+                        p.name,
+                        worker.program.display()
+                    ))
+                })?;
+            machine.procs.push(proxy);
+        }
+        // All workers create their contexts at the same time.
+        for (proxy, p) in machine.procs.iter_mut().zip(&spec.processes) {
+            proxy
+                .send(&Request::Init {
+                    dialect: spec.dialect,
+                    device: p.device,
+                })
+                .map_err(|e| init_error(p.device, spec.dialect, &p.name, e))?;
+        }
+        let deadline = Instant::now() + spec.step_timeout.max(MIN_INIT_TIMEOUT);
+        for (proxy, p) in machine.procs.iter_mut().zip(&spec.processes) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match proxy.await_reply("init", left) {
+                Ok(Reply::Unit) => {}
+                Ok(other) => {
+                    return Err(StartError::Harness(format!(
+                        "process '{}': unexpected answer to init: {other:?}",
+                        p.name
+                    )))
+                }
+                Err(e) => return Err(init_error(p.device, spec.dialect, &p.name, e)),
+            }
+        }
+        Ok(machine)
+    }
+
+    /// The worker process ids, in process order.
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs.iter().map(|p| p.pid()).collect()
+    }
+
+    /// The proxy of one process (its [`Driver`] plus process details).
+    pub fn proxy(&mut self, process: ProcessIndex) -> &mut WorkerProxy {
+        &mut self.procs[process]
+    }
+
+    /// Whether every worker has been waited for.
+    pub fn all_reaped(&self) -> bool {
+        self.procs.iter().all(|p| p.is_reaped())
+    }
+}
+
+fn init_error(device: u32, dialect: Dialect, name: &str, e: DriverError) -> StartError {
+    let call = match dialect {
+        Dialect::Runtime => format!("cudaSetDevice({device})"),
+        Dialect::Driver => format!("making device {device}'s primary context current"),
+    };
+    match e {
+        DriverError::Api(api) => {
+            StartError::NotSupported(format!("process '{name}': {call} failed with {api}"))
+        }
+        DriverError::Lost(loss) => StartError::Harness(format!(
+            "the worker for process '{name}' was lost during init: {}",
+            DriverError::Lost(loss)
+        )),
+        DriverError::Harness(m) => StartError::Harness(m),
+    }
+}
+
+impl Machine for CudaMachine {
+    fn process_count(&self) -> usize {
+        self.procs.len()
+    }
+
+    fn driver(&mut self, process: ProcessIndex) -> &mut dyn Driver {
+        &mut self.procs[process]
+    }
+
+    fn exit(&mut self, process: ProcessIndex) -> DriverResult<()> {
+        match self.procs.get_mut(process) {
+            Some(p) => p.exit(),
+            None => Err(DriverError::Harness(format!(
+                "no process {process} (the machine has {})",
+                self.procs.len()
+            ))),
+        }
+    }
+
+    fn hazards(&self) -> Option<Vec<Hazard>> {
+        None
+    }
+
+    /// Asks every running worker to exit, waits up to [`SHUTDOWN_GRACE`],
+    /// then kills and reaps the rest. Idempotent.
+    fn shutdown(&mut self) {
+        for p in &mut self.procs {
+            p.request_exit();
+        }
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        loop {
+            let mut all = true;
+            for p in &mut self.procs {
+                all &= p.try_reap();
+            }
+            if all || Instant::now() >= deadline {
+                break;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        for p in &mut self.procs {
+            p.kill_and_reap();
+            if matches!(p.state, State::Running) {
+                p.state = State::Exited;
+            }
+        }
+    }
+}
+
+impl Drop for CudaMachine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,909 @@
+//! The worker: one OS process that owns one CUDA "process" of a scenario.
+//!
+//! [`worker_main`] is the whole program. It takes the socket named by
+//! [`WORKER_FD_ENV`], then answers requests one by one on its main thread,
+//! each with the API call(s) its [`Request`] names, in the dialect chosen by
+//! [`Request::Init`]:
+//!
+//! | request | runtime dialect | driver dialect |
+//! | --- | --- | --- |
+//! | `Init` | `cuInit(0)`, `cudaSetDevice` | `cuInit(0)`, `cuDeviceGet`, `cuDevicePrimaryCtxRetain`, `cuCtxSetCurrent` |
+//! | `DeviceCount` | `cudaGetDeviceCount` | `cuDeviceGetCount` |
+//! | `DeviceAttribute` | `cudaDeviceGetAttribute` (†) | `cuDeviceGet`, `cuDeviceGetAttribute` |
+//! | `SetDevice` | `cudaSetDevice` | `cuDeviceGet`, `cuDevicePrimaryCtxRetain`, `cuCtxSetCurrent` |
+//! | `PrimaryContext` | `cuDeviceGet`, `cuDevicePrimaryCtxRetain` | same |
+//! | `CreateContext` | `cuDeviceGet`, `cuCtxCreate_v4(.., NULL, 0, ..)` | same |
+//! | `SetCurrentContext` / `CurrentContext` / `DestroyContext` | `cuCtxSetCurrent` / `cuCtxGetCurrent` / `cuCtxDestroy_v2` | same |
+//! | `Alloc` | `cudaMalloc`, `cudaMallocManaged(.., cudaMemAttachGlobal)`, `cudaMallocHost`, `cudaMallocAsync(.., 0)` + `cudaStreamSynchronize(0)` | `cuMemAlloc_v2`, `cuMemAllocManaged(.., CU_MEM_ATTACH_GLOBAL)`, `cuMemAllocHost_v2`, `cuMemAllocAsync(.., 0)` + `cuStreamSynchronize(0)` |
+//! | `Free` | `cudaFree`, `cudaFreeHost`, `cudaFreeAsync(.., 0)` + `cudaStreamSynchronize(0)` | `cuMemFree_v2`, `cuMemFreeHost`, `cuMemFreeAsync(.., 0)` + `cuStreamSynchronize(0)` |
+//! | `Memset` | `cudaMemset` | `cuMemsetD8_v2` |
+//! | `Write` / `Read` | `cudaMemcpy` H2D / D2H | `cuMemcpyHtoD_v2` / `cuMemcpyDtoH_v2` |
+//! | `DeviceRead` | copy kernel (below) | same |
+//! | `AddressRange` | `cuMemGetAddressRange_v2` | same |
+//! | `PointerInfo` | `cudaPointerGetAttributes` | `cuPointerGetAttribute` (‡) |
+//! | `IpcGetMemHandle` / `IpcOpenMemHandle` / `IpcCloseMemHandle` | `cudaIpc*MemHandle` | `cuIpcGetMemHandle` / `cuIpcOpenMemHandle_v2` / `cuIpcCloseMemHandle` |
+//!
+//! (†) `handle_type_posix_fd_supported` and
+//! `virtual_memory_management_supported` have no `cudaDevAttr` enumerator,
+//! so a runtime-dialect process asks the driver API for them, as a runtime
+//! program would have to.
+//!
+//! (‡) Driver dialect: `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`, then
+//! `CU_POINTER_ATTRIBUTE_IS_MANAGED` (the driver reports managed memory as
+//! `CU_MEMORYTYPE_DEVICE`) and, for device or managed memory,
+//! `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`. `CUDA_ERROR_INVALID_VALUE` from
+//! the memory-type query means "not a pointer the driver knows" and is
+//! reported as `MemoryType::Unregistered`, mirroring what
+//! `cudaPointerGetAttributes` answers for such a pointer. The device is
+//! `None` for host and unregistered memory in both dialects.
+//!
+//! Every call uses whatever context is current on the worker's thread; the
+//! runtime dialect relies on the `cudaSetDevice` done by `Init`. Error codes
+//! are returned raw ([`WireError::Api`]); calls made through the driver API
+//! in a runtime-dialect process return `CUresult`s, which share their
+//! numbers with `cudaError_t` for every code the suite names.
+//!
+//! # `device_read`
+//!
+//! A copy kernel, `copy_bytes(src, dst, n)`, one byte per thread, 256
+//! threads a block, bounds-checked against `n`. It is hand-written PTX
+//! (`.target sm_52`), JIT-compiled by the driver (`cuModuleLoadData`) the
+//! first time a context needs it and cached per `CUcontext`. The worker
+//! allocates a scratch buffer (`cuMemAlloc_v2`), launches (`cuLaunchKernel`
+//! on the null stream), waits (`cuCtxSynchronize`), copies the scratch back
+//! (`cuMemcpyDtoH_v2`) and frees it (`cuMemFree_v2`, whose result is
+//! ignored). A kernel fault comes back as the error code of the failing
+//! call, typically 700 (illegal address); the context is then unusable, as
+//! it would be in any program. A zero-length `device_read` returns no bytes
+//! and calls nothing.
+//!
+//! # Robustness
+//!
+//! A request the worker cannot decode, a request before `Init`, a transfer
+//! above [`MAX_TRANSFER`], a missing library or symbol, and any panic
+//! (caught per request) are answered with [`WireError::Harness`]; the
+//! worker keeps serving. Only a broken stream ends it.
+
+use super::ffi::{self, attr, CallResult, DevPtr, Handle, Lib, RawIpcHandle, RawPointerAttributes};
+use super::protocol::{
+    recv_message, send_message, ProbeReport, ProtocolError, Reply, Request, Response, WireError,
+    MAX_TRANSFER,
+};
+use crate::driver::{
+    DeviceAttribute, FreeKind, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo,
+    IPC_HANDLE_SIZE,
+};
+use crate::errors::Dialect;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::null_mut;
+
+/// The environment variable that names the worker's socket descriptor.
+pub const WORKER_FD_ENV: &str = "IPC_HARNESS_WORKER_FD";
+
+/// Exit status: the socket named by [`WORKER_FD_ENV`] is missing or invalid.
+pub const EXIT_BAD_SETUP: i32 = 2;
+/// Exit status: the stream to the parent broke mid-frame or could not be written.
+pub const EXIT_PROTOCOL: i32 = 3;
+
+/// The copy kernel used by `device_read`: `dst[i] = src[i]` for `i < n`.
+const COPY_BYTES_PTX: &CStr = c"
+.version 7.0
+.target sm_52
+.address_size 64
+
+.visible .entry copy_bytes(
+    .param .u64 copy_bytes_param_0,
+    .param .u64 copy_bytes_param_1,
+    .param .u64 copy_bytes_param_2
+)
+{
+    .reg .pred %p<2>;
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<11>;
+
+    ld.param.u64 %rd1, [copy_bytes_param_0];
+    ld.param.u64 %rd2, [copy_bytes_param_1];
+    ld.param.u64 %rd3, [copy_bytes_param_2];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mul.wide.u32 %rd4, %r1, %r2;
+    cvt.u64.u32 %rd5, %r3;
+    add.s64 %rd6, %rd4, %rd5;
+    setp.ge.u64 %p1, %rd6, %rd3;
+    @%p1 bra $L__done;
+    cvta.to.global.u64 %rd7, %rd1;
+    add.s64 %rd8, %rd7, %rd6;
+    ld.global.u8 %rs1, [%rd8];
+    cvta.to.global.u64 %rd9, %rd2;
+    add.s64 %rd10, %rd9, %rd6;
+    st.global.u8 [%rd10], %rs1;
+$L__done:
+    ret;
+}
+";
+
+const COPY_BYTES_NAME: &CStr = c"copy_bytes";
+const COPY_BLOCK: u64 = 256;
+
+/// The worker program. Call it from a subcommand of the binary named in the
+/// [`WorkerCommand`](super::WorkerCommand) (the conformance binary runs it as
+/// `ipc-conformance worker`):
+///
+/// ```ignore
+/// std::process::exit(ipc_harness::cuda::worker_main());
+/// ```
+///
+/// After an `Exit` request it answers and exits the process with status 0
+/// itself (`std::process::exit`, so `atexit` handlers such as the CUDA
+/// runtime's run, as at the end of any program). It returns 0 when the
+/// parent closes the socket, [`EXIT_BAD_SETUP`] when the socket is missing,
+/// and [`EXIT_PROTOCOL`] when the stream breaks.
+pub fn worker_main() -> i32 {
+    let fd: RawFd = match std::env::var(WORKER_FD_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+    {
+        Some(fd) if fd >= 0 => fd,
+        _ => {
+            eprintln!(
+                "ipc-harness worker: {WORKER_FD_ENV} is not set to a file descriptor; \
+                 this command is started by the harness, not by hand"
+            );
+            return EXIT_BAD_SETUP;
+        }
+    };
+    // SAFETY: F_GETFD only inspects the descriptor table.
+    if unsafe { nix::libc::fcntl(fd, nix::libc::F_GETFD) } < 0 {
+        eprintln!("ipc-harness worker: {WORKER_FD_ENV}={fd} is not an open descriptor");
+        return EXIT_BAD_SETUP;
+    }
+    // SAFETY: the parent handed this descriptor to us and nothing else in
+    // this process uses it.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Keep it out of anything this process might exec.
+    // SAFETY: sets a flag on a descriptor we own.
+    unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
+    match serve(sock.as_fd()) {
+        ServeEnd::Exit => std::process::exit(0),
+        ServeEnd::ParentGone => 0,
+        ServeEnd::Broken => EXIT_PROTOCOL,
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum ServeEnd {
+    /// `Exit` was answered: the process must exit now.
+    Exit,
+    /// The parent closed the socket.
+    ParentGone,
+    /// The stream broke.
+    Broken,
+}
+
+/// Answers requests until `Exit`, the end of the stream, or a broken stream.
+fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
+    let mut worker = Worker::default();
+    loop {
+        let request = match recv_message::<Request>(sock) {
+            // Descriptors (none are expected yet) are closed on drop.
+            Ok((request, _fds)) => Ok(request),
+            Err(ProtocolError::Eof) => return ServeEnd::ParentGone,
+            // The frame was consumed whole: answer and keep going.
+            Err(ProtocolError::Json(e)) => {
+                Err(WireError::Harness(format!("malformed request: {e}")))
+            }
+            Err(e) => {
+                eprintln!("ipc-harness worker: {e}");
+                return ServeEnd::Broken;
+            }
+        };
+        let exit = matches!(request, Ok(Request::Exit));
+        let response: Response = match request {
+            Ok(Request::Exit) => Ok(Reply::Unit),
+            Ok(request) => worker.handle_guarded(request),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = send_message(sock, &response, &[]) {
+            eprintln!("ipc-harness worker: cannot answer: {e}");
+            return ServeEnd::Broken;
+        }
+        if exit {
+            return ServeEnd::Exit;
+        }
+    }
+}
+
+fn harness(msg: impl Into<String>) -> WireError {
+    WireError::Harness(msg.into())
+}
+
+fn require(lib: Lib) -> Result<(), WireError> {
+    if lib.present() {
+        Ok(())
+    } else {
+        Err(harness(match lib {
+            Lib::Driver => "libcuda could not be loaded (no NVIDIA driver?)",
+            Lib::Runtime => {
+                "libcudart could not be loaded (the runtime dialect needs the CUDA runtime \
+                 library on the loader path, e.g. LD_LIBRARY_PATH)"
+            }
+        }))
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_string()
+    }
+}
+
+/// A host buffer of `len` zero bytes, or a Harness error when it is over
+/// [`MAX_TRANSFER`] or cannot be allocated.
+fn host_buffer(len: u64) -> Result<Vec<u8>, WireError> {
+    if len > MAX_TRANSFER {
+        return Err(harness(format!(
+            "a transfer of {len} bytes exceeds the worker's limit of {MAX_TRANSFER} bytes"
+        )));
+    }
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len as usize)
+        .map_err(|e| harness(format!("cannot allocate {len} host bytes: {e}")))?;
+    buf.resize(len as usize, 0);
+    Ok(buf)
+}
+
+fn as_ptr(ptr: u64) -> *mut c_void {
+    ptr as usize as *mut c_void
+}
+
+/// `cuDeviceGet`.
+fn cu_device(ordinal: u32) -> Result<c_int, WireError> {
+    let mut dev: c_int = 0;
+    // SAFETY: valid out-pointer.
+    unsafe { ffi::cuDeviceGet(&mut dev, ordinal as c_int)? };
+    Ok(dev)
+}
+
+/// Attribute number, and whether the runtime has a `cudaDevAttr` for it.
+fn attribute_number(a: DeviceAttribute) -> (c_int, bool) {
+    match a {
+        DeviceAttribute::UnifiedAddressing => (attr::UNIFIED_ADDRESSING, true),
+        DeviceAttribute::IpcEventSupport => (attr::IPC_EVENT_SUPPORTED, true),
+        DeviceAttribute::ComputeCapabilityMajor => (attr::COMPUTE_CAPABILITY_MAJOR, true),
+        DeviceAttribute::ComputeCapabilityMinor => (attr::COMPUTE_CAPABILITY_MINOR, true),
+        DeviceAttribute::MemoryPoolsSupported => (attr::MEMORY_POOLS_SUPPORTED, true),
+        DeviceAttribute::HandleTypePosixFdSupported => {
+            (attr::HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, false)
+        }
+        DeviceAttribute::VirtualMemoryManagementSupported => {
+            (attr::VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, false)
+        }
+    }
+}
+
+/// What the probe worker reports. Never fails: what it cannot learn stays `None`.
+fn probe() -> ProbeReport {
+    let mut report = ProbeReport {
+        libcuda: Lib::Driver.present(),
+        libcudart: Lib::Runtime.present(),
+        ..ProbeReport::default()
+    };
+    if report.libcudart {
+        let mut v: c_int = 0;
+        // SAFETY: valid out-pointer; does not initialise a device.
+        if unsafe { ffi::cudaRuntimeGetVersion(&mut v) }.is_ok() {
+            report.cuda_runtime_version = Some(v);
+        }
+    }
+    if !report.libcuda {
+        return report;
+    }
+    let mut v: c_int = 0;
+    // SAFETY: valid out-pointer; allowed before cuInit.
+    if unsafe { ffi::cuDriverGetVersion(&mut v) }.is_ok() {
+        report.cuda_driver_version = Some(v);
+    }
+    // SAFETY: plain call.
+    match unsafe { ffi::cuInit(0) } {
+        Ok(()) => {}
+        Err(WireError::Api(code)) => {
+            report.init_error = Some(code);
+            return report;
+        }
+        Err(WireError::Harness(_)) => return report,
+    }
+    let mut count: c_int = 0;
+    // SAFETY: valid out-pointer.
+    if unsafe { ffi::cuDeviceGetCount(&mut count) }.is_err() || count <= 0 {
+        return report;
+    }
+    report.device_count = count as u32;
+    let Ok(dev) = cu_device(0) else {
+        return report;
+    };
+    let mut name = [0 as c_char; 256];
+    // SAFETY: the buffer holds `len` bytes.
+    if unsafe { ffi::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, dev) }.is_ok() {
+        name[name.len() - 1] = 0;
+        // SAFETY: NUL-terminated just above at the latest.
+        let s = unsafe { CStr::from_ptr(name.as_ptr()) };
+        report.gpu_name = Some(s.to_string_lossy().trim().to_string());
+    }
+    let (mut major, mut minor): (c_int, c_int) = (0, 0);
+    // SAFETY: valid out-pointers.
+    let cc = unsafe {
+        ffi::cuDeviceGetAttribute(&mut major, attr::COMPUTE_CAPABILITY_MAJOR, dev).and_then(|()| {
+            ffi::cuDeviceGetAttribute(&mut minor, attr::COMPUTE_CAPABILITY_MINOR, dev)
+        })
+    };
+    if cc.is_ok() {
+        report.compute_capability = Some((major, minor));
+    }
+    report
+}
+
+#[derive(Default)]
+struct Worker {
+    /// Set by a successful `Init`.
+    dialect: Option<Dialect>,
+    /// `CUcontext` -> `CUfunction` of the copy kernel loaded in it.
+    kernels: HashMap<usize, usize>,
+}
+
+impl Worker {
+    /// [`Worker::handle`], with panics turned into Harness errors.
+    fn handle_guarded(&mut self, request: Request) -> Response {
+        let name = request.name();
+        match catch_unwind(AssertUnwindSafe(|| self.handle(request))) {
+            Ok(response) => response,
+            Err(panic) => Err(harness(format!(
+                "the worker panicked during {name}: {}",
+                panic_message(panic.as_ref())
+            ))),
+        }
+    }
+
+    fn handle(&mut self, request: Request) -> Response {
+        match request {
+            Request::Probe => Ok(Reply::Probe(probe())),
+            Request::Init { dialect, device } => self.init(dialect, device).map(|()| Reply::Unit),
+            Request::Exit => Ok(Reply::Unit),
+            request => match self.dialect {
+                Some(dialect) => self.call(dialect, request),
+                None => Err(harness(format!(
+                    "the worker got {} before a successful init",
+                    request.name()
+                ))),
+            },
+        }
+    }
+
+    fn init(&mut self, dialect: Dialect, device: u32) -> CallResult {
+        if self.dialect.is_some() {
+            return Err(harness("init sent twice"));
+        }
+        require(Lib::Driver)?;
+        if dialect == Dialect::Runtime {
+            require(Lib::Runtime)?;
+        }
+        // SAFETY: plain call; the driver API is used in both dialects.
+        unsafe { ffi::cuInit(0)? };
+        match dialect {
+            // SAFETY: plain call.
+            Dialect::Runtime => unsafe { ffi::cudaSetDevice(device as c_int)? },
+            Dialect::Driver => driver_set_device(device)?,
+        }
+        self.dialect = Some(dialect);
+        Ok(())
+    }
+
+    fn call(&mut self, d: Dialect, request: Request) -> Response {
+        use Dialect::{Driver, Runtime};
+        // SAFETY (whole match): every pointer handed to the API is either a
+        // valid local out-pointer or buffer of the stated size, NULL where the
+        // scenario asks for it (`OutArg::Null`), or a device address the
+        // scenario chose, which the API validates (or faults on: that is the
+        // behaviour under test, and a crash is reported as such).
+        unsafe {
+            match request {
+                Request::DeviceCount => {
+                    let mut n: c_int = 0;
+                    match d {
+                        Runtime => ffi::cudaGetDeviceCount(&mut n)?,
+                        Driver => ffi::cuDeviceGetCount(&mut n)?,
+                    }
+                    Ok(Reply::Count(n.max(0) as u32))
+                }
+                Request::DeviceAttribute { device, attr } => {
+                    let (number, in_runtime) = attribute_number(attr);
+                    let mut v: c_int = 0;
+                    if d == Runtime && in_runtime {
+                        ffi::cudaDeviceGetAttribute(&mut v, number, device as c_int)?;
+                    } else {
+                        let dev = cu_device(device)?;
+                        ffi::cuDeviceGetAttribute(&mut v, number, dev)?;
+                    }
+                    Ok(Reply::Int(v as i64))
+                }
+                Request::SetDevice { device } => {
+                    match d {
+                        Runtime => ffi::cudaSetDevice(device as c_int)?,
+                        Driver => driver_set_device(device)?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::PrimaryContext { device } => {
+                    let dev = cu_device(device)?;
+                    let mut ctx: Handle = null_mut();
+                    ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)?;
+                    Ok(Reply::Context(ctx as u64))
+                }
+                Request::CreateContext { device } => {
+                    let dev = cu_device(device)?;
+                    let mut ctx: Handle = null_mut();
+                    ffi::cuCtxCreate_v4(&mut ctx, null_mut(), 0, dev)?;
+                    Ok(Reply::Context(ctx as u64))
+                }
+                Request::SetCurrentContext { ctx } => {
+                    ffi::cuCtxSetCurrent(as_ptr(ctx))?;
+                    Ok(Reply::Unit)
+                }
+                Request::CurrentContext => {
+                    let mut ctx: Handle = null_mut();
+                    ffi::cuCtxGetCurrent(&mut ctx)?;
+                    Ok(Reply::CurrentContext(
+                        (!ctx.is_null()).then_some(ctx as u64),
+                    ))
+                }
+                Request::DestroyContext { ctx } => {
+                    ffi::cuCtxDestroy_v2(as_ptr(ctx))?;
+                    // Its module went with it; a later context may reuse the address.
+                    self.kernels.remove(&(ctx as usize));
+                    Ok(Reply::Unit)
+                }
+                Request::Alloc { kind, size } => alloc(d, kind, size).map(Reply::Ptr),
+                Request::Free { kind, ptr } => free(d, kind, ptr).map(|()| Reply::Unit),
+                Request::Memset { ptr, value, len } => {
+                    match d {
+                        Runtime => ffi::cudaMemset(as_ptr(ptr), value as c_int, len as usize)?,
+                        Driver => ffi::cuMemsetD8_v2(ptr, value, len as usize)?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::Write { ptr, bytes } => {
+                    if bytes.len() as u64 > MAX_TRANSFER {
+                        return Err(harness(format!(
+                            "a write of {} bytes exceeds the worker's limit of {MAX_TRANSFER} bytes",
+                            bytes.len()
+                        )));
+                    }
+                    let src = bytes.as_ptr() as *const c_void;
+                    match d {
+                        Runtime => ffi::cudaMemcpy(
+                            as_ptr(ptr),
+                            src,
+                            bytes.len(),
+                            ffi::MEMCPY_HOST_TO_DEVICE,
+                        )?,
+                        Driver => ffi::cuMemcpyHtoD_v2(ptr, src, bytes.len())?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::Read { ptr, len } => {
+                    let mut buf = host_buffer(len)?;
+                    let dst = buf.as_mut_ptr() as *mut c_void;
+                    match d {
+                        Runtime => ffi::cudaMemcpy(
+                            dst,
+                            as_ptr(ptr) as *const c_void,
+                            buf.len(),
+                            ffi::MEMCPY_DEVICE_TO_HOST,
+                        )?,
+                        Driver => ffi::cuMemcpyDtoH_v2(dst, ptr, buf.len())?,
+                    }
+                    Ok(Reply::Bytes(buf))
+                }
+                Request::DeviceRead { ptr, len } => self.device_read(ptr, len).map(Reply::Bytes),
+                Request::AddressRange { ptr } => {
+                    let (mut base, mut size): (DevPtr, usize) = (0, 0);
+                    ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr)?;
+                    Ok(Reply::Range {
+                        base,
+                        size: size as u64,
+                    })
+                }
+                Request::PointerInfo { ptr } => match d {
+                    Runtime => runtime_pointer_info(ptr),
+                    Driver => driver_pointer_info(ptr),
+                }
+                .map(Reply::PointerInfo),
+                Request::IpcGetMemHandle { ptr, out } => {
+                    let mut h = RawIpcHandle {
+                        reserved: [0; IPC_HANDLE_SIZE],
+                    };
+                    let out_ptr: *mut RawIpcHandle = match out {
+                        OutArg::Valid => &mut h,
+                        OutArg::Null => null_mut(),
+                    };
+                    match d {
+                        Runtime => ffi::cudaIpcGetMemHandle(out_ptr, as_ptr(ptr))?,
+                        Driver => ffi::cuIpcGetMemHandle(out_ptr, ptr)?,
+                    }
+                    Ok(Reply::Handle(IpcMemHandle(h.reserved.map(|c| c as u8))))
+                }
+                Request::IpcOpenMemHandle { handle, flags, out } => {
+                    let h = RawIpcHandle {
+                        reserved: handle.0.map(|b| b as c_char),
+                    };
+                    match d {
+                        Runtime => {
+                            let mut p: *mut c_void = null_mut();
+                            let out_ptr: *mut *mut c_void = match out {
+                                OutArg::Valid => &mut p,
+                                OutArg::Null => null_mut(),
+                            };
+                            ffi::cudaIpcOpenMemHandle(out_ptr, h, flags)?;
+                            Ok(Reply::Ptr(p as u64))
+                        }
+                        Driver => {
+                            let mut p: DevPtr = 0;
+                            let out_ptr: *mut DevPtr = match out {
+                                OutArg::Valid => &mut p,
+                                OutArg::Null => null_mut(),
+                            };
+                            ffi::cuIpcOpenMemHandle_v2(out_ptr, h, flags)?;
+                            Ok(Reply::Ptr(p))
+                        }
+                    }
+                }
+                Request::IpcCloseMemHandle { ptr } => {
+                    match d {
+                        Runtime => ffi::cudaIpcCloseMemHandle(as_ptr(ptr))?,
+                        Driver => ffi::cuIpcCloseMemHandle(ptr)?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::Probe | Request::Init { .. } | Request::Exit => {
+                    unreachable!("handled by Worker::handle")
+                }
+            }
+        }
+    }
+
+    /// The copy kernel's `CUfunction` in the current context, loading the
+    /// module the first time.
+    fn copy_kernel(&mut self) -> Result<Handle, WireError> {
+        let mut ctx: Handle = null_mut();
+        // SAFETY: valid out-pointer.
+        unsafe { ffi::cuCtxGetCurrent(&mut ctx)? };
+        if let Some(&f) = self.kernels.get(&(ctx as usize)) {
+            return Ok(f as Handle);
+        }
+        let mut module: Handle = null_mut();
+        let mut function: Handle = null_mut();
+        // SAFETY: the image is a NUL-terminated PTX string; the name is NUL-terminated.
+        unsafe {
+            ffi::cuModuleLoadData(&mut module, COPY_BYTES_PTX.as_ptr() as *const c_void)?;
+            ffi::cuModuleGetFunction(&mut function, module, COPY_BYTES_NAME.as_ptr())?;
+        }
+        if !ctx.is_null() {
+            self.kernels.insert(ctx as usize, function as usize);
+        }
+        Ok(function)
+    }
+
+    fn device_read(&mut self, ptr: u64, len: u64) -> Result<Vec<u8>, WireError> {
+        let mut out = host_buffer(len)?;
+        if len == 0 {
+            return Ok(out);
+        }
+        let function = self.copy_kernel()?;
+        let mut scratch: DevPtr = 0;
+        // SAFETY: valid out-pointer.
+        unsafe { ffi::cuMemAlloc_v2(&mut scratch, len as usize)? };
+        let result = (|| {
+            let blocks = len.div_ceil(COPY_BLOCK);
+            let grid = u32::try_from(blocks).map_err(|_| {
+                harness(format!("device_read of {len} bytes needs too many blocks"))
+            })?;
+            let (mut src, mut dst, mut n) = (ptr, scratch, len);
+            let mut params: [*mut c_void; 3] = [
+                &mut src as *mut u64 as *mut c_void,
+                &mut dst as *mut u64 as *mut c_void,
+                &mut n as *mut u64 as *mut c_void,
+            ];
+            // SAFETY: `params` points at three u64s matching the kernel's
+            // three .u64 parameters, alive across the call; `out` holds `len` bytes.
+            unsafe {
+                ffi::cuLaunchKernel(
+                    function,
+                    grid,
+                    1,
+                    1,
+                    COPY_BLOCK as u32,
+                    1,
+                    1,
+                    0,
+                    null_mut(),
+                    params.as_mut_ptr(),
+                    null_mut(),
+                )?;
+                ffi::cuCtxSynchronize()?;
+                ffi::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, scratch, len as usize)
+            }
+        })();
+        // After a kernel fault this fails too; the fault is what we report.
+        // SAFETY: frees the scratch buffer allocated above.
+        let _ = unsafe { ffi::cuMemFree_v2(scratch) };
+        result.map(|()| out)
+    }
+}
+
+/// Driver dialect `set_device`: retain the primary context and make it current.
+fn driver_set_device(device: u32) -> CallResult {
+    let dev = cu_device(device)?;
+    let mut ctx: Handle = null_mut();
+    // SAFETY: valid out-pointer; the context comes from the driver.
+    unsafe {
+        ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)?;
+        ffi::cuCtxSetCurrent(ctx)
+    }
+}
+
+fn alloc(d: Dialect, kind: MemKind, size: u64) -> Result<u64, WireError> {
+    let size = size as usize;
+    // SAFETY: valid out-pointers; the null stream is the legacy default stream.
+    unsafe {
+        match d {
+            Dialect::Runtime => {
+                let mut p: *mut c_void = null_mut();
+                match kind {
+                    MemKind::Device => ffi::cudaMalloc(&mut p, size)?,
+                    MemKind::Managed => {
+                        ffi::cudaMallocManaged(&mut p, size, ffi::MEM_ATTACH_GLOBAL)?
+                    }
+                    MemKind::PinnedHost => ffi::cudaMallocHost(&mut p, size)?,
+                    MemKind::StreamOrdered => {
+                        ffi::cudaMallocAsync(&mut p, size, null_mut())?;
+                        ffi::cudaStreamSynchronize(null_mut())?;
+                    }
+                }
+                Ok(p as u64)
+            }
+            Dialect::Driver => {
+                let mut p: DevPtr = 0;
+                match kind {
+                    MemKind::Device => ffi::cuMemAlloc_v2(&mut p, size)?,
+                    MemKind::Managed => {
+                        ffi::cuMemAllocManaged(&mut p, size, ffi::MEM_ATTACH_GLOBAL)?
+                    }
+                    MemKind::PinnedHost => {
+                        let mut h: *mut c_void = null_mut();
+                        ffi::cuMemAllocHost_v2(&mut h, size)?;
+                        p = h as u64;
+                    }
+                    MemKind::StreamOrdered => {
+                        ffi::cuMemAllocAsync(&mut p, size, null_mut())?;
+                        ffi::cuStreamSynchronize(null_mut())?;
+                    }
+                }
+                Ok(p)
+            }
+        }
+    }
+}
+
+fn free(d: Dialect, kind: FreeKind, ptr: u64) -> CallResult {
+    // SAFETY: the API validates the pointer (or misbehaves, which is what
+    // a scenario freeing a bad pointer observes).
+    unsafe {
+        match (d, kind) {
+            (Dialect::Runtime, FreeKind::Device) => ffi::cudaFree(as_ptr(ptr)),
+            (Dialect::Runtime, FreeKind::Host) => ffi::cudaFreeHost(as_ptr(ptr)),
+            (Dialect::Runtime, FreeKind::StreamOrdered) => {
+                ffi::cudaFreeAsync(as_ptr(ptr), null_mut())?;
+                ffi::cudaStreamSynchronize(null_mut())
+            }
+            (Dialect::Driver, FreeKind::Device) => ffi::cuMemFree_v2(ptr),
+            (Dialect::Driver, FreeKind::Host) => ffi::cuMemFreeHost(as_ptr(ptr)),
+            (Dialect::Driver, FreeKind::StreamOrdered) => {
+                ffi::cuMemFreeAsync(ptr, null_mut())?;
+                ffi::cuStreamSynchronize(null_mut())
+            }
+        }
+    }
+}
+
+fn runtime_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
+    // SAFETY: an all-zero cudaPointerAttributes is valid (ints and null pointers).
+    let mut a: RawPointerAttributes = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer, large enough for CUDA 13's struct.
+    unsafe { ffi::cudaPointerGetAttributes(&mut a, as_ptr(ptr) as *const c_void)? };
+    let memory_type = match a.type_ {
+        ffi::CUDA_MEMORY_TYPE_UNREGISTERED => MemoryType::Unregistered,
+        ffi::CUDA_MEMORY_TYPE_HOST => MemoryType::Host,
+        ffi::CUDA_MEMORY_TYPE_DEVICE => MemoryType::Device,
+        ffi::CUDA_MEMORY_TYPE_MANAGED => MemoryType::Managed,
+        other => {
+            return Err(harness(format!(
+                "cudaPointerGetAttributes returned an unknown cudaMemoryType {other}"
+            )))
+        }
+    };
+    let device = match memory_type {
+        MemoryType::Device | MemoryType::Managed if a.device >= 0 => Some(a.device as u32),
+        _ => None,
+    };
+    Ok(PointerInfo {
+        memory_type,
+        device,
+    })
+}
+
+/// One `cuPointerGetAttribute` query into a zeroed 8-byte buffer (the
+/// attributes used here are 4-byte ints/enums or a bool).
+fn cu_pointer_attribute(attribute: c_int, ptr: u64) -> Result<u64, WireError> {
+    let mut v: u64 = 0;
+    // SAFETY: 8 writable bytes, more than any attribute queried here needs.
+    unsafe { ffi::cuPointerGetAttribute(&mut v as *mut u64 as *mut c_void, attribute, ptr)? };
+    Ok(v)
+}
+
+fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
+    let raw_type = match cu_pointer_attribute(ffi::POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) {
+        Ok(v) => v as u32,
+        // Not a pointer the driver knows: what the runtime calls Unregistered.
+        Err(WireError::Api(ffi::ERROR_INVALID_VALUE)) => {
+            return Ok(PointerInfo {
+                memory_type: MemoryType::Unregistered,
+                device: None,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let managed = cu_pointer_attribute(ffi::POINTER_ATTRIBUTE_IS_MANAGED, ptr)? != 0;
+    let memory_type = match raw_type {
+        _ if managed => MemoryType::Managed,
+        ffi::CU_MEMORYTYPE_UNIFIED => MemoryType::Managed,
+        ffi::CU_MEMORYTYPE_DEVICE => MemoryType::Device,
+        ffi::CU_MEMORYTYPE_HOST => MemoryType::Host,
+        ffi::CU_MEMORYTYPE_ARRAY => return Err(harness("the pointer is a CUDA array")),
+        other => {
+            return Err(harness(format!(
+                "cuPointerGetAttribute returned an unknown CUmemorytype {other}"
+            )))
+        }
+    };
+    let device = match memory_type {
+        MemoryType::Device | MemoryType::Managed => {
+            let ordinal = cu_pointer_attribute(ffi::POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)? as u32;
+            (ordinal as i32 >= 0).then_some(ordinal)
+        }
+        _ => None,
+    };
+    Ok(PointerInfo {
+        memory_type,
+        device,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::protocol::{encode_frame, recv_message, send_frame, send_message};
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    /// Runs `serve` on a thread over a socket pair; returns the parent end.
+    fn in_process_worker() -> (UnixStream, std::thread::JoinHandle<ServeEnd>) {
+        let (parent, child) = UnixStream::pair().unwrap();
+        let t = std::thread::spawn(move || serve(child.as_fd()));
+        (parent, t)
+    }
+
+    fn ask(sock: &UnixStream, r: &Request) -> Response {
+        send_message(sock.as_fd(), r, &[]).unwrap();
+        recv_message::<Response>(sock.as_fd()).unwrap().0
+    }
+
+    #[test]
+    fn the_ptx_is_nul_terminated_and_names_the_entry() {
+        let text = COPY_BYTES_PTX.to_str().unwrap();
+        assert!(text.contains(".visible .entry copy_bytes("));
+        assert!(text.contains(".target sm_52"));
+        assert!(text.contains(".address_size 64"));
+        assert_eq!(COPY_BYTES_NAME.to_bytes(), b"copy_bytes");
+    }
+
+    #[test]
+    fn requests_before_init_and_malformed_requests_get_harness_errors() {
+        let (sock, t) = in_process_worker();
+        let r = ask(&sock, &Request::DeviceCount);
+        assert!(
+            matches!(&r, Err(WireError::Harness(m)) if m.contains("before a successful init")),
+            "{r:?}"
+        );
+        // A well-framed but meaningless payload: answered, and the worker goes on.
+        send_frame(sock.as_fd(), b"{\"NoSuchCall\":{}}", &[]).unwrap();
+        let (r, _) = recv_message::<Response>(sock.as_fd()).unwrap();
+        assert!(
+            matches!(&r, Err(WireError::Harness(m)) if m.contains("malformed request")),
+            "{r:?}"
+        );
+        assert_eq!(ask(&sock, &Request::Exit), Ok(Reply::Unit));
+        assert_eq!(t.join().unwrap(), ServeEnd::Exit);
+    }
+
+    #[test]
+    fn a_truncated_stream_ends_the_worker_without_a_panic() {
+        let (mut sock, t) = in_process_worker();
+        let frame = encode_frame(&Request::DeviceCount).unwrap();
+        sock.write_all(&frame[..frame.len() - 1]).unwrap();
+        drop(sock);
+        assert_eq!(t.join().unwrap(), ServeEnd::Broken);
+    }
+
+    #[test]
+    fn the_worker_stops_quietly_when_the_parent_goes() {
+        let (sock, t) = in_process_worker();
+        drop(sock);
+        assert_eq!(t.join().unwrap(), ServeEnd::ParentGone);
+    }
+
+    #[test]
+    fn without_libcuda_init_fails_and_probe_says_so() {
+        if Lib::Driver.present() {
+            eprintln!("libcuda is present here: this test checks the GPU-less path only");
+            return;
+        }
+        let (sock, t) = in_process_worker();
+        let r = ask(
+            &sock,
+            &Request::Init {
+                dialect: Dialect::Driver,
+                device: 0,
+            },
+        );
+        assert!(
+            matches!(&r, Err(WireError::Harness(m)) if m.contains("libcuda")),
+            "{r:?}"
+        );
+        match ask(&sock, &Request::Probe) {
+            Ok(Reply::Probe(p)) => {
+                assert!(!p.libcuda);
+                assert_eq!(p.device_count, 0);
+                assert_eq!(p.cuda_driver_version, None);
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(sock);
+        assert_eq!(t.join().unwrap(), ServeEnd::ParentGone);
+    }
+
+    #[test]
+    fn oversized_transfers_are_refused_before_allocating() {
+        assert!(matches!(
+            host_buffer(MAX_TRANSFER + 1),
+            Err(WireError::Harness(_))
+        ));
+        assert!(matches!(host_buffer(u64::MAX), Err(WireError::Harness(_))));
+        assert_eq!(host_buffer(3).unwrap(), vec![0, 0, 0]);
+    }
+
+    #[test]
+    fn every_attribute_has_a_number() {
+        for a in DeviceAttribute::ALL {
+            let (n, _) = attribute_number(a);
+            assert!(n > 0);
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! The CUDA backend's process handling, without a GPU: fake workers are
+//! shell scripts that speak the wire protocol through descriptor 3 (answers
+//! written with `printf`, requests swallowed with `head -c`), then crash,
+//! hang or exit as each test needs.
+#![cfg(feature = "cuda")]
+
+use ipc_harness::cuda::protocol::encode_frame;
+use ipc_harness::cuda::{
+    child_visible_devices, CudaBackend, CudaMachine, Reply, Request, Response, WireError,
+    WorkerCommand, NO_LIBCUDA, SHUTDOWN_GRACE, WORKER_FD, WORKER_FD_ENV,
+};
+use ipc_harness::{
+    ApiError, Backend, DevicePtr, Dialect, DriverError, Machine, MachineSpec, MemKind, ProcessLoss,
+    ProcessSpec, StartError,
+};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const STEP: Duration = Duration::from_millis(300);
+
+fn spec_of(dialect: Dialect, processes: &[(&str, Option<Vec<u32>>)]) -> MachineSpec {
+    MachineSpec {
+        devices: 1,
+        processes: processes
+            .iter()
+            .map(|(name, visible)| ProcessSpec {
+                name: name.to_string(),
+                device: 0,
+                visible_devices: visible.clone(),
+            })
+            .collect(),
+        dialect,
+        seed: 7,
+        step_timeout: STEP,
+    }
+}
+
+fn spec(dialect: Dialect) -> MachineSpec {
+    spec_of(dialect, &[("a", None)])
+}
+
+fn init(dialect: Dialect) -> Request {
+    Request::Init { dialect, device: 0 }
+}
+
+/// Shell that writes `responses` as frames to the worker socket.
+fn answer(responses: &[Response]) -> String {
+    let mut s = String::from("printf '");
+    for r in responses {
+        for b in encode_frame(r).unwrap() {
+            s.push_str(&format!("\\{b:03o}"));
+        }
+    }
+    s.push_str(&format!("' >&{WORKER_FD}"));
+    s
+}
+
+/// Shell that waits until the parent has sent `requests` (all of their bytes).
+fn swallow(requests: &[Request]) -> String {
+    let n: usize = requests
+        .iter()
+        .map(|r| encode_frame(r).unwrap().len())
+        .sum();
+    format!("head -c {n} <&{WORKER_FD} >/dev/null")
+}
+
+/// A fake worker running `script` (core dumps off, so a SIGSEGV leaves no file).
+fn fake(script: &str) -> WorkerCommand {
+    WorkerCommand::new(
+        "/bin/sh",
+        ["-c".to_string(), format!("ulimit -c 0; {script}")],
+    )
+}
+
+fn ok() -> Response {
+    Ok(Reply::Unit)
+}
+
+fn gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn launch(script: &str, spec: &MachineSpec) -> CudaMachine {
+    match CudaMachine::launch(&fake(script), spec) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    }
+}
+
+fn crashed(e: &DriverError) -> (Option<i32>, Option<i32>, String) {
+    match e {
+        DriverError::Lost(ProcessLoss::Crashed {
+            signal,
+            exit_code,
+            detail,
+        }) => (*signal, *exit_code, detail.clone()),
+        other => panic!("expected Lost(Crashed), got {other:?}"),
+    }
+}
+
+#[test]
+fn a_worker_that_crashes_during_a_call_is_lost_with_its_signal() {
+    let d = Dialect::Runtime;
+    let script = format!(
+        "{}; {}; echo 'fault marker' >&2; kill -SEGV $$",
+        answer(&[ok()]),
+        swallow(&[init(d), Request::DeviceCount])
+    );
+    let mut m = launch(&script, &spec(d));
+    let pid = m.pids()[0];
+    let e = m.driver(0).device_count().unwrap_err();
+    let (signal, exit_code, detail) = crashed(&e);
+    assert_eq!(signal, Some(11));
+    assert_eq!(exit_code, None);
+    assert!(detail.contains("device_count"), "{detail}");
+    assert!(
+        detail.contains("fault marker"),
+        "stderr tail missing: {detail}"
+    );
+    assert!(m.proxy(0).is_reaped());
+    assert!(gone(pid), "worker {pid} left behind");
+    // Every later call: the same loss, at once.
+    let t = Instant::now();
+    assert_eq!(m.driver(0).alloc(MemKind::Device, 16).unwrap_err(), e);
+    assert_eq!(m.exit(0).unwrap_err(), e);
+    assert!(t.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
+fn a_worker_that_died_before_the_call_is_lost_too() {
+    let d = Dialect::Driver;
+    let script = format!(
+        "{}; {}; kill -SEGV $$",
+        swallow(&[init(d)]),
+        answer(&[ok()])
+    );
+    let mut m = launch(&script, &spec(d));
+    let pid = m.pids()[0];
+    // The worker may die before or after the request is written: both are Crashed.
+    std::thread::sleep(Duration::from_millis(100));
+    let e = m.driver(0).read(DevicePtr(0x1000), 16).unwrap_err();
+    assert_eq!(crashed(&e).0, Some(11));
+    assert!(gone(pid));
+}
+
+#[test]
+fn a_hanging_worker_times_out_and_is_killed() {
+    let script = format!("{}; exec sleep 100", answer(&[ok()]));
+    let mut m = launch(&script, &spec(Dialect::Runtime));
+    let pid = m.pids()[0];
+    let t = Instant::now();
+    let e = m.driver(0).device_count().unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(
+        e,
+        DriverError::Lost(ProcessLoss::TimedOut { after_ms: 300 })
+    );
+    assert!(took >= STEP, "returned after {took:?}");
+    assert!(took < Duration::from_secs(5), "returned after {took:?}");
+    assert!(m.proxy(0).is_reaped());
+    assert!(gone(pid), "worker {pid} left behind");
+    let t = Instant::now();
+    assert_eq!(m.driver(0).device_count().unwrap_err(), e);
+    assert!(t.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
+fn exit_is_clean_when_the_worker_exits_zero() {
+    let d = Dialect::Driver;
+    let script = format!(
+        "{}; {}; exit 0",
+        answer(&[ok(), ok()]),
+        swallow(&[init(d), Request::Exit])
+    );
+    let mut m = launch(&script, &spec(d));
+    let pid = m.pids()[0];
+    assert_eq!(m.exit(0), Ok(()));
+    assert!(m.all_reaped());
+    assert!(gone(pid));
+    // An exited process runs nothing more.
+    assert!(matches!(
+        m.driver(0).device_count(),
+        Err(DriverError::Harness(_))
+    ));
+}
+
+#[test]
+fn exit_with_a_bad_status_is_reported_as_a_crash() {
+    let d = Dialect::Driver;
+    let script = format!(
+        "{}; {}; echo 'teardown failed' >&2; exit 7",
+        answer(&[ok(), ok()]),
+        swallow(&[init(d), Request::Exit])
+    );
+    let mut m = launch(&script, &spec(d));
+    let (signal, exit_code, detail) = crashed(&m.exit(0).unwrap_err());
+    assert_eq!((signal, exit_code), (None, Some(7)));
+    assert!(detail.contains("teardown failed"), "{detail}");
+}
+
+#[test]
+fn api_errors_come_back_in_the_process_dialect() {
+    let d = Dialect::Driver;
+    let answers = [ok(), Err(WireError::Api(700)), Ok(Reply::Count(2))];
+    let requests = [
+        init(d),
+        Request::DeviceRead { ptr: 1, len: 16 },
+        Request::DeviceCount,
+        Request::Exit,
+    ];
+    let script = format!(
+        "{}; {}; exit 0",
+        answer(&[&answers[..], &[ok()]].concat()),
+        swallow(&requests)
+    );
+    let mut m = launch(&script, &spec(d));
+    let e = m.driver(0).device_read(DevicePtr(1), 16).unwrap_err();
+    assert_eq!(
+        e,
+        DriverError::Api(ApiError::from_code(Dialect::Driver, 700))
+    );
+    assert_eq!(m.driver(0).dialect(), Dialect::Driver);
+    assert_eq!(m.driver(0).device_count(), Ok(2));
+    assert_eq!(m.exit(0), Ok(()));
+}
+
+#[test]
+fn harness_errors_and_wrong_answers_are_harness_errors() {
+    let d = Dialect::Runtime;
+    let answers = [
+        ok(),
+        Err(WireError::Harness("libcudart could not be loaded".into())),
+        Ok(Reply::Count(1)),
+        ok(),
+    ];
+    let requests = [
+        init(d),
+        Request::DeviceCount,
+        Request::Alloc {
+            kind: MemKind::Device,
+            size: 16,
+        },
+        Request::Exit,
+    ];
+    let script = format!("{}; {}; exit 0", answer(&answers), swallow(&requests));
+    let mut m = launch(&script, &spec(d));
+    match m.driver(0).device_count() {
+        Err(DriverError::Harness(msg)) => assert!(msg.contains("libcudart"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    match m.driver(0).alloc(MemKind::Device, 16) {
+        Err(DriverError::Harness(msg)) => assert!(msg.contains("unexpected answer"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+    // A harness error does not lose the process.
+    assert_eq!(m.exit(0), Ok(()));
+}
+
+#[test]
+fn a_garbled_answer_breaks_the_worker_and_kills_it() {
+    // A frame whose payload is not a Response.
+    let script = format!(
+        "{}; printf '\\005\\000\\000\\000hello' >&{WORKER_FD}; exec sleep 100",
+        answer(&[ok()])
+    );
+    let mut m = launch(&script, &spec(Dialect::Driver));
+    let pid = m.pids()[0];
+    assert!(matches!(
+        m.driver(0).device_count(),
+        Err(DriverError::Harness(_))
+    ));
+    assert!(gone(pid));
+    assert!(matches!(
+        m.driver(0).device_count(),
+        Err(DriverError::Harness(_))
+    ));
+}
+
+#[test]
+fn a_crash_during_init_is_a_harness_start_error() {
+    let t = Instant::now();
+    match CudaMachine::launch(&fake("kill -SEGV $$"), &spec(Dialect::Runtime)) {
+        Err(StartError::Harness(msg)) => {
+            assert!(msg.contains("signal Some(11)"), "{msg}");
+            assert!(msg.contains("'a'"), "{msg}");
+        }
+        other => panic!("expected a Harness start error, got {:?}", other.err()),
+    }
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn an_api_error_during_init_is_not_supported() {
+    let script = format!("{}; exec sleep 100", answer(&[Err(WireError::Api(101))]));
+    match CudaMachine::launch(&fake(&script), &spec(Dialect::Runtime)) {
+        Err(StartError::NotSupported(msg)) => {
+            assert!(msg.contains("cudaSetDevice(0)"), "{msg}");
+            assert!(msg.contains("cudaErrorInvalidDevice"), "{msg}");
+        }
+        other => panic!("expected NotSupported, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn a_worker_program_that_does_not_exist_is_a_harness_start_error() {
+    let w = WorkerCommand::new("/nonexistent/ipc-worker", Vec::<String>::new());
+    match CudaMachine::launch(&w, &spec(Dialect::Driver)) {
+        Err(StartError::Harness(msg)) => assert!(msg.contains("/nonexistent/ipc-worker"), "{msg}"),
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[test]
+fn workers_initialise_in_parallel() {
+    // Each worker takes 1 s to answer init; four in series would take 4 s.
+    let script = format!("sleep 1; {}; exec sleep 100", answer(&[ok()]));
+    let spec = spec_of(
+        Dialect::Driver,
+        &[("a", None), ("b", None), ("c", None), ("d", None)],
+    );
+    let t = Instant::now();
+    let m = launch(&script, &spec);
+    let took = t.elapsed();
+    assert_eq!(m.process_count(), 4);
+    assert!(took < Duration::from_millis(3000), "init took {took:?}");
+}
+
+#[test]
+fn shutdown_kills_workers_that_ignore_exit_and_leaves_no_zombie() {
+    let script = format!("{}; exec sleep 100", answer(&[ok()]));
+    let mut m = launch(
+        &script,
+        &spec_of(Dialect::Driver, &[("a", None), ("b", None)]),
+    );
+    let pids = m.pids();
+    let t = Instant::now();
+    m.shutdown();
+    let took = t.elapsed();
+    assert!(took >= SHUTDOWN_GRACE && took < SHUTDOWN_GRACE + Duration::from_secs(3));
+    assert!(m.all_reaped());
+    for pid in pids {
+        assert!(gone(pid), "worker {pid} left behind");
+    }
+    // Idempotent, and quick the second time.
+    let t = Instant::now();
+    m.shutdown();
+    assert!(t.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
+fn dropping_a_machine_reaps_its_workers() {
+    let d = Dialect::Runtime;
+    // One worker exits on Exit, one must be killed.
+    let polite = format!(
+        "{}; {}; exit 0",
+        answer(&[ok(), ok()]),
+        swallow(&[init(d), Request::Exit])
+    );
+    let m1 = launch(&polite, &spec(d));
+    let m2 = launch(&format!("{}; exec sleep 100", answer(&[ok()])), &spec(d));
+    let pids = [m1.pids()[0], m2.pids()[0]];
+    let t = Instant::now();
+    drop(m1);
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "a polite worker took {:?}",
+        t.elapsed()
+    );
+    drop(m2);
+    for pid in pids {
+        assert!(gone(pid), "worker {pid} left behind");
+    }
+}
+
+#[test]
+fn workers_get_the_socket_and_their_visible_devices() {
+    let Ok(expected) = child_visible_devices(
+        std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+        &[1, 0],
+    ) else {
+        eprintln!("this host's CUDA_VISIBLE_DEVICES has fewer than 2 entries: skipped");
+        return;
+    };
+    let d = Dialect::Driver;
+    let script = format!(
+        "[ \"${WORKER_FD_ENV}\" = {WORKER_FD} ] || exit 9; \
+         [ \"$CUDA_VISIBLE_DEVICES\" = '{expected}' ] || exit 10; \
+         {}; {}; exit 0",
+        answer(&[ok(), ok()]),
+        swallow(&[init(d), Request::Exit])
+    );
+    let mut m = launch(&script, &spec_of(d, &[("a", Some(vec![1, 0]))]));
+    assert_eq!(m.exit(0), Ok(()));
+}
+
+#[test]
+fn the_backend_on_a_host_without_libcuda_is_not_supported() {
+    let backend = CudaBackend::new(WorkerCommand::new("/nonexistent/ipc-worker", ["worker"]));
+    assert_eq!(backend.name(), "cuda");
+    assert!(!backend.has_hazard_log());
+    let info = backend.info();
+    assert_eq!(info.backend, "cuda");
+    let result = backend.start(&spec(Dialect::Runtime));
+    if CudaBackend::libcuda_present() {
+        // A GPU host: the probe worker cannot start, which is the harness's fault.
+        match result {
+            Err(StartError::Harness(msg)) => assert!(msg.contains("probe"), "{msg}"),
+            other => panic!("{:?}", other.err()),
+        }
+    } else {
+        match result {
+            Err(StartError::NotSupported(msg)) => {
+                assert!(msg.contains("libcuda"), "{msg}");
+                assert_eq!(msg, NO_LIBCUDA);
+            }
+            other => panic!("expected NotSupported, got {:?}", other.err()),
+        }
+        assert_eq!(info.gpu_name, None);
+        assert_eq!(info.device_count, None);
+    }
+}
