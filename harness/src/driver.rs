@@ -278,6 +278,11 @@ pub trait Driver {
     fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr>;
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()>;
 
+    /// `cudaDeviceSynchronize` / `cuCtxSynchronize`: wait for this process's
+    /// work. A copy from pageable host memory may return before the bytes
+    /// reach the device, so another process can read stale data without it.
+    fn synchronize(&mut self) -> DriverResult<()>;
+
     // --- data ----------------------------------------------------------
     /// `cudaMemset` / `cuMemsetD8`.
     fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()>;

@@ -148,6 +148,10 @@ impl Driver for Fake {
     fn ipc_close_mem_handle(&mut self, _: DevicePtr) -> DriverResult<()> {
         Ok(())
     }
+
+    fn synchronize(&mut self) -> DriverResult<()> {
+        Ok(())
+    }
 }
 
 struct FakeMachine {

@@ -201,6 +201,9 @@ impl World {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
+        if self.freed_exports.contains_key(&h.object) {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         // An object the driver does not know: never made, or its exporter exited.
         let Some(&block_id) = self.export_ids.get(&h.object) else {
             return Err(self.sem.dead_handle_error.into());
@@ -215,8 +218,9 @@ impl World {
         if exporter == p {
             return Err(self.sem.open_in_exporter.into());
         }
-        if !block.owner_mapped && self.sem.freed_export == FreedExport::Refused {
-            return Err(self.sem.dead_handle_error.into());
+        let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
+        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
+            return Err(ErrorKind::InvalidValue.into());
         }
         let Some(&export_size) = block.exports.get(&h.offset) else {
             return Err(ErrorKind::AlreadyMapped.into());

@@ -135,7 +135,9 @@ impl SimBackend {
                     visible.len()
                 )));
             }
-            procs.push(Process::new(ps.name.clone(), visible, spec.seed, i));
+            let mut proc = Process::new(ps.name.clone(), visible, spec.seed, i);
+            proc.reuse_va = cfg.semantics.va_reuse == semantics::VaReuse::LowestFit;
+            procs.push(proc);
         }
         let mut world = World {
             seed: spec.seed,
@@ -148,6 +150,7 @@ impl SimBackend {
             device_used: vec![0; cfg.devices as usize],
             handle_serial: 0,
             export_ids: std::collections::BTreeMap::new(),
+            freed_exports: std::collections::BTreeMap::new(),
             hazards: HazardLog::default(),
         };
         for (i, ps) in spec.processes.iter().enumerate() {

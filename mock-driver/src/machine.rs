@@ -129,6 +129,11 @@ impl Driver for SimProcess {
         self.call(|w, p| Ok(w.pointer_info(p, ptr.0)))
     }
 
+    fn synchronize(&mut self) -> DriverResult<()> {
+        // Simulated copies land at once; the call still checks the process.
+        self.call(|w, p| w.current_ctx(p).map(|_| ()))
+    }
+
     fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
         self.call(|w, p| w.ipc_get(p, ptr.0, out))
     }

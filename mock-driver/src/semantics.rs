@@ -141,13 +141,25 @@ keyword_choice!(
 );
 
 keyword_choice!(
-    /// Opening a handle whose exporter freed the allocation before the open.
+    /// Opening a handle whose exporter freed the whole block before the open.
     FreedExport {
-        /// The exported block stays openable (with its old bytes) while the
-        /// exporter lives. Measured: H100, driver 580.159.04.
-        Opens => "opens-while-exporter-lives",
-        /// The open fails with `dead_handle_error`.
+        /// InvalidValue. Measured: H100, driver 580.159.04, for a 2 MiB
+        /// allocation freed before the open (a first probe once saw an open
+        /// succeed after more allocation traffic: allocator state matters).
         Refused => "refused",
+        /// The block stays openable (with its old bytes) while the exporter lives.
+        Opens => "opens-while-exporter-lives",
+    }
+);
+
+keyword_choice!(
+    /// Whether released virtual addresses are handed out again.
+    VaReuse {
+        /// The lowest released range that fits. Measured: H100 / 580.159.04
+        /// gives a re-opened handle the address of its closed mapping.
+        LowestFit => "lowest-fit",
+        /// Never: stale pointers stay stale.
+        Never => "never",
     }
 );
 
@@ -334,8 +346,10 @@ semantics! {
         "Error for ipc_open of a handle in the process that exported it";
     dead_handle_error: ErrorKind = ErrorKind::InvalidHandle,
         "Error for ipc_open of a handle whose exporter exited (or, with freed_export=refused, freed it)";
-    freed_export: FreedExport = FreedExport::Opens,
-        "ipc_open of a handle whose allocation the exporter already freed";
+    freed_export: FreedExport = FreedExport::Refused,
+        "ipc_open of a handle whose block the exporter already freed (refused: InvalidValue)";
+    va_reuse: VaReuse = VaReuse::LowestFit,
+        "Whether closed mappings' and freed blocks' addresses are handed out again";
     exporter_exit: ExporterExit = ExporterExit::MappingsRetained,
         "What existing importer mappings do when the exporter exits";
     reopen: Reopen = Reopen::Refcount,

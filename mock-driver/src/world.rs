@@ -144,6 +144,10 @@ pub(crate) struct Process {
     /// may map one block several times (`reopen=new-mapping`).
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
     pub dead: BTreeMap<u64, DeadRange>,
+    /// Released VA spans (base -> span) that `va_reuse=lowest-fit` hands out again.
+    pub free_va: BTreeMap<u64, u64>,
+    /// Whether released VA is reused (`va_reuse`).
+    pub reuse_va: bool,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: BTreeMap<(CtxKey, u32), BlockId>,
 }
@@ -189,6 +193,9 @@ pub(crate) struct World {
     pub handle_serial: u64,
     /// Export object ids (bytes 48..52 of a handle) -> block.
     pub export_ids: BTreeMap<u32, BlockId>,
+    /// Export ids whose block the exporter freed -> the exporter, while it
+    /// lives: opening them is InvalidValue, not the exited exporter's error.
+    pub freed_exports: BTreeMap<u32, ProcessIndex>,
     pub hazards: HazardLog,
 }
 
@@ -238,13 +245,39 @@ impl Process {
             regions: BTreeMap::new(),
             imports: BTreeSet::new(),
             dead: BTreeMap::new(),
+            free_va: BTreeMap::new(),
+            reuse_va: true,
             packing: BTreeMap::new(),
         }
     }
 
-    /// Reserve fresh VA (never reused during a run).
+    /// Reserve VA: the lowest released span that fits (as the real driver
+    /// hands a closed mapping's address to the next open), else fresh VA.
     pub(crate) fn reserve_va(&mut self, len: u64) -> Option<u64> {
         let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
+        if self.reuse_va {
+            let fit = self
+                .free_va
+                .iter()
+                .find(|(_, &s)| s >= span)
+                .map(|(&b, &s)| (b, s));
+            if let Some((base, have)) = fit {
+                self.free_va.remove(&base);
+                if have > span {
+                    self.free_va.insert(base + span, have - span);
+                }
+                // Stale pointers into the span now reach the new mapping.
+                let stale: Vec<u64> = self
+                    .dead
+                    .range(base..base + span)
+                    .map(|(&b, _)| b)
+                    .collect();
+                for b in stale {
+                    self.dead.remove(&b);
+                }
+                return Some(base);
+            }
+        }
         let base = self.va_next;
         let next = base.checked_add(span)?;
         if next > self.va_end {
@@ -276,6 +309,13 @@ impl Process {
             .iter()
             .position(|&d| d == physical)
             .map(|i| i as u32)
+    }
+
+    /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
+    pub(crate) fn release_va(&mut self, base: u64, len: u64) {
+        if let Some(span) = round_up(len, BLOCK).and_then(|s| s.checked_add(VA_GUARD)) {
+            self.free_va.insert(base, span);
+        }
     }
 
     pub(crate) fn mark_dead(&mut self, base: u64, len: u64, why: Gone) {
@@ -321,6 +361,9 @@ impl World {
         }
         if let Some(id) = b.export_id {
             self.export_ids.remove(&id);
+            if exporter_alive {
+                self.freed_exports.insert(id, b.owner);
+            }
         }
         if matches!(b.kind, MemKind::Device | MemKind::StreamOrdered) {
             if let Some(used) = self.device_used.get_mut(b.device as usize) {
@@ -455,6 +498,7 @@ impl World {
             proc.imports.remove(&(m.ctx, region.block, base));
         }
         proc.mark_dead(base, region.len, Gone::Closed);
+        proc.release_va(base, region.len);
         if let Some(b) = self.blocks.get_mut(&region.block) {
             b.importers = b.importers.saturating_sub(1);
         }
@@ -496,7 +540,9 @@ impl World {
         }
         if unmap_owner {
             let proc = &mut self.procs[p];
-            proc.regions.remove(&owner_base);
+            if let Some(r) = proc.regions.remove(&owner_base) {
+                proc.release_va(owner_base, r.len);
+            }
             proc.packing.retain(|_, b| *b != a.block);
             self.maybe_release(a.block);
         }
@@ -583,6 +629,7 @@ impl World {
             .filter(|(_, b)| b.owner == p)
             .map(|(&id, _)| id)
             .collect();
+        self.freed_exports.retain(|_, owner| *owner != p);
         // Exited before releasing, so blocks kept for their export go too.
         self.procs[p].exited = true;
         for id in owned {

@@ -193,6 +193,7 @@ entry_points! { Lib::Runtime;
     fn cudaIpcGetMemHandle(handle: *mut RawIpcHandle, ptr: *mut c_void);
     fn cudaIpcOpenMemHandle(ptr: *mut *mut c_void, handle: RawIpcHandle, flags: c_uint);
     fn cudaIpcCloseMemHandle(ptr: *mut c_void);
+    fn cudaDeviceSynchronize();
 }
 
 // Enumerators used by the worker (identical numbers in cuda.h / driver_types.h 13.0).

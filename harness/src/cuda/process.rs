@@ -613,6 +613,13 @@ impl Driver for WorkerProxy {
             r => Err(unexpected("ipc_close_mem_handle", r)),
         }
     }
+
+    fn synchronize(&mut self) -> DriverResult<()> {
+        match self.call(Request::Synchronize)? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("synchronize", r)),
+        }
+    }
 }
 
 /// A running set of worker processes, one per [`crate::ProcessSpec`].

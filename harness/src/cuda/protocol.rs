@@ -147,6 +147,7 @@ pub enum Request {
     IpcCloseMemHandle {
         ptr: u64,
     },
+    Synchronize,
     /// Answered with `Ok(Unit)`; then the worker exits with status 0 without
     /// another API call (the OS and driver reclaim its resources).
     Exit,
@@ -177,6 +178,7 @@ impl Request {
             Request::IpcGetMemHandle { .. } => "ipc_get_mem_handle",
             Request::IpcOpenMemHandle { .. } => "ipc_open_mem_handle",
             Request::IpcCloseMemHandle { .. } => "ipc_close_mem_handle",
+            Request::Synchronize => "synchronize",
             Request::Exit => "exit",
         }
     }

@@ -572,6 +572,13 @@ impl Worker {
                     }
                     Ok(Reply::Unit)
                 }
+                Request::Synchronize => {
+                    match d {
+                        Runtime => ffi::cudaDeviceSynchronize()?,
+                        Driver => ffi::cuCtxSynchronize()?,
+                    }
+                    Ok(Reply::Unit)
+                }
                 Request::Probe | Request::Init { .. } | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }

@@ -189,6 +189,8 @@ pub enum Op {
         flags: u32,
         out: OutArg,
     },
+    /// `sync`: cudaDeviceSynchronize / cuCtxSynchronize.
+    Sync,
     IpcClose {
         ptr: Ref,
     },
@@ -269,6 +271,7 @@ impl Op {
             Op::IpcGet { .. } => "ipc_get",
             Op::IpcOpen { .. } => "ipc_open",
             Op::IpcClose { .. } => "ipc_close",
+            Op::Sync => "sync",
             Op::HandleZero => "handle_zero",
             Op::HandleRandom => "handle_random",
             Op::HandleFlip { .. } => "handle_flip",
@@ -296,6 +299,7 @@ impl Op {
             | Op::Fill { .. }
             | Op::Write { .. }
             | Op::IpcClose { .. }
+            | Op::Sync
             | Op::Send { .. }
             | Op::Exit => ValueType::Unit,
         }
@@ -331,6 +335,7 @@ impl Op {
             | Op::HandleFlip { handle, .. }
             | Op::Send { handle, .. } => vec![handle.as_str()],
             Op::DeviceCount
+            | Op::Sync
             | Op::Attr { .. }
             | Op::SetDevice { .. }
             | Op::PrimaryCtx { .. }
@@ -359,9 +364,12 @@ impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kw = self.keyword();
         match self {
-            Op::DeviceCount | Op::CtxCurrent | Op::HandleZero | Op::HandleRandom | Op::Exit => {
-                f.write_str(kw)
-            }
+            Op::DeviceCount
+            | Op::CtxCurrent
+            | Op::HandleZero
+            | Op::HandleRandom
+            | Op::Sync
+            | Op::Exit => f.write_str(kw),
             Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
             Op::SetDevice { device } | Op::PrimaryCtx { device } | Op::CtxCreate { device } => {
                 write!(f, "{kw} {device}")

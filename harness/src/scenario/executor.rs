@@ -271,6 +271,10 @@ impl Run<'_> {
                 d.ipc_close_mem_handle(p)?;
                 Value::Unit
             }
+            Op::Sync => {
+                d.synchronize()?;
+                Value::Unit
+            }
             // Harness-local ops: no driver call.
             Op::Offset { ptr, bytes } => Value::Ptr(self.ptr(ptr)?.offset(*bytes)),
             Op::HandleZero => Value::Handle(IpcMemHandle::ZERO),

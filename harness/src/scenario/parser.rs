@@ -949,6 +949,7 @@ impl Parser {
             "ipc_close" => Op::IpcClose {
                 ptr: self.ptr_arg(l, kw)?,
             },
+            "sync" => Op::Sync,
             "handle_zero" => Op::HandleZero,
             "handle_random" => Op::HandleRandom,
             "handle_flip" => {
