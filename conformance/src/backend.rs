@@ -1,0 +1,155 @@
+//! Choosing and configuring a backend: the simulator (`sim`) or real CUDA
+//! hardware through worker processes (`cuda`, feature `cuda`).
+//!
+//! Everything that touches the two backends' own APIs lives here, so a change
+//! in their constructors is a change in one small function.
+
+use ipc_harness::Backend;
+use ipc_mock_driver::{SemanticChoice, SimBackend, SimConfig};
+
+/// The subcommand the real backend spawns its workers with.
+pub const WORKER_SUBCOMMAND: &str = "worker";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    /// The deterministic simulator (no GPU needed).
+    Sim,
+    /// Real GPUs through the CUDA runtime/driver (needs the `cuda` feature;
+    /// without libcuda or devices every clause is NotSupported).
+    Cuda,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Sim => "sim",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// Simulator settings from the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimSettings {
+    /// `--sim-devices N`; `None` keeps the simulator's default.
+    pub devices: Option<u32>,
+    /// `--semantics name=value,...`, in order.
+    pub semantics: Vec<(String, String)>,
+}
+
+impl SimSettings {
+    pub fn is_default(&self) -> bool {
+        self.devices.is_none() && self.semantics.is_empty()
+    }
+}
+
+/// Parse `--semantics` arguments: each holds `name=value` pairs separated by
+/// commas.
+pub fn parse_semantics<S: AsRef<str>>(args: &[S]) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for arg in args {
+        for part in arg.as_ref().split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("bad --semantics entry '{part}': expected name=value"))?;
+            let (name, value) = (name.trim(), value.trim());
+            if name.is_empty() || value.is_empty() {
+                return Err(format!(
+                    "bad --semantics entry '{part}': expected name=value"
+                ));
+            }
+            out.push((name.to_string(), value.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// The simulator's configuration for `settings`.
+pub fn sim_config(settings: &SimSettings) -> Result<SimConfig, String> {
+    let mut config = SimConfig::default();
+    if let Some(devices) = settings.devices {
+        if devices == 0 {
+            return Err("--sim-devices must be at least 1".into());
+        }
+        config.devices = devices;
+    }
+    for (name, value) in &settings.semantics {
+        config
+            .semantics
+            .set(name, value)
+            .map_err(|e| format!("--semantics {name}={value}: {e}"))?;
+    }
+    Ok(config)
+}
+
+/// The simulator's semantic choices (defaults), for `ipc-conformance semantics`.
+pub fn semantic_choices() -> Vec<SemanticChoice> {
+    SimConfig::default().semantics.describe()
+}
+
+/// Make the backend `kind`; simulator settings only apply to `sim`.
+pub fn make(kind: BackendKind, sim: &SimSettings) -> Result<Box<dyn Backend>, String> {
+    match kind {
+        BackendKind::Sim => Ok(Box::new(SimBackend::new(sim_config(sim)?))),
+        BackendKind::Cuda => {
+            if !sim.is_default() {
+                return Err(
+                    "--semantics and --sim-devices apply to the simulator only (--backend sim)"
+                        .into(),
+                );
+            }
+            cuda_backend()
+        }
+    }
+}
+
+/// The real backend: workers are this executable run as `ipc-conformance worker`.
+#[cfg(feature = "cuda")]
+fn cuda_backend() -> Result<Box<dyn Backend>, String> {
+    use ipc_harness::cuda::{CudaBackend, WorkerCommand};
+    let worker = WorkerCommand::current_exe_subcommand(WORKER_SUBCOMMAND).map_err(|e| {
+        format!("--backend cuda: cannot locate this executable to start workers: {e}")
+    })?;
+    Ok(Box::new(CudaBackend::new(worker)))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_backend() -> Result<Box<dyn Backend>, String> {
+    Err(
+        "--backend cuda: this ipc-conformance was built without the `cuda` feature \
+         (rebuild with `cargo build -p ipc-conformance --features cuda`)"
+            .into(),
+    )
+}
+
+/// The worker side of the real backend (`ipc-conformance worker`).
+#[cfg(feature = "cuda")]
+pub fn worker_main() -> i32 {
+    ipc_harness::cuda::worker_main()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn semantics_strings_parse() {
+        assert_eq!(
+            parse_semantics(&["a=1, b=two", "c=x"]).unwrap(),
+            vec![
+                ("a".to_string(), "1".to_string()),
+                ("b".to_string(), "two".to_string()),
+                ("c".to_string(), "x".to_string())
+            ]
+        );
+        assert!(parse_semantics::<&str>(&[]).unwrap().is_empty());
+        for bad in ["a", "=1", "a=", "a=1,b"] {
+            let err = parse_semantics(&[bad]).unwrap_err();
+            assert!(err.contains("name=value"), "{bad}: {err}");
+        }
+    }
+}

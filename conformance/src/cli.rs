@@ -1,0 +1,689 @@
+//! The `ipc-conformance` command line.
+//!
+//! Exit codes: 0 success (every clause Pass or NotSupported), 1 failures (or
+//! differences, or broken clauses in `list`), 2 usage and I/O errors. Bad
+//! input never panics: it is a message on stderr and exit 2.
+
+use crate::backend::{self, BackendKind, SimSettings};
+use crate::catalogue::{self, Catalogue, Clause};
+use crate::differential;
+use crate::filter::Filter;
+use crate::report::{self, text};
+use crate::runner::{self, guarded, Console, Observer, RunConfig, RunReport};
+use crate::sysinfo;
+use crate::{EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ipc_harness::scenario::{self, ExecOptions};
+use ipc_harness::{Backend, Dialect, Status};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Print a line to stdout; a closed pipe (`| head`) is not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// Print a line to stderr.
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ipc-conformance",
+    version,
+    about = "Conformance suite for GPU inter-process memory sharing (CUDA IPC)",
+    long_about = "Conformance suite for GPU inter-process memory sharing (CUDA IPC).\n\n\
+        Clauses are scenario files (*.ipc) with a stable id; they run on the \
+        simulator (sim) or on real GPUs (cuda).\n\n\
+        Clause directory, first match wins: --clauses DIR; $IPC_CONFORMANCE_CLAUSES; \
+        the source tree's conformance/clauses/ (compiled in); clauses/ next to the \
+        executable; ./clauses; ./conformance/clauses.\n\n\
+        Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the clauses: id, kind, devices required, title; broken clauses
+    /// are flagged with their problems (exit 1 when any is listed).
+    List(ListArgs),
+    /// Run the catalogue and write results.json, junit.xml and summary.md.
+    Run(RunArgs),
+    /// Parse and run scenario files (no metadata needed), printing each step.
+    Scenario(ScenarioArgs),
+    /// Print the simulator's semantic choices (name, default, options).
+    Semantics,
+    /// Run each clause on the simulator and on a real backend and compare
+    /// the traces step by step.
+    Differential(DifferentialArgs),
+    /// Combine results.json files (e.g. sim and cuda runs) into one summary.md.
+    Summary(SummaryArgs),
+    /// Internal: a worker process of the real backend.
+    #[cfg(feature = "cuda")]
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DialectArg {
+    Runtime,
+    Driver,
+    /// Both dialects, reported side by side.
+    All,
+}
+
+impl DialectArg {
+    pub fn dialects(self) -> Vec<Dialect> {
+        match self {
+            DialectArg::Runtime => vec![Dialect::Runtime],
+            DialectArg::Driver => vec![Dialect::Driver],
+            DialectArg::All => Dialect::ALL.to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SelectArgs {
+    /// Clause directory (see the order in --help).
+    #[arg(long, value_name = "DIR")]
+    pub clauses: Option<PathBuf>,
+    /// Select clauses by id glob (`mem.open.*`); comma-separated or
+    /// repeated; a plain prefix `mem` selects `mem.*`.
+    #[arg(long, value_name = "GLOB")]
+    pub filter: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Simulator semantic choices, `name=value,...` (see `semantics`).
+    #[arg(long, value_name = "NAME=VALUE,...")]
+    pub semantics: Vec<String>,
+    /// Devices of the simulated machine.
+    #[arg(long, value_name = "N")]
+    pub sim_devices: Option<u32>,
+}
+
+impl SimArgs {
+    fn settings(&self) -> Result<SimSettings, String> {
+        Ok(SimSettings {
+            devices: self.sim_devices,
+            semantics: backend::parse_semantics(&self.semantics)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Print JSON (one object per clause) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub dialect: DialectArg,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Report directory.
+    #[arg(long, value_name = "DIR", default_value = report::DEFAULT_OUT_DIR)]
+    pub out: PathBuf,
+    /// Seed of every nondeterministic choice (addresses, handle bytes).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// A step that takes longer is a Timeout (real backend).
+    #[arg(long, value_name = "MS", default_value_t = 20_000)]
+    pub step_timeout_ms: u64,
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// No progress bar, no lines for passing clauses.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ScenarioArgs {
+    /// Scenario files.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub dialect: DialectArg,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_name = "MS", default_value_t = 20_000)]
+    pub step_timeout_ms: u64,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DifferentialArgs {
+    /// The real backend compared with the simulator.
+    #[arg(long, value_enum, default_value = "cuda")]
+    pub backend: BackendKind,
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub dialect: DialectArg,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Report directory (differential.json, differential.md).
+    #[arg(long, value_name = "DIR", default_value = report::DEFAULT_OUT_DIR)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, value_name = "MS", default_value_t = 20_000)]
+    pub step_timeout_ms: u64,
+    /// Simulator side settings.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SummaryArgs {
+    /// results.json files, one column group each.
+    #[arg(required = true, value_name = "RESULTS_JSON")]
+    pub results: Vec<PathBuf>,
+    /// Where to write the summary (default: stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[cfg(feature = "cuda")]
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// Whatever the real backend passes; the worker reads it itself.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+/// A usage or I/O error: printed, exit 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl<T: std::fmt::Display> From<T> for UsageError {
+    fn from(e: T) -> Self {
+        UsageError(e.to_string())
+    }
+}
+
+type CmdResult = Result<u8, UsageError>;
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    ExitCode::from(run_cli(cli))
+}
+
+/// Run a parsed command line; returns the exit code.
+pub fn run_cli(cli: Cli) -> u8 {
+    let outcome = guarded(|| match cli.command {
+        Command::List(a) => cmd_list(&a),
+        Command::Run(a) => cmd_run(&a),
+        Command::Scenario(a) => cmd_scenario(&a),
+        Command::Semantics => cmd_semantics(),
+        Command::Differential(a) => cmd_differential(&a),
+        Command::Summary(a) => cmd_summary(&a),
+        #[cfg(feature = "cuda")]
+        Command::Worker(_) => Ok(backend::worker_main().clamp(0, 255) as u8),
+    });
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(UsageError(msg))) => {
+            warn!("ipc-conformance: error: {msg}");
+            EXIT_USAGE
+        }
+        Err(panic) => {
+            warn!("ipc-conformance: internal error: {panic}");
+            EXIT_USAGE
+        }
+    }
+}
+
+fn load_catalogue(select: &SelectArgs) -> Result<(Catalogue, Filter), UsageError> {
+    let filter = Filter::new(&select.filter)?;
+    let dir = catalogue::locate(select.clauses.as_deref())?;
+    let cat = Catalogue::load(&dir)?;
+    Ok((cat, filter))
+}
+
+fn selected<'a>(cat: &'a Catalogue, filter: &Filter) -> Result<Vec<&'a Clause>, UsageError> {
+    let clauses = cat.select(filter);
+    if clauses.is_empty() {
+        return Err(if cat.is_empty() {
+            UsageError(format!("no clause files (*.ipc) in {}", cat.dir.display()))
+        } else {
+            UsageError(format!(
+                "no clause matches --filter {} ({} clauses in {})",
+                filter.patterns().join(","),
+                cat.len(),
+                cat.dir.display()
+            ))
+        });
+    }
+    Ok(clauses)
+}
+
+// ---------------------------------------------------------------------------
+// list
+
+fn cmd_list(a: &ListArgs) -> CmdResult {
+    let (cat, filter) = load_catalogue(&a.select)?;
+    let clauses = cat.select(&filter);
+    let broken = clauses.iter().filter(|c| c.is_broken()).count();
+    let known: Vec<&str> = backend::semantic_choices().iter().map(|c| c.name).collect();
+    // Semantics metadata naming no simulator choice: a warning, not broken.
+    let unknown_semantics = |c: &Clause| -> Vec<String> {
+        c.semantics
+            .iter()
+            .filter(|s| !known.contains(&s.as_str()))
+            .cloned()
+            .collect()
+    };
+    if a.json {
+        let items: Vec<serde_json::Value> = clauses
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                v["broken"] = serde_json::Value::Bool(c.is_broken());
+                v["unknown_semantics"] = serde_json::json!(unknown_semantics(c));
+                v
+            })
+            .collect();
+        say!(
+            "{}",
+            serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into())
+        );
+    } else {
+        let id_w = clauses.iter().map(|c| c.id.len()).max().unwrap_or(2).max(2);
+        say!("  {:<id_w$}  {:<9}  {:>3}  TITLE", "ID", "KIND", "DEV");
+        for c in &clauses {
+            let devices = c
+                .requirements
+                .devices
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "?".into());
+            let kind = c.kind.map(|k| k.as_str()).unwrap_or("?");
+            let flag = if c.is_broken() { "!" } else { " " };
+            say!(
+                "{flag} {:<id_w$}  {kind:<9}  {devices:>3}  {}",
+                c.id,
+                c.title
+            );
+            if c.is_broken() {
+                say!("    BROKEN {}", c.path.display());
+                for p in c.problem_message().split("; ") {
+                    say!("      {p}");
+                }
+            }
+            for name in unknown_semantics(c) {
+                say!("    warning: semantics '{name}' is not a simulator choice (see `ipc-conformance semantics`)");
+            }
+        }
+        say!(
+            "{} clause{}{} in {}{}",
+            clauses.len(),
+            if clauses.len() == 1 { "" } else { "s" },
+            if broken > 0 {
+                format!(", {broken} broken (!)")
+            } else {
+                String::new()
+            },
+            cat.dir.display(),
+            if filter.is_all() {
+                String::new()
+            } else {
+                format!(" matching {}", filter.patterns().join(","))
+            }
+        );
+    }
+    Ok(if broken > 0 { EXIT_FAILURES } else { EXIT_OK })
+}
+
+// ---------------------------------------------------------------------------
+// run
+
+fn cmd_run(a: &RunArgs) -> CmdResult {
+    let (cat, filter) = load_catalogue(&a.select)?;
+    let clauses = selected(&cat, &filter)?;
+    let backend = backend::make(a.backend, &a.sim.settings()?)?;
+    // Fail on an unwritable --out before running anything.
+    report::ensure_dir(&a.out)?;
+    let cfg = RunConfig {
+        dialects: a.dialect.dialects(),
+        seed: a.seed,
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        filter: filter.patterns().to_vec(),
+        clauses_dir: Some(cat.dir.clone()),
+    };
+    let mut console = Console::new(a.quiet, cfg.dialects.len() > 1);
+    let report = runner::run_clauses(&clauses, backend.as_ref(), &cfg, &mut console);
+    report::write_run(&a.out, &report)?;
+    print_run_footer(&report, &a.out);
+    Ok(report.exit_code())
+}
+
+fn print_run_footer(report: &RunReport, out: &Path) {
+    let run = &report.run;
+    say!(
+        "{} in {} (backend {}, dialect {}, seed {})",
+        report.totals_line(),
+        sysinfo::human_ms(run.duration_ms),
+        run.backend,
+        run.dialect,
+        run.seed
+    );
+    say!(
+        "reports: {} (results.json, junit.xml, summary.md)",
+        out.display()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// scenario
+
+fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
+    let backend = backend::make(a.backend, &a.sim.settings()?)?;
+    let dialects = a.dialect.dialects();
+    let mut all_ok = true;
+    let clock = Instant::now();
+    for file in &a.files {
+        let parsed = match guarded(|| scenario::parse_file(file)) {
+            Ok(p) => p,
+            Err(panic) => {
+                warn!("{}: the scenario parser panicked: {panic}", file.display());
+                all_ok = false;
+                continue;
+            }
+        };
+        let scenario = match parsed {
+            Ok(s) => s,
+            Err(e) => {
+                warn!("{e}");
+                all_ok = false;
+                continue;
+            }
+        };
+        for &dialect in &dialects {
+            let ok = run_one_scenario(&scenario, file, backend.as_ref(), dialect, a);
+            all_ok &= ok;
+        }
+    }
+    say!(
+        "{} in {} (seed {})",
+        if all_ok { "all passed" } else { "FAILED" },
+        sysinfo::human_ms(sysinfo::millis(clock.elapsed())),
+        a.seed
+    );
+    Ok(if all_ok { EXIT_OK } else { EXIT_FAILURES })
+}
+
+fn run_one_scenario(
+    scenario: &scenario::Scenario,
+    file: &Path,
+    backend: &dyn Backend,
+    dialect: Dialect,
+    a: &ScenarioArgs,
+) -> bool {
+    let opts = ExecOptions {
+        dialect,
+        seed: a.seed,
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+    };
+    say!(
+        "== {} [{dialect}] on {} (seed {})",
+        file.display(),
+        backend.name(),
+        a.seed
+    );
+    let (status, message) = match guarded(|| scenario::execute(scenario, backend, &opts)) {
+        Ok(exec) => {
+            let trace = text::trace_text(&exec.trace);
+            for line in trace.lines() {
+                say!("  {line}");
+            }
+            (exec.verdict.status, exec.verdict.message)
+        }
+        Err(panic) => (Status::Broken, format!("the harness panicked: {panic}")),
+    };
+    if message.is_empty() {
+        say!("verdict: {}", status.name());
+    } else {
+        say!("verdict: {}: {message}", status.name());
+    }
+    status.is_success()
+}
+
+// ---------------------------------------------------------------------------
+// semantics
+
+fn cmd_semantics() -> CmdResult {
+    let choices = backend::semantic_choices();
+    say!("Simulator semantic choices (set with --semantics name=value,...):\n");
+    for c in &choices {
+        say!(
+            "{} = {}    (options: {})",
+            c.name,
+            c.value,
+            c.options.join(", ")
+        );
+        for line in c.description.lines() {
+            say!("    {line}");
+        }
+        say!("");
+    }
+    Ok(EXIT_OK)
+}
+
+// ---------------------------------------------------------------------------
+// differential
+
+/// Shows only the progress bar (the differences are printed at the end).
+struct ProgressOnly(Console);
+
+impl Observer for ProgressOnly {
+    fn begin(&mut self, total: usize) {
+        self.0.begin(total)
+    }
+    fn clause_started(&mut self, clause: &Clause, dialect: Dialect) {
+        self.0.clause_started(clause, dialect)
+    }
+    fn clause_finished(&mut self, _r: &runner::ClauseResult) {
+        self.0.tick();
+    }
+    fn end(&mut self) {
+        self.0.end()
+    }
+}
+
+fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
+    let (cat, filter) = load_catalogue(&a.select)?;
+    let clauses = selected(&cat, &filter)?;
+    let sim = backend::make(BackendKind::Sim, &a.sim.settings()?)?;
+    let real = backend::make(a.backend, &SimSettings::default())?;
+    report::ensure_dir(&a.out)?;
+    let cfg = RunConfig {
+        dialects: a.dialect.dialects(),
+        seed: a.seed,
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        filter: filter.patterns().to_vec(),
+        clauses_dir: Some(cat.dir.clone()),
+    };
+    let several = cfg.dialects.len() > 1;
+    let sim_report = runner::run_clauses(
+        &clauses,
+        sim.as_ref(),
+        &cfg,
+        &mut ProgressOnly(Console::new(a.quiet, several)),
+    );
+    let real_report = runner::run_clauses(
+        &clauses,
+        real.as_ref(),
+        &cfg,
+        &mut ProgressOnly(Console::new(a.quiet, several)),
+    );
+    let diff = differential::compare(sim_report, real_report);
+
+    for line in differential::difference_lines(&diff) {
+        say!("{line}");
+    }
+    for n in &diff.not_compared {
+        say!(
+            "not compared: {} [{}]: {}",
+            n.id,
+            n.dialect,
+            n.reason.lines().next().unwrap_or("")
+        );
+    }
+    report::write_atomic(
+        &a.out.join("differential.json"),
+        differential::to_json(&diff)?.as_bytes(),
+    )?;
+    report::write_atomic(
+        &a.out.join("differential.md"),
+        differential::to_markdown(&diff).as_bytes(),
+    )?;
+    say!(
+        "{} in {} (seed {})",
+        differential::totals_line(&diff),
+        sysinfo::human_ms(diff.duration_ms),
+        a.seed
+    );
+    say!(
+        "reports: {} (differential.json, differential.md)",
+        a.out.display()
+    );
+    Ok(diff.exit_code())
+}
+
+// ---------------------------------------------------------------------------
+// summary
+
+fn cmd_summary(a: &SummaryArgs) -> CmdResult {
+    let mut runs = Vec::new();
+    for path in &a.results {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+        let run = report::json::from_str(&text)
+            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+        runs.push(run);
+    }
+    let md = report::markdown::summary(&runs);
+    match &a.out {
+        Some(out) => {
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                report::ensure_dir(parent)?;
+            }
+            report::write_atomic(out, md.as_bytes())?;
+            say!("wrote {}", out.display());
+        }
+        None => {
+            let _ = std::io::stdout().lock().write_all(md.as_bytes());
+        }
+    }
+    let all_ok = runs.iter().all(|r| r.exit_code() == EXIT_OK);
+    Ok(if all_ok { EXIT_OK } else { EXIT_FAILURES })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let cli = Cli::try_parse_from(["ipc-conformance", "run"]).unwrap();
+        let Command::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.backend, BackendKind::Sim);
+        assert_eq!(a.dialect, DialectArg::Runtime);
+        assert_eq!(a.seed, 1);
+        assert_eq!(a.out, PathBuf::from("reports/latest"));
+        assert!(!a.quiet);
+    }
+
+    #[test]
+    fn repeated_and_comma_separated_options() {
+        let cli = Cli::try_parse_from([
+            "ipc-conformance",
+            "run",
+            "--filter",
+            "a.*,b.*",
+            "--filter",
+            "c",
+            "--semantics",
+            "x=1,y=2",
+            "--dialect",
+            "all",
+            "--sim-devices",
+            "4",
+        ])
+        .unwrap();
+        let Command::Run(a) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(a.select.filter, ["a.*,b.*", "c"]);
+        assert_eq!(a.dialect.dialects(), Dialect::ALL.to_vec());
+        let s = a.sim.settings().unwrap();
+        assert_eq!(s.devices, Some(4));
+        assert_eq!(s.semantics.len(), 2);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            vec!["ipc-conformance", "run", "--backend", "gpu"],
+            vec!["ipc-conformance", "run", "--dialect", "both"],
+            vec!["ipc-conformance", "run", "--seed", "-3"],
+            vec!["ipc-conformance", "scenario"],
+        ] {
+            let err = Cli::try_parse_from(&args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn bad_filter_and_missing_dirs_exit_2() {
+        let code =
+            run_cli(Cli::try_parse_from(["ipc-conformance", "list", "--filter", "a.[b"]).unwrap());
+        assert_eq!(code, EXIT_USAGE);
+        let code = run_cli(
+            Cli::try_parse_from([
+                "ipc-conformance",
+                "list",
+                "--clauses",
+                "/nonexistent/ipc-conformance/clauses",
+            ])
+            .unwrap(),
+        );
+        assert_eq!(code, EXIT_USAGE);
+        let code = run_cli(
+            Cli::try_parse_from(["ipc-conformance", "summary", "/nonexistent/results.json"])
+                .unwrap(),
+        );
+        assert_eq!(code, EXIT_USAGE);
+    }
+}

@@ -1,0 +1,109 @@
+//! `results.json`: the machine-readable record of a run. The schema is
+//! documented in `docs/results-schema.md`.
+
+use super::ReportError;
+use crate::runner::{RunReport, SCHEMA_VERSION};
+
+/// Pretty-printed JSON with a trailing newline.
+pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
+    let mut s = serde_json::to_string_pretty(report).map_err(|e| ReportError::Serialize {
+        what: "results.json".into(),
+        message: e.to_string(),
+    })?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Read a `results.json` back (e.g. to combine runs in one summary).
+pub fn from_str(text: &str) -> Result<RunReport, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    match value.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == SCHEMA_VERSION as u64 => {}
+        Some(v) => {
+            return Err(format!(
+                "schema_version {v} is not supported (this tool reads {SCHEMA_VERSION})"
+            ))
+        }
+        None => return Err("no schema_version: not a results.json".into()),
+    }
+    serde_json::from_value(value).map_err(|e| format!("not a results.json: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures;
+    use serde_json::Value;
+
+    #[test]
+    fn results_json_has_the_schema_fields() {
+        let report = fixtures::mixed_run();
+        let text = to_string(&report).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        let run = &v["run"];
+        for key in [
+            "tool_version",
+            "backend",
+            "dialect",
+            "seed",
+            "git_revision",
+            "started_at",
+            "duration_ms",
+            "host",
+            "filter",
+            "interrupted",
+            "gpu_name",
+            "compute_capability",
+            "driver_version",
+            "cuda_driver_version",
+            "cuda_runtime_version",
+            "device_count",
+            "semantics",
+        ] {
+            assert!(run.get(key).is_some(), "run.{key} missing");
+        }
+        assert_eq!(run["interrupted"], false);
+        assert_eq!(run["gpu_name"], Value::Null);
+        assert_eq!(v["totals"]["Pass"], 1);
+        assert_eq!(v["totals"]["Broken"], 1);
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 6);
+        let r = &results[1];
+        for key in [
+            "id",
+            "title",
+            "kind",
+            "status",
+            "message",
+            "duration_ms",
+            "dialect",
+            "backend",
+            "seed",
+            "trace",
+        ] {
+            assert!(r.get(key).is_some(), "result.{key} missing");
+        }
+        assert_eq!(r["status"], "Fail");
+        assert_eq!(r["kind"], "specified");
+        assert_eq!(r["dialect"], "runtime");
+        assert_eq!(r["trace"]["steps"][1]["outcome"]["status"], "error");
+    }
+
+    #[test]
+    fn results_json_round_trips() {
+        let report = fixtures::mixed_run();
+        let back = from_str(&to_string(&report).unwrap()).unwrap();
+        assert_eq!(back, report);
+    }
+
+    #[test]
+    fn foreign_json_is_refused_with_a_reason() {
+        assert!(from_str("{").unwrap_err().contains("not JSON"));
+        assert!(from_str("{}").unwrap_err().contains("schema_version"));
+        assert!(from_str(r#"{"schema_version": 9}"#)
+            .unwrap_err()
+            .contains("not supported"));
+    }
+}

@@ -1,0 +1,151 @@
+//! `junit.xml` for CI systems: a test suite per area (first id segment), a
+//! test case per clause result. Fail is a `failure`; Crash, Timeout and
+//! Broken are `error`s; NotSupported is `skipped`. Each case's system-out
+//! holds the trace, step by step.
+
+use super::ReportError;
+use crate::catalogue::area_of;
+use crate::report::text;
+use crate::runner::{ClauseResult, RunReport};
+use ipc_harness::Status;
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
+    build(report)
+        .to_string()
+        .map_err(|e| ReportError::Serialize {
+            what: "junit.xml".into(),
+            message: e.to_string(),
+        })
+}
+
+pub fn build(report: &RunReport) -> Report {
+    let run = &report.run;
+    let several_dialects = report
+        .results
+        .iter()
+        .map(|r| r.dialect.as_str())
+        .collect::<BTreeSet<_>>()
+        .len()
+        > 1;
+    let mut suites: BTreeMap<&str, Vec<&ClauseResult>> = BTreeMap::new();
+    for r in &report.results {
+        suites.entry(area_of(&r.id)).or_default().push(r);
+    }
+
+    let mut junit = Report::new("ipc-conformance");
+    junit.set_time(Duration::from_secs_f64(run.duration_ms.max(0.0) / 1000.0));
+    for (area, results) in suites {
+        let mut suite = TestSuite::new(area);
+        suite.add_properties([
+            Property::new("backend", run.backend.as_str()),
+            Property::new("dialect", run.dialect.as_str()),
+            Property::new("seed", run.seed.to_string()),
+            Property::new("tool_version", run.tool_version.as_str()),
+            Property::new(
+                "git_revision",
+                run.git_revision.as_deref().unwrap_or("unknown"),
+            ),
+        ]);
+        let mut total = 0.0;
+        for r in results {
+            total += r.duration_ms;
+            suite.add_test_case(test_case(r, several_dialects));
+        }
+        suite.set_time(Duration::from_secs_f64(total.max(0.0) / 1000.0));
+        junit.add_test_suite(suite);
+    }
+    junit
+}
+
+fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
+    let status = match r.status {
+        Status::Pass => TestCaseStatus::success(),
+        Status::NotSupported => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(r.message.as_str()).set_type("NotSupported");
+            s
+        }
+        Status::Fail => non_success(NonSuccessKind::Failure, r),
+        Status::Crash | Status::Timeout | Status::Broken => non_success(NonSuccessKind::Error, r),
+    };
+    let name = if several_dialects {
+        format!("{} [{}]", r.id, r.dialect)
+    } else {
+        r.id.clone()
+    };
+    let mut case = TestCase::new(name, status);
+    case.set_classname(format!("{}.{}", r.backend, r.dialect))
+        .set_time(Duration::from_secs_f64(r.duration_ms.max(0.0) / 1000.0));
+    let mut out = format!("{} — {}\n{}\n", r.id, r.title, r.path);
+    if let Some(trace) = &r.trace {
+        out.push_str(&text::trace_text(trace));
+    }
+    case.set_system_out(out);
+    case
+}
+
+fn non_success(kind: NonSuccessKind, r: &ClauseResult) -> TestCaseStatus {
+    let mut s = TestCaseStatus::non_success(kind);
+    s.set_message(r.message.as_str())
+        .set_type(r.status.name())
+        .set_description(r.message.as_str());
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures;
+    use ipc_harness::Dialect;
+
+    #[test]
+    fn junit_has_suites_cases_and_non_success_elements() {
+        let xml = to_string(&fixtures::mixed_run()).unwrap();
+        assert!(xml.starts_with("<?xml"), "{xml}");
+        for name in [
+            "mem.open.refcount",
+            "mem.open.twice",
+            "ctx.peer.needs-two",
+            "ctx.crash.x",
+            "handle.slow.y",
+            "handle.broken.z",
+        ] {
+            assert!(xml.contains(&format!("name=\"{name}\"")), "{name} in {xml}");
+        }
+        assert!(xml.contains("<testsuite name=\"mem\""));
+        assert!(xml.contains("<testsuite name=\"ctx\""));
+        assert!(xml.contains("<failure"));
+        assert_eq!(xml.matches("<error").count(), 3);
+        assert!(xml.contains("<skipped"));
+        assert!(xml.contains("seed 1"));
+        assert!(xml.contains("p = ipc_open h"));
+        // Escaped, not raw.
+        assert!(xml.contains("&lt;&amp;&gt;"));
+
+        // And the XML parses back.
+        let back = Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!(back.tests, 6);
+        assert_eq!(back.failures, 1);
+        assert_eq!(back.errors, 3);
+        assert_eq!(back.test_suites.len(), 3);
+    }
+
+    #[test]
+    fn two_dialects_get_distinct_case_names() {
+        let run = fixtures::run(
+            "sim",
+            "all",
+            vec![
+                fixtures::result("mem.a", Status::Pass, Dialect::Runtime, "sim"),
+                fixtures::result("mem.a", Status::Pass, Dialect::Driver, "sim"),
+            ],
+        );
+        let xml = to_string(&run).unwrap();
+        assert!(xml.contains("name=\"mem.a [runtime]\""));
+        assert!(xml.contains("name=\"mem.a [driver]\""));
+        assert!(xml.contains("classname=\"sim.driver\""));
+    }
+}

@@ -1,0 +1,84 @@
+//! Every clause of the catalogue must Pass on the simulator, in both
+//! dialects.
+//!
+//! `clause` is generated per file by rstest's `#[files]`, which globs at
+//! compile time: a clause file added later is picked up when this test is
+//! rebuilt (`touch conformance/tests/catalogue.rs`). `whole_catalogue` reads
+//! the directory at run time, so it also covers files added since, and checks
+//! what only the whole set can show (duplicate ids).
+
+use ipc_conformance::catalogue::{compiled_in_dir, Catalogue, Clause};
+use ipc_conformance::runner::run_clause;
+use ipc_harness::scenario::ExecOptions;
+use ipc_harness::{Dialect, Status};
+use ipc_mock_driver::{SimBackend, SimConfig};
+use rstest::rstest;
+use std::path::{Path, PathBuf};
+
+const SEED: u64 = 1;
+
+/// The simulator with enough devices for the clause.
+fn simulator_for(clause: &Clause) -> SimBackend {
+    let mut config = SimConfig::default();
+    if let Some(d) = clause.requirements.devices {
+        config.devices = config.devices.max(d);
+    }
+    SimBackend::new(config)
+}
+
+fn load_clause(path: &Path) -> Clause {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    Clause::from_source(&text, path, &path.display().to_string())
+}
+
+fn check(clause: &Clause, dialect: Dialect) -> Result<(), String> {
+    let r = run_clause(
+        clause,
+        &simulator_for(clause),
+        dialect,
+        SEED,
+        ExecOptions::default().step_timeout,
+    );
+    if r.status == Status::Pass {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} [{dialect}] is {} on the simulator: {}",
+            r.id,
+            r.status.name(),
+            r.message
+        ))
+    }
+}
+
+#[rstest]
+fn clause(
+    #[files("clauses/**/*.ipc")] path: PathBuf,
+    #[values(Dialect::Runtime, Dialect::Driver)] dialect: Dialect,
+) {
+    let clause = load_clause(&path);
+    if let Err(message) = check(&clause, dialect) {
+        panic!("{message}");
+    }
+}
+
+#[test]
+fn whole_catalogue() {
+    let cat = Catalogue::load(&compiled_in_dir()).expect("the catalogue loads");
+    let mut failures = Vec::new();
+    for clause in &cat.clauses {
+        for dialect in Dialect::ALL {
+            if let Err(message) = check(clause, dialect) {
+                failures.push(message);
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} clause runs did not pass:\n{}",
+        failures.len(),
+        cat.len() * 2,
+        failures.join("\n")
+    );
+}

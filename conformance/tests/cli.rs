@@ -1,0 +1,389 @@
+//! The `ipc-conformance` binary, run as a user would.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ipc-conformance");
+
+const GOOD: &str = "\
+# id: demo.open.basic
+# title: An importer reads what the exporter wrote
+# kind: specified
+
+devices 1
+process owner device=0
+process peer  device=0
+
+owner: a = malloc 2MiB
+owner: fill a 0xab
+owner: h = ipc_get a
+owner: send h -> peer
+peer:  p = ipc_open h                  => ok
+peer:  read p 0 16                     => bytes ab*16
+peer:  ipc_close p                     => ok
+";
+
+const NEEDS_MANY: &str = "\
+# id: demo.many.devices
+# title: Needs more devices than the simulator has
+# kind: measured
+
+devices 64
+process a device=0
+a: device_count => any
+";
+
+/// A fresh directory under cargo's per-target test scratch space.
+fn scratch(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "cli-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A clause directory: a passing clause, a NotSupported one, and optionally
+/// a failing and a broken one.
+fn clauses(tag: &str, with_bad: bool) -> PathBuf {
+    let dir = scratch(tag).join("clauses");
+    std::fs::create_dir_all(dir.join("demo")).unwrap();
+    std::fs::write(dir.join("demo/basic.ipc"), GOOD).unwrap();
+    std::fs::write(dir.join("demo/many.ipc"), NEEDS_MANY).unwrap();
+    if with_bad {
+        std::fs::write(
+            dir.join("demo/wrong.ipc"),
+            GOOD.replace("bytes ab*16", "bytes cd*16")
+                .replace("demo.open.basic", "demo.open.wrong"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("demo/broken.ipc"),
+            "# title: no id here\n# kind: specified\ndevices 1\nprocess a device=0\n",
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("IPC_CONFORMANCE_CLAUSES")
+        .env("IPC_GIT_REVISION", "test-revision")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn list_shows_the_real_catalogue() {
+    let o = run(&["list"]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("ID") && out.contains("KIND") && out.contains("TITLE"),
+        "{out}"
+    );
+    assert!(out.contains("clauses in"), "{out}");
+    assert!(matches!(code(&o), 0 | 1), "{}", stderr(&o));
+}
+
+#[test]
+fn list_flags_broken_clauses_and_filters() {
+    let dir = clauses("list", true);
+    let o = run(&["list", "--clauses", dir.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(code(&o), 1, "{out}");
+    assert!(out.contains("demo.open.basic"), "{out}");
+    assert!(out.contains("BROKEN"), "{out}");
+    assert!(out.contains("missing metadata 'id'"), "{out}");
+    assert!(out.contains("4 clauses, 1 broken"), "{out}");
+
+    let o = run(&[
+        "list",
+        "--clauses",
+        dir.to_str().unwrap(),
+        "--filter",
+        "demo.open.*",
+        "--json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ids: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["demo.open.basic", "demo.open.wrong"]);
+    assert_eq!(v[0]["requirements"]["devices"], 1);
+    assert_eq!(v[0]["broken"], false);
+}
+
+#[test]
+fn run_writes_the_three_reports_and_exits_0() {
+    let dir = clauses("run", false);
+    let out = scratch("run-out").join("reports");
+    let o = run(&[
+        "run",
+        "--clauses",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--seed",
+        "42",
+    ]);
+    let text = stdout(&o);
+    assert_eq!(code(&o), 0, "{text}{}", stderr(&o));
+    assert!(text.contains("PASS    demo.open.basic"), "{text}");
+    assert!(text.contains("NOTSUP  demo.many.devices"), "{text}");
+    assert!(text.contains("seed 42"), "{text}");
+    for name in ["results.json", "junit.xml", "summary.md"] {
+        assert!(out.join(name).is_file(), "{name}");
+        assert!(!out.join(format!("{name}.tmp")).exists(), "{name}.tmp left");
+    }
+    let v = read_json(&out.join("results.json"));
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["run"]["backend"], "sim");
+    assert_eq!(v["run"]["seed"], 42);
+    assert_eq!(v["run"]["git_revision"], "test-revision");
+    assert_eq!(v["totals"]["Pass"], 1);
+    assert_eq!(v["totals"]["NotSupported"], 1);
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let basic = results
+        .iter()
+        .find(|r| r["id"] == "demo.open.basic")
+        .unwrap();
+    assert_eq!(basic["status"], "Pass");
+    assert_eq!(basic["seed"], 42);
+    assert_eq!(basic["trace"]["steps"].as_array().unwrap().len(), 7);
+    let many = results
+        .iter()
+        .find(|r| r["id"] == "demo.many.devices")
+        .unwrap();
+    assert_eq!(many["status"], "NotSupported");
+    assert!(many["message"].as_str().unwrap().contains("64"), "{many}");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("name=\"demo.open.basic\""), "{junit}");
+    assert!(junit.contains("<skipped"), "{junit}");
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| `demo.open.basic` | specified | ✅ |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn failures_and_broken_clauses_exit_1_with_both_dialects_reported() {
+    let dir = clauses("run-bad", true);
+    let out = scratch("run-bad-out");
+    let o = run(&[
+        "run",
+        "--clauses",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--dialect",
+        "all",
+        "--quiet",
+    ]);
+    let text = stdout(&o);
+    assert_eq!(code(&o), 1, "{text}");
+    assert!(!text.contains("PASS "), "quiet hides passes: {text}");
+    assert!(text.contains("FAIL    demo.open.wrong [runtime]"), "{text}");
+    assert!(text.contains("FAIL    demo.open.wrong [driver]"), "{text}");
+    assert!(text.contains("BROKEN"), "{text}");
+    assert!(text.contains("seed 1"), "{text}");
+    let v = read_json(&out.join("results.json"));
+    assert_eq!(v["run"]["dialect"], "all");
+    assert_eq!(v["results"].as_array().unwrap().len(), 8);
+    assert_eq!(v["totals"]["Fail"], 2);
+    assert_eq!(v["totals"]["Broken"], 2);
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| clause | kind | sim runtime | sim driver |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn scenario_prints_the_trace_and_the_verdict() {
+    let dir = scratch("scenario");
+    let file = dir.join("adhoc.ipc");
+    // No metadata needed for ad-hoc scenarios.
+    std::fs::write(&file, GOOD.lines().skip(4).collect::<Vec<_>>().join("\n")).unwrap();
+    let o = run(&["scenario", file.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}{}", stderr(&o));
+    assert!(out.contains("peer: read p 0 16 -> ok bytes ab*16"), "{out}");
+    assert!(out.contains("✓ bytes ab*16"), "{out}");
+    assert!(out.contains("verdict: Pass"), "{out}");
+}
+
+#[test]
+fn scenario_parse_errors_name_file_line_column_and_exit_1() {
+    let dir = scratch("scenario-bad");
+    let file = dir.join("bad.ipc");
+    std::fs::write(
+        &file,
+        "devices 1\nprocess a device=0\na: x = frobnicate 3\n",
+    )
+    .unwrap();
+    let o = run(&["scenario", file.to_str().unwrap()]);
+    assert_eq!(code(&o), 1);
+    let err = stderr(&o);
+    let expected = format!("{}:3:", file.display());
+    assert!(err.contains(&expected), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn semantics_lists_the_choices() {
+    let o = run(&["semantics"]);
+    assert_eq!(code(&o), 0);
+    let out = stdout(&o);
+    assert!(out.contains("options:"), "{out}");
+}
+
+#[test]
+fn bad_input_is_a_message_and_exit_2() {
+    let dir = clauses("usage", false);
+    let d = dir.to_str().unwrap();
+    let file_in_the_way = scratch("usage-out").join("file");
+    std::fs::write(&file_in_the_way, "x").unwrap();
+    let blocked = file_in_the_way.join("out");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "--clauses", d, "--filter", "demo.[x"],
+        vec!["run", "--clauses", "/nonexistent/ipc/clauses"],
+        vec!["run", "--clauses", d, "--semantics", "nonsense"],
+        vec!["run", "--clauses", d, "--semantics", "no_such_choice=1"],
+        vec!["run", "--clauses", d, "--filter", "nothing.matches"],
+        vec!["run", "--clauses", d, "--out", blocked.to_str().unwrap()],
+        vec!["run", "--backend", "tpu"],
+        vec!["summary", "/nonexistent/results.json"],
+    ];
+    for args in cases {
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(code(&o), 2, "{args:?}: {err}");
+        assert!(!err.is_empty(), "{args:?} printed no reason");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn differential_sim_against_sim_finds_nothing() {
+    let dir = clauses("diff", false);
+    let out = scratch("diff-out");
+    let o = run(&[
+        "differential",
+        "--backend",
+        "sim",
+        "--clauses",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert_eq!(code(&o), 0, "{text}{}", stderr(&o));
+    assert!(text.contains("not compared: demo.many.devices"), "{text}");
+    let v = read_json(&out.join("differential.json"));
+    assert_eq!(v["totals"]["compared"], 1);
+    assert_eq!(v["totals"]["identical"], 1);
+    assert_eq!(v["totals"]["not_compared"], 1);
+    let md = std::fs::read_to_string(out.join("differential.md")).unwrap();
+    assert!(md.contains("## Not compared"), "{md}");
+}
+
+#[test]
+fn summary_combines_results_files() {
+    let dir = clauses("summary", false);
+    let a = scratch("summary-a");
+    let b = scratch("summary-b");
+    for (out, dialect) in [(&a, "runtime"), (&b, "driver")] {
+        let o = run(&[
+            "run",
+            "--clauses",
+            dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--dialect",
+            dialect,
+            "-q",
+        ]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    let md_path = scratch("summary-md").join("combined.md");
+    let o = run(&[
+        "summary",
+        a.join("results.json").to_str().unwrap(),
+        b.join("results.json").to_str().unwrap(),
+        "--out",
+        md_path.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    assert!(
+        md.contains("| clause | kind | sim runtime | sim driver |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| `demo.open.basic` | specified | ✅ | ✅ |"),
+        "{md}"
+    );
+}
+
+/// CI has no GPU: the real backend reports every clause NotSupported with
+/// the reason, and that is a success.
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_without_a_gpu_is_not_supported_everywhere() {
+    let out = scratch("cuda-out");
+    let o = run(&["run", "--backend", "cuda", "--out", out.to_str().unwrap()]);
+    let text = stdout(&o);
+    let v = read_json(&out.join("results.json"));
+    let results = v["results"].as_array().unwrap();
+    assert!(!results.is_empty());
+    if v["run"]["device_count"].as_u64().unwrap_or(0) > 0 {
+        // A machine with a GPU: nothing to check here.
+        return;
+    }
+    assert_eq!(code(&o), 0, "{text}{}", stderr(&o));
+    for r in results {
+        assert_eq!(r["status"], "NotSupported", "{r}");
+        assert!(!r["message"].as_str().unwrap().is_empty(), "{r}");
+        assert_eq!(r["backend"], "cuda");
+    }
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("cuda runtime"), "{md}");
+    assert!(md.contains("⏭"), "{md}");
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn cuda_without_the_feature_is_a_clear_error() {
+    let o = run(&["run", "--backend", "cuda", "--out", "/tmp/unused"]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("`cuda` feature"));
+}
