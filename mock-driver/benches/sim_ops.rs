@@ -53,7 +53,7 @@ fn sim_ops(c: &mut Criterion) {
         })
     });
 
-    // Full map + unmap. VA is never reused within a run, so each batch gets
+    // Full map + unmap. VA is reused after close (va_reuse=lowest-fit), so each batch gets
     // a fresh machine to keep the address window from running out.
     c.bench_function("ipc_open_close", |b| {
         b.iter_batched(

@@ -345,7 +345,7 @@ semantics! {
     open_in_exporter: ErrorKind = ErrorKind::InvalidContext,
         "Error for ipc_open of a handle in the process that exported it";
     dead_handle_error: ErrorKind = ErrorKind::InvalidHandle,
-        "Error for ipc_open of a handle whose exporter exited (or, with freed_export=refused, freed it)";
+        "Error for ipc_open of a handle whose exporter exited and no mapping holds its memory";
     freed_export: FreedExport = FreedExport::Refused,
         "ipc_open of a handle whose block the exporter already freed (refused: InvalidValue)";
     va_reuse: VaReuse = VaReuse::LowestFit,
