@@ -114,8 +114,20 @@ fn cuda_backend() -> Result<Box<dyn Backend>, String> {
     let worker = WorkerCommand::current_exe_subcommand(WORKER_SUBCOMMAND).map_err(|e| {
         format!("--backend cuda: cannot locate this executable to start workers: {e}")
     })?;
-    Ok(Box::new(CudaBackend::new(worker)))
+    let backend = CudaBackend::new(worker);
+    // Pre-started workers per (dialect, device); 0 starts each one on demand.
+    let backend = match std::env::var(WORKER_POOL_ENV) {
+        Ok(v) => backend.with_pool_size(v.trim().parse().map_err(|_| {
+            format!("{WORKER_POOL_ENV}={v}: expected a number of idle workers (0 = no pool)")
+        })?),
+        Err(_) => backend,
+    };
+    Ok(Box::new(backend))
 }
+
+/// Environment variable: idle, pre-initialised workers kept per key (default 6).
+#[cfg(feature = "cuda")]
+pub const WORKER_POOL_ENV: &str = "IPC_CONFORMANCE_WORKER_POOL";
 
 #[cfg(not(feature = "cuda"))]
 fn cuda_backend() -> Result<Box<dyn Backend>, String> {

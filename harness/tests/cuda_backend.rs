@@ -419,3 +419,376 @@ fn the_backend_on_a_host_without_libcuda_is_not_supported() {
         assert_eq!(info.device_count, None);
     }
 }
+
+// --- The worker pool (`CudaBackend::launch`, the pooled path of `start`). ---
+
+/// A scratch directory for one test's log of worker pids.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("ipc-pool-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn log(&self) -> String {
+        self.0.join("pids").display().to_string()
+    }
+
+    /// Every worker started so far, in order: pid and the tag it logged.
+    fn started(&self) -> Vec<(u32, String)> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let (pid, tag) = l.split_once(' ').unwrap_or((l, ""));
+                (pid.parse().unwrap(), tag.to_string())
+            })
+            .collect()
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.started().into_iter().map(|(p, _)| p).collect()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fake worker that logs its pid (and its `CUDA_VISIBLE_DEVICES`) and,
+/// as its position in the log, `$n` (1 for the first worker), then runs `body`.
+fn logging(scratch: &Scratch, body: &str) -> WorkerCommand {
+    let log = scratch.log();
+    fake(&format!(
+        "echo \"$$ ${{CUDA_VISIBLE_DEVICES:-none}}\" >> {log}; \
+         n=$(grep -n \"^$$ \" {log} | cut -d: -f1); {body}"
+    ))
+}
+
+/// Answers `Init` only once it has been sent (a pooled worker must not
+/// answer before it is asked), then serves `Exit`.
+fn polite(d: Dialect) -> String {
+    format!(
+        "{}; {}; {}; {}; exit 0",
+        swallow(&[init(d)]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    )
+}
+
+fn launch_pooled(backend: &CudaBackend, spec: &MachineSpec) -> CudaMachine {
+    match backend.launch(spec) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    }
+}
+
+/// Waits until the pool's idle workers have all answered `Init` (at most 5 s).
+fn settle(scratch: &Scratch, expected_workers: usize) {
+    let t = Instant::now();
+    while scratch.pids().len() < expected_workers && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+#[test]
+fn a_second_start_takes_pooled_workers() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("second-start");
+    let backend = CudaBackend::new(logging(&scratch, &polite(d))).with_pool_size(3);
+    assert_eq!(backend.pool_size(), 3);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+
+    let mut m1 = launch_pooled(&backend, &two);
+    let s = backend.pool_stats();
+    assert_eq!((s.spawned, s.handed_out, s.idle), (3, 0, 3), "{s:?}");
+    assert_eq!(m1.exit(0), Ok(()));
+    assert_eq!(m1.exit(1), Ok(()));
+    settle(&scratch, 5);
+    let before = scratch.pids();
+    assert_eq!(before.len(), 5, "{before:?}");
+
+    let t = Instant::now();
+    let mut m2 = launch_pooled(&backend, &two);
+    let took = t.elapsed();
+    // Both workers came from the pool; two replacements were started.
+    let pids = m2.pids();
+    for pid in &pids {
+        assert!(
+            before[2..].contains(pid),
+            "{pid} was not pooled: {before:?}"
+        );
+        assert!(!m1.pids().contains(pid));
+    }
+    let s = backend.pool_stats();
+    assert_eq!(
+        (s.spawned, s.handed_out, s.discarded, s.idle),
+        (5, 2, 0, 3),
+        "{s:?}"
+    );
+    eprintln!("start with pooled workers took {took:?}");
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+    // Pooled workers take their process's name, and serve as usual.
+    assert_eq!(m2.proxy(0).name(), "a");
+    assert_eq!(m2.proxy(1).name(), "b");
+    assert_eq!(m2.exit(1), Ok(()));
+    assert_eq!(m2.exit(0), Ok(()));
+    assert!(m2.all_reaped());
+    for pid in pids {
+        assert!(gone(pid));
+    }
+}
+
+#[test]
+fn a_pooled_worker_gets_the_step_timeout_and_machine_semantics() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("semantics");
+    // The first worker exits when asked; the pooled one hangs after Init.
+    let script = format!(
+        "{}; {}; [ \"$n\" -gt 1 ] && exec sleep 100; {}; {}; exit 0",
+        swallow(&[init(d)]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    );
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(1);
+    let m1 = launch_pooled(&backend, &spec(d));
+    drop(m1);
+    settle(&scratch, 2);
+    let mut m2 = launch_pooled(&backend, &spec(d));
+    assert_eq!(backend.pool_stats().handed_out, 1);
+    let pid = m2.pids()[0];
+    assert_eq!(pid, scratch.pids()[1]);
+    // Timed out after the scenario's step timeout, not the init timeout.
+    let t = Instant::now();
+    let e = m2.driver(0).device_count().unwrap_err();
+    assert_eq!(
+        e,
+        DriverError::Lost(ProcessLoss::TimedOut { after_ms: 300 })
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(m2.proxy(0).is_reaped());
+    assert!(gone(pid));
+}
+
+#[test]
+fn start_waits_for_no_refill_and_takes_workers_still_initialising() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("no-wait");
+    // The first worker answers at once, every later one after 1 s.
+    let script = format!("[ \"$n\" -gt 1 ] && sleep 1; {}", polite(d));
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(6);
+    let t = Instant::now();
+    let m1 = launch_pooled(&backend, &spec(d));
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(800), "start took {took:?}");
+    assert_eq!(backend.pool_stats().idle, 6);
+    drop(m1);
+    // Taken while still initialising: waited for, not replaced.
+    let mut m2 = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let s = backend.pool_stats();
+    assert_eq!((s.handed_out, s.discarded, s.spawned), (2, 0, 8), "{s:?}");
+    assert!(
+        t.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(m2.exit(0), Ok(()));
+    assert_eq!(m2.exit(1), Ok(()));
+}
+
+#[test]
+fn dead_pooled_workers_are_skipped_and_reaped() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("dead");
+    let backend = CudaBackend::new(logging(&scratch, &polite(d))).with_pool_size(2);
+    let m1 = launch_pooled(&backend, &spec(d));
+    drop(m1);
+    settle(&scratch, 3);
+    let pooled = scratch.pids()[1..].to_vec();
+    for pid in &pooled {
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let mut m2 = launch_pooled(&backend, &spec(d));
+    let pid = m2.pids()[0];
+    assert!(!pooled.contains(&pid), "a dead worker was handed out");
+    let s = backend.pool_stats();
+    assert_eq!((s.handed_out, s.discarded, s.idle), (0, 2, 2), "{s:?}");
+    // Reaped, not left zombies.
+    for pid in pooled {
+        assert!(gone(pid), "pooled worker {pid} left behind");
+    }
+    assert_eq!(m2.exit(0), Ok(()));
+}
+
+#[test]
+fn a_pooled_worker_that_speaks_unasked_is_discarded() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("unasked");
+    // Later workers answer a request that was never sent.
+    let script = format!(
+        "{}; {}; [ \"$n\" -gt 1 ] && {}; {}; {}; exit 0",
+        swallow(&[init(d)]),
+        answer(&[ok()]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    );
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(1);
+    drop(launch_pooled(&backend, &spec(d)));
+    settle(&scratch, 2);
+    let pooled = scratch.pids()[1];
+    let m2 = launch_pooled(&backend, &spec(d));
+    assert_ne!(m2.pids()[0], pooled);
+    assert_eq!(backend.pool_stats().discarded, 1);
+    assert!(gone(pooled));
+}
+
+#[test]
+fn pooled_workers_that_fail_init_are_replaced_and_not_respawned() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("fail-init");
+    // Workers 1, 2 and from 5 on answer Init; 3 and 4 (the pool) fail it,
+    // late enough to be handed out still initialising.
+    let script = format!(
+        "{}; if [ \"$n\" -eq 3 ] || [ \"$n\" -eq 4 ]; then sleep 0.3; {}; exec sleep 100; fi; {}; {}; {}; exit 0",
+        swallow(&[init(d)]),
+        answer(&[Err(WireError::Api(101))]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    );
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(2);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    drop(launch_pooled(&backend, &two));
+    assert_eq!(backend.pool_stats().spawned, 2);
+    // Both pooled workers are taken, fail, and are replaced by fresh ones.
+    let mut m2 = launch_pooled(&backend, &two);
+    let started = scratch.pids();
+    assert_eq!(m2.pids(), started[4..6].to_vec(), "{started:?}");
+    for pid in &started[2..4] {
+        assert!(gone(*pid), "failed worker {pid} left behind");
+    }
+    let s = backend.pool_stats();
+    assert_eq!((s.handed_out, s.discarded), (0, 2), "{s:?}");
+    assert_eq!(m2.exit(0), Ok(()));
+    assert_eq!(m2.exit(1), Ok(()));
+}
+
+#[test]
+fn a_key_whose_pooled_init_fails_is_no_longer_refilled() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("unwanted");
+    // Only the first worker can make its device current.
+    let script = format!(
+        "{}; if [ \"$n\" -gt 1 ]; then {}; else {}; fi; {}; {}; exit 0",
+        swallow(&[init(d)]),
+        answer(&[Err(WireError::Api(101))]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    );
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(3);
+    drop(launch_pooled(&backend, &spec(d)));
+    settle(&scratch, 4);
+    match backend.launch(&spec(d)) {
+        Err(StartError::NotSupported(msg)) => assert!(msg.contains("'a'"), "{msg}"),
+        other => panic!("expected NotSupported, got {:?}", other.err()),
+    }
+    let s = backend.pool_stats();
+    // The three failures were discarded; nothing was started in their place.
+    assert_eq!((s.spawned, s.discarded, s.idle), (3, 3, 0), "{s:?}");
+    assert_eq!(scratch.pids().len(), 5);
+}
+
+#[test]
+fn pooled_workers_match_dialect_device_and_visible_devices() {
+    if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some() {
+        eprintln!("this host sets CUDA_VISIBLE_DEVICES: skipped");
+        return;
+    }
+    let scratch = Scratch::new("keys");
+    // Each worker checks that Init is for the dialect its env says.
+    let script = format!(
+        "if [ \"$CUDA_VISIBLE_DEVICES\" = 0 ]; then {}; else {}; fi; {}; {}; {}; exit 0",
+        swallow(&[init(Dialect::Runtime)]),
+        swallow(&[init(Dialect::Driver)]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    );
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(1);
+    let plain = spec_of(Dialect::Driver, &[("a", None)]);
+    let visible = spec_of(Dialect::Runtime, &[("v", Some(vec![0]))]);
+    drop(launch_pooled(&backend, &plain));
+    settle(&scratch, 2);
+    // Another key: nothing pooled for it yet.
+    let mut m = launch_pooled(&backend, &visible);
+    assert_eq!(backend.pool_stats().handed_out, 0);
+    assert_eq!(m.exit(0), Ok(()));
+    settle(&scratch, 4);
+    let mut mv = launch_pooled(&backend, &visible);
+    let mut mp = launch_pooled(&backend, &plain);
+    assert_eq!(backend.pool_stats().handed_out, 2);
+    let started = scratch.started();
+    let tag = |pid: u32| started.iter().find(|(p, _)| *p == pid).unwrap().1.clone();
+    assert_eq!(tag(mv.pids()[0]), "0");
+    assert_eq!(tag(mp.pids()[0]), "none");
+    assert_eq!(mv.exit(0), Ok(()));
+    assert_eq!(mp.exit(0), Ok(()));
+}
+
+#[test]
+fn dropping_the_backend_kills_and_reaps_idle_workers() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("drop");
+    // The first worker exits when asked; the pooled ones ignore everything.
+    let script = format!(
+        "{}; {}; [ \"$n\" -gt 1 ] && exec sleep 100; {}; {}; exit 0",
+        swallow(&[init(d)]),
+        answer(&[ok()]),
+        swallow(&[Request::Exit]),
+        answer(&[ok()])
+    );
+    let backend = CudaBackend::new(logging(&scratch, &script)).with_pool_size(4);
+    drop(launch_pooled(&backend, &spec_of(d, &[("a", None)])));
+    // Some still initialising, some idle.
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Instant::now();
+    drop(backend);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    let pids = scratch.pids();
+    assert_eq!(pids.len(), 5, "{pids:?}");
+    for pid in pids {
+        assert!(gone(pid), "worker {pid} left behind");
+    }
+}
+
+#[test]
+fn a_pool_of_zero_starts_only_what_start_needs() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("zero");
+    let backend = CudaBackend::new(logging(&scratch, &polite(d))).with_pool_size(0);
+    for _ in 0..2 {
+        let mut m = launch_pooled(&backend, &spec(d));
+        assert_eq!(m.exit(0), Ok(()));
+    }
+    assert_eq!(scratch.pids().len(), 2);
+    assert_eq!(backend.pool_stats(), Default::default());
+    assert_eq!(
+        CudaBackend::new(fake("exit 0")).pool_size(),
+        ipc_harness::cuda::DEFAULT_POOL_SIZE
+    );
+}

@@ -1,6 +1,7 @@
 //! [`CudaBackend`]: probing the host once, checking a scenario's needs, and
 //! starting [`CudaMachine`]s.
 
+use super::pool::{PoolStats, WorkerPool, DEFAULT_POOL_SIZE};
 use super::process::{CudaMachine, WorkerProxy};
 use super::protocol::{ProbeReport, Reply, Request};
 use crate::errors::{ApiError, Dialect};
@@ -8,7 +9,7 @@ use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError};
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 /// How long the probe worker may take (`cuInit` on a cold multi-GPU host
@@ -58,23 +59,71 @@ pub enum ProbeOutcome {
 
 /// The real CUDA backend: each scenario process is a worker OS process
 /// speaking the runtime or driver API (see the [module docs](super)).
+///
+/// It keeps a pool of workers started and initialised ahead of time (see
+/// [`with_pool_size`](Self::with_pool_size)); dropping the backend kills and
+/// reaps the idle ones.
 pub struct CudaBackend {
     worker: WorkerCommand,
     probe: OnceLock<ProbeOutcome>,
+    pool: Mutex<WorkerPool>,
 }
 
 impl CudaBackend {
     /// A backend whose workers run `worker` (usually
-    /// `WorkerCommand::current_exe_subcommand("worker")`). Starts nothing.
+    /// `WorkerCommand::current_exe_subcommand("worker")`), with a pool of
+    /// [`DEFAULT_POOL_SIZE`] workers per key. Starts nothing.
     pub fn new(worker: WorkerCommand) -> CudaBackend {
         CudaBackend {
             worker,
             probe: OnceLock::new(),
+            pool: Mutex::new(WorkerPool::new(DEFAULT_POOL_SIZE)),
         }
+    }
+
+    /// Keeps up to `n` idle workers ready per key (dialect, device made
+    /// current, `CUDA_VISIBLE_DEVICES`) seen in a started machine; 0 turns
+    /// the pool off (every worker is started by the `start` that needs it).
+    ///
+    /// Each pooled worker still serves exactly one machine and exits with
+    /// it; after each `start` the pool starts replacements and sends them
+    /// `Init` without waiting for the answers, so that their contexts are
+    /// created while the scenario runs. Each idle worker holds a CUDA
+    /// context (device memory) until it is used or the backend is dropped.
+    pub fn with_pool_size(self, n: usize) -> CudaBackend {
+        CudaBackend {
+            pool: Mutex::new(WorkerPool::new(n)),
+            ..self
+        }
+    }
+
+    /// Idle workers kept ready per key (0: no pool).
+    pub fn pool_size(&self) -> usize {
+        self.lock_pool().size()
+    }
+
+    /// The pool's counters so far.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.lock_pool().stats()
+    }
+
+    fn lock_pool(&self) -> MutexGuard<'_, WorkerPool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn worker(&self) -> &WorkerCommand {
         &self.worker
+    }
+
+    /// Starts a machine for `spec` as [`start`](Backend::start) does after
+    /// probing and checking the requirements: like
+    /// [`CudaMachine::launch`], but taking initialised workers from the pool
+    /// where it has some for a process, then refilling the pool. Public so
+    /// that tests can drive fake workers through the pooled path.
+    pub fn launch(&self, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
+        let mut pool = self.lock_pool();
+        let pool = (pool.size() > 0).then_some(&mut *pool);
+        CudaMachine::launch_with(&self.worker, spec, pool)
     }
 
     /// Whether this process can load `libcuda` (a `dlopen` of cudarc's
@@ -207,7 +256,7 @@ impl Backend for CudaBackend {
             ProbeOutcome::Failed(m) => Err(StartError::Harness(m.clone())),
             ProbeOutcome::Report(report) => {
                 check_requirements(report, spec)?;
-                Ok(Box::new(CudaMachine::launch(&self.worker, spec)?))
+                Ok(Box::new(self.launch(spec)?))
             }
         }
     }

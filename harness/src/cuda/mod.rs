@@ -37,6 +37,19 @@
 //!   then sends every `Init` (dialect, device to make current) before
 //!   waiting for any answer: context creation, hundreds of milliseconds per
 //!   process, overlaps.
+//! - **Start-up overlaps with the scenarios.** [`CudaBackend`] keeps a pool
+//!   of workers started and sent `Init` ahead of time, keyed by what `Init`
+//!   fixes (dialect, device made current, `CUDA_VISIBLE_DEVICES`), up to
+//!   [`CudaBackend::with_pool_size`] idle ones per key seen in a started
+//!   machine ([`DEFAULT_POOL_SIZE`]; 0 turns it off). `start` takes
+//!   initialised workers where the pool has some (waiting, if need be, for
+//!   one still initialising: it started before a fresh one could), starts
+//!   fresh ones for the rest, then starts replacements without waiting for
+//!   their answers. Isolation is kept: a worker serves exactly one machine
+//!   and exits with it; a pooled worker that died, failed `Init` or sent
+//!   anything unasked is discarded, and one that fails at hand-out is
+//!   replaced by a fresh one. Dropping the backend kills and reaps the idle
+//!   workers.
 //! - **Crashes and hangs are observations.** Every call waits at most the
 //!   scenario's `step_timeout`. A worker that dies is reaped and the call
 //!   returns `Lost(Crashed { signal, exit_code, detail })` (the detail ends
@@ -64,6 +77,7 @@
 
 mod backend;
 mod ffi;
+mod pool;
 mod process;
 pub mod protocol;
 pub mod worker;
@@ -72,6 +86,7 @@ pub use backend::{
     check_requirements, child_visible_devices, kernel_driver_version, parse_nvidia_version,
     version_string, CudaBackend, ProbeOutcome, WorkerCommand, NO_LIBCUDA, PROBE_TIMEOUT,
 };
+pub use pool::{PoolStats, DEFAULT_POOL_SIZE};
 pub use process::{CudaMachine, WorkerProxy, MIN_INIT_TIMEOUT, SHUTDOWN_GRACE, WORKER_FD};
 pub use protocol::{ProbeReport, Reply, Request, Response, WireError};
 pub use worker::{worker_main, EXIT_BAD_SETUP, EXIT_PROTOCOL, WORKER_FD_ENV};

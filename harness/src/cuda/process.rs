@@ -1,5 +1,6 @@
 //! The parent's side: worker processes, their RPC proxies, and the machine.
 
+use super::pool::{WorkerKey, WorkerPool};
 use super::protocol::{
     recv_frame, send_message, ProtocolError, Reply, Request, Response, WireError,
 };
@@ -10,14 +11,14 @@ use crate::driver::{
     FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo, ProcessLoss,
 };
 use crate::errors::{ApiError, Dialect};
-use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, StartError};
+use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, ProcessSpec, StartError};
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -364,6 +365,56 @@ impl WorkerProxy {
         }
     }
 
+    /// `SIGKILL` without waiting (the proxy's drop reaps it).
+    pub(crate) fn start_kill(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+        }
+    }
+
+    /// Gives a pooled worker its scenario process's name and step timeout.
+    pub(crate) fn assign(&mut self, name: &str, timeout: Duration) {
+        self.name = name.to_string();
+        self.timeout = timeout;
+    }
+
+    /// The answer to an `Init` sent earlier, without waiting: `None` while
+    /// none has come, `Some(true)` for success, `Some(false)` for anything
+    /// else (an error, another answer, a garbled frame, the end of the stream).
+    pub(crate) fn poll_init(&mut self) -> Option<bool> {
+        if !matches!(self.state, State::Running) || self.child.is_none() {
+            return Some(false);
+        }
+        match self.replies.try_recv() {
+            Err(TryRecvError::Empty) => None,
+            Ok(Ok((payload, _fds))) => Some(matches!(
+                serde_json::from_slice::<Response>(&payload),
+                Ok(Ok(Reply::Unit))
+            )),
+            Ok(Err(_)) | Err(TryRecvError::Disconnected) => Some(false),
+        }
+    }
+
+    /// Whether an initialised worker waiting for requests still runs and
+    /// has sent nothing unasked (a worker that exited is reaped here).
+    pub(crate) fn idle_and_alive(&mut self) -> bool {
+        if !matches!(self.state, State::Running) {
+            return false;
+        }
+        let Some(child) = self.child.as_mut() else {
+            return false;
+        };
+        match child.try_wait() {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                self.child = None;
+                return false;
+            }
+            Err(_) => return false,
+        }
+        matches!(self.replies.try_recv(), Err(TryRecvError::Empty))
+    }
+
     /// `SIGKILL`, then wait.
     fn kill_and_reap(&mut self) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
@@ -632,8 +683,9 @@ pub struct CudaMachine {
 
 impl CudaMachine {
     /// Starts one worker per process of `spec` and initialises them all at
-    /// once (dialect, current device), without checking for CUDA first:
-    /// [`CudaBackend::start`](super::CudaBackend) does that, then calls this.
+    /// once (dialect, current device), without checking for CUDA first and
+    /// without a pool: [`CudaBackend::start`](super::CudaBackend) checks,
+    /// then does the same through its pool ([`CudaBackend::launch`](super::CudaBackend::launch)).
     /// Public so that tests can drive fake workers through the real code path.
     ///
     /// Each worker gets `CUDA_VISIBLE_DEVICES` when its process names
@@ -647,43 +699,118 @@ impl CudaMachine {
     /// answers nonsense is a `Harness` error. Workers already started are
     /// shut down on failure.
     pub fn launch(worker: &WorkerCommand, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
+        Self::launch_with(worker, spec, None)
+    }
+
+    /// [`launch`](Self::launch), taking initialised workers from `pool`
+    /// where it has some for a process, then refilling the pool (see
+    /// `pool.rs`). Without a pool (or with an empty one) it is
+    /// exactly `launch`.
+    pub(crate) fn launch_with(
+        worker: &WorkerCommand,
+        spec: &MachineSpec,
+        mut pool: Option<&mut WorkerPool>,
+    ) -> Result<CudaMachine, StartError> {
         let base_env = super::backend::worker_env();
         let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let plans = spec
+            .processes
+            .iter()
+            .map(|p| plan(p, spec.dialect, &base_env, parent_visible.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(pool) = pool.as_deref_mut() {
+            pool.sweep();
+        }
+        let result = Self::start_workers(worker, spec, &plans, pool.as_deref_mut());
+        if let Some(pool) = pool {
+            if result.is_ok() {
+                for (key, _) in &plans {
+                    pool.want(key);
+                }
+            }
+            pool.refill(worker, &base_env, parent_visible.as_deref());
+        }
+        result
+    }
+
+    fn start_workers(
+        worker: &WorkerCommand,
+        spec: &MachineSpec,
+        plans: &[(WorkerKey, Vec<(OsString, OsString)>)],
+        mut pool: Option<&mut WorkerPool>,
+    ) -> Result<CudaMachine, StartError> {
+        /// Where a worker's `Init` stands.
+        enum Init {
+            /// Pooled, answered already.
+            Answered,
+            /// Pooled, sent at this time, answer not read yet.
+            Pooled(Instant),
+            /// Fresh, not sent yet.
+            ToSend,
+            /// Fresh, sent: the answer is due by this time.
+            Due(Instant),
+        }
+        let init_timeout = spec.step_timeout.max(MIN_INIT_TIMEOUT);
         let mut machine = CudaMachine {
             procs: Vec::with_capacity(spec.processes.len()),
         };
-        for p in &spec.processes {
-            let mut env = base_env.clone();
-            if let Some(visible) = &p.visible_devices {
-                let value =
-                    super::backend::child_visible_devices(parent_visible.as_deref(), visible)
-                        .map_err(|e| {
-                            StartError::NotSupported(format!("process '{}': {e}", p.name))
-                        })?;
-                env.push(("CUDA_VISIBLE_DEVICES".into(), value.into()));
+        let mut init = Vec::with_capacity(spec.processes.len());
+        for (p, (key, env)) in spec.processes.iter().zip(plans) {
+            match pool.as_deref_mut().and_then(|pool| pool.claim(key)) {
+                Some(claimed) => {
+                    machine.procs.push(claimed.proxy);
+                    init.push(claimed.init_sent.map_or(Init::Answered, Init::Pooled));
+                }
+                None => {
+                    machine.procs.push(spawn_worker(worker, spec, p, env)?);
+                    init.push(Init::ToSend);
+                }
             }
-            let proxy = WorkerProxy::spawn(&p.name, spec.dialect, spec.step_timeout, worker, &env)
-                .map_err(|e| {
-                    StartError::Harness(format!(
-                        "cannot start the worker for process '{}' ({}): {e}",
-                        p.name,
-                        worker.program.display()
-                    ))
-                })?;
-            machine.procs.push(proxy);
         }
-        // All workers create their contexts at the same time.
-        for (proxy, p) in machine.procs.iter_mut().zip(&spec.processes) {
-            proxy
-                .send(&Request::Init {
-                    dialect: spec.dialect,
-                    device: p.device,
-                })
-                .map_err(|e| init_error(p.device, spec.dialect, &p.name, e))?;
+        // All fresh workers create their contexts at the same time.
+        for ((proxy, p), state) in machine.procs.iter_mut().zip(&spec.processes).zip(&mut init) {
+            if matches!(state, Init::ToSend) {
+                send_init(proxy, spec, p)?;
+            }
         }
-        let deadline = Instant::now() + spec.step_timeout.max(MIN_INIT_TIMEOUT);
-        for (proxy, p) in machine.procs.iter_mut().zip(&spec.processes) {
-            let left = deadline.saturating_duration_since(Instant::now());
+        let deadline = Instant::now() + init_timeout;
+        for state in &mut init {
+            if matches!(state, Init::ToSend) {
+                *state = Init::Due(deadline);
+            }
+        }
+        // Pooled workers: wait for those still initialising (they started
+        // before any fresh one could); replace any that fails.
+        for (i, (p, (_, env))) in spec.processes.iter().zip(plans).enumerate() {
+            let proxy = &mut machine.procs[i];
+            let ok = match init[i] {
+                Init::Answered => true,
+                Init::Pooled(sent) => {
+                    let left = (sent + init_timeout).saturating_duration_since(Instant::now());
+                    matches!(proxy.await_reply("init", left), Ok(Reply::Unit))
+                }
+                Init::ToSend | Init::Due(_) => continue,
+            };
+            if ok && proxy.idle_and_alive() {
+                proxy.assign(&p.name, spec.step_timeout);
+                if let Some(pool) = pool.as_deref_mut() {
+                    pool.note_handed_out();
+                }
+                continue;
+            }
+            if let Some(pool) = pool.as_deref_mut() {
+                pool.note_discarded(&plans[i].0);
+            }
+            // The failed worker is dropped here: killed and reaped.
+            machine.procs[i] = spawn_worker(worker, spec, p, env)?;
+            send_init(&mut machine.procs[i], spec, p)?;
+            init[i] = Init::Due(Instant::now() + init_timeout);
+        }
+        for ((proxy, p), state) in machine.procs.iter_mut().zip(&spec.processes).zip(&init) {
+            let Init::Due(due) = *state else {
+                continue;
+            };
+            let left = due.saturating_duration_since(Instant::now());
             match proxy.await_reply("init", left) {
                 Ok(Reply::Unit) => {}
                 Ok(other) => {
@@ -712,6 +839,61 @@ impl CudaMachine {
     pub fn all_reaped(&self) -> bool {
         self.procs.iter().all(|p| p.is_reaped())
     }
+}
+
+/// The pool key and the added environment of the worker for process `p`:
+/// `CUDA_VISIBLE_DEVICES` when it names `visible_devices` (translated
+/// through the parent's own `CUDA_VISIBLE_DEVICES`, if set).
+fn plan(
+    p: &ProcessSpec,
+    dialect: Dialect,
+    base_env: &[(OsString, OsString)],
+    parent_visible: Option<&str>,
+) -> Result<(WorkerKey, Vec<(OsString, OsString)>), StartError> {
+    let mut env = base_env.to_vec();
+    let visible = match &p.visible_devices {
+        Some(visible) => {
+            let value = super::backend::child_visible_devices(parent_visible, visible)
+                .map_err(|e| StartError::NotSupported(format!("process '{}': {e}", p.name)))?;
+            env.push(("CUDA_VISIBLE_DEVICES".into(), value.clone().into()));
+            Some(value)
+        }
+        None => parent_visible.map(str::to_string),
+    };
+    let key = WorkerKey {
+        dialect,
+        device: p.device,
+        visible,
+    };
+    Ok((key, env))
+}
+
+fn spawn_worker(
+    worker: &WorkerCommand,
+    spec: &MachineSpec,
+    p: &ProcessSpec,
+    env: &[(OsString, OsString)],
+) -> Result<WorkerProxy, StartError> {
+    WorkerProxy::spawn(&p.name, spec.dialect, spec.step_timeout, worker, env).map_err(|e| {
+        StartError::Harness(format!(
+            "cannot start the worker for process '{}' ({}): {e}",
+            p.name,
+            worker.program.display()
+        ))
+    })
+}
+
+fn send_init(
+    proxy: &mut WorkerProxy,
+    spec: &MachineSpec,
+    p: &ProcessSpec,
+) -> Result<(), StartError> {
+    proxy
+        .send(&Request::Init {
+            dialect: spec.dialect,
+            device: p.device,
+        })
+        .map_err(|e| init_error(p.device, spec.dialect, &p.name, e))
 }
 
 fn init_error(device: u32, dialect: Dialect, name: &str, e: DriverError) -> StartError {

@@ -1,0 +1,269 @@
+//! The worker pool of [`CudaBackend`](super::CudaBackend): workers started
+//! and sent `Init` ahead of time, so that a machine usually starts with
+//! workers whose CUDA context already exists.
+//!
+//! - **Keyed by what `Init` fixes**: the dialect, the device made current,
+//!   and the `CUDA_VISIBLE_DEVICES` the worker sees ([`WorkerKey`]). A
+//!   worker is only handed out for a process with the same key.
+//! - **One machine per worker.** A worker leaves the pool when it is handed
+//!   out and never comes back: it serves that one machine and exits with it.
+//!   The pool only starts replacements ahead of time.
+//! - **Never waits on a refill.** [`WorkerPool::refill`] spawns the missing
+//!   workers and sends each its `Init` at once, without waiting for any
+//!   answer: contexts are created while the scenario runs. The answers are
+//!   read later, without blocking ([`WorkerPool::sweep`]), or, for a worker
+//!   handed out before it answered, by the launch that takes it (still
+//!   sooner than a fresh worker would answer).
+//! - **Only healthy workers are handed out.** A pooled worker that died,
+//!   answered `Init` with an error or anything else, or sent something
+//!   unasked is discarded (killed and reaped); one that fails while being
+//!   handed out is replaced by a fresh worker (see
+//!   [`CudaMachine::launch`](super::CudaMachine::launch) for the semantics,
+//!   which are those of a launch without a pool).
+//! - **Nothing leaks.** Dropping the pool (with its backend) kills every
+//!   idle worker, then reaps them all. Were the parent to die instead, each
+//!   idle worker sees its socket close and exits.
+
+use super::process::{WorkerProxy, MIN_INIT_TIMEOUT};
+use super::protocol::Request;
+use super::WorkerCommand;
+use crate::errors::Dialect;
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::time::Instant;
+
+/// Idle workers kept ready per key unless
+/// [`CudaBackend::with_pool_size`](super::CudaBackend::with_pool_size) says
+/// otherwise.
+pub const DEFAULT_POOL_SIZE: usize = 6;
+
+/// The process name of a worker while it waits in the pool (it takes its
+/// scenario process's name when handed out).
+const POOLED_NAME: &str = "(pooled worker)";
+
+/// What `Init` and the environment fix in a worker: only a worker with the
+/// same key can serve a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WorkerKey {
+    pub dialect: Dialect,
+    /// The device `Init` makes current (in the worker's own numbering).
+    pub device: u32,
+    /// The `CUDA_VISIBLE_DEVICES` the worker sees: the process's own
+    /// (translated) `visible_devices`, or else the parent's, if set.
+    pub visible: Option<String>,
+}
+
+/// Counters of a backend's pool, for tests and reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Workers the pool started ahead of time.
+    pub spawned: u64,
+    /// Pooled workers that went to a machine.
+    pub handed_out: u64,
+    /// Pooled workers thrown away: died, failed `Init`, or failed at hand-out.
+    pub discarded: u64,
+    /// Workers waiting in the pool now (initialised or still initialising).
+    pub idle: usize,
+}
+
+/// One worker waiting in the pool.
+struct Idle {
+    proxy: WorkerProxy,
+    /// When `Init` was sent, while its answer has not been read.
+    init_sent: Option<Instant>,
+}
+
+struct Entry {
+    key: WorkerKey,
+    /// Whether to keep workers ready for this key: set when a machine
+    /// started with it, cleared when a pooled worker fails its `Init` (so
+    /// that a key that cannot be initialised does not spawn over and over).
+    wanted: bool,
+    /// Oldest first.
+    idle: VecDeque<Idle>,
+}
+
+/// A pooled worker taken for a process.
+pub(crate) struct Claimed {
+    pub proxy: WorkerProxy,
+    /// When its `Init` was sent, if its answer has not been read yet.
+    pub init_sent: Option<Instant>,
+}
+
+pub(crate) struct WorkerPool {
+    size: usize,
+    entries: Vec<Entry>,
+    stats: PoolStats,
+}
+
+impl WorkerPool {
+    pub fn new(size: usize) -> WorkerPool {
+        WorkerPool {
+            size,
+            entries: Vec::new(),
+            stats: PoolStats::default(),
+        }
+    }
+
+    /// Workers kept ready per key (0: no pool).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            idle: self.entries.iter().map(|e| e.idle.len()).sum(),
+            ..self.stats
+        }
+    }
+
+    fn entry(&mut self, key: &WorkerKey) -> &mut Entry {
+        let i = match self.entries.iter().position(|e| &e.key == key) {
+            Some(i) => i,
+            None => {
+                self.entries.push(Entry {
+                    key: key.clone(),
+                    wanted: false,
+                    idle: VecDeque::new(),
+                });
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i]
+    }
+
+    /// Reads the `Init` answers that have come (without waiting) and
+    /// discards every worker that failed or died.
+    pub fn sweep(&mut self) {
+        let mut discarded = 0;
+        for entry in &mut self.entries {
+            let mut failed_init = false;
+            entry.idle.retain_mut(|w| {
+                let keep = match w.init_sent {
+                    None => w.proxy.idle_and_alive(),
+                    Some(_) => match w.proxy.poll_init() {
+                        None => true,
+                        Some(true) => {
+                            w.init_sent = None;
+                            w.proxy.idle_and_alive()
+                        }
+                        Some(false) => {
+                            failed_init = true;
+                            false
+                        }
+                    },
+                };
+                discarded += u64::from(!keep);
+                keep
+            });
+            if failed_init {
+                entry.wanted = false;
+            }
+        }
+        self.stats.discarded += discarded;
+    }
+
+    /// Takes an idle worker for `key`: one that has answered `Init` if there
+    /// is one, else the one that has been initialising longest.
+    pub fn claim(&mut self, key: &WorkerKey) -> Option<Claimed> {
+        let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
+        let i = entry
+            .idle
+            .iter()
+            .position(|w| w.init_sent.is_none())
+            .unwrap_or(0);
+        let w = entry.idle.remove(i)?;
+        Some(Claimed {
+            proxy: w.proxy,
+            init_sent: w.init_sent,
+        })
+    }
+
+    /// A claimed worker went to a machine.
+    pub fn note_handed_out(&mut self) {
+        self.stats.handed_out += 1;
+    }
+
+    /// A worker claimed for `key` failed at hand-out (it is dropped: killed
+    /// and reaped). The key is no longer refilled until a machine starts
+    /// with it again.
+    pub fn note_discarded(&mut self, key: &WorkerKey) {
+        self.stats.discarded += 1;
+        if let Some(e) = self.entries.iter_mut().find(|e| &e.key == key) {
+            e.wanted = false;
+        }
+    }
+
+    /// A machine started with a process of `key`: keep workers ready for it.
+    pub fn want(&mut self, key: &WorkerKey) {
+        if self.size > 0 {
+            self.entry(key).wanted = true;
+        }
+    }
+
+    /// Starts workers until every wanted key has [`size`](Self::size) idle
+    /// ones, sending each its `Init` as soon as it runs; waits for no answer.
+    ///
+    /// `base_env` is what every worker gets; `parent_visible` the parent's
+    /// `CUDA_VISIBLE_DEVICES` now (a key without `CUDA_VISIBLE_DEVICES` is
+    /// not refilled while the parent has one: its workers would inherit it).
+    pub fn refill(
+        &mut self,
+        worker: &WorkerCommand,
+        base_env: &[(OsString, OsString)],
+        parent_visible: Option<&str>,
+    ) {
+        let size = self.size;
+        let mut spawned = 0;
+        for entry in &mut self.entries {
+            if !entry.wanted || (entry.key.visible.is_none() && parent_visible.is_some()) {
+                continue;
+            }
+            let mut env = base_env.to_vec();
+            if let Some(v) = &entry.key.visible {
+                env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
+            }
+            while entry.idle.len() < size {
+                let Ok(mut proxy) = WorkerProxy::spawn(
+                    POOLED_NAME,
+                    entry.key.dialect,
+                    MIN_INIT_TIMEOUT,
+                    worker,
+                    &env,
+                ) else {
+                    // Cannot start workers now: the launch will say why.
+                    break;
+                };
+                spawned += 1;
+                let init = Request::Init {
+                    dialect: entry.key.dialect,
+                    device: entry.key.device,
+                };
+                if proxy.send(&init).is_err() {
+                    // Died at once: dropping it reaps it.
+                    self.stats.discarded += 1;
+                    break;
+                }
+                entry.idle.push_back(Idle {
+                    proxy,
+                    init_sent: Some(Instant::now()),
+                });
+            }
+        }
+        self.stats.spawned += spawned;
+    }
+}
+
+impl Drop for WorkerPool {
+    /// Kills every idle worker first, then reaps them (so that they end
+    /// together, not one after the other).
+    fn drop(&mut self) {
+        for entry in &mut self.entries {
+            for w in &mut entry.idle {
+                w.proxy.start_kill();
+            }
+        }
+        // Dropping a proxy kills (again, harmlessly) and waits.
+        self.entries.clear();
+    }
+}
