@@ -390,6 +390,13 @@ fn print_run_footer(report: &RunReport, out: &Path) {
         run.dialect,
         run.seed
     );
+    let (start, steps, shutdown) = runner::time_split(&report.results);
+    say!(
+        "time: machine start {}, steps {}, shutdown {}",
+        sysinfo::human_ms(start),
+        sysinfo::human_ms(steps),
+        sysinfo::human_ms(shutdown)
+    );
     say!(
         "reports: {} (results.json, junit.xml, summary.md)",
         out.display()

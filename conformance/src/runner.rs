@@ -114,6 +114,22 @@ pub fn totals(results: &[ClauseResult]) -> BTreeMap<String, usize> {
     t
 }
 
+/// Milliseconds spent starting machines (processes and contexts), running
+/// steps, and shutting machines down, over all results.
+pub fn time_split(results: &[ClauseResult]) -> (f64, f64, f64) {
+    results
+        .iter()
+        .filter_map(|r| r.trace.as_ref())
+        .fold((0.0, 0.0, 0.0), |(a, b, c), t| {
+            let ms = |us: u64| us as f64 / 1000.0;
+            (
+                a + ms(t.timing.start_us),
+                b + ms(t.timing.steps_us),
+                c + ms(t.timing.shutdown_us),
+            )
+        })
+}
+
 pub fn totals_line(results: &[ClauseResult]) -> String {
     let t = totals(results);
     let parts: Vec<String> = ALL_STATUSES

@@ -74,6 +74,9 @@ impl StepOutcome {
     pub fn same_observation(&self, other: &StepOutcome) -> bool {
         match (self, other) {
             (StepOutcome::Error { code: a, .. }, StepOutcome::Error { code: b, .. }) => a == b,
+            // The details name pids and backends; dying is the observation.
+            (StepOutcome::Crash { .. }, StepOutcome::Crash { .. })
+            | (StepOutcome::Timeout { .. }, StepOutcome::Timeout { .. }) => true,
             (a, b) => a == b,
         }
     }
@@ -91,6 +94,9 @@ pub struct StepRecord {
     pub outcome: StepOutcome,
     /// `None` when the step had no expectation to check; otherwise whether it held.
     pub check: Option<CheckResult>,
+    /// Wall time of the call, in microseconds (not compared between backends).
+    #[serde(default)]
+    pub elapsed_us: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +115,18 @@ pub struct Trace {
     pub hazard_checks: Vec<CheckResult>,
     /// `None` on backends without a hazard log.
     pub hazards: Option<Vec<Hazard>>,
+    /// Where the wall time went (not compared between backends).
+    #[serde(default)]
+    pub timing: Timing,
+}
+
+/// Wall time of one execution, in microseconds: starting the machine (real
+/// backend: processes and contexts), the steps, and shutting it down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timing {
+    pub start_us: u64,
+    pub steps_us: u64,
+    pub shutdown_us: u64,
 }
 
 /// A difference between two traces of one scenario.
@@ -122,6 +140,17 @@ pub struct StepDifference {
 }
 
 impl Trace {
+    /// The trace with every wall-time figure zeroed: what two runs of one
+    /// seed must agree on.
+    pub fn observations(&self) -> Trace {
+        let mut t = self.clone();
+        t.timing = Timing::default();
+        for s in &mut t.steps {
+            s.elapsed_us = 0;
+        }
+        t
+    }
+
     /// Every step whose observation differs between `self` and `other`.
     pub fn differences(&self, other: &Trace) -> Vec<StepDifference> {
         let n = self.steps.len().max(other.steps.len());
@@ -189,6 +218,7 @@ mod tests {
             op: "x".into(),
             outcome,
             check: None,
+            elapsed_us: 0,
         };
         let a = Trace {
             steps: vec![step(StepOutcome::Error {

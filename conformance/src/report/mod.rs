@@ -152,6 +152,7 @@ pub(crate) mod fixtures {
                         },
                     },
                     check: None,
+                    elapsed_us: 0,
                 },
                 StepRecord {
                     index: 1,
@@ -167,10 +168,12 @@ pub(crate) mod fixtures {
                         expected: "ok".into(),
                         message: "expected ok, got cudaErrorInvalidValue".into(),
                     }),
+                    elapsed_us: 0,
                 },
             ],
             hazard_checks: vec![],
             hazards: Some(vec![]),
+            timing: Default::default(),
         }
     }
 

@@ -679,6 +679,9 @@ impl Driver for WorkerProxy {
 /// it and none is left a zombie.
 pub struct CudaMachine {
     procs: Vec<WorkerProxy>,
+    /// Shut down without waiting: exiting workers are reaped by a background
+    /// thread, so their CUDA teardown overlaps the next scenario.
+    reap_in_background: bool,
 }
 
 impl CudaMachine {
@@ -752,6 +755,7 @@ impl CudaMachine {
         }
         let init_timeout = spec.step_timeout.max(MIN_INIT_TIMEOUT);
         let mut machine = CudaMachine {
+            reap_in_background: pool.is_some(),
             procs: Vec::with_capacity(spec.processes.len()),
         };
         let mut init = Vec::with_capacity(spec.processes.len());
@@ -942,6 +946,22 @@ impl Machine for CudaMachine {
         for p in &mut self.procs {
             p.request_exit();
         }
+        if self.reap_in_background {
+            let children: Vec<Child> = self
+                .procs
+                .iter_mut()
+                .filter_map(|p| p.child.take())
+                .collect();
+            for p in &mut self.procs {
+                if matches!(p.state, State::Running) {
+                    p.state = State::Exited;
+                }
+            }
+            if !children.is_empty() {
+                thread::spawn(move || reap_with_grace(children));
+            }
+            return;
+        }
         let deadline = Instant::now() + SHUTDOWN_GRACE;
         loop {
             let mut all = true;
@@ -959,6 +979,20 @@ impl Machine for CudaMachine {
                 p.state = State::Exited;
             }
         }
+    }
+}
+
+/// Wait up to [`SHUTDOWN_GRACE`] for workers told to exit, then kill and reap
+/// the rest: none outlives it as a zombie.
+fn reap_with_grace(mut children: Vec<Child>) {
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while !children.is_empty() && Instant::now() < deadline {
+        children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        thread::sleep(Duration::from_millis(5));
+    }
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 

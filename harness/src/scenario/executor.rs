@@ -6,8 +6,11 @@ use super::parser::MAX_WRITE_BYTES;
 use super::{ExecOptions, Execution, Scenario};
 use crate::driver::{DevicePtr, DriverError, IpcMemHandle, ProcessLoss, IPC_HANDLE_SIZE};
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
-use crate::trace::{CheckResult, Status, StepOutcome, StepRecord, Trace, ValueSummary, Verdict};
+use crate::trace::{
+    CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
+};
 use std::collections::HashMap;
+use std::time::Instant;
 
 /// One step of splitmix64.
 fn splitmix64(state: &mut u64) -> u64 {
@@ -376,6 +379,7 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
         seed: opts.seed,
         step_timeout: opts.step_timeout,
     };
+    let started = Instant::now();
     match backend.start(&spec) {
         Err(StartError::NotSupported(reason)) => Execution {
             trace: Trace::default(),
@@ -395,11 +399,24 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
             },
         },
         Ok(mut machine) => {
-            let e = execute_on(scenario, machine.as_mut(), opts);
+            let start_us = micros(started.elapsed());
+            let steps = Instant::now();
+            let mut e = execute_on(scenario, machine.as_mut(), opts);
+            let steps_us = micros(steps.elapsed());
+            let shutdown = Instant::now();
             machine.shutdown();
+            e.trace.timing = Timing {
+                start_us,
+                steps_us,
+                shutdown_us: micros(shutdown.elapsed()),
+            };
             e
         }
     }
+}
+
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Run every step on `machine` (already started) and judge the run.
@@ -463,10 +480,12 @@ pub(crate) fn execute_on(
         let skip = dead[step.process]
             .clone()
             .or_else(|| run.missing_binding(step));
+        let call = Instant::now();
         let result = match skip {
             Some(reason) => Err(Failure::Skip(reason)),
             None => run.perform(machine, index, step),
         };
+        let elapsed_us = micros(call.elapsed());
         let (outcome, observed_value, api) = match result {
             Ok(v) => {
                 let (summary, label) = labels.summarise(step.process, pname, &v);
@@ -553,6 +572,7 @@ pub(crate) fn execute_on(
             op: text,
             outcome,
             check: Some(result),
+            elapsed_us,
         });
     }
 
