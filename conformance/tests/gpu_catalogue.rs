@@ -23,10 +23,21 @@ fn gpu_present() -> bool {
 #[ignore = "needs an NVIDIA GPU: cargo nextest run --profile gpu --run-ignored all"]
 #[serial_test::serial(gpu)]
 fn gpu_catalogue_passes_on_the_real_backend_in_both_dialects() {
-    assert!(gpu_present(), "NotSupported: no NVIDIA device node on this host");
+    assert!(
+        gpu_present(),
+        "NotSupported: no NVIDIA device node on this host"
+    );
     let out = std::env::temp_dir().join(format!("ipc-gpu-catalogue-{}", std::process::id()));
     let run = Command::new(cli())
-        .args(["run", "--backend", "cuda", "--dialect", "all", "--quiet", "--out"])
+        .args([
+            "run",
+            "--backend",
+            "cuda",
+            "--dialect",
+            "all",
+            "--quiet",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .expect("ipc-conformance runs");
@@ -45,10 +56,20 @@ fn gpu_catalogue_passes_on_the_real_backend_in_both_dialects() {
 #[ignore = "needs an NVIDIA GPU: cargo nextest run --profile gpu --run-ignored all"]
 #[serial_test::serial(gpu)]
 fn gpu_differential_shows_no_difference() {
-    assert!(gpu_present(), "NotSupported: no NVIDIA device node on this host");
+    assert!(
+        gpu_present(),
+        "NotSupported: no NVIDIA device node on this host"
+    );
     let out = std::env::temp_dir().join(format!("ipc-gpu-differential-{}", std::process::id()));
     let run = Command::new(cli())
-        .args(["differential", "--backend", "cuda", "--dialect", "all", "--out"])
+        .args([
+            "differential",
+            "--backend",
+            "cuda",
+            "--dialect",
+            "all",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .expect("ipc-conformance runs");
