@@ -45,17 +45,15 @@ impl World {
                         b.cursor += need;
                         b.live.insert(offset, size);
                         let base = b.owner_base + offset;
-                        self.procs[p].allocs.insert(
-                            base,
-                            Allocation {
-                                size,
-                                kind,
-                                ctx,
-                                device,
-                                block: id,
-                                offset,
-                            },
-                        );
+                        let a = Allocation {
+                            size,
+                            kind,
+                            ctx,
+                            device,
+                            block: id,
+                            offset,
+                        };
+                        self.procs[p].allocs.insert(base, a);
                         return Ok(base);
                     }
                 }
@@ -67,17 +65,15 @@ impl World {
             let base = b.owner_base;
             let proc = &mut self.procs[p];
             proc.packing.insert((ctx, device), id);
-            proc.allocs.insert(
-                base,
-                Allocation {
-                    size,
-                    kind,
-                    ctx,
-                    device,
-                    block: id,
-                    offset: 0,
-                },
-            );
+            let a = Allocation {
+                size,
+                kind,
+                ctx,
+                device,
+                block: id,
+                offset: 0,
+            };
+            proc.allocs.insert(base, a);
             return Ok(base);
         }
         let block_size = round_up(size, granularity(kind)).ok_or(ErrorKind::OutOfMemory)?;
@@ -86,17 +82,15 @@ impl World {
         b.cursor = block_size;
         b.live.insert(0, size);
         let base = b.owner_base;
-        self.procs[p].allocs.insert(
-            base,
-            Allocation {
-                size,
-                kind,
-                ctx,
-                device,
-                block: id,
-                offset: 0,
-            },
-        );
+        let a = Allocation {
+            size,
+            kind,
+            ctx,
+            device,
+            block: id,
+            offset: 0,
+        };
+        self.procs[p].allocs.insert(base, a);
         Ok(base)
     }
 
