@@ -7,6 +7,7 @@
 use crate::backend::{self, BackendKind, SimSettings};
 use crate::catalogue::{self, Catalogue, Clause};
 use crate::differential;
+use crate::expectations::{self, Expectations};
 use crate::filter::Filter;
 use crate::report::{self, text};
 use crate::runner::{self, guarded, Console, Observer, RunConfig, RunReport};
@@ -45,7 +46,8 @@ macro_rules! warn {
         Clause directory, first match wins: --clauses DIR; $IPC_CONFORMANCE_CLAUSES; \
         the source tree's conformance/clauses/ (compiled in); clauses/ next to the \
         executable; ./clauses; ./conformance/clauses.\n\n\
-        Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors."
+        Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors; \
+        130 run interrupted (SIGINT/SIGTERM; the reports hold what ran)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -68,6 +70,12 @@ pub enum Command {
     Differential(DifferentialArgs),
     /// Combine results.json files (e.g. sim and cuda runs) into one summary.md.
     Summary(SummaryArgs),
+    /// Compare two results.json files clause by clause (status, trace,
+    /// added, removed); exit 1 when anything changed.
+    Diff(crate::diff::DiffArgs),
+    /// Merge the results.json files of shards (`run --shard K/N`) into one
+    /// results.json, junit.xml and summary.md.
+    Merge(crate::shard::MergeArgs),
     /// Internal: a worker process of the real backend.
     #[cfg(feature = "cuda")]
     #[command(hide = true)]
@@ -153,6 +161,25 @@ pub struct RunArgs {
     /// No progress bar, no lines for passing clauses.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Run only shard K of N: the selected clauses sorted by id and dealt
+    /// round-robin (recorded as run.shard; combine shards with `merge`).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::shard::Shard>,
+    /// Expectations file (TOML, docs/expectations.md): classify each result
+    /// as Pass, ExpectedFail, UnexpectedFail, UnexpectedPass, NotSupported or
+    /// Flaky; the exit code is then 0 unless something is UnexpectedFail or
+    /// UnexpectedPass.
+    #[arg(long, value_name = "FILE")]
+    pub expectations: Option<PathBuf>,
+    /// With --expectations: re-run a clause marked Flaky up to N more times
+    /// when it does not pass.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = expectations::DEFAULT_FLAKY_RETRIES,
+        requires = "expectations"
+    )]
+    pub flaky_retries: u32,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -194,6 +221,9 @@ pub struct DifferentialArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Compare only shard K of N of the selected clauses (as `run --shard`).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -241,8 +271,13 @@ pub fn run_cli(cli: Cli) -> u8 {
         Command::Semantics => cmd_semantics(),
         Command::Differential(a) => cmd_differential(&a),
         Command::Summary(a) => cmd_summary(&a),
+        Command::Diff(a) => crate::diff::command(&a).map_err(UsageError),
+        Command::Merge(a) => crate::shard::command(&a).map_err(UsageError),
         #[cfg(feature = "cuda")]
-        Command::Worker(_) => Ok(backend::worker_main().clamp(0, 255) as u8),
+        Command::Worker(_) => {
+            crate::interrupt::ignore_sigint_in_worker();
+            Ok(backend::worker_main().clamp(0, 255) as u8)
+        }
     });
     match outcome {
         Ok(Ok(code)) => code,
@@ -363,7 +398,14 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
 fn cmd_run(a: &RunArgs) -> CmdResult {
     let (cat, filter) = load_catalogue(&a.select)?;
     let clauses = selected(&cat, &filter)?;
+    let clauses = crate::shard::apply(a.shard, clauses);
     let backend = backend::make(a.backend, &a.sim.settings()?)?;
+    // A bad expectations file is a usage error, before anything runs.
+    let expect = a
+        .expectations
+        .as_deref()
+        .map(Expectations::load)
+        .transpose()?;
     // Fail on an unwritable --out before running anything.
     report::ensure_dir(&a.out)?;
     let cfg = RunConfig {
@@ -373,10 +415,37 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
     };
-    let mut console = Console::new(a.quiet, cfg.dialects.len() > 1);
-    let report = runner::run_clauses(&clauses, backend.as_ref(), &cfg, &mut console);
+    // SIGINT/SIGTERM: finish the clause in progress, report, exit 130.
+    let signals = crate::interrupt::install()?;
+    let mut console = crate::interrupt::Interruptible(expectations::Gate::new(
+        expect.as_ref(),
+        Console::new(a.quiet, cfg.dialects.len() > 1),
+        backend.as_ref(),
+        &clauses,
+        &cfg,
+        a.flaky_retries,
+        a.quiet,
+    ));
+    let mut report = runner::run_clauses(&clauses, backend.as_ref(), &cfg, &mut console);
+    console.0.finish(&mut report);
+    report.run.shard = a.shard.map(|s| s.to_string());
     report::write_run(&a.out, &report)?;
+    drop(signals);
     print_run_footer(&report, &a.out);
+    if let Some(exp) = &expect {
+        let ids: Vec<&str> = cat.clauses.iter().map(|c| c.id.as_str()).collect();
+        for line in expectations::footer_lines(&report, exp, &ids) {
+            say!("{line}");
+        }
+    }
+    if report.run.interrupted {
+        let total = clauses.len() * cfg.dialects.len();
+        say!(
+            "{}",
+            crate::interrupt::interrupted_line(report.results.len(), total)
+        );
+        return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
     Ok(report.exit_code())
 }
 
@@ -523,6 +592,7 @@ impl Observer for ProgressOnly {
 fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
     let (cat, filter) = load_catalogue(&a.select)?;
     let clauses = selected(&cat, &filter)?;
+    let clauses = crate::shard::apply(a.shard, clauses);
     let sim = backend::make(BackendKind::Sim, &a.sim.settings()?)?;
     let real = backend::make(a.backend, &SimSettings::default())?;
     report::ensure_dir(&a.out)?;
@@ -534,18 +604,20 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
         clauses_dir: Some(cat.dir.clone()),
     };
     let several = cfg.dialects.len() > 1;
-    let sim_report = runner::run_clauses(
+    let mut sim_report = runner::run_clauses(
         &clauses,
         sim.as_ref(),
         &cfg,
         &mut ProgressOnly(Console::new(a.quiet, several)),
     );
-    let real_report = runner::run_clauses(
+    let mut real_report = runner::run_clauses(
         &clauses,
         real.as_ref(),
         &cfg,
         &mut ProgressOnly(Console::new(a.quiet, several)),
     );
+    sim_report.run.shard = a.shard.map(|s| s.to_string());
+    real_report.run.shard = sim_report.run.shard.clone();
     let diff = differential::compare(sim_report, real_report);
 
     for line in differential::difference_lines(&diff) {

@@ -17,10 +17,14 @@
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
+pub mod diff;
 pub mod differential;
+pub mod expectations;
 pub mod filter;
+pub mod interrupt;
 pub mod report;
 pub mod runner;
+pub mod shard;
 pub mod sysinfo;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};

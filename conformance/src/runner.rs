@@ -39,6 +39,9 @@ pub struct ClauseResult {
     pub seed: u64,
     /// `None` when the clause never ran (broken clause, panic).
     pub trace: Option<Trace>,
+    /// How the result stands against `--expectations` (absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectation: Option<crate::expectations::ExpectationRecord>,
 }
 
 /// Facts about a run (`results.json` → `run`).
@@ -69,6 +72,15 @@ pub struct RunInfo {
     pub device_count: Option<u32>,
     /// Simulator semantic choices in force (empty on real hardware).
     pub semantics: BTreeMap<String, String>,
+    /// `K/N` when this run is one shard (`run --shard`).
+    #[serde(default)]
+    pub shard: Option<String>,
+    /// Set by `merge`: the merged inputs and their shards.
+    #[serde(default)]
+    pub merged: Option<crate::shard::MergeInfo>,
+    /// The `--expectations` file (absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<crate::expectations::ExpectationsRun>,
 }
 
 /// One `results.json`.
@@ -78,6 +90,10 @@ pub struct RunReport {
     pub run: RunInfo,
     /// Count per status name; every status is present (zero included).
     pub totals: BTreeMap<String, usize>,
+    /// Count per classification name when results were classified against
+    /// `--expectations` (absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification_totals: Option<BTreeMap<String, usize>>,
     pub results: Vec<ClauseResult>,
 }
 
@@ -86,13 +102,18 @@ impl RunReport {
         RunReport {
             schema_version: SCHEMA_VERSION,
             totals: totals(&results),
+            classification_totals: crate::expectations::classification_totals(&results),
             run,
             results,
         }
     }
 
-    /// [`exit_code`] of the results.
+    /// [`exit_code`] of the results; with expectations, the gate's
+    /// ([`crate::expectations::gate_exit_code`]).
     pub fn exit_code(&self) -> u8 {
+        if self.classification_totals.is_some() {
+            return crate::expectations::gate_exit_code(&self.results);
+        }
         exit_code(&self.results)
     }
 
@@ -223,6 +244,10 @@ pub trait Observer {
     fn clause_started(&mut self, _clause: &Clause, _dialect: Dialect) {}
     fn clause_finished(&mut self, _result: &ClauseResult) {}
     fn end(&mut self) {}
+    /// Asked before each clause; `true` stops the run there (interrupted).
+    fn stop_requested(&mut self) -> bool {
+        false
+    }
 }
 
 /// Shows nothing.
@@ -255,6 +280,7 @@ pub fn run_clause(
         backend: backend_name,
         seed,
         trace: None,
+        expectation: None,
     };
     let scenario = match (&clause.scenario, clause.is_broken()) {
         (Some(s), false) => s,
@@ -309,9 +335,14 @@ pub fn run_clauses(
     });
     observer.begin(clauses.len() * cfg.dialects.len());
     let mut results = Vec::with_capacity(clauses.len() * cfg.dialects.len());
-    for &dialect in &cfg.dialects {
+    let mut interrupted = false;
+    'dialects: for &dialect in &cfg.dialects {
         let opts = cfg.exec_options(dialect);
         for clause in clauses {
+            if observer.stop_requested() {
+                interrupted = true;
+                break 'dialects;
+            }
             observer.clause_started(clause, dialect);
             let r = run_clause(clause, backend, dialect, opts.seed, opts.step_timeout);
             observer.clause_finished(&r);
@@ -335,7 +366,7 @@ pub fn run_clauses(
         host: sysinfo::hostname(),
         filter: cfg.filter.clone(),
         clauses_dir: cfg.clauses_dir.as_ref().map(|p| p.display().to_string()),
-        interrupted: false,
+        interrupted,
         gpu_name: info.gpu_name,
         compute_capability: info.compute_capability,
         driver_version: info.driver_version,
@@ -343,6 +374,9 @@ pub fn run_clauses(
         cuda_runtime_version: info.cuda_runtime_version,
         device_count: info.device_count,
         semantics: info.semantics,
+        shard: None,
+        merged: None,
+        expectations: None,
     };
     RunReport::new(run, results)
 }
@@ -486,7 +520,8 @@ impl Console {
         self.bar.inc(1);
     }
 
-    fn print(&self, text: &str) {
+    /// Print lines on stdout, or above the bar when it is shown.
+    pub fn print(&self, text: &str) {
         if self.bar.is_hidden() {
             use std::io::Write;
             // A closed pipe (`| head`) must not panic.
@@ -545,6 +580,7 @@ mod tests {
             backend: "sim".into(),
             seed: 7,
             trace: Some(Trace::default()),
+            expectation: None,
         }
     }
 

@@ -71,6 +71,8 @@ fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
         Status::Fail => non_success(NonSuccessKind::Failure, r),
         Status::Crash | Status::Timeout | Status::Broken => non_success(NonSuccessKind::Error, r),
     };
+    // With expectations: expected failures pass, unexpected passes fail.
+    let (status, note) = crate::expectations::junit_status(r, status);
     let name = if several_dialects {
         format!("{} [{}]", r.id, r.dialect)
     } else {
@@ -79,7 +81,7 @@ fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
     let mut case = TestCase::new(name, status);
     case.set_classname(format!("{}.{}", r.backend, r.dialect))
         .set_time(Duration::from_secs_f64(r.duration_ms.max(0.0) / 1000.0));
-    let mut out = format!("{} — {}\n{}\n", r.id, r.title, r.path);
+    let mut out = format!("{} — {}\n{}\n{note}", r.id, r.title, r.path);
     if let Some(trace) = &r.trace {
         out.push_str(&text::trace_text(trace));
     }

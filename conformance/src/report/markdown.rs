@@ -198,6 +198,13 @@ pub fn summary(runs: &[RunReport]) -> String {
             let _ = writeln!(out, "- run {i}: {}", pairs.join(", "));
         }
     }
+    let notes = crate::shard::run_notes(runs);
+    if !notes.is_empty() {
+        out.push('\n');
+        for note in notes {
+            let _ = writeln!(out, "- {note}");
+        }
+    }
 
     out.push_str("\n## Totals\n\n| run |");
     for s in ALL_STATUSES {
@@ -222,6 +229,8 @@ pub fn summary(runs: &[RunReport]) -> String {
         }
         let _ = writeln!(out, " {} |", r.results.len());
     }
+
+    out.push_str(&crate::expectations::markdown_section(runs));
 
     out.push_str("\n## Clauses\n\n");
     out.push_str(&matrix(runs));

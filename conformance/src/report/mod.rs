@@ -193,6 +193,7 @@ pub(crate) mod fixtures {
             backend: backend.into(),
             seed: 1,
             trace: Some(trace()),
+            expectation: None,
         }
     }
 
@@ -218,6 +219,9 @@ pub(crate) mod fixtures {
                 cuda_runtime_version: None,
                 device_count: Some(2),
                 semantics: BTreeMap::from([("close_last_unmaps".into(), "true".into())]),
+                shard: None,
+                merged: None,
+                expectations: None,
             },
             results,
         )
