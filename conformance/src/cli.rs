@@ -550,6 +550,24 @@ fn run_one_scenario(
 // ---------------------------------------------------------------------------
 // semantics
 
+/// The options of a choice, with the full list of error kinds shortened.
+fn short_options(options: &[String]) -> String {
+    let kinds: Vec<String> = ipc_harness::ErrorKind::all()
+        .map(|k| format!("{k:?}"))
+        .collect();
+    if kinds.iter().all(|k| options.contains(k)) {
+        let rest: Vec<&str> = options
+            .iter()
+            .filter(|o| !kinds.contains(o))
+            .map(String::as_str)
+            .chain(["any error kind (InvalidValue, InvalidHandle, ...)"])
+            .collect();
+        rest.join(", ")
+    } else {
+        options.join(", ")
+    }
+}
+
 fn cmd_semantics() -> CmdResult {
     let choices = backend::semantic_choices();
     say!("Simulator semantic choices (set with --semantics name=value,...):\n");
@@ -558,7 +576,7 @@ fn cmd_semantics() -> CmdResult {
             "{} = {}    (options: {})",
             c.name,
             c.value,
-            c.options.join(", ")
+            short_options(&c.options)
         );
         for line in c.description.lines() {
             say!("    {line}");
