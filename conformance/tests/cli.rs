@@ -1,9 +1,10 @@
 //! The `ipc-conformance` binary, run as a user would.
 
+mod common;
+use common::{code, scratch, stderr, stdout};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ipc-conformance");
 
@@ -35,19 +36,6 @@ process a device=0
 a: device_count => any
 ";
 
-/// A fresh directory under cargo's per-target test scratch space.
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "cli-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A clause directory: a passing clause, a NotSupported one, and optionally
 /// a failing and a broken one.
 fn clauses(tag: &str, with_bad: bool) -> PathBuf {
@@ -78,18 +66,6 @@ fn run(args: &[&str]) -> Output {
         .env("IPC_GIT_REVISION", "test-revision")
         .output()
         .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed")
 }
 
 fn read_json(path: &Path) -> Value {

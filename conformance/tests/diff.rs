@@ -1,10 +1,11 @@
 //! `ipc-conformance diff`, run as a user would, on the committed real-GPU
 //! results and on edited copies of them.
 
+mod common;
+use common::{code, scratch, stderr, stdout};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ipc-conformance");
 
@@ -22,18 +23,6 @@ fn h100(dialect: &str) -> PathBuf {
 
 fn h200(dialect: &str) -> PathBuf {
     committed("h200x2-nvlink_driver-580.159.04", dialect)
-}
-
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "diff-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 fn load(path: &Path) -> Value {
@@ -55,18 +44,6 @@ fn diff(old: &Path, new: &Path, extra: &[&str]) -> Output {
         .args(extra)
         .output()
         .expect("the binary runs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Index of the result with this id and dialect.

@@ -1,6 +1,8 @@
 //! Expectations files (`--expectations`): the parser, matching, the Flaky
 //! re-runs through the real runner, and the CI gate of the binary.
 
+mod common;
+use common::{cli, code, scratch, stderr, stdout};
 use ipc_conformance::backend::{self, BackendKind, SimSettings};
 use ipc_conformance::catalogue::{self, Catalogue, Clause};
 use ipc_conformance::expectations::{
@@ -12,10 +14,7 @@ use ipc_harness::{Backend, BackendInfo, Dialect, Machine, MachineSpec, StartErro
 use serde_json::Value;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ipc-conformance");
+use std::process::Output;
 
 fn parse(text: &str) -> Result<Expectations, ExpectationsError> {
     Expectations::parse(text, Path::new("gate/h100.toml"))
@@ -552,39 +551,6 @@ const REOPEN_FAILURES: [&str; 2] = [
     "mem.open.reopen-same-context",
 ];
 
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "expectations-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run_bin(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("IPC_CONFORMANCE_CLAUSES")
-        .env("IPC_GIT_REVISION", "test-revision")
-        .output()
-        .expect("the binary runs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn fail_entry(id: &str, reason: &str) -> String {
     format!("[[expect]]\nclause = \"{id}\"\nbackend = \"sim\"\noutcome = \"Fail\"\nreason = \"{reason}\"\n\n")
 }
@@ -604,7 +570,7 @@ fn gate(tag: &str, text: &str, args: &[&str]) -> (Output, Value, PathBuf) {
         file.to_str().unwrap(),
     ];
     all.extend_from_slice(args);
-    let o = run_bin(&all);
+    let o = cli(&all);
     let v = if out.join("results.json").is_file() {
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
     } else {
@@ -850,7 +816,7 @@ fn bad_files_and_flags_are_usage_errors() {
     );
     assert!(!err.contains("panicked"), "{err}");
     assert!(v.is_null(), "nothing ran");
-    let o = run_bin(&[
+    let o = cli(&[
         "run",
         "--expectations",
         "/nonexistent/x.toml",
@@ -864,14 +830,14 @@ fn bad_files_and_flags_are_usage_errors() {
         stderr(&o)
     );
     // --flaky-retries needs --expectations.
-    let o = run_bin(&["run", "--flaky-retries", "3"]);
+    let o = cli(&["run", "--flaky-retries", "3"]);
     assert_eq!(code(&o), 2, "{}", stderr(&o));
 }
 
 #[test]
 fn without_expectations_nothing_changes() {
     let out = scratch("plain").join("reports");
-    let o = run_bin(&[
+    let o = cli(&[
         "run",
         "--out",
         out.to_str().unwrap(),

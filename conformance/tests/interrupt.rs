@@ -1,5 +1,7 @@
 //! Interrupted runs (SIGINT / SIGTERM) and crash-safe reports.
 
+mod common;
+use common::scratch;
 use ipc_conformance::catalogue::{Catalogue, Clause};
 use ipc_conformance::report;
 use ipc_conformance::runner::{self, ClauseResult, Observer, RunConfig};
@@ -10,22 +12,9 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ipc-conformance");
-
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "interrupt-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// A clause that takes a while on the simulator: it reads `mib` MiB through
 /// the importer's mapping (tens of milliseconds in a debug build).

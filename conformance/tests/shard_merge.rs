@@ -1,49 +1,14 @@
 //! `run --shard K/N` and `merge`: shards of the real catalogue partition it,
 //! and merging them gives the whole run's results.
 
+mod common;
+use common::{cli, code, scratch, stderr, stdout};
 use ipc_conformance::catalogue::{compiled_in_dir, Catalogue};
 use ipc_conformance::shard::Shard;
 use ipc_conformance::Filter;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ipc-conformance");
-
-fn scratch(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "shard-{tag}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("IPC_CONFORMANCE_CLAUSES")
-        .env("IPC_GIT_REVISION", "test-revision")
-        .output()
-        .expect("the binary runs")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited, not killed")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
