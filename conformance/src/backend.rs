@@ -122,6 +122,9 @@ fn cuda_backend() -> Result<Box<dyn Backend>, String> {
         })?),
         Err(_) => backend,
     };
+    // Opt-in: IPC_CONFORMANCE_REUSE_WORKERS=1 pools cleanly reset workers again.
+    let reuse = std::env::var("IPC_CONFORMANCE_REUSE_WORKERS").is_ok_and(|v| v.trim() == "1");
+    let backend = backend.with_worker_reuse(reuse);
     Ok(Box::new(backend))
 }
 

@@ -792,3 +792,357 @@ fn a_pool_of_zero_starts_only_what_start_needs() {
         ipc_harness::cuda::DEFAULT_POOL_SIZE
     );
 }
+
+// --- Worker reuse (`CudaBackend::with_worker_reuse`). ---
+
+/// Payload length of `r` (how the serving fake worker tells requests apart).
+fn payload_len(r: &Request) -> usize {
+    encode_frame(r).unwrap().len() - 4
+}
+
+/// A logging fake worker that serves requests in a loop: it reads each
+/// frame's length (all requests used here are shorter than 256 bytes, so
+/// the first length byte is the length), swallows the payload, and runs the
+/// arm whose request has that payload length, or else answers `Unit`.
+/// `Exit` is answered, then the worker exits 0; the end of the stream
+/// ends it too.
+fn server(scratch: &Scratch, arms: &[(Request, String)]) -> WorkerCommand {
+    let mut arms = arms.to_vec();
+    arms.push((Request::Exit, format!("{}; exit 0", answer(&[ok()]))));
+    let mut cases = String::new();
+    let mut seen = Vec::new();
+    for (r, action) in &arms {
+        let len = payload_len(r);
+        assert!(!seen.contains(&len), "two arms of length {len}");
+        assert_ne!(len, payload_len(&init(Dialect::Driver)));
+        assert_ne!(len, payload_len(&init(Dialect::Runtime)));
+        seen.push(len);
+        cases.push_str(&format!("{len}) {action} ;; "));
+    }
+    let body = format!(
+        "while :; do \
+           l=$(head -c 4 <&{WORKER_FD} | od -An -tu1 | awk '{{print $1}}'); \
+           [ -z \"$l\" ] && exit 0; \
+           head -c \"$l\" <&{WORKER_FD} >/dev/null; \
+           case $l in {cases} *) {} ;; esac; \
+         done",
+        answer(&[ok()])
+    );
+    logging(scratch, &body)
+}
+
+impl Scratch {
+    fn resets_log(&self) -> String {
+        self.0.join("resets").display().to_string()
+    }
+
+    /// The pids that received `Reset`, in order (logged by [`on_reset`]).
+    fn resets(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.resets_log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
+    }
+}
+
+/// The arm for `Reset`: log the pid, then run `then`.
+fn on_reset(scratch: &Scratch, then: String) -> (Request, String) {
+    (
+        Request::Reset,
+        format!("echo $$ >> {}; {then}", scratch.resets_log()),
+    )
+}
+
+fn clean() -> String {
+    answer(&[Ok(Reply::Clean)])
+}
+
+fn count_one() -> (Request, String) {
+    (Request::DeviceCount, answer(&[Ok(Reply::Count(1))]))
+}
+
+/// Waits up to 5 s for `pid` to be reaped.
+fn wait_gone(pid: u32) -> bool {
+    let t = Instant::now();
+    while !gone(pid) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    gone(pid)
+}
+
+fn reusing(worker: WorkerCommand, pool: usize) -> CudaBackend {
+    let backend = CudaBackend::new(worker)
+        .with_worker_reuse(true)
+        .with_pool_size(pool);
+    assert!(backend.worker_reuse());
+    backend
+}
+
+#[test]
+fn a_cleanly_reset_worker_serves_the_next_machine() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reuse");
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one()]);
+    let backend = reusing(worker, 1);
+    let mut m1 = launch_pooled(&backend, &spec(d));
+    let pid = m1.pids()[0];
+    assert_eq!(m1.driver(0).device_count(), Ok(1));
+    // The worker of a live machine counts as coming back: no refill.
+    assert_eq!(backend.pool_stats().spawned, 0);
+    m1.shutdown();
+    assert_eq!(scratch.resets(), vec![pid]);
+    assert!(!gone(pid), "a clean worker was shut down");
+    assert_eq!(m1.pids(), vec![pid]);
+    assert!(m1.all_reaped(), "the machine no longer owns its worker");
+    // The stub left behind runs nothing.
+    assert!(matches!(
+        m1.driver(0).device_count(),
+        Err(DriverError::Harness(_))
+    ));
+    drop(m1);
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned, s.idle), (1, 0, 1), "{s:?}");
+
+    let t = Instant::now();
+    let mut m2 = launch_pooled(&backend, &spec_of(d, &[("b", None)]));
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(m2.pids(), vec![pid], "the reset worker was not reused");
+    assert_eq!(m2.proxy(0).name(), "b");
+    assert_eq!(m2.driver(0).device_count(), Ok(1));
+    assert_eq!(backend.pool_stats().handed_out, 1);
+    // And once more, through a reset.
+    drop(m2);
+    let mut m3 = launch_pooled(&backend, &spec(d));
+    assert_eq!(m3.pids(), vec![pid]);
+    assert_eq!(m3.exit(0), Ok(()));
+    assert!(gone(pid));
+    assert_eq!(
+        scratch.pids(),
+        vec![pid],
+        "only one worker was ever started"
+    );
+    assert_eq!(scratch.resets(), vec![pid, pid]);
+}
+
+#[test]
+fn without_reuse_no_worker_is_reset_or_handed_out_twice() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("no-reuse");
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one()]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_reuse(false)
+        .with_pool_size(1);
+    assert!(!backend.worker_reuse());
+    let m1 = launch_pooled(&backend, &spec(d));
+    let first = m1.pids()[0];
+    drop(m1);
+    settle(&scratch, 2);
+    let mut m2 = launch_pooled(&backend, &spec(d));
+    assert_ne!(m2.pids()[0], first);
+    assert_eq!(m2.driver(0).device_count(), Ok(1));
+    drop(m2);
+    assert!(wait_gone(first));
+    assert!(scratch.resets().is_empty(), "{:?}", scratch.resets());
+    assert_eq!(backend.pool_stats().returned, 0);
+    // Reuse without a pool does nothing either.
+    let scratch0 = Scratch::new("no-reuse-0");
+    let worker = server(&scratch0, &[on_reset(&scratch0, clean())]);
+    let backend = reusing(worker, 0);
+    let first = launch_pooled(&backend, &spec(d)).pids()[0];
+    let second = launch_pooled(&backend, &spec(d)).pids()[0];
+    assert_ne!(first, second);
+    assert!(scratch0.resets().is_empty());
+}
+
+#[test]
+fn a_worker_that_fails_reset_is_discarded_and_reaped() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reset-error");
+    // Answers Reset with an error, then would go on serving.
+    let failing = answer(&[Err(WireError::Harness("reset incomplete".into()))]);
+    let backend = reusing(server(&scratch, &[on_reset(&scratch, failing)]), 1);
+    let m1 = launch_pooled(&backend, &spec(d));
+    let pid = m1.pids()[0];
+    let t = Instant::now();
+    drop(m1);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(scratch.resets(), vec![pid]);
+    assert!(wait_gone(pid), "worker {pid} left behind");
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned, s.idle), (0, 1, 0), "{s:?}");
+    let mut m2 = launch_pooled(&backend, &spec(d));
+    assert_ne!(m2.pids()[0], pid);
+    assert_eq!(m2.exit(0), Ok(()));
+}
+
+#[test]
+fn a_worker_that_does_not_answer_reset_in_time_is_killed() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("reset-hang");
+    let backend = reusing(
+        server(&scratch, &[on_reset(&scratch, "exec sleep 100".into())]),
+        2,
+    );
+    let m1 = launch_pooled(&backend, &spec(d));
+    let pid = m1.pids()[0];
+    let t = Instant::now();
+    drop(m1);
+    let took = t.elapsed();
+    assert!(took >= ipc_harness::cuda::RESET_TIMEOUT, "{took:?}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(wait_gone(pid), "worker {pid} left behind");
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned), (0, 1), "{s:?}");
+}
+
+#[test]
+fn a_machine_with_an_exited_process_returns_no_worker() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reuse-exited");
+    let backend = reusing(server(&scratch, &[on_reset(&scratch, clean())]), 2);
+    let mut m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let pids = m.pids();
+    assert_eq!(m.exit(0), Ok(()));
+    drop(m);
+    assert!(scratch.resets().is_empty(), "{:?}", scratch.resets());
+    for pid in pids {
+        assert!(wait_gone(pid), "worker {pid} left behind");
+    }
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.idle), (0, 0), "{s:?}");
+    // Nothing is out any more: the next start refills the pool again.
+    drop(launch_pooled(&backend, &spec(d)));
+    assert!(backend.pool_stats().spawned >= 1);
+}
+
+#[test]
+fn a_machine_with_a_crashed_or_hung_process_returns_no_worker() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("reuse-crashed");
+    let backend = reusing(
+        server(
+            &scratch,
+            &[
+                on_reset(&scratch, clean()),
+                (Request::DeviceCount, "kill -SEGV $$".into()),
+                (Request::CurrentContext, "exec sleep 100".into()),
+            ],
+        ),
+        2,
+    );
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    // A crash.
+    let mut m = launch_pooled(&backend, &two);
+    let mut pids = m.pids();
+    assert!(matches!(
+        m.driver(0).device_count(),
+        Err(DriverError::Lost(ProcessLoss::Crashed { .. }))
+    ));
+    drop(m);
+    // A hang.
+    let mut m = launch_pooled(&backend, &two);
+    pids.extend(m.pids());
+    assert!(matches!(
+        m.driver(1).current_context(),
+        Err(DriverError::Lost(ProcessLoss::TimedOut { .. }))
+    ));
+    drop(m);
+    assert!(scratch.resets().is_empty(), "{:?}", scratch.resets());
+    for pid in pids {
+        assert!(wait_gone(pid), "worker {pid} left behind");
+    }
+    assert_eq!(backend.pool_stats().returned, 0);
+}
+
+#[test]
+fn a_worker_that_answered_a_sticky_error_is_not_reused() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reuse-sticky");
+    let backend = reusing(
+        server(
+            &scratch,
+            &[
+                on_reset(&scratch, clean()),
+                (Request::CurrentContext, answer(&[Err(WireError::Api(700))])),
+            ],
+        ),
+        2,
+    );
+    let mut m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let pids = m.pids();
+    assert_eq!(
+        m.driver(0).current_context(),
+        Err(DriverError::Api(ApiError::from_code(d, 700)))
+    );
+    drop(m);
+    // Only the healthy worker was reset and came back.
+    assert_eq!(scratch.resets(), vec![pids[1]]);
+    assert!(wait_gone(pids[0]), "poisoned worker left behind");
+    assert!(!gone(pids[1]));
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.idle), (1, 1), "{s:?}");
+    let mut m = launch_pooled(&backend, &spec(d));
+    assert_eq!(m.pids(), vec![pids[1]]);
+    assert_eq!(m.exit(0), Ok(()));
+}
+
+#[test]
+fn returned_workers_respect_the_pool_size() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reuse-cap");
+    let backend = reusing(server(&scratch, &[on_reset(&scratch, clean())]), 1);
+    let m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let pids = m.pids();
+    drop(m);
+    assert_eq!(scratch.resets().len(), 2);
+    let s = backend.pool_stats();
+    assert_eq!(
+        (s.spawned, s.returned, s.not_returned, s.idle),
+        (0, 1, 1, 1),
+        "{s:?}"
+    );
+    // The first went back; the second, with the pool full, was shut down.
+    assert!(!gone(pids[0]));
+    assert!(wait_gone(pids[1]), "extra worker left behind");
+    let mut m = launch_pooled(&backend, &spec(d));
+    assert_eq!(m.pids(), vec![pids[0]]);
+    assert_eq!(m.exit(0), Ok(()));
+}
+
+#[test]
+fn dropping_the_backend_reaps_returned_workers() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("reuse-drop");
+    let backend = reusing(server(&scratch, &[on_reset(&scratch, clean())]), 2);
+    let m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let pids = m.pids();
+    drop(m);
+    assert_eq!(backend.pool_stats().idle, 2);
+    for pid in &pids {
+        assert!(!gone(*pid));
+    }
+    let t = Instant::now();
+    drop(backend);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    for pid in pids {
+        assert!(gone(pid), "returned worker {pid} left behind");
+    }
+}
+
+#[test]
+fn a_machine_that_outlives_its_backend_shuts_its_workers_down() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reuse-orphan");
+    let backend = reusing(server(&scratch, &[on_reset(&scratch, clean())]), 2);
+    let mut m = launch_pooled(&backend, &spec(d));
+    let pid = m.pids()[0];
+    drop(backend);
+    m.shutdown();
+    assert!(scratch.resets().is_empty());
+    assert!(wait_gone(pid), "worker {pid} left behind");
+}

@@ -9,7 +9,7 @@ use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError};
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 /// How long the probe worker may take (`cuInit` on a cold multi-GPU host
@@ -61,12 +61,16 @@ pub enum ProbeOutcome {
 /// speaking the runtime or driver API (see the [module docs](super)).
 ///
 /// It keeps a pool of workers started and initialised ahead of time (see
-/// [`with_pool_size`](Self::with_pool_size)); dropping the backend kills and
-/// reaps the idle ones.
+/// [`with_pool_size`](Self::with_pool_size)), and can reuse workers that
+/// served a machine cleanly (opt-in: [`with_worker_reuse`](Self::with_worker_reuse));
+/// dropping the backend kills and reaps the idle ones.
 pub struct CudaBackend {
     worker: WorkerCommand,
     probe: OnceLock<ProbeOutcome>,
-    pool: Mutex<WorkerPool>,
+    /// Shared with the machines of a reusing backend, which hold it weakly
+    /// (a machine that outlives its backend shuts its workers down).
+    pool: Arc<Mutex<WorkerPool>>,
+    reuse: bool,
 }
 
 impl CudaBackend {
@@ -77,7 +81,8 @@ impl CudaBackend {
         CudaBackend {
             worker,
             probe: OnceLock::new(),
-            pool: Mutex::new(WorkerPool::new(DEFAULT_POOL_SIZE)),
+            pool: Arc::new(Mutex::new(WorkerPool::new(DEFAULT_POOL_SIZE))),
+            reuse: false,
         }
     }
 
@@ -91,10 +96,55 @@ impl CudaBackend {
     /// created while the scenario runs. Each idle worker holds a CUDA
     /// context (device memory) until it is used or the backend is dropped.
     pub fn with_pool_size(self, n: usize) -> CudaBackend {
+        let mut pool = WorkerPool::new(n);
+        pool.set_reuse(self.reuse);
         CudaBackend {
-            pool: Mutex::new(WorkerPool::new(n)),
+            pool: Arc::new(Mutex::new(pool)),
             ..self
         }
+    }
+
+    /// Reuses workers across machines (default `false`: every worker
+    /// serves exactly one machine and exits with it, as described in the
+    /// [module docs](super)). Has an effect only with a pool
+    /// ([`with_pool_size`](Self::with_pool_size) above 0).
+    ///
+    /// With reuse on, a machine's shutdown checks that every one of its
+    /// processes still runs (none exited, crashed, timed out or broke the
+    /// protocol); if so, it sends [`Request::Reset`] to every worker that
+    /// never answered a sticky error (code [`STICKY_ERROR_MIN`](super::STICKY_ERROR_MIN)
+    /// or above), all at once. A worker answers [`Reply::Clean`] only after
+    /// closing every IPC mapping its requests opened (as many times as
+    /// opened), freeing every allocation with the matching free, destroying
+    /// the contexts it created, making its `Init` device's primary context
+    /// current again and synchronizing, all with success. Workers that
+    /// answer `Clean` within [`RESET_TIMEOUT`](super::RESET_TIMEOUT) go back
+    /// to the pool under the key they were started with (as pooled workers,
+    /// up to the pool size; extra ones exit); the others are killed and
+    /// reaped. Workers of live machines count as pooled for the refills, so
+    /// a run of clean scenarios starts no new worker at all.
+    ///
+    /// **Isolation is weaker; this is why it is opt-in.** A reset releases
+    /// what the worker's requests created and can see, nothing more.
+    /// Driver state that no call observes may survive it and influence a
+    /// later scenario: bookkeeping of IPC handles opened from other
+    /// processes (e.g. the one-mapping-per-device-per-exporting-process
+    /// rule, and exporters' views of who still maps their memory), the
+    /// stream-ordered memory pool's reserved memory, retained primary
+    /// contexts of other devices, loaded modules, the runtime's per-thread
+    /// state, and whatever a previous scenario's errors left behind short
+    /// of a sticky error. Results that depend on a fresh process (first
+    /// context creation, process-exit semantics) are only meaningful
+    /// without reuse.
+    pub fn with_worker_reuse(self, reuse: bool) -> CudaBackend {
+        self.lock_pool().set_reuse(reuse);
+        CudaBackend { reuse, ..self }
+    }
+
+    /// Whether workers are reused across machines (see
+    /// [`with_worker_reuse`](Self::with_worker_reuse)).
+    pub fn worker_reuse(&self) -> bool {
+        self.reuse
     }
 
     /// Idle workers kept ready per key (0: no pool).
@@ -121,9 +171,20 @@ impl CudaBackend {
     /// where it has some for a process, then refilling the pool. Public so
     /// that tests can drive fake workers through the pooled path.
     pub fn launch(&self, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
-        let mut pool = self.lock_pool();
-        let pool = (pool.size() > 0).then_some(&mut *pool);
-        CudaMachine::launch_with(&self.worker, spec, pool)
+        let (result, reusing) = {
+            let mut pool = self.lock_pool();
+            let reusing = pool.reusing();
+            let pool = (pool.size() > 0).then_some(&mut *pool);
+            (CudaMachine::launch_with(&self.worker, spec, pool), reusing)
+        };
+        // Only once the pool is unlocked: a machine dropped while it is
+        // locked would deadlock giving its workers back.
+        result.map(|mut machine| {
+            if reusing {
+                machine.give_workers_back_to(Arc::downgrade(&self.pool));
+            }
+            machine
+        })
     }
 
     /// Whether this process can load `libcuda` (a `dlopen` of cudarc's

@@ -46,10 +46,24 @@
 //!   one still initialising: it started before a fresh one could), starts
 //!   fresh ones for the rest, then starts replacements without waiting for
 //!   their answers. Isolation is kept: a worker serves exactly one machine
-//!   and exits with it; a pooled worker that died, failed `Init` or sent
+//!   and exits with it (unless reuse is on, below); a pooled worker that died, failed `Init` or sent
 //!   anything unasked is discarded, and one that fails at hand-out is
 //!   replaced by a fresh one. Dropping the backend kills and reaps the idle
 //!   workers.
+//! - **Reuse is opt-in** ([`CudaBackend::with_worker_reuse`]): a machine
+//!   whose processes all still run at shutdown sends [`Request::Reset`] to
+//!   its workers (except any that answered a sticky error, code
+//!   [`STICKY_ERROR_MIN`] or above); each releases everything its requests
+//!   created (IPC mappings, allocations, created contexts), makes its
+//!   `Init` device current again, synchronizes and answers [`Reply::Clean`]
+//!   only if all of that succeeded. Clean workers go back to the pool under
+//!   their key; every other one is killed and reaped. Starting workers
+//!   costs the driver serialised context creation and teardown (most of a
+//!   catalogue run's time), which reuse avoids; the price is isolation:
+//!   driver state that no call can observe may survive a reset (e.g. the
+//!   bookkeeping of handles opened from other processes, one mapping per
+//!   device per exporting process), so a scenario may see traces of an
+//!   earlier one. Without reuse, each worker serves exactly one machine.
 //! - **Crashes and hangs are observations.** Every call waits at most the
 //!   scenario's `step_timeout`. A worker that dies is reaped and the call
 //!   returns `Lost(Crashed { signal, exit_code, detail })` (the detail ends
@@ -87,6 +101,9 @@ pub use backend::{
     version_string, CudaBackend, ProbeOutcome, WorkerCommand, NO_LIBCUDA, PROBE_TIMEOUT,
 };
 pub use pool::{PoolStats, DEFAULT_POOL_SIZE};
-pub use process::{CudaMachine, WorkerProxy, MIN_INIT_TIMEOUT, SHUTDOWN_GRACE, WORKER_FD};
+pub use process::{
+    CudaMachine, WorkerProxy, MIN_INIT_TIMEOUT, RESET_TIMEOUT, SHUTDOWN_GRACE, STICKY_ERROR_MIN,
+    WORKER_FD,
+};
 pub use protocol::{ProbeReport, Reply, Request, Response, WireError};
 pub use worker::{worker_main, EXIT_BAD_SETUP, EXIT_PROTOCOL, WORKER_FD_ENV};

@@ -5,9 +5,19 @@
 //! - **Keyed by what `Init` fixes**: the dialect, the device made current,
 //!   and the `CUDA_VISIBLE_DEVICES` the worker sees ([`WorkerKey`]). A
 //!   worker is only handed out for a process with the same key.
-//! - **One machine per worker.** A worker leaves the pool when it is handed
-//!   out and never comes back: it serves that one machine and exits with it.
-//!   The pool only starts replacements ahead of time.
+//! - **One machine per worker**, by default. A worker leaves the pool when
+//!   it is handed out and never comes back: it serves that one machine and
+//!   exits with it. The pool only starts replacements ahead of time.
+//! - **Opt-in reuse** ([`CudaBackend::with_worker_reuse`](super::CudaBackend::with_worker_reuse)):
+//!   a machine whose processes all still run at shutdown (none exited,
+//!   crashed, timed out or broke) sends `Reset` to each worker that never
+//!   answered a sticky error (code 700 or more); those answering `Clean`
+//!   within [`RESET_TIMEOUT`](super::RESET_TIMEOUT) come back to the pool
+//!   under the key they were started with ([`WorkerPool::give_back`]), as
+//!   far as the pool size allows; every other worker is shut down as
+//!   usual. While reuse is on, the pool counts the workers of live
+//!   machines as coming back (they are not replaced ahead of time): in a
+//!   run of clean scenarios no new worker is started at all.
 //! - **Never waits on a refill.** [`WorkerPool::refill`] spawns the missing
 //!   workers and sends each its `Init` at once, without waiting for any
 //!   answer: contexts are created while the scenario runs. The answers are
@@ -39,7 +49,7 @@ pub const DEFAULT_POOL_SIZE: usize = 6;
 
 /// The process name of a worker while it waits in the pool (it takes its
 /// scenario process's name when handed out).
-const POOLED_NAME: &str = "(pooled worker)";
+pub(crate) const POOLED_NAME: &str = "(pooled worker)";
 
 /// What `Init` and the environment fix in a worker: only a worker with the
 /// same key can serve a process.
@@ -64,6 +74,12 @@ pub struct PoolStats {
     pub discarded: u64,
     /// Workers waiting in the pool now (initialised or still initialising).
     pub idle: usize,
+    /// Workers that served a machine, answered `Reset` with `Clean` and
+    /// came back to the pool (reuse mode only).
+    pub returned: u64,
+    /// Workers sent `Reset` that did not answer `Clean` in time (killed
+    /// and reaped), or answered it with the pool full (shut down).
+    pub not_returned: u64,
 }
 
 /// One worker waiting in the pool.
@@ -81,6 +97,9 @@ struct Entry {
     wanted: bool,
     /// Oldest first.
     idle: VecDeque<Idle>,
+    /// Reuse mode: workers of this key in live machines, which may come
+    /// back at their machine's shutdown (refills count them as present).
+    out: usize,
 }
 
 /// A pooled worker taken for a process.
@@ -92,6 +111,8 @@ pub(crate) struct Claimed {
 
 pub(crate) struct WorkerPool {
     size: usize,
+    /// Whether machines return cleanly reset workers (see the module docs).
+    reuse: bool,
     entries: Vec<Entry>,
     stats: PoolStats,
 }
@@ -100,6 +121,7 @@ impl WorkerPool {
     pub fn new(size: usize) -> WorkerPool {
         WorkerPool {
             size,
+            reuse: false,
             entries: Vec::new(),
             stats: PoolStats::default(),
         }
@@ -108,6 +130,60 @@ impl WorkerPool {
     /// Workers kept ready per key (0: no pool).
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    pub fn set_reuse(&mut self, reuse: bool) {
+        self.reuse = reuse;
+    }
+
+    /// Whether machines give their workers back (reuse on, and a pool to
+    /// give them to).
+    pub fn reusing(&self) -> bool {
+        self.reuse && self.size > 0
+    }
+
+    /// Reuse mode: a machine started with one worker per key of `keys`;
+    /// they may come back when it shuts down.
+    pub fn note_out(&mut self, keys: &[WorkerKey]) {
+        if self.reusing() {
+            for key in keys {
+                self.entry(key).out += 1;
+            }
+        }
+    }
+
+    /// A machine noted with [`note_out`](Self::note_out) has shut down:
+    /// its workers are back (through [`give_back`](Self::give_back)) or gone.
+    pub fn note_in(&mut self, keys: &[WorkerKey]) {
+        for key in keys {
+            if let Some(e) = self.entries.iter_mut().find(|e| &e.key == key) {
+                e.out = e.out.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Takes back a worker that served a machine and answered `Reset` with
+    /// `Clean`, as an idle, initialised worker of `key`; hands it back
+    /// (`Some`) when the pool already holds [`size`](Self::size) idle
+    /// workers for that key (the caller shuts it down).
+    pub fn give_back(&mut self, key: &WorkerKey, proxy: WorkerProxy) -> Option<WorkerProxy> {
+        let size = self.size;
+        let entry = self.entry(key);
+        if entry.idle.len() >= size {
+            self.stats.not_returned += 1;
+            return Some(proxy);
+        }
+        entry.idle.push_back(Idle {
+            proxy,
+            init_sent: None,
+        });
+        self.stats.returned += 1;
+        None
+    }
+
+    /// Workers that were sent `Reset` and did not answer `Clean`.
+    pub fn note_not_returned(&mut self, n: usize) {
+        self.stats.not_returned += n as u64;
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -125,6 +201,7 @@ impl WorkerPool {
                     key: key.clone(),
                     wanted: false,
                     idle: VecDeque::new(),
+                    out: 0,
                 });
                 self.entries.len() - 1
             }
@@ -202,7 +279,7 @@ impl WorkerPool {
     }
 
     /// Starts workers until every wanted key has [`size`](Self::size) idle
-    /// ones, sending each its `Init` as soon as it runs; waits for no answer.
+    /// ones (in reuse mode, idle ones and ones out in live machines), sending each its `Init` as soon as it runs; waits for no answer.
     ///
     /// `base_env` is what every worker gets; `parent_visible` the parent's
     /// `CUDA_VISIBLE_DEVICES` now (a key without `CUDA_VISIBLE_DEVICES` is
@@ -214,8 +291,11 @@ impl WorkerPool {
         parent_visible: Option<&str>,
     ) {
         let size = self.size;
+        let reuse = self.reuse;
         let mut spawned = 0;
         for entry in &mut self.entries {
+            // Workers out in machines come back in reuse mode: count them.
+            let coming_back = if reuse { entry.out } else { 0 };
             if !entry.wanted || (entry.key.visible.is_none() && parent_visible.is_some()) {
                 continue;
             }
@@ -223,7 +303,7 @@ impl WorkerPool {
             if let Some(v) = &entry.key.visible {
                 env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
             }
-            while entry.idle.len() < size {
+            while entry.idle.len() + coming_back < size {
                 let Ok(mut proxy) = WorkerProxy::spawn(
                     POOLED_NAME,
                     entry.key.dialect,

@@ -1,6 +1,6 @@
 //! The parent's side: worker processes, their RPC proxies, and the machine.
 
-use super::pool::{WorkerKey, WorkerPool};
+use super::pool::{WorkerKey, WorkerPool, POOLED_NAME};
 use super::protocol::{
     recv_frame, send_message, ProtocolError, Reply, Request, Response, WireError,
 };
@@ -19,7 +19,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,16 @@ pub const MIN_INIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long `shutdown` waits for workers to exit before killing them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Reuse mode: how long a machine's shutdown waits for its workers'
+/// answers to `Reset` (sent to all at once); a worker that has not
+/// answered `Clean` by then is killed.
+pub const RESET_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Error codes from this one up (700: illegal address, 719: launch
+/// failure, ...) may leave a context unusable: a worker that answered one
+/// is never reused.
+pub const STICKY_ERROR_MIN: i32 = 700;
 
 /// How long to wait for a worker whose socket closed to be gone, before
 /// killing it.
@@ -92,6 +102,12 @@ impl StderrTail {
         Ok(tail)
     }
 
+    /// Forgets what was written so far (a reused worker's crash report
+    /// shows only what it wrote for its current machine).
+    fn clear(&self) {
+        self.buf.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// The tail as text, after giving the reader a moment to reach the end.
     fn text(&self) -> String {
         if let Some(rx) = self.done.lock().unwrap_or_else(|e| e.into_inner()).take() {
@@ -129,6 +145,9 @@ pub struct WorkerProxy {
     replies: Receiver<Frame>,
     stderr: StderrTail,
     state: State,
+    /// Some call was answered with a sticky error (see [`STICKY_ERROR_MIN`]):
+    /// the worker is never reused.
+    poisoned: bool,
 }
 
 impl WorkerProxy {
@@ -214,6 +233,7 @@ impl WorkerProxy {
             replies,
             stderr,
             state: State::Running,
+            poisoned: false,
         })
     }
 
@@ -271,6 +291,7 @@ impl WorkerProxy {
             Ok(Ok((payload, _fds))) => match serde_json::from_slice::<Response>(&payload) {
                 Ok(Ok(reply)) => Ok(reply),
                 Ok(Err(WireError::Api(code))) => {
+                    self.poisoned |= code >= STICKY_ERROR_MIN;
                     Err(DriverError::Api(ApiError::from_code(self.dialect, code)))
                 }
                 Ok(Err(WireError::Harness(m))) => Err(DriverError::Harness(format!(
@@ -413,6 +434,55 @@ impl WorkerProxy {
             Err(_) => return false,
         }
         matches!(self.replies.try_recv(), Err(TryRecvError::Empty))
+    }
+
+    /// Whether the worker still runs as far as the proxy knows: not exited,
+    /// lost or broken, and not reaped.
+    fn is_running(&self) -> bool {
+        matches!(self.state, State::Running) && self.child.is_some()
+    }
+
+    /// Reuse mode: whether the answer to the `Reset` sent last is `Clean`,
+    /// waiting until `deadline` at most. Changes nothing on failure: the
+    /// caller discards the worker.
+    fn await_clean(&mut self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.replies.recv_timeout(left) {
+            Ok(Ok((payload, _fds))) => matches!(
+                serde_json::from_slice::<Response>(&payload),
+                Ok(Ok(Reply::Clean))
+            ),
+            _ => false,
+        }
+    }
+
+    /// Reuse mode: moves the worker (process, socket, reader) into a new
+    /// proxy named as a pooled worker, leaving this one an exited stub with
+    /// the same pid. `None` (nothing moved) if the stub cannot be made.
+    fn detach(&mut self) -> Option<WorkerProxy> {
+        if !self.is_running() {
+            return None;
+        }
+        let (stub_sock, _) = UnixStream::pair().ok()?;
+        let (_, stub_replies) = mpsc::channel::<Frame>();
+        let child = self.child.take();
+        let sock = std::mem::replace(&mut self.sock, stub_sock);
+        let replies = std::mem::replace(&mut self.replies, stub_replies);
+        let stderr = std::mem::take(&mut self.stderr);
+        stderr.clear();
+        self.state = State::Exited;
+        Some(WorkerProxy {
+            name: POOLED_NAME.to_string(),
+            dialect: self.dialect,
+            timeout: self.timeout,
+            pid: self.pid,
+            child,
+            sock,
+            replies,
+            stderr,
+            state: State::Running,
+            poisoned: false,
+        })
     }
 
     /// `SIGKILL`, then wait.
@@ -679,9 +749,14 @@ impl Driver for WorkerProxy {
 /// it and none is left a zombie.
 pub struct CudaMachine {
     procs: Vec<WorkerProxy>,
+    /// The pool key of each process's worker, in process order.
+    keys: Vec<WorkerKey>,
     /// Shut down without waiting: exiting workers are reaped by a background
     /// thread, so their CUDA teardown overlaps the next scenario.
     reap_in_background: bool,
+    /// Reuse mode: the pool that cleanly reset workers go back to at
+    /// shutdown (taken by the first shutdown).
+    reuse: Option<Weak<Mutex<WorkerPool>>>,
 }
 
 impl CudaMachine {
@@ -726,10 +801,12 @@ impl CudaMachine {
         }
         let result = Self::start_workers(worker, spec, &plans, pool.as_deref_mut());
         if let Some(pool) = pool {
-            if result.is_ok() {
+            if let Ok(machine) = &result {
                 for (key, _) in &plans {
                     pool.want(key);
                 }
+                // Counted before the refill: these workers may come back.
+                pool.note_out(&machine.keys);
             }
             pool.refill(worker, &base_env, parent_visible.as_deref());
         }
@@ -757,6 +834,8 @@ impl CudaMachine {
         let mut machine = CudaMachine {
             reap_in_background: pool.is_some(),
             procs: Vec::with_capacity(spec.processes.len()),
+            keys: plans.iter().map(|(key, _)| key.clone()).collect(),
+            reuse: None,
         };
         let mut init = Vec::with_capacity(spec.processes.len());
         for (p, (key, env)) in spec.processes.iter().zip(plans) {
@@ -839,9 +918,86 @@ impl CudaMachine {
         &mut self.procs[process]
     }
 
-    /// Whether every worker has been waited for.
+    /// Whether every worker has been waited for (a worker given back to
+    /// the pool counts: this machine no longer owns it).
     pub fn all_reaped(&self) -> bool {
         self.procs.iter().all(|p| p.is_reaped())
+    }
+
+    /// Reuse mode: at shutdown, give cleanly reset workers back to `pool`
+    /// (which counted them out with `note_out` when this machine started).
+    pub(crate) fn give_workers_back_to(&mut self, pool: Weak<Mutex<WorkerPool>>) {
+        self.reuse = Some(pool);
+    }
+
+    /// Reuse mode, first step of a shutdown: when every process still runs,
+    /// sends `Reset` to each worker that never answered a sticky error,
+    /// all at once; gives those answering `Clean` within [`RESET_TIMEOUT`]
+    /// back to the pool (their proxies here become exited stubs), kills the
+    /// others that were sent `Reset`. Workers the pool has no room for are
+    /// asked to exit and reaped in the background. Whatever stays here is
+    /// shut down by the rest of `shutdown` as usual.
+    fn return_workers(&mut self, pool: Weak<Mutex<WorkerPool>>) {
+        let eligible = pool.strong_count() > 0 && self.procs.iter().all(|p| p.is_running());
+        let mut clean = Vec::new();
+        let mut failed = 0;
+        if eligible {
+            let mut sent = Vec::new();
+            for (i, p) in self.procs.iter_mut().enumerate() {
+                if !p.poisoned && p.send(&Request::Reset).is_ok() {
+                    sent.push(i);
+                }
+            }
+            let deadline = Instant::now() + RESET_TIMEOUT;
+            for i in sent {
+                let p = &mut self.procs[i];
+                if p.await_clean(deadline) && p.idle_and_alive() {
+                    clean.push(i);
+                } else {
+                    // Its state after a failed reset is unknown: discard it.
+                    p.start_kill();
+                    failed += 1;
+                }
+            }
+        }
+        let mut back: Vec<(WorkerKey, WorkerProxy)> = Vec::new();
+        for i in clean {
+            match self.procs[i].detach() {
+                Some(w) => back.push((self.keys[i].clone(), w)),
+                None => self.procs[i].start_kill(),
+            }
+        }
+        let mut extra = Vec::new();
+        match pool.upgrade() {
+            Some(pool) => {
+                let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
+                pool.note_in(&self.keys);
+                pool.note_not_returned(failed);
+                for (key, w) in back {
+                    if let Some(w) = pool.give_back(&key, w) {
+                        extra.push(w);
+                    }
+                }
+            }
+            None => extra.extend(back.into_iter().map(|(_, w)| w)),
+        }
+        retire_in_background(extra);
+    }
+}
+
+/// Asks running workers to exit and reaps them all in the background
+/// (see [`reap_with_grace`]).
+fn retire_in_background(mut workers: Vec<WorkerProxy>) {
+    let mut children = Vec::new();
+    for w in &mut workers {
+        w.request_exit();
+        children.extend(w.child.take());
+        if matches!(w.state, State::Running) {
+            w.state = State::Exited;
+        }
+    }
+    if !children.is_empty() {
+        thread::spawn(move || reap_with_grace(children));
     }
 }
 
@@ -941,8 +1097,13 @@ impl Machine for CudaMachine {
     }
 
     /// Asks every running worker to exit, waits up to [`SHUTDOWN_GRACE`],
-    /// then kills and reaps the rest. Idempotent.
+    /// then kills and reaps the rest. Idempotent. In reuse mode, first
+    /// gives cleanly reset workers back to the pool (see
+    /// [`CudaBackend::with_worker_reuse`](super::CudaBackend::with_worker_reuse)).
     fn shutdown(&mut self) {
+        if let Some(pool) = self.reuse.take() {
+            self.return_workers(pool);
+        }
         for p in &mut self.procs {
             p.request_exit();
         }

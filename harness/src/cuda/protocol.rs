@@ -21,7 +21,9 @@
 //! [`Response`] (`Ok(Reply)` or `Err(WireError)`), in order. The first
 //! request to a worker is [`Request::Init`] (or [`Request::Probe`] for the
 //! short-lived probe worker); [`Request::Exit`] is answered and then the
-//! worker exits at once.
+//! worker exits at once. [`Request::Reset`] (only sent when the backend
+//! reuses workers) releases everything the worker's requests created and is
+//! answered with [`Reply::Clean`] when nothing is left.
 
 use crate::driver::{DeviceAttribute, FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo};
 use crate::errors::Dialect;
@@ -148,6 +150,13 @@ pub enum Request {
         ptr: u64,
     },
     Synchronize,
+    /// Release everything this worker's requests created (IPC mappings,
+    /// allocations, created contexts), make the `Init` device's primary
+    /// context current again and synchronize. Answered with
+    /// [`Reply::Clean`] only when every release call and the synchronize
+    /// succeeded and nothing is left; with an error otherwise. Sent only by
+    /// a backend that reuses workers ([`crate::cuda::CudaBackend::with_worker_reuse`]).
+    Reset,
     /// Answered with `Ok(Unit)`; then the worker exits with status 0 without
     /// another API call (the OS and driver reclaim its resources).
     Exit,
@@ -179,6 +188,7 @@ impl Request {
             Request::IpcOpenMemHandle { .. } => "ipc_open_mem_handle",
             Request::IpcCloseMemHandle { .. } => "ipc_close_mem_handle",
             Request::Synchronize => "synchronize",
+            Request::Reset => "reset",
             Request::Exit => "exit",
         }
     }
@@ -194,10 +204,16 @@ pub enum Reply {
     Context(u64),
     CurrentContext(Option<u64>),
     Bytes(#[serde(with = "hex_bytes")] Vec<u8>),
-    Range { base: u64, size: u64 },
+    Range {
+        base: u64,
+        size: u64,
+    },
     PointerInfo(PointerInfo),
     Handle(IpcMemHandle),
     Probe(ProbeReport),
+    /// The answer to [`Request::Reset`]: the worker holds nothing its
+    /// requests created and may serve another machine.
+    Clean,
 }
 
 /// The error side of a response.
@@ -551,6 +567,8 @@ mod tests {
                 out: OutArg::Valid,
             },
             Request::IpcCloseMemHandle { ptr: 8 },
+            Request::Synchronize,
+            Request::Reset,
             Request::Exit,
         ]
     }
@@ -584,6 +602,7 @@ mod tests {
                 gpu_name: Some("NVIDIA H100 80GB HBM3".into()),
                 compute_capability: Some((9, 0)),
             })),
+            Ok(Reply::Clean),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

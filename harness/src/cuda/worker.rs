@@ -22,6 +22,7 @@
 //! | `AddressRange` | `cuMemGetAddressRange_v2` | same |
 //! | `PointerInfo` | `cudaPointerGetAttributes` | `cuPointerGetAttribute` (‡) |
 //! | `IpcGetMemHandle` / `IpcOpenMemHandle` / `IpcCloseMemHandle` | `cudaIpc*MemHandle` | `cuIpcGetMemHandle` / `cuIpcOpenMemHandle_v2` / `cuIpcCloseMemHandle` |
+//! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
 //! `virtual_memory_management_supported` have no `cudaDevAttr` enumerator,
@@ -56,6 +57,26 @@
 //! call, typically 700 (illegal address); the context is then unusable, as
 //! it would be in any program. A zero-length `device_read` returns no bytes
 //! and calls nothing.
+//!
+//! # `Reset` (worker reuse)
+//!
+//! The worker records what its requests created and have not released:
+//! every allocation (pointer, the free that matches its kind, the context
+//! current when it was made), every IPC-opened pointer with the number of
+//! opens not yet closed (and its context), every context made by
+//! `CreateContext` and not destroyed (destroying one forgets what was
+//! made in it). `Reset` closes each IPC mapping as many times as it was
+//! opened (`cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`), frees each
+//! allocation with its matching free, each with its context made current
+//! first (`cuCtxSetCurrent`), destroys the created contexts newest first
+//! (`cuCtxDestroy_v2`), makes the `Init` device current again
+//! (`cudaSetDevice`, or `cuCtxSetCurrent` of the primary context `Init`
+//! retained) and synchronizes (`cudaDeviceSynchronize` / `cuCtxSynchronize`).
+//! It answers [`Reply::Clean`] only when every one of those calls returned
+//! success and nothing is left; otherwise a Harness error listing the
+//! failures (the parent then discards the worker). Primary contexts
+//! retained by requests, loaded copy-kernel modules, and driver state no
+//! call can observe survive a reset (see the [module docs](super)).
 //!
 //! # Robustness
 //!
@@ -355,8 +376,71 @@ fn probe() -> ProbeReport {
 struct Worker {
     /// Set by a successful `Init`.
     dialect: Option<Dialect>,
+    /// The device `Init` made current (what `Reset` makes current again).
+    init_device: u32,
+    /// Its primary context, current after `Init` (retained by `Init` and
+    /// never released, so the handle stays valid).
+    init_context: u64,
     /// `CUcontext` -> `CUfunction` of the copy kernel loaded in it.
     kernels: HashMap<usize, usize>,
+    /// What this worker's requests created and have not released yet.
+    owned: Owned,
+}
+
+/// Resources created by requests and not yet released, for `Reset`. Each
+/// is recorded with the context that was current when it was created
+/// (0 when none could be read), which is made current again to release it.
+#[derive(Debug, Default)]
+struct Owned {
+    /// Allocation pointer -> (context, the free that releases it).
+    allocations: HashMap<u64, (u64, FreeKind)>,
+    /// IPC-opened pointer -> (context, times opened and not closed).
+    ipc_opened: HashMap<u64, (u64, u32)>,
+    /// Contexts created by `CreateContext` and not destroyed, oldest first.
+    contexts: Vec<u64>,
+}
+
+impl Owned {
+    fn is_empty(&self) -> bool {
+        self.allocations.is_empty() && self.ipc_opened.is_empty() && self.contexts.is_empty()
+    }
+
+    /// A context was destroyed: so was everything created in it.
+    fn forget_context(&mut self, ctx: u64) {
+        self.contexts.retain(|&c| c != ctx);
+        self.allocations.retain(|_, (c, _)| *c != ctx);
+        self.ipc_opened.retain(|_, (c, _)| *c != ctx);
+    }
+}
+
+/// What a request may change in [`Owned`], noted before it runs.
+enum Track {
+    Nothing,
+    Alloc(FreeKind),
+    Free(u64),
+    IpcOpen,
+    IpcClose(u64),
+    CreateContext,
+    DestroyContext(u64),
+}
+
+/// The free that releases an allocation of `kind`.
+fn free_kind(kind: MemKind) -> FreeKind {
+    match kind {
+        MemKind::Device | MemKind::Managed => FreeKind::Device,
+        MemKind::PinnedHost => FreeKind::Host,
+        MemKind::StreamOrdered => FreeKind::StreamOrdered,
+    }
+}
+
+/// The current context as a `u64` (0 when none is current or it cannot be read).
+fn current_context() -> u64 {
+    let mut ctx: Handle = null_mut();
+    // SAFETY: valid out-pointer.
+    match unsafe { ffi::cuCtxGetCurrent(&mut ctx) } {
+        Ok(()) => ctx as u64,
+        Err(_) => 0,
+    }
 }
 
 impl Worker {
@@ -377,8 +461,12 @@ impl Worker {
             Request::Probe => Ok(Reply::Probe(probe())),
             Request::Init { dialect, device } => self.init(dialect, device).map(|()| Reply::Unit),
             Request::Exit => Ok(Reply::Unit),
+            Request::Reset => match self.dialect {
+                Some(dialect) => self.reset(dialect).map(|()| Reply::Clean),
+                None => Err(harness("the worker got reset before a successful init")),
+            },
             request => match self.dialect {
-                Some(dialect) => self.call(dialect, request),
+                Some(dialect) => self.call_tracked(dialect, request),
                 None => Err(harness(format!(
                     "the worker got {} before a successful init",
                     request.name()
@@ -403,7 +491,166 @@ impl Worker {
             Dialect::Driver => driver_set_device(device)?,
         }
         self.dialect = Some(dialect);
+        self.init_device = device;
+        self.init_context = current_context();
         Ok(())
+    }
+
+    /// [`Worker::call`], recording in [`Owned`] what a successful call
+    /// created or released.
+    fn call_tracked(&mut self, d: Dialect, request: Request) -> Response {
+        let track = match &request {
+            Request::Alloc { kind, .. } => Track::Alloc(free_kind(*kind)),
+            Request::Free { ptr, .. } => Track::Free(*ptr),
+            Request::IpcOpenMemHandle {
+                out: OutArg::Valid, ..
+            } => Track::IpcOpen,
+            Request::IpcCloseMemHandle { ptr } => Track::IpcClose(*ptr),
+            Request::CreateContext { .. } => Track::CreateContext,
+            Request::DestroyContext { ctx } => Track::DestroyContext(*ctx),
+            _ => Track::Nothing,
+        };
+        let response = self.call(d, request);
+        let Ok(reply) = &response else {
+            return response;
+        };
+        let owned = &mut self.owned;
+        match (track, reply) {
+            (Track::Alloc(kind), Reply::Ptr(p)) if *p != 0 => {
+                owned.allocations.insert(*p, (current_context(), kind));
+            }
+            (Track::Free(ptr), _) => {
+                owned.allocations.remove(&ptr);
+            }
+            (Track::IpcOpen, Reply::Ptr(p)) if *p != 0 => {
+                let ctx = current_context();
+                let entry = owned.ipc_opened.entry(*p).or_insert((ctx, 0));
+                entry.1 += 1;
+            }
+            (Track::IpcClose(ptr), _) => {
+                if let Some(entry) = owned.ipc_opened.get_mut(&ptr) {
+                    entry.1 -= 1;
+                    if entry.1 == 0 {
+                        owned.ipc_opened.remove(&ptr);
+                    }
+                }
+            }
+            (Track::CreateContext, Reply::Context(c)) if *c != 0 => owned.contexts.push(*c),
+            (Track::DestroyContext(ctx), _) => owned.forget_context(ctx),
+            _ => {}
+        }
+        response
+    }
+
+    /// `Reset`: closes every IPC mapping as many times as it was opened,
+    /// frees every allocation with the matching free (each with the context
+    /// it was made in current), destroys the created contexts (newest
+    /// first), makes the `Init` device's primary context current again
+    /// (`cudaSetDevice`, or `cuCtxSetCurrent` of the primary context `Init`
+    /// retained) and
+    /// synchronizes. Succeeds only when every one of those calls did and
+    /// nothing is left; what was released is forgotten either way.
+    fn reset(&mut self, d: Dialect) -> CallResult {
+        let mut failures: Vec<String> = Vec::new();
+        let mut note = |what: String, r: CallResult| -> bool {
+            match r {
+                Ok(()) => true,
+                Err(WireError::Api(code)) => {
+                    failures.push(format!("{what} returned {code}"));
+                    false
+                }
+                Err(WireError::Harness(m)) => {
+                    failures.push(format!("{what}: {m}"));
+                    false
+                }
+            }
+        };
+        let set_context = |ctx: u64| -> CallResult {
+            if ctx == 0 {
+                return Ok(());
+            }
+            // SAFETY: a context this worker saw current; a destroyed one is
+            // reported by the driver as an error.
+            unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
+        };
+
+        let mut opened: Vec<(u64, (u64, u32))> = self.owned.ipc_opened.drain().collect();
+        opened.sort_unstable();
+        for (ptr, (ctx, count)) in opened {
+            if !note(format!("making context {ctx:#x} current"), set_context(ctx)) {
+                self.owned.ipc_opened.insert(ptr, (ctx, count));
+                continue;
+            }
+            let mut left = count;
+            while left > 0 {
+                // SAFETY: a pointer an IPC open returned and not yet closed.
+                let r = unsafe {
+                    match d {
+                        Dialect::Runtime => ffi::cudaIpcCloseMemHandle(as_ptr(ptr)),
+                        Dialect::Driver => ffi::cuIpcCloseMemHandle(ptr),
+                    }
+                };
+                if !note(format!("closing IPC mapping {ptr:#x}"), r) {
+                    break;
+                }
+                left -= 1;
+            }
+            if left > 0 {
+                self.owned.ipc_opened.insert(ptr, (ctx, left));
+            }
+        }
+
+        let mut allocations: Vec<(u64, (u64, FreeKind))> = self.owned.allocations.drain().collect();
+        allocations.sort_unstable_by_key(|&(ptr, _)| ptr);
+        for (ptr, (ctx, kind)) in allocations {
+            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                && note(format!("freeing {ptr:#x} ({kind:?})"), free(d, kind, ptr));
+            if !ok {
+                self.owned.allocations.insert(ptr, (ctx, kind));
+            }
+        }
+
+        let contexts = std::mem::take(&mut self.owned.contexts);
+        for ctx in contexts.into_iter().rev() {
+            // SAFETY: a context CreateContext made and nothing destroyed since.
+            let r = unsafe { ffi::cuCtxDestroy_v2(as_ptr(ctx)) };
+            if note(format!("destroying context {ctx:#x}"), r) {
+                self.kernels.remove(&(ctx as usize));
+            } else {
+                self.owned.contexts.push(ctx);
+            }
+        }
+
+        let device = self.init_device;
+        let current = match d {
+            // SAFETY: plain call.
+            Dialect::Runtime => unsafe { ffi::cudaSetDevice(device as c_int) },
+            // The primary context Init retained (retaining it again would
+            // grow its count with every reset).
+            Dialect::Driver if self.init_context != 0 => set_context(self.init_context),
+            Dialect::Driver => driver_set_device(device),
+        };
+        if note(format!("making device {device} current"), current) {
+            // SAFETY: plain calls.
+            let sync = unsafe {
+                match d {
+                    Dialect::Runtime => ffi::cudaDeviceSynchronize(),
+                    Dialect::Driver => ffi::cuCtxSynchronize(),
+                }
+            };
+            note("synchronizing".into(), sync);
+        }
+        if failures.is_empty() && self.owned.is_empty() {
+            Ok(())
+        } else {
+            if failures.is_empty() {
+                failures.push(format!("still held: {:?}", self.owned));
+            }
+            Err(harness(format!(
+                "reset incomplete: {}",
+                failures.join("; ")
+            )))
+        }
     }
 
     fn call(&mut self, d: Dialect, request: Request) -> Response {
@@ -579,7 +826,7 @@ impl Worker {
                     }
                     Ok(Reply::Unit)
                 }
-                Request::Probe | Request::Init { .. } | Request::Exit => {
+                Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }
             }
@@ -848,6 +1095,37 @@ mod tests {
         );
         assert_eq!(ask(&sock, &Request::Exit), Ok(Reply::Unit));
         assert_eq!(t.join().unwrap(), ServeEnd::Exit);
+    }
+
+    #[test]
+    fn reset_before_init_is_a_harness_error_and_the_worker_goes_on() {
+        let (sock, t) = in_process_worker();
+        let r = ask(&sock, &Request::Reset);
+        assert!(
+            matches!(&r, Err(WireError::Harness(m)) if m.contains("reset before a successful init")),
+            "{r:?}"
+        );
+        assert_eq!(ask(&sock, &Request::Exit), Ok(Reply::Unit));
+        assert_eq!(t.join().unwrap(), ServeEnd::Exit);
+    }
+
+    #[test]
+    fn destroying_a_context_forgets_what_was_made_in_it() {
+        let mut owned = Owned::default();
+        assert!(owned.is_empty());
+        owned.contexts.extend([0x10, 0x20]);
+        owned.allocations.insert(0x1000, (0x10, FreeKind::Device));
+        owned.allocations.insert(0x2000, (0x20, FreeKind::Host));
+        owned.ipc_opened.insert(0x3000, (0x10, 2));
+        owned.forget_context(0x10);
+        assert_eq!(owned.contexts, vec![0x20]);
+        assert_eq!(owned.allocations.len(), 1);
+        assert!(owned.ipc_opened.is_empty());
+        owned.forget_context(0x20);
+        assert!(owned.is_empty());
+        assert_eq!(free_kind(MemKind::Managed), FreeKind::Device);
+        assert_eq!(free_kind(MemKind::PinnedHost), FreeKind::Host);
+        assert_eq!(free_kind(MemKind::StreamOrdered), FreeKind::StreamOrdered);
     }
 
     #[test]
