@@ -259,6 +259,9 @@ impl World {
                 return Ok((base, r.len));
             }
         }
+        if let Some((base, size, _)) = self.vmm_range(p, ptr) {
+            return Ok((base, size));
+        }
         Err(ErrorKind::NotFound.into())
     }
 
@@ -282,6 +285,12 @@ impl World {
                     device: proc.ordinal_of(m.device),
                 };
             }
+        }
+        if let Some((_, _, device)) = self.vmm_range(p, ptr) {
+            return PointerInfo {
+                memory_type: MemoryType::Device,
+                device: proc.ordinal_of(device),
+            };
         }
         PointerInfo {
             memory_type: MemoryType::Unregistered,
