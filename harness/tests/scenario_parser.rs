@@ -699,7 +699,10 @@ a: m = vmm_create 2MiB types=posix_fd\na: fd = vmm_export m posix_fd\na: va = vm
     "a: n = vmm_create 2MiB device=0 types=9 => NotPermitted",
     "n = vmm_create 2MiB types=9 device=0"
 )]
-#[case::export_compare("a: f2 = vmm_export m posix_fd => ok, != fd", "f2 = vmm_export m posix_fd")]
+#[case::export_compare(
+    "a: f2 = vmm_export m posix_fd => ok, != fd",
+    "f2 = vmm_export m posix_fd"
+)]
 #[case::import_in_exporter("a: s = vmm_import fd => != m", "s = vmm_import fd")]
 #[case::map("a: vmm_map va 2MiB m", "vmm_map va 2MiB m offset=0")]
 #[case::map_offset(
@@ -754,15 +757,45 @@ fn a_passed_descriptor_belongs_to_the_receiver() {
 )]
 #[case::send_to_self("a: send_fd fd -> a", 7, 18, "send_fd needs another process")]
 #[case::send_without_arrow("a: send_fd fd b", 7, 15, "expected '->' after the descriptor")]
-#[case::import_of_a_pointer("a: vmm_import va", 7, 15, "'va' is a pointer, but 'vmm_import' needs a file descriptor")]
-#[case::map_of_a_descriptor("a: vmm_map va 2MiB fd", 7, 20, "'fd' is a file descriptor, but 'vmm_map' needs a VMM allocation handle")]
-#[case::unknown_types("a: vmm_create 2MiB types=win32", 7, 26, "expected handle types after 'types='")]
-#[case::unknown_export_type("a: vmm_export m win32", 7, 17, "expected a shareable handle type (posix_fd, fabric), found 'win32'")]
-#[case::unknown_access("a: vmm_set_access va 2MiB write", 7, 27, "expected an access mode (none, read, rw), found 'write'")]
+#[case::import_of_a_pointer(
+    "a: vmm_import va",
+    7,
+    15,
+    "'va' is a pointer, but 'vmm_import' needs a file descriptor"
+)]
+#[case::map_of_a_descriptor(
+    "a: vmm_map va 2MiB fd",
+    7,
+    20,
+    "'fd' is a file descriptor, but 'vmm_map' needs a VMM allocation handle"
+)]
+#[case::unknown_types(
+    "a: vmm_create 2MiB types=win32",
+    7,
+    26,
+    "expected handle types after 'types='"
+)]
+#[case::unknown_export_type(
+    "a: vmm_export m win32",
+    7,
+    17,
+    "expected a shareable handle type (posix_fd, fabric), found 'win32'"
+)]
+#[case::unknown_access(
+    "a: vmm_set_access va 2MiB write",
+    7,
+    27,
+    "expected an access mode (none, read, rw), found 'write'"
+)]
 #[case::unknown_granularity("a: vmm_granularity 0 best", 7, 22, "expected a granularity kind")]
 #[case::fd_number_too_big("a: fd_number 4294967296", 7, 14, "does not fit an int")]
 #[case::map_without_size("a: vmm_map va m", 7, 15, "expected a size in bytes, found 'm'")]
-#[case::bind_unit("a: x = vmm_unmap va 2MiB", 7, 4, "'vmm_unmap' produces no value to bind to 'x'")]
+#[case::bind_unit(
+    "a: x = vmm_unmap va 2MiB",
+    7,
+    4,
+    "'vmm_unmap' produces no value to bind to 'x'"
+)]
 #[case::value_of_a_handle("a: n = vmm_create 2MiB => value 1", 7, 27, "")]
 fn bad_vmm_steps(
     #[case] snippet: &str,

@@ -385,8 +385,8 @@ semantics! {
         "memcpy/memset on a VMM mapping before cuMemSetAccess granted access (a kernel faults instead)";
     vmm_stale_handle: StaleVmmHandle = StaleVmmHandle::Crash,
         "Exporting or mapping an allocation handle after its cuMemRelease";
-    vmm_import_bad_fd: ErrorKind = ErrorKind::InvalidValue,
-        "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's";
+    vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
+        "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
 }
 
 impl Semantics {

@@ -290,7 +290,8 @@ impl WorkerProxy {
 
     /// Waits up to `timeout` for the answer to the request sent last.
     pub(crate) fn await_reply(&mut self, what: &str, timeout: Duration) -> DriverResult<Reply> {
-        self.await_reply_with_fds(what, timeout).map(|(reply, _)| reply)
+        self.await_reply_with_fds(what, timeout)
+            .map(|(reply, _)| reply)
     }
 
     /// [`WorkerProxy::await_reply`], with the descriptors the answer carried.

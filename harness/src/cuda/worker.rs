@@ -97,11 +97,11 @@ use crate::driver::{
     DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, MemoryType,
     OutArg, PointerInfo, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE,
 };
-use std::collections::HashSet;
-use std::os::fd::IntoRawFd;
 use crate::errors::Dialect;
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::IntoRawFd;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
@@ -727,7 +727,14 @@ impl Worker {
         for fd in std::mem::take(&mut self.owned.fds) {
             // SAFETY: a descriptor this worker holds.
             let r = unsafe { nix::libc::close(fd) };
-            note(format!("closing descriptor {fd}"), if r == 0 { Ok(()) } else { Err(harness("close failed")) });
+            note(
+                format!("closing descriptor {fd}"),
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(harness("close failed"))
+                },
+            );
         }
 
         let contexts = std::mem::take(&mut self.owned.contexts);

@@ -387,10 +387,9 @@ impl Op {
             Op::VmmGranularity { .. } => ValueType::Int,
             Op::VmmReserve { .. } => ValueType::Ptr,
             Op::VmmCreate { .. } | Op::VmmImport { .. } => ValueType::VmmHandle,
-            Op::VmmExport { .. }
-            | Op::FdNullDevice
-            | Op::FdNumber { .. }
-            | Op::SendFd { .. } => ValueType::Fd,
+            Op::VmmExport { .. } | Op::FdNullDevice | Op::FdNumber { .. } | Op::SendFd { .. } => {
+                ValueType::Fd
+            }
             Op::VmmMap { .. }
             | Op::VmmSetAccess { .. }
             | Op::VmmUnmap { .. }
@@ -454,9 +453,9 @@ impl Op {
             Op::VmmMap { va, handle, .. } => {
                 va.name().into_iter().chain([handle.as_str()]).collect()
             }
-            Op::VmmSetAccess { va, .. } | Op::VmmUnmap { va, .. } | Op::VmmAddressFree { va, .. } => {
-                va.name().into_iter().collect()
-            }
+            Op::VmmSetAccess { va, .. }
+            | Op::VmmUnmap { va, .. }
+            | Op::VmmAddressFree { va, .. } => va.name().into_iter().collect(),
             Op::VmmExport { handle, .. } | Op::VmmRelease { handle } => vec![handle.as_str()],
             Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => vec![fd.as_str()],
             Op::VmmGranularity { .. }

@@ -559,13 +559,10 @@ pub(crate) fn execute_on(
             },
         };
     }
-    let bad_index = scenario
-        .steps
-        .iter()
-        .find(|s| {
-            s.process >= nproc
-                || matches!(s.op, Op::Send { to, .. } | Op::SendFd { to, .. } if to >= nproc)
-        });
+    let bad_index = scenario.steps.iter().find(|s| {
+        s.process >= nproc
+            || matches!(s.op, Op::Send { to, .. } | Op::SendFd { to, .. } if to >= nproc)
+    });
     if let Some(s) = bad_index {
         return Execution {
             trace: Trace::default(),

@@ -756,11 +756,7 @@ impl Parser {
         from(&t.text).ok_or_else(|| {
             l.err(
                 col,
-                format!(
-                    "expected {what} ({}), found '{}'",
-                    names.join(", "),
-                    t.text
-                ),
+                format!("expected {what} ({}), found '{}'", names.join(", "), t.text),
             )
         })
     }
@@ -1051,16 +1047,14 @@ impl Parser {
             "exit" => Op::Exit,
             "vmm_granularity" => {
                 let device = l.u32("a device number")?;
-                let kind = Self::word_choice(
-                    l,
-                    "a granularity kind",
-                    &["minimum", "recommended"],
-                    |w| match w {
-                        "minimum" => Some(GranularityKind::Minimum),
-                        "recommended" => Some(GranularityKind::Recommended),
-                        _ => None,
-                    },
-                )?;
+                let kind =
+                    Self::word_choice(l, "a granularity kind", &["minimum", "recommended"], |w| {
+                        match w {
+                            "minimum" => Some(GranularityKind::Minimum),
+                            "recommended" => Some(GranularityKind::Recommended),
+                            _ => None,
+                        }
+                    })?;
                 let mut types = HandleTypes::NONE;
                 self.options(l, kw, &["types"], |l, _| {
                     types = Self::handle_types(l)?;
@@ -1162,8 +1156,9 @@ impl Parser {
             "fd_number" => {
                 let col = l.col();
                 let v = l.signed("a descriptor number")?;
-                let number = i32::try_from(v)
-                    .map_err(|_| l.err(col, format!("descriptor number {v} does not fit an int")))?;
+                let number = i32::try_from(v).map_err(|_| {
+                    l.err(col, format!("descriptor number {v} does not fit an int"))
+                })?;
                 Op::FdNumber { number }
             }
             "send_fd" => {
