@@ -204,6 +204,7 @@ impl World {
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
+        self.vmm_check_writable(p, ptr)?;
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
         }
@@ -215,6 +216,7 @@ impl World {
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
+        self.vmm_check_writable(p, ptr)?;
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.write(off, bytes);
         }

@@ -496,6 +496,23 @@ impl World {
         Some(Ok((block, m.offset + (ptr - base))))
     }
 
+    /// A copy or memset into a VMM mapping needs read-write access (measured:
+    /// `cuMemcpyHtoD` into a read-only mapping is InvalidValue). Called after
+    /// `resolve`, so only the access mode is left to check.
+    pub(crate) fn vmm_check_writable(&self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
+        let read_only = self
+            .vmm
+            .procs
+            .get(p)
+            .and_then(|vp| containing(&vp.maps, ptr, |m| m.size))
+            .is_some_and(|(_, m)| m.access == VmmAccess::Read);
+        if read_only {
+            Err(InvalidValue.into())
+        } else {
+            Ok(())
+        }
+    }
+
     /// `cuMemGetAddressRange` on a VMM mapping: the mapping (measured).
     pub(crate) fn vmm_range(&self, p: ProcessIndex, ptr: u64) -> Option<(u64, u64, u32)> {
         let vp = self.vmm.procs.get(p)?;

@@ -278,3 +278,19 @@ fn device_memory_is_accounted_and_given_back() {
     d.vmm_create(0, SIZE, HandleTypes::NONE).unwrap();
     d.vmm_release(b).unwrap();
 }
+
+#[test]
+fn a_read_only_mapping_reads_and_refuses_writes() {
+    let mut m = start("");
+    let d = m.driver(0);
+    let h = d.vmm_create(0, SIZE, HandleTypes::POSIX_FD).unwrap();
+    let va = d.vmm_reserve(SIZE).unwrap();
+    d.vmm_map(va, SIZE, 0, h).unwrap();
+    d.vmm_set_access(va, SIZE, 0, VmmAccess::ReadWrite).unwrap();
+    d.memset(va, 9, 4).unwrap();
+    d.vmm_set_access(va, SIZE, 0, VmmAccess::Read).unwrap();
+    assert_eq!(d.read(va, 4).unwrap(), vec![9; 4]);
+    assert_eq!(err(d.write(va, &[1])), ErrorKind::InvalidValue);
+    assert_eq!(err(d.memset(va, 1, 1)), ErrorKind::InvalidValue);
+    assert_eq!(d.read(va, 1).unwrap(), vec![9]);
+}
