@@ -125,10 +125,13 @@ pub enum DeviceAttribute {
     MemoryPoolsSupported,
     HandleTypePosixFdSupported,
     VirtualMemoryManagementSupported,
+    // --- VMM ---
+    /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
+    HandleTypeFabricSupported,
 }
 
 impl DeviceAttribute {
-    pub const ALL: [DeviceAttribute; 7] = [
+    pub const ALL: [DeviceAttribute; 8] = [
         DeviceAttribute::UnifiedAddressing,
         DeviceAttribute::IpcEventSupport,
         DeviceAttribute::ComputeCapabilityMajor,
@@ -136,6 +139,7 @@ impl DeviceAttribute {
         DeviceAttribute::MemoryPoolsSupported,
         DeviceAttribute::HandleTypePosixFdSupported,
         DeviceAttribute::VirtualMemoryManagementSupported,
+        DeviceAttribute::HandleTypeFabricSupported,
     ];
 
     /// The spelling used in scenario files (`attr 0 unified_addressing`).
@@ -150,11 +154,139 @@ impl DeviceAttribute {
             DeviceAttribute::VirtualMemoryManagementSupported => {
                 "virtual_memory_management_supported"
             }
+            DeviceAttribute::HandleTypeFabricSupported => "handle_type_fabric_supported",
         }
     }
 
     pub fn from_name(name: &str) -> Option<DeviceAttribute> {
         Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+// --- VMM ---
+
+/// `CUmemGenericAllocationHandle`: a physical allocation made by
+/// `cuMemCreate` or `cuMemImportFromShareableHandle`, valid in one process.
+/// Traces record labels, never the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VmmHandle(pub u64);
+
+/// A POSIX file descriptor number in one process's descriptor table.
+/// Traces record labels, never the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Fd(pub i32);
+
+/// `CUmemAllocationProp::requestedHandleTypes`: a bit set of
+/// `CUmemAllocationHandleType` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct HandleTypes(pub u32);
+
+impl HandleTypes {
+    pub const NONE: HandleTypes = HandleTypes(0);
+    /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+    pub const POSIX_FD: HandleTypes = HandleTypes(0x1);
+    /// `CU_MEM_HANDLE_TYPE_FABRIC`.
+    pub const FABRIC: HandleTypes = HandleTypes(0x8);
+
+    pub fn contains(self, ty: ShareableHandleType) -> bool {
+        self.0 & ty.bit().0 != 0
+    }
+
+    /// Scenario spelling: `none`, `posix_fd`, `fabric`, or the bit set as
+    /// an integer (`9` = both).
+    pub fn name(self) -> String {
+        match self {
+            HandleTypes::NONE => "none".to_string(),
+            HandleTypes::POSIX_FD => "posix_fd".to_string(),
+            HandleTypes::FABRIC => "fabric".to_string(),
+            HandleTypes(bits) => bits.to_string(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<HandleTypes> {
+        match name {
+            "none" => Some(HandleTypes::NONE),
+            "posix_fd" => Some(HandleTypes::POSIX_FD),
+            "fabric" => Some(HandleTypes::FABRIC),
+            n => n.parse().ok().map(HandleTypes),
+        }
+    }
+}
+
+/// One shareable handle type (`cuMemExportToShareableHandle`'s `handleType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareableHandleType {
+    PosixFd,
+    /// A 64-byte fabric handle (needs an IMEX channel on Linux).
+    Fabric,
+}
+
+impl ShareableHandleType {
+    pub const ALL: [ShareableHandleType; 2] =
+        [ShareableHandleType::PosixFd, ShareableHandleType::Fabric];
+
+    pub fn bit(self) -> HandleTypes {
+        match self {
+            ShareableHandleType::PosixFd => HandleTypes::POSIX_FD,
+            ShareableHandleType::Fabric => HandleTypes::FABRIC,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ShareableHandleType::PosixFd => "posix_fd",
+            ShareableHandleType::Fabric => "fabric",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ShareableHandleType> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// `cuMemGetAllocationGranularity`'s option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GranularityKind {
+    Minimum,
+    Recommended,
+}
+
+impl GranularityKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            GranularityKind::Minimum => "minimum",
+            GranularityKind::Recommended => "recommended",
+        }
+    }
+}
+
+/// `CUmemAccess_flags` for one device in `cuMemSetAccess`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VmmAccess {
+    /// `CU_MEM_ACCESS_FLAGS_PROT_NONE`.
+    None,
+    /// `CU_MEM_ACCESS_FLAGS_PROT_READ`.
+    Read,
+    /// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
+    ReadWrite,
+}
+
+impl VmmAccess {
+    pub fn name(self) -> &'static str {
+        match self {
+            VmmAccess::None => "none",
+            VmmAccess::Read => "read",
+            VmmAccess::ReadWrite => "rw",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<VmmAccess> {
+        [VmmAccess::None, VmmAccess::Read, VmmAccess::ReadWrite]
+            .into_iter()
+            .find(|a| a.name() == name)
     }
 }
 
@@ -312,4 +444,87 @@ pub trait Driver {
     ) -> DriverResult<DevicePtr>;
     /// `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`.
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()>;
+
+    // --- VMM ---
+    // The virtual memory management calls exist only in the driver API; a
+    // runtime-dialect program calls the same `cu*` functions, so both
+    // dialects make the same calls (errors are still named per dialect).
+    // Backends that do not model VMM keep the defaults, which refuse with a
+    // harness error.
+    /// `cuMemGetAllocationGranularity` for a pinned device allocation on
+    /// `device` requesting `types`.
+    fn vmm_granularity(
+        &mut self,
+        _device: DeviceOrdinal,
+        _types: HandleTypes,
+        _kind: GranularityKind,
+    ) -> DriverResult<u64> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemCreate` (pinned, on `device`, `requestedHandleTypes = types`).
+    fn vmm_create(
+        &mut self,
+        _device: DeviceOrdinal,
+        _size: u64,
+        _types: HandleTypes,
+    ) -> DriverResult<VmmHandle> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemExportToShareableHandle(.., flags = 0)`. Only POSIX fds are
+    /// carried; a fabric export that succeeds is a harness error.
+    fn vmm_export(&mut self, _handle: VmmHandle, _ty: ShareableHandleType) -> DriverResult<Fd> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemImportFromShareableHandle(.., CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)`.
+    fn vmm_import(&mut self, _fd: Fd) -> DriverResult<VmmHandle> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemAddressReserve(.., size, alignment 0, addr 0, flags 0)`.
+    fn vmm_reserve(&mut self, _size: u64) -> DriverResult<DevicePtr> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemMap(va, size, offset, handle, 0)`.
+    fn vmm_map(
+        &mut self,
+        _va: DevicePtr,
+        _size: u64,
+        _offset: u64,
+        _handle: VmmHandle,
+    ) -> DriverResult<()> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemSetAccess` with one descriptor for `device`.
+    fn vmm_set_access(
+        &mut self,
+        _va: DevicePtr,
+        _size: u64,
+        _device: DeviceOrdinal,
+        _access: VmmAccess,
+    ) -> DriverResult<()> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemUnmap`.
+    fn vmm_unmap(&mut self, _va: DevicePtr, _size: u64) -> DriverResult<()> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemAddressFree`.
+    fn vmm_address_free(&mut self, _va: DevicePtr, _size: u64) -> DriverResult<()> {
+        Err(vmm_unsupported())
+    }
+    /// `cuMemRelease`.
+    fn vmm_release(&mut self, _handle: VmmHandle) -> DriverResult<()> {
+        Err(vmm_unsupported())
+    }
+    /// `close(2)` of a descriptor in this process (an `EBADF` is `InvalidValue`).
+    fn fd_close(&mut self, _fd: Fd) -> DriverResult<()> {
+        Err(vmm_unsupported())
+    }
+    /// `open("/dev/null", O_RDWR)`: a descriptor that is not CUDA's.
+    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
+        Err(vmm_unsupported())
+    }
+}
+
+fn vmm_unsupported() -> DriverError {
+    DriverError::Harness("this backend does not implement the VMM calls".to_string())
 }

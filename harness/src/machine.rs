@@ -2,7 +2,7 @@
 //! with its own driver view. The simulator runs them all in one host process;
 //! the real backend runs one worker OS process each.
 
-use crate::driver::{Driver, DriverResult};
+use crate::driver::{Driver, DriverError, DriverResult, Fd};
 use crate::errors::Dialect;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -139,4 +139,14 @@ pub trait Machine {
     fn hazards(&self) -> Option<Vec<Hazard>>;
     /// Ends every process still running (end of scenario).
     fn shutdown(&mut self) {}
+
+    // --- VMM ---
+    /// Passes descriptor `fd` of process `from` to process `to`, as a
+    /// `sendmsg`/`recvmsg` with `SCM_RIGHTS` would: `to` gets its own
+    /// descriptor (returned) for the same open file; `from` keeps `fd`.
+    fn transfer_fd(&mut self, _from: ProcessIndex, _fd: Fd, _to: ProcessIndex) -> DriverResult<Fd> {
+        Err(DriverError::Harness(
+            "this backend cannot pass file descriptors".to_string(),
+        ))
+    }
 }

@@ -38,6 +38,15 @@ pub enum ValueSummary {
         memory_type: String,
         device: Option<u32>,
     },
+    // --- VMM ---
+    /// A VMM allocation handle, labelled per process like pointers.
+    VmmHandle {
+        label: String,
+    },
+    /// A file descriptor, labelled per process like pointers.
+    Fd {
+        label: String,
+    },
 }
 
 /// The outcome of one step.

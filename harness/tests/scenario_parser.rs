@@ -678,3 +678,130 @@ fn never_panics_on_random_or_mutated_input() {
     assert_eq!(ok(CORPUS).steps.len(), 13);
     assert!(oks > 0 && errs > 0, "ok {oks}, err {errs}");
 }
+
+// --- VMM ---
+
+/// Six lines: a VMM handle `m` and descriptor `fd` of `a`, a reservation `va`.
+const VMM_PRELUDE: &str = "devices 1\nprocess a device=0\nprocess b device=0\n\
+a: m = vmm_create 2MiB types=posix_fd\na: fd = vmm_export m posix_fd\na: va = vmm_reserve 2MiB\n";
+
+#[rstest]
+#[case::granularity(
+    "a: g = vmm_granularity 0 recommended => value 2MiB",
+    "g = vmm_granularity 0 recommended types=none"
+)]
+#[case::granularity_types(
+    "a: vmm_granularity 0 minimum types=fabric",
+    "vmm_granularity 0 minimum types=fabric"
+)]
+#[case::create_defaults("a: n = vmm_create 4MiB", "n = vmm_create 4MiB types=none device=0")]
+#[case::create_bits(
+    "a: n = vmm_create 2MiB device=0 types=9 => NotPermitted",
+    "n = vmm_create 2MiB types=9 device=0"
+)]
+#[case::export_compare(
+    "a: f2 = vmm_export m posix_fd => ok, != fd",
+    "f2 = vmm_export m posix_fd"
+)]
+#[case::import_in_exporter("a: s = vmm_import fd => != m", "s = vmm_import fd")]
+#[case::map("a: vmm_map va 2MiB m", "vmm_map va 2MiB m offset=0")]
+#[case::map_offset(
+    "a: vmm_map va 2MiB m offset=2MiB => NotSupported",
+    "vmm_map va 2MiB m offset=2MiB"
+)]
+#[case::set_access("a: vmm_set_access va 2MiB rw", "vmm_set_access va 2MiB rw device=0")]
+#[case::set_access_read(
+    "a: vmm_set_access va 0x200000 read device=0",
+    "vmm_set_access va 2MiB read device=0"
+)]
+#[case::unmap("a: vmm_unmap va 2MiB => error", "vmm_unmap va 2MiB")]
+#[case::address_free("a: vmm_address_free va 2MiB", "vmm_address_free va 2MiB")]
+#[case::release("a: vmm_release m => InvalidValue", "vmm_release m")]
+#[case::fd_close("a: fd_close fd", "fd_close fd")]
+#[case::fd_null("a: n = fd_null_device", "n = fd_null_device")]
+#[case::fd_number_negative("a: n = fd_number -1", "n = fd_number -1")]
+#[case::send_fd("a: pfd = send_fd fd->b => ok", "pfd = send_fd fd -> b")]
+fn good_vmm_steps(#[case] line: &str, #[case] canonical: &str) {
+    let s = ok(&format!("{VMM_PRELUDE}{line}\n"));
+    let last = s.steps.last().unwrap_or_else(|| panic!("no steps"));
+    assert_eq!(last.line, 7);
+    assert_eq!(last.text(), canonical);
+}
+
+#[test]
+fn a_passed_descriptor_belongs_to_the_receiver() {
+    let s = ok(&format!(
+        "{VMM_PRELUDE}a: pfd = send_fd fd -> b\nb: m2 = vmm_import pfd\nb: fd_close pfd\n"
+    ));
+    assert_eq!(s.steps.len(), 6);
+    check_error(
+        &format!("{VMM_PRELUDE}a: pfd = send_fd fd -> b\na: fd_close pfd\n"),
+        8,
+        13,
+        "process 'a' does not hold a file descriptor 'pfd' (it belongs to 'b'; pass it with send_fd first)",
+    );
+}
+
+#[rstest]
+#[case::descriptor_of_another_process(
+    "b: vmm_import fd",
+    7,
+    15,
+    "process 'b' does not hold a file descriptor 'fd' (it belongs to 'a'; pass it with send_fd first)"
+)]
+#[case::handle_of_another_process(
+    "b: vmm_release m",
+    7,
+    16,
+    "does not hold a VMM allocation handle 'm' (it belongs to 'a'; it is valid in that process only)"
+)]
+#[case::send_to_self("a: send_fd fd -> a", 7, 18, "send_fd needs another process")]
+#[case::send_without_arrow("a: send_fd fd b", 7, 15, "expected '->' after the descriptor")]
+#[case::import_of_a_pointer(
+    "a: vmm_import va",
+    7,
+    15,
+    "'va' is a pointer, but 'vmm_import' needs a file descriptor"
+)]
+#[case::map_of_a_descriptor(
+    "a: vmm_map va 2MiB fd",
+    7,
+    20,
+    "'fd' is a file descriptor, but 'vmm_map' needs a VMM allocation handle"
+)]
+#[case::unknown_types(
+    "a: vmm_create 2MiB types=win32",
+    7,
+    26,
+    "expected handle types after 'types='"
+)]
+#[case::unknown_export_type(
+    "a: vmm_export m win32",
+    7,
+    17,
+    "expected a shareable handle type (posix_fd, fabric), found 'win32'"
+)]
+#[case::unknown_access(
+    "a: vmm_set_access va 2MiB write",
+    7,
+    27,
+    "expected an access mode (none, read, rw), found 'write'"
+)]
+#[case::unknown_granularity("a: vmm_granularity 0 best", 7, 22, "expected a granularity kind")]
+#[case::fd_number_too_big("a: fd_number 4294967296", 7, 14, "does not fit an int")]
+#[case::map_without_size("a: vmm_map va m", 7, 15, "expected a size in bytes, found 'm'")]
+#[case::bind_unit(
+    "a: x = vmm_unmap va 2MiB",
+    7,
+    4,
+    "'vmm_unmap' produces no value to bind to 'x'"
+)]
+#[case::value_of_a_handle("a: n = vmm_create 2MiB => value 1", 7, 27, "")]
+fn bad_vmm_steps(
+    #[case] snippet: &str,
+    #[case] line: usize,
+    #[case] column: usize,
+    #[case] fragment: &str,
+) {
+    check_error(&format!("{VMM_PRELUDE}{snippet}\n"), line, column, fragment);
+}

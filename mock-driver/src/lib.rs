@@ -52,6 +52,7 @@ mod robustness;
 mod seed;
 pub mod semantics;
 mod store;
+mod vmm;
 mod world;
 
 pub use machine::{SimMachine, SimProcess};
@@ -152,6 +153,7 @@ impl SimBackend {
             export_ids: std::collections::BTreeMap::new(),
             freed_exports: std::collections::BTreeMap::new(),
             hazards: HazardLog::default(),
+            vmm: Default::default(),
         };
         for (i, ps) in spec.processes.iter().enumerate() {
             // Validated above, so the device exists.

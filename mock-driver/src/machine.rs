@@ -7,8 +7,9 @@ use crate::semantics::Switch;
 use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
-    DriverResult, ErrorKind, FreeKind, Hazard, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo,
-    ProcessIndex, ProcessLoss,
+    DriverResult, ErrorKind, Fd, FreeKind, GranularityKind, HandleTypes, Hazard, IpcMemHandle,
+    Machine, MemKind, OutArg, PointerInfo, ProcessIndex, ProcessLoss, ShareableHandleType,
+    VmmAccess, VmmHandle,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -150,6 +151,77 @@ impl Driver for SimProcess {
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| w.close(p, ptr.0))
     }
+
+    // --- VMM ---
+    fn vmm_granularity(
+        &mut self,
+        device: DeviceOrdinal,
+        types: HandleTypes,
+        kind: GranularityKind,
+    ) -> DriverResult<u64> {
+        self.call(|w, p| w.vmm_granularity(p, device, types, kind))
+    }
+
+    fn vmm_create(
+        &mut self,
+        device: DeviceOrdinal,
+        size: u64,
+        types: HandleTypes,
+    ) -> DriverResult<VmmHandle> {
+        self.call(|w, p| w.vmm_create(p, device, size, types).map(VmmHandle))
+    }
+
+    fn vmm_export(&mut self, handle: VmmHandle, ty: ShareableHandleType) -> DriverResult<Fd> {
+        self.call(|w, p| w.vmm_export(p, handle.0, ty).map(Fd))
+    }
+
+    fn vmm_import(&mut self, fd: Fd) -> DriverResult<VmmHandle> {
+        self.call(|w, p| w.vmm_import(p, fd).map(VmmHandle))
+    }
+
+    fn vmm_reserve(&mut self, size: u64) -> DriverResult<DevicePtr> {
+        self.call(|w, p| w.vmm_reserve(p, size).map(DevicePtr))
+    }
+
+    fn vmm_map(
+        &mut self,
+        va: DevicePtr,
+        size: u64,
+        offset: u64,
+        handle: VmmHandle,
+    ) -> DriverResult<()> {
+        self.call(|w, p| w.vmm_map(p, va.0, size, offset, handle.0))
+    }
+
+    fn vmm_set_access(
+        &mut self,
+        va: DevicePtr,
+        size: u64,
+        device: DeviceOrdinal,
+        access: VmmAccess,
+    ) -> DriverResult<()> {
+        self.call(|w, p| w.vmm_set_access(p, va.0, size, device, access))
+    }
+
+    fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
+        self.call(|w, p| w.vmm_unmap(p, va.0, size))
+    }
+
+    fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
+        self.call(|w, p| w.vmm_address_free(p, va.0, size))
+    }
+
+    fn vmm_release(&mut self, handle: VmmHandle) -> DriverResult<()> {
+        self.call(|w, p| w.vmm_release(p, handle.0))
+    }
+
+    fn fd_close(&mut self, fd: Fd) -> DriverResult<()> {
+        self.call(|w, p| w.fd_close(p, fd))
+    }
+
+    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
+        self.call(|w, p| w.fd_open_null_device(p).map(Fd))
+    }
 }
 
 /// A running simulated machine.
@@ -229,6 +301,13 @@ impl Machine for SimMachine {
 
     fn hazards(&self) -> Option<Vec<Hazard>> {
         Some(self.world.borrow().hazards.entries().to_vec())
+    }
+
+    fn transfer_fd(&mut self, from: ProcessIndex, fd: Fd, to: ProcessIndex) -> DriverResult<Fd> {
+        match self.procs.get(from) {
+            Some(sender) => sender.call(|w, p| w.transfer_fd(p, fd, to).map(Fd)),
+            None => Err(DriverError::Harness("no such process".into())),
+        }
     }
 
     /// End of scenario: processes still running are torn down without

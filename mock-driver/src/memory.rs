@@ -204,6 +204,7 @@ impl World {
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
+        self.vmm_check_writable(p, ptr)?;
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
         }
@@ -215,6 +216,7 @@ impl World {
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
+        self.vmm_check_writable(p, ptr)?;
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.write(off, bytes);
         }
@@ -259,6 +261,9 @@ impl World {
                 return Ok((base, r.len));
             }
         }
+        if let Some((base, size, _)) = self.vmm_range(p, ptr) {
+            return Ok((base, size));
+        }
         Err(ErrorKind::NotFound.into())
     }
 
@@ -282,6 +287,12 @@ impl World {
                     device: proc.ordinal_of(m.device),
                 };
             }
+        }
+        if let Some((_, _, device)) = self.vmm_range(p, ptr) {
+            return PointerInfo {
+                memory_type: MemoryType::Device,
+                device: proc.ordinal_of(device),
+            };
         }
         PointerInfo {
             memory_type: MemoryType::Unregistered,

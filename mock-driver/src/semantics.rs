@@ -208,6 +208,18 @@ keyword_choice!(
     }
 );
 
+keyword_choice!(
+    /// A VMM allocation handle used after `cuMemRelease` (it is a pointer
+    /// inside the driver, so it dangles).
+    StaleVmmHandle {
+        /// The process dies with SIGSEGV. Measured for
+        /// `cuMemExportToShareableHandle`: H100, driver 580.159.04.
+        Crash => "crash",
+        /// InvalidValue, as a second `cuMemRelease` answers.
+        InvalidValue => "invalid-value",
+    }
+);
+
 /// An operation refused with an error, or allowed (memory kinds IPC may not
 /// export; a second context opening handles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -366,6 +378,15 @@ semantics! {
         "free of the NULL pointer";
     destroy_primary: DestroyPrimary = DestroyPrimary::Error,
         "cuCtxDestroy on a primary context";
+    // --- VMM ---
+    vmm_fabric: ExportRule = ExportRule::Refuse(ErrorKind::NotPermitted),
+        "cuMemCreate requesting fabric handles (refused without an IMEX channel even where the attribute says 1)";
+    vmm_access_before_set: ErrorKind = ErrorKind::InvalidValue,
+        "memcpy/memset on a VMM mapping before cuMemSetAccess granted access (a kernel faults instead)";
+    vmm_stale_handle: StaleVmmHandle = StaleVmmHandle::Crash,
+        "Exporting or mapping an allocation handle after its cuMemRelease";
+    vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
+        "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
 }
 
 impl Semantics {

@@ -197,6 +197,8 @@ pub(crate) struct World {
     /// lives: opening them is InvalidValue, not the exited exporter's error.
     pub freed_exports: BTreeMap<u32, ProcessIndex>,
     pub hazards: HazardLog,
+    /// VMM allocations, handles, descriptors and mappings (`vmm.rs`).
+    pub vmm: crate::vmm::VmmState,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -388,6 +390,9 @@ impl World {
             Access::Copy => InvalidValue,
             Access::Kernel => IllegalAddress,
         };
+        if let Some(r) = self.vmm_resolve(p, ptr, len, access) {
+            return r;
+        }
         let Some(end) = ptr.checked_add(len) else {
             return Err(fault.into());
         };
@@ -577,6 +582,7 @@ impl World {
         if self.procs[p].exited {
             return;
         }
+        self.vmm_exit(p);
         if record_leaks {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]
                 .regions

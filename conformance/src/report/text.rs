@@ -14,6 +14,8 @@ pub fn outcome_text(outcome: &StepOutcome) -> String {
             ValueSummary::Handle { label } => format!("ok handle {label}"),
             ValueSummary::Range { base, size } => format!("ok range base {base} size {size}"),
             ValueSummary::Int { value } => format!("ok value {value}"),
+            ValueSummary::VmmHandle { label } => format!("ok vmm handle {label}"),
+            ValueSummary::Fd { label } => format!("ok fd {label}"),
             ValueSummary::Bytes { pattern } => format!("ok bytes {pattern}"),
             ValueSummary::PointerInfo {
                 memory_type,

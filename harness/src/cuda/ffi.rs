@@ -157,6 +157,21 @@ entry_points! { Lib::Driver;
     fn cuIpcOpenMemHandle_v2(pdptr: *mut DevPtr, handle: RawIpcHandle, flags: c_uint);
     fn cuIpcCloseMemHandle(dptr: DevPtr);
     fn cuModuleLoadData(module: *mut Handle, image: *const c_void);
+    // --- VMM ---
+    fn cuMemGetAllocationGranularity(
+        granularity: *mut usize,
+        prop: *const MemAllocationProp,
+        option: c_int,
+    );
+    fn cuMemCreate(handle: *mut u64, size: usize, prop: *const MemAllocationProp, flags: u64);
+    fn cuMemExportToShareableHandle(shareable: *mut c_void, handle: u64, ty: c_int, flags: u64);
+    fn cuMemImportFromShareableHandle(handle: *mut u64, os_handle: *mut c_void, ty: c_int);
+    fn cuMemAddressReserve(ptr: *mut DevPtr, size: usize, alignment: usize, addr: DevPtr, flags: u64);
+    fn cuMemAddressFree(ptr: DevPtr, size: usize);
+    fn cuMemMap(ptr: DevPtr, size: usize, offset: usize, handle: u64, flags: u64);
+    fn cuMemUnmap(ptr: DevPtr, size: usize);
+    fn cuMemSetAccess(ptr: DevPtr, size: usize, desc: *const MemAccessDesc, count: usize);
+    fn cuMemRelease(handle: u64);
     fn cuModuleGetFunction(function: *mut Handle, module: Handle, name: *const c_char);
     fn cuLaunchKernel(
         f: Handle,
@@ -171,6 +186,48 @@ entry_points! { Lib::Driver;
         params: *mut *mut c_void,
         extra: *mut *mut c_void,
     );
+}
+
+/// `CUmemAllocationProp` (cuda.h 13.0), checked against cudarc's binding below.
+#[repr(C)]
+pub(crate) struct MemAllocationProp {
+    pub type_: c_int,
+    pub requested_handle_types: c_int,
+    pub location_type: c_int,
+    pub location_id: c_int,
+    pub win32_handle_meta_data: *mut c_void,
+    pub alloc_flags: [u8; 8],
+}
+
+/// `CUmemAccessDesc`.
+#[repr(C)]
+pub(crate) struct MemAccessDesc {
+    pub location_type: c_int,
+    pub location_id: c_int,
+    pub flags: c_int,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<MemAllocationProp>()
+        == std::mem::size_of::<cudarc::driver::sys::CUmemAllocationProp>()
+);
+const _: () = assert!(
+    std::mem::size_of::<MemAccessDesc>()
+        == std::mem::size_of::<cudarc::driver::sys::CUmemAccessDesc>()
+);
+
+/// VMM enumerators (cuda.h 13.0).
+pub(crate) mod vmm {
+    use std::ffi::c_int;
+    pub(crate) const ALLOCATION_TYPE_PINNED: c_int = 1;
+    pub(crate) const LOCATION_TYPE_DEVICE: c_int = 1;
+    pub(crate) const HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 1;
+    pub(crate) const HANDLE_TYPE_FABRIC: c_int = 8;
+    pub(crate) const GRANULARITY_MINIMUM: c_int = 0;
+    pub(crate) const GRANULARITY_RECOMMENDED: c_int = 1;
+    pub(crate) const ACCESS_NONE: c_int = 0;
+    pub(crate) const ACCESS_READ: c_int = 1;
+    pub(crate) const ACCESS_READWRITE: c_int = 3;
 }
 
 // Runtime API (libcudart).
@@ -239,4 +296,6 @@ pub(crate) mod attr {
     pub(crate) const HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: c_int = 103;
     pub(crate) const MEMORY_POOLS_SUPPORTED: c_int = 115;
     pub(crate) const IPC_EVENT_SUPPORTED: c_int = 125;
+    /// Driver API only.
+    pub(crate) const HANDLE_TYPE_FABRIC_SUPPORTED: c_int = 128;
 }

@@ -7,14 +7,15 @@ use super::protocol::{
 use super::worker::WORKER_FD_ENV;
 use super::WorkerCommand;
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
-    FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo, ProcessLoss,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult, Fd,
+    FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, OutArg, PointerInfo,
+    ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, ProcessSpec, StartError};
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -267,10 +268,15 @@ impl WorkerProxy {
     /// Sends one request (the answer is awaited separately, so that several
     /// workers can work on their requests at once).
     pub(crate) fn send(&mut self, request: &Request) -> DriverResult<()> {
+        self.send_with_fds(request, &[])
+    }
+
+    /// [`WorkerProxy::send`] with descriptors attached (`SCM_RIGHTS`).
+    fn send_with_fds(&mut self, request: &Request, fds: &[BorrowedFd<'_>]) -> DriverResult<()> {
         if let Some(e) = self.stopped_error() {
             return Err(e);
         }
-        match send_message(self.sock.as_fd(), request, &[]) {
+        match send_message(self.sock.as_fd(), request, fds) {
             Ok(()) => Ok(()),
             // EPIPE / ECONNRESET: the worker is gone.
             Err(ProtocolError::Io(_)) => Err(self.died(request.name())),
@@ -284,12 +290,22 @@ impl WorkerProxy {
 
     /// Waits up to `timeout` for the answer to the request sent last.
     pub(crate) fn await_reply(&mut self, what: &str, timeout: Duration) -> DriverResult<Reply> {
+        self.await_reply_with_fds(what, timeout)
+            .map(|(reply, _)| reply)
+    }
+
+    /// [`WorkerProxy::await_reply`], with the descriptors the answer carried.
+    fn await_reply_with_fds(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+    ) -> DriverResult<(Reply, Vec<OwnedFd>)> {
         if let Some(e) = self.stopped_error() {
             return Err(e);
         }
         match self.replies.recv_timeout(timeout) {
-            Ok(Ok((payload, _fds))) => match serde_json::from_slice::<Response>(&payload) {
-                Ok(Ok(reply)) => Ok(reply),
+            Ok(Ok((payload, fds))) => match serde_json::from_slice::<Response>(&payload) {
+                Ok(Ok(reply)) => Ok((reply, fds)),
                 Ok(Err(WireError::Api(code))) => {
                     self.poisoned |= code >= STICKY_ERROR_MIN;
                     Err(DriverError::Api(ApiError::from_code(self.dialect, code)))
@@ -316,6 +332,15 @@ impl WorkerProxy {
                 self.state = State::Lost(loss.clone());
                 Err(DriverError::Lost(loss))
             }
+        }
+    }
+
+    /// A call whose answer is `Unit`.
+    fn call_unit(&mut self, request: Request) -> DriverResult<()> {
+        let name = request.name();
+        match self.call(request)? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected(name, r)),
         }
     }
 
@@ -735,6 +760,116 @@ impl Driver for WorkerProxy {
         }
     }
 
+    // --- VMM ---
+    fn vmm_granularity(
+        &mut self,
+        device: DeviceOrdinal,
+        types: HandleTypes,
+        kind: GranularityKind,
+    ) -> DriverResult<u64> {
+        match self.call(Request::VmmGranularity {
+            device,
+            types,
+            kind,
+        })? {
+            Reply::Int(g) => Ok(g as u64),
+            r => Err(unexpected("vmm_granularity", r)),
+        }
+    }
+
+    fn vmm_create(
+        &mut self,
+        device: DeviceOrdinal,
+        size: u64,
+        types: HandleTypes,
+    ) -> DriverResult<VmmHandle> {
+        match self.call(Request::VmmCreate {
+            device,
+            size,
+            types,
+        })? {
+            Reply::VmmHandle(h) => Ok(VmmHandle(h)),
+            r => Err(unexpected("vmm_create", r)),
+        }
+    }
+
+    fn vmm_export(&mut self, handle: VmmHandle, ty: ShareableHandleType) -> DriverResult<Fd> {
+        match self.call(Request::VmmExport {
+            handle: handle.0,
+            ty,
+        })? {
+            Reply::Fd(fd) => Ok(Fd(fd)),
+            r => Err(unexpected("vmm_export", r)),
+        }
+    }
+
+    fn vmm_import(&mut self, fd: Fd) -> DriverResult<VmmHandle> {
+        match self.call(Request::VmmImport { fd: fd.0 })? {
+            Reply::VmmHandle(h) => Ok(VmmHandle(h)),
+            r => Err(unexpected("vmm_import", r)),
+        }
+    }
+
+    fn vmm_reserve(&mut self, size: u64) -> DriverResult<DevicePtr> {
+        match self.call(Request::VmmReserve { size })? {
+            Reply::Ptr(p) => Ok(DevicePtr(p)),
+            r => Err(unexpected("vmm_reserve", r)),
+        }
+    }
+
+    fn vmm_map(
+        &mut self,
+        va: DevicePtr,
+        size: u64,
+        offset: u64,
+        handle: VmmHandle,
+    ) -> DriverResult<()> {
+        self.call_unit(Request::VmmMap {
+            va: va.0,
+            size,
+            offset,
+            handle: handle.0,
+        })
+    }
+
+    fn vmm_set_access(
+        &mut self,
+        va: DevicePtr,
+        size: u64,
+        device: DeviceOrdinal,
+        access: VmmAccess,
+    ) -> DriverResult<()> {
+        self.call_unit(Request::VmmSetAccess {
+            va: va.0,
+            size,
+            device,
+            access,
+        })
+    }
+
+    fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
+        self.call_unit(Request::VmmUnmap { va: va.0, size })
+    }
+
+    fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
+        self.call_unit(Request::VmmAddressFree { va: va.0, size })
+    }
+
+    fn vmm_release(&mut self, handle: VmmHandle) -> DriverResult<()> {
+        self.call_unit(Request::VmmRelease { handle: handle.0 })
+    }
+
+    fn fd_close(&mut self, fd: Fd) -> DriverResult<()> {
+        self.call_unit(Request::FdClose { fd: fd.0 })
+    }
+
+    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
+        match self.call(Request::FdOpenNullDevice)? {
+            Reply::Fd(fd) => Ok(Fd(fd)),
+            r => Err(unexpected("fd_open_null_device", r)),
+        }
+    }
+
     fn synchronize(&mut self) -> DriverResult<()> {
         match self.call(Request::Synchronize)? {
             Reply::Unit => Ok(()),
@@ -1094,6 +1229,35 @@ impl Machine for CudaMachine {
 
     fn hazards(&self) -> Option<Vec<Hazard>> {
         None
+    }
+
+    /// The descriptor really travels: worker `from` sends it to the parent
+    /// with `SCM_RIGHTS`, the parent sends it on to worker `to`, which
+    /// answers with its own number; the parent's copy is closed.
+    fn transfer_fd(&mut self, from: ProcessIndex, fd: Fd, to: ProcessIndex) -> DriverResult<Fd> {
+        let n = self.procs.len();
+        if from >= n || to >= n {
+            return Err(DriverError::Harness(format!(
+                "no process {} (the machine has {n})",
+                from.max(to)
+            )));
+        }
+        let sender = &mut self.procs[from];
+        sender.send(&Request::SendFd { fd: fd.0 })?;
+        let timeout = sender.timeout;
+        let (_, mut fds) = sender.await_reply_with_fds("send_fd", timeout)?;
+        let Some(file) = fds.pop() else {
+            return Err(DriverError::Harness(
+                "the sending worker answered without a descriptor".into(),
+            ));
+        };
+        let receiver = &mut self.procs[to];
+        receiver.send_with_fds(&Request::ReceiveFd, &[file.as_fd()])?;
+        drop(file);
+        match receiver.await_reply("receive_fd", timeout)? {
+            Reply::Fd(n) => Ok(Fd(n)),
+            r => Err(unexpected("receive_fd", r)),
+        }
     }
 
     /// Asks every running worker to exit, waits up to [`SHUTDOWN_GRACE`],

@@ -25,7 +25,10 @@
 //! reuses workers) releases everything the worker's requests created and is
 //! answered with [`Reply::Clean`] when nothing is left.
 
-use crate::driver::{DeviceAttribute, FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo};
+use crate::driver::{
+    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, OutArg,
+    PointerInfo, ShareableHandleType, VmmAccess,
+};
 use crate::errors::Dialect;
 use nix::errno::Errno;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
@@ -150,6 +153,62 @@ pub enum Request {
         ptr: u64,
     },
     Synchronize,
+    // --- VMM ---
+    VmmGranularity {
+        device: u32,
+        types: HandleTypes,
+        kind: GranularityKind,
+    },
+    VmmCreate {
+        device: u32,
+        size: u64,
+        types: HandleTypes,
+    },
+    VmmExport {
+        handle: u64,
+        ty: ShareableHandleType,
+    },
+    VmmImport {
+        fd: i32,
+    },
+    VmmReserve {
+        size: u64,
+    },
+    VmmMap {
+        va: u64,
+        size: u64,
+        offset: u64,
+        handle: u64,
+    },
+    VmmSetAccess {
+        va: u64,
+        size: u64,
+        device: u32,
+        access: VmmAccess,
+    },
+    VmmUnmap {
+        va: u64,
+        size: u64,
+    },
+    VmmAddressFree {
+        va: u64,
+        size: u64,
+    },
+    VmmRelease {
+        handle: u64,
+    },
+    FdClose {
+        fd: i32,
+    },
+    FdOpenNullDevice,
+    /// Answered with `Ok(Unit)` and descriptor `fd` attached (`SCM_RIGHTS`);
+    /// `InvalidValue` when the worker holds no such descriptor.
+    SendFd {
+        fd: i32,
+    },
+    /// Sent with one descriptor attached; answered with `Reply::Fd`, the
+    /// number the worker now has for it.
+    ReceiveFd,
     /// Release everything this worker's requests created (IPC mappings,
     /// allocations, created contexts), make the `Init` device's primary
     /// context current again and synchronize. Answered with
@@ -188,6 +247,20 @@ impl Request {
             Request::IpcOpenMemHandle { .. } => "ipc_open_mem_handle",
             Request::IpcCloseMemHandle { .. } => "ipc_close_mem_handle",
             Request::Synchronize => "synchronize",
+            Request::VmmGranularity { .. } => "vmm_granularity",
+            Request::VmmCreate { .. } => "vmm_create",
+            Request::VmmExport { .. } => "vmm_export",
+            Request::VmmImport { .. } => "vmm_import",
+            Request::VmmReserve { .. } => "vmm_reserve",
+            Request::VmmMap { .. } => "vmm_map",
+            Request::VmmSetAccess { .. } => "vmm_set_access",
+            Request::VmmUnmap { .. } => "vmm_unmap",
+            Request::VmmAddressFree { .. } => "vmm_address_free",
+            Request::VmmRelease { .. } => "vmm_release",
+            Request::FdClose { .. } => "fd_close",
+            Request::FdOpenNullDevice => "fd_open_null_device",
+            Request::SendFd { .. } => "send_fd",
+            Request::ReceiveFd => "receive_fd",
             Request::Reset => "reset",
             Request::Exit => "exit",
         }
@@ -214,6 +287,9 @@ pub enum Reply {
     /// The answer to [`Request::Reset`]: the worker holds nothing its
     /// requests created and may serve another machine.
     Clean,
+    // --- VMM ---
+    VmmHandle(u64),
+    Fd(i32),
 }
 
 /// The error side of a response.
@@ -568,6 +644,41 @@ mod tests {
             },
             Request::IpcCloseMemHandle { ptr: 8 },
             Request::Synchronize,
+            Request::VmmGranularity {
+                device: 0,
+                types: HandleTypes::POSIX_FD,
+                kind: GranularityKind::Recommended,
+            },
+            Request::VmmCreate {
+                device: 0,
+                size: 2 << 20,
+                types: HandleTypes(9),
+            },
+            Request::VmmExport {
+                handle: 0x1234,
+                ty: ShareableHandleType::Fabric,
+            },
+            Request::VmmImport { fd: -1 },
+            Request::VmmReserve { size: 4 << 20 },
+            Request::VmmMap {
+                va: 1 << 40,
+                size: 2 << 20,
+                offset: 0,
+                handle: 7,
+            },
+            Request::VmmSetAccess {
+                va: 1 << 40,
+                size: 2 << 20,
+                device: 0,
+                access: VmmAccess::Read,
+            },
+            Request::VmmUnmap { va: 8, size: 9 },
+            Request::VmmAddressFree { va: 8, size: 9 },
+            Request::VmmRelease { handle: 7 },
+            Request::FdClose { fd: 3 },
+            Request::FdOpenNullDevice,
+            Request::SendFd { fd: 5 },
+            Request::ReceiveFd,
             Request::Reset,
             Request::Exit,
         ]
@@ -603,6 +714,8 @@ mod tests {
                 compute_capability: Some((9, 0)),
             })),
             Ok(Reply::Clean),
+            Ok(Reply::VmmHandle(u64::MAX)),
+            Ok(Reply::Fd(-1)),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

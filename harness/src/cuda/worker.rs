@@ -22,6 +22,9 @@
 //! | `AddressRange` | `cuMemGetAddressRange_v2` | same |
 //! | `PointerInfo` | `cudaPointerGetAttributes` | `cuPointerGetAttribute` (‡) |
 //! | `IpcGetMemHandle` / `IpcOpenMemHandle` / `IpcCloseMemHandle` | `cudaIpc*MemHandle` | `cuIpcGetMemHandle` / `cuIpcOpenMemHandle_v2` / `cuIpcCloseMemHandle` |
+//! | `Vmm*` (granularity, create, export, import, reserve, map, set access, unmap, address free, release) | `cuMemGetAllocationGranularity`, `cuMemCreate`, `cuMemExportToShareableHandle`, `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` | same |
+//! | `FdClose` / `FdOpenNullDevice` | `close` (only descriptors the worker holds) / `open("/dev/null")` | same |
+//! | `SendFd` / `ReceiveFd` | no API call: the descriptor rides the answer / the request with `SCM_RIGHTS` | same |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
@@ -91,12 +94,14 @@ use super::protocol::{
     MAX_TRANSFER,
 };
 use crate::driver::{
-    DeviceAttribute, FreeKind, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo,
-    IPC_HANDLE_SIZE,
+    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, MemoryType,
+    OutArg, PointerInfo, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE,
 };
 use crate::errors::Dialect;
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::os::fd::IntoRawFd;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
@@ -210,9 +215,13 @@ enum ServeEnd {
 fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
     let mut worker = Worker::default();
     loop {
+        let mut attached: Vec<OwnedFd> = Vec::new();
         let request = match recv_message::<Request>(sock) {
-            // Descriptors (none are expected yet) are closed on drop.
-            Ok((request, _fds)) => Ok(request),
+            // Descriptors a request does not take are closed on drop.
+            Ok((request, fds)) => {
+                attached = fds;
+                Ok(request)
+            }
             Err(ProtocolError::Eof) => return ServeEnd::ParentGone,
             // The frame was consumed whole: answer and keep going.
             Err(ProtocolError::Json(e)) => {
@@ -224,12 +233,36 @@ fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
             }
         };
         let exit = matches!(request, Ok(Request::Exit));
+        // Descriptor passing is the socket's business, not the driver's.
+        let mut outgoing: Option<RawFd> = None;
         let response: Response = match request {
             Ok(Request::Exit) => Ok(Reply::Unit),
+            Ok(Request::SendFd { fd }) => {
+                if worker.owned.fds.contains(&fd) {
+                    outgoing = Some(fd);
+                    Ok(Reply::Unit)
+                } else {
+                    // EBADF, reported as the simulator does.
+                    Err(WireError::Api(1))
+                }
+            }
+            Ok(Request::ReceiveFd) => match attached.pop() {
+                Some(f) => {
+                    let n = f.into_raw_fd();
+                    worker.owned.fds.insert(n);
+                    Ok(Reply::Fd(n))
+                }
+                None => Err(harness("receive_fd came without a descriptor")),
+            },
             Ok(request) => worker.handle_guarded(request),
             Err(e) => Err(e),
         };
-        if let Err(e) = send_message(sock, &response, &[]) {
+        // SAFETY: `fd` is open: the worker tracks it and nothing closed it.
+        let out: Vec<BorrowedFd<'_>> = outgoing
+            .iter()
+            .map(|&fd| unsafe { BorrowedFd::borrow_raw(fd) })
+            .collect();
+        if let Err(e) = send_message(sock, &response, &out) {
             eprintln!("ipc-harness worker: cannot answer: {e}");
             return ServeEnd::Broken;
         }
@@ -308,6 +341,19 @@ fn attribute_number(a: DeviceAttribute) -> (c_int, bool) {
         DeviceAttribute::VirtualMemoryManagementSupported => {
             (attr::VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, false)
         }
+        DeviceAttribute::HandleTypeFabricSupported => (attr::HANDLE_TYPE_FABRIC_SUPPORTED, false),
+    }
+}
+
+/// `CUmemAllocationProp` for pinned memory on `device` requesting `types`.
+fn alloc_prop(device: u32, types: HandleTypes) -> ffi::MemAllocationProp {
+    ffi::MemAllocationProp {
+        type_: ffi::vmm::ALLOCATION_TYPE_PINNED,
+        requested_handle_types: types.0 as c_int,
+        location_type: ffi::vmm::LOCATION_TYPE_DEVICE,
+        location_id: device as c_int,
+        win32_handle_meta_data: null_mut(),
+        alloc_flags: [0; 8],
     }
 }
 
@@ -398,11 +444,26 @@ struct Owned {
     ipc_opened: HashMap<u64, (u64, u32)>,
     /// Contexts created by `CreateContext` and not destroyed, oldest first.
     contexts: Vec<u64>,
+    // --- VMM ---
+    /// Allocation handles (created or imported) not released.
+    vmm_handles: HashSet<u64>,
+    /// Mapped VA -> size.
+    vmm_maps: HashMap<u64, u64>,
+    /// Reserved VA -> size.
+    vmm_reservations: HashMap<u64, u64>,
+    /// Descriptors exported, opened or received, not closed.
+    fds: HashSet<i32>,
 }
 
 impl Owned {
     fn is_empty(&self) -> bool {
-        self.allocations.is_empty() && self.ipc_opened.is_empty() && self.contexts.is_empty()
+        self.allocations.is_empty()
+            && self.ipc_opened.is_empty()
+            && self.contexts.is_empty()
+            && self.vmm_handles.is_empty()
+            && self.vmm_maps.is_empty()
+            && self.vmm_reservations.is_empty()
+            && self.fds.is_empty()
     }
 
     /// A context was destroyed: so was everything created in it.
@@ -422,6 +483,12 @@ enum Track {
     IpcClose(u64),
     CreateContext,
     DestroyContext(u64),
+    VmmMap(u64, u64),
+    VmmUnmap(u64),
+    VmmReserve(u64),
+    VmmAddressFree(u64),
+    VmmRelease(u64),
+    FdClose(i32),
 }
 
 /// The free that releases an allocation of `kind`.
@@ -508,6 +575,12 @@ impl Worker {
             Request::IpcCloseMemHandle { ptr } => Track::IpcClose(*ptr),
             Request::CreateContext { .. } => Track::CreateContext,
             Request::DestroyContext { ctx } => Track::DestroyContext(*ctx),
+            Request::VmmMap { va, size, .. } => Track::VmmMap(*va, *size),
+            Request::VmmUnmap { va, .. } => Track::VmmUnmap(*va),
+            Request::VmmReserve { size } => Track::VmmReserve(*size),
+            Request::VmmAddressFree { va, .. } => Track::VmmAddressFree(*va),
+            Request::VmmRelease { handle } => Track::VmmRelease(*handle),
+            Request::FdClose { fd } => Track::FdClose(*fd),
             _ => Track::Nothing,
         };
         let response = self.call(d, request);
@@ -537,6 +610,30 @@ impl Worker {
             }
             (Track::CreateContext, Reply::Context(c)) if *c != 0 => owned.contexts.push(*c),
             (Track::DestroyContext(ctx), _) => owned.forget_context(ctx),
+            (_, Reply::VmmHandle(h)) => {
+                owned.vmm_handles.insert(*h);
+            }
+            (_, Reply::Fd(fd)) => {
+                owned.fds.insert(*fd);
+            }
+            (Track::VmmMap(va, size), _) => {
+                owned.vmm_maps.insert(va, size);
+            }
+            (Track::VmmUnmap(va), _) => {
+                owned.vmm_maps.remove(&va);
+            }
+            (Track::VmmReserve(size), Reply::Ptr(va)) => {
+                owned.vmm_reservations.insert(*va, size);
+            }
+            (Track::VmmAddressFree(va), _) => {
+                owned.vmm_reservations.remove(&va);
+            }
+            (Track::VmmRelease(h), _) => {
+                owned.vmm_handles.remove(&h);
+            }
+            (Track::FdClose(fd), _) => {
+                owned.fds.remove(&fd);
+            }
             _ => {}
         }
         response
@@ -608,6 +705,36 @@ impl Worker {
             if !ok {
                 self.owned.allocations.insert(ptr, (ctx, kind));
             }
+        }
+
+        // VMM: unmap, free the reservations, release the handles, close the
+        // descriptors (the order the API requires).
+        for (va, size) in std::mem::take(&mut self.owned.vmm_maps) {
+            // SAFETY: a range a VmmMap request mapped.
+            let r = unsafe { ffi::cuMemUnmap(va, size as usize) };
+            note(format!("unmapping {va:#x}"), r);
+        }
+        for (va, size) in std::mem::take(&mut self.owned.vmm_reservations) {
+            // SAFETY: a range a VmmReserve request reserved.
+            let r = unsafe { ffi::cuMemAddressFree(va, size as usize) };
+            note(format!("freeing reservation {va:#x}"), r);
+        }
+        for h in std::mem::take(&mut self.owned.vmm_handles) {
+            // SAFETY: a handle a request created or imported and nothing released.
+            let r = unsafe { ffi::cuMemRelease(h) };
+            note(format!("releasing VMM handle {h:#x}"), r);
+        }
+        for fd in std::mem::take(&mut self.owned.fds) {
+            // SAFETY: a descriptor this worker holds.
+            let r = unsafe { nix::libc::close(fd) };
+            note(
+                format!("closing descriptor {fd}"),
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(harness("close failed"))
+                },
+            );
         }
 
         let contexts = std::mem::take(&mut self.owned.contexts);
@@ -825,6 +952,130 @@ impl Worker {
                         Driver => ffi::cuCtxSynchronize()?,
                     }
                     Ok(Reply::Unit)
+                }
+                Request::VmmGranularity {
+                    device,
+                    types,
+                    kind,
+                } => {
+                    let prop = alloc_prop(device, types);
+                    let option = match kind {
+                        GranularityKind::Minimum => ffi::vmm::GRANULARITY_MINIMUM,
+                        GranularityKind::Recommended => ffi::vmm::GRANULARITY_RECOMMENDED,
+                    };
+                    let mut g: usize = 0;
+                    ffi::cuMemGetAllocationGranularity(&mut g, &prop, option)?;
+                    Ok(Reply::Int(g as i64))
+                }
+                Request::VmmCreate {
+                    device,
+                    size,
+                    types,
+                } => {
+                    let prop = alloc_prop(device, types);
+                    let mut h: u64 = 0;
+                    ffi::cuMemCreate(&mut h, size as usize, &prop, 0)?;
+                    Ok(Reply::VmmHandle(h))
+                }
+                Request::VmmExport { handle, ty } => match ty {
+                    ShareableHandleType::PosixFd => {
+                        let mut fd: c_int = -1;
+                        ffi::cuMemExportToShareableHandle(
+                            (&mut fd as *mut c_int).cast(),
+                            handle,
+                            ffi::vmm::HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                            0,
+                        )?;
+                        Ok(Reply::Fd(fd))
+                    }
+                    ShareableHandleType::Fabric => {
+                        let mut bytes = [0u8; 64];
+                        ffi::cuMemExportToShareableHandle(
+                            bytes.as_mut_ptr().cast(),
+                            handle,
+                            ffi::vmm::HANDLE_TYPE_FABRIC,
+                            0,
+                        )?;
+                        Err(harness(
+                            "a fabric export succeeded; fabric handles are not carried by the harness",
+                        ))
+                    }
+                },
+                Request::VmmImport { fd } => {
+                    let mut h: u64 = 0;
+                    // The descriptor travels in the pointer-sized argument.
+                    ffi::cuMemImportFromShareableHandle(
+                        &mut h,
+                        fd as isize as usize as *mut c_void,
+                        ffi::vmm::HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                    )?;
+                    Ok(Reply::VmmHandle(h))
+                }
+                Request::VmmReserve { size } => {
+                    let mut va: DevPtr = 0;
+                    ffi::cuMemAddressReserve(&mut va, size as usize, 0, 0, 0)?;
+                    Ok(Reply::Ptr(va))
+                }
+                Request::VmmMap {
+                    va,
+                    size,
+                    offset,
+                    handle,
+                } => {
+                    ffi::cuMemMap(va, size as usize, offset as usize, handle, 0)?;
+                    Ok(Reply::Unit)
+                }
+                Request::VmmSetAccess {
+                    va,
+                    size,
+                    device,
+                    access,
+                } => {
+                    let desc = ffi::MemAccessDesc {
+                        location_type: ffi::vmm::LOCATION_TYPE_DEVICE,
+                        location_id: device as c_int,
+                        flags: match access {
+                            VmmAccess::None => ffi::vmm::ACCESS_NONE,
+                            VmmAccess::Read => ffi::vmm::ACCESS_READ,
+                            VmmAccess::ReadWrite => ffi::vmm::ACCESS_READWRITE,
+                        },
+                    };
+                    ffi::cuMemSetAccess(va, size as usize, &desc, 1)?;
+                    Ok(Reply::Unit)
+                }
+                Request::VmmUnmap { va, size } => {
+                    ffi::cuMemUnmap(va, size as usize)?;
+                    Ok(Reply::Unit)
+                }
+                Request::VmmAddressFree { va, size } => {
+                    ffi::cuMemAddressFree(va, size as usize)?;
+                    Ok(Reply::Unit)
+                }
+                Request::VmmRelease { handle } => {
+                    ffi::cuMemRelease(handle)?;
+                    Ok(Reply::Unit)
+                }
+                Request::FdClose { fd } => {
+                    // Only descriptors this worker holds: never its socket.
+                    if !self.owned.fds.contains(&fd) {
+                        return Err(WireError::Api(1));
+                    }
+                    if nix::libc::close(fd) == 0 {
+                        Ok(Reply::Unit)
+                    } else {
+                        Err(WireError::Api(1))
+                    }
+                }
+                Request::FdOpenNullDevice => {
+                    let f = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open("/dev/null")
+                        .map_err(|e| harness(format!("cannot open /dev/null: {e}")))?;
+                    Ok(Reply::Fd(OwnedFd::from(f).into_raw_fd()))
+                }
+                Request::SendFd { .. } | Request::ReceiveFd => {
+                    Err(harness("descriptor passing is handled by the serve loop"))
                 }
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
@@ -1067,6 +1318,63 @@ mod tests {
     fn ask(sock: &UnixStream, r: &Request) -> Response {
         send_message(sock.as_fd(), r, &[]).unwrap();
         recv_message::<Response>(sock.as_fd()).unwrap().0
+    }
+
+    /// A descriptor really travels between two workers through the parent,
+    /// as `CudaMachine::transfer_fd` moves it: A -> parent -> B -> back here.
+    #[test]
+    fn a_descriptor_passes_between_two_workers_with_scm_rights() {
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("ipc-harness-worker-fd-{}", std::process::id()));
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(b"crossed two workers").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let (a, ta) = in_process_worker();
+        let (b, tb) = in_process_worker();
+
+        // Worker A receives the file and names its own number for it.
+        send_message(a.as_fd(), &Request::ReceiveFd, &[file.as_fd()]).unwrap();
+        let (r, _) = recv_message::<Response>(a.as_fd()).unwrap();
+        let Ok(Reply::Fd(fd_a)) = r else {
+            panic!("expected a descriptor number, got {r:?}")
+        };
+        drop(file);
+        // A sends it to the parent; the parent passes it on to B.
+        send_message(a.as_fd(), &Request::SendFd { fd: fd_a }, &[]).unwrap();
+        let (r, mut fds) = recv_message::<Response>(a.as_fd()).unwrap();
+        assert_eq!(r, Ok(Reply::Unit));
+        let in_parent = fds.pop().expect("the answer carries the descriptor");
+        send_message(b.as_fd(), &Request::ReceiveFd, &[in_parent.as_fd()]).unwrap();
+        drop(in_parent);
+        let (r, _) = recv_message::<Response>(b.as_fd()).unwrap();
+        let Ok(Reply::Fd(fd_b)) = r else {
+            panic!("expected a descriptor number, got {r:?}")
+        };
+        // Both workers live in this test process, so B's number is a new one.
+        assert_ne!(fd_a, fd_b);
+        // B sends it back: reading it shows the same open file.
+        send_message(b.as_fd(), &Request::SendFd { fd: fd_b }, &[]).unwrap();
+        let (r, mut fds) = recv_message::<Response>(b.as_fd()).unwrap();
+        assert_eq!(r, Ok(Reply::Unit));
+        let mut back = std::fs::File::from(fds.pop().unwrap());
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut back, &mut text).unwrap();
+        assert_eq!(text, "crossed two workers");
+        // A descriptor the worker does not hold is refused (EBADF) and never sent.
+        send_message(b.as_fd(), &Request::SendFd { fd: 999_999 }, &[]).unwrap();
+        let (r, fds) = recv_message::<Response>(b.as_fd()).unwrap();
+        assert_eq!(r, Err(WireError::Api(1)));
+        assert!(fds.is_empty());
+        // ReceiveFd without a descriptor is the harness's fault.
+        assert!(matches!(
+            ask(&b, &Request::ReceiveFd),
+            Err(WireError::Harness(_))
+        ));
+        for (sock, t) in [(a, ta), (b, tb)] {
+            assert_eq!(ask(&sock, &Request::Exit), Ok(Reply::Unit));
+            assert_eq!(t.join().unwrap(), ServeEnd::Exit);
+        }
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The step model of a parsed scenario.
 
-use crate::driver::{DeviceAttribute, FreeKind, MemKind, MemoryType, OutArg};
+use crate::driver::{
+    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType, OutArg,
+    ShareableHandleType, VmmAccess,
+};
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::HazardKind;
 use std::fmt;
@@ -207,6 +210,76 @@ pub enum Op {
         to_name: String,
     },
     Exit,
+    // --- VMM ---
+    /// `vmm_granularity D minimum|recommended [types=T]`.
+    VmmGranularity {
+        device: u32,
+        kind: GranularityKind,
+        types: HandleTypes,
+    },
+    /// `vmm_create SIZE [types=T] [device=D]`.
+    VmmCreate {
+        size: u64,
+        types: HandleTypes,
+        device: u32,
+    },
+    /// `vmm_export M posix_fd|fabric`.
+    VmmExport {
+        handle: String,
+        ty: ShareableHandleType,
+    },
+    /// `vmm_import FD`.
+    VmmImport {
+        fd: String,
+    },
+    /// `vmm_reserve SIZE`.
+    VmmReserve {
+        size: u64,
+    },
+    /// `vmm_map VA SIZE M [offset=N]`.
+    VmmMap {
+        va: Ref,
+        size: u64,
+        handle: String,
+        offset: u64,
+    },
+    /// `vmm_set_access VA SIZE none|read|rw [device=D]`.
+    VmmSetAccess {
+        va: Ref,
+        size: u64,
+        access: VmmAccess,
+        device: u32,
+    },
+    /// `vmm_unmap VA SIZE`.
+    VmmUnmap {
+        va: Ref,
+        size: u64,
+    },
+    /// `vmm_address_free VA SIZE`.
+    VmmAddressFree {
+        va: Ref,
+        size: u64,
+    },
+    /// `vmm_release M`.
+    VmmRelease {
+        handle: String,
+    },
+    /// `fd_close FD`.
+    FdClose {
+        fd: String,
+    },
+    /// `fd_null_device`: open `/dev/null`.
+    FdNullDevice,
+    /// `fd_number N`: a descriptor number taken as is (no call).
+    FdNumber {
+        number: i32,
+    },
+    /// `send_fd FD -> PROC`: the result is `PROC`'s descriptor.
+    SendFd {
+        fd: String,
+        to: ProcIndex,
+        to_name: String,
+    },
 }
 
 /// The type of the value an op produces (and of a binding).
@@ -220,6 +293,9 @@ pub enum ValueType {
     Bytes,
     Range,
     PointerInfo,
+    // --- VMM ---
+    VmmHandle,
+    Fd,
 }
 
 impl ValueType {
@@ -234,6 +310,8 @@ impl ValueType {
             ValueType::Bytes => "bytes",
             ValueType::Range => "a range",
             ValueType::PointerInfo => "pointer info",
+            ValueType::VmmHandle => "a VMM allocation handle",
+            ValueType::Fd => "a file descriptor",
         }
     }
 }
@@ -277,6 +355,20 @@ impl Op {
             Op::HandleFlip { .. } => "handle_flip",
             Op::Send { .. } => "send",
             Op::Exit => "exit",
+            Op::VmmGranularity { .. } => "vmm_granularity",
+            Op::VmmCreate { .. } => "vmm_create",
+            Op::VmmExport { .. } => "vmm_export",
+            Op::VmmImport { .. } => "vmm_import",
+            Op::VmmReserve { .. } => "vmm_reserve",
+            Op::VmmMap { .. } => "vmm_map",
+            Op::VmmSetAccess { .. } => "vmm_set_access",
+            Op::VmmUnmap { .. } => "vmm_unmap",
+            Op::VmmAddressFree { .. } => "vmm_address_free",
+            Op::VmmRelease { .. } => "vmm_release",
+            Op::FdClose { .. } => "fd_close",
+            Op::FdNullDevice => "fd_null_device",
+            Op::FdNumber { .. } => "fd_number",
+            Op::SendFd { .. } => "send_fd",
         }
     }
 
@@ -292,6 +384,18 @@ impl Op {
             Op::IpcGet { .. } | Op::HandleZero | Op::HandleRandom | Op::HandleFlip { .. } => {
                 ValueType::Handle
             }
+            Op::VmmGranularity { .. } => ValueType::Int,
+            Op::VmmReserve { .. } => ValueType::Ptr,
+            Op::VmmCreate { .. } | Op::VmmImport { .. } => ValueType::VmmHandle,
+            Op::VmmExport { .. } | Op::FdNullDevice | Op::FdNumber { .. } | Op::SendFd { .. } => {
+                ValueType::Fd
+            }
+            Op::VmmMap { .. }
+            | Op::VmmSetAccess { .. }
+            | Op::VmmUnmap { .. }
+            | Op::VmmAddressFree { .. }
+            | Op::VmmRelease { .. }
+            | Op::FdClose { .. } => ValueType::Unit,
             Op::SetDevice { .. }
             | Op::CtxSet { .. }
             | Op::CtxDestroy { .. }
@@ -314,6 +418,7 @@ impl Op {
                 | Op::HandleRandom
                 | Op::HandleFlip { .. }
                 | Op::Send { .. }
+                | Op::FdNumber { .. }
         )
     }
 
@@ -345,6 +450,19 @@ impl Op {
             | Op::HandleZero
             | Op::HandleRandom
             | Op::Exit => vec![],
+            Op::VmmMap { va, handle, .. } => {
+                va.name().into_iter().chain([handle.as_str()]).collect()
+            }
+            Op::VmmSetAccess { va, .. }
+            | Op::VmmUnmap { va, .. }
+            | Op::VmmAddressFree { va, .. } => va.name().into_iter().collect(),
+            Op::VmmExport { handle, .. } | Op::VmmRelease { handle } => vec![handle.as_str()],
+            Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => vec![fd.as_str()],
+            Op::VmmGranularity { .. }
+            | Op::VmmCreate { .. }
+            | Op::VmmReserve { .. }
+            | Op::FdNullDevice
+            | Op::FdNumber { .. } => vec![],
         }
     }
 }
@@ -428,6 +546,53 @@ impl fmt::Display for Op {
             Op::Send {
                 handle, to_name, ..
             } => write!(f, "{kw} {handle} -> {to_name}"),
+            Op::FdNullDevice => f.write_str(kw),
+            Op::VmmGranularity {
+                device,
+                kind,
+                types,
+            } => write!(f, "{kw} {device} {} types={}", kind.name(), types.name()),
+            Op::VmmCreate {
+                size,
+                types,
+                device,
+            } => write!(
+                f,
+                "{kw} {} types={} device={device}",
+                fmt_size(*size),
+                types.name()
+            ),
+            Op::VmmExport { handle, ty } => write!(f, "{kw} {handle} {}", ty.name()),
+            Op::VmmImport { fd } | Op::FdClose { fd } => write!(f, "{kw} {fd}"),
+            Op::VmmReserve { size } => write!(f, "{kw} {}", fmt_size(*size)),
+            Op::VmmMap {
+                va,
+                size,
+                handle,
+                offset,
+            } => write!(
+                f,
+                "{kw} {va} {} {handle} offset={}",
+                fmt_size(*size),
+                fmt_size(*offset)
+            ),
+            Op::VmmSetAccess {
+                va,
+                size,
+                access,
+                device,
+            } => write!(
+                f,
+                "{kw} {va} {} {} device={device}",
+                fmt_size(*size),
+                access.name()
+            ),
+            Op::VmmUnmap { va, size } | Op::VmmAddressFree { va, size } => {
+                write!(f, "{kw} {va} {}", fmt_size(*size))
+            }
+            Op::VmmRelease { handle } => write!(f, "{kw} {handle}"),
+            Op::FdNumber { number } => write!(f, "{kw} {number}"),
+            Op::SendFd { fd, to_name, .. } => write!(f, "{kw} {fd} -> {to_name}"),
         }
     }
 }

@@ -4,7 +4,9 @@ use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::parser::MAX_WRITE_BYTES;
 use super::{ExecOptions, Execution, Scenario};
-use crate::driver::{DevicePtr, DriverError, IpcMemHandle, ProcessLoss, IPC_HANDLE_SIZE};
+use crate::driver::{
+    DevicePtr, DriverError, Fd, IpcMemHandle, ProcessLoss, VmmHandle, IPC_HANDLE_SIZE,
+};
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
     CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
@@ -40,6 +42,9 @@ struct Labels {
     ptrs: Vec<HashMap<u64, String>>,
     ctxs: Vec<HashMap<u64, String>>,
     handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
+    /// VMM handles and descriptors: per process, like pointers (`owner.m1`, `peer.f2`).
+    vmm_handles: Vec<HashMap<u64, String>>,
+    fds: Vec<HashMap<i32, String>>,
 }
 
 impl Labels {
@@ -48,7 +53,21 @@ impl Labels {
             ptrs: vec![HashMap::new(); processes],
             ctxs: vec![HashMap::new(); processes],
             handles: HashMap::new(),
+            vmm_handles: vec![HashMap::new(); processes],
+            fds: vec![HashMap::new(); processes],
         }
+    }
+
+    fn per_process<K: std::hash::Hash + Eq>(
+        map: &mut HashMap<K, String>,
+        key: K,
+        name: &str,
+        prefix: &str,
+    ) -> String {
+        let n = map.len() + 1;
+        map.entry(key)
+            .or_insert_with(|| format!("{name}.{prefix}{n}"))
+            .clone()
     }
 
     fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> String {
@@ -131,6 +150,24 @@ impl Labels {
                 },
                 None,
             ),
+            Value::VmmHandle(h) => {
+                let label = Self::per_process(&mut self.vmm_handles[proc], h.0, name, "m");
+                (
+                    ValueSummary::VmmHandle {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Fd(f) => {
+                let label = Self::per_process(&mut self.fds[proc], f.0, name, "f");
+                (
+                    ValueSummary::Fd {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
         }
     }
 }
@@ -170,6 +207,20 @@ impl Run<'_> {
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::Handle(h)) => Ok(*h),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound handle"))),
+        }
+    }
+
+    fn vmm_handle(&self, n: &str) -> Result<VmmHandle, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::VmmHandle(h)) => Ok(*h),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound VMM handle"))),
+        }
+    }
+
+    fn fd(&self, n: &str) -> Result<Fd, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Fd(f)) => Ok(*f),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound descriptor"))),
         }
     }
 
@@ -294,6 +345,75 @@ impl Run<'_> {
             Op::Exit => {
                 machine.exit(proc)?;
                 Value::Unit
+            }
+            Op::VmmGranularity {
+                device,
+                kind,
+                types,
+            } => {
+                let g = d.vmm_granularity(*device, *types, *kind)?;
+                Value::Int(i64::try_from(g).unwrap_or(i64::MAX))
+            }
+            Op::VmmCreate {
+                size,
+                types,
+                device,
+            } => Value::VmmHandle(d.vmm_create(*device, *size, *types)?),
+            Op::VmmExport { handle, ty } => {
+                let h = self.vmm_handle(handle)?;
+                Value::Fd(d.vmm_export(h, *ty)?)
+            }
+            Op::VmmImport { fd } => {
+                let f = self.fd(fd)?;
+                Value::VmmHandle(d.vmm_import(f)?)
+            }
+            Op::VmmReserve { size } => Value::Ptr(d.vmm_reserve(*size)?),
+            Op::VmmMap {
+                va,
+                size,
+                handle,
+                offset,
+            } => {
+                let p = self.ptr(va)?;
+                let h = self.vmm_handle(handle)?;
+                d.vmm_map(p, *size, *offset, h)?;
+                Value::Unit
+            }
+            Op::VmmSetAccess {
+                va,
+                size,
+                access,
+                device,
+            } => {
+                let p = self.ptr(va)?;
+                d.vmm_set_access(p, *size, *device, *access)?;
+                Value::Unit
+            }
+            Op::VmmUnmap { va, size } => {
+                let p = self.ptr(va)?;
+                d.vmm_unmap(p, *size)?;
+                Value::Unit
+            }
+            Op::VmmAddressFree { va, size } => {
+                let p = self.ptr(va)?;
+                d.vmm_address_free(p, *size)?;
+                Value::Unit
+            }
+            Op::VmmRelease { handle } => {
+                let h = self.vmm_handle(handle)?;
+                d.vmm_release(h)?;
+                Value::Unit
+            }
+            Op::FdClose { fd } => {
+                let f = self.fd(fd)?;
+                d.fd_close(f)?;
+                Value::Unit
+            }
+            Op::FdNullDevice => Value::Fd(d.fd_open_null_device()?),
+            Op::FdNumber { number } => Value::Fd(Fd(*number)),
+            Op::SendFd { fd, to, .. } => {
+                let f = self.fd(fd)?;
+                Value::Fd(machine.transfer_fd(proc, f, *to)?)
             }
         };
         Ok(v)
@@ -439,10 +559,10 @@ pub(crate) fn execute_on(
             },
         };
     }
-    let bad_index = scenario
-        .steps
-        .iter()
-        .find(|s| s.process >= nproc || matches!(s.op, Op::Send { to, .. } if to >= nproc));
+    let bad_index = scenario.steps.iter().find(|s| {
+        s.process >= nproc
+            || matches!(s.op, Op::Send { to, .. } | Op::SendFd { to, .. } if to >= nproc)
+    });
     if let Some(s) = bad_index {
         return Execution {
             trace: Trace::default(),
@@ -488,7 +608,12 @@ pub(crate) fn execute_on(
         let elapsed_us = micros(call.elapsed());
         let (outcome, observed_value, api) = match result {
             Ok(v) => {
-                let (summary, label) = labels.summarise(step.process, pname, &v);
+                // A passed descriptor is the receiver's: label it there.
+                let (owner, oname) = match &step.op {
+                    Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
+                    _ => (step.process, pname),
+                };
+                let (summary, label) = labels.summarise(owner, oname, &v);
                 (StepOutcome::Ok { value: summary }, Some((v, label)), None)
             }
             Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),

@@ -1,7 +1,7 @@
 //! Judging one step's observation against its expectations.
 
 use super::ast::{ExpectList, Expectation, Ref};
-use crate::driver::{ContextId, DevicePtr, IpcMemHandle, PointerInfo};
+use crate::driver::{ContextId, DevicePtr, Fd, IpcMemHandle, PointerInfo, VmmHandle};
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
 use std::collections::HashMap;
@@ -18,6 +18,8 @@ pub(crate) enum Value {
     Bytes(Vec<u8>),
     Range(DevicePtr, u64),
     Info(PointerInfo),
+    VmmHandle(VmmHandle),
+    Fd(Fd),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -30,6 +32,8 @@ enum Key {
     Bytes(Vec<u8>),
     Info(PointerInfo),
     Unit,
+    VmmHandle(u64),
+    Fd(i32),
 }
 
 impl Value {
@@ -42,6 +46,8 @@ impl Value {
             Value::Int(i) => Key::Int(*i),
             Value::Bytes(b) => Key::Bytes(b.clone()),
             Value::Info(i) => Key::Info(*i),
+            Value::VmmHandle(h) => Key::VmmHandle(h.0),
+            Value::Fd(f) => Key::Fd(f.0),
         }
     }
 }
@@ -81,7 +87,9 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
             ValueSummary::Unit => "ok".to_string(),
             ValueSummary::Ptr { label }
             | ValueSummary::Context { label }
-            | ValueSummary::Handle { label } => format!("ok ({label})"),
+            | ValueSummary::Handle { label }
+            | ValueSummary::VmmHandle { label }
+            | ValueSummary::Fd { label } => format!("ok ({label})"),
             ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
             ValueSummary::Int { value } => format!("ok (value {value})"),
             ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),

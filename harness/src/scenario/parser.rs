@@ -8,8 +8,8 @@ use super::ast::{
 use super::lexer::{strip_comment, tokenize, Token};
 use super::{Metadata, ParseError, Scenario};
 use crate::driver::{
-    DeviceAttribute, FreeKind, MemKind, MemoryType, OutArg, IPC_HANDLE_SIZE,
-    IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType, OutArg,
+    ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
 use crate::errors::ErrorKind;
 use crate::machine::{HazardKind, ProcessSpec};
@@ -626,6 +626,11 @@ impl Parser {
             }
             _ => {}
         }
+        // A descriptor passed with send_fd belongs to the receiver.
+        let owner = match &op {
+            Op::SendFd { to, .. } => *to,
+            _ => proc_idx,
+        };
         let bind = bind.map(|b| b.text);
         if let Some(b) = &bind {
             let alloc_size = match &op {
@@ -637,9 +642,9 @@ impl Parser {
                 Binding {
                     ty: op.result_type(),
                     line: l.line,
-                    process: proc_idx,
+                    process: owner,
                     alloc_size,
-                    holders: vec![proc_idx],
+                    holders: vec![owner],
                 },
             );
         }
@@ -660,6 +665,8 @@ impl Parser {
             ValueType::Ptr => "a pointer (a binding or 'null')",
             ValueType::Context => "a context binding",
             ValueType::Handle => "a handle binding",
+            ValueType::VmmHandle => "a VMM allocation handle binding",
+            ValueType::Fd => "a file descriptor binding",
             _ => "a binding",
         };
         let t = l.name(what)?;
@@ -705,6 +712,62 @@ impl Parser {
             }
         }
         Ok(name)
+    }
+
+    /// A per-process binding (VMM handle, descriptor): only the process that
+    /// holds it may use it.
+    fn held_arg(
+        &self,
+        l: &mut Line,
+        proc_idx: ProcIndex,
+        ty: ValueType,
+        op: &str,
+    ) -> PResult<String> {
+        let (name, col) = self.binding_arg(l, ty, op)?;
+        if let Some(b) = self.bindings.get(&name) {
+            if !b.holders.contains(&proc_idx) {
+                let how = if ty == ValueType::Fd {
+                    "pass it with send_fd first"
+                } else {
+                    "it is valid in that process only"
+                };
+                return Err(l.err(
+                    col,
+                    format!(
+                        "process '{}' does not hold {} '{name}' (it belongs to '{}'; {how})",
+                        self.processes[proc_idx].name,
+                        ty.describe(),
+                        self.processes[b.process].name
+                    ),
+                ));
+            }
+        }
+        Ok(name)
+    }
+
+    fn word_choice<T>(
+        l: &mut Line,
+        what: &str,
+        names: &[&str],
+        from: impl Fn(&str) -> Option<T>,
+    ) -> PResult<T> {
+        let col = l.col();
+        let t = l.next_word(what)?;
+        from(&t.text).ok_or_else(|| {
+            l.err(
+                col,
+                format!("expected {what} ({}), found '{}'", names.join(", "), t.text),
+            )
+        })
+    }
+
+    fn handle_types(l: &mut Line) -> PResult<HandleTypes> {
+        Self::word_choice(
+            l,
+            "handle types after 'types='",
+            &["none", "posix_fd", "fabric", "an integer bit set"],
+            HandleTypes::from_name,
+        )
     }
 
     /// `key=value` options after the positional arguments.
@@ -982,6 +1045,139 @@ impl Parser {
                 }
             }
             "exit" => Op::Exit,
+            "vmm_granularity" => {
+                let device = l.u32("a device number")?;
+                let kind =
+                    Self::word_choice(l, "a granularity kind", &["minimum", "recommended"], |w| {
+                        match w {
+                            "minimum" => Some(GranularityKind::Minimum),
+                            "recommended" => Some(GranularityKind::Recommended),
+                            _ => None,
+                        }
+                    })?;
+                let mut types = HandleTypes::NONE;
+                self.options(l, kw, &["types"], |l, _| {
+                    types = Self::handle_types(l)?;
+                    Ok(())
+                })?;
+                Op::VmmGranularity {
+                    device,
+                    kind,
+                    types,
+                }
+            }
+            "vmm_create" => {
+                let size = l.int("a size in bytes")?;
+                let mut types = HandleTypes::NONE;
+                let mut device = 0;
+                self.options(l, kw, &["types", "device"], |l, key| {
+                    if key.text == "types" {
+                        types = Self::handle_types(l)?;
+                    } else {
+                        device = l.u32("a device number")?;
+                    }
+                    Ok(())
+                })?;
+                Op::VmmCreate {
+                    size,
+                    types,
+                    device,
+                }
+            }
+            "vmm_export" => {
+                let handle = self.held_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
+                let ty = Self::word_choice(
+                    l,
+                    "a shareable handle type",
+                    &["posix_fd", "fabric"],
+                    ShareableHandleType::from_name,
+                )?;
+                Op::VmmExport { handle, ty }
+            }
+            "vmm_import" => Op::VmmImport {
+                fd: self.held_arg(l, proc_idx, ValueType::Fd, kw)?,
+            },
+            "vmm_reserve" => Op::VmmReserve {
+                size: l.int("a size in bytes")?,
+            },
+            "vmm_map" => {
+                let va = self.ptr_arg(l, kw)?;
+                let size = l.int("a size in bytes")?;
+                let handle = self.held_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
+                let mut offset = 0;
+                self.options(l, kw, &["offset"], |l, _| {
+                    offset = l.int("an offset in bytes")?;
+                    Ok(())
+                })?;
+                Op::VmmMap {
+                    va,
+                    size,
+                    handle,
+                    offset,
+                }
+            }
+            "vmm_set_access" => {
+                let va = self.ptr_arg(l, kw)?;
+                let size = l.int("a size in bytes")?;
+                let access = Self::word_choice(
+                    l,
+                    "an access mode",
+                    &["none", "read", "rw"],
+                    VmmAccess::from_name,
+                )?;
+                let mut device = 0;
+                self.options(l, kw, &["device"], |l, _| {
+                    device = l.u32("a device number")?;
+                    Ok(())
+                })?;
+                Op::VmmSetAccess {
+                    va,
+                    size,
+                    access,
+                    device,
+                }
+            }
+            "vmm_unmap" | "vmm_address_free" => {
+                let va = self.ptr_arg(l, kw)?;
+                let size = l.int("a size in bytes")?;
+                if kw == "vmm_unmap" {
+                    Op::VmmUnmap { va, size }
+                } else {
+                    Op::VmmAddressFree { va, size }
+                }
+            }
+            "vmm_release" => Op::VmmRelease {
+                handle: self.held_arg(l, proc_idx, ValueType::VmmHandle, kw)?,
+            },
+            "fd_close" => Op::FdClose {
+                fd: self.held_arg(l, proc_idx, ValueType::Fd, kw)?,
+            },
+            "fd_null_device" => Op::FdNullDevice,
+            "fd_number" => {
+                let col = l.col();
+                let v = l.signed("a descriptor number")?;
+                let number = i32::try_from(v).map_err(|_| {
+                    l.err(col, format!("descriptor number {v} does not fit an int"))
+                })?;
+                Op::FdNumber { number }
+            }
+            "send_fd" => {
+                let fd = self.held_arg(l, proc_idx, ValueType::Fd, kw)?;
+                l.expect_punct("->", "'->' after the descriptor")?;
+                let col = l.col();
+                let to = l.name("a process name")?;
+                let Some(to_idx) = self.processes.iter().position(|p| p.name == to.text) else {
+                    return Err(l.err(col, format!("unknown process '{}'", to.text)));
+                };
+                if to_idx == proc_idx {
+                    return Err(l.err(col, "send_fd needs another process"));
+                }
+                Op::SendFd {
+                    fd,
+                    to: to_idx,
+                    to_name: to.text,
+                }
+            }
             other => {
                 return Err(l.err(op_tok.col, format!("unknown op '{other}'")));
             }

@@ -1,0 +1,627 @@
+//! Virtual memory management (`cuMemCreate` and friends) and POSIX
+//! shareable handles: physical allocations with requested handle types,
+//! per-process handle and descriptor tables, VA reservations, mappings and
+//! access rights.
+//!
+//! A physical allocation lives in a [`Block`] like any device memory; it is
+//! referenced by every allocation handle (created or imported), every
+//! mapping and every descriptor exported from it, in any process, and is
+//! freed when the last reference goes (`cuMemRelease`: "the memory will be
+//! freed when all outstanding mappings to it are unmapped"). Descriptor
+//! numbers follow POSIX (the lowest free number, from 3); traces label
+//! them, so the numbers themselves never reach a report.
+
+use crate::semantics::{ExportRule, StaleVmmHandle};
+use crate::store::Store;
+use crate::world::{
+    containing, Access, Block, BlockId, Fail, SimResult, World, BLOCK, DEVICE_MEMORY,
+};
+use ipc_harness::ErrorKind::{
+    IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
+};
+use ipc_harness::{
+    Fd, GranularityKind, HandleTypes, MemKind, ProcessIndex, ShareableHandleType, VmmAccess,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
+/// handle type (measured: H100, driver 580.159.04).
+pub(crate) const VMM_GRANULARITY: u64 = BLOCK;
+/// The lowest descriptor a process can get (0-2 are stdio).
+const FIRST_FD: i32 = 3;
+/// Where allocation handle numbers start (any non-zero value would do).
+const HANDLE_BASE: u64 = 0x1_0000;
+
+/// The VMM part of the simulated machine.
+#[derive(Debug, Default)]
+pub(crate) struct VmmState {
+    phys: BTreeMap<u64, Phys>,
+    next_phys: u64,
+    /// Per process, indexed like `World::procs` (grown on first use).
+    procs: Vec<VmmProc>,
+}
+
+#[derive(Debug)]
+struct Phys {
+    device: u32,
+    size: u64,
+    types: HandleTypes,
+    block: BlockId,
+    /// Handles + mappings + descriptors, in every process.
+    refs: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct HandleEntry {
+    phys: u64,
+    /// Imported handles carry no requested handle types (measured:
+    /// `cuMemGetAllocationPropertiesFromHandle` says 0), so they do not export.
+    imported: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FdObject {
+    /// An exported allocation.
+    Allocation(u64),
+    /// Something that is not CUDA's (`/dev/null`).
+    Foreign,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct VmmMapping {
+    size: u64,
+    phys: u64,
+    offset: u64,
+    access: VmmAccess,
+}
+
+#[derive(Debug, Default)]
+struct VmmProc {
+    handles: BTreeMap<u64, HandleEntry>,
+    /// Handles already released (a later use is a use of a dangling handle).
+    released: BTreeSet<u64>,
+    next_handle: u64,
+    fds: BTreeMap<i32, FdObject>,
+    /// Reserved VA: base -> size.
+    reservations: BTreeMap<u64, u64>,
+    /// Mapped VA: base -> mapping.
+    maps: BTreeMap<u64, VmmMapping>,
+}
+
+impl VmmProc {
+    fn lowest_free_fd(&self) -> i32 {
+        let mut fd = FIRST_FD;
+        for &used in self.fds.range(FIRST_FD..).map(|(k, _)| k) {
+            if used != fd {
+                break;
+            }
+            fd += 1;
+        }
+        fd
+    }
+}
+
+fn aligned(x: u64) -> bool {
+    x != 0 && x % VMM_GRANULARITY == 0
+}
+
+impl World {
+    fn vp(&mut self, p: ProcessIndex) -> &mut VmmProc {
+        if self.vmm.procs.len() <= p {
+            self.vmm.procs.resize_with(p + 1, VmmProc::default);
+        }
+        &mut self.vmm.procs[p]
+    }
+
+    fn add_ref(&mut self, phys: u64) {
+        if let Some(ph) = self.vmm.phys.get_mut(&phys) {
+            ph.refs += 1;
+        }
+    }
+
+    /// Drop one reference; the last one frees the memory.
+    fn drop_ref(&mut self, phys: u64) {
+        let Some(ph) = self.vmm.phys.get_mut(&phys) else {
+            return;
+        };
+        ph.refs = ph.refs.saturating_sub(1);
+        if ph.refs > 0 {
+            return;
+        }
+        let (device, size, block) = (ph.device, ph.size, ph.block);
+        self.vmm.phys.remove(&phys);
+        self.blocks.remove(&block);
+        if let Some(used) = self.device_used.get_mut(device as usize) {
+            *used = used.saturating_sub(size);
+        }
+    }
+
+    /// A handle of `p` in use: live, released (per `vmm_stale_handle`), or unknown.
+    fn live_handle(&mut self, p: ProcessIndex, handle: u64, call: &str) -> SimResult<HandleEntry> {
+        let stale = self.sem.vmm_stale_handle;
+        let vp = self.vp(p);
+        if let Some(h) = vp.handles.get(&handle) {
+            return Ok(*h);
+        }
+        if vp.released.contains(&handle) && stale == StaleVmmHandle::Crash {
+            return Err(Fail::Crash {
+                signal: 11,
+                detail: format!("{call} dereferenced a released allocation handle (SIGSEGV)"),
+            });
+        }
+        Err(InvalidValue.into())
+    }
+
+    fn physical_device(&self, p: ProcessIndex, device: u32) -> SimResult<u32> {
+        self.procs[p]
+            .visible
+            .get(device as usize)
+            .copied()
+            .ok_or(Fail::Api(InvalidDevice))
+    }
+
+    pub(crate) fn vmm_granularity(
+        &mut self,
+        _p: ProcessIndex,
+        _device: u32,
+        _types: HandleTypes,
+        _kind: GranularityKind,
+    ) -> SimResult<u64> {
+        // Measured: the same 2 MiB for both kinds and every handle type, and
+        // even for a device ordinal that does not exist.
+        Ok(VMM_GRANULARITY)
+    }
+
+    pub(crate) fn vmm_create(
+        &mut self,
+        p: ProcessIndex,
+        device: u32,
+        size: u64,
+        types: HandleTypes,
+    ) -> SimResult<u64> {
+        self.current_ctx(p)?;
+        let physical = self.physical_device(p, device)?;
+        let known = HandleTypes::POSIX_FD.0 | HandleTypes::FABRIC.0;
+        if types.0 & !known != 0 || !aligned(size) {
+            return Err(InvalidValue.into());
+        }
+        if types.contains(ShareableHandleType::Fabric) {
+            if let ExportRule::Refuse(kind) = self.sem.vmm_fabric {
+                return Err(kind.into());
+            }
+        }
+        let used = self
+            .device_used
+            .get(physical as usize)
+            .copied()
+            .unwrap_or(0);
+        if used.saturating_add(size) > DEVICE_MEMORY {
+            return Err(OutOfMemory.into());
+        }
+        if let Some(u) = self.device_used.get_mut(physical as usize) {
+            *u += size;
+        }
+        let block = self.next_block;
+        self.next_block += 1;
+        self.blocks.insert(
+            block,
+            Block {
+                owner: p,
+                device: physical,
+                kind: MemKind::Device,
+                size,
+                owner_base: 0,
+                data: Store::default(),
+                live: BTreeMap::new(),
+                cursor: size,
+                // Pinned while any VMM reference lives; `drop_ref` removes it.
+                importers: 1,
+                owner_mapped: false,
+                revoked: false,
+                freed_while_mapped: BTreeSet::new(),
+                exports: BTreeMap::new(),
+                export_id: None,
+            },
+        );
+        let phys = self.vmm.next_phys;
+        self.vmm.next_phys += 1;
+        self.vmm.phys.insert(
+            phys,
+            Phys {
+                device: physical,
+                size,
+                types,
+                block,
+                refs: 1,
+            },
+        );
+        Ok(self.new_handle(p, phys, false))
+    }
+
+    fn new_handle(&mut self, p: ProcessIndex, phys: u64, imported: bool) -> u64 {
+        let vp = self.vp(p);
+        let h = HANDLE_BASE + vp.next_handle * 0x10;
+        vp.next_handle += 1;
+        vp.handles.insert(h, HandleEntry { phys, imported });
+        h
+    }
+
+    fn new_fd(&mut self, p: ProcessIndex, obj: FdObject) -> i32 {
+        if let FdObject::Allocation(phys) = obj {
+            self.add_ref(phys);
+        }
+        let vp = self.vp(p);
+        let fd = vp.lowest_free_fd();
+        vp.fds.insert(fd, obj);
+        fd
+    }
+
+    pub(crate) fn vmm_export(
+        &mut self,
+        p: ProcessIndex,
+        handle: u64,
+        ty: ShareableHandleType,
+    ) -> SimResult<i32> {
+        let h = self.live_handle(p, handle, "cuMemExportToShareableHandle")?;
+        let types = match self.vmm.phys.get(&h.phys) {
+            Some(ph) if !h.imported => ph.types,
+            _ => HandleTypes::NONE,
+        };
+        if !types.contains(ty) {
+            return Err(InvalidValue.into());
+        }
+        if ty == ShareableHandleType::Fabric {
+            return Err(Fail::Harness(
+                "fabric handles are not carried by the harness (only POSIX descriptors)".into(),
+            ));
+        }
+        Ok(self.new_fd(p, FdObject::Allocation(h.phys)))
+    }
+
+    pub(crate) fn vmm_import(&mut self, p: ProcessIndex, fd: Fd) -> SimResult<u64> {
+        self.current_ctx(p)?;
+        let bad = self.sem.vmm_import_bad_fd;
+        match self.vp(p).fds.get(&fd.0).copied() {
+            Some(FdObject::Allocation(phys)) if self.vmm.phys.contains_key(&phys) => {
+                self.add_ref(phys);
+                Ok(self.new_handle(p, phys, true))
+            }
+            _ => Err(bad.into()),
+        }
+    }
+
+    pub(crate) fn vmm_reserve(&mut self, p: ProcessIndex, size: u64) -> SimResult<u64> {
+        if !aligned(size) {
+            return Err(InvalidValue.into());
+        }
+        let va = self.procs[p]
+            .reserve_va(size)
+            .ok_or(Fail::Api(OutOfMemory))?;
+        self.vp(p).reservations.insert(va, size);
+        Ok(va)
+    }
+
+    pub(crate) fn vmm_map(
+        &mut self,
+        p: ProcessIndex,
+        va: u64,
+        size: u64,
+        offset: u64,
+        handle: u64,
+    ) -> SimResult<()> {
+        let h = self.live_handle(p, handle, "cuMemMap")?;
+        let Some(end) = va.checked_add(size) else {
+            return Err(InvalidValue.into());
+        };
+        if !aligned(size) || va % VMM_GRANULARITY != 0 || offset % VMM_GRANULARITY != 0 {
+            return Err(InvalidValue.into());
+        }
+        let vp = self.vp(p);
+        let reserved = containing(&vp.reservations, va, |s| *s)
+            .is_some_and(|(base, s)| end <= base.saturating_add(*s));
+        let overlaps = vp
+            .maps
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&b, m)| b.saturating_add(m.size) > va);
+        if !reserved || overlaps {
+            return Err(InvalidValue.into());
+        }
+        let phys_size = self.vmm.phys.get(&h.phys).map_or(0, |ph| ph.size);
+        // Measured: a range past the allocation's end is NotSupported.
+        if offset.saturating_add(size) > phys_size {
+            return Err(NotSupported.into());
+        }
+        self.add_ref(h.phys);
+        self.vp(p).maps.insert(
+            va,
+            VmmMapping {
+                size,
+                phys: h.phys,
+                offset,
+                access: VmmAccess::None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The mappings exactly covering `[va, va + size)`, or None when a gap
+    /// (or a partial mapping at either end) is left.
+    fn covering(&mut self, p: ProcessIndex, va: u64, size: u64) -> Option<Vec<u64>> {
+        let end = va.checked_add(size)?;
+        if size == 0 {
+            return None;
+        }
+        let vp = self.vp(p);
+        let mut at = va;
+        let mut bases = Vec::new();
+        for (&b, m) in vp.maps.range(va..end) {
+            if b != at {
+                return None;
+            }
+            at = b.saturating_add(m.size);
+            bases.push(b);
+        }
+        (at == end).then_some(bases)
+    }
+
+    pub(crate) fn vmm_set_access(
+        &mut self,
+        p: ProcessIndex,
+        va: u64,
+        size: u64,
+        device: u32,
+        access: VmmAccess,
+    ) -> SimResult<()> {
+        self.physical_device(p, device)?;
+        let Some(bases) = self.covering(p, va, size) else {
+            return Err(InvalidValue.into());
+        };
+        let vp = self.vp(p);
+        for b in bases {
+            if let Some(m) = vp.maps.get_mut(&b) {
+                m.access = access;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn vmm_unmap(&mut self, p: ProcessIndex, va: u64, size: u64) -> SimResult<()> {
+        let Some(bases) = self.covering(p, va, size) else {
+            return Err(InvalidValue.into());
+        };
+        for b in bases {
+            if let Some(m) = self.vp(p).maps.remove(&b) {
+                self.drop_ref(m.phys);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn vmm_address_free(
+        &mut self,
+        p: ProcessIndex,
+        va: u64,
+        size: u64,
+    ) -> SimResult<()> {
+        let vp = self.vp(p);
+        if vp.reservations.get(&va) != Some(&size) {
+            return Err(InvalidValue.into());
+        }
+        // Measured: freeing a reservation that still has mappings is refused.
+        let end = va.saturating_add(size);
+        if vp.maps.range(va..end).next().is_some() {
+            return Err(InvalidValue.into());
+        }
+        vp.reservations.remove(&va);
+        self.procs[p].release_va(va, size);
+        Ok(())
+    }
+
+    pub(crate) fn vmm_release(&mut self, p: ProcessIndex, handle: u64) -> SimResult<()> {
+        let vp = self.vp(p);
+        let Some(h) = vp.handles.remove(&handle) else {
+            // Measured: a second release is InvalidValue, not a crash.
+            return Err(InvalidValue.into());
+        };
+        vp.released.insert(handle);
+        self.drop_ref(h.phys);
+        Ok(())
+    }
+
+    pub(crate) fn fd_close(&mut self, p: ProcessIndex, fd: Fd) -> SimResult<()> {
+        match self.vp(p).fds.remove(&fd.0) {
+            Some(FdObject::Allocation(phys)) => {
+                self.drop_ref(phys);
+                Ok(())
+            }
+            Some(FdObject::Foreign) => Ok(()),
+            // EBADF.
+            None => Err(InvalidValue.into()),
+        }
+    }
+
+    pub(crate) fn fd_open_null_device(&mut self, p: ProcessIndex) -> SimResult<i32> {
+        Ok(self.new_fd(p, FdObject::Foreign))
+    }
+
+    /// `SCM_RIGHTS`: `to` gets its own descriptor for `from`'s open file.
+    pub(crate) fn transfer_fd(
+        &mut self,
+        from: ProcessIndex,
+        fd: Fd,
+        to: ProcessIndex,
+    ) -> SimResult<i32> {
+        if self.procs.get(to).is_none_or(|t| t.exited) {
+            return Err(Fail::Harness("the receiving process is not running".into()));
+        }
+        let Some(obj) = self.vp(from).fds.get(&fd.0).copied() else {
+            // sendmsg fails with EBADF.
+            return Err(InvalidValue.into());
+        };
+        Ok(self.new_fd(to, obj))
+    }
+
+    /// Where an access to `[ptr, ptr + len)` lands when `ptr` is in a VMM
+    /// mapping of `p`; None when it is not (the caller goes on as usual).
+    pub(crate) fn vmm_resolve(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+        access: Access,
+    ) -> Option<SimResult<(BlockId, u64)>> {
+        let before = self.sem.vmm_access_before_set;
+        let vp = self.vmm.procs.get(p)?;
+        let (base, m) = containing(&vp.maps, ptr, |m| m.size)?;
+        let m = *m;
+        let fault = match access {
+            Access::Copy => InvalidValue,
+            Access::Kernel => IllegalAddress,
+        };
+        let inside = ptr
+            .checked_add(len)
+            .is_some_and(|end| end <= base.saturating_add(m.size));
+        if !inside {
+            return Some(Err(fault.into()));
+        }
+        if m.access == VmmAccess::None {
+            let kind = match access {
+                Access::Copy => before,
+                Access::Kernel => IllegalAddress,
+            };
+            return Some(Err(kind.into()));
+        }
+        let block = self.vmm.phys.get(&m.phys)?.block;
+        Some(Ok((block, m.offset + (ptr - base))))
+    }
+
+    /// A copy or memset into a VMM mapping needs read-write access (measured:
+    /// `cuMemcpyHtoD` into a read-only mapping is InvalidValue). Called after
+    /// `resolve`, so only the access mode is left to check.
+    pub(crate) fn vmm_check_writable(&self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
+        let read_only = self
+            .vmm
+            .procs
+            .get(p)
+            .and_then(|vp| containing(&vp.maps, ptr, |m| m.size))
+            .is_some_and(|(_, m)| m.access == VmmAccess::Read);
+        if read_only {
+            Err(InvalidValue.into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `cuMemGetAddressRange` on a VMM mapping: the mapping (measured).
+    pub(crate) fn vmm_range(&self, p: ProcessIndex, ptr: u64) -> Option<(u64, u64, u32)> {
+        let vp = self.vmm.procs.get(p)?;
+        let (base, m) = containing(&vp.maps, ptr, |m| m.size)?;
+        let device = self.vmm.phys.get(&m.phys)?.device;
+        Some((base, m.size, device))
+    }
+
+    /// The process exits: its handles, mappings and descriptors go.
+    pub(crate) fn vmm_exit(&mut self, p: ProcessIndex) {
+        let Some(vp) = self.vmm.procs.get_mut(p) else {
+            return;
+        };
+        let mut refs: Vec<u64> = Vec::new();
+        refs.extend(vp.handles.values().map(|h| h.phys));
+        refs.extend(vp.maps.values().map(|m| m.phys));
+        refs.extend(vp.fds.values().filter_map(|f| match f {
+            FdObject::Allocation(phys) => Some(*phys),
+            FdObject::Foreign => None,
+        }));
+        *vp = VmmProc::default();
+        for phys in refs {
+            self.drop_ref(phys);
+        }
+    }
+
+    /// Physical VMM allocations alive (for tests).
+    #[cfg(test)]
+    pub(crate) fn vmm_live_allocations(&self) -> usize {
+        self.vmm.phys.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::machine::SimMachine;
+    use crate::SimBackend;
+    use ipc_harness::{
+        Dialect, HandleTypes, Machine, MachineSpec, ProcessSpec, ShareableHandleType, VmmAccess,
+    };
+    use std::time::Duration;
+
+    fn machine() -> SimMachine {
+        let spec = MachineSpec {
+            devices: 1,
+            processes: ["owner", "peer"]
+                .map(|n| ProcessSpec {
+                    name: n.into(),
+                    device: 0,
+                    visible_devices: None,
+                })
+                .to_vec(),
+            dialect: Dialect::Driver,
+            seed: 3,
+            step_timeout: Duration::from_secs(1),
+        };
+        SimMachine::new(SimBackend::default().world(&spec).expect("valid spec"))
+    }
+
+    /// Every reference kind keeps the memory, and the last one frees it
+    /// (with its device memory) whichever process drops it.
+    #[test]
+    fn the_last_reference_frees_the_physical_allocation() {
+        let mut m = machine();
+        let size = super::VMM_GRANULARITY;
+        let h = m
+            .driver(0)
+            .vmm_create(0, size, HandleTypes::POSIX_FD)
+            .unwrap();
+        let fd = m
+            .driver(0)
+            .vmm_export(h, ShareableHandleType::PosixFd)
+            .unwrap();
+        let pfd = m.transfer_fd(0, fd, 1).unwrap();
+        let ph = m.driver(1).vmm_import(pfd).unwrap();
+        let va = m.driver(1).vmm_reserve(size).unwrap();
+        m.driver(1).vmm_map(va, size, 0, ph).unwrap();
+        m.driver(1)
+            .vmm_set_access(va, size, 0, VmmAccess::ReadWrite)
+            .unwrap();
+        m.driver(0).vmm_release(h).unwrap();
+        m.driver(0).fd_close(fd).unwrap();
+        m.driver(1).fd_close(pfd).unwrap();
+        m.driver(1).vmm_release(ph).unwrap();
+        assert_eq!(m.world().vmm_live_allocations(), 1);
+        assert_eq!(m.world().device_used[0], size);
+        m.driver(1).vmm_unmap(va, size).unwrap();
+        assert_eq!(m.world().vmm_live_allocations(), 0);
+        assert_eq!(m.world().device_used[0], 0);
+        assert!(m.world().blocks.is_empty());
+    }
+
+    #[test]
+    fn exit_drops_every_reference_the_process_held() {
+        let mut m = machine();
+        let size = super::VMM_GRANULARITY;
+        let h = m
+            .driver(0)
+            .vmm_create(0, size, HandleTypes::POSIX_FD)
+            .unwrap();
+        let fd = m
+            .driver(0)
+            .vmm_export(h, ShareableHandleType::PosixFd)
+            .unwrap();
+        m.driver(0).vmm_import(fd).unwrap();
+        let va = m.driver(0).vmm_reserve(size).unwrap();
+        m.driver(0).vmm_map(va, size, 0, h).unwrap();
+        m.exit(0).unwrap();
+        assert_eq!(m.world().vmm_live_allocations(), 0);
+        assert_eq!(m.world().device_used[0], 0);
+    }
+}
