@@ -21,6 +21,32 @@ pub struct ProcessSpec {
     pub visible_devices: Option<Vec<u32>>,
 }
 
+/// A simulated machine's device links, as a scenario's `topology` line asks
+/// for them: which device pairs can peer, and how many peer connections one
+/// device may hold (the documented limit that gives TooManyPeers on large
+/// PCIe machines). Real backends cannot choose their topology and refuse a
+/// spec that carries one (NotSupported).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Every pair of distinct devices can peer (`peers=all`), or none can
+    /// (`peers=none`).
+    pub all_peers: bool,
+    /// Most peer connections (distinct peer devices) one device may have
+    /// enabled at once, across all processes; `None` means unlimited.
+    pub peer_budget: Option<u32>,
+}
+
+impl Topology {
+    /// The `topology` line that declares it (canonical form).
+    pub fn describe(&self) -> String {
+        let peers = if self.all_peers { "all" } else { "none" };
+        match self.peer_budget {
+            Some(n) => format!("topology peers={peers} peer_budget={n}"),
+            None => format!("topology peers={peers}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineSpec {
     /// Devices the machine must have.
@@ -32,6 +58,10 @@ pub struct MachineSpec {
     pub seed: u64,
     /// Real backend: a call that takes longer is a Timeout and the worker is killed.
     pub step_timeout: Duration,
+    /// A simulated topology the scenario asks for (`topology ...`); `None`
+    /// takes the backend's own (the simulator's default is all-peer, unlimited).
+    #[serde(default)]
+    pub topology: Option<Topology>,
 }
 
 /// Undefined behaviour the simulator saw (the real backend has no hazard log).

@@ -150,6 +150,14 @@ impl Driver for SimProcess {
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| w.close(p, ptr.0))
     }
+
+    fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64> {
+        self.call(|w, p| w.can_access_peer(p, device, peer))
+    }
+
+    fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
+        self.call(|w, p| w.enable_peer_access(p, peer))
+    }
 }
 
 /// A running simulated machine.
