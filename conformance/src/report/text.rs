@@ -44,13 +44,8 @@ pub fn check_text(check: Option<&CheckResult>) -> String {
 /// One step: `L13   peer: p = ipc_open h -> ok ptr peer.p1   ✓ ok`.
 pub fn step_text(step: &StepRecord) -> String {
     let check = check_text(step.check.as_ref());
-    let api = step
-        .api
-        .as_deref()
-        .map(|a| format!(" [{a}]"))
-        .unwrap_or_default();
     let mut s = format!(
-        "L{:<4} {}: {}{api} -> {}",
+        "L{:<4} {}: {} -> {}",
         step.line,
         step.process,
         step.op,

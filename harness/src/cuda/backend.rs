@@ -325,6 +325,10 @@ impl Backend for CudaBackend {
     }
 
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError> {
+        // Whatever this host has, it runs no HIP process.
+        if spec.dialect == Dialect::Hip {
+            return Err(StartError::NotSupported(HIP_UNSUPPORTED.into()));
+        }
         match self.probe() {
             ProbeOutcome::NoLibcuda => Err(StartError::NotSupported(NO_LIBCUDA.into())),
             ProbeOutcome::Failed(m) => Err(StartError::Harness(m.clone())),
