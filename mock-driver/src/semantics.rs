@@ -139,12 +139,14 @@ keyword_choice!(
     /// What a lazy cross-device `ipc_open` does to the importing context's
     /// peer access.
     LazyPeerAccess {
+        /// Only the mapping is made accessible; a later `enable_peer` of the
+        /// exporter's device still succeeds. Measured: 2 x H200 (NVLink),
+        /// driver 580.159.04, both dialects.
+        MappingOnly => "mapping-only",
         /// Peer access to the exporter's device is enabled for the context,
         /// "as if the user called cudaDeviceEnablePeerAccess": a later
         /// `enable_peer` of that device is PeerAccessAlreadyEnabled.
         Enables => "enables",
-        /// Only the mapping is made accessible; `enable_peer` still works.
-        MappingOnly => "mapping-only",
     }
 );
 
@@ -399,12 +401,12 @@ semantics! {
         "cuCtxDestroy on a primary context";
     interior_handle: InteriorHandle = InteriorHandle::Allocation,
         "ipc_get of a pointer inside an allocation: the allocation's handle, or one carrying the pointer's offset";
-    lazy_peer_access: LazyPeerAccess = LazyPeerAccess::Enables,
+    lazy_peer_access: LazyPeerAccess = LazyPeerAccess::MappingOnly,
         "Whether a lazy cross-device ipc_open enables peer access for the importing context (enable_peer is then PeerAccessAlreadyEnabled)";
     hidden_exporter_device: ExportRule = ExportRule::Allow,
-        "ipc_open of a handle whose memory lives on a device the importer cannot see (CUDA_VISIBLE_DEVICES)";
-    enable_peer_self: ErrorKind = ErrorKind::InvalidDevice,
-        "Error for enable_peer of the current context's own device";
+        "ipc_open of a handle whose memory lives on a device the importer cannot see (CUDA_VISIBLE_DEVICES; measured on 2 x H200: allowed)";
+    enable_peer_self: ErrorKind = ErrorKind::PeerAccessUnsupported,
+        "Error for enable_peer of the current context's own device (measured on 2 x H200: PeerAccessUnsupported)";
 }
 
 /// Which vendor's behaviour a set of defaults follows.
