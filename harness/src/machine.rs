@@ -28,9 +28,13 @@ pub struct ProcessSpec {
 /// spec that carries one (NotSupported).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
-    /// Every pair of distinct devices can peer (`peers=all`), or none can
-    /// (`peers=none`).
+    /// Every pair of distinct devices can peer (`peers=all`); otherwise only
+    /// the pairs in `peer_pairs` can (`peers=none`, `peers=0:1,2:3`).
     pub all_peers: bool,
+    /// Device pairs that can peer when `all_peers` is false, each written
+    /// lower device first.
+    #[serde(default)]
+    pub peer_pairs: Vec<(u32, u32)>,
     /// Most peer connections (distinct peer devices) one device may have
     /// enabled at once, across all processes; `None` means unlimited.
     pub peer_budget: Option<u32>,
@@ -38,8 +42,22 @@ pub struct Topology {
 
 impl Topology {
     /// The `topology` line that declares it (canonical form).
+    /// Whether two distinct devices can peer.
+    pub fn can_peer(&self, a: u32, b: u32) -> bool {
+        a != b && (self.all_peers || self.peer_pairs.contains(&(a.min(b), a.max(b))))
+    }
+
     pub fn describe(&self) -> String {
-        let peers = if self.all_peers { "all" } else { "none" };
+        let pairs: Vec<String> = self
+            .peer_pairs
+            .iter()
+            .map(|(a, b)| format!("{a}:{b}"))
+            .collect();
+        let peers = match (self.all_peers, pairs.is_empty()) {
+            (true, _) => "all".to_string(),
+            (false, true) => "none".to_string(),
+            (false, false) => pairs.join(","),
+        };
         match self.peer_budget {
             Some(n) => format!("topology peers={peers} peer_budget={n}"),
             None => format!("topology peers={peers}"),

@@ -235,9 +235,18 @@ fn topology_is_declared_before_processes() {
         s.topology,
         Some(Topology {
             all_peers: true,
+            peer_pairs: vec![],
             peer_budget: Some(8)
         })
     );
+    let s = ok("devices 4\ntopology peers=0:1,3:2 peer_budget=1\nprocess a device=0\n");
+    let t = s.topology.unwrap();
+    assert_eq!(
+        (t.all_peers, t.peer_pairs.clone()),
+        (false, vec![(0, 1), (2, 3)])
+    );
+    assert!(t.can_peer(1, 0) && t.can_peer(2, 3) && !t.can_peer(1, 2) && !t.can_peer(0, 0));
+    assert_eq!(t.describe(), "topology peers=0:1,2:3 peer_budget=1");
     let s = ok("devices 2\ntopology peers=none\nprocess a device=0\n");
     assert_eq!(
         s.topology.map(|t| (t.all_peers, t.peer_budget)),
@@ -263,7 +272,21 @@ fn topology_is_declared_before_processes() {
     "devices 2\ntopology peers=some\n",
     2,
     16,
-    "expected 'all' or 'none', found 'some'"
+    "expected 'all', 'none' or device pairs"
+)]
+#[case::pair_out_of_range(
+    "devices 2\ntopology peers=0:2\n",
+    2,
+    16,
+    "peer pair 0:2 needs two different devices below 2"
+)]
+#[case::pair_of_one_device("devices 2\ntopology peers=1:1\n", 2, 16, "peer pair 1:1")]
+#[case::pair_twice("devices 3\ntopology peers=0:1,1:0\n", 2, 20, "listed twice")]
+#[case::pair_without_colon(
+    "devices 3\ntopology peers=0 1\n",
+    2,
+    18,
+    "expected ':' between the two devices of a pair"
 )]
 #[case::zero_budget("devices 2\ntopology peer_budget=0\n", 2, 22, "at least 1")]
 #[case::unknown_option(

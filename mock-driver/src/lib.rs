@@ -127,6 +127,7 @@ impl SimBackend {
                 cfg.devices,
                 Topology {
                     all_peers: cfg.peer_access,
+                    peer_pairs: Vec::new(),
                     peer_budget: cfg.peer_budget,
                 },
             ),

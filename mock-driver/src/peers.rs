@@ -19,7 +19,7 @@ fn link(a: u32, b: u32) -> (u32, u32) {
 impl World {
     /// Whether two distinct physical devices can peer at all.
     fn can_peer(&self, a: u32, b: u32) -> bool {
-        a != b && self.topology.all_peers
+        self.topology.can_peer(a, b)
     }
 
     /// `cudaDeviceCanAccessPeer`: 1 or 0; a device is not its own peer.

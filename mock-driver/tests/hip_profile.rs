@@ -123,6 +123,7 @@ fn too_many_peers_has_no_hip_code_and_falls_back_to_invalid_value() {
         devices: 3,
         topology: Some(Topology {
             all_peers: true,
+            peer_pairs: vec![],
             peer_budget: Some(1),
         }),
         ..spec(procs(1), 1, Dialect::Hip)

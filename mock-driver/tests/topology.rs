@@ -31,6 +31,7 @@ fn pcie(devices: u32, budget: u32) -> Box<dyn ipc_harness::Machine> {
         devices,
         Some(Topology {
             all_peers: true,
+            peer_pairs: vec![],
             peer_budget: Some(budget),
         }),
         vec![proc_spec("a", 0, None), proc_spec("b", 0, None)],
@@ -80,6 +81,7 @@ fn without_peers_capability_is_zero_and_access_unsupported() {
         2,
         Some(Topology {
             all_peers: false,
+            peer_pairs: vec![],
             peer_budget: None,
         }),
         vec![proc_spec("owner", 0, None), proc_spec("peer", 1, None)],
@@ -91,6 +93,31 @@ fn without_peers_capability_is_zero_and_access_unsupported() {
         ErrorKind::PeerAccessUnsupported
     );
     let (_a, h) = export(m.as_mut(), 2 * MIB, 7);
+    assert_eq!(
+        err(open(m.as_mut(), 1, h)),
+        ErrorKind::PeerAccessUnsupported
+    );
+}
+
+#[test]
+fn only_listed_pairs_peer_in_a_partial_topology() {
+    // Two PCIe switches: 0-1 and 2-3 peer, nothing across.
+    let mut m = machine_with(
+        4,
+        Some(Topology {
+            all_peers: false,
+            peer_pairs: vec![(0, 1), (2, 3)],
+            peer_budget: None,
+        }),
+        vec![proc_spec("owner", 0, None), proc_spec("peer", 1, None)],
+        "",
+    );
+    assert_eq!(m.driver(1).can_access_peer(1, 0).unwrap(), 1);
+    assert_eq!(m.driver(1).can_access_peer(1, 2).unwrap(), 0);
+    let (_a, h) = export(m.as_mut(), 2 * MIB, 3);
+    let q = open(m.as_mut(), 1, h).unwrap();
+    assert_eq!(m.driver(1).read(q, 1).unwrap(), vec![3]);
+    m.driver(1).set_device(2).unwrap();
     assert_eq!(
         err(open(m.as_mut(), 1, h)),
         ErrorKind::PeerAccessUnsupported

@@ -561,6 +561,7 @@ mod tests {
         let mut with_topology = spec(1, Dialect::Driver, None);
         with_topology.topology = Some(crate::machine::Topology {
             all_peers: true,
+            peer_pairs: Vec::new(),
             peer_budget: Some(8),
         });
         assert!(reason(check_requirements(&h100(), &with_topology))

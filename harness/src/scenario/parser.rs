@@ -430,8 +430,8 @@ impl Parser {
         Ok(())
     }
 
-    /// `topology [peers=all|none] [peer_budget=N]`: after `devices`, before
-    /// every `process`, at most once.
+    /// `topology [peers=all|none|A:B,...] [peer_budget=N]`: after `devices`,
+    /// before every `process`, at most once.
     fn topology_decl(&mut self, l: &mut Line) -> PResult<()> {
         l.pos += 1;
         if let Some((_, line)) = self.topology {
@@ -443,9 +443,11 @@ impl Parser {
         if !self.processes.is_empty() {
             return Err(l.err(1, "'topology' must come before the first 'process'"));
         }
-        let what = "'peers=all', 'peers=none' or 'peer_budget=N'";
+        let what = "'peers=all', 'peers=none', 'peers=A:B,...' or 'peer_budget=N'";
+        let devices = self.devices.map_or(0, |d| d.0);
         let mut topology = Topology {
             all_peers: true,
+            peer_pairs: Vec::new(),
             peer_budget: None,
         };
         let (mut seen_peers, mut seen_budget) = (false, false);
@@ -458,15 +460,46 @@ impl Parser {
             match key.text.as_str() {
                 "peers" if !seen_peers => {
                     seen_peers = true;
-                    let v = l.next_word("'all' or 'none'")?;
-                    topology.all_peers = match v.text.as_str() {
-                        "all" => true,
-                        "none" => false,
-                        _ => {
-                            l.pos -= 1;
-                            return Err(l.expected("'all' or 'none'"));
+                    let keyword = l
+                        .peek()
+                        .is_some_and(|t| t.text.starts_with(|c: char| c.is_ascii_alphabetic()));
+                    if keyword {
+                        let v = l.next_word("'all', 'none' or device pairs")?;
+                        topology.all_peers = match v.text.as_str() {
+                            "all" => true,
+                            "none" => false,
+                            _ => {
+                                l.pos -= 1;
+                                return Err(l.expected("'all', 'none' or device pairs 'A:B,...'"));
+                            }
+                        };
+                    } else {
+                        topology.all_peers = false;
+                        loop {
+                            let col = l.col();
+                            let a = l.u32("a device number")?;
+                            l.expect_punct(":", "':' between the two devices of a pair")?;
+                            let b = l.u32("a device number")?;
+                            if a >= devices || b >= devices || a == b {
+                                return Err(l.err(
+                                    col,
+                                    format!(
+                                        "peer pair {a}:{b} needs two different devices below {devices}"
+                                    ),
+                                ));
+                            }
+                            let pair = (a.min(b), a.max(b));
+                            if topology.peer_pairs.contains(&pair) {
+                                return Err(
+                                    l.err(col, format!("peer pair {a}:{b} is listed twice"))
+                                );
+                            }
+                            topology.peer_pairs.push(pair);
+                            if !l.eat_punct(",") {
+                                break;
+                            }
                         }
-                    };
+                    }
                 }
                 "peer_budget" if !seen_budget => {
                     seen_budget = true;
