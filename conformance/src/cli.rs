@@ -352,7 +352,18 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
         );
     } else {
         let id_w = clauses.iter().map(|c| c.id.len()).max().unwrap_or(2).max(2);
-        say!("  {:<id_w$}  {:<9}  {:>3}  TITLE", "ID", "KIND", "DEV");
+        let kind_w = clauses
+            .iter()
+            .filter_map(|c| c.kind.map(|k| k.as_str().len()))
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        say!(
+            "  {:<id_w$}  {:<kind_w$}  {:>3}  TITLE",
+            "ID",
+            "KIND",
+            "DEV"
+        );
         for c in &clauses {
             let devices = c
                 .requirements
@@ -362,7 +373,7 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
             let kind = c.kind.map(|k| k.as_str()).unwrap_or("?");
             let flag = if c.is_broken() { "!" } else { " " };
             say!(
-                "{flag} {:<id_w$}  {kind:<9}  {devices:>3}  {}",
+                "{flag} {:<id_w$}  {kind:<kind_w$}  {devices:>3}  {}",
                 c.id,
                 c.title
             );
