@@ -77,11 +77,13 @@ pub fn sim_config(settings: &SimSettings) -> Result<SimConfig, String> {
         }
         config.devices = devices;
     }
+    // A choice set on the command line holds for every dialect, the hip
+    // dialect's HIP profile included.
     for (name, value) in &settings.semantics {
-        config
-            .semantics
-            .set(name, value)
-            .map_err(|e| format!("--semantics {name}={value}: {e}"))?;
+        for sem in [&mut config.semantics, &mut config.hip_semantics] {
+            sem.set(name, value)
+                .map_err(|e| format!("--semantics {name}={value}: {e}"))?;
+        }
     }
     Ok(config)
 }

@@ -22,6 +22,7 @@
 
 use crate::filter::Filter;
 use ipc_harness::scenario::{self, Scenario};
+use ipc_harness::Dialect;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -107,13 +108,18 @@ pub enum ClauseKind {
     /// Documented as undefined behaviour: the simulator's hazard log is
     /// checked, the driver's answers are recorded, not judged.
     Undefined,
+    /// Measured on hardware this suite cannot reach (its `source` names the
+    /// public measurement): runs on the simulator only, NotSupported elsewhere.
+    #[serde(rename = "measured-elsewhere")]
+    MeasuredElsewhere,
 }
 
 impl ClauseKind {
-    pub const ALL: [ClauseKind; 3] = [
+    pub const ALL: [ClauseKind; 4] = [
         ClauseKind::Specified,
         ClauseKind::Measured,
         ClauseKind::Undefined,
+        ClauseKind::MeasuredElsewhere,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -121,6 +127,7 @@ impl ClauseKind {
             ClauseKind::Specified => "specified",
             ClauseKind::Measured => "measured",
             ClauseKind::Undefined => "undefined",
+            ClauseKind::MeasuredElsewhere => "measured-elsewhere",
         }
     }
 }
@@ -137,7 +144,11 @@ impl FromStr for ClauseKind {
         ClauseKind::ALL
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("bad kind '{s}' (expected specified, measured or undefined)"))
+            .ok_or_else(|| {
+                format!(
+                    "bad kind '{s}' (expected specified, measured, undefined or measured-elsewhere)"
+                )
+            })
     }
 }
 
@@ -166,6 +177,12 @@ pub struct Clause {
     /// Simulator semantic choices the clause exercises (metadata `semantics`,
     /// split on commas and whitespace).
     pub semantics: Vec<String>,
+    /// Metadata `dialects`: the dialects the clause holds for; empty means
+    /// every dialect. Other dialects report NotSupported with the `hip` note.
+    pub dialects: Vec<Dialect>,
+    /// Metadata `hip`: what HIP does here and on what authority (its
+    /// profile's source, or why the clause does not apply to HIP).
+    pub hip: Option<String>,
     pub requirements: Requirements,
     pub path: PathBuf,
     /// Why the clause is broken; empty for a runnable clause.
@@ -188,6 +205,11 @@ impl Clause {
             return "the scenario was not parsed".to_string();
         }
         self.problems.join("; ")
+    }
+
+    /// Whether the clause holds for `dialect` (metadata `dialects`).
+    pub fn applies_to(&self, dialect: Dialect) -> bool {
+        self.dialects.is_empty() || self.dialects.contains(&dialect)
     }
 
     /// First id segment (`mem` for `mem.open.refcount`), used to group
@@ -246,8 +268,10 @@ impl Clause {
                 }
             },
             _ => {
-                problems
-                    .push("missing metadata 'kind' (specified, measured or undefined)".to_string());
+                problems.push(
+                    "missing metadata 'kind' (specified, measured, undefined or measured-elsewhere)"
+                        .to_string(),
+                );
                 None
             }
         };
@@ -260,6 +284,24 @@ impl Clause {
                     .collect()
             })
             .unwrap_or_default();
+        let mut dialects = Vec::new();
+        for word in meta
+            .get("dialects")
+            .unwrap_or_default()
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+        {
+            match word.parse::<Dialect>() {
+                Ok(d) if !dialects.contains(&d) => dialects.push(d),
+                Ok(_) => problems.push(format!("dialect '{word}' listed twice in 'dialects'")),
+                Err(e) => problems.push(format!("metadata 'dialects': {e}")),
+            }
+        }
+        if kind == Some(ClauseKind::MeasuredElsewhere) && meta.get("source").is_none() {
+            problems.push(
+                "a measured-elsewhere clause needs a 'source' (the public measurement)".into(),
+            );
+        }
         let requirements = scenario
             .as_ref()
             .map(|s| Requirements {
@@ -277,6 +319,8 @@ impl Clause {
             doc: meta.get("doc"),
             hardware: meta.get("hardware"),
             semantics,
+            dialects,
+            hip: meta.get("hip"),
             requirements,
             path: path.to_path_buf(),
             problems,
@@ -420,6 +464,8 @@ impl Catalogue {
                         doc: None,
                         hardware: None,
                         semantics: Vec::new(),
+                        dialects: Vec::new(),
+                        hip: None,
                         requirements: Requirements::default(),
                         path,
                         problems: vec![message],
@@ -580,6 +626,8 @@ mod tests {
             doc: None,
             hardware: None,
             semantics: vec![],
+            dialects: vec![],
+            hip: None,
             requirements: Requirements::default(),
             path: p.into(),
             problems: vec![],

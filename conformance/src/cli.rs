@@ -86,7 +86,10 @@ pub enum Command {
 pub enum DialectArg {
     Runtime,
     Driver,
-    /// Both dialects, reported side by side.
+    /// HIP names (`hipIpc*`, `hipError*`); runs on the simulator under its
+    /// HIP profile (no AMD backend: NotSupported on --backend cuda).
+    Hip,
+    /// Every dialect (runtime, driver, hip), reported side by side.
     All,
 }
 
@@ -95,6 +98,7 @@ impl DialectArg {
         match self {
             DialectArg::Runtime => vec![Dialect::Runtime],
             DialectArg::Driver => vec![Dialect::Driver],
+            DialectArg::Hip => vec![Dialect::Hip],
             DialectArg::All => Dialect::ALL.to_vec(),
         }
     }
@@ -348,7 +352,18 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
         );
     } else {
         let id_w = clauses.iter().map(|c| c.id.len()).max().unwrap_or(2).max(2);
-        say!("  {:<id_w$}  {:<9}  {:>3}  TITLE", "ID", "KIND", "DEV");
+        let kind_w = clauses
+            .iter()
+            .filter_map(|c| c.kind.map(|k| k.as_str().len()))
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        say!(
+            "  {:<id_w$}  {:<kind_w$}  {:>3}  TITLE",
+            "ID",
+            "KIND",
+            "DEV"
+        );
         for c in &clauses {
             let devices = c
                 .requirements
@@ -358,7 +373,7 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
             let kind = c.kind.map(|k| k.as_str()).unwrap_or("?");
             let flag = if c.is_broken() { "!" } else { " " };
             say!(
-                "{flag} {:<id_w$}  {kind:<9}  {devices:>3}  {}",
+                "{flag} {:<id_w$}  {kind:<kind_w$}  {devices:>3}  {}",
                 c.id,
                 c.title
             );
@@ -570,10 +585,19 @@ fn short_options(options: &[String]) -> String {
 
 fn cmd_semantics() -> CmdResult {
     let choices = backend::semantic_choices();
+    let hip: std::collections::BTreeMap<&str, String> =
+        ipc_mock_driver::Semantics::hip_differences()
+            .into_iter()
+            .map(|(name, _, hip)| (name, hip))
+            .collect();
     say!("Simulator semantic choices (set with --semantics name=value,...):\n");
     for c in &choices {
+        let hip_value = hip
+            .get(c.name)
+            .map(|v| format!(", hip profile: {v}"))
+            .unwrap_or_default();
         say!(
-            "{} = {}    (options: {})",
+            "{} = {}{hip_value}    (options: {})",
             c.name,
             c.value,
             short_options(&c.options)

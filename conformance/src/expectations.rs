@@ -849,17 +849,20 @@ fn parse_entry(
 }
 
 /// A name the error table knows (a kind, or either dialect's name), or the
-/// spelling of a code it does not know (`cudaError(999)`, `CUresult(999)`).
+/// spelling of a code it does not know (`cudaError(999)`, `CUresult(999)`,
+/// `hipError_t(999)`).
 fn is_error_name(name: &str) -> bool {
     ErrorKind::from_name(name).is_some() || unknown_code_name(name)
 }
 
 fn unknown_code_name(name: &str) -> bool {
-    ["cudaError(", "CUresult("].iter().any(|prefix| {
-        name.strip_prefix(prefix)
-            .and_then(|rest| rest.strip_suffix(')'))
-            .is_some_and(|n| n.trim_start_matches('-').parse::<i64>().is_ok())
-    })
+    ["cudaError(", "CUresult(", "hipError_t("]
+        .iter()
+        .any(|prefix| {
+            name.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(')'))
+                .is_some_and(|n| n.trim_start_matches('-').parse::<i64>().is_ok())
+        })
 }
 
 /// Whether an observed error `name` is the `expected` one: the same
@@ -1597,6 +1600,7 @@ mod tests {
         ));
         assert!(error_matches("cudaError(999)", "cudaError(999)"));
         assert!(is_error_name("CUresult(-3)"));
+        assert!(is_error_name("hipError_t(1052)"));
         assert!(!is_error_name("cudaErrorNoSuchThing"));
         assert!(!is_error_name("cudaError(x)"));
     }

@@ -289,6 +289,11 @@ pub fn run_clause(
             return result;
         }
     };
+    if let Some(reason) = not_applicable(clause, &result.backend, dialect) {
+        result.status = Status::NotSupported;
+        result.message = reason;
+        return result;
+    }
     let start = Instant::now();
     let outcome = guarded(|| scenario::execute(scenario, backend, &opts));
     result.duration_ms = sysinfo::millis(start.elapsed());
@@ -307,6 +312,30 @@ pub fn run_clause(
         result.message = with_seed(std::mem::take(&mut result.message), seed);
     }
     result
+}
+
+/// Why a well-formed clause does not run here: a dialect it does not hold
+/// for, or a measurement from elsewhere on a backend other than the simulator.
+fn not_applicable(clause: &Clause, backend: &str, dialect: Dialect) -> Option<String> {
+    if !clause.applies_to(dialect) {
+        let held: Vec<&str> = clause.dialects.iter().map(|d| d.as_str()).collect();
+        let mut m = format!(
+            "the clause holds for the {} dialect(s), not {dialect}",
+            held.join(", ")
+        );
+        if let Some(note) = clause.hip.as_deref().filter(|_| dialect == Dialect::Hip) {
+            m.push_str(": ");
+            m.push_str(note);
+        }
+        return Some(m);
+    }
+    if clause.kind == Some(ClauseKind::MeasuredElsewhere) && backend != "sim" {
+        return Some(format!(
+            "measured elsewhere ({}); this machine cannot show it, the simulator models it",
+            clause.source.as_deref().unwrap_or("no source")
+        ));
+    }
+    None
 }
 
 fn with_seed(message: String, seed: u64) -> String {
@@ -652,6 +681,8 @@ mod tests {
             doc: None,
             hardware: None,
             semantics: vec![],
+            dialects: vec![],
+            hip: None,
             requirements: Default::default(),
             path: "x.ipc".into(),
             problems: vec!["missing metadata 'kind' (specified, measured or undefined)".into()],
@@ -716,7 +747,7 @@ mod tests {
             ..RunConfig::default()
         };
         let report = run_clauses(&[&c], &PanickingBackend, &cfg, &mut Silent);
-        assert_eq!(report.results.len(), 2);
+        assert_eq!(report.results.len(), Dialect::ALL.len());
         assert_eq!(report.run.dialect, "all");
         assert_eq!(report.run.backend, "panicky");
         assert!(report
@@ -725,7 +756,7 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("info exploded"));
-        assert_eq!(report.totals["Broken"], 2);
+        assert_eq!(report.totals["Broken"], Dialect::ALL.len());
         assert_eq!(report.exit_code(), 1);
     }
 

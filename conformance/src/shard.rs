@@ -642,7 +642,7 @@ mod tests {
     }
 
     #[test]
-    fn forced_merge_of_two_dialects_is_all() {
+    fn forced_merge_of_two_dialects_names_both() {
         let rt = shard_run(None, &["a.x"]);
         let mut dr = run(
             "sim",
@@ -656,7 +656,8 @@ mod tests {
         )
         .is_err());
         let m = merge(vec![("d".into(), dr), ("r".into(), rt)], true).unwrap();
-        assert_eq!(m.report.run.dialect, "all");
+        // `all` is every dialect, hip included.
+        assert_eq!(m.report.run.dialect, "runtime,driver");
         assert_eq!(m.report.results[0].dialect, Dialect::Runtime);
         assert_eq!(m.report.results.len(), 2);
     }

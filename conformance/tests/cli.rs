@@ -189,13 +189,15 @@ fn failures_and_broken_clauses_exit_1_with_both_dialects_reported() {
     assert!(!text.contains("PASS "), "quiet hides passes: {text}");
     assert!(text.contains("FAIL    demo.open.wrong [runtime]"), "{text}");
     assert!(text.contains("FAIL    demo.open.wrong [driver]"), "{text}");
+    assert!(text.contains("FAIL    demo.open.wrong [hip]"), "{text}");
     assert!(text.contains("BROKEN"), "{text}");
     assert!(text.contains("seed 1"), "{text}");
     let v = read_json(&out.join("results.json"));
     assert_eq!(v["run"]["dialect"], "all");
-    assert_eq!(v["results"].as_array().unwrap().len(), 8);
-    assert_eq!(v["totals"]["Fail"], 2);
-    assert_eq!(v["totals"]["Broken"], 2);
+    // `all` is runtime, driver and hip.
+    assert_eq!(v["results"].as_array().unwrap().len(), 12);
+    assert_eq!(v["totals"]["Fail"], 3);
+    assert_eq!(v["totals"]["Broken"], 3);
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(
         md.contains("| clause | kind | sim runtime | sim driver |"),
@@ -240,6 +242,10 @@ fn semantics_lists_the_choices() {
     assert_eq!(code(&o), 0);
     let out = stdout(&o);
     assert!(out.contains("options:"), "{out}");
+    assert!(
+        out.contains("open_flags = lazy-bit, hip profile: lazy-only"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -354,6 +360,93 @@ fn cuda_without_a_gpu_is_not_supported_everywhere() {
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("cuda runtime"), "{md}");
     assert!(md.contains("⏭"), "{md}");
+}
+
+#[test]
+fn the_hip_dialect_runs_on_the_simulator_with_hip_names() {
+    let dir = clauses("hip", false);
+    let out = scratch("hip-out");
+    let o = run(&[
+        "run",
+        "--clauses",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--dialect",
+        "hip",
+    ]);
+    let text = stdout(&o);
+    assert_eq!(code(&o), 0, "{text}{}", stderr(&o));
+    assert!(text.contains("dialect hip"), "{text}");
+    let v = read_json(&out.join("results.json"));
+    assert_eq!(v["run"]["dialect"], "hip");
+    assert_eq!(v["run"]["semantics"]["hip.open_flags"], "lazy-only");
+    let basic = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "demo.open.basic")
+        .unwrap();
+    assert_eq!(basic["status"], "Pass");
+    assert_eq!(basic["dialect"], "hip");
+    let apis: Vec<&str> = basic["trace"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["api"].as_str())
+        .collect();
+    assert_eq!(
+        apis,
+        [
+            "hipMalloc",
+            "hipMemset",
+            "hipIpcGetMemHandle",
+            "hipIpcOpenMemHandle",
+            "hipMemcpy",
+            "hipIpcCloseMemHandle"
+        ]
+    );
+
+    // An error is named the HIP way.
+    let file = scratch("hip-scenario").join("close.ipc");
+    std::fs::write(
+        &file,
+        "devices 1\nprocess a device=0\na: ipc_close null => hipErrorInvalidValue\n",
+    )
+    .unwrap();
+    let o = run(&["scenario", file.to_str().unwrap(), "--dialect", "hip"]);
+    let text = stdout(&o);
+    assert_eq!(code(&o), 0, "{text}{}", stderr(&o));
+    assert!(text.contains("hipErrorInvalidValue"), "{text}");
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn the_hip_dialect_is_not_supported_on_the_cuda_backend() {
+    let out = scratch("cuda-hip-out");
+    let o = run(&[
+        "run",
+        "--backend",
+        "cuda",
+        "--dialect",
+        "hip",
+        "--filter",
+        "mem.open.*",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let v = read_json(&out.join("results.json"));
+    for r in v["results"].as_array().unwrap() {
+        assert_eq!(r["status"], "NotSupported", "{r}");
+        assert!(
+            r["message"]
+                .as_str()
+                .unwrap()
+                .contains("no AMD GPU / HIP backend"),
+            "{r}"
+        );
+    }
 }
 
 #[cfg(not(feature = "cuda"))]

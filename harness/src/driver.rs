@@ -445,6 +445,13 @@ pub trait Driver {
     /// `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`.
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()>;
 
+    // --- peers (several devices) ---------------------------------------
+    /// `cudaDeviceCanAccessPeer` / `cuDeviceCanAccessPeer`: 1 when `device`
+    /// can access memory on `peer`, else 0.
+    fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64>;
+    /// `cudaDeviceEnablePeerAccess(peer, 0)` / `cuCtxEnablePeerAccess` with
+    /// `peer`'s primary context: the current context may access `peer`'s memory.
+    fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()>;
     // --- VMM ---
     // The virtual memory management calls exist only in the driver API; a
     // runtime-dialect program calls the same `cu*` functions, so both

@@ -19,15 +19,21 @@ pub enum Dialect {
     Runtime,
     /// CUDA driver API (`cuIpcOpenMemHandle`, `CUDA_ERROR_*`).
     Driver,
+    /// HIP runtime API (`hipIpcOpenMemHandle`, `hipError*`). No AMD backend
+    /// exists here: it runs on the simulator, under its HIP profile.
+    Hip,
 }
 
 impl Dialect {
-    pub const ALL: [Dialect; 2] = [Dialect::Runtime, Dialect::Driver];
+    pub const ALL: [Dialect; 3] = [Dialect::Runtime, Dialect::Driver, Dialect::Hip];
+    /// The dialects real NVIDIA hardware speaks.
+    pub const CUDA: [Dialect; 2] = [Dialect::Runtime, Dialect::Driver];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Dialect::Runtime => "runtime",
             Dialect::Driver => "driver",
+            Dialect::Hip => "hip",
         }
     }
 }
@@ -44,8 +50,9 @@ impl std::str::FromStr for Dialect {
         match s {
             "runtime" | "cuda-runtime" => Ok(Dialect::Runtime),
             "driver" | "cuda-driver" => Ok(Dialect::Driver),
+            "hip" => Ok(Dialect::Hip),
             other => Err(format!(
-                "unknown dialect '{other}' (expected runtime or driver)"
+                "unknown dialect '{other}' (expected runtime, driver or hip)"
             )),
         }
     }
@@ -106,6 +113,63 @@ const fn row(
         runtime,
         driver,
     }
+}
+
+/// `hipError_t` names and codes (ROCm `hip/hip_runtime_api.h`; `hipError*`
+/// numbers follow CUDA's where both exist). Kinds HIP has no enumerator for
+/// (`hipErrorTooManyPeers` is named in the hipIpcOpenMemHandle docs, but
+/// hipify marks `cudaErrorTooManyPeers` HIP_UNSUPPORTED) fall back like any
+/// kind a dialect lacks. Older aliases (`hipErrorInvalidResourceHandle`,
+/// `hipErrorMapBufferObjectFailed`, `hipErrorMemoryAllocation`) are accepted
+/// as names in scenarios too, see [`HIP_ALIASES`].
+const HIP: &[(ErrorKind, i32, &str)] = &[
+    (InvalidValue, 1, "hipErrorInvalidValue"),
+    (OutOfMemory, 2, "hipErrorOutOfMemory"),
+    (NotInitialized, 3, "hipErrorNotInitialized"),
+    (Deinitialized, 4, "hipErrorDeinitialized"),
+    (InvalidDevicePointer, 17, "hipErrorInvalidDevicePointer"),
+    (InvalidMemcpyDirection, 21, "hipErrorInvalidMemcpyDirection"),
+    (InsufficientDriver, 35, "hipErrorInsufficientDriver"),
+    (NoDevice, 100, "hipErrorNoDevice"),
+    (InvalidDevice, 101, "hipErrorInvalidDevice"),
+    (InvalidContext, 201, "hipErrorInvalidContext"),
+    (ContextAlreadyCurrent, 202, "hipErrorContextAlreadyCurrent"),
+    (MapFailed, 205, "hipErrorMapFailed"),
+    (UnmapFailed, 206, "hipErrorUnmapFailed"),
+    (AlreadyMapped, 208, "hipErrorAlreadyMapped"),
+    (NotMapped, 211, "hipErrorNotMapped"),
+    (ContextAlreadyInUse, 216, "hipErrorContextAlreadyInUse"),
+    (PeerAccessUnsupported, 217, "hipErrorPeerAccessUnsupported"),
+    (OperatingSystem, 304, "hipErrorOperatingSystem"),
+    (InvalidHandle, 400, "hipErrorInvalidHandle"),
+    (NotFound, 500, "hipErrorNotFound"),
+    (NotReady, 600, "hipErrorNotReady"),
+    (IllegalAddress, 700, "hipErrorIllegalAddress"),
+    (
+        PeerAccessAlreadyEnabled,
+        704,
+        "hipErrorPeerAccessAlreadyEnabled",
+    ),
+    (PeerAccessNotEnabled, 705, "hipErrorPeerAccessNotEnabled"),
+    (PrimaryContextActive, 708, "hipErrorSetOnActiveProcess"),
+    (ContextIsDestroyed, 709, "hipErrorContextIsDestroyed"),
+    (LaunchFailed, 719, "hipErrorLaunchFailure"),
+    (NotSupported, 801, "hipErrorNotSupported"),
+    (Unknown, 999, "hipErrorUnknown"),
+];
+
+/// Deprecated `hipError_t` spellings with the same numbers as the names above.
+pub const HIP_ALIASES: &[(&str, ErrorKind)] = &[
+    ("hipErrorInvalidResourceHandle", InvalidHandle),
+    ("hipErrorMapBufferObjectFailed", MapFailed),
+    ("hipErrorMemoryAllocation", OutOfMemory),
+    ("hipErrorInitializationError", NotInitialized),
+];
+
+fn hip_column(kind: ErrorKind) -> Option<(i32, &'static str)> {
+    HIP.iter()
+        .find(|(k, _, _)| *k == kind)
+        .map(|&(_, c, n)| (c, n))
 }
 
 use ErrorKind::*;
@@ -283,6 +347,7 @@ fn column(row: &Row, dialect: Dialect) -> Option<(i32, &'static str)> {
     match dialect {
         Dialect::Runtime => row.runtime,
         Dialect::Driver => row.driver,
+        Dialect::Hip => hip_column(row.kind),
     }
 }
 
@@ -299,12 +364,21 @@ impl ErrorKind {
     /// Resolve a name written in a scenario: a kind (`InvalidValue`) or any
     /// dialect's spelling (`cudaErrorInvalidValue`, `CUDA_ERROR_INVALID_VALUE`).
     pub fn from_name(name: &str) -> Option<ErrorKind> {
-        TABLE.iter().find_map(|r| {
-            let matches = format!("{:?}", r.kind) == name
-                || r.runtime.is_some_and(|(_, n)| n == name)
-                || r.driver.is_some_and(|(_, n)| n == name);
-            matches.then_some(r.kind)
-        })
+        TABLE
+            .iter()
+            .find_map(|r| {
+                let matches = format!("{:?}", r.kind) == name
+                    || r.runtime.is_some_and(|(_, n)| n == name)
+                    || r.driver.is_some_and(|(_, n)| n == name)
+                    || hip_column(r.kind).is_some_and(|(_, n)| n == name);
+                matches.then_some(r.kind)
+            })
+            .or_else(|| {
+                HIP_ALIASES
+                    .iter()
+                    .find(|(alias, _)| *alias == name)
+                    .map(|&(_, k)| k)
+            })
     }
 
     pub fn all() -> impl Iterator<Item = ErrorKind> {
@@ -350,6 +424,7 @@ impl ApiError {
             .unwrap_or_else(|| match self.dialect {
                 Dialect::Runtime => Cow::Owned(format!("cudaError({})", self.code)),
                 Dialect::Driver => Cow::Owned(format!("CUresult({})", self.code)),
+                Dialect::Hip => Cow::Owned(format!("hipError_t({})", self.code)),
             })
     }
 }
@@ -407,6 +482,27 @@ mod tests {
             "CUresult(4242)"
         );
         assert_eq!(ApiError::from_code(Dialect::Driver, 4242).kind(), None);
+    }
+
+    #[test]
+    fn hip_names_carry_hip_spellings_and_cuda_numbers() {
+        let e = ApiError::new(Dialect::Hip, InvalidHandle);
+        assert_eq!((e.code, e.name().as_ref()), (400, "hipErrorInvalidHandle"));
+        assert_eq!(
+            ErrorKind::from_name("hipErrorInvalidResourceHandle"),
+            Some(InvalidHandle)
+        );
+        assert_eq!(ErrorKind::from_name("hipErrorMapFailed"), Some(MapFailed));
+        // Named in the docs, absent from hipError_t: the nearest general code.
+        assert_eq!(TooManyPeers.code(Dialect::Hip), None);
+        assert_eq!(
+            ApiError::new(Dialect::Hip, TooManyPeers).kind(),
+            Some(InvalidValue)
+        );
+        assert_eq!(
+            ApiError::from_code(Dialect::Hip, 4242).name(),
+            "hipError_t(4242)"
+        );
     }
 
     #[test]

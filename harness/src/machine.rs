@@ -21,6 +21,50 @@ pub struct ProcessSpec {
     pub visible_devices: Option<Vec<u32>>,
 }
 
+/// A simulated machine's device links, as a scenario's `topology` line asks
+/// for them: which device pairs can peer, and how many peer connections one
+/// device may hold (the documented limit that gives TooManyPeers on large
+/// PCIe machines). Real backends cannot choose their topology and refuse a
+/// spec that carries one (NotSupported).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Every pair of distinct devices can peer (`peers=all`); otherwise only
+    /// the pairs in `peer_pairs` can (`peers=none`, `peers=0:1,2:3`).
+    pub all_peers: bool,
+    /// Device pairs that can peer when `all_peers` is false, each written
+    /// lower device first.
+    #[serde(default)]
+    pub peer_pairs: Vec<(u32, u32)>,
+    /// Most peer connections (distinct peer devices) one device may have
+    /// enabled at once, across all processes; `None` means unlimited.
+    pub peer_budget: Option<u32>,
+}
+
+impl Topology {
+    /// The `topology` line that declares it (canonical form).
+    /// Whether two distinct devices can peer.
+    pub fn can_peer(&self, a: u32, b: u32) -> bool {
+        a != b && (self.all_peers || self.peer_pairs.contains(&(a.min(b), a.max(b))))
+    }
+
+    pub fn describe(&self) -> String {
+        let pairs: Vec<String> = self
+            .peer_pairs
+            .iter()
+            .map(|(a, b)| format!("{a}:{b}"))
+            .collect();
+        let peers = match (self.all_peers, pairs.is_empty()) {
+            (true, _) => "all".to_string(),
+            (false, true) => "none".to_string(),
+            (false, false) => pairs.join(","),
+        };
+        match self.peer_budget {
+            Some(n) => format!("topology peers={peers} peer_budget={n}"),
+            None => format!("topology peers={peers}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineSpec {
     /// Devices the machine must have.
@@ -32,6 +76,10 @@ pub struct MachineSpec {
     pub seed: u64,
     /// Real backend: a call that takes longer is a Timeout and the worker is killed.
     pub step_timeout: Duration,
+    /// A simulated topology the scenario asks for (`topology ...`); `None`
+    /// takes the backend's own (the simulator's default is all-peer, unlimited).
+    #[serde(default)]
+    pub topology: Option<Topology>,
 }
 
 /// Undefined behaviour the simulator saw (the real backend has no hazard log).

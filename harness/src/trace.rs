@@ -100,6 +100,11 @@ pub struct StepRecord {
     pub process: String,
     /// The step as written (canonical form), e.g. `p = ipc_open h flags=lazy`.
     pub op: String,
+    /// The API entry point the step called, in the run's dialect
+    /// (`cudaIpcOpenMemHandle`, `cuIpcOpenMemHandle`, `hipIpcOpenMemHandle`);
+    /// absent for harness-local steps. Not compared between runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
     pub outcome: StepOutcome,
     /// `None` when the step had no expectation to check; otherwise whether it held.
     pub check: Option<CheckResult>,
@@ -225,6 +230,7 @@ mod tests {
             line: 3,
             process: "a".into(),
             op: "x".into(),
+            api: None,
             outcome,
             check: None,
             elapsed_us: 0,

@@ -32,6 +32,7 @@ fn spec_of(dialect: Dialect, processes: &[(&str, Option<Vec<u32>>)]) -> MachineS
         dialect,
         seed: 7,
         step_timeout: STEP,
+        topology: None,
     }
 }
 

@@ -61,6 +61,7 @@ fn spec(dialect: Dialect, names: &[&str]) -> MachineSpec {
         dialect,
         seed: 1,
         step_timeout: Duration::from_secs(30),
+        topology: None,
     }
 }
 

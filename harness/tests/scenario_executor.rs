@@ -149,6 +149,18 @@ impl Driver for Fake {
         Ok(())
     }
 
+    // One device: it is nobody's peer, and no other device exists.
+    fn can_access_peer(&mut self, d: DeviceOrdinal, p: DeviceOrdinal) -> DriverResult<i64> {
+        if d == 0 && p == 0 {
+            Ok(0)
+        } else {
+            Err(self.err(ErrorKind::InvalidDevice))
+        }
+    }
+    fn enable_peer_access(&mut self, _: DeviceOrdinal) -> DriverResult<()> {
+        Err(self.err(ErrorKind::InvalidDevice))
+    }
+
     fn synchronize(&mut self) -> DriverResult<()> {
         Ok(())
     }
@@ -272,6 +284,7 @@ fn the_docs_example_passes_in_both_dialects() {
             match dialect {
                 Dialect::Runtime => "cudaErrorInvalidValue",
                 Dialect::Driver => "CUDA_ERROR_INVALID_VALUE",
+                Dialect::Hip => "hipErrorInvalidValue",
             }
         );
     }

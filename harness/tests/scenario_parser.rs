@@ -4,7 +4,7 @@
 use ipc_harness::scenario::{
     parse, parse_file, Expect, Expectation, HazardCheck, Op, ParseError, Ref, Scenario,
 };
-use ipc_harness::{ErrorKind, HazardKind};
+use ipc_harness::{Dialect, ErrorKind, HazardKind, Topology};
 use rstest::rstest;
 use std::path::Path;
 
@@ -89,6 +89,15 @@ fn ok(src: &str) -> Scenario {
 #[case::error_kind_name("a: free p => PeerAccessUnsupported", "free p")]
 #[case::comment("a: free p # the rest is a comment => oK", "free p")]
 #[case::tabs_and_spaces("\ta:\tfree   p\t=>\tok  ", "free p")]
+#[case::can_access_peer("a: can_access_peer 0 1 => value 1", "can_access_peer 0 1")]
+#[case::enable_peer(
+    "a: enable_peer 1 => hip: hipErrorPeerAccessAlreadyEnabled",
+    "enable_peer 1"
+)]
+#[case::hip_arm(
+    "a: free p => runtime: ok; hip: hipErrorInvalidResourceHandle",
+    "free p"
+)]
 fn good_steps(#[case] line: &str, #[case] canonical: &str) {
     let s = ok(&format!("{PRELUDE}{line}\n"));
     let last = s.steps.last().unwrap_or_else(|| panic!("no steps"));
@@ -143,7 +152,10 @@ b: ipc_close q
         Expectation::Bytes(p) => assert_eq!(p.runs, [(0xab, 2), (0, 1), (1, 1)]),
         other => panic!("{other:?}"),
     }
-    let Expect::ByDialect { runtime, driver } = &steps[6].expect else {
+    let Expect::ByDialect {
+        runtime, driver, ..
+    } = &steps[6].expect
+    else {
         panic!()
     };
     assert_eq!(
@@ -214,6 +226,105 @@ fn a_byte_order_mark_and_crlf_line_ends_are_accepted() {
     let s = ok("\u{feff}# id: x.y\r\ndevices 1\r\nprocess a device=0\r\na: free null => error\r\n");
     assert_eq!(s.meta.get("id").as_deref(), Some("x.y"));
     assert_eq!(s.steps[0].line, 4);
+}
+
+#[test]
+fn topology_is_declared_before_processes() {
+    let s = ok("devices 10\ntopology peers=all peer_budget=8\nprocess a device=0\n");
+    assert_eq!(
+        s.topology,
+        Some(Topology {
+            all_peers: true,
+            peer_pairs: vec![],
+            peer_budget: Some(8)
+        })
+    );
+    let s = ok("devices 4\ntopology peers=0:1,3:2 peer_budget=1\nprocess a device=0\n");
+    let t = s.topology.unwrap();
+    assert_eq!(
+        (t.all_peers, t.peer_pairs.clone()),
+        (false, vec![(0, 1), (2, 3)])
+    );
+    assert!(t.can_peer(1, 0) && t.can_peer(2, 3) && !t.can_peer(1, 2) && !t.can_peer(0, 0));
+    assert_eq!(t.describe(), "topology peers=0:1,2:3 peer_budget=1");
+    let s = ok("devices 2\ntopology peers=none\nprocess a device=0\n");
+    assert_eq!(
+        s.topology.map(|t| (t.all_peers, t.peer_budget)),
+        Some((false, None))
+    );
+    assert_eq!(ok("devices 1\nprocess a device=0\n").topology, None);
+}
+
+#[rstest]
+#[case::after_process(
+    "devices 2\nprocess a device=0\ntopology peers=all\n",
+    3,
+    1,
+    "before the first 'process'"
+)]
+#[case::twice(
+    "devices 2\ntopology peers=all\ntopology peers=none\n",
+    3,
+    1,
+    "duplicate 'topology'"
+)]
+#[case::bad_peers(
+    "devices 2\ntopology peers=some\n",
+    2,
+    16,
+    "expected 'all', 'none' or device pairs"
+)]
+#[case::pair_out_of_range(
+    "devices 2\ntopology peers=0:2\n",
+    2,
+    16,
+    "peer pair 0:2 needs two different devices below 2"
+)]
+#[case::pair_of_one_device("devices 2\ntopology peers=1:1\n", 2, 16, "peer pair 1:1")]
+#[case::pair_twice("devices 3\ntopology peers=0:1,1:0\n", 2, 20, "listed twice")]
+#[case::pair_without_colon(
+    "devices 3\ntopology peers=0 1\n",
+    2,
+    18,
+    "expected ':' between the two devices of a pair"
+)]
+#[case::zero_budget("devices 2\ntopology peer_budget=0\n", 2, 22, "at least 1")]
+#[case::unknown_option(
+    "devices 2\ntopology links=4\n",
+    2,
+    10,
+    "unknown option 'links' for 'topology'"
+)]
+#[case::repeated_option(
+    "devices 2\ntopology peers=all peers=none\n",
+    2,
+    20,
+    "duplicate option 'peers='"
+)]
+fn bad_topology(
+    #[case] src: &str,
+    #[case] line: usize,
+    #[case] column: usize,
+    #[case] fragment: &str,
+) {
+    check_error(src, line, column, fragment);
+}
+
+#[test]
+fn a_missing_hip_arm_takes_the_runtime_arm() {
+    let s = ok(&format!(
+        "{PRELUDE}a: free p => runtime: InvalidValue; driver: ok\na: free p => driver: ok\n"
+    ));
+    let n = s.steps.len();
+    let texts = |i: usize, d: Dialect| s.steps[i].expect.for_dialect(d).text;
+    assert_eq!(texts(n - 2, Dialect::Hip), "InvalidValue");
+    assert_eq!(texts(n - 1, Dialect::Hip), "any");
+    let s = ok(&format!("{PRELUDE}a: free p => runtime: ok; hip: error\n"));
+    let last = s
+        .steps
+        .last()
+        .map(|st| st.expect.for_dialect(Dialect::Hip).text);
+    assert_eq!(last.as_deref(), Some("error"));
 }
 
 #[test]
@@ -394,7 +505,7 @@ peer:  ipc_close q                     => ok
     "a: free p => runtime: ok; cuda: ok",
     8,
     27,
-    "expected 'runtime:' or 'driver:' after ';'"
+    "expected 'runtime:', 'driver:' or 'hip:' after ';'"
 )]
 #[case::duplicate_arm(
     "a: free p => runtime: ok; runtime: error",

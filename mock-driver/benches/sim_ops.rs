@@ -22,6 +22,7 @@ fn machine() -> (Box<dyn Machine>, DevicePtr, IpcMemHandle) {
         dialect: Dialect::Runtime,
         seed: 1,
         step_timeout: Duration::from_secs(5),
+        topology: None,
     };
     let mut m = SimBackend::default().start(&spec).expect("start");
     let a = m.driver(0).alloc(MemKind::Device, 2 << 20).expect("alloc");

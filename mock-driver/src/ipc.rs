@@ -17,14 +17,15 @@
 //! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`) | ignored |
 //! | 48..52 | export object id | InvalidHandle |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
-//! | 56..64 | zero | ignored |
+//! | 56..64 | zero (`interior_handle=pointer-offset`: the pointer's offset in its allocation, HIP's `poffset`) | ignored |
 //!
 //! Identity comes only from the object id, so bytes the driver ignores can be
 //! anything and the handle still opens the same memory, as on hardware.
 
 use crate::seed::hash;
 use crate::semantics::{
-    ExportRule, FreedExport, GetNullOut, HandleStability, OpenAddress, OpenFlags, Reopen,
+    ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
+    Reopen,
 };
 use crate::world::{BlockId, Fail, Mapping, Region, SimResult, World};
 use ipc_harness::{
@@ -47,6 +48,14 @@ pub(crate) struct HandleData {
     pub checked: bool,
 }
 
+/// Bytes 56..64: the exported pointer's offset in its allocation, read only
+/// under `interior_handle=pointer-offset` (HIP's `poffset`; CUDA ignores them).
+fn interior_offset(handle: &IpcMemHandle) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&handle.0[56..64]);
+    u64::from_le_bytes(b)
+}
+
 fn check_word(seed: u64, object: u32) -> u32 {
     hash(seed ^ 0x4950_4343_4845_434b, &[u64::from(object)]) as u32
 }
@@ -61,6 +70,9 @@ pub(crate) struct Encode {
     pub offset: u64,
     pub size: u64,
     pub serial: u64,
+    /// Bytes 56..64 (zero in the measured CUDA layout): the pointer's offset
+    /// in its allocation under `interior_handle=pointer-offset`.
+    pub interior: u64,
 }
 
 pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
@@ -76,6 +88,7 @@ pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     b[40..48].copy_from_slice(&e.serial.to_le_bytes());
     b[48..52].copy_from_slice(&e.object.to_le_bytes());
     b[52..56].copy_from_slice(&check_word(seed, e.object).to_le_bytes());
+    b[56..64].copy_from_slice(&e.interior.to_le_bytes());
     IpcMemHandle(b)
 }
 
@@ -107,8 +120,12 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         // Only the process's own allocations export; an IPC pointer is not one.
-        let Some((_, a)) = self.procs[p].alloc_at(ptr) else {
+        let Some((alloc_base, a)) = self.procs[p].alloc_at(ptr) else {
             return Err(ErrorKind::InvalidValue.into());
+        };
+        let interior = match self.sem.interior_handle {
+            InteriorHandle::Allocation => 0,
+            InteriorHandle::PointerOffset => ptr - alloc_base,
         };
         if out == OutArg::Null {
             // The pointer is checked first; then the runtime writes through NULL.
@@ -152,6 +169,7 @@ impl World {
                 offset,
                 size,
                 serial,
+                interior,
             },
         ))
     }
@@ -190,6 +208,7 @@ impl World {
             OpenFlags::LazyBit => flags & IPC_MEM_LAZY_ENABLE_PEER_ACCESS != 0,
             OpenFlags::LazyOrZero => flags == 0 || flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
             OpenFlags::LazyOnly => flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+            OpenFlags::Ignored => true,
         };
         if !flags_ok {
             return Err(ErrorKind::InvalidValue.into());
@@ -226,13 +245,21 @@ impl World {
             return Err(ErrorKind::AlreadyMapped.into());
         };
         let (block_size, block_device) = (block.size, block.device);
-        if device != block_device && !self.peer_access {
-            return Err(ErrorKind::PeerAccessUnsupported.into());
+        if device != block_device {
+            self.cross_device_open(p, ctx, device, block_device, flags)?;
         }
         let ret_offset = match self.sem.open_address {
             OpenAddress::AllocationBase => h.offset,
             OpenAddress::BlockBase => 0,
         };
+        let interior = match self.sem.interior_handle {
+            InteriorHandle::Allocation => 0,
+            InteriorHandle::PointerOffset => interior_offset(handle),
+        };
+        if interior >= export_size {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        let ret_offset = ret_offset + interior;
 
         // Already mapped in this context: the documented refcount.
         if self.sem.reopen != Reopen::NewMapping {
@@ -338,6 +365,7 @@ mod tests {
             offset: 2048,
             size: 1000,
             serial: 0,
+            interior: 0,
         };
         let bytes = encode(42, &e);
         let d = decode(42, &bytes).expect("decodes");

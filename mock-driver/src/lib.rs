@@ -31,6 +31,7 @@
 //!     dialect: Dialect::Runtime,
 //!     seed: 7,
 //!     step_timeout: Duration::from_secs(5),
+//!     topology: None,
 //! };
 //! let mut m = SimBackend::default().start(&spec).unwrap();
 //! let a = m.driver(0).alloc(MemKind::Device, 2 << 20).unwrap();
@@ -47,6 +48,7 @@ mod hazards;
 mod ipc;
 mod machine;
 mod memory;
+mod peers;
 #[cfg(test)]
 mod robustness;
 mod seed;
@@ -56,11 +58,11 @@ mod vmm;
 mod world;
 
 pub use machine::{SimMachine, SimProcess};
-pub use semantics::{SemanticChoice, Semantics};
+pub use semantics::{Profile, SemanticChoice, Semantics};
 
 use crate::hazards::HazardLog;
 use crate::world::{Process, World};
-use ipc_harness::{Backend, BackendInfo, Machine, MachineSpec, StartError};
+use ipc_harness::{Backend, BackendInfo, Machine, MachineSpec, StartError, Topology};
 use std::collections::BTreeMap;
 
 /// The simulated hardware and the semantic choices in force.
@@ -68,9 +70,15 @@ use std::collections::BTreeMap;
 pub struct SimConfig {
     /// Devices the machine has.
     pub devices: u32,
-    /// Every pair of devices can access each other (IPC across devices works).
+    /// Every pair of devices can access each other (IPC across devices works),
+    /// as on the NVLink-connected 2 x H200.
     pub peer_access: bool,
+    /// Most peer connections one device may hold; `None`: unlimited.
+    pub peer_budget: Option<u32>,
+    /// Choices for the CUDA dialects (runtime, driver).
     pub semantics: Semantics,
+    /// Choices for the hip dialect (defaults: [`Semantics::hip_profile`]).
+    pub hip_semantics: Semantics,
 }
 
 impl Default for SimConfig {
@@ -78,7 +86,19 @@ impl Default for SimConfig {
         SimConfig {
             devices: 2,
             peer_access: true,
+            peer_budget: None,
             semantics: Semantics::default(),
+            hip_semantics: Semantics::hip_profile(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// The choices a machine of `dialect` runs with.
+    pub fn semantics_for(&self, dialect: ipc_harness::Dialect) -> &Semantics {
+        match dialect {
+            ipc_harness::Dialect::Hip => &self.hip_semantics,
+            _ => &self.semantics,
         }
     }
 }
@@ -101,22 +121,35 @@ impl SimBackend {
     /// Build the machine's initial state, or say why the spec cannot run here.
     fn world(&self, spec: &MachineSpec) -> Result<World, StartError> {
         let cfg = &self.config;
-        if spec.devices > cfg.devices {
+        // A scenario's own topology builds a machine of exactly its devices.
+        let (devices, topology) = match &spec.topology {
+            Some(t) => (spec.devices, t.clone()),
+            None => (
+                cfg.devices,
+                Topology {
+                    all_peers: cfg.peer_access,
+                    peer_pairs: Vec::new(),
+                    peer_budget: cfg.peer_budget,
+                },
+            ),
+        };
+        if spec.devices > devices {
             return Err(StartError::NotSupported(format!(
                 "the scenario needs {} device(s); the simulator has {}",
-                spec.devices, cfg.devices
+                spec.devices, devices
             )));
         }
+        let sem = cfg.semantics_for(spec.dialect);
         let mut procs = Vec::with_capacity(spec.processes.len());
         for (i, ps) in spec.processes.iter().enumerate() {
             let visible: Vec<u32> = match &ps.visible_devices {
                 Some(list) => list.clone(),
-                None => (0..cfg.devices).collect(),
+                None => (0..devices).collect(),
             };
-            if let Some(bad) = visible.iter().find(|&&d| d >= cfg.devices) {
+            if let Some(bad) = visible.iter().find(|&&d| d >= devices) {
                 return Err(StartError::NotSupported(format!(
                     "process '{}' lists device {bad}; the simulator has {}",
-                    ps.name, cfg.devices
+                    ps.name, devices
                 )));
             }
             let mut seen = visible.clone();
@@ -137,18 +170,18 @@ impl SimBackend {
                 )));
             }
             let mut proc = Process::new(ps.name.clone(), visible, spec.seed, i);
-            proc.reuse_va = cfg.semantics.va_reuse == semantics::VaReuse::LowestFit;
+            proc.reuse_va = sem.va_reuse == semantics::VaReuse::LowestFit;
             procs.push(proc);
         }
         let mut world = World {
             seed: spec.seed,
             dialect: spec.dialect,
-            peer_access: cfg.peer_access,
-            sem: cfg.semantics.clone(),
+            topology,
+            sem: sem.clone(),
             procs,
             blocks: BTreeMap::new(),
             next_block: 0,
-            device_used: vec![0; cfg.devices as usize],
+            device_used: vec![0; devices as usize],
             handle_serial: 0,
             export_ids: std::collections::BTreeMap::new(),
             freed_exports: std::collections::BTreeMap::new(),
@@ -176,13 +209,22 @@ impl Backend for SimBackend {
             gpu_name: Some("simulated (H100-like)".into()),
             compute_capability: Some("9.0".into()),
             device_count: Some(self.config.devices),
-            semantics: self
-                .config
-                .semantics
-                .describe()
-                .into_iter()
-                .map(|c| (c.name.to_string(), c.value))
-                .collect(),
+            // The CUDA dialects' choices by name; the hip dialect's as
+            // `hip.NAME` where they differ.
+            semantics: {
+                let cuda = self.config.semantics.describe();
+                let hip = self.config.hip_semantics.describe();
+                let differing: Vec<(String, String)> = cuda
+                    .iter()
+                    .zip(hip)
+                    .filter(|(c, h)| c.value != h.value)
+                    .map(|(_, h)| (format!("hip.{}", h.name), h.value))
+                    .collect();
+                cuda.into_iter()
+                    .map(|c| (c.name.to_string(), c.value))
+                    .chain(differing)
+                    .collect()
+            },
             ..BackendInfo::default()
         }
     }

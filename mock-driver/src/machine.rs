@@ -222,6 +222,14 @@ impl Driver for SimProcess {
     fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
         self.call(|w, p| w.fd_open_null_device(p).map(Fd))
     }
+
+    fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64> {
+        self.call(|w, p| w.can_access_peer(p, device, peer))
+    }
+
+    fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
+        self.call(|w, p| w.enable_peer_access(p, peer))
+    }
 }
 
 /// A running simulated machine.

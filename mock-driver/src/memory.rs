@@ -153,7 +153,8 @@ impl World {
             let ok = match self.sem.free_null {
                 FreeNull::Ok => true,
                 FreeNull::Error => false,
-                FreeNull::ByDialect => self.dialect == Dialect::Runtime,
+                // hipFree(NULL) is hipSuccess too (ihipFree).
+                FreeNull::ByDialect => matches!(self.dialect, Dialect::Runtime | Dialect::Hip),
             };
             return if ok {
                 Ok(())

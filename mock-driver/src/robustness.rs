@@ -67,7 +67,9 @@ fn walk(seed: u64) {
     let config = SimConfig {
         devices: 1 + rng.below(3) as u32,
         peer_access: rng.below(2) == 0,
+        peer_budget: [None, Some(1), Some(8)][rng.below(3) as usize],
         semantics: random_semantics(&mut rng),
+        hip_semantics: random_semantics(&mut rng),
     };
     let n = 1 + rng.below(4) as usize;
     let spec = MachineSpec {
@@ -79,13 +81,10 @@ fn walk(seed: u64) {
                 visible_devices: None,
             })
             .collect(),
-        dialect: if rng.below(2) == 0 {
-            Dialect::Runtime
-        } else {
-            Dialect::Driver
-        },
+        dialect: Dialect::ALL[rng.below(3) as usize],
         seed,
         step_timeout: Duration::from_secs(1),
+        topology: None,
     };
     let backend = SimBackend::new(config);
     let world = backend.world(&spec).expect("valid spec");
@@ -190,6 +189,10 @@ fn walk(seed: u64) {
                     ctxs.push(c);
                 }
                 let _ = drv.device_count();
+            }
+            17 => {
+                let _ = drv.can_access_peer(d, rng.below(4) as u32);
+                let _ = drv.enable_peer_access(d);
             }
             _ => {
                 if rng.below(4) == 0 {

@@ -112,8 +112,41 @@ keyword_choice!(
         LazyBit => "lazy-bit",
         /// 0 and `LAZY_ENABLE_PEER_ACCESS` (1).
         LazyOrZero => "lazy-or-zero",
-        /// Only `LAZY_ENABLE_PEER_ACCESS`, as the documentation words it.
+        /// Only `LAZY_ENABLE_PEER_ACCESS`, as the documentation words it
+        /// (and as ROCm's hipIpcOpenMemHandle checks it: `flags !=
+        /// hipIpcMemLazyEnablePeerAccess` is hipErrorInvalidValue).
         LazyOnly => "lazy-only",
+        /// Any value: early HIP (hip_memory.cpp before the flags check)
+        /// passed `flags` through without looking at it.
+        Ignored => "ignored",
+    }
+);
+
+keyword_choice!(
+    /// Which handle `ipc_get` makes for a pointer inside an allocation.
+    InteriorHandle {
+        /// The allocation's own handle, byte for byte; opening it returns
+        /// the allocation's start. Measured: H100, driver 580.159.04.
+        Allocation => "allocation",
+        /// The handle carries the pointer's offset in its allocation and
+        /// opening it returns the same interior address (ROCm: `poffset` of
+        /// `ihipIpcMemHandle_t`, added by IpcAttach).
+        PointerOffset => "pointer-offset",
+    }
+);
+
+keyword_choice!(
+    /// What a lazy cross-device `ipc_open` does to the importing context's
+    /// peer access.
+    LazyPeerAccess {
+        /// Only the mapping is made accessible; a later `enable_peer` of the
+        /// exporter's device still succeeds. Measured: 2 x H200 (NVLink),
+        /// driver 580.159.04, both dialects.
+        MappingOnly => "mapping-only",
+        /// Peer access to the exporter's device is enabled for the context,
+        /// "as if the user called cudaDeviceEnablePeerAccess": a later
+        /// `enable_peer` of that device is PeerAccessAlreadyEnabled.
+        Enables => "enables",
     }
 );
 
@@ -387,6 +420,64 @@ semantics! {
         "Exporting or mapping an allocation handle after its cuMemRelease";
     vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
         "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
+    interior_handle: InteriorHandle = InteriorHandle::Allocation,
+        "ipc_get of a pointer inside an allocation: the allocation's handle, or one carrying the pointer's offset";
+    lazy_peer_access: LazyPeerAccess = LazyPeerAccess::MappingOnly,
+        "Whether a lazy cross-device ipc_open enables peer access for the importing context (enable_peer is then PeerAccessAlreadyEnabled)";
+    hidden_exporter_device: ExportRule = ExportRule::Allow,
+        "ipc_open of a handle whose memory lives on a device the importer cannot see (CUDA_VISIBLE_DEVICES; measured on 2 x H200: allowed)";
+    enable_peer_self: ErrorKind = ErrorKind::PeerAccessUnsupported,
+        "Error for enable_peer of the current context's own device (measured on 2 x H200: PeerAccessUnsupported)";
+}
+
+/// Which vendor's behaviour a set of defaults follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// Measured NVIDIA hardware (the defaults).
+    Cuda,
+    /// HIP as ROCm's sources implement it (ROCm/clr hipamd/src/hip_memory.cpp);
+    /// no AMD hardware measured it here.
+    Hip,
+}
+
+impl Semantics {
+    /// The defaults of `profile`.
+    pub fn profile(profile: Profile) -> Semantics {
+        match profile {
+            Profile::Cuda => Semantics::default(),
+            Profile::Hip => Semantics::hip_profile(),
+        }
+    }
+
+    /// The choices where HIP's source-level behaviour differs from the
+    /// measured CUDA defaults. Each is cited in docs/semantics.md; the
+    /// source is ROCm/clr `hipamd/src/hip_memory.cpp` (hipIpcGetMemHandle,
+    /// hipIpcOpenMemHandle), commit 004c4f7c.
+    pub fn hip_profile() -> Semantics {
+        Semantics {
+            // `flags != hipIpcMemLazyEnablePeerAccess` -> hipErrorInvalidValue.
+            open_flags: OpenFlags::LazyOnly,
+            // `handle == nullptr` -> hipErrorInvalidValue, no crash.
+            get_null_out: GetNullOut::InvalidValue,
+            // IpcAttach failing -> hipErrorInvalidDevicePointer.
+            garbage_handle_error: ErrorKind::InvalidDevicePointer,
+            dead_handle_error: ErrorKind::InvalidDevicePointer,
+            // `poffset` travels in the handle and is added on attach.
+            interior_handle: InteriorHandle::PointerOffset,
+            ..Semantics::default()
+        }
+    }
+
+    /// `(name, cuda value, hip value)` for every choice the HIP profile changes.
+    pub fn hip_differences() -> Vec<(&'static str, String, String)> {
+        let cuda = Semantics::default().describe();
+        let hip = Semantics::hip_profile().describe();
+        cuda.into_iter()
+            .zip(hip)
+            .filter(|(c, h)| c.value != h.value)
+            .map(|(c, h)| (c.name, c.value, h.value))
+            .collect()
+    }
 }
 
 impl Semantics {

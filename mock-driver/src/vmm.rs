@@ -568,6 +568,7 @@ mod tests {
             dialect: Dialect::Driver,
             seed: 3,
             step_timeout: Duration::from_secs(1),
+            topology: None,
         };
         SimMachine::new(SimBackend::default().world(&spec).expect("valid spec"))
     }

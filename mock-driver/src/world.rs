@@ -150,6 +150,11 @@ pub(crate) struct Process {
     pub reuse_va: bool,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: BTreeMap<(CtxKey, u32), BlockId>,
+    /// Peer access a context has enabled: (context, peer's physical device).
+    pub peer_enabled: BTreeSet<(CtxKey, u32)>,
+    /// Peer connections this process holds, as (lower, higher) physical
+    /// device pairs; released when the process exits.
+    pub peer_links: BTreeSet<(u32, u32)>,
 }
 
 /// Physical memory: what exporters allocate and importers map.
@@ -183,7 +188,8 @@ pub(crate) struct Block {
 pub(crate) struct World {
     pub seed: u64,
     pub dialect: Dialect,
-    pub peer_access: bool,
+    /// Which device pairs can peer, and the per-device peer budget.
+    pub topology: ipc_harness::Topology,
     pub sem: Semantics,
     pub procs: Vec<Process>,
     pub blocks: BTreeMap<BlockId, Block>,
@@ -250,6 +256,8 @@ impl Process {
             free_va: BTreeMap::new(),
             reuse_va: true,
             packing: BTreeMap::new(),
+            peer_enabled: BTreeSet::new(),
+            peer_links: BTreeSet::new(),
         }
     }
 
@@ -647,6 +655,8 @@ impl World {
         }
         proc.current = None;
         proc.packing.clear();
+        proc.peer_enabled.clear();
+        proc.peer_links.clear();
         proc.exited = true;
     }
 }

@@ -361,6 +361,20 @@ fn documented(api: Api, dialect: Dialect) -> &'static [ErrorKind] {
         (Api::Get, Dialect::Runtime) => &[OutOfMemory, MapFailed, NotSupported, InvalidValue],
         // cuIpcGetMemHandle's reference page (no seed in /work/shared/seeds).
         (Api::Get, Dialect::Driver) => &[InvalidHandle, OutOfMemory, MapFailed, InvalidValue],
+        // hip-hipIpcOpenMemHandle.txt lists MapFailed, InvalidHandle and
+        // TooManyPeers; ROCm/clr hip_memory.cpp also returns InvalidValue
+        // (flags, zero size), InvalidContext (own process) and
+        // InvalidDevicePointer (attach failed).
+        (Api::Open, Dialect::Hip) => &[
+            MapFailed,
+            InvalidHandle,
+            TooManyPeers,
+            InvalidValue,
+            InvalidContext,
+            InvalidDevicePointer,
+        ],
+        // ROCm/clr hip_memory.cpp hipIpcGetMemHandle.
+        (Api::Get, Dialect::Hip) => &[InvalidValue, InvalidDevicePointer],
         // Nothing is listed for close in the seeds: only what was measured.
         (Api::Close, _) => &[InvalidValue],
     }
@@ -585,6 +599,7 @@ fn start(prog: &Program) -> Box<dyn Machine> {
         dialect: prog.dialect,
         seed: prog.seed,
         step_timeout: Duration::from_secs(5),
+        topology: None,
     };
     match SimBackend::new(SimConfig::default()).start(&spec) {
         Ok(m) => m,

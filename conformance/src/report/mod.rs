@@ -146,6 +146,7 @@ pub(crate) mod fixtures {
                     line: 12,
                     process: "owner".into(),
                     op: "a = malloc 2MiB".into(),
+                    api: None,
                     outcome: StepOutcome::Ok {
                         value: ValueSummary::Ptr {
                             label: "owner.p1".into(),
@@ -159,6 +160,7 @@ pub(crate) mod fixtures {
                     line: 13,
                     process: "peer".into(),
                     op: "p = ipc_open h".into(),
+                    api: None,
                     outcome: StepOutcome::Error {
                         code: 1,
                         name: "cudaErrorInvalidValue".into(),

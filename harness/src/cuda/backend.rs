@@ -237,8 +237,21 @@ pub const NO_LIBCUDA: &str = "libcuda.so not found: the NVIDIA driver's CUDA lib
 
 /// Whether a host that probed as `report` can run `spec`: `NotSupported`
 /// with the reason when it cannot.
+/// Why the CUDA backend runs no HIP process.
+pub const HIP_UNSUPPORTED: &str =
+    "no AMD GPU / HIP backend: the hip dialect runs on the simulator only";
+
 pub fn check_requirements(report: &ProbeReport, spec: &MachineSpec) -> Result<(), StartError> {
     let unsupported = |m: String| Err(StartError::NotSupported(m));
+    if spec.dialect == Dialect::Hip {
+        return unsupported(HIP_UNSUPPORTED.into());
+    }
+    if let Some(t) = &spec.topology {
+        return unsupported(format!(
+            "the scenario asks for a simulated topology ('{}'); real hardware's cannot be chosen",
+            t.describe()
+        ));
+    }
     if !report.libcuda {
         return unsupported(format!("{NO_LIBCUDA} (in the worker process)"));
     }
@@ -312,6 +325,10 @@ impl Backend for CudaBackend {
     }
 
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError> {
+        // Whatever this host has, it runs no HIP process.
+        if spec.dialect == Dialect::Hip {
+            return Err(StartError::NotSupported(HIP_UNSUPPORTED.into()));
+        }
         match self.probe() {
             ProbeOutcome::NoLibcuda => Err(StartError::NotSupported(NO_LIBCUDA.into())),
             ProbeOutcome::Failed(m) => Err(StartError::Harness(m.clone())),
@@ -457,6 +474,7 @@ mod tests {
             dialect,
             seed: 1,
             step_timeout: Duration::from_secs(5),
+            topology: None,
         }
     }
 
@@ -532,6 +550,22 @@ mod tests {
             reason(check_requirements(&no_lib, &spec(1, Dialect::Driver, None)))
                 .contains("libcuda")
         );
+    }
+
+    #[test]
+    fn hip_processes_and_simulated_topologies_are_not_supported() {
+        assert_eq!(
+            reason(check_requirements(&h100(), &spec(1, Dialect::Hip, None))),
+            HIP_UNSUPPORTED
+        );
+        let mut with_topology = spec(1, Dialect::Driver, None);
+        with_topology.topology = Some(crate::machine::Topology {
+            all_peers: true,
+            peer_pairs: Vec::new(),
+            peer_budget: Some(8),
+        });
+        assert!(reason(check_requirements(&h100(), &with_topology))
+            .contains("'topology peers=all peer_budget=8'"));
     }
 
     #[test]

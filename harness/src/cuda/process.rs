@@ -629,6 +629,20 @@ impl Driver for WorkerProxy {
         }
     }
 
+    fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64> {
+        match self.call(Request::CanAccessPeer { device, peer })? {
+            Reply::Int(v) => Ok(v),
+            r => Err(unexpected("can_access_peer", r)),
+        }
+    }
+
+    fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
+        match self.call(Request::EnablePeerAccess { peer })? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected("enable_peer_access", r)),
+        }
+    }
+
     fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()> {
         match self.call(Request::SetDevice { device })? {
             Reply::Unit => Ok(()),
@@ -1195,6 +1209,7 @@ fn init_error(device: u32, dialect: Dialect, name: &str, e: DriverError) -> Star
     let call = match dialect {
         Dialect::Runtime => format!("cudaSetDevice({device})"),
         Dialect::Driver => format!("making device {device}'s primary context current"),
+        Dialect::Hip => format!("hipSetDevice({device})"),
     };
     match e {
         DriverError::Api(api) => {

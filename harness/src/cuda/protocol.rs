@@ -92,6 +92,13 @@ pub enum Request {
         device: u32,
         attr: DeviceAttribute,
     },
+    CanAccessPeer {
+        device: u32,
+        peer: u32,
+    },
+    EnablePeerAccess {
+        peer: u32,
+    },
     SetDevice {
         device: u32,
     },
@@ -229,6 +236,8 @@ impl Request {
             Request::Init { .. } => "init",
             Request::DeviceCount => "device_count",
             Request::DeviceAttribute { .. } => "device_attribute",
+            Request::CanAccessPeer { .. } => "can_access_peer",
+            Request::EnablePeerAccess { .. } => "enable_peer_access",
             Request::SetDevice { .. } => "set_device",
             Request::PrimaryContext { .. } => "primary_context",
             Request::CreateContext { .. } => "create_context",
@@ -606,6 +615,8 @@ mod tests {
                 device: 0,
                 attr: DeviceAttribute::IpcEventSupport,
             },
+            Request::CanAccessPeer { device: 0, peer: 1 },
+            Request::EnablePeerAccess { peer: 1 },
             Request::SetDevice { device: 0 },
             Request::PrimaryContext { device: 0 },
             Request::CreateContext { device: 0 },

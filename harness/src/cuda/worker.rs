@@ -10,6 +10,8 @@
 //! | `Init` | `cuInit(0)`, `cudaSetDevice` | `cuInit(0)`, `cuDeviceGet`, `cuDevicePrimaryCtxRetain`, `cuCtxSetCurrent` |
 //! | `DeviceCount` | `cudaGetDeviceCount` | `cuDeviceGetCount` |
 //! | `DeviceAttribute` | `cudaDeviceGetAttribute` (†) | `cuDeviceGet`, `cuDeviceGetAttribute` |
+//! | `CanAccessPeer` | `cudaDeviceCanAccessPeer` | `cuDeviceGet`, `cuDeviceCanAccessPeer` |
+//! | `EnablePeerAccess` | `cudaDeviceEnablePeerAccess(peer, 0)` | `cuDeviceGet`, `cuDevicePrimaryCtxRetain` (peer), `cuCtxEnablePeerAccess(.., 0)` |
 //! | `SetDevice` | `cudaSetDevice` | `cuDeviceGet`, `cuDevicePrimaryCtxRetain`, `cuCtxSetCurrent` |
 //! | `PrimaryContext` | `cuDeviceGet`, `cuDevicePrimaryCtxRetain` | same |
 //! | `CreateContext` | `cuDeviceGet`, `cuCtxCreate_v4(.., NULL, 0, ..)` | same |
@@ -418,10 +420,18 @@ fn probe() -> ProbeReport {
     report
 }
 
+/// The CUDA API a worker calls. HIP processes never get this far (the CUDA
+/// backend refuses them before spawning a worker; `init` refuses them too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Runtime,
+    Driver,
+}
+
 #[derive(Default)]
 struct Worker {
     /// Set by a successful `Init`.
-    dialect: Option<Dialect>,
+    dialect: Option<Api>,
     /// The device `Init` made current (what `Reset` makes current again).
     init_device: u32,
     /// Its primary context, current after `Init` (retained by `Init` and
@@ -453,6 +463,9 @@ struct Owned {
     vmm_reservations: HashMap<u64, u64>,
     /// Descriptors exported, opened or received, not closed.
     fds: HashSet<i32>,
+    /// `EnablePeerAccess` was asked for: `Reset` does not undo it, so the
+    /// worker is not reused (a later machine would find access enabled).
+    peer_access: bool,
 }
 
 impl Owned {
@@ -464,6 +477,7 @@ impl Owned {
             && self.vmm_maps.is_empty()
             && self.vmm_reservations.is_empty()
             && self.fds.is_empty()
+            && !self.peer_access
     }
 
     /// A context was destroyed: so was everything created in it.
@@ -546,16 +560,21 @@ impl Worker {
         if self.dialect.is_some() {
             return Err(harness("init sent twice"));
         }
+        let dialect = match dialect {
+            Dialect::Runtime => Api::Runtime,
+            Dialect::Driver => Api::Driver,
+            Dialect::Hip => return Err(harness("a CUDA worker cannot speak the HIP dialect")),
+        };
         require(Lib::Driver)?;
-        if dialect == Dialect::Runtime {
+        if dialect == Api::Runtime {
             require(Lib::Runtime)?;
         }
         // SAFETY: plain call; the driver API is used in both dialects.
         unsafe { ffi::cuInit(0)? };
         match dialect {
             // SAFETY: plain call.
-            Dialect::Runtime => unsafe { ffi::cudaSetDevice(device as c_int)? },
-            Dialect::Driver => driver_set_device(device)?,
+            Api::Runtime => unsafe { ffi::cudaSetDevice(device as c_int)? },
+            Api::Driver => driver_set_device(device)?,
         }
         self.dialect = Some(dialect);
         self.init_device = device;
@@ -565,7 +584,10 @@ impl Worker {
 
     /// [`Worker::call`], recording in [`Owned`] what a successful call
     /// created or released.
-    fn call_tracked(&mut self, d: Dialect, request: Request) -> Response {
+    fn call_tracked(&mut self, d: Api, request: Request) -> Response {
+        if matches!(request, Request::EnablePeerAccess { .. }) {
+            self.owned.peer_access = true;
+        }
         let track = match &request {
             Request::Alloc { kind, .. } => Track::Alloc(free_kind(*kind)),
             Request::Free { ptr, .. } => Track::Free(*ptr),
@@ -647,7 +669,7 @@ impl Worker {
     /// retained) and
     /// synchronizes. Succeeds only when every one of those calls did and
     /// nothing is left; what was released is forgotten either way.
-    fn reset(&mut self, d: Dialect) -> CallResult {
+    fn reset(&mut self, d: Api) -> CallResult {
         let mut failures: Vec<String> = Vec::new();
         let mut note = |what: String, r: CallResult| -> bool {
             match r {
@@ -683,8 +705,8 @@ impl Worker {
                 // SAFETY: a pointer an IPC open returned and not yet closed.
                 let r = unsafe {
                     match d {
-                        Dialect::Runtime => ffi::cudaIpcCloseMemHandle(as_ptr(ptr)),
-                        Dialect::Driver => ffi::cuIpcCloseMemHandle(ptr),
+                        Api::Runtime => ffi::cudaIpcCloseMemHandle(as_ptr(ptr)),
+                        Api::Driver => ffi::cuIpcCloseMemHandle(ptr),
                     }
                 };
                 if !note(format!("closing IPC mapping {ptr:#x}"), r) {
@@ -751,18 +773,18 @@ impl Worker {
         let device = self.init_device;
         let current = match d {
             // SAFETY: plain call.
-            Dialect::Runtime => unsafe { ffi::cudaSetDevice(device as c_int) },
+            Api::Runtime => unsafe { ffi::cudaSetDevice(device as c_int) },
             // The primary context Init retained (retaining it again would
             // grow its count with every reset).
-            Dialect::Driver if self.init_context != 0 => set_context(self.init_context),
-            Dialect::Driver => driver_set_device(device),
+            Api::Driver if self.init_context != 0 => set_context(self.init_context),
+            Api::Driver => driver_set_device(device),
         };
         if note(format!("making device {device} current"), current) {
             // SAFETY: plain calls.
             let sync = unsafe {
                 match d {
-                    Dialect::Runtime => ffi::cudaDeviceSynchronize(),
-                    Dialect::Driver => ffi::cuCtxSynchronize(),
+                    Api::Runtime => ffi::cudaDeviceSynchronize(),
+                    Api::Driver => ffi::cuCtxSynchronize(),
                 }
             };
             note("synchronizing".into(), sync);
@@ -780,8 +802,8 @@ impl Worker {
         }
     }
 
-    fn call(&mut self, d: Dialect, request: Request) -> Response {
-        use Dialect::{Driver, Runtime};
+    fn call(&mut self, d: Api, request: Request) -> Response {
+        use Api::{Driver, Runtime};
         // SAFETY (whole match): every pointer handed to the API is either a
         // valid local out-pointer or buffer of the stated size, NULL where the
         // scenario asks for it (`OutArg::Null`), or a device address the
@@ -807,6 +829,33 @@ impl Worker {
                         ffi::cuDeviceGetAttribute(&mut v, number, dev)?;
                     }
                     Ok(Reply::Int(v as i64))
+                }
+                Request::CanAccessPeer { device, peer } => {
+                    let mut can: c_int = 0;
+                    match d {
+                        Runtime => {
+                            ffi::cudaDeviceCanAccessPeer(&mut can, device as c_int, peer as c_int)?
+                        }
+                        Driver => {
+                            let (dev, peer) = (cu_device(device)?, cu_device(peer)?);
+                            ffi::cuDeviceCanAccessPeer(&mut can, dev, peer)?
+                        }
+                    }
+                    Ok(Reply::Int(can as i64))
+                }
+                Request::EnablePeerAccess { peer } => {
+                    match d {
+                        Runtime => ffi::cudaDeviceEnablePeerAccess(peer as c_int, 0)?,
+                        Driver => {
+                            // The peer's primary context, retained and never
+                            // released (like the one `Init` makes current).
+                            let dev = cu_device(peer)?;
+                            let mut ctx: Handle = null_mut();
+                            ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)?;
+                            ffi::cuCtxEnablePeerAccess(ctx, 0)?
+                        }
+                    }
+                    Ok(Reply::Unit)
                 }
                 Request::SetDevice { device } => {
                     match d {
@@ -1164,12 +1213,12 @@ fn driver_set_device(device: u32) -> CallResult {
     }
 }
 
-fn alloc(d: Dialect, kind: MemKind, size: u64) -> Result<u64, WireError> {
+fn alloc(d: Api, kind: MemKind, size: u64) -> Result<u64, WireError> {
     let size = size as usize;
     // SAFETY: valid out-pointers; the null stream is the legacy default stream.
     unsafe {
         match d {
-            Dialect::Runtime => {
+            Api::Runtime => {
                 let mut p: *mut c_void = null_mut();
                 match kind {
                     MemKind::Device => ffi::cudaMalloc(&mut p, size)?,
@@ -1184,7 +1233,7 @@ fn alloc(d: Dialect, kind: MemKind, size: u64) -> Result<u64, WireError> {
                 }
                 Ok(p as u64)
             }
-            Dialect::Driver => {
+            Api::Driver => {
                 let mut p: DevPtr = 0;
                 match kind {
                     MemKind::Device => ffi::cuMemAlloc_v2(&mut p, size)?,
@@ -1207,20 +1256,20 @@ fn alloc(d: Dialect, kind: MemKind, size: u64) -> Result<u64, WireError> {
     }
 }
 
-fn free(d: Dialect, kind: FreeKind, ptr: u64) -> CallResult {
+fn free(d: Api, kind: FreeKind, ptr: u64) -> CallResult {
     // SAFETY: the API validates the pointer (or misbehaves, which is what
     // a scenario freeing a bad pointer observes).
     unsafe {
         match (d, kind) {
-            (Dialect::Runtime, FreeKind::Device) => ffi::cudaFree(as_ptr(ptr)),
-            (Dialect::Runtime, FreeKind::Host) => ffi::cudaFreeHost(as_ptr(ptr)),
-            (Dialect::Runtime, FreeKind::StreamOrdered) => {
+            (Api::Runtime, FreeKind::Device) => ffi::cudaFree(as_ptr(ptr)),
+            (Api::Runtime, FreeKind::Host) => ffi::cudaFreeHost(as_ptr(ptr)),
+            (Api::Runtime, FreeKind::StreamOrdered) => {
                 ffi::cudaFreeAsync(as_ptr(ptr), null_mut())?;
                 ffi::cudaStreamSynchronize(null_mut())
             }
-            (Dialect::Driver, FreeKind::Device) => ffi::cuMemFree_v2(ptr),
-            (Dialect::Driver, FreeKind::Host) => ffi::cuMemFreeHost(as_ptr(ptr)),
-            (Dialect::Driver, FreeKind::StreamOrdered) => {
+            (Api::Driver, FreeKind::Device) => ffi::cuMemFree_v2(ptr),
+            (Api::Driver, FreeKind::Host) => ffi::cuMemFreeHost(as_ptr(ptr)),
+            (Api::Driver, FreeKind::StreamOrdered) => {
                 ffi::cuMemFreeAsync(ptr, null_mut())?;
                 ffi::cuStreamSynchronize(null_mut())
             }

@@ -124,6 +124,15 @@ pub enum Op {
         device: u32,
         attr: DeviceAttribute,
     },
+    /// `can_access_peer D P`: cudaDeviceCanAccessPeer / cuDeviceCanAccessPeer.
+    CanAccessPeer {
+        device: u32,
+        peer: u32,
+    },
+    /// `enable_peer P`: cudaDeviceEnablePeerAccess / cuCtxEnablePeerAccess.
+    EnablePeer {
+        peer: u32,
+    },
     SetDevice {
         device: u32,
     },
@@ -322,6 +331,8 @@ impl Op {
         match self {
             Op::DeviceCount => "device_count",
             Op::Attr { .. } => "attr",
+            Op::CanAccessPeer { .. } => "can_access_peer",
+            Op::EnablePeer { .. } => "enable_peer",
             Op::SetDevice { .. } => "set_device",
             Op::PrimaryCtx { .. } => "primary_ctx",
             Op::CtxCreate { .. } => "ctx_create",
@@ -372,10 +383,138 @@ impl Op {
         }
     }
 
+    /// The API entry point the op calls in `dialect` (the first, where it
+    /// makes several); `None` for harness-local ops and `exit`.
+    pub fn api(&self, dialect: Dialect) -> Option<&'static str> {
+        // (CUDA runtime, CUDA driver, HIP)
+        let (runtime, driver, hip) = match self {
+            Op::DeviceCount => (
+                "cudaGetDeviceCount",
+                "cuDeviceGetCount",
+                "hipGetDeviceCount",
+            ),
+            Op::Attr { .. } => (
+                "cudaDeviceGetAttribute",
+                "cuDeviceGetAttribute",
+                "hipDeviceGetAttribute",
+            ),
+            Op::CanAccessPeer { .. } => (
+                "cudaDeviceCanAccessPeer",
+                "cuDeviceCanAccessPeer",
+                "hipDeviceCanAccessPeer",
+            ),
+            Op::EnablePeer { .. } => (
+                "cudaDeviceEnablePeerAccess",
+                "cuCtxEnablePeerAccess",
+                "hipDeviceEnablePeerAccess",
+            ),
+            Op::SetDevice { .. } => ("cudaSetDevice", "cuCtxSetCurrent", "hipSetDevice"),
+            Op::PrimaryCtx { .. } => (
+                "cuDevicePrimaryCtxRetain",
+                "cuDevicePrimaryCtxRetain",
+                "hipDevicePrimaryCtxRetain",
+            ),
+            Op::CtxCreate { .. } => ("cuCtxCreate", "cuCtxCreate", "hipCtxCreate"),
+            Op::CtxSet { .. } => ("cuCtxSetCurrent", "cuCtxSetCurrent", "hipCtxSetCurrent"),
+            Op::CtxCurrent => ("cuCtxGetCurrent", "cuCtxGetCurrent", "hipCtxGetCurrent"),
+            Op::CtxDestroy { .. } => ("cuCtxDestroy", "cuCtxDestroy", "hipCtxDestroy"),
+            Op::Malloc { kind, .. } => match kind {
+                MemKind::Device => ("cudaMalloc", "cuMemAlloc", "hipMalloc"),
+                MemKind::Managed => ("cudaMallocManaged", "cuMemAllocManaged", "hipMallocManaged"),
+                MemKind::PinnedHost => ("cudaMallocHost", "cuMemAllocHost", "hipHostMalloc"),
+                MemKind::StreamOrdered => ("cudaMallocAsync", "cuMemAllocAsync", "hipMallocAsync"),
+            },
+            Op::Free { kind, .. } => match kind {
+                FreeKind::Device => ("cudaFree", "cuMemFree", "hipFree"),
+                FreeKind::Host => ("cudaFreeHost", "cuMemFreeHost", "hipHostFree"),
+                FreeKind::StreamOrdered => ("cudaFreeAsync", "cuMemFreeAsync", "hipFreeAsync"),
+            },
+            Op::Fill { .. } => ("cudaMemset", "cuMemsetD8", "hipMemset"),
+            Op::Write { .. } => ("cudaMemcpy", "cuMemcpyHtoD", "hipMemcpy"),
+            Op::Read { .. } => ("cudaMemcpy", "cuMemcpyDtoH", "hipMemcpy"),
+            Op::DeviceRead { .. } => ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel"),
+            Op::AddressRange { .. } => (
+                "cuMemGetAddressRange",
+                "cuMemGetAddressRange",
+                "hipMemGetAddressRange",
+            ),
+            Op::PointerAttr { .. } => (
+                "cudaPointerGetAttributes",
+                "cuPointerGetAttribute",
+                "hipPointerGetAttributes",
+            ),
+            Op::IpcGet { .. } => (
+                "cudaIpcGetMemHandle",
+                "cuIpcGetMemHandle",
+                "hipIpcGetMemHandle",
+            ),
+            Op::IpcOpen { .. } => (
+                "cudaIpcOpenMemHandle",
+                "cuIpcOpenMemHandle",
+                "hipIpcOpenMemHandle",
+            ),
+            Op::IpcClose { .. } => (
+                "cudaIpcCloseMemHandle",
+                "cuIpcCloseMemHandle",
+                "hipIpcCloseMemHandle",
+            ),
+            Op::Sync => (
+                "cudaDeviceSynchronize",
+                "cuCtxSynchronize",
+                "hipDeviceSynchronize",
+            ),
+            // VMM is a driver API in both CUDA dialects.
+            Op::VmmGranularity { .. } => (
+                "cuMemGetAllocationGranularity",
+                "cuMemGetAllocationGranularity",
+                "hipMemGetAllocationGranularity",
+            ),
+            Op::VmmCreate { .. } => ("cuMemCreate", "cuMemCreate", "hipMemCreate"),
+            Op::VmmExport { .. } => (
+                "cuMemExportToShareableHandle",
+                "cuMemExportToShareableHandle",
+                "hipMemExportToShareableHandle",
+            ),
+            Op::VmmImport { .. } => (
+                "cuMemImportFromShareableHandle",
+                "cuMemImportFromShareableHandle",
+                "hipMemImportFromShareableHandle",
+            ),
+            Op::VmmReserve { .. } => (
+                "cuMemAddressReserve",
+                "cuMemAddressReserve",
+                "hipMemAddressReserve",
+            ),
+            Op::VmmMap { .. } => ("cuMemMap", "cuMemMap", "hipMemMap"),
+            Op::VmmSetAccess { .. } => ("cuMemSetAccess", "cuMemSetAccess", "hipMemSetAccess"),
+            Op::VmmUnmap { .. } => ("cuMemUnmap", "cuMemUnmap", "hipMemUnmap"),
+            Op::VmmAddressFree { .. } => {
+                ("cuMemAddressFree", "cuMemAddressFree", "hipMemAddressFree")
+            }
+            Op::VmmRelease { .. } => ("cuMemRelease", "cuMemRelease", "hipMemRelease"),
+            // POSIX calls, the same in every dialect.
+            Op::FdClose { .. } => ("close", "close", "close"),
+            Op::FdNullDevice => ("open", "open", "open"),
+            Op::Offset { .. }
+            | Op::HandleZero
+            | Op::HandleRandom
+            | Op::HandleFlip { .. }
+            | Op::Send { .. }
+            | Op::FdNumber { .. }
+            | Op::SendFd { .. }
+            | Op::Exit => return None,
+        };
+        Some(match dialect {
+            Dialect::Runtime => runtime,
+            Dialect::Driver => driver,
+            Dialect::Hip => hip,
+        })
+    }
+
     /// What a successful call produces.
     pub fn result_type(&self) -> ValueType {
         match self {
-            Op::DeviceCount | Op::Attr { .. } => ValueType::Int,
+            Op::DeviceCount | Op::Attr { .. } | Op::CanAccessPeer { .. } => ValueType::Int,
             Op::PrimaryCtx { .. } | Op::CtxCreate { .. } | Op::CtxCurrent => ValueType::Context,
             Op::Malloc { .. } | Op::Offset { .. } | Op::IpcOpen { .. } => ValueType::Ptr,
             Op::Read { .. } | Op::DeviceRead { .. } => ValueType::Bytes,
@@ -397,6 +536,7 @@ impl Op {
             | Op::VmmRelease { .. }
             | Op::FdClose { .. } => ValueType::Unit,
             Op::SetDevice { .. }
+            | Op::EnablePeer { .. }
             | Op::CtxSet { .. }
             | Op::CtxDestroy { .. }
             | Op::Free { .. }
@@ -442,6 +582,8 @@ impl Op {
             Op::DeviceCount
             | Op::Sync
             | Op::Attr { .. }
+            | Op::CanAccessPeer { .. }
+            | Op::EnablePeer { .. }
             | Op::SetDevice { .. }
             | Op::PrimaryCtx { .. }
             | Op::CtxCreate { .. }
@@ -489,6 +631,8 @@ impl fmt::Display for Op {
             | Op::Sync
             | Op::Exit => f.write_str(kw),
             Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
+            Op::CanAccessPeer { device, peer } => write!(f, "{kw} {device} {peer}"),
+            Op::EnablePeer { peer } => write!(f, "{kw} {peer}"),
             Op::SetDevice { device } | Op::PrimaryCtx { device } | Op::CtxCreate { device } => {
                 write!(f, "{kw} {device}")
             }
@@ -668,10 +812,13 @@ pub enum Expect {
     /// No `=>`: the step must succeed.
     Default,
     List(ExpectList),
-    /// `runtime: ...; driver: ...`; a missing arm means `any`.
+    /// `runtime: ...; driver: ...; hip: ...`; a missing arm means `any`,
+    /// except a missing `hip:` arm, which takes the `runtime:` arm (the HIP
+    /// runtime API mirrors the CUDA runtime API call for call).
     ByDialect {
         runtime: Option<ExpectList>,
         driver: Option<ExpectList>,
+        hip: Option<ExpectList>,
     },
 }
 
@@ -681,10 +828,16 @@ impl Expect {
         match self {
             Expect::Default => ExpectList::single(Expectation::Ok),
             Expect::List(l) => l.clone(),
-            Expect::ByDialect { runtime, driver } => {
+            Expect::ByDialect {
+                runtime,
+                driver,
+                hip,
+            } => {
                 let arm = match dialect {
                     Dialect::Runtime => runtime,
                     Dialect::Driver => driver,
+                    Dialect::Hip if hip.is_some() => hip,
+                    Dialect::Hip => runtime,
                 };
                 arm.clone()
                     .unwrap_or_else(|| ExpectList::single(Expectation::Any))
@@ -697,7 +850,15 @@ impl Expect {
         match self {
             Expect::Default => vec![],
             Expect::List(l) => vec![l],
-            Expect::ByDialect { runtime, driver } => runtime.iter().chain(driver.iter()).collect(),
+            Expect::ByDialect {
+                runtime,
+                driver,
+                hip,
+            } => runtime
+                .iter()
+                .chain(driver.iter())
+                .chain(hip.iter())
+                .collect(),
         }
     }
 }

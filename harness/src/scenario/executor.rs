@@ -246,6 +246,11 @@ impl Run<'_> {
         let v = match &step.op {
             Op::DeviceCount => Value::Int(i64::from(d.device_count()?)),
             Op::Attr { device, attr } => Value::Int(d.device_attribute(*device, *attr)?),
+            Op::CanAccessPeer { device, peer } => Value::Int(d.can_access_peer(*device, *peer)?),
+            Op::EnablePeer { peer } => {
+                d.enable_peer_access(*peer)?;
+                Value::Unit
+            }
             Op::SetDevice { device } => {
                 d.set_device(*device)?;
                 Value::Unit
@@ -498,6 +503,7 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
         dialect: opts.dialect,
         seed: opts.seed,
         step_timeout: opts.step_timeout,
+        topology: scenario.topology.clone(),
     };
     let started = Instant::now();
     match backend.start(&spec) {
@@ -695,6 +701,7 @@ pub(crate) fn execute_on(
             line: step.line,
             process: pname.to_string(),
             op: text,
+            api: step.op.api(opts.dialect).map(str::to_string),
             outcome,
             check: Some(result),
             elapsed_us,

@@ -34,6 +34,8 @@ pub struct Scenario {
     pub meta: Metadata,
     /// Minimum devices the machine needs.
     pub devices: u32,
+    /// `topology ...`: a simulated topology (simulator only).
+    pub topology: Option<crate::machine::Topology>,
     pub processes: Vec<ProcessSpec>,
     /// The steps, in file order.
     pub steps: Vec<Step>,

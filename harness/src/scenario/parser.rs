@@ -12,7 +12,7 @@ use crate::driver::{
     ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
 use crate::errors::ErrorKind;
-use crate::machine::{HazardKind, ProcessSpec};
+use crate::machine::{HazardKind, ProcessSpec, Topology};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -37,6 +37,8 @@ struct Parser {
     meta: Metadata,
     seen_statement: bool,
     devices: Option<(u32, usize)>,
+    /// `topology ...` and its line.
+    topology: Option<(Topology, usize)>,
     processes: Vec<ProcessSpec>,
     process_lines: Vec<usize>,
     exited: Vec<Option<usize>>,
@@ -324,6 +326,7 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         meta: Metadata::default(),
         seen_statement: false,
         devices: None,
+        topology: None,
         processes: Vec::new(),
         process_lines: Vec::new(),
         exited: Vec::new(),
@@ -351,6 +354,7 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         path: path.to_path_buf(),
         meta: p.meta,
         devices,
+        topology: p.topology.map(|t| t.0),
         processes: p.processes,
         steps: p.steps,
         hazard_expectations: p.hazards,
@@ -395,6 +399,7 @@ impl Parser {
         match first.text.as_str() {
             "devices" if first.is_word() => self.devices_decl(&mut l),
             "process" if first.is_word() => self.process_decl(&mut l),
+            "topology" if first.is_word() => self.topology_decl(&mut l),
             "expect" if first.is_word() => self.hazard_decl(&mut l),
             _ => {
                 if self.processes.iter().any(|p| p.name == first.text) {
@@ -422,6 +427,101 @@ impl Parser {
         }
         l.expect_end("end of line")?;
         self.devices = Some((n, l.line));
+        Ok(())
+    }
+
+    /// `topology [peers=all|none|A:B,...] [peer_budget=N]`: after `devices`,
+    /// before every `process`, at most once.
+    fn topology_decl(&mut self, l: &mut Line) -> PResult<()> {
+        l.pos += 1;
+        if let Some((_, line)) = self.topology {
+            return Err(l.err(
+                1,
+                format!("duplicate 'topology' declaration (first at line {line})"),
+            ));
+        }
+        if !self.processes.is_empty() {
+            return Err(l.err(1, "'topology' must come before the first 'process'"));
+        }
+        let what = "'peers=all', 'peers=none', 'peers=A:B,...' or 'peer_budget=N'";
+        let devices = self.devices.map_or(0, |d| d.0);
+        let mut topology = Topology {
+            all_peers: true,
+            peer_pairs: Vec::new(),
+            peer_budget: None,
+        };
+        let (mut seen_peers, mut seen_budget) = (false, false);
+        while !l.at_end() {
+            let key = l.next_word(what)?;
+            if !l.eat_punct("=") {
+                l.pos -= 1;
+                return Err(l.expected(what));
+            }
+            match key.text.as_str() {
+                "peers" if !seen_peers => {
+                    seen_peers = true;
+                    let keyword = l
+                        .peek()
+                        .is_some_and(|t| t.text.starts_with(|c: char| c.is_ascii_alphabetic()));
+                    if keyword {
+                        let v = l.next_word("'all', 'none' or device pairs")?;
+                        topology.all_peers = match v.text.as_str() {
+                            "all" => true,
+                            "none" => false,
+                            _ => {
+                                l.pos -= 1;
+                                return Err(l.expected("'all', 'none' or device pairs 'A:B,...'"));
+                            }
+                        };
+                    } else {
+                        topology.all_peers = false;
+                        loop {
+                            let col = l.col();
+                            let a = l.u32("a device number")?;
+                            l.expect_punct(":", "':' between the two devices of a pair")?;
+                            let b = l.u32("a device number")?;
+                            if a >= devices || b >= devices || a == b {
+                                return Err(l.err(
+                                    col,
+                                    format!(
+                                        "peer pair {a}:{b} needs two different devices below {devices}"
+                                    ),
+                                ));
+                            }
+                            let pair = (a.min(b), a.max(b));
+                            if topology.peer_pairs.contains(&pair) {
+                                return Err(
+                                    l.err(col, format!("peer pair {a}:{b} is listed twice"))
+                                );
+                            }
+                            topology.peer_pairs.push(pair);
+                            if !l.eat_punct(",") {
+                                break;
+                            }
+                        }
+                    }
+                }
+                "peer_budget" if !seen_budget => {
+                    seen_budget = true;
+                    let col = l.col();
+                    let n = l.u32("a number of peer connections")?;
+                    if n == 0 {
+                        return Err(l.err(col, "a peer budget must be at least 1"));
+                    }
+                    topology.peer_budget = Some(n);
+                }
+                "peers" | "peer_budget" => {
+                    return Err(l.err(key.col, format!("duplicate option '{}='", key.text)))
+                }
+                other => {
+                    return Err(l.err(
+                        key.col,
+                        format!("unknown option '{other}' for 'topology' (expected {what})"),
+                    ))
+                }
+            }
+        }
+        self.topology = Some((topology, l.line));
         Ok(())
     }
 
@@ -838,6 +938,13 @@ impl Parser {
             "set_device" => Op::SetDevice {
                 device: l.u32("a device number")?,
             },
+            "can_access_peer" => Op::CanAccessPeer {
+                device: l.u32("a device number")?,
+                peer: l.u32("a peer device number")?,
+            },
+            "enable_peer" => Op::EnablePeer {
+                peer: l.u32("a peer device number")?,
+            },
             "primary_ctx" => Op::PrimaryCtx {
                 device: l.u32("a device number")?,
             },
@@ -1189,16 +1296,16 @@ impl Parser {
 
     fn expectations(&self, l: &mut Line, op: &Op) -> PResult<Expect> {
         let is_arm = |l: &Line| {
-            l.peek()
-                .is_some_and(|t| t.is_word() && (t.text == "runtime" || t.text == "driver"))
-                && l.peek_at(1).is_some_and(|t| t.is_punct(":"))
+            l.peek().is_some_and(|t| {
+                t.is_word() && matches!(t.text.as_str(), "runtime" | "driver" | "hip")
+            }) && l.peek_at(1).is_some_and(|t| t.is_punct(":"))
         };
         if !is_arm(l) {
             let list = self.expect_list(l, op, "'=>'")?;
             if l.is_punct(";") {
                 return Err(l.err(
                     l.col(),
-                    "';' only separates dialect arms ('runtime: ...; driver: ...')",
+                    "';' only separates dialect arms ('runtime: ...; driver: ...; hip: ...')",
                 ));
             }
             l.expect_end("',' or end of line")?;
@@ -1206,16 +1313,17 @@ impl Parser {
         }
         let mut runtime: Option<ExpectList> = None;
         let mut driver: Option<ExpectList> = None;
+        let mut hip: Option<ExpectList> = None;
         loop {
             if !is_arm(l) {
-                return Err(l.expected("'runtime:' or 'driver:' after ';'"));
+                return Err(l.expected("'runtime:', 'driver:' or 'hip:' after ';'"));
             }
             let d = l.next_word("a dialect")?;
             l.pos += 1;
-            let slot = if d.text == "runtime" {
-                &mut runtime
-            } else {
-                &mut driver
+            let slot = match d.text.as_str() {
+                "runtime" => &mut runtime,
+                "driver" => &mut driver,
+                _ => &mut hip,
             };
             if slot.is_some() {
                 return Err(l.err(d.col, format!("duplicate '{}' arm", d.text)));
@@ -1227,7 +1335,11 @@ impl Parser {
             l.expect_end("',', ';' or end of line")?;
             break;
         }
-        Ok(Expect::ByDialect { runtime, driver })
+        Ok(Expect::ByDialect {
+            runtime,
+            driver,
+            hip,
+        })
     }
 
     fn expect_list(&self, l: &mut Line, op: &Op, after: &str) -> PResult<ExpectList> {

@@ -696,6 +696,8 @@ a: p = malloc 1
 #[case::runtime_error(Dialect::Runtime, Err(ErrorKind::InvalidValue), false)]
 #[case::driver_error(Dialect::Driver, Err(ErrorKind::InvalidValue), true)]
 #[case::driver_ok(Dialect::Driver, Ok(()), false)]
+#[case::hip_takes_the_runtime_arm(Dialect::Hip, Ok(()), true)]
+#[case::hip_error(Dialect::Hip, Err(ErrorKind::InvalidValue), false)]
 fn dialect_arms_select_by_the_run_dialect(
     #[case] dialect: Dialect,
     #[case] close: Result<(), ErrorKind>,
@@ -719,12 +721,12 @@ a: ipc_close p => driver: error
         .clone()
         .unwrap_or_else(|| panic!("no check"));
     let expected = match dialect {
-        Dialect::Runtime => "ok",
+        Dialect::Runtime | Dialect::Hip => "ok",
         Dialect::Driver => "CUDA_ERROR_INVALID_VALUE",
     };
     assert_eq!(check.expected, expected);
-    // A missing arm means `any`.
-    if dialect == Dialect::Runtime {
+    // A missing arm means `any` (hip takes the runtime arm, missing here too).
+    if dialect != Dialect::Driver {
         assert!(passed(&e, 2));
         assert_eq!(
             e.trace.steps[2].check.as_ref().map(|c| c.expected.as_str()),

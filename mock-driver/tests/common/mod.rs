@@ -27,6 +27,7 @@ pub fn spec(procs: Vec<ProcessSpec>, seed: u64, dialect: Dialect) -> MachineSpec
         dialect,
         seed,
         step_timeout: Duration::from_secs(5),
+        topology: None,
     }
 }
 
