@@ -207,6 +207,9 @@ impl OwnerPool {
     }
 }
 
+/// Leases dropped and not yet reclaimed: (handle bytes, buffer id).
+type Returned = Rc<RefCell<Vec<([u8; 64], u32)>>>;
+
 struct Cached {
     base: DevicePtr,
     /// Leases per buffer id (several buffers share a mapping when they
@@ -219,7 +222,7 @@ pub struct ConsumerPool {
     variant: Variant,
     cache: BTreeMap<[u8; 64], Cached>,
     /// Leases dropped since the last [`ConsumerPool::reclaim`]: (handle, id).
-    returned: Rc<RefCell<Vec<([u8; 64], u32)>>>,
+    returned: Returned,
 }
 
 /// A buffer in use; dropping it gives it back to the pool.
@@ -229,7 +232,7 @@ pub struct Lease {
     pub ptr: DevicePtr,
     pub len: u64,
     handle: [u8; 64],
-    returned: Rc<RefCell<Vec<([u8; 64], u32)>>>,
+    returned: Returned,
 }
 
 impl Drop for Lease {
@@ -354,11 +357,8 @@ pub fn owner_role(
 /// it cannot open is reported as refused and released at once.
 pub fn consumer_role(ctx: &mut RoleCtx, variant: Variant) -> Result<serde_json::Value, RoleError> {
     let mut offers = Vec::new();
-    loop {
-        match ctx.recv_json_from("owner")? {
-            ToConsumer::Offer(o) => offers.push(o),
-            ToConsumer::Done => break,
-        }
+    while let ToConsumer::Offer(o) = ctx.recv_json_from("owner")? {
+        offers.push(o);
     }
     let mut pool = ConsumerPool::new(variant);
     let mut leases = Vec::new();

@@ -73,8 +73,10 @@ pub(crate) trait CallGate: Send {
 }
 
 /// A gate straight to a driver this role owns (real backend, in its own process).
+#[cfg(feature = "cuda")]
 pub(crate) struct DirectGate<D: Driver + Send>(pub(crate) D);
 
+#[cfg(feature = "cuda")]
 impl<D: Driver + Send> CallGate for DirectGate<D> {
     fn call(&mut self, _kind: CallKind, call: DriverCall) -> Option<Box<dyn Any + Send>> {
         Some(call(&mut self.0))

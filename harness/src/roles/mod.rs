@@ -28,6 +28,8 @@ mod processes;
 mod scheduler;
 #[cfg(feature = "proptest")]
 pub mod strategies;
+#[cfg(test)]
+mod tests;
 
 pub use driver::{CallKind, RoleDriver};
 

@@ -248,7 +248,7 @@ pub(crate) fn run_parent(set: &RoleSet, opts: &RunOptions) -> Result<RunReport, 
     let n = names.len();
     let (tx, inbox) = channel();
     let mut procs = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, name) in names.iter().enumerate() {
         let (proc, reader) = match spawn_role(set, i, &test) {
             Ok(p) => p,
             Err(e) => {
@@ -258,8 +258,7 @@ pub(crate) fn run_parent(set: &RoleSet, opts: &RunOptions) -> Result<RunReport, 
                     let _ = p.child.wait();
                 }
                 return Err(StartError::Harness(format!(
-                    "cannot start the process of role '{}': {e}",
-                    names[i]
+                    "cannot start the process of role '{name}': {e}"
                 )));
             }
         };
