@@ -13,10 +13,17 @@ use ipc_harness::roles::{CallKind, RunOptions, RunReport};
 use ipc_harness::Dialect;
 
 fn run_gpu(variant: Variant, dialect: Dialect) -> RunReport {
-    pool_roles(variant, CONSUMERS, BUFFERS)
+    let report = pool_roles(variant, CONSUMERS, BUFFERS)
         .dialect(dialect)
         .run_in_processes(&RunOptions::from_env(1))
-        .unwrap_or_else(|e| panic!("cannot run on the GPU: {e:?}"))
+        .unwrap_or_else(|e| panic!("cannot run on the GPU: {e:?}"));
+    // Kept in the log (with --nocapture): what the hardware run left.
+    println!("{variant:?} {dialect:?}: {report}");
+    println!(
+        "final state: {}",
+        serde_json::to_string(&report.final_state).unwrap_or_default()
+    );
+    report
 }
 
 #[test]
@@ -53,6 +60,25 @@ fn gpu_sharing_a_sub_allocated_buffer_exposes_its_neighbours() {
         assert_eq!(
             report.state(&c).unwrap().widest_mapping(),
             BUFFER_SIZE * u64::from(BUFFERS),
+            "{report}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU (cargo test -p ipc-example-buffer-pool --test gpu -- --include-ignored)"]
+fn gpu_closing_from_the_wrong_process_leaves_the_consumers_mappings_open() {
+    let report = run_gpu(Variant::CloseFromOwner, Dialect::Runtime);
+    assert!(report.all_ok(), "{report}");
+    let owner = report.state("owner").unwrap();
+    assert_eq!(
+        owner.calls_of(CallKind::IpcCloseMemHandle),
+        CONSUMERS * BUFFERS as usize
+    );
+    for c in consumers() {
+        assert_eq!(
+            report.state(&c).unwrap().mappings.len(),
+            BUFFERS as usize,
             "{report}"
         );
     }
