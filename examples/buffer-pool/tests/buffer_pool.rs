@@ -143,3 +143,44 @@ fn too_many_peers_on_the_third_open_is_handled() {
         Some(&serde_json::json!({ "freed": BUFFERS }))
     );
 }
+
+/// What `widest_mapping` cannot see: small allocations the driver packed
+/// into one block. A kernel reading past its buffer reaches the neighbour,
+/// and the simulator logs it.
+#[test]
+fn a_kernel_read_past_a_small_shared_buffer_is_logged_as_outside_own_range() {
+    use ipc_harness::roles::{fail, Message, RoleSet};
+    use ipc_harness::{FreeKind, MemKind, OutArg, IPC_MEM_LAZY_ENABLE_PEER_ACCESS};
+    let roles = RoleSet::new()
+        .role("owner", 0, |ctx| {
+            let d = ctx.driver();
+            let small = d.alloc(MemKind::Device, 4096)?;
+            let neighbour = d.alloc(MemKind::Device, 4096)?;
+            let h = d.ipc_get_mem_handle(small, OutArg::Valid)?;
+            ctx.send("consumer", Message::handle(h))?;
+            ctx.recv_from("consumer")?;
+            ctx.driver().free(FreeKind::Device, small)?;
+            ctx.driver().free(FreeKind::Device, neighbour)?;
+            Ok(serde_json::Value::Null)
+        })
+        .role("consumer", 0, |ctx| {
+            let h = ctx
+                .recv_from("owner")?
+                .as_handle()
+                .ok_or(fail("not a handle"))?;
+            let d = ctx.driver();
+            let p = d.ipc_open_mem_handle(h, IPC_MEM_LAZY_ENABLE_PEER_ACCESS, OutArg::Valid)?;
+            let read = d.device_read(p, 8192).is_ok();
+            d.ipc_close_mem_handle(p)?;
+            ctx.send("owner", Message::bytes(*b"done"))?;
+            Ok(serde_json::json!({ "read": read }))
+        });
+    let report = roles
+        .run(&SimBackend::default(), &RunOptions::seeded(8))
+        .unwrap();
+    assert!(report.all_ok(), "{report}");
+    assert_eq!(report.state("consumer").unwrap().widest_mapping(), 4096);
+    let outside = report.hazards_of(HazardKind::OutsideOwnRange);
+    assert_eq!(outside.len(), 1, "{report}");
+    assert_eq!(report.roles[outside[0].process], "consumer");
+}
