@@ -8,6 +8,7 @@
 pub mod driver;
 pub mod errors;
 pub mod machine;
+pub mod roles;
 pub mod scenario;
 pub mod trace;
 

@@ -91,6 +91,7 @@
 
 mod backend;
 mod ffi;
+mod local;
 mod pool;
 mod process;
 pub mod protocol;
@@ -100,6 +101,7 @@ pub use backend::{
     check_requirements, child_visible_devices, kernel_driver_version, parse_nvidia_version,
     version_string, CudaBackend, ProbeOutcome, WorkerCommand, NO_LIBCUDA, PROBE_TIMEOUT,
 };
+pub use local::LocalCudaDriver;
 pub use pool::{PoolStats, DEFAULT_POOL_SIZE};
 pub use process::{
     CudaMachine, WorkerProxy, MIN_INIT_TIMEOUT, RESET_TIMEOUT, SHUTDOWN_GRACE, STICKY_ERROR_MIN,

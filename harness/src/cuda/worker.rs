@@ -429,7 +429,7 @@ enum Api {
 }
 
 #[derive(Default)]
-struct Worker {
+pub(crate) struct Worker {
     /// Set by a successful `Init`.
     dialect: Option<Api>,
     /// The device `Init` made current (what `Reset` makes current again).
@@ -526,7 +526,7 @@ fn current_context() -> u64 {
 
 impl Worker {
     /// [`Worker::handle`], with panics turned into Harness errors.
-    fn handle_guarded(&mut self, request: Request) -> Response {
+    pub(crate) fn handle_guarded(&mut self, request: Request) -> Response {
         let name = request.name();
         match catch_unwind(AssertUnwindSafe(|| self.handle(request))) {
             Ok(response) => response,

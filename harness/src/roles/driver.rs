@@ -1,0 +1,276 @@
+//! The driver a role sees: every call is counted, checked against the run's
+//! fault plan, passed through a gate (the scheduler on the simulator, the
+//! in-process driver on the real backend), and its effect on allocations and
+//! mappings recorded for the final state.
+
+use super::{Fault, ProcessState};
+use crate::driver::{
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
+    FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo,
+};
+use crate::errors::{ApiError, Dialect};
+use serde::{Deserialize, Serialize};
+use std::any::Any;
+
+/// One kind of driver call (a [`Driver`] method), for fault points and call counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    DeviceCount,
+    DeviceAttribute,
+    SetDevice,
+    PrimaryContext,
+    CreateContext,
+    SetCurrentContext,
+    CurrentContext,
+    DestroyContext,
+    Alloc,
+    Free,
+    Synchronize,
+    Memset,
+    Write,
+    Read,
+    DeviceRead,
+    AddressRange,
+    PointerInfo,
+    IpcGetMemHandle,
+    IpcOpenMemHandle,
+    IpcCloseMemHandle,
+}
+
+impl CallKind {
+    pub const ALL: [CallKind; 20] = [
+        CallKind::DeviceCount,
+        CallKind::DeviceAttribute,
+        CallKind::SetDevice,
+        CallKind::PrimaryContext,
+        CallKind::CreateContext,
+        CallKind::SetCurrentContext,
+        CallKind::CurrentContext,
+        CallKind::DestroyContext,
+        CallKind::Alloc,
+        CallKind::Free,
+        CallKind::Synchronize,
+        CallKind::Memset,
+        CallKind::Write,
+        CallKind::Read,
+        CallKind::DeviceRead,
+        CallKind::AddressRange,
+        CallKind::PointerInfo,
+        CallKind::IpcGetMemHandle,
+        CallKind::IpcOpenMemHandle,
+        CallKind::IpcCloseMemHandle,
+    ];
+}
+
+/// A driver call packaged to run wherever the role's driver lives.
+pub(crate) type DriverCall = Box<dyn FnOnce(&mut dyn Driver) -> Box<dyn Any + Send> + Send>;
+
+/// Where a role's calls go.
+pub(crate) trait CallGate: Send {
+    /// Runs `call`; `None` when the run was stopped and the call never ran.
+    fn call(&mut self, kind: CallKind, call: DriverCall) -> Option<Box<dyn Any + Send>>;
+}
+
+/// A gate straight to a driver this role owns (real backend, in its own process).
+#[cfg(feature = "cuda")]
+pub(crate) struct DirectGate<D: Driver + Send>(pub(crate) D);
+
+#[cfg(feature = "cuda")]
+impl<D: Driver + Send> CallGate for DirectGate<D> {
+    fn call(&mut self, _kind: CallKind, call: DriverCall) -> Option<Box<dyn Any + Send>> {
+        Some(call(&mut self.0))
+    }
+}
+
+/// The [`Driver`] handed to a role (through [`super::RoleCtx::driver`]).
+pub struct RoleDriver {
+    dialect: Dialect,
+    gate: Box<dyn CallGate>,
+    /// This role's faults only.
+    faults: Vec<Fault>,
+    pub(crate) state: ProcessState,
+}
+
+impl RoleDriver {
+    pub(crate) fn new(dialect: Dialect, gate: Box<dyn CallGate>, faults: Vec<Fault>) -> RoleDriver {
+        RoleDriver {
+            dialect,
+            gate,
+            faults,
+            state: ProcessState::default(),
+        }
+    }
+
+    fn call<T, F>(&mut self, kind: CallKind, f: F) -> DriverResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut dyn Driver) -> DriverResult<T> + Send + 'static,
+    {
+        let n = self.state.calls.entry(kind).or_insert(0);
+        *n += 1;
+        let n = *n;
+        if let Some(fault) = self.faults.iter().find(|f| f.call == kind && f.nth == n) {
+            return Err(ApiError::new(self.dialect, fault.error).into());
+        }
+        self.forward(kind, f)
+    }
+
+    /// A call that is neither counted nor subject to faults (the harness's
+    /// own queries).
+    fn forward<T, F>(&mut self, kind: CallKind, f: F) -> DriverResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut dyn Driver) -> DriverResult<T> + Send + 'static,
+    {
+        let answer = self.gate.call(
+            kind,
+            Box::new(move |d| Box::new(f(d)) as Box<dyn Any + Send>),
+        );
+        match answer.map(|a| a.downcast::<DriverResult<T>>()) {
+            Some(Ok(result)) => *result,
+            Some(Err(_)) => Err(DriverError::Harness(format!(
+                "{kind:?}: the gate answered with the wrong type"
+            ))),
+            None => Err(DriverError::Harness(format!(
+                "{kind:?}: the run was stopped before this call ran"
+            ))),
+        }
+    }
+}
+
+impl Driver for RoleDriver {
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn device_count(&mut self) -> DriverResult<u32> {
+        self.call(CallKind::DeviceCount, |d| d.device_count())
+    }
+
+    fn device_attribute(
+        &mut self,
+        device: DeviceOrdinal,
+        attr: DeviceAttribute,
+    ) -> DriverResult<i64> {
+        self.call(CallKind::DeviceAttribute, move |d| {
+            d.device_attribute(device, attr)
+        })
+    }
+
+    fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()> {
+        self.call(CallKind::SetDevice, move |d| d.set_device(device))
+    }
+
+    fn primary_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
+        self.call(CallKind::PrimaryContext, move |d| d.primary_context(device))
+    }
+
+    fn create_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
+        self.call(CallKind::CreateContext, move |d| d.create_context(device))
+    }
+
+    fn set_current_context(&mut self, ctx: ContextId) -> DriverResult<()> {
+        self.call(CallKind::SetCurrentContext, move |d| {
+            d.set_current_context(ctx)
+        })
+    }
+
+    fn current_context(&mut self) -> DriverResult<Option<ContextId>> {
+        self.call(CallKind::CurrentContext, |d| d.current_context())
+    }
+
+    fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()> {
+        self.call(CallKind::DestroyContext, move |d| d.destroy_context(ctx))
+    }
+
+    fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {
+        let ptr = self.call(CallKind::Alloc, move |d| d.alloc(kind, size))?;
+        self.state.allocations.insert(ptr.0, size);
+        Ok(ptr)
+    }
+
+    fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
+        self.call(CallKind::Free, move |d| d.free(kind, ptr))?;
+        self.state.allocations.remove(&ptr.0);
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> DriverResult<()> {
+        self.call(CallKind::Synchronize, |d| d.synchronize())
+    }
+
+    fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
+        self.call(CallKind::Memset, move |d| d.memset(ptr, value, len))
+    }
+
+    fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
+        let bytes = bytes.to_vec();
+        self.call(CallKind::Write, move |d| d.write(ptr, &bytes))
+    }
+
+    fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
+        self.call(CallKind::Read, move |d| d.read(ptr, len))
+    }
+
+    fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
+        self.call(CallKind::DeviceRead, move |d| d.device_read(ptr, len))
+    }
+
+    fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
+        self.call(CallKind::AddressRange, move |d| d.address_range(ptr))
+    }
+
+    fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
+        self.call(CallKind::PointerInfo, move |d| d.pointer_info(ptr))
+    }
+
+    fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
+        self.call(CallKind::IpcGetMemHandle, move |d| {
+            d.ipc_get_mem_handle(ptr, out)
+        })
+    }
+
+    fn ipc_open_mem_handle(
+        &mut self,
+        handle: IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> DriverResult<DevicePtr> {
+        let ptr = self.call(CallKind::IpcOpenMemHandle, move |d| {
+            d.ipc_open_mem_handle(handle, flags, out)
+        })?;
+        // The range the mapping reaches, asked once per mapping; a harness
+        // query, so it is neither counted nor faulted.
+        let known = self.state.mappings.contains_key(&ptr.0);
+        let mapped_len = if known {
+            None
+        } else {
+            self.forward(CallKind::AddressRange, move |d| d.address_range(ptr))
+                .ok()
+                .map(|(base, size)| size.saturating_sub(ptr.0.saturating_sub(base.0)))
+        };
+        if !known {
+            self.state.opened.push((ptr.0, mapped_len));
+        }
+        let m = self.state.mappings.entry(ptr.0).or_insert(super::Mapping {
+            open_count: 0,
+            mapped_len,
+        });
+        m.open_count += 1;
+        Ok(ptr)
+    }
+
+    fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
+        self.call(CallKind::IpcCloseMemHandle, move |d| {
+            d.ipc_close_mem_handle(ptr)
+        })?;
+        if let Some(m) = self.state.mappings.get_mut(&ptr.0) {
+            m.open_count -= 1;
+            if m.open_count == 0 {
+                self.state.mappings.remove(&ptr.0);
+            }
+        }
+        Ok(())
+    }
+}

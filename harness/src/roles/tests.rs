@@ -1,0 +1,179 @@
+//! The role runner itself, on mock drivers (no simulator here: it depends
+//! on this crate). The buffer-pool example tests it on the simulator.
+
+use super::*;
+use crate::driver::{DevicePtr, MemKind, MockDriver};
+use std::io::{Read, Write};
+
+fn mocks() -> impl FnMut(usize, &ProcessSpec) -> Box<dyn Driver + Send> {
+    |_, _| Box::new(MockDriver::new()) as Box<dyn Driver + Send>
+}
+
+fn run(set: &RoleSet, opts: &RunOptions) -> RunReport {
+    set.run_with_drivers(opts, mocks()).unwrap()
+}
+
+#[test]
+fn roles_that_all_wait_to_receive_get_a_deadlock_error_not_a_hang() {
+    let set = RoleSet::new()
+        .role("a", 0, |ctx| {
+            Ok(serde_json::json!(ctx.recv_from("b")?.bytes))
+        })
+        .role("b", 0, |ctx| {
+            Ok(serde_json::json!(ctx.recv_from("a")?.bytes))
+        });
+    let report = run(&set, &RunOptions::seeded(1));
+    for role in ["a", "b"] {
+        match report.outcome(role) {
+            Some(RoleOutcome::Failed(m)) => assert!(m.contains("deadlock"), "{m}"),
+            other => panic!("{role}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_role_is_an_outcome_and_its_waiting_peer_is_told() {
+    let set = RoleSet::new()
+        .role("a", 0, |_| panic!("boom"))
+        .role("b", 0, |ctx| {
+            Ok(serde_json::json!(ctx.recv_from("a")?.bytes))
+        });
+    let report = run(&set, &RunOptions::seeded(2));
+    assert_eq!(
+        report.outcome("a"),
+        Some(&RoleOutcome::Panicked("boom".into()))
+    );
+    match report.outcome("b") {
+        Some(RoleOutcome::Failed(m)) => assert!(m.contains("ended"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bad_declarations_are_harness_errors() {
+    let twice = RoleSet::new()
+        .role("a", 0, |_| Ok(serde_json::Value::Null))
+        .role("a", 0, |_| Ok(serde_json::Value::Null));
+    assert!(matches!(
+        twice.run_with_drivers(&RunOptions::seeded(0), mocks()),
+        Err(StartError::Harness(m)) if m.contains("twice")
+    ));
+    assert!(matches!(
+        RoleSet::new().run_with_drivers(&RunOptions::seeded(0), mocks()),
+        Err(StartError::Harness(_))
+    ));
+    let one = RoleSet::new().role("a", 0, |ctx| {
+        ctx.send("nobody", Message::bytes(*b"x"))?;
+        Ok(serde_json::Value::Null)
+    });
+    let fault = Fault {
+        role: "ghost".into(),
+        call: CallKind::Alloc,
+        nth: 1,
+        error: ErrorKind::OutOfMemory,
+    };
+    assert!(matches!(
+        one.run_with_drivers(&RunOptions::seeded(0).with_fault(fault), mocks()),
+        Err(StartError::Harness(m)) if m.contains("ghost")
+    ));
+    match run(&one, &RunOptions::seeded(0)).outcome("a") {
+        Some(RoleOutcome::Failed(m)) => assert!(m.contains("unknown role 'nobody'"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn file_descriptors_travel_between_roles() {
+    let set = RoleSet::new()
+        .role("a", 0, |ctx| {
+            let (r, mut w) = std::os::unix::net::UnixStream::pair()?;
+            w.write_all(b"through the fd")?;
+            ctx.send(
+                "b",
+                Message {
+                    bytes: b"hi".to_vec(),
+                    fds: vec![r.into()],
+                },
+            )?;
+            Ok(serde_json::Value::Null)
+        })
+        .role("b", 0, |ctx| {
+            let m = ctx.recv_from("a")?;
+            let fd = m.fds.into_iter().next().ok_or(fail("no fd"))?;
+            let mut s = std::os::unix::net::UnixStream::from(fd);
+            let mut buf = [0u8; 14];
+            s.read_exact(&mut buf)?;
+            Ok(serde_json::json!(String::from_utf8_lossy(&buf)))
+        });
+    let report = run(&set, &RunOptions::seeded(3));
+    assert_eq!(
+        report.outcome("b").and_then(RoleOutcome::value),
+        Some(&serde_json::json!("through the fd")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_fault_fails_exactly_the_nth_call_without_reaching_the_driver() {
+    let set = RoleSet::new().role("a", 0, |ctx| {
+        let results: Vec<bool> = (0..3)
+            .map(|_| ctx.driver().alloc(MemKind::Device, 4096).is_ok())
+            .collect();
+        Ok(serde_json::json!(results))
+    });
+    let opts = RunOptions::seeded(4).with_fault(Fault {
+        role: "a".into(),
+        call: CallKind::Alloc,
+        nth: 2,
+        error: ErrorKind::OutOfMemory,
+    });
+    let report = set
+        .run_with_drivers(&opts, |_, _| {
+            let mut m = MockDriver::new();
+            // Two calls reach the driver; the faulted one does not.
+            let mut next = 0x1000u64;
+            m.expect_alloc().times(2).returning(move |_, _| {
+                next += 0x1000;
+                Ok(DevicePtr(next))
+            });
+            Box::new(m)
+        })
+        .unwrap();
+    assert_eq!(
+        report.outcome("a").and_then(RoleOutcome::value),
+        Some(&serde_json::json!([true, false, true]))
+    );
+    let state = report.state("a").unwrap();
+    assert_eq!(state.calls_of(CallKind::Alloc), 3);
+    assert_eq!(state.allocations.len(), 2);
+}
+
+#[test]
+fn an_explicit_schedule_decides_the_order_and_replays() {
+    let set = RoleSet::new()
+        .role("a", 0, |ctx| {
+            ctx.send("c", Message::bytes(*b"a"))?;
+            Ok(serde_json::Value::Null)
+        })
+        .role("b", 0, |ctx| {
+            ctx.send("c", Message::bytes(*b"b"))?;
+            Ok(serde_json::Value::Null)
+        })
+        .role("c", 0, |ctx| {
+            let first = ctx.recv()?.0;
+            let second = ctx.recv()?.0;
+            Ok(serde_json::json!([first, second]))
+        });
+    let order = |choices: Vec<u32>| {
+        let opts = RunOptions::seeded(0).with_schedule(Schedule::Choices(choices));
+        run(&set, &opts)
+            .outcome("c")
+            .and_then(RoleOutcome::value)
+            .cloned()
+    };
+    // Earliest-declared first: a sends before b.
+    assert_eq!(order(vec![]), Some(serde_json::json!(["a", "b"])));
+    // Second ready role first: b sends before a.
+    assert_eq!(order(vec![1]), Some(serde_json::json!(["b", "a"])));
+    assert_eq!(order(vec![1]), order(vec![1]));
+}
