@@ -335,15 +335,6 @@ impl WorkerProxy {
         }
     }
 
-    /// A call whose answer is `Unit`.
-    fn call_unit(&mut self, request: Request) -> DriverResult<()> {
-        let name = request.name();
-        match self.call(request)? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected(name, r)),
-        }
-    }
-
     /// One call: send, then wait up to the step timeout.
     fn call(&mut self, request: Request) -> DriverResult<Reply> {
         self.send(&request)?;
@@ -606,13 +597,42 @@ fn unexpected(what: &str, reply: Reply) -> DriverError {
     DriverError::Harness(format!("unexpected answer to {what}: {reply:?}"))
 }
 
-impl Driver for WorkerProxy {
-    fn dialect(&self) -> Dialect {
+/// Something that answers worker requests: a worker over its socket
+/// ([`WorkerProxy`]) or the request handler in this very process
+/// ([`super::LocalCudaDriver`]). Every such thing is a [`Driver`] through
+/// the one mapping below, so the two cannot drift apart.
+pub(crate) trait RequestChannel {
+    fn channel_dialect(&self) -> Dialect;
+    /// One request, its reply or the error it became.
+    fn request(&mut self, request: Request) -> DriverResult<Reply>;
+
+    /// A request whose answer is `Unit`.
+    fn request_unit(&mut self, request: Request) -> DriverResult<()> {
+        let name = request.name();
+        match self.request(request)? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected(name, r)),
+        }
+    }
+}
+
+impl RequestChannel for WorkerProxy {
+    fn channel_dialect(&self) -> Dialect {
         self.dialect
     }
 
+    fn request(&mut self, request: Request) -> DriverResult<Reply> {
+        self.call(request)
+    }
+}
+
+impl<T: RequestChannel> Driver for T {
+    fn dialect(&self) -> Dialect {
+        self.channel_dialect()
+    }
+
     fn device_count(&mut self) -> DriverResult<u32> {
-        match self.call(Request::DeviceCount)? {
+        match self.request(Request::DeviceCount)? {
             Reply::Count(n) => Ok(n),
             r => Err(unexpected("device_count", r)),
         }
@@ -623,84 +643,84 @@ impl Driver for WorkerProxy {
         device: DeviceOrdinal,
         attr: DeviceAttribute,
     ) -> DriverResult<i64> {
-        match self.call(Request::DeviceAttribute { device, attr })? {
+        match self.request(Request::DeviceAttribute { device, attr })? {
             Reply::Int(v) => Ok(v),
             r => Err(unexpected("device_attribute", r)),
         }
     }
 
     fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64> {
-        match self.call(Request::CanAccessPeer { device, peer })? {
+        match self.request(Request::CanAccessPeer { device, peer })? {
             Reply::Int(v) => Ok(v),
             r => Err(unexpected("can_access_peer", r)),
         }
     }
 
     fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
-        match self.call(Request::EnablePeerAccess { peer })? {
+        match self.request(Request::EnablePeerAccess { peer })? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("enable_peer_access", r)),
         }
     }
 
     fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()> {
-        match self.call(Request::SetDevice { device })? {
+        match self.request(Request::SetDevice { device })? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("set_device", r)),
         }
     }
 
     fn primary_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
-        match self.call(Request::PrimaryContext { device })? {
+        match self.request(Request::PrimaryContext { device })? {
             Reply::Context(c) => Ok(ContextId(c)),
             r => Err(unexpected("primary_context", r)),
         }
     }
 
     fn create_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
-        match self.call(Request::CreateContext { device })? {
+        match self.request(Request::CreateContext { device })? {
             Reply::Context(c) => Ok(ContextId(c)),
             r => Err(unexpected("create_context", r)),
         }
     }
 
     fn set_current_context(&mut self, ctx: ContextId) -> DriverResult<()> {
-        match self.call(Request::SetCurrentContext { ctx: ctx.0 })? {
+        match self.request(Request::SetCurrentContext { ctx: ctx.0 })? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("set_current_context", r)),
         }
     }
 
     fn current_context(&mut self) -> DriverResult<Option<ContextId>> {
-        match self.call(Request::CurrentContext)? {
+        match self.request(Request::CurrentContext)? {
             Reply::CurrentContext(c) => Ok(c.map(ContextId)),
             r => Err(unexpected("current_context", r)),
         }
     }
 
     fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()> {
-        match self.call(Request::DestroyContext { ctx: ctx.0 })? {
+        match self.request(Request::DestroyContext { ctx: ctx.0 })? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("destroy_context", r)),
         }
     }
 
     fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {
-        match self.call(Request::Alloc { kind, size })? {
+        match self.request(Request::Alloc { kind, size })? {
             Reply::Ptr(p) => Ok(DevicePtr(p)),
             r => Err(unexpected("alloc", r)),
         }
     }
 
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
-        match self.call(Request::Free { kind, ptr: ptr.0 })? {
+        match self.request(Request::Free { kind, ptr: ptr.0 })? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("free", r)),
         }
     }
 
     fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
-        match self.call(Request::Memset {
+        match self.request(Request::Memset {
             ptr: ptr.0,
             value,
             len,
@@ -711,7 +731,7 @@ impl Driver for WorkerProxy {
     }
 
     fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
-        match self.call(Request::Write {
+        match self.request(Request::Write {
             ptr: ptr.0,
             bytes: bytes.to_vec(),
         })? {
@@ -721,35 +741,35 @@ impl Driver for WorkerProxy {
     }
 
     fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
-        match self.call(Request::Read { ptr: ptr.0, len })? {
+        match self.request(Request::Read { ptr: ptr.0, len })? {
             Reply::Bytes(b) => Ok(b),
             r => Err(unexpected("read", r)),
         }
     }
 
     fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
-        match self.call(Request::DeviceRead { ptr: ptr.0, len })? {
+        match self.request(Request::DeviceRead { ptr: ptr.0, len })? {
             Reply::Bytes(b) => Ok(b),
             r => Err(unexpected("device_read", r)),
         }
     }
 
     fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
-        match self.call(Request::AddressRange { ptr: ptr.0 })? {
+        match self.request(Request::AddressRange { ptr: ptr.0 })? {
             Reply::Range { base, size } => Ok((DevicePtr(base), size)),
             r => Err(unexpected("address_range", r)),
         }
     }
 
     fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
-        match self.call(Request::PointerInfo { ptr: ptr.0 })? {
+        match self.request(Request::PointerInfo { ptr: ptr.0 })? {
             Reply::PointerInfo(p) => Ok(p),
             r => Err(unexpected("pointer_info", r)),
         }
     }
 
     fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
-        match self.call(Request::IpcGetMemHandle { ptr: ptr.0, out })? {
+        match self.request(Request::IpcGetMemHandle { ptr: ptr.0, out })? {
             Reply::Handle(h) => Ok(h),
             r => Err(unexpected("ipc_get_mem_handle", r)),
         }
@@ -761,14 +781,14 @@ impl Driver for WorkerProxy {
         flags: u32,
         out: OutArg,
     ) -> DriverResult<DevicePtr> {
-        match self.call(Request::IpcOpenMemHandle { handle, flags, out })? {
+        match self.request(Request::IpcOpenMemHandle { handle, flags, out })? {
             Reply::Ptr(p) => Ok(DevicePtr(p)),
             r => Err(unexpected("ipc_open_mem_handle", r)),
         }
     }
 
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
-        match self.call(Request::IpcCloseMemHandle { ptr: ptr.0 })? {
+        match self.request(Request::IpcCloseMemHandle { ptr: ptr.0 })? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("ipc_close_mem_handle", r)),
         }
@@ -781,7 +801,7 @@ impl Driver for WorkerProxy {
         types: HandleTypes,
         kind: GranularityKind,
     ) -> DriverResult<u64> {
-        match self.call(Request::VmmGranularity {
+        match self.request(Request::VmmGranularity {
             device,
             types,
             kind,
@@ -797,7 +817,7 @@ impl Driver for WorkerProxy {
         size: u64,
         types: HandleTypes,
     ) -> DriverResult<VmmHandle> {
-        match self.call(Request::VmmCreate {
+        match self.request(Request::VmmCreate {
             device,
             size,
             types,
@@ -808,7 +828,7 @@ impl Driver for WorkerProxy {
     }
 
     fn vmm_export(&mut self, handle: VmmHandle, ty: ShareableHandleType) -> DriverResult<Fd> {
-        match self.call(Request::VmmExport {
+        match self.request(Request::VmmExport {
             handle: handle.0,
             ty,
         })? {
@@ -818,14 +838,14 @@ impl Driver for WorkerProxy {
     }
 
     fn vmm_import(&mut self, fd: Fd) -> DriverResult<VmmHandle> {
-        match self.call(Request::VmmImport { fd: fd.0 })? {
+        match self.request(Request::VmmImport { fd: fd.0 })? {
             Reply::VmmHandle(h) => Ok(VmmHandle(h)),
             r => Err(unexpected("vmm_import", r)),
         }
     }
 
     fn vmm_reserve(&mut self, size: u64) -> DriverResult<DevicePtr> {
-        match self.call(Request::VmmReserve { size })? {
+        match self.request(Request::VmmReserve { size })? {
             Reply::Ptr(p) => Ok(DevicePtr(p)),
             r => Err(unexpected("vmm_reserve", r)),
         }
@@ -838,7 +858,7 @@ impl Driver for WorkerProxy {
         offset: u64,
         handle: VmmHandle,
     ) -> DriverResult<()> {
-        self.call_unit(Request::VmmMap {
+        self.request_unit(Request::VmmMap {
             va: va.0,
             size,
             offset,
@@ -853,7 +873,7 @@ impl Driver for WorkerProxy {
         device: DeviceOrdinal,
         access: VmmAccess,
     ) -> DriverResult<()> {
-        self.call_unit(Request::VmmSetAccess {
+        self.request_unit(Request::VmmSetAccess {
             va: va.0,
             size,
             device,
@@ -862,30 +882,30 @@ impl Driver for WorkerProxy {
     }
 
     fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
-        self.call_unit(Request::VmmUnmap { va: va.0, size })
+        self.request_unit(Request::VmmUnmap { va: va.0, size })
     }
 
     fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
-        self.call_unit(Request::VmmAddressFree { va: va.0, size })
+        self.request_unit(Request::VmmAddressFree { va: va.0, size })
     }
 
     fn vmm_release(&mut self, handle: VmmHandle) -> DriverResult<()> {
-        self.call_unit(Request::VmmRelease { handle: handle.0 })
+        self.request_unit(Request::VmmRelease { handle: handle.0 })
     }
 
     fn fd_close(&mut self, fd: Fd) -> DriverResult<()> {
-        self.call_unit(Request::FdClose { fd: fd.0 })
+        self.request_unit(Request::FdClose { fd: fd.0 })
     }
 
     fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
-        match self.call(Request::FdOpenNullDevice)? {
+        match self.request(Request::FdOpenNullDevice)? {
             Reply::Fd(fd) => Ok(Fd(fd)),
             r => Err(unexpected("fd_open_null_device", r)),
         }
     }
 
     fn synchronize(&mut self) -> DriverResult<()> {
-        match self.call(Request::Synchronize)? {
+        match self.request(Request::Synchronize)? {
             Reply::Unit => Ok(()),
             r => Err(unexpected("synchronize", r)),
         }

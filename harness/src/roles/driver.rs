@@ -5,8 +5,9 @@
 
 use super::{Fault, ProcessState};
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
-    FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult, Fd,
+    FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, OutArg, PointerInfo,
+    ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use serde::{Deserialize, Serialize};
@@ -36,10 +37,24 @@ pub enum CallKind {
     IpcGetMemHandle,
     IpcOpenMemHandle,
     IpcCloseMemHandle,
+    CanAccessPeer,
+    EnablePeerAccess,
+    VmmGranularity,
+    VmmCreate,
+    VmmExport,
+    VmmImport,
+    VmmReserve,
+    VmmMap,
+    VmmSetAccess,
+    VmmUnmap,
+    VmmAddressFree,
+    VmmRelease,
+    FdClose,
+    FdOpenNullDevice,
 }
 
 impl CallKind {
-    pub const ALL: [CallKind; 20] = [
+    pub const ALL: [CallKind; 34] = [
         CallKind::DeviceCount,
         CallKind::DeviceAttribute,
         CallKind::SetDevice,
@@ -60,6 +75,20 @@ impl CallKind {
         CallKind::IpcGetMemHandle,
         CallKind::IpcOpenMemHandle,
         CallKind::IpcCloseMemHandle,
+        CallKind::CanAccessPeer,
+        CallKind::EnablePeerAccess,
+        CallKind::VmmGranularity,
+        CallKind::VmmCreate,
+        CallKind::VmmExport,
+        CallKind::VmmImport,
+        CallKind::VmmReserve,
+        CallKind::VmmMap,
+        CallKind::VmmSetAccess,
+        CallKind::VmmUnmap,
+        CallKind::VmmAddressFree,
+        CallKind::VmmRelease,
+        CallKind::FdClose,
+        CallKind::FdOpenNullDevice,
     ];
 }
 
@@ -272,5 +301,98 @@ impl Driver for RoleDriver {
             }
         }
         Ok(())
+    }
+
+    fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64> {
+        self.call(CallKind::CanAccessPeer, move |d| {
+            d.can_access_peer(device, peer)
+        })
+    }
+
+    fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
+        self.call(CallKind::EnablePeerAccess, move |d| {
+            d.enable_peer_access(peer)
+        })
+    }
+
+    // --- VMM ---
+    fn vmm_granularity(
+        &mut self,
+        device: DeviceOrdinal,
+        types: HandleTypes,
+        kind: GranularityKind,
+    ) -> DriverResult<u64> {
+        self.call(CallKind::VmmGranularity, move |d| {
+            d.vmm_granularity(device, types, kind)
+        })
+    }
+
+    fn vmm_create(
+        &mut self,
+        device: DeviceOrdinal,
+        size: u64,
+        types: HandleTypes,
+    ) -> DriverResult<VmmHandle> {
+        self.call(CallKind::VmmCreate, move |d| {
+            d.vmm_create(device, size, types)
+        })
+    }
+
+    fn vmm_export(&mut self, handle: VmmHandle, ty: ShareableHandleType) -> DriverResult<Fd> {
+        self.call(CallKind::VmmExport, move |d| d.vmm_export(handle, ty))
+    }
+
+    fn vmm_import(&mut self, fd: Fd) -> DriverResult<VmmHandle> {
+        self.call(CallKind::VmmImport, move |d| d.vmm_import(fd))
+    }
+
+    fn vmm_reserve(&mut self, size: u64) -> DriverResult<DevicePtr> {
+        self.call(CallKind::VmmReserve, move |d| d.vmm_reserve(size))
+    }
+
+    fn vmm_map(
+        &mut self,
+        va: DevicePtr,
+        size: u64,
+        offset: u64,
+        handle: VmmHandle,
+    ) -> DriverResult<()> {
+        self.call(CallKind::VmmMap, move |d| {
+            d.vmm_map(va, size, offset, handle)
+        })
+    }
+
+    fn vmm_set_access(
+        &mut self,
+        va: DevicePtr,
+        size: u64,
+        device: DeviceOrdinal,
+        access: VmmAccess,
+    ) -> DriverResult<()> {
+        self.call(CallKind::VmmSetAccess, move |d| {
+            d.vmm_set_access(va, size, device, access)
+        })
+    }
+
+    fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
+        self.call(CallKind::VmmUnmap, move |d| d.vmm_unmap(va, size))
+    }
+
+    fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
+        self.call(CallKind::VmmAddressFree, move |d| {
+            d.vmm_address_free(va, size)
+        })
+    }
+
+    fn vmm_release(&mut self, handle: VmmHandle) -> DriverResult<()> {
+        self.call(CallKind::VmmRelease, move |d| d.vmm_release(handle))
+    }
+
+    fn fd_close(&mut self, fd: Fd) -> DriverResult<()> {
+        self.call(CallKind::FdClose, move |d| d.fd_close(fd))
+    }
+
+    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
+        self.call(CallKind::FdOpenNullDevice, move |d| d.fd_open_null_device())
     }
 }

@@ -491,6 +491,7 @@ impl RoleSet {
             dialect: self.dialect,
             seed: opts.seed,
             step_timeout: opts.timeout,
+            topology: None,
         }
     }
 
