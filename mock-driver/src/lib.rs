@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 mod contexts;
+mod events;
 mod hazards;
 mod ipc;
 mod machine;
@@ -152,6 +153,7 @@ impl SimBackend {
             export_ids: std::collections::BTreeMap::new(),
             freed_exports: std::collections::BTreeMap::new(),
             hazards: HazardLog::default(),
+            events: crate::events::Events::default(),
         };
         for (i, ps) in spec.processes.iter().enumerate() {
             // Validated above, so the device exists.

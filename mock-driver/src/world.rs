@@ -197,6 +197,8 @@ pub(crate) struct World {
     /// lives: opening them is InvalidValue, not the exited exporter's error.
     pub freed_exports: BTreeMap<u32, ProcessIndex>,
     pub hazards: HazardLog,
+    /// Events, IPC event handles and the simulated clock (`events`).
+    pub events: crate::events::Events,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -570,6 +572,7 @@ impl World {
             self.unmap_import(p, base);
         }
         self.procs[p].packing.retain(|(c, _), _| *c != ctx);
+        self.events.drop_context(p, ctx);
     }
 
     /// The process exits: the OS and driver reclaim everything it held.
@@ -601,6 +604,7 @@ impl World {
                 );
             }
         }
+        self.events_exit(p);
         let imports: Vec<u64> = self.procs[p].imports.iter().map(|&(_, _, b)| b).collect();
         for base in imports {
             self.unmap_import(p, base);

@@ -8,7 +8,7 @@ use super::worker::WORKER_FD_ENV;
 use super::WorkerCommand;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
-    FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo, ProcessLoss,
+    EventId, FreeKind, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo, ProcessLoss,
 };
 use crate::errors::{ApiError, Dialect};
 use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, ProcessSpec, StartError};
@@ -577,6 +577,16 @@ impl Drop for WorkerProxy {
     }
 }
 
+impl WorkerProxy {
+    /// A call whose success carries no value.
+    fn unit(&mut self, what: &str, request: Request) -> DriverResult<()> {
+        match self.call(request)? {
+            Reply::Unit => Ok(()),
+            r => Err(unexpected(what, r)),
+        }
+    }
+}
+
 fn unexpected(what: &str, reply: Reply) -> DriverError {
     DriverError::Harness(format!("unexpected answer to {what}: {reply:?}"))
 }
@@ -740,6 +750,82 @@ impl Driver for WorkerProxy {
             Reply::Unit => Ok(()),
             r => Err(unexpected("synchronize", r)),
         }
+    }
+
+    fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
+        match self.call(Request::EventCreate { flags })? {
+            Reply::Event(e) => Ok(EventId(e)),
+            r => Err(unexpected("event_create", r)),
+        }
+    }
+
+    fn event_record(&mut self, event: EventId) -> DriverResult<()> {
+        self.unit("event_record", Request::EventRecord { event: event.0 })
+    }
+
+    fn event_query(&mut self, event: EventId) -> DriverResult<()> {
+        self.unit("event_query", Request::EventQuery { event: event.0 })
+    }
+
+    fn event_synchronize(&mut self, event: EventId) -> DriverResult<()> {
+        self.unit(
+            "event_synchronize",
+            Request::EventSynchronize { event: event.0 },
+        )
+    }
+
+    fn stream_wait_event(&mut self, event: EventId) -> DriverResult<()> {
+        self.unit(
+            "stream_wait_event",
+            Request::StreamWaitEvent { event: event.0 },
+        )
+    }
+
+    fn event_elapsed(&mut self, start: EventId, end: EventId) -> DriverResult<f32> {
+        match self.call(Request::EventElapsed {
+            start: start.0,
+            end: end.0,
+        })? {
+            Reply::ElapsedMs(bits) => Ok(f32::from_bits(bits)),
+            r => Err(unexpected("event_elapsed", r)),
+        }
+    }
+
+    fn event_destroy(&mut self, event: EventId) -> DriverResult<()> {
+        self.unit("event_destroy", Request::EventDestroy { event: event.0 })
+    }
+
+    fn ipc_get_event_handle(
+        &mut self,
+        event: EventId,
+        out: OutArg,
+    ) -> DriverResult<IpcEventHandle> {
+        match self.call(Request::IpcGetEventHandle {
+            event: event.0,
+            out,
+        })? {
+            Reply::EventHandle(h) => Ok(h),
+            r => Err(unexpected("ipc_get_event_handle", r)),
+        }
+    }
+
+    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
+        match self.call(Request::IpcOpenEventHandle { handle })? {
+            Reply::Event(e) => Ok(EventId(e)),
+            r => Err(unexpected("ipc_open_event_handle", r)),
+        }
+    }
+
+    fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
+        self.unit(
+            "slow_fill",
+            Request::SlowFill {
+                ptr: ptr.0,
+                value,
+                len,
+                micros,
+            },
+        )
     }
 }
 

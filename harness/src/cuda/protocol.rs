@@ -25,7 +25,9 @@
 //! reuses workers) releases everything the worker's requests created and is
 //! answered with [`Reply::Clean`] when nothing is left.
 
-use crate::driver::{DeviceAttribute, FreeKind, IpcMemHandle, MemKind, OutArg, PointerInfo};
+use crate::driver::{
+    DeviceAttribute, FreeKind, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
+};
 use crate::errors::Dialect;
 use nix::errno::Errno;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
@@ -160,6 +162,43 @@ pub enum Request {
     /// Answered with `Ok(Unit)`; then the worker exits with status 0 without
     /// another API call (the OS and driver reclaim its resources).
     Exit,
+    // --- events: `event` is the raw `cudaEvent_t` / `CUevent` the worker
+    // returned; the worker refuses ids it did not hand out or already destroyed.
+    EventCreate {
+        flags: u32,
+    },
+    EventRecord {
+        event: u64,
+    },
+    EventQuery {
+        event: u64,
+    },
+    EventSynchronize {
+        event: u64,
+    },
+    StreamWaitEvent {
+        event: u64,
+    },
+    EventElapsed {
+        start: u64,
+        end: u64,
+    },
+    EventDestroy {
+        event: u64,
+    },
+    IpcGetEventHandle {
+        event: u64,
+        out: OutArg,
+    },
+    IpcOpenEventHandle {
+        handle: IpcEventHandle,
+    },
+    SlowFill {
+        ptr: u64,
+        value: u8,
+        len: u64,
+        micros: u64,
+    },
 }
 
 impl Request {
@@ -190,6 +229,16 @@ impl Request {
             Request::Synchronize => "synchronize",
             Request::Reset => "reset",
             Request::Exit => "exit",
+            Request::EventCreate { .. } => "event_create",
+            Request::EventRecord { .. } => "event_record",
+            Request::EventQuery { .. } => "event_query",
+            Request::EventSynchronize { .. } => "event_synchronize",
+            Request::StreamWaitEvent { .. } => "stream_wait_event",
+            Request::EventElapsed { .. } => "event_elapsed",
+            Request::EventDestroy { .. } => "event_destroy",
+            Request::IpcGetEventHandle { .. } => "ipc_get_event_handle",
+            Request::IpcOpenEventHandle { .. } => "ipc_open_event_handle",
+            Request::SlowFill { .. } => "slow_fill",
         }
     }
 }
@@ -214,6 +263,11 @@ pub enum Reply {
     /// The answer to [`Request::Reset`]: the worker holds nothing its
     /// requests created and may serve another machine.
     Clean,
+    /// A created or opened event (the raw `cudaEvent_t` / `CUevent`).
+    Event(u64),
+    EventHandle(IpcEventHandle),
+    /// `event_elapsed`: milliseconds as `f32::to_bits` (keeps `Reply: Eq`).
+    ElapsedMs(u32),
 }
 
 /// The error side of a response.

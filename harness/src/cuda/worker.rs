@@ -91,7 +91,7 @@ use super::protocol::{
     MAX_TRANSFER,
 };
 use crate::driver::{
-    DeviceAttribute, FreeKind, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo,
+    DeviceAttribute, FreeKind, IpcEventHandle, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo,
     IPC_HANDLE_SIZE,
 };
 use crate::errors::Dialect;
@@ -149,6 +149,61 @@ $L__done:
 ";
 
 const COPY_BYTES_NAME: &CStr = c"copy_bytes";
+
+/// The long-work kernel used by `slow_fill`, launched as one block: thread
+/// 0 busy-waits until `%globaltimer` (ns) has advanced by `ns`, then every
+/// thread writes `value` to `dst[i]` for its share of `i < n`.
+const SLOW_FILL_PTX: &CStr = c"
+.version 7.0
+.target sm_52
+.address_size 64
+
+.visible .entry slow_fill(
+    .param .u64 slow_fill_param_0,
+    .param .u64 slow_fill_param_1,
+    .param .u64 slow_fill_param_2,
+    .param .u32 slow_fill_param_3
+)
+{
+    .reg .pred %p<4>;
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<12>;
+
+    ld.param.u64 %rd1, [slow_fill_param_0];
+    ld.param.u64 %rd2, [slow_fill_param_1];
+    ld.param.u64 %rd3, [slow_fill_param_2];
+    ld.param.u32 %r1, [slow_fill_param_3];
+    cvt.u16.u32 %rs1, %r1;
+    mov.u32 %r2, %tid.x;
+    setp.ne.u32 %p1, %r2, 0;
+    @%p1 bra $L__waited;
+    mov.u64 %rd4, %globaltimer;
+$L__spin:
+    mov.u64 %rd5, %globaltimer;
+    sub.u64 %rd6, %rd5, %rd4;
+    setp.lt.u64 %p2, %rd6, %rd3;
+    @%p2 bra $L__spin;
+$L__waited:
+    bar.sync 0;
+    cvta.to.global.u64 %rd7, %rd1;
+    cvt.u64.u32 %rd8, %r2;
+    mov.u32 %r3, %ntid.x;
+    cvt.u64.u32 %rd9, %r3;
+$L__fill:
+    setp.ge.u64 %p3, %rd8, %rd2;
+    @%p3 bra $L__done;
+    add.s64 %rd10, %rd7, %rd8;
+    st.global.u8 [%rd10], %rs1;
+    add.s64 %rd8, %rd8, %rd9;
+    bra.uni $L__fill;
+$L__done:
+    ret;
+}
+";
+
+const SLOW_FILL_NAME: &CStr = c"slow_fill";
+const SLOW_FILL_BLOCK: u32 = 256;
 const COPY_BLOCK: u64 = 256;
 
 /// The worker program. Call it from a subcommand of the binary named in the
@@ -383,6 +438,8 @@ struct Worker {
     init_context: u64,
     /// `CUcontext` -> `CUfunction` of the copy kernel loaded in it.
     kernels: HashMap<usize, usize>,
+    /// `CUcontext` -> `CUfunction` of the slow-fill kernel loaded in it.
+    slow_kernels: HashMap<usize, usize>,
     /// What this worker's requests created and have not released yet.
     owned: Owned,
 }
@@ -398,11 +455,16 @@ struct Owned {
     ipc_opened: HashMap<u64, (u64, u32)>,
     /// Contexts created by `CreateContext` and not destroyed, oldest first.
     contexts: Vec<u64>,
+    /// Events created or opened and not destroyed -> their context.
+    events: HashMap<u64, u64>,
 }
 
 impl Owned {
     fn is_empty(&self) -> bool {
-        self.allocations.is_empty() && self.ipc_opened.is_empty() && self.contexts.is_empty()
+        self.allocations.is_empty()
+            && self.ipc_opened.is_empty()
+            && self.contexts.is_empty()
+            && self.events.is_empty()
     }
 
     /// A context was destroyed: so was everything created in it.
@@ -410,6 +472,7 @@ impl Owned {
         self.contexts.retain(|&c| c != ctx);
         self.allocations.retain(|_, (c, _)| *c != ctx);
         self.ipc_opened.retain(|_, (c, _)| *c != ctx);
+        self.events.retain(|_, c| *c != ctx);
     }
 }
 
@@ -422,6 +485,8 @@ enum Track {
     IpcClose(u64),
     CreateContext,
     DestroyContext(u64),
+    EventMade,
+    EventDestroy(u64),
 }
 
 /// The free that releases an allocation of `kind`.
@@ -508,8 +573,29 @@ impl Worker {
             Request::IpcCloseMemHandle { ptr } => Track::IpcClose(*ptr),
             Request::CreateContext { .. } => Track::CreateContext,
             Request::DestroyContext { ctx } => Track::DestroyContext(*ctx),
+            Request::EventCreate { .. } | Request::IpcOpenEventHandle { .. } => Track::EventMade,
+            Request::EventDestroy { event } => Track::EventDestroy(*event),
             _ => Track::Nothing,
         };
+        // An event id this worker did not hand out (or already destroyed)
+        // would be a dangling pointer for the API: refuse it here.
+        let unknown = match &request {
+            Request::EventRecord { event }
+            | Request::EventQuery { event }
+            | Request::EventSynchronize { event }
+            | Request::StreamWaitEvent { event }
+            | Request::EventDestroy { event }
+            | Request::IpcGetEventHandle { event, .. } => Some(*event).filter(|e| !self.owned.events.contains_key(e)),
+            Request::EventElapsed { start, end } => [*start, *end]
+                .into_iter()
+                .find(|e| !self.owned.events.contains_key(e)),
+            _ => None,
+        };
+        if let Some(e) = unknown {
+            return Err(harness(format!(
+                "event {e:#x} is not a live event of this worker"
+            )));
+        }
         let response = self.call(d, request);
         let Ok(reply) = &response else {
             return response;
@@ -537,6 +623,12 @@ impl Worker {
             }
             (Track::CreateContext, Reply::Context(c)) if *c != 0 => owned.contexts.push(*c),
             (Track::DestroyContext(ctx), _) => owned.forget_context(ctx),
+            (Track::EventMade, Reply::Event(e)) if *e != 0 => {
+                owned.events.insert(*e, current_context());
+            }
+            (Track::EventDestroy(e), _) => {
+                owned.events.remove(&e);
+            }
             _ => {}
         }
         response
@@ -573,6 +665,19 @@ impl Worker {
             // reported by the driver as an error.
             unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
         };
+
+        let mut events: Vec<(u64, u64)> = self.owned.events.drain().collect();
+        events.sort_unstable();
+        for (event, ctx) in events {
+            // SAFETY: an event this worker created or opened and not destroyed.
+            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                && note(format!("destroying event {event:#x}"), unsafe {
+                    event_destroy(d, event)
+                });
+            if !ok {
+                self.owned.events.insert(event, ctx);
+            }
+        }
 
         let mut opened: Vec<(u64, (u64, u32))> = self.owned.ipc_opened.drain().collect();
         opened.sort_unstable();
@@ -616,6 +721,7 @@ impl Worker {
             let r = unsafe { ffi::cuCtxDestroy_v2(as_ptr(ctx)) };
             if note(format!("destroying context {ctx:#x}"), r) {
                 self.kernels.remove(&(ctx as usize));
+                self.slow_kernels.remove(&(ctx as usize));
             } else {
                 self.owned.contexts.push(ctx);
             }
@@ -715,6 +821,7 @@ impl Worker {
                     ffi::cuCtxDestroy_v2(as_ptr(ctx))?;
                     // Its module went with it; a later context may reuse the address.
                     self.kernels.remove(&(ctx as usize));
+                    self.slow_kernels.remove(&(ctx as usize));
                     Ok(Reply::Unit)
                 }
                 Request::Alloc { kind, size } => alloc(d, kind, size).map(Reply::Ptr),
@@ -826,6 +933,89 @@ impl Worker {
                     }
                     Ok(Reply::Unit)
                 }
+                Request::EventCreate { flags } => {
+                    let mut e: Handle = null_mut();
+                    match d {
+                        Runtime => ffi::cudaEventCreateWithFlags(&mut e, flags)?,
+                        Driver => ffi::cuEventCreate(&mut e, flags)?,
+                    }
+                    Ok(Reply::Event(e as u64))
+                }
+                Request::EventRecord { event } => {
+                    match d {
+                        Runtime => ffi::cudaEventRecord(as_ptr(event), null_mut())?,
+                        Driver => ffi::cuEventRecord(as_ptr(event), null_mut())?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventQuery { event } => {
+                    match d {
+                        Runtime => ffi::cudaEventQuery(as_ptr(event))?,
+                        Driver => ffi::cuEventQuery(as_ptr(event))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventSynchronize { event } => {
+                    match d {
+                        Runtime => ffi::cudaEventSynchronize(as_ptr(event))?,
+                        Driver => ffi::cuEventSynchronize(as_ptr(event))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::StreamWaitEvent { event } => {
+                    match d {
+                        Runtime => ffi::cudaStreamWaitEvent(null_mut(), as_ptr(event), 0)?,
+                        Driver => ffi::cuStreamWaitEvent(null_mut(), as_ptr(event), 0)?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventElapsed { start, end } => {
+                    let mut ms: f32 = 0.0;
+                    match d {
+                        Runtime => {
+                            ffi::cudaEventElapsedTime(&mut ms, as_ptr(start), as_ptr(end))?
+                        }
+                        Driver => {
+                            ffi::cuEventElapsedTime_v2(&mut ms, as_ptr(start), as_ptr(end))?
+                        }
+                    }
+                    Ok(Reply::ElapsedMs(ms.to_bits()))
+                }
+                Request::EventDestroy { event } => {
+                    event_destroy(d, event)?;
+                    Ok(Reply::Unit)
+                }
+                Request::IpcGetEventHandle { event, out } => {
+                    let mut h = RawIpcHandle {
+                        reserved: [0; IPC_HANDLE_SIZE],
+                    };
+                    let out_ptr: *mut RawIpcHandle = match out {
+                        OutArg::Valid => &mut h,
+                        OutArg::Null => null_mut(),
+                    };
+                    match d {
+                        Runtime => ffi::cudaIpcGetEventHandle(out_ptr, as_ptr(event))?,
+                        Driver => ffi::cuIpcGetEventHandle(out_ptr, as_ptr(event))?,
+                    }
+                    Ok(Reply::EventHandle(IpcEventHandle(h.reserved.map(|b| b as u8))))
+                }
+                Request::IpcOpenEventHandle { handle } => {
+                    let h = RawIpcHandle {
+                        reserved: handle.0.map(|b| b as c_char),
+                    };
+                    let mut e: Handle = null_mut();
+                    match d {
+                        Runtime => ffi::cudaIpcOpenEventHandle(&mut e, h)?,
+                        Driver => ffi::cuIpcOpenEventHandle(&mut e, h)?,
+                    }
+                    Ok(Reply::Event(e as u64))
+                }
+                Request::SlowFill {
+                    ptr,
+                    value,
+                    len,
+                    micros,
+                } => self.slow_fill(ptr, value, len, micros).map(|()| Reply::Unit),
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }
@@ -836,23 +1026,42 @@ impl Worker {
     /// The copy kernel's `CUfunction` in the current context, loading the
     /// module the first time.
     fn copy_kernel(&mut self) -> Result<Handle, WireError> {
-        let mut ctx: Handle = null_mut();
-        // SAFETY: valid out-pointer.
-        unsafe { ffi::cuCtxGetCurrent(&mut ctx)? };
-        if let Some(&f) = self.kernels.get(&(ctx as usize)) {
-            return Ok(f as Handle);
-        }
-        let mut module: Handle = null_mut();
-        let mut function: Handle = null_mut();
-        // SAFETY: the image is a NUL-terminated PTX string; the name is NUL-terminated.
+        load_kernel(&mut self.kernels, COPY_BYTES_PTX, COPY_BYTES_NAME)
+    }
+
+    /// `slow_fill`: launch the long-work kernel on the null stream and return
+    /// without waiting, as any kernel launch does. A zero length still waits.
+    fn slow_fill(&mut self, ptr: u64, value: u8, len: u64, micros: u64) -> CallResult {
+        let function = load_kernel(&mut self.slow_kernels, SLOW_FILL_PTX, SLOW_FILL_NAME)?;
+        let (mut dst, mut n, mut ns, mut v) = (
+            ptr,
+            len,
+            micros.saturating_mul(1000),
+            u32::from(value),
+        );
+        let mut params: [*mut c_void; 4] = [
+            &mut dst as *mut u64 as *mut c_void,
+            &mut n as *mut u64 as *mut c_void,
+            &mut ns as *mut u64 as *mut c_void,
+            &mut v as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: `params` points at three u64s and a u32 matching the
+        // kernel's parameters, alive across the call.
         unsafe {
-            ffi::cuModuleLoadData(&mut module, COPY_BYTES_PTX.as_ptr() as *const c_void)?;
-            ffi::cuModuleGetFunction(&mut function, module, COPY_BYTES_NAME.as_ptr())?;
+            ffi::cuLaunchKernel(
+                function,
+                1,
+                1,
+                1,
+                SLOW_FILL_BLOCK,
+                1,
+                1,
+                0,
+                null_mut(),
+                params.as_mut_ptr(),
+                null_mut(),
+            )
         }
-        if !ctx.is_null() {
-            self.kernels.insert(ctx as usize, function as usize);
-        }
-        Ok(function)
     }
 
     fn device_read(&mut self, ptr: u64, len: u64) -> Result<Vec<u8>, WireError> {
@@ -899,6 +1108,46 @@ impl Worker {
         // SAFETY: frees the scratch buffer allocated above.
         let _ = unsafe { ffi::cuMemFree_v2(scratch) };
         result.map(|()| out)
+    }
+}
+
+/// A kernel's `CUfunction` in the current context, loading its module the
+/// first time (cached per context in `cache`).
+fn load_kernel(
+    cache: &mut HashMap<usize, usize>,
+    ptx: &CStr,
+    name: &CStr,
+) -> Result<Handle, WireError> {
+    let mut ctx: Handle = null_mut();
+    // SAFETY: valid out-pointer.
+    unsafe { ffi::cuCtxGetCurrent(&mut ctx)? };
+    if let Some(&f) = cache.get(&(ctx as usize)) {
+        return Ok(f as Handle);
+    }
+    let mut module: Handle = null_mut();
+    let mut function: Handle = null_mut();
+    // SAFETY: the image is a NUL-terminated PTX string; the name is NUL-terminated.
+    unsafe {
+        ffi::cuModuleLoadData(&mut module, ptx.as_ptr() as *const c_void)?;
+        ffi::cuModuleGetFunction(&mut function, module, name.as_ptr())?;
+    }
+    if !ctx.is_null() {
+        cache.insert(ctx as usize, function as usize);
+    }
+    Ok(function)
+}
+
+/// `cudaEventDestroy` / `cuEventDestroy_v2`.
+///
+/// # Safety
+/// `event` must be a live event of this process.
+unsafe fn event_destroy(d: Dialect, event: u64) -> CallResult {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match d {
+            Dialect::Runtime => ffi::cudaEventDestroy(as_ptr(event)),
+            Dialect::Driver => ffi::cuEventDestroy_v2(as_ptr(event)),
+        }
     }
 }
 

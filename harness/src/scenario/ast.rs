@@ -207,6 +207,68 @@ pub enum Op {
         to_name: String,
     },
     Exit,
+    // --- events ---
+    /// `event_create [flags=...]`.
+    EventCreate {
+        flags: u32,
+    },
+    EventRecord {
+        event: String,
+    },
+    EventQuery {
+        event: String,
+    },
+    EventSync {
+        event: String,
+    },
+    StreamWait {
+        event: String,
+    },
+    EventElapsed {
+        start: String,
+        end: String,
+    },
+    EventDestroy {
+        event: String,
+    },
+    IpcGetEvent {
+        event: String,
+        out: OutArg,
+    },
+    IpcOpenEvent {
+        handle: String,
+    },
+    EventHandleZero,
+    EventHandleRandom,
+    /// `slow_fill P BYTE us=N [at=OFF] [len=N]`: long work, then a fill.
+    SlowFill {
+        ptr: Ref,
+        value: u8,
+        micros: u64,
+        at: Option<u64>,
+        len: Option<u64>,
+        /// As for `fill`: `len=`, or the `malloc*` size minus `at`.
+        resolved_len: u64,
+    },
+}
+
+/// `flags=` of `event_create` as written canonically: `default`, or the
+/// names of the set bits joined by `,`, with unknown bits as one hex number.
+pub fn fmt_event_flags(flags: u32) -> String {
+    use crate::driver::event_flags::NAMES;
+    if flags == 0 {
+        return "default".to_string();
+    }
+    let mut parts: Vec<String> = NAMES
+        .iter()
+        .filter(|(_, bit)| *bit != 0 && flags & bit != 0)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let known = NAMES.iter().fold(0, |a, (_, b)| a | b);
+    if flags & !known != 0 {
+        parts.push(format!("{:#x}", flags & !known));
+    }
+    parts.join(",")
 }
 
 /// The type of the value an op produces (and of a binding).
@@ -220,6 +282,8 @@ pub enum ValueType {
     Bytes,
     Range,
     PointerInfo,
+    Event,
+    EventHandle,
 }
 
 impl ValueType {
@@ -234,6 +298,8 @@ impl ValueType {
             ValueType::Bytes => "bytes",
             ValueType::Range => "a range",
             ValueType::PointerInfo => "pointer info",
+            ValueType::Event => "an event",
+            ValueType::EventHandle => "an event handle",
         }
     }
 }
@@ -277,6 +343,18 @@ impl Op {
             Op::HandleFlip { .. } => "handle_flip",
             Op::Send { .. } => "send",
             Op::Exit => "exit",
+            Op::EventCreate { .. } => "event_create",
+            Op::EventRecord { .. } => "event_record",
+            Op::EventQuery { .. } => "event_query",
+            Op::EventSync { .. } => "event_sync",
+            Op::StreamWait { .. } => "stream_wait",
+            Op::EventElapsed { .. } => "event_elapsed",
+            Op::EventDestroy { .. } => "event_destroy",
+            Op::IpcGetEvent { .. } => "ipc_get_event",
+            Op::IpcOpenEvent { .. } => "ipc_open_event",
+            Op::EventHandleZero => "event_handle_zero",
+            Op::EventHandleRandom => "event_handle_random",
+            Op::SlowFill { .. } => "slow_fill",
         }
     }
 
@@ -292,6 +370,18 @@ impl Op {
             Op::IpcGet { .. } | Op::HandleZero | Op::HandleRandom | Op::HandleFlip { .. } => {
                 ValueType::Handle
             }
+            Op::EventCreate { .. } | Op::IpcOpenEvent { .. } => ValueType::Event,
+            Op::IpcGetEvent { .. } | Op::EventHandleZero | Op::EventHandleRandom => {
+                ValueType::EventHandle
+            }
+            // Elapsed milliseconds differ run to run; traces record only the outcome.
+            Op::EventElapsed { .. }
+            | Op::EventRecord { .. }
+            | Op::EventQuery { .. }
+            | Op::EventSync { .. }
+            | Op::StreamWait { .. }
+            | Op::EventDestroy { .. }
+            | Op::SlowFill { .. } => ValueType::Unit,
             Op::SetDevice { .. }
             | Op::CtxSet { .. }
             | Op::CtxDestroy { .. }
@@ -314,6 +404,8 @@ impl Op {
                 | Op::HandleRandom
                 | Op::HandleFlip { .. }
                 | Op::Send { .. }
+                | Op::EventHandleZero
+                | Op::EventHandleRandom
         )
     }
 
@@ -330,7 +422,16 @@ impl Op {
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
             | Op::IpcGet { ptr, .. }
-            | Op::IpcClose { ptr } => ptr.name().into_iter().collect(),
+            | Op::IpcClose { ptr }
+            | Op::SlowFill { ptr, .. } => ptr.name().into_iter().collect(),
+            Op::EventRecord { event }
+            | Op::EventQuery { event }
+            | Op::EventSync { event }
+            | Op::StreamWait { event }
+            | Op::EventDestroy { event }
+            | Op::IpcGetEvent { event, .. } => vec![event.as_str()],
+            Op::EventElapsed { start, end } => vec![start.as_str(), end.as_str()],
+            Op::IpcOpenEvent { handle } => vec![handle.as_str()],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
             | Op::Send { handle, .. } => vec![handle.as_str()],
@@ -344,6 +445,9 @@ impl Op {
             | Op::Malloc { .. }
             | Op::HandleZero
             | Op::HandleRandom
+            | Op::EventCreate { .. }
+            | Op::EventHandleZero
+            | Op::EventHandleRandom
             | Op::Exit => vec![],
         }
     }
@@ -369,7 +473,41 @@ impl fmt::Display for Op {
             | Op::HandleZero
             | Op::HandleRandom
             | Op::Sync
+            | Op::EventHandleZero
+            | Op::EventHandleRandom
             | Op::Exit => f.write_str(kw),
+            Op::EventCreate { flags } => write!(f, "{kw} flags={}", fmt_event_flags(*flags)),
+            Op::EventRecord { event }
+            | Op::EventQuery { event }
+            | Op::EventSync { event }
+            | Op::StreamWait { event }
+            | Op::EventDestroy { event } => write!(f, "{kw} {event}"),
+            Op::EventElapsed { start, end } => write!(f, "{kw} {start} {end}"),
+            Op::IpcGetEvent { event, out } => {
+                write!(f, "{kw} {event}")?;
+                if *out == OutArg::Null {
+                    f.write_str(" out=null")?;
+                }
+                Ok(())
+            }
+            Op::IpcOpenEvent { handle } => write!(f, "{kw} {handle}"),
+            Op::SlowFill {
+                ptr,
+                value,
+                micros,
+                at,
+                len,
+                ..
+            } => {
+                write!(f, "{kw} {ptr} {value:#04x} us={micros}")?;
+                if let Some(at) = at {
+                    write!(f, " at={}", fmt_size(*at))?;
+                }
+                if let Some(len) = len {
+                    write!(f, " len={}", fmt_size(*len))?;
+                }
+                Ok(())
+            }
             Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
             Op::SetDevice { device } | Op::PrimaryCtx { device } | Op::CtxCreate { device } => {
                 write!(f, "{kw} {device}")

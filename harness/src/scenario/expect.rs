@@ -1,7 +1,7 @@
 //! Judging one step's observation against its expectations.
 
 use super::ast::{ExpectList, Expectation, Ref};
-use crate::driver::{ContextId, DevicePtr, IpcMemHandle, PointerInfo};
+use crate::driver::{ContextId, DevicePtr, EventId, IpcEventHandle, IpcMemHandle, PointerInfo};
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
 use std::collections::HashMap;
@@ -18,6 +18,8 @@ pub(crate) enum Value {
     Bytes(Vec<u8>),
     Range(DevicePtr, u64),
     Info(PointerInfo),
+    Event(EventId),
+    EventHandle(IpcEventHandle),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -29,6 +31,8 @@ enum Key {
     Int(i64),
     Bytes(Vec<u8>),
     Info(PointerInfo),
+    Event(u64),
+    EventHandle([u8; 64]),
     Unit,
 }
 
@@ -42,6 +46,8 @@ impl Value {
             Value::Int(i) => Key::Int(*i),
             Value::Bytes(b) => Key::Bytes(b.clone()),
             Value::Info(i) => Key::Info(*i),
+            Value::Event(e) => Key::Event(e.0),
+            Value::EventHandle(h) => Key::EventHandle(h.0),
         }
     }
 }
@@ -81,7 +87,8 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
             ValueSummary::Unit => "ok".to_string(),
             ValueSummary::Ptr { label }
             | ValueSummary::Context { label }
-            | ValueSummary::Handle { label } => format!("ok ({label})"),
+            | ValueSummary::Handle { label }
+            | ValueSummary::Event { label } => format!("ok ({label})"),
             ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
             ValueSummary::Int { value } => format!("ok (value {value})"),
             ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),
