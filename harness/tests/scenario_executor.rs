@@ -7,8 +7,8 @@ use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{
     ApiError, Backend, BackendInfo, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect,
     Driver, DriverError, DriverResult, ErrorKind, EventId, FreeKind, Hazard, IpcEventHandle,
-    IpcMemHandle, Machine,
-    MachineSpec, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex, StartError, Status,
+    IpcMemHandle, Machine, MachineSpec, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex,
+    StartError, Status,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;

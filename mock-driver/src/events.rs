@@ -22,8 +22,7 @@ use crate::semantics::{EventExporterExit, EventIpcTiming, EventReopen, ExportRul
 use crate::world::{Access, CtxKey, Fail, SimResult, World};
 use ipc_harness::event_flags::{BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS};
 use ipc_harness::{
-    Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex,
-    IPC_HANDLE_SIZE,
+    Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
 };
 use std::collections::BTreeMap;
 
@@ -147,7 +146,9 @@ impl World {
                 .filter(|(_, c)| c.owner == p)
                 .map(|(&id, _)| id)
                 .collect();
-            self.events.by_handle.retain(|_, core| !owned.contains(core));
+            self.events
+                .by_handle
+                .retain(|_, core| !owned.contains(core));
         }
         self.events.drop_process(p);
     }

@@ -7,8 +7,8 @@ use crate::semantics::Switch;
 use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
-    DriverResult, ErrorKind, EventId, FreeKind, Hazard, IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo,
-    ProcessIndex, ProcessLoss,
+    DriverResult, ErrorKind, EventId, FreeKind, Hazard, IpcEventHandle, IpcMemHandle, Machine,
+    MemKind, OutArg, PointerInfo, ProcessIndex, ProcessLoss,
 };
 use std::cell::RefCell;
 use std::rc::Rc;

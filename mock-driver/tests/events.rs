@@ -27,8 +27,14 @@ fn share(m: &mut dyn Machine) -> Shared {
     m.driver(0).memset(buf, 0, 2 * MIB).unwrap();
     let h = m.driver(0).ipc_get_mem_handle(buf, OutArg::Valid).unwrap();
     let event = m.driver(0).event_create(IPC).unwrap();
-    let eh = m.driver(0).ipc_get_event_handle(event, OutArg::Valid).unwrap();
-    let peer_buf = m.driver(1).ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
+    let eh = m
+        .driver(0)
+        .ipc_get_event_handle(event, OutArg::Valid)
+        .unwrap();
+    let peer_buf = m
+        .driver(1)
+        .ipc_open_mem_handle(h, 1, OutArg::Valid)
+        .unwrap();
     let peer_event = m.driver(1).ipc_open_event_handle(eh).unwrap();
     Shared {
         buf,
@@ -97,10 +103,7 @@ fn null_out_crashes_the_runtime_process_and_is_invalid_value_in_the_driver() {
         Err(DriverError::Lost(_))
     ));
     let config = ipc_mock_driver::SimConfig::default();
-    let mut d = start_cfg(
-        config,
-        &spec(procs(1), 1, ipc_harness::Dialect::Driver),
-    );
+    let mut d = start_cfg(config, &spec(procs(1), 1, ipc_harness::Dialect::Driver));
     let e = d.driver(0).event_create(IPC).unwrap();
     assert_eq!(
         err(d.driver(0).ipc_get_event_handle(e, OutArg::Null)),
@@ -224,9 +227,7 @@ fn elapsed_time_needs_two_completed_timing_events() {
         "never recorded"
     );
     m.driver(0).event_record(t1).unwrap();
-    m.driver(0)
-        .slow_fill(s.buf, 1, 16, LONG_US)
-        .unwrap();
+    m.driver(0).slow_fill(s.buf, 1, 16, LONG_US).unwrap();
     m.driver(0).event_record(t2).unwrap();
     assert_eq!(err(m.driver(0).event_elapsed(t1, t2)), ErrorKind::NotReady);
     m.driver(0).synchronize().unwrap();

@@ -624,6 +624,26 @@ mod tests {
             Request::Synchronize,
             Request::Reset,
             Request::Exit,
+            Request::EventCreate { flags: 0x6 },
+            Request::EventRecord { event: 9 },
+            Request::EventQuery { event: 10 },
+            Request::EventSynchronize { event: 11 },
+            Request::StreamWaitEvent { event: 12 },
+            Request::EventElapsed { start: 13, end: 14 },
+            Request::EventDestroy { event: 15 },
+            Request::IpcGetEventHandle {
+                event: 16,
+                out: OutArg::Null,
+            },
+            Request::IpcOpenEventHandle {
+                handle: IpcEventHandle([0xc9; 64]),
+            },
+            Request::SlowFill {
+                ptr: 17,
+                value: 0x5a,
+                len: 2 << 20,
+                micros: 300_000,
+            },
         ]
     }
 
@@ -657,6 +677,9 @@ mod tests {
                 compute_capability: Some((9, 0)),
             })),
             Ok(Reply::Clean),
+            Ok(Reply::Event(0x5e00_0010)),
+            Ok(Reply::EventHandle(IpcEventHandle([1; 64]))),
+            Ok(Reply::ElapsedMs(1.5f32.to_bits())),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

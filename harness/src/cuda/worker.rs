@@ -22,6 +22,10 @@
 //! | `AddressRange` | `cuMemGetAddressRange_v2` | same |
 //! | `PointerInfo` | `cudaPointerGetAttributes` | `cuPointerGetAttribute` (‡) |
 //! | `IpcGetMemHandle` / `IpcOpenMemHandle` / `IpcCloseMemHandle` | `cudaIpc*MemHandle` | `cuIpcGetMemHandle` / `cuIpcOpenMemHandle_v2` / `cuIpcCloseMemHandle` |
+//! | `EventCreate` / `EventRecord` / `EventQuery` / `EventSynchronize` / `EventDestroy` | `cudaEventCreateWithFlags` / `cudaEventRecord(.., 0)` / `cudaEventQuery` / `cudaEventSynchronize` / `cudaEventDestroy` | `cuEventCreate` / `cuEventRecord(.., 0)` / `cuEventQuery` / `cuEventSynchronize` / `cuEventDestroy_v2` |
+//! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
+//! | `IpcGetEventHandle` / `IpcOpenEventHandle` | `cudaIpc*EventHandle` | `cuIpc*EventHandle` |
+//! | `SlowFill` | slow-fill kernel (below) | same |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
@@ -58,11 +62,23 @@
 //! it would be in any program. A zero-length `device_read` returns no bytes
 //! and calls nothing.
 //!
+//! # `slow_fill` and events
+//!
+//! The slow-fill kernel (hand-written PTX like the copy kernel, cached per
+//! context) runs as one block of 256 threads on the null stream: thread 0
+//! spins until `%globaltimer` has advanced by the requested time, then all
+//! threads write the byte. The request returns after `cuLaunchKernel`, so the
+//! work is still running when the next request arrives: that is what makes
+//! an event recorded behind it pending. Event ids are the raw `cudaEvent_t`
+//! / `CUevent`; the worker refuses (Harness error) an id it did not return
+//! or already destroyed, rather than hand the API a dangling pointer.
+//!
 //! # `Reset` (worker reuse)
 //!
 //! The worker records what its requests created and have not released:
 //! every allocation (pointer, the free that matches its kind, the context
-//! current when it was made), every IPC-opened pointer with the number of
+//! current when it was made), every event created or opened (destroyed
+//! first, with its context current), every IPC-opened pointer with the number of
 //! opens not yet closed (and its context), every context made by
 //! `CreateContext` and not destroyed (destroying one forgets what was
 //! made in it). `Reset` closes each IPC mapping as many times as it was
@@ -91,8 +107,8 @@ use super::protocol::{
     MAX_TRANSFER,
 };
 use crate::driver::{
-    DeviceAttribute, FreeKind, IpcEventHandle, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo,
-    IPC_HANDLE_SIZE,
+    DeviceAttribute, FreeKind, IpcEventHandle, IpcMemHandle, MemKind, MemoryType, OutArg,
+    PointerInfo, IPC_HANDLE_SIZE,
 };
 use crate::errors::Dialect;
 use std::collections::HashMap;
@@ -585,7 +601,9 @@ impl Worker {
             | Request::EventSynchronize { event }
             | Request::StreamWaitEvent { event }
             | Request::EventDestroy { event }
-            | Request::IpcGetEventHandle { event, .. } => Some(*event).filter(|e| !self.owned.events.contains_key(e)),
+            | Request::IpcGetEventHandle { event, .. } => {
+                Some(*event).filter(|e| !self.owned.events.contains_key(e))
+            }
             Request::EventElapsed { start, end } => [*start, *end]
                 .into_iter()
                 .find(|e| !self.owned.events.contains_key(e)),
@@ -972,12 +990,8 @@ impl Worker {
                 Request::EventElapsed { start, end } => {
                     let mut ms: f32 = 0.0;
                     match d {
-                        Runtime => {
-                            ffi::cudaEventElapsedTime(&mut ms, as_ptr(start), as_ptr(end))?
-                        }
-                        Driver => {
-                            ffi::cuEventElapsedTime_v2(&mut ms, as_ptr(start), as_ptr(end))?
-                        }
+                        Runtime => ffi::cudaEventElapsedTime(&mut ms, as_ptr(start), as_ptr(end))?,
+                        Driver => ffi::cuEventElapsedTime_v2(&mut ms, as_ptr(start), as_ptr(end))?,
                     }
                     Ok(Reply::ElapsedMs(ms.to_bits()))
                 }
@@ -997,7 +1011,9 @@ impl Worker {
                         Runtime => ffi::cudaIpcGetEventHandle(out_ptr, as_ptr(event))?,
                         Driver => ffi::cuIpcGetEventHandle(out_ptr, as_ptr(event))?,
                     }
-                    Ok(Reply::EventHandle(IpcEventHandle(h.reserved.map(|b| b as u8))))
+                    Ok(Reply::EventHandle(IpcEventHandle(
+                        h.reserved.map(|b| b as u8),
+                    )))
                 }
                 Request::IpcOpenEventHandle { handle } => {
                     let h = RawIpcHandle {
@@ -1015,7 +1031,9 @@ impl Worker {
                     value,
                     len,
                     micros,
-                } => self.slow_fill(ptr, value, len, micros).map(|()| Reply::Unit),
+                } => self
+                    .slow_fill(ptr, value, len, micros)
+                    .map(|()| Reply::Unit),
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }
@@ -1033,12 +1051,8 @@ impl Worker {
     /// without waiting, as any kernel launch does. A zero length still waits.
     fn slow_fill(&mut self, ptr: u64, value: u8, len: u64, micros: u64) -> CallResult {
         let function = load_kernel(&mut self.slow_kernels, SLOW_FILL_PTX, SLOW_FILL_NAME)?;
-        let (mut dst, mut n, mut ns, mut v) = (
-            ptr,
-            len,
-            micros.saturating_mul(1000),
-            u32::from(value),
-        );
+        let (mut dst, mut n, mut ns, mut v) =
+            (ptr, len, micros.saturating_mul(1000), u32::from(value));
         let mut params: [*mut c_void; 4] = [
             &mut dst as *mut u64 as *mut c_void,
             &mut n as *mut u64 as *mut c_void,

@@ -344,9 +344,7 @@ impl Run<'_> {
             Op::Send { handle, .. } => {
                 match self.bindings.get(handle).map(|b| &b.value) {
                     Some(Value::Handle(_) | Value::EventHandle(_)) => {}
-                    _ => {
-                        return Err(Failure::Skip(format!("'{handle}' is not a bound handle")))
-                    }
+                    _ => return Err(Failure::Skip(format!("'{handle}' is not a bound handle"))),
                 }
                 Value::Unit
             }

@@ -744,10 +744,7 @@ impl Parser {
                 ));
             }
             if let Some(line) = b.destroyed {
-                return Err(l.err(
-                    col,
-                    format!("event '{name}' was destroyed at line {line}"),
-                ));
+                return Err(l.err(col, format!("event '{name}' was destroyed at line {line}")));
             }
         }
         Ok(name)
@@ -795,7 +792,9 @@ impl Parser {
     fn event_flags(l: &mut Line) -> PResult<u32> {
         let what = "event flags (default, blocking_sync, disable_timing, interprocess, joined by ',') or an integer after 'flags='";
         let col = l.col();
-        if l.peek().is_some_and(|t| t.is_word() && t.text.starts_with(|c: char| c.is_ascii_digit())) {
+        if l.peek()
+            .is_some_and(|t| t.is_word() && t.text.starts_with(|c: char| c.is_ascii_digit()))
+        {
             let v = l.int(what)?;
             return u32::try_from(v).map_err(|_| l.err(col, format!("flags {v} is too large")));
         }
