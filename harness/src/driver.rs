@@ -74,6 +74,66 @@ impl<'de> Deserialize<'de> for IpcMemHandle {
     }
 }
 
+/// Opaque identity of an event inside one process (`cudaEvent_t` / `CUevent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EventId(pub u64);
+
+/// `cudaIpcEventHandle_t` / `CUipcEventHandle`: 64 opaque bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcEventHandle(pub [u8; IPC_HANDLE_SIZE]);
+
+impl IpcEventHandle {
+    pub const ZERO: IpcEventHandle = IpcEventHandle([0; IPC_HANDLE_SIZE]);
+
+    pub fn from_slice(bytes: &[u8]) -> Option<IpcEventHandle> {
+        bytes.try_into().ok().map(IpcEventHandle)
+    }
+}
+
+impl fmt::Debug for IpcEventHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IpcEventHandle(")?;
+        for b in &self.0[..24] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "…)")
+    }
+}
+
+impl Serialize for IpcEventHandle {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for IpcEventHandle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes: Vec<u8> = Deserialize::deserialize(d)?;
+        IpcEventHandle::from_slice(&bytes)
+            .ok_or_else(|| serde::de::Error::invalid_length(bytes.len(), &"64 bytes"))
+    }
+}
+
+/// Event creation flags: `cudaEvent*` / `CU_EVENT_*` (same numbers in both dialects).
+pub mod event_flags {
+    /// `cudaEventDefault` / `CU_EVENT_DEFAULT`.
+    pub const DEFAULT: u32 = 0x0;
+    /// `cudaEventBlockingSync` / `CU_EVENT_BLOCKING_SYNC`.
+    pub const BLOCKING_SYNC: u32 = 0x1;
+    /// `cudaEventDisableTiming` / `CU_EVENT_DISABLE_TIMING`.
+    pub const DISABLE_TIMING: u32 = 0x2;
+    /// `cudaEventInterprocess` / `CU_EVENT_INTERPROCESS`.
+    pub const INTERPROCESS: u32 = 0x4;
+
+    /// Scenario spellings, in bit order.
+    pub const NAMES: [(&str, u32); 4] = [
+        ("default", DEFAULT),
+        ("blocking_sync", BLOCKING_SYNC),
+        ("disable_timing", DISABLE_TIMING),
+        ("interprocess", INTERPROCESS),
+    ];
+}
+
 /// The kinds of allocation the suite distinguishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -445,6 +505,30 @@ pub trait Driver {
     /// `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`.
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()>;
 
+    // --- events --------------------------------------------------------
+    /// `cudaEventCreateWithFlags` / `cuEventCreate` (flags: [`event_flags`]).
+    fn event_create(&mut self, flags: u32) -> DriverResult<EventId>;
+    /// `cudaEventRecord` / `cuEventRecord` on the default stream.
+    fn event_record(&mut self, event: EventId) -> DriverResult<()>;
+    /// `cudaEventQuery` / `cuEventQuery`: `Ok` when complete, `NotReady` otherwise.
+    fn event_query(&mut self, event: EventId) -> DriverResult<()>;
+    /// `cudaEventSynchronize` / `cuEventSynchronize`.
+    fn event_synchronize(&mut self, event: EventId) -> DriverResult<()>;
+    /// `cudaStreamWaitEvent` / `cuStreamWaitEvent` on the default stream.
+    fn stream_wait_event(&mut self, event: EventId) -> DriverResult<()>;
+    /// `cudaEventElapsedTime` / `cuEventElapsedTime`, in milliseconds.
+    fn event_elapsed(&mut self, start: EventId, end: EventId) -> DriverResult<f32>;
+    /// `cudaEventDestroy` / `cuEventDestroy`.
+    fn event_destroy(&mut self, event: EventId) -> DriverResult<()>;
+    /// `cudaIpcGetEventHandle` / `cuIpcGetEventHandle`.
+    fn ipc_get_event_handle(&mut self, event: EventId, out: OutArg)
+        -> DriverResult<IpcEventHandle>;
+    /// `cudaIpcOpenEventHandle` / `cuIpcOpenEventHandle`.
+    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId>;
+    /// Long work on the default stream: a kernel that busy-waits `micros`
+    /// microseconds (on the GPU's global timer), then writes `value` to
+    /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.
+    fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()>;
     // --- peers (several devices) ---------------------------------------
     /// `cudaDeviceCanAccessPeer` / `cuDeviceCanAccessPeer`: 1 when `device`
     /// can access memory on `peer`, else 0.

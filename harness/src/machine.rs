@@ -102,16 +102,21 @@ pub enum HazardKind {
     FreeOfIpcPointer,
     /// A process exited with IPC mappings still open.
     MappingLeakedAtExit,
+    /// An imported event used after its exporter destroyed it ("Performing
+    /// operations on the imported event after the exported event has been
+    /// freed with cudaEventDestroy will result in undefined behavior").
+    EventAfterExporterDestroy,
 }
 
 impl HazardKind {
-    pub const ALL: [HazardKind; 6] = [
+    pub const ALL: [HazardKind; 7] = [
         HazardKind::FreeWhileMapped,
         HazardKind::AccessAfterClose,
         HazardKind::AccessAfterFree,
         HazardKind::OutsideOwnRange,
         HazardKind::FreeOfIpcPointer,
         HazardKind::MappingLeakedAtExit,
+        HazardKind::EventAfterExporterDestroy,
     ];
 
     /// Spelling in scenario files (`expect hazard free-while-mapped`).
@@ -123,6 +128,7 @@ impl HazardKind {
             HazardKind::OutsideOwnRange => "outside-own-range",
             HazardKind::FreeOfIpcPointer => "free-of-ipc-pointer",
             HazardKind::MappingLeakedAtExit => "mapping-leaked-at-exit",
+            HazardKind::EventAfterExporterDestroy => "event-after-exporter-destroy",
         }
     }
 

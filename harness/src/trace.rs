@@ -47,6 +47,11 @@ pub enum ValueSummary {
     Fd {
         label: String,
     },
+    /// An event, labelled like contexts (`PROC.e1`) per process. Event
+    /// handles are `Handle`s labelled `eh1`, `eh2`, ... by identical bytes.
+    Event {
+        label: String,
+    },
 }
 
 /// The outcome of one step.

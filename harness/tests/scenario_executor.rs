@@ -6,8 +6,9 @@ use ipc_harness::scenario::{execute, execute_on, parse, ExecOptions, Execution};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{
     ApiError, Backend, BackendInfo, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect,
-    Driver, DriverError, DriverResult, ErrorKind, FreeKind, Hazard, IpcMemHandle, Machine,
-    MachineSpec, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex, StartError, Status,
+    Driver, DriverError, DriverResult, ErrorKind, EventId, FreeKind, Hazard, IpcEventHandle,
+    IpcMemHandle, Machine, MachineSpec, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex,
+    StartError, Status,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -163,6 +164,37 @@ impl Driver for Fake {
 
     fn synchronize(&mut self) -> DriverResult<()> {
         Ok(())
+    }
+    // This fake models memory only: every event call is NotSupported.
+    fn event_create(&mut self, _: u32) -> DriverResult<EventId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_record(&mut self, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_query(&mut self, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_synchronize(&mut self, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_wait_event(&mut self, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_elapsed(&mut self, _: EventId, _: EventId) -> DriverResult<f32> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_destroy(&mut self, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn ipc_get_event_handle(&mut self, _: EventId, _: OutArg) -> DriverResult<IpcEventHandle> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn ipc_open_event_handle(&mut self, _: IpcEventHandle) -> DriverResult<EventId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
     }
 }
 

@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 mod contexts;
+mod events;
 mod hazards;
 mod ipc;
 mod machine;
@@ -187,6 +188,7 @@ impl SimBackend {
             freed_exports: std::collections::BTreeMap::new(),
             hazards: HazardLog::default(),
             vmm: Default::default(),
+            events: crate::events::Events::default(),
         };
         for (i, ps) in spec.processes.iter().enumerate() {
             // Validated above, so the device exists.

@@ -7,9 +7,9 @@ use crate::semantics::Switch;
 use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
-    DriverResult, ErrorKind, Fd, FreeKind, GranularityKind, HandleTypes, Hazard, IpcMemHandle,
-    Machine, MemKind, OutArg, PointerInfo, ProcessIndex, ProcessLoss, ShareableHandleType,
-    VmmAccess, VmmHandle,
+    DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
+    IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, ProcessIndex, ProcessLoss,
+    ShareableHandleType, VmmAccess, VmmHandle,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -36,6 +36,7 @@ impl SimProcess {
         if w.procs[p].sticky {
             return Err(ApiError::new(self.dialect, ErrorKind::IllegalAddress).into());
         }
+        w.tick();
         match f(&mut w, p) {
             Ok(v) => Ok(v),
             Err(Fail::Api(kind)) => {
@@ -103,23 +104,38 @@ impl Driver for SimProcess {
     }
 
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
-        self.call(|w, p| w.free(p, kind, ptr.0))
+        self.call(|w, p| {
+            w.drain(p);
+            w.free(p, kind, ptr.0)
+        })
     }
 
     fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
-        self.call(|w, p| w.memset(p, ptr.0, value, len))
+        self.call(|w, p| {
+            w.drain(p);
+            w.memset(p, ptr.0, value, len)
+        })
     }
 
     fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
-        self.call(|w, p| w.write(p, ptr.0, bytes))
+        self.call(|w, p| {
+            w.drain(p);
+            w.write(p, ptr.0, bytes)
+        })
     }
 
     fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
-        self.call(|w, p| w.read(p, ptr.0, len, Access::Copy))
+        self.call(|w, p| {
+            w.drain(p);
+            w.read(p, ptr.0, len, Access::Copy)
+        })
     }
 
     fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
-        self.call(|w, p| w.read(p, ptr.0, len, Access::Kernel))
+        self.call(|w, p| {
+            w.drain(p);
+            w.read(p, ptr.0, len, Access::Kernel)
+        })
     }
 
     fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
@@ -131,8 +147,12 @@ impl Driver for SimProcess {
     }
 
     fn synchronize(&mut self) -> DriverResult<()> {
-        // Simulated copies land at once; the call still checks the process.
-        self.call(|w, p| w.current_ctx(p).map(|_| ()))
+        // Waits for this process's stream; the call still checks the process.
+        self.call(|w, p| {
+            w.current_ctx(p)?;
+            w.drain(p);
+            Ok(())
+        })
     }
 
     fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
@@ -229,6 +249,50 @@ impl Driver for SimProcess {
 
     fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
         self.call(|w, p| w.enable_peer_access(p, peer))
+    }
+
+    fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
+        self.call(|w, p| w.event_create(p, flags))
+    }
+
+    fn event_record(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(|w, p| w.event_record(p, event))
+    }
+
+    fn event_query(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(|w, p| w.event_query(p, event))
+    }
+
+    fn event_synchronize(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(|w, p| w.event_synchronize(p, event))
+    }
+
+    fn stream_wait_event(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(|w, p| w.stream_wait_event(p, event))
+    }
+
+    fn event_elapsed(&mut self, start: EventId, end: EventId) -> DriverResult<f32> {
+        self.call(|w, p| w.event_elapsed(p, start, end))
+    }
+
+    fn event_destroy(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(|w, p| w.event_destroy(p, event))
+    }
+
+    fn ipc_get_event_handle(
+        &mut self,
+        event: EventId,
+        out: OutArg,
+    ) -> DriverResult<IpcEventHandle> {
+        self.call(|w, p| w.ipc_get_event_handle(p, event, out))
+    }
+
+    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
+        self.call(|w, p| w.ipc_open_event_handle(p, &handle))
+    }
+
+    fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
+        self.call(|w, p| w.slow_fill(p, ptr.0, value, len, micros))
     }
 }
 

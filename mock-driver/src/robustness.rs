@@ -7,8 +7,8 @@ use crate::machine::SimMachine;
 use crate::seed::mix64;
 use crate::{Semantics, SimBackend, SimConfig};
 use ipc_harness::{
-    ContextId, DevicePtr, Dialect, FreeKind, IpcMemHandle, Machine, MachineSpec, MemKind, OutArg,
-    ProcessSpec,
+    ContextId, DevicePtr, Dialect, EventId, FreeKind, IpcEventHandle, IpcMemHandle, Machine,
+    MachineSpec, MemKind, OutArg, ProcessSpec,
 };
 use std::time::Duration;
 
@@ -94,9 +94,11 @@ fn walk(seed: u64) {
     let mut ctxs: Vec<ContextId> = vec![ContextId(0), ContextId(12345)];
     let mut opened: Vec<(usize, DevicePtr)> = Vec::new();
     let mut owned: Vec<(usize, DevicePtr)> = Vec::new();
+    let mut events: Vec<EventId> = vec![EventId(0), EventId(u64::MAX)];
+    let mut event_handles: Vec<IpcEventHandle> = vec![IpcEventHandle::ZERO];
     for step in 0..300 {
         m.begin_step(step);
-        let op = rng.below(20);
+        let op = rng.below(24);
         let mut p = rng.below(n as u64 + 1) as usize; // sometimes out of range
         let ptr = {
             let base = rng.pick(&ptrs);
@@ -194,6 +196,44 @@ fn walk(seed: u64) {
                 let _ = drv.can_access_peer(d, rng.below(4) as u32);
                 let _ = drv.enable_peer_access(d);
             }
+            20 => {
+                let flags = rng.pick(&[0u32, 2, 4, 6, 7, 8, u32::MAX]);
+                if let Ok(e) = drv.event_create(flags) {
+                    events.push(e);
+                    let out = if rng.below(8) == 0 {
+                        OutArg::Null
+                    } else {
+                        OutArg::Valid
+                    };
+                    if let Ok(h) = drv.ipc_get_event_handle(e, out) {
+                        event_handles.push(h);
+                    }
+                }
+            }
+            21 => {
+                let mut h = rng.pick(&event_handles);
+                if rng.below(6) == 0 {
+                    h.0[rng.below(64) as usize] ^= 1 << rng.below(8);
+                }
+                if let Ok(e) = drv.ipc_open_event_handle(h) {
+                    events.push(e);
+                }
+            }
+            22 => {
+                let e = rng.pick(&events);
+                let _ = match rng.below(6) {
+                    0 => drv.event_record(e),
+                    1 => drv.event_query(e),
+                    2 => drv.event_synchronize(e),
+                    3 => drv.stream_wait_event(e),
+                    4 => drv.event_elapsed(e, rng.pick(&events)).map(|_| ()),
+                    _ => drv.event_destroy(e),
+                };
+            }
+            23 => {
+                let us = rng.pick(&[0u64, 1, 300_000, u64::MAX]);
+                let _ = drv.slow_fill(ptr, rng.below(256) as u8, rng.pick(&LENS), us);
+            }
             _ => {
                 if rng.below(4) == 0 {
                     let _ = m.exit(p);
@@ -209,6 +249,11 @@ fn walk(seed: u64) {
         w.blocks.is_empty(),
         "seed {seed}: blocks left {:?}",
         w.blocks.keys()
+    );
+    assert!(
+        w.events.local.is_empty(),
+        "seed {seed}: events left {:?}",
+        w.events.local.keys()
     );
     assert!(
         w.device_used.iter().all(|&u| u == 0),

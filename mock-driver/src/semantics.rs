@@ -253,6 +253,44 @@ keyword_choice!(
     }
 );
 
+keyword_choice!(
+    /// Where an interprocess event without `disable_timing` is refused.
+    EventIpcTiming {
+        /// `event_create` refuses the flags (InvalidValue). Measured: H100,
+        /// driver 580.159.04, both dialects.
+        CreateFails => "create-fails",
+        /// Creation works; `ipc_get_event` refuses it (InvalidValue), as the
+        /// `ipc_get_event` documentation alone would suggest.
+        GetFails => "get-fails",
+    }
+);
+
+keyword_choice!(
+    /// `ipc_open_event` of a handle this process already opened.
+    EventReopen {
+        /// A second, distinct event. Measured: H100, driver 580.159.04.
+        NewEvent => "new-event",
+        /// The event the first open returned.
+        SameEvent => "same-event",
+    }
+);
+
+keyword_choice!(
+    /// What an exported event's handle does once its exporter process exited.
+    EventExporterExit {
+        /// Runtime: the runtime's teardown at exit releases the event, so a
+        /// later open is refused (MapFailed); driver: the handle still opens.
+        /// Measured once: H100, driver 580.159.04 (an open a few ms after
+        /// the exit; a runtime probe that had opened the handle before the
+        /// exit could open it again a second after).
+        ByDialect => "by-dialect",
+        /// The handle still opens (a hazard: the event was destroyed).
+        Opens => "opens",
+        /// Refused with `event_bad_handle`'s error in both dialects.
+        Refused => "refused",
+    }
+);
+
 /// An operation refused with an error, or allowed (memory kinds IPC may not
 /// export; a second context opening handles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -411,6 +449,28 @@ semantics! {
         "free of the NULL pointer";
     destroy_primary: DestroyPrimary = DestroyPrimary::Error,
         "cuCtxDestroy on a primary context";
+    event_unknown_flags: ErrorKind = ErrorKind::InvalidValue,
+        "Error for event_create with flag bits other than blocking_sync, disable_timing and interprocess";
+    event_ipc_timing: EventIpcTiming = EventIpcTiming::CreateFails,
+        "Where an interprocess event without disable_timing is refused";
+    event_get_not_interprocess: ErrorKind = ErrorKind::InvalidHandle,
+        "Error for ipc_get_event of an event created without the interprocess flag";
+    event_get_null_out: GetNullOut = GetNullOut::CrashInRuntime,
+        "ipc_get_event of a valid event with a NULL handle out-pointer";
+    event_open_in_exporter: ErrorKind = ErrorKind::InvalidContext,
+        "Error for ipc_open_event of a handle in the process that exported it";
+    event_bad_handle: ErrorKind = ErrorKind::MapFailed,
+        "Error for ipc_open_event of zeroed bytes or bytes that name no exported event";
+    event_reopen: EventReopen = EventReopen::NewEvent,
+        "ipc_open_event of a handle this process already opened";
+    event_after_exporter_destroy: ExportRule = ExportRule::Allow,
+        "Calls on an imported event after its exporter destroyed it (documented undefined; hazard logged): allow, or an error";
+    event_dead_handle: ExportRule = ExportRule::Allow,
+        "ipc_open_event of a handle whose exporter destroyed the event or exited (hazard logged): allow, or an error";
+    event_exporter_exit: EventExporterExit = EventExporterExit::ByDialect,
+        "ipc_open_event of a handle whose exporter process exited";
+    elapsed_without_timing: ErrorKind = ErrorKind::InvalidHandle,
+        "Error for event_elapsed on an event without timing (disable_timing, every imported event) or never recorded";
     // --- VMM ---
     vmm_fabric: ExportRule = ExportRule::Refuse(ErrorKind::NotPermitted),
         "cuMemCreate requesting fabric handles (refused without an IMEX channel even where the attribute says 1)";

@@ -205,6 +205,8 @@ pub(crate) struct World {
     pub hazards: HazardLog,
     /// VMM allocations, handles, descriptors and mappings (`vmm.rs`).
     pub vmm: crate::vmm::VmmState,
+    /// Events, IPC event handles and the simulated clock (`events`).
+    pub events: crate::events::Events,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -583,6 +585,7 @@ impl World {
             self.unmap_import(p, base);
         }
         self.procs[p].packing.retain(|(c, _), _| *c != ctx);
+        self.events.drop_context(p, ctx);
     }
 
     /// The process exits: the OS and driver reclaim everything it held.
@@ -615,6 +618,7 @@ impl World {
                 );
             }
         }
+        self.events_exit(p);
         let imports: Vec<u64> = self.procs[p].imports.iter().map(|&(_, _, b)| b).collect();
         for base in imports {
             self.unmap_import(p, base);

@@ -12,6 +12,7 @@ pub fn outcome_text(outcome: &StepOutcome) -> String {
             ValueSummary::Ptr { label } => format!("ok ptr {label}"),
             ValueSummary::Context { label } => format!("ok context {label}"),
             ValueSummary::Handle { label } => format!("ok handle {label}"),
+            ValueSummary::Event { label } => format!("ok event {label}"),
             ValueSummary::Range { base, size } => format!("ok range base {base} size {size}"),
             ValueSummary::Int { value } => format!("ok value {value}"),
             ValueSummary::VmmHandle { label } => format!("ok vmm handle {label}"),

@@ -41,3 +41,22 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Clauses in the committed catalogue (`.ipc` files under `clauses/`), so
+/// tests follow the catalogue as it grows.
+pub fn catalogue_len() -> usize {
+    fn count(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("directory entry").path())
+            .map(|p| {
+                if p.is_dir() {
+                    count(&p)
+                } else {
+                    usize::from(p.extension().is_some_and(|x| x == "ipc"))
+                }
+            })
+            .sum()
+    }
+    count(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clauses"))
+}

@@ -31,7 +31,8 @@ pub(crate) type Handle = *mut c_void;
 /// `CUdeviceptr`.
 pub(crate) type DevPtr = u64;
 
-/// `cudaIpcMemHandle_t` / `CUipcMemHandle`: `struct { char reserved[64]; }`.
+/// `cudaIpcMemHandle_t` / `CUipcMemHandle` (and the event handles
+/// `cudaIpcEventHandle_t` / `CUipcEventHandle`, same layout): `struct { char reserved[64]; }`.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct RawIpcHandle {
@@ -158,6 +159,15 @@ entry_points! { Lib::Driver;
     fn cuIpcGetMemHandle(handle: *mut RawIpcHandle, dptr: DevPtr);
     fn cuIpcOpenMemHandle_v2(pdptr: *mut DevPtr, handle: RawIpcHandle, flags: c_uint);
     fn cuIpcCloseMemHandle(dptr: DevPtr);
+    fn cuEventCreate(event: *mut Handle, flags: c_uint);
+    fn cuEventRecord(event: Handle, stream: Handle);
+    fn cuEventQuery(event: Handle);
+    fn cuEventSynchronize(event: Handle);
+    fn cuStreamWaitEvent(stream: Handle, event: Handle, flags: c_uint);
+    fn cuEventElapsedTime_v2(ms: *mut f32, start: Handle, end: Handle);
+    fn cuEventDestroy_v2(event: Handle);
+    fn cuIpcGetEventHandle(handle: *mut RawIpcHandle, event: Handle);
+    fn cuIpcOpenEventHandle(event: *mut Handle, handle: RawIpcHandle);
     fn cuModuleLoadData(module: *mut Handle, image: *const c_void);
     // --- VMM ---
     fn cuMemGetAllocationGranularity(
@@ -255,6 +265,15 @@ entry_points! { Lib::Runtime;
     fn cudaIpcOpenMemHandle(ptr: *mut *mut c_void, handle: RawIpcHandle, flags: c_uint);
     fn cudaIpcCloseMemHandle(ptr: *mut c_void);
     fn cudaDeviceSynchronize();
+    fn cudaEventCreateWithFlags(event: *mut Handle, flags: c_uint);
+    fn cudaEventRecord(event: Handle, stream: Handle);
+    fn cudaEventQuery(event: Handle);
+    fn cudaEventSynchronize(event: Handle);
+    fn cudaStreamWaitEvent(stream: Handle, event: Handle, flags: c_uint);
+    fn cudaEventElapsedTime(ms: *mut f32, start: Handle, end: Handle);
+    fn cudaEventDestroy(event: Handle);
+    fn cudaIpcGetEventHandle(handle: *mut RawIpcHandle, event: Handle);
+    fn cudaIpcOpenEventHandle(event: *mut Handle, handle: RawIpcHandle);
 }
 
 // Enumerators used by the worker (identical numbers in cuda.h / driver_types.h 13.0).

@@ -7,9 +7,9 @@ use super::protocol::{
 use super::worker::WORKER_FD_ENV;
 use super::WorkerCommand;
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult, Fd,
-    FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
+    EventId, Fd, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
+    OutArg, PointerInfo, ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, ProcessSpec, StartError};
@@ -593,6 +593,8 @@ impl Drop for WorkerProxy {
     }
 }
 
+impl WorkerProxy {}
+
 fn unexpected(what: &str, reply: Reply) -> DriverError {
     DriverError::Harness(format!("unexpected answer to {what}: {reply:?}"))
 }
@@ -909,6 +911,73 @@ impl<T: RequestChannel> Driver for T {
             Reply::Unit => Ok(()),
             r => Err(unexpected("synchronize", r)),
         }
+    }
+
+    fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
+        match self.request(Request::EventCreate { flags })? {
+            Reply::Event(e) => Ok(EventId(e)),
+            r => Err(unexpected("event_create", r)),
+        }
+    }
+
+    fn event_record(&mut self, event: EventId) -> DriverResult<()> {
+        self.request_unit(Request::EventRecord { event: event.0 })
+    }
+
+    fn event_query(&mut self, event: EventId) -> DriverResult<()> {
+        self.request_unit(Request::EventQuery { event: event.0 })
+    }
+
+    fn event_synchronize(&mut self, event: EventId) -> DriverResult<()> {
+        self.request_unit(Request::EventSynchronize { event: event.0 })
+    }
+
+    fn stream_wait_event(&mut self, event: EventId) -> DriverResult<()> {
+        self.request_unit(Request::StreamWaitEvent { event: event.0 })
+    }
+
+    fn event_elapsed(&mut self, start: EventId, end: EventId) -> DriverResult<f32> {
+        match self.request(Request::EventElapsed {
+            start: start.0,
+            end: end.0,
+        })? {
+            Reply::ElapsedMs(bits) => Ok(f32::from_bits(bits)),
+            r => Err(unexpected("event_elapsed", r)),
+        }
+    }
+
+    fn event_destroy(&mut self, event: EventId) -> DriverResult<()> {
+        self.request_unit(Request::EventDestroy { event: event.0 })
+    }
+
+    fn ipc_get_event_handle(
+        &mut self,
+        event: EventId,
+        out: OutArg,
+    ) -> DriverResult<IpcEventHandle> {
+        match self.request(Request::IpcGetEventHandle {
+            event: event.0,
+            out,
+        })? {
+            Reply::EventHandle(h) => Ok(h),
+            r => Err(unexpected("ipc_get_event_handle", r)),
+        }
+    }
+
+    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
+        match self.request(Request::IpcOpenEventHandle { handle })? {
+            Reply::Event(e) => Ok(EventId(e)),
+            r => Err(unexpected("ipc_open_event_handle", r)),
+        }
+    }
+
+    fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
+        self.request_unit(Request::SlowFill {
+            ptr: ptr.0,
+            value,
+            len,
+            micros,
+        })
     }
 }
 

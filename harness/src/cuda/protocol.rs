@@ -26,8 +26,8 @@
 //! answered with [`Reply::Clean`] when nothing is left.
 
 use crate::driver::{
-    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, OutArg,
-    PointerInfo, ShareableHandleType, VmmAccess,
+    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
+    OutArg, PointerInfo, ShareableHandleType, VmmAccess,
 };
 use crate::errors::Dialect;
 use nix::errno::Errno;
@@ -226,6 +226,43 @@ pub enum Request {
     /// Answered with `Ok(Unit)`; then the worker exits with status 0 without
     /// another API call (the OS and driver reclaim its resources).
     Exit,
+    // --- events: `event` is the raw `cudaEvent_t` / `CUevent` the worker
+    // returned; the worker refuses ids it did not hand out or already destroyed.
+    EventCreate {
+        flags: u32,
+    },
+    EventRecord {
+        event: u64,
+    },
+    EventQuery {
+        event: u64,
+    },
+    EventSynchronize {
+        event: u64,
+    },
+    StreamWaitEvent {
+        event: u64,
+    },
+    EventElapsed {
+        start: u64,
+        end: u64,
+    },
+    EventDestroy {
+        event: u64,
+    },
+    IpcGetEventHandle {
+        event: u64,
+        out: OutArg,
+    },
+    IpcOpenEventHandle {
+        handle: IpcEventHandle,
+    },
+    SlowFill {
+        ptr: u64,
+        value: u8,
+        len: u64,
+        micros: u64,
+    },
 }
 
 impl Request {
@@ -272,6 +309,16 @@ impl Request {
             Request::ReceiveFd => "receive_fd",
             Request::Reset => "reset",
             Request::Exit => "exit",
+            Request::EventCreate { .. } => "event_create",
+            Request::EventRecord { .. } => "event_record",
+            Request::EventQuery { .. } => "event_query",
+            Request::EventSynchronize { .. } => "event_synchronize",
+            Request::StreamWaitEvent { .. } => "stream_wait_event",
+            Request::EventElapsed { .. } => "event_elapsed",
+            Request::EventDestroy { .. } => "event_destroy",
+            Request::IpcGetEventHandle { .. } => "ipc_get_event_handle",
+            Request::IpcOpenEventHandle { .. } => "ipc_open_event_handle",
+            Request::SlowFill { .. } => "slow_fill",
         }
     }
 }
@@ -299,6 +346,11 @@ pub enum Reply {
     // --- VMM ---
     VmmHandle(u64),
     Fd(i32),
+    /// A created or opened event (the raw `cudaEvent_t` / `CUevent`).
+    Event(u64),
+    EventHandle(IpcEventHandle),
+    /// `event_elapsed`: milliseconds as `f32::to_bits` (keeps `Reply: Eq`).
+    ElapsedMs(u32),
 }
 
 /// The error side of a response.
@@ -692,6 +744,26 @@ mod tests {
             Request::ReceiveFd,
             Request::Reset,
             Request::Exit,
+            Request::EventCreate { flags: 0x6 },
+            Request::EventRecord { event: 9 },
+            Request::EventQuery { event: 10 },
+            Request::EventSynchronize { event: 11 },
+            Request::StreamWaitEvent { event: 12 },
+            Request::EventElapsed { start: 13, end: 14 },
+            Request::EventDestroy { event: 15 },
+            Request::IpcGetEventHandle {
+                event: 16,
+                out: OutArg::Null,
+            },
+            Request::IpcOpenEventHandle {
+                handle: IpcEventHandle([0xc9; 64]),
+            },
+            Request::SlowFill {
+                ptr: 17,
+                value: 0x5a,
+                len: 2 << 20,
+                micros: 300_000,
+            },
         ]
     }
 
@@ -727,6 +799,9 @@ mod tests {
             Ok(Reply::Clean),
             Ok(Reply::VmmHandle(u64::MAX)),
             Ok(Reply::Fd(-1)),
+            Ok(Reply::Event(0x5e00_0010)),
+            Ok(Reply::EventHandle(IpcEventHandle([1; 64]))),
+            Ok(Reply::ElapsedMs(1.5f32.to_bits())),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

@@ -27,6 +27,10 @@
 //! | `Vmm*` (granularity, create, export, import, reserve, map, set access, unmap, address free, release) | `cuMemGetAllocationGranularity`, `cuMemCreate`, `cuMemExportToShareableHandle`, `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` | same |
 //! | `FdClose` / `FdOpenNullDevice` | `close` (only descriptors the worker holds) / `open("/dev/null")` | same |
 //! | `SendFd` / `ReceiveFd` | no API call: the descriptor rides the answer / the request with `SCM_RIGHTS` | same |
+//! | `EventCreate` / `EventRecord` / `EventQuery` / `EventSynchronize` / `EventDestroy` | `cudaEventCreateWithFlags` / `cudaEventRecord(.., 0)` / `cudaEventQuery` / `cudaEventSynchronize` / `cudaEventDestroy` | `cuEventCreate` / `cuEventRecord(.., 0)` / `cuEventQuery` / `cuEventSynchronize` / `cuEventDestroy_v2` |
+//! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
+//! | `IpcGetEventHandle` / `IpcOpenEventHandle` | `cudaIpc*EventHandle` | `cuIpc*EventHandle` |
+//! | `SlowFill` | slow-fill kernel (below) | same |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
@@ -63,11 +67,23 @@
 //! it would be in any program. A zero-length `device_read` returns no bytes
 //! and calls nothing.
 //!
+//! # `slow_fill` and events
+//!
+//! The slow-fill kernel (hand-written PTX like the copy kernel, cached per
+//! context) runs as one block of 256 threads on the null stream: thread 0
+//! spins until `%globaltimer` has advanced by the requested time, then all
+//! threads write the byte. The request returns after `cuLaunchKernel`, so the
+//! work is still running when the next request arrives: that is what makes
+//! an event recorded behind it pending. Event ids are the raw `cudaEvent_t`
+//! / `CUevent`; the worker refuses (Harness error) an id it did not return
+//! or already destroyed, rather than hand the API a dangling pointer.
+//!
 //! # `Reset` (worker reuse)
 //!
 //! The worker records what its requests created and have not released:
 //! every allocation (pointer, the free that matches its kind, the context
-//! current when it was made), every IPC-opened pointer with the number of
+//! current when it was made), every event created or opened (destroyed
+//! first, with its context current), every IPC-opened pointer with the number of
 //! opens not yet closed (and its context), every context made by
 //! `CreateContext` and not destroyed (destroying one forgets what was
 //! made in it). `Reset` closes each IPC mapping as many times as it was
@@ -96,8 +112,8 @@ use super::protocol::{
     MAX_TRANSFER,
 };
 use crate::driver::{
-    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, MemoryType,
-    OutArg, PointerInfo, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE,
+    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
+    MemoryType, OutArg, PointerInfo, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE,
 };
 use crate::errors::Dialect;
 use std::collections::HashMap;
@@ -156,6 +172,61 @@ $L__done:
 ";
 
 const COPY_BYTES_NAME: &CStr = c"copy_bytes";
+
+/// The long-work kernel used by `slow_fill`, launched as one block: thread
+/// 0 busy-waits until `%globaltimer` (ns) has advanced by `ns`, then every
+/// thread writes `value` to `dst[i]` for its share of `i < n`.
+const SLOW_FILL_PTX: &CStr = c"
+.version 7.0
+.target sm_52
+.address_size 64
+
+.visible .entry slow_fill(
+    .param .u64 slow_fill_param_0,
+    .param .u64 slow_fill_param_1,
+    .param .u64 slow_fill_param_2,
+    .param .u32 slow_fill_param_3
+)
+{
+    .reg .pred %p<4>;
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<12>;
+
+    ld.param.u64 %rd1, [slow_fill_param_0];
+    ld.param.u64 %rd2, [slow_fill_param_1];
+    ld.param.u64 %rd3, [slow_fill_param_2];
+    ld.param.u32 %r1, [slow_fill_param_3];
+    cvt.u16.u32 %rs1, %r1;
+    mov.u32 %r2, %tid.x;
+    setp.ne.u32 %p1, %r2, 0;
+    @%p1 bra $L__waited;
+    mov.u64 %rd4, %globaltimer;
+$L__spin:
+    mov.u64 %rd5, %globaltimer;
+    sub.u64 %rd6, %rd5, %rd4;
+    setp.lt.u64 %p2, %rd6, %rd3;
+    @%p2 bra $L__spin;
+$L__waited:
+    bar.sync 0;
+    cvta.to.global.u64 %rd7, %rd1;
+    cvt.u64.u32 %rd8, %r2;
+    mov.u32 %r3, %ntid.x;
+    cvt.u64.u32 %rd9, %r3;
+$L__fill:
+    setp.ge.u64 %p3, %rd8, %rd2;
+    @%p3 bra $L__done;
+    add.s64 %rd10, %rd7, %rd8;
+    st.global.u8 [%rd10], %rs1;
+    add.s64 %rd8, %rd8, %rd9;
+    bra.uni $L__fill;
+$L__done:
+    ret;
+}
+";
+
+const SLOW_FILL_NAME: &CStr = c"slow_fill";
+const SLOW_FILL_BLOCK: u32 = 256;
 const COPY_BLOCK: u64 = 256;
 
 /// The worker program. Call it from a subcommand of the binary named in the
@@ -439,6 +510,8 @@ pub(crate) struct Worker {
     init_context: u64,
     /// `CUcontext` -> `CUfunction` of the copy kernel loaded in it.
     kernels: HashMap<usize, usize>,
+    /// `CUcontext` -> `CUfunction` of the slow-fill kernel loaded in it.
+    slow_kernels: HashMap<usize, usize>,
     /// What this worker's requests created and have not released yet.
     owned: Owned,
 }
@@ -466,6 +539,8 @@ struct Owned {
     /// `EnablePeerAccess` was asked for: `Reset` does not undo it, so the
     /// worker is not reused (a later machine would find access enabled).
     peer_access: bool,
+    /// Events created or opened and not destroyed -> their context.
+    events: HashMap<u64, u64>,
 }
 
 impl Owned {
@@ -478,6 +553,7 @@ impl Owned {
             && self.vmm_reservations.is_empty()
             && self.fds.is_empty()
             && !self.peer_access
+            && self.events.is_empty()
     }
 
     /// A context was destroyed: so was everything created in it.
@@ -485,6 +561,7 @@ impl Owned {
         self.contexts.retain(|&c| c != ctx);
         self.allocations.retain(|_, (c, _)| *c != ctx);
         self.ipc_opened.retain(|_, (c, _)| *c != ctx);
+        self.events.retain(|_, c| *c != ctx);
     }
 }
 
@@ -503,6 +580,8 @@ enum Track {
     VmmAddressFree(u64),
     VmmRelease(u64),
     FdClose(i32),
+    EventMade,
+    EventDestroy(u64),
 }
 
 /// The free that releases an allocation of `kind`.
@@ -603,8 +682,31 @@ impl Worker {
             Request::VmmAddressFree { va, .. } => Track::VmmAddressFree(*va),
             Request::VmmRelease { handle } => Track::VmmRelease(*handle),
             Request::FdClose { fd } => Track::FdClose(*fd),
+            Request::EventCreate { .. } | Request::IpcOpenEventHandle { .. } => Track::EventMade,
+            Request::EventDestroy { event } => Track::EventDestroy(*event),
             _ => Track::Nothing,
         };
+        // An event id this worker did not hand out (or already destroyed)
+        // would be a dangling pointer for the API: refuse it here.
+        let unknown = match &request {
+            Request::EventRecord { event }
+            | Request::EventQuery { event }
+            | Request::EventSynchronize { event }
+            | Request::StreamWaitEvent { event }
+            | Request::EventDestroy { event }
+            | Request::IpcGetEventHandle { event, .. } => {
+                Some(*event).filter(|e| !self.owned.events.contains_key(e))
+            }
+            Request::EventElapsed { start, end } => [*start, *end]
+                .into_iter()
+                .find(|e| !self.owned.events.contains_key(e)),
+            _ => None,
+        };
+        if let Some(e) = unknown {
+            return Err(harness(format!(
+                "event {e:#x} is not a live event of this worker"
+            )));
+        }
         let response = self.call(d, request);
         let Ok(reply) = &response else {
             return response;
@@ -656,6 +758,12 @@ impl Worker {
             (Track::FdClose(fd), _) => {
                 owned.fds.remove(&fd);
             }
+            (Track::EventMade, Reply::Event(e)) if *e != 0 => {
+                owned.events.insert(*e, current_context());
+            }
+            (Track::EventDestroy(e), _) => {
+                owned.events.remove(&e);
+            }
             _ => {}
         }
         response
@@ -692,6 +800,19 @@ impl Worker {
             // reported by the driver as an error.
             unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
         };
+
+        let mut events: Vec<(u64, u64)> = self.owned.events.drain().collect();
+        events.sort_unstable();
+        for (event, ctx) in events {
+            // SAFETY: an event this worker created or opened and not destroyed.
+            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                && note(format!("destroying event {event:#x}"), unsafe {
+                    event_destroy(d, event)
+                });
+            if !ok {
+                self.owned.events.insert(event, ctx);
+            }
+        }
 
         let mut opened: Vec<(u64, (u64, u32))> = self.owned.ipc_opened.drain().collect();
         opened.sort_unstable();
@@ -765,6 +886,7 @@ impl Worker {
             let r = unsafe { ffi::cuCtxDestroy_v2(as_ptr(ctx)) };
             if note(format!("destroying context {ctx:#x}"), r) {
                 self.kernels.remove(&(ctx as usize));
+                self.slow_kernels.remove(&(ctx as usize));
             } else {
                 self.owned.contexts.push(ctx);
             }
@@ -891,6 +1013,7 @@ impl Worker {
                     ffi::cuCtxDestroy_v2(as_ptr(ctx))?;
                     // Its module went with it; a later context may reuse the address.
                     self.kernels.remove(&(ctx as usize));
+                    self.slow_kernels.remove(&(ctx as usize));
                     Ok(Reply::Unit)
                 }
                 Request::Alloc { kind, size } => alloc(d, kind, size).map(Reply::Ptr),
@@ -1126,6 +1249,89 @@ impl Worker {
                 Request::SendFd { .. } | Request::ReceiveFd => {
                     Err(harness("descriptor passing is handled by the serve loop"))
                 }
+                Request::EventCreate { flags } => {
+                    let mut e: Handle = null_mut();
+                    match d {
+                        Runtime => ffi::cudaEventCreateWithFlags(&mut e, flags)?,
+                        Driver => ffi::cuEventCreate(&mut e, flags)?,
+                    }
+                    Ok(Reply::Event(e as u64))
+                }
+                Request::EventRecord { event } => {
+                    match d {
+                        Runtime => ffi::cudaEventRecord(as_ptr(event), null_mut())?,
+                        Driver => ffi::cuEventRecord(as_ptr(event), null_mut())?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventQuery { event } => {
+                    match d {
+                        Runtime => ffi::cudaEventQuery(as_ptr(event))?,
+                        Driver => ffi::cuEventQuery(as_ptr(event))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventSynchronize { event } => {
+                    match d {
+                        Runtime => ffi::cudaEventSynchronize(as_ptr(event))?,
+                        Driver => ffi::cuEventSynchronize(as_ptr(event))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::StreamWaitEvent { event } => {
+                    match d {
+                        Runtime => ffi::cudaStreamWaitEvent(null_mut(), as_ptr(event), 0)?,
+                        Driver => ffi::cuStreamWaitEvent(null_mut(), as_ptr(event), 0)?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventElapsed { start, end } => {
+                    let mut ms: f32 = 0.0;
+                    match d {
+                        Runtime => ffi::cudaEventElapsedTime(&mut ms, as_ptr(start), as_ptr(end))?,
+                        Driver => ffi::cuEventElapsedTime_v2(&mut ms, as_ptr(start), as_ptr(end))?,
+                    }
+                    Ok(Reply::ElapsedMs(ms.to_bits()))
+                }
+                Request::EventDestroy { event } => {
+                    event_destroy(d, event)?;
+                    Ok(Reply::Unit)
+                }
+                Request::IpcGetEventHandle { event, out } => {
+                    let mut h = RawIpcHandle {
+                        reserved: [0; IPC_HANDLE_SIZE],
+                    };
+                    let out_ptr: *mut RawIpcHandle = match out {
+                        OutArg::Valid => &mut h,
+                        OutArg::Null => null_mut(),
+                    };
+                    match d {
+                        Runtime => ffi::cudaIpcGetEventHandle(out_ptr, as_ptr(event))?,
+                        Driver => ffi::cuIpcGetEventHandle(out_ptr, as_ptr(event))?,
+                    }
+                    Ok(Reply::EventHandle(IpcEventHandle(
+                        h.reserved.map(|b| b as u8),
+                    )))
+                }
+                Request::IpcOpenEventHandle { handle } => {
+                    let h = RawIpcHandle {
+                        reserved: handle.0.map(|b| b as c_char),
+                    };
+                    let mut e: Handle = null_mut();
+                    match d {
+                        Runtime => ffi::cudaIpcOpenEventHandle(&mut e, h)?,
+                        Driver => ffi::cuIpcOpenEventHandle(&mut e, h)?,
+                    }
+                    Ok(Reply::Event(e as u64))
+                }
+                Request::SlowFill {
+                    ptr,
+                    value,
+                    len,
+                    micros,
+                } => self
+                    .slow_fill(ptr, value, len, micros)
+                    .map(|()| Reply::Unit),
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }
@@ -1136,23 +1342,38 @@ impl Worker {
     /// The copy kernel's `CUfunction` in the current context, loading the
     /// module the first time.
     fn copy_kernel(&mut self) -> Result<Handle, WireError> {
-        let mut ctx: Handle = null_mut();
-        // SAFETY: valid out-pointer.
-        unsafe { ffi::cuCtxGetCurrent(&mut ctx)? };
-        if let Some(&f) = self.kernels.get(&(ctx as usize)) {
-            return Ok(f as Handle);
-        }
-        let mut module: Handle = null_mut();
-        let mut function: Handle = null_mut();
-        // SAFETY: the image is a NUL-terminated PTX string; the name is NUL-terminated.
+        load_kernel(&mut self.kernels, COPY_BYTES_PTX, COPY_BYTES_NAME)
+    }
+
+    /// `slow_fill`: launch the long-work kernel on the null stream and return
+    /// without waiting, as any kernel launch does. A zero length still waits.
+    fn slow_fill(&mut self, ptr: u64, value: u8, len: u64, micros: u64) -> CallResult {
+        let function = load_kernel(&mut self.slow_kernels, SLOW_FILL_PTX, SLOW_FILL_NAME)?;
+        let (mut dst, mut n, mut ns, mut v) =
+            (ptr, len, micros.saturating_mul(1000), u32::from(value));
+        let mut params: [*mut c_void; 4] = [
+            &mut dst as *mut u64 as *mut c_void,
+            &mut n as *mut u64 as *mut c_void,
+            &mut ns as *mut u64 as *mut c_void,
+            &mut v as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: `params` points at three u64s and a u32 matching the
+        // kernel's parameters, alive across the call.
         unsafe {
-            ffi::cuModuleLoadData(&mut module, COPY_BYTES_PTX.as_ptr() as *const c_void)?;
-            ffi::cuModuleGetFunction(&mut function, module, COPY_BYTES_NAME.as_ptr())?;
+            ffi::cuLaunchKernel(
+                function,
+                1,
+                1,
+                1,
+                SLOW_FILL_BLOCK,
+                1,
+                1,
+                0,
+                null_mut(),
+                params.as_mut_ptr(),
+                null_mut(),
+            )
         }
-        if !ctx.is_null() {
-            self.kernels.insert(ctx as usize, function as usize);
-        }
-        Ok(function)
     }
 
     fn device_read(&mut self, ptr: u64, len: u64) -> Result<Vec<u8>, WireError> {
@@ -1199,6 +1420,46 @@ impl Worker {
         // SAFETY: frees the scratch buffer allocated above.
         let _ = unsafe { ffi::cuMemFree_v2(scratch) };
         result.map(|()| out)
+    }
+}
+
+/// A kernel's `CUfunction` in the current context, loading its module the
+/// first time (cached per context in `cache`).
+fn load_kernel(
+    cache: &mut HashMap<usize, usize>,
+    ptx: &CStr,
+    name: &CStr,
+) -> Result<Handle, WireError> {
+    let mut ctx: Handle = null_mut();
+    // SAFETY: valid out-pointer.
+    unsafe { ffi::cuCtxGetCurrent(&mut ctx)? };
+    if let Some(&f) = cache.get(&(ctx as usize)) {
+        return Ok(f as Handle);
+    }
+    let mut module: Handle = null_mut();
+    let mut function: Handle = null_mut();
+    // SAFETY: the image is a NUL-terminated PTX string; the name is NUL-terminated.
+    unsafe {
+        ffi::cuModuleLoadData(&mut module, ptx.as_ptr() as *const c_void)?;
+        ffi::cuModuleGetFunction(&mut function, module, name.as_ptr())?;
+    }
+    if !ctx.is_null() {
+        cache.insert(ctx as usize, function as usize);
+    }
+    Ok(function)
+}
+
+/// `cudaEventDestroy` / `cuEventDestroy_v2`.
+///
+/// # Safety
+/// `event` must be a live event of this process.
+unsafe fn event_destroy(d: Api, event: u64) -> CallResult {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match d {
+            Api::Runtime => ffi::cudaEventDestroy(as_ptr(event)),
+            Api::Driver => ffi::cuEventDestroy_v2(as_ptr(event)),
+        }
     }
 }
 

@@ -5,9 +5,9 @@
 
 use super::{Fault, ProcessState};
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult, Fd,
-    FreeKind, GranularityKind, HandleTypes, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    ShareableHandleType, VmmAccess, VmmHandle,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
+    EventId, Fd, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
+    OutArg, PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use serde::{Deserialize, Serialize};
@@ -51,10 +51,20 @@ pub enum CallKind {
     VmmRelease,
     FdClose,
     FdOpenNullDevice,
+    EventCreate,
+    EventRecord,
+    EventQuery,
+    EventSynchronize,
+    StreamWaitEvent,
+    EventElapsed,
+    EventDestroy,
+    IpcGetEventHandle,
+    IpcOpenEventHandle,
+    SlowFill,
 }
 
 impl CallKind {
-    pub const ALL: [CallKind; 34] = [
+    pub const ALL: [CallKind; 44] = [
         CallKind::DeviceCount,
         CallKind::DeviceAttribute,
         CallKind::SetDevice,
@@ -89,6 +99,16 @@ impl CallKind {
         CallKind::VmmRelease,
         CallKind::FdClose,
         CallKind::FdOpenNullDevice,
+        CallKind::EventCreate,
+        CallKind::EventRecord,
+        CallKind::EventQuery,
+        CallKind::EventSynchronize,
+        CallKind::StreamWaitEvent,
+        CallKind::EventElapsed,
+        CallKind::EventDestroy,
+        CallKind::IpcGetEventHandle,
+        CallKind::IpcOpenEventHandle,
+        CallKind::SlowFill,
     ];
 }
 
@@ -394,5 +414,60 @@ impl Driver for RoleDriver {
 
     fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
         self.call(CallKind::FdOpenNullDevice, move |d| d.fd_open_null_device())
+    }
+
+    // --- events ---
+    fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
+        self.call(CallKind::EventCreate, move |d| d.event_create(flags))
+    }
+
+    fn event_record(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(CallKind::EventRecord, move |d| d.event_record(event))
+    }
+
+    fn event_query(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(CallKind::EventQuery, move |d| d.event_query(event))
+    }
+
+    fn event_synchronize(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(CallKind::EventSynchronize, move |d| {
+            d.event_synchronize(event)
+        })
+    }
+
+    fn stream_wait_event(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(CallKind::StreamWaitEvent, move |d| {
+            d.stream_wait_event(event)
+        })
+    }
+
+    fn event_elapsed(&mut self, start: EventId, end: EventId) -> DriverResult<f32> {
+        self.call(CallKind::EventElapsed, move |d| d.event_elapsed(start, end))
+    }
+
+    fn event_destroy(&mut self, event: EventId) -> DriverResult<()> {
+        self.call(CallKind::EventDestroy, move |d| d.event_destroy(event))
+    }
+
+    fn ipc_get_event_handle(
+        &mut self,
+        event: EventId,
+        out: OutArg,
+    ) -> DriverResult<IpcEventHandle> {
+        self.call(CallKind::IpcGetEventHandle, move |d| {
+            d.ipc_get_event_handle(event, out)
+        })
+    }
+
+    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
+        self.call(CallKind::IpcOpenEventHandle, move |d| {
+            d.ipc_open_event_handle(handle)
+        })
+    }
+
+    fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
+        self.call(CallKind::SlowFill, move |d| {
+            d.slow_fill(ptr, value, len, micros)
+        })
     }
 }

@@ -289,6 +289,68 @@ pub enum Op {
         to: ProcIndex,
         to_name: String,
     },
+    // --- events ---
+    /// `event_create [flags=...]`.
+    EventCreate {
+        flags: u32,
+    },
+    EventRecord {
+        event: String,
+    },
+    EventQuery {
+        event: String,
+    },
+    EventSync {
+        event: String,
+    },
+    StreamWait {
+        event: String,
+    },
+    EventElapsed {
+        start: String,
+        end: String,
+    },
+    EventDestroy {
+        event: String,
+    },
+    IpcGetEvent {
+        event: String,
+        out: OutArg,
+    },
+    IpcOpenEvent {
+        handle: String,
+    },
+    EventHandleZero,
+    EventHandleRandom,
+    /// `slow_fill P BYTE us=N [at=OFF] [len=N]`: long work, then a fill.
+    SlowFill {
+        ptr: Ref,
+        value: u8,
+        micros: u64,
+        at: Option<u64>,
+        len: Option<u64>,
+        /// As for `fill`: `len=`, or the `malloc*` size minus `at`.
+        resolved_len: u64,
+    },
+}
+
+/// `flags=` of `event_create` as written canonically: `default`, or the
+/// names of the set bits joined by `,`, with unknown bits as one hex number.
+pub fn fmt_event_flags(flags: u32) -> String {
+    use crate::driver::event_flags::NAMES;
+    if flags == 0 {
+        return "default".to_string();
+    }
+    let mut parts: Vec<String> = NAMES
+        .iter()
+        .filter(|(_, bit)| *bit != 0 && flags & bit != 0)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let known = NAMES.iter().fold(0, |a, (_, b)| a | b);
+    if flags & !known != 0 {
+        parts.push(format!("{:#x}", flags & !known));
+    }
+    parts.join(",")
 }
 
 /// The type of the value an op produces (and of a binding).
@@ -305,6 +367,8 @@ pub enum ValueType {
     // --- VMM ---
     VmmHandle,
     Fd,
+    Event,
+    EventHandle,
 }
 
 impl ValueType {
@@ -321,6 +385,8 @@ impl ValueType {
             ValueType::PointerInfo => "pointer info",
             ValueType::VmmHandle => "a VMM allocation handle",
             ValueType::Fd => "a file descriptor",
+            ValueType::Event => "an event",
+            ValueType::EventHandle => "an event handle",
         }
     }
 }
@@ -380,6 +446,18 @@ impl Op {
             Op::FdNullDevice => "fd_null_device",
             Op::FdNumber { .. } => "fd_number",
             Op::SendFd { .. } => "send_fd",
+            Op::EventCreate { .. } => "event_create",
+            Op::EventRecord { .. } => "event_record",
+            Op::EventQuery { .. } => "event_query",
+            Op::EventSync { .. } => "event_sync",
+            Op::StreamWait { .. } => "stream_wait",
+            Op::EventElapsed { .. } => "event_elapsed",
+            Op::EventDestroy { .. } => "event_destroy",
+            Op::IpcGetEvent { .. } => "ipc_get_event",
+            Op::IpcOpenEvent { .. } => "ipc_open_event",
+            Op::EventHandleZero => "event_handle_zero",
+            Op::EventHandleRandom => "event_handle_random",
+            Op::SlowFill { .. } => "slow_fill",
         }
     }
 
@@ -492,6 +570,40 @@ impl Op {
                 ("cuMemAddressFree", "cuMemAddressFree", "hipMemAddressFree")
             }
             Op::VmmRelease { .. } => ("cuMemRelease", "cuMemRelease", "hipMemRelease"),
+            Op::EventCreate { .. } => (
+                "cudaEventCreateWithFlags",
+                "cuEventCreate",
+                "hipEventCreateWithFlags",
+            ),
+            Op::EventRecord { .. } => ("cudaEventRecord", "cuEventRecord", "hipEventRecord"),
+            Op::EventQuery { .. } => ("cudaEventQuery", "cuEventQuery", "hipEventQuery"),
+            Op::EventSync { .. } => (
+                "cudaEventSynchronize",
+                "cuEventSynchronize",
+                "hipEventSynchronize",
+            ),
+            Op::StreamWait { .. } => (
+                "cudaStreamWaitEvent",
+                "cuStreamWaitEvent",
+                "hipStreamWaitEvent",
+            ),
+            Op::EventElapsed { .. } => (
+                "cudaEventElapsedTime",
+                "cuEventElapsedTime_v2",
+                "hipEventElapsedTime",
+            ),
+            Op::EventDestroy { .. } => ("cudaEventDestroy", "cuEventDestroy", "hipEventDestroy"),
+            Op::IpcGetEvent { .. } => (
+                "cudaIpcGetEventHandle",
+                "cuIpcGetEventHandle",
+                "hipIpcGetEventHandle",
+            ),
+            Op::IpcOpenEvent { .. } => (
+                "cudaIpcOpenEventHandle",
+                "cuIpcOpenEventHandle",
+                "hipIpcOpenEventHandle",
+            ),
+            Op::SlowFill { .. } => ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel"),
             // POSIX calls, the same in every dialect.
             Op::FdClose { .. } => ("close", "close", "close"),
             Op::FdNullDevice => ("open", "open", "open"),
@@ -502,6 +614,8 @@ impl Op {
             | Op::Send { .. }
             | Op::FdNumber { .. }
             | Op::SendFd { .. }
+            | Op::EventHandleZero
+            | Op::EventHandleRandom
             | Op::Exit => return None,
         };
         Some(match dialect {
@@ -535,6 +649,18 @@ impl Op {
             | Op::VmmAddressFree { .. }
             | Op::VmmRelease { .. }
             | Op::FdClose { .. } => ValueType::Unit,
+            Op::EventCreate { .. } | Op::IpcOpenEvent { .. } => ValueType::Event,
+            Op::IpcGetEvent { .. } | Op::EventHandleZero | Op::EventHandleRandom => {
+                ValueType::EventHandle
+            }
+            // Elapsed milliseconds differ run to run; traces record only the outcome.
+            Op::EventElapsed { .. }
+            | Op::EventRecord { .. }
+            | Op::EventQuery { .. }
+            | Op::EventSync { .. }
+            | Op::StreamWait { .. }
+            | Op::EventDestroy { .. }
+            | Op::SlowFill { .. } => ValueType::Unit,
             Op::SetDevice { .. }
             | Op::EnablePeer { .. }
             | Op::CtxSet { .. }
@@ -559,6 +685,8 @@ impl Op {
                 | Op::HandleFlip { .. }
                 | Op::Send { .. }
                 | Op::FdNumber { .. }
+                | Op::EventHandleZero
+                | Op::EventHandleRandom
         )
     }
 
@@ -575,7 +703,16 @@ impl Op {
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
             | Op::IpcGet { ptr, .. }
-            | Op::IpcClose { ptr } => ptr.name().into_iter().collect(),
+            | Op::IpcClose { ptr }
+            | Op::SlowFill { ptr, .. } => ptr.name().into_iter().collect(),
+            Op::EventRecord { event }
+            | Op::EventQuery { event }
+            | Op::EventSync { event }
+            | Op::StreamWait { event }
+            | Op::EventDestroy { event }
+            | Op::IpcGetEvent { event, .. } => vec![event.as_str()],
+            Op::EventElapsed { start, end } => vec![start.as_str(), end.as_str()],
+            Op::IpcOpenEvent { handle } => vec![handle.as_str()],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
             | Op::Send { handle, .. } => vec![handle.as_str()],
@@ -591,6 +728,9 @@ impl Op {
             | Op::Malloc { .. }
             | Op::HandleZero
             | Op::HandleRandom
+            | Op::EventCreate { .. }
+            | Op::EventHandleZero
+            | Op::EventHandleRandom
             | Op::Exit => vec![],
             Op::VmmMap { va, handle, .. } => {
                 va.name().into_iter().chain([handle.as_str()]).collect()
@@ -629,7 +769,41 @@ impl fmt::Display for Op {
             | Op::HandleZero
             | Op::HandleRandom
             | Op::Sync
+            | Op::EventHandleZero
+            | Op::EventHandleRandom
             | Op::Exit => f.write_str(kw),
+            Op::EventCreate { flags } => write!(f, "{kw} flags={}", fmt_event_flags(*flags)),
+            Op::EventRecord { event }
+            | Op::EventQuery { event }
+            | Op::EventSync { event }
+            | Op::StreamWait { event }
+            | Op::EventDestroy { event } => write!(f, "{kw} {event}"),
+            Op::EventElapsed { start, end } => write!(f, "{kw} {start} {end}"),
+            Op::IpcGetEvent { event, out } => {
+                write!(f, "{kw} {event}")?;
+                if *out == OutArg::Null {
+                    f.write_str(" out=null")?;
+                }
+                Ok(())
+            }
+            Op::IpcOpenEvent { handle } => write!(f, "{kw} {handle}"),
+            Op::SlowFill {
+                ptr,
+                value,
+                micros,
+                at,
+                len,
+                ..
+            } => {
+                write!(f, "{kw} {ptr} {value:#04x} us={micros}")?;
+                if let Some(at) = at {
+                    write!(f, " at={}", fmt_size(*at))?;
+                }
+                if let Some(len) = len {
+                    write!(f, " len={}", fmt_size(*len))?;
+                }
+                Ok(())
+            }
             Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
             Op::CanAccessPeer { device, peer } => write!(f, "{kw} {device} {peer}"),
             Op::EnablePeer { peer } => write!(f, "{kw} {peer}"),

@@ -5,7 +5,8 @@ use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::parser::MAX_WRITE_BYTES;
 use super::{ExecOptions, Execution, Scenario};
 use crate::driver::{
-    DevicePtr, DriverError, Fd, IpcMemHandle, ProcessLoss, VmmHandle, IPC_HANDLE_SIZE,
+    DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, VmmHandle,
+    IPC_HANDLE_SIZE,
 };
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
@@ -45,6 +46,8 @@ struct Labels {
     /// VMM handles and descriptors: per process, like pointers (`owner.m1`, `peer.f2`).
     vmm_handles: Vec<HashMap<u64, String>>,
     fds: Vec<HashMap<i32, String>>,
+    events: Vec<HashMap<u64, String>>,
+    event_handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
 }
 
 impl Labels {
@@ -55,6 +58,8 @@ impl Labels {
             handles: HashMap::new(),
             vmm_handles: vec![HashMap::new(); processes],
             fds: vec![HashMap::new(); processes],
+            events: vec![HashMap::new(); processes],
+            event_handles: HashMap::new(),
         }
     }
 
@@ -100,6 +105,22 @@ impl Labels {
             .clone()
     }
 
+    fn event(&mut self, proc: usize, name: &str, e: EventId) -> String {
+        let map = &mut self.events[proc];
+        let n = map.len() + 1;
+        map.entry(e.0)
+            .or_insert_with(|| format!("{name}.e{n}"))
+            .clone()
+    }
+
+    fn event_handle(&mut self, h: &IpcEventHandle) -> String {
+        let n = self.event_handles.len() + 1;
+        self.event_handles
+            .entry(h.0)
+            .or_insert_with(|| format!("eh{n}"))
+            .clone()
+    }
+
     /// The summary of `v` seen by process `proc`, and the label (if any).
     fn summarise(&mut self, proc: usize, name: &str, v: &Value) -> (ValueSummary, Option<String>) {
         match v {
@@ -124,6 +145,24 @@ impl Labels {
             }
             Value::Handle(h) => {
                 let label = self.handle(h);
+                (
+                    ValueSummary::Handle {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Event(e) => {
+                let label = self.event(proc, name, *e);
+                (
+                    ValueSummary::Event {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::EventHandle(h) => {
+                let label = self.event_handle(h);
                 (
                     ValueSummary::Handle {
                         label: label.clone(),
@@ -221,6 +260,20 @@ impl Run<'_> {
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::Fd(f)) => Ok(*f),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound descriptor"))),
+        }
+    }
+
+    fn event(&self, n: &str) -> Result<EventId, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Event(e)) => Ok(*e),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
+        }
+    }
+
+    fn event_handle(&self, n: &str) -> Result<IpcEventHandle, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::EventHandle(h)) => Ok(*h),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound event handle"))),
         }
     }
 
@@ -344,7 +397,57 @@ impl Run<'_> {
                 Value::Handle(h)
             }
             Op::Send { handle, .. } => {
-                self.handle(handle)?;
+                match self.bindings.get(handle).map(|b| &b.value) {
+                    Some(Value::Handle(_) | Value::EventHandle(_)) => {}
+                    _ => return Err(Failure::Skip(format!("'{handle}' is not a bound handle"))),
+                }
+                Value::Unit
+            }
+            Op::EventCreate { flags } => Value::Event(d.event_create(*flags)?),
+            Op::EventRecord { event } => {
+                d.event_record(self.event(event)?)?;
+                Value::Unit
+            }
+            Op::EventQuery { event } => {
+                d.event_query(self.event(event)?)?;
+                Value::Unit
+            }
+            Op::EventSync { event } => {
+                d.event_synchronize(self.event(event)?)?;
+                Value::Unit
+            }
+            Op::StreamWait { event } => {
+                d.stream_wait_event(self.event(event)?)?;
+                Value::Unit
+            }
+            Op::EventElapsed { start, end } => {
+                d.event_elapsed(self.event(start)?, self.event(end)?)?;
+                Value::Unit
+            }
+            Op::EventDestroy { event } => {
+                d.event_destroy(self.event(event)?)?;
+                Value::Unit
+            }
+            Op::IpcGetEvent { event, out } => {
+                Value::EventHandle(d.ipc_get_event_handle(self.event(event)?, *out)?)
+            }
+            Op::IpcOpenEvent { handle } => {
+                Value::Event(d.ipc_open_event_handle(self.event_handle(handle)?)?)
+            }
+            Op::EventHandleZero => Value::EventHandle(IpcEventHandle::ZERO),
+            Op::EventHandleRandom => {
+                Value::EventHandle(IpcEventHandle(random_handle(self.opts.seed, index).0))
+            }
+            Op::SlowFill {
+                ptr,
+                value,
+                micros,
+                at,
+                resolved_len,
+                ..
+            } => {
+                let p = self.ptr(ptr)?.offset(at.unwrap_or(0));
+                d.slow_fill(p, *value, *resolved_len, *micros)?;
                 Value::Unit
             }
             Op::Exit => {

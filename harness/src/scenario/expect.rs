@@ -1,7 +1,9 @@
 //! Judging one step's observation against its expectations.
 
 use super::ast::{ExpectList, Expectation, Ref};
-use crate::driver::{ContextId, DevicePtr, Fd, IpcMemHandle, PointerInfo, VmmHandle};
+use crate::driver::{
+    ContextId, DevicePtr, EventId, Fd, IpcEventHandle, IpcMemHandle, PointerInfo, VmmHandle,
+};
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
 use std::collections::HashMap;
@@ -20,6 +22,8 @@ pub(crate) enum Value {
     Info(PointerInfo),
     VmmHandle(VmmHandle),
     Fd(Fd),
+    Event(EventId),
+    EventHandle(IpcEventHandle),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -31,6 +35,8 @@ enum Key {
     Int(i64),
     Bytes(Vec<u8>),
     Info(PointerInfo),
+    Event(u64),
+    EventHandle([u8; 64]),
     Unit,
     VmmHandle(u64),
     Fd(i32),
@@ -48,6 +54,8 @@ impl Value {
             Value::Info(i) => Key::Info(*i),
             Value::VmmHandle(h) => Key::VmmHandle(h.0),
             Value::Fd(f) => Key::Fd(f.0),
+            Value::Event(e) => Key::Event(e.0),
+            Value::EventHandle(h) => Key::EventHandle(h.0),
         }
     }
 }
@@ -90,6 +98,7 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
             | ValueSummary::Handle { label }
             | ValueSummary::VmmHandle { label }
             | ValueSummary::Fd { label } => format!("ok ({label})"),
+            ValueSummary::Event { label } => format!("ok ({label})"),
             ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
             ValueSummary::Int { value } => format!("ok (value {value})"),
             ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),

@@ -8,8 +8,8 @@ use super::ast::{
 use super::lexer::{strip_comment, tokenize, Token};
 use super::{Metadata, ParseError, Scenario};
 use crate::driver::{
-    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType, OutArg,
-    ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+    event_flags, DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType,
+    OutArg, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
 use crate::errors::ErrorKind;
 use crate::machine::{HazardKind, ProcessSpec, Topology};
@@ -30,6 +30,8 @@ struct Binding {
     alloc_size: Option<u64>,
     /// Processes that may use it (handles: the maker and every `send` target).
     holders: Vec<ProcIndex>,
+    /// Events: the line of the `event_destroy` that released it.
+    destroyed: Option<usize>,
 }
 
 struct Parser {
@@ -717,6 +719,11 @@ impl Parser {
         // Effects on validation state.
         match &op {
             Op::Exit => self.exited[proc_idx] = Some(l.line),
+            Op::EventDestroy { event } => {
+                if let Some(b) = self.bindings.get_mut(event) {
+                    b.destroyed = Some(l.line);
+                }
+            }
             Op::Send { handle, to, .. } => {
                 if let Some(b) = self.bindings.get_mut(handle) {
                     if !b.holders.contains(to) {
@@ -745,6 +752,7 @@ impl Parser {
                     process: owner,
                     alloc_size,
                     holders: vec![owner],
+                    destroyed: None,
                 },
             );
         }
@@ -767,6 +775,8 @@ impl Parser {
             ValueType::Handle => "a handle binding",
             ValueType::VmmHandle => "a VMM allocation handle binding",
             ValueType::Fd => "a file descriptor binding",
+            ValueType::Event => "an event binding",
+            ValueType::EventHandle => "an event handle binding",
             _ => "a binding",
         };
         let t = l.name(what)?;
@@ -799,7 +809,18 @@ impl Parser {
     }
 
     fn handle_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
-        let (name, col) = self.binding_arg(l, ValueType::Handle, op)?;
+        self.held_arg(l, proc_idx, op, ValueType::Handle)
+    }
+
+    /// A handle of type `ty` (memory or event handle) that `proc_idx` holds.
+    fn held_arg(
+        &self,
+        l: &mut Line,
+        proc_idx: ProcIndex,
+        op: &str,
+        ty: ValueType,
+    ) -> PResult<String> {
+        let (name, col) = self.binding_arg(l, ty, op)?;
         if let Some(b) = self.bindings.get(&name) {
             if !b.holders.contains(&proc_idx) {
                 return Err(l.err(
@@ -816,7 +837,7 @@ impl Parser {
 
     /// A per-process binding (VMM handle, descriptor): only the process that
     /// holds it may use it.
-    fn held_arg(
+    fn held_local_arg(
         &self,
         l: &mut Line,
         proc_idx: ProcIndex,
@@ -845,6 +866,28 @@ impl Parser {
         Ok(name)
     }
 
+    /// An event argument: events are process-local objects, so only the
+    /// process that created or opened it may use it, and not after its
+    /// `event_destroy` (the real call would get a dangling pointer).
+    fn event_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
+        let (name, col) = self.binding_arg(l, ValueType::Event, op)?;
+        if let Some(b) = self.bindings.get(&name) {
+            if b.process != proc_idx {
+                return Err(l.err(
+                    col,
+                    format!(
+                        "event '{name}' belongs to process '{}' (share it with ipc_get_event and send)",
+                        self.processes[b.process].name
+                    ),
+                ));
+            }
+            if let Some(line) = b.destroyed {
+                return Err(l.err(col, format!("event '{name}' was destroyed at line {line}")));
+            }
+        }
+        Ok(name)
+    }
+
     fn word_choice<T>(
         l: &mut Line,
         what: &str,
@@ -868,6 +911,68 @@ impl Parser {
             &["none", "posix_fd", "fabric", "an integer bit set"],
             HandleTypes::from_name,
         )
+    }
+
+    /// The length a `fill`-like op writes: `len=`, or the size given to the
+    /// `malloc*` that bound `ptr`, minus `at`.
+    fn fill_len(
+        &self,
+        l: &Line,
+        kw: &str,
+        ptr: &Ref,
+        pcol: usize,
+        at: Option<(u64, usize)>,
+        len: Option<u64>,
+    ) -> PResult<u64> {
+        if let Some(n) = len {
+            return Ok(n);
+        }
+        let size = ptr
+            .name()
+            .and_then(|n| self.bindings.get(n))
+            .and_then(|b| b.alloc_size);
+        let Some(size) = size else {
+            return Err(l.err(
+                pcol,
+                format!("'{kw}' of '{ptr}' needs len=N ('{ptr}' was not bound by malloc*)"),
+            ));
+        };
+        match at {
+            Some((a, col)) if a > size => Err(l.err(
+                col,
+                format!(
+                    "at={} is past the end of '{ptr}' (size {}); give len=",
+                    fmt_size(a),
+                    fmt_size(size)
+                ),
+            )),
+            Some((a, _)) => Ok(size - a),
+            None => Ok(size),
+        }
+    }
+
+    /// `flags=` of `event_create`: names joined by `,`, or an integer.
+    fn event_flags(l: &mut Line) -> PResult<u32> {
+        let what = "event flags (default, blocking_sync, disable_timing, interprocess, joined by ',') or an integer after 'flags='";
+        let col = l.col();
+        if l.peek()
+            .is_some_and(|t| t.is_word() && t.text.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            let v = l.int(what)?;
+            return u32::try_from(v).map_err(|_| l.err(col, format!("flags {v} is too large")));
+        }
+        let mut flags = 0u32;
+        loop {
+            let col = l.col();
+            let w = l.next_word(what)?;
+            let Some((_, bit)) = event_flags::NAMES.iter().find(|(n, _)| *n == w.text) else {
+                return Err(l.err(col, format!("unknown event flag '{}' (expected default, blocking_sync, disable_timing or interprocess)", w.text)));
+            };
+            flags |= bit;
+            if !l.eat_punct(",") {
+                return Ok(flags);
+            }
+        }
     }
 
     /// `key=value` options after the positional arguments.
@@ -1004,37 +1109,7 @@ impl Parser {
                     }
                     Ok(())
                 })?;
-                let resolved_len = match len {
-                    Some(n) => n,
-                    None => {
-                        let size = ptr
-                            .name()
-                            .and_then(|n| self.bindings.get(n))
-                            .and_then(|b| b.alloc_size);
-                        let Some(size) = size else {
-                            return Err(l.err(
-                                pcol,
-                                format!(
-                                    "'fill' of '{ptr}' needs len=N ('{ptr}' was not bound by malloc*)"
-                                ),
-                            ));
-                        };
-                        match at {
-                            Some((a, col)) if a > size => {
-                                return Err(l.err(
-                                    col,
-                                    format!(
-                                        "at={} is past the end of '{ptr}' (size {}); give len=",
-                                        fmt_size(a),
-                                        fmt_size(size)
-                                    ),
-                                ))
-                            }
-                            Some((a, _)) => size - a,
-                            None => size,
-                        }
-                    }
-                };
+                let resolved_len = self.fill_len(l, kw, &ptr, pcol, at, len)?;
                 Op::Fill {
                     ptr,
                     value,
@@ -1138,7 +1213,11 @@ impl Parser {
                 }
             }
             "send" => {
-                let handle = self.handle_arg(l, proc_idx, kw)?;
+                let ty = match l.peek().and_then(|t| self.bindings.get(&t.text)) {
+                    Some(b) if b.ty == ValueType::EventHandle => ValueType::EventHandle,
+                    _ => ValueType::Handle,
+                };
+                let handle = self.held_arg(l, proc_idx, kw, ty)?;
                 l.expect_punct("->", "'->' after the handle")?;
                 let col = l.col();
                 let to = l.name("a process name")?;
@@ -1192,7 +1271,7 @@ impl Parser {
                 }
             }
             "vmm_export" => {
-                let handle = self.held_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
+                let handle = self.held_local_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
                 let ty = Self::word_choice(
                     l,
                     "a shareable handle type",
@@ -1202,7 +1281,7 @@ impl Parser {
                 Op::VmmExport { handle, ty }
             }
             "vmm_import" => Op::VmmImport {
-                fd: self.held_arg(l, proc_idx, ValueType::Fd, kw)?,
+                fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
             },
             "vmm_reserve" => Op::VmmReserve {
                 size: l.int("a size in bytes")?,
@@ -1210,7 +1289,7 @@ impl Parser {
             "vmm_map" => {
                 let va = self.ptr_arg(l, kw)?;
                 let size = l.int("a size in bytes")?;
-                let handle = self.held_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
+                let handle = self.held_local_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
                 let mut offset = 0;
                 self.options(l, kw, &["offset"], |l, _| {
                     offset = l.int("an offset in bytes")?;
@@ -1254,10 +1333,10 @@ impl Parser {
                 }
             }
             "vmm_release" => Op::VmmRelease {
-                handle: self.held_arg(l, proc_idx, ValueType::VmmHandle, kw)?,
+                handle: self.held_local_arg(l, proc_idx, ValueType::VmmHandle, kw)?,
             },
             "fd_close" => Op::FdClose {
-                fd: self.held_arg(l, proc_idx, ValueType::Fd, kw)?,
+                fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
             },
             "fd_null_device" => Op::FdNullDevice,
             "fd_number" => {
@@ -1269,7 +1348,7 @@ impl Parser {
                 Op::FdNumber { number }
             }
             "send_fd" => {
-                let fd = self.held_arg(l, proc_idx, ValueType::Fd, kw)?;
+                let fd = self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?;
                 l.expect_punct("->", "'->' after the descriptor")?;
                 let col = l.col();
                 let to = l.name("a process name")?;
@@ -1283,6 +1362,78 @@ impl Parser {
                     fd,
                     to: to_idx,
                     to_name: to.text,
+                }
+            }
+            "event_create" => {
+                let mut flags = event_flags::DEFAULT;
+                self.options(l, kw, &["flags"], |l, _| {
+                    flags = Self::event_flags(l)?;
+                    Ok(())
+                })?;
+                Op::EventCreate { flags }
+            }
+            "event_record" => Op::EventRecord {
+                event: self.event_arg(l, proc_idx, kw)?,
+            },
+            "event_query" => Op::EventQuery {
+                event: self.event_arg(l, proc_idx, kw)?,
+            },
+            "event_sync" => Op::EventSync {
+                event: self.event_arg(l, proc_idx, kw)?,
+            },
+            "stream_wait" => Op::StreamWait {
+                event: self.event_arg(l, proc_idx, kw)?,
+            },
+            "event_destroy" => Op::EventDestroy {
+                event: self.event_arg(l, proc_idx, kw)?,
+            },
+            "event_elapsed" => {
+                let start = self.event_arg(l, proc_idx, kw)?;
+                let end = self.event_arg(l, proc_idx, kw)?;
+                Op::EventElapsed { start, end }
+            }
+            "ipc_get_event" => {
+                let event = self.event_arg(l, proc_idx, kw)?;
+                let mut out = OutArg::Valid;
+                self.options(l, kw, &["out"], |l, _| {
+                    out = Self::out_null(l)?;
+                    Ok(())
+                })?;
+                Op::IpcGetEvent { event, out }
+            }
+            "ipc_open_event" => Op::IpcOpenEvent {
+                handle: self.held_arg(l, proc_idx, kw, ValueType::EventHandle)?,
+            },
+            "event_handle_zero" => Op::EventHandleZero,
+            "event_handle_random" => Op::EventHandleRandom,
+            "slow_fill" => {
+                let pcol = l.col();
+                let ptr = self.ptr_arg(l, kw)?;
+                let value = l.byte()?;
+                let mut at: Option<(u64, usize)> = None;
+                let mut len = None;
+                let mut micros = None;
+                self.options(l, kw, &["us", "at", "len"], |l, key| {
+                    let col = l.col();
+                    let v = l.int("an integer")?;
+                    match key.text.as_str() {
+                        "at" => at = Some((v, col)),
+                        "len" => len = Some(v),
+                        _ => micros = Some(v),
+                    }
+                    Ok(())
+                })?;
+                let Some(micros) = micros else {
+                    return Err(l.expected("us=N (microseconds of work before the fill)"));
+                };
+                let resolved_len = self.fill_len(l, kw, &ptr, pcol, at, len)?;
+                Op::SlowFill {
+                    ptr,
+                    value,
+                    micros,
+                    at: at.map(|a| a.0),
+                    len,
+                    resolved_len,
                 }
             }
             other => {

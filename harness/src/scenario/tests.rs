@@ -950,3 +950,81 @@ fn execute_reports_start_errors(#[case] err: StartError, #[case] status: Status)
         _ => assert!(e.verdict.message.contains("spawn failed")),
     }
 }
+
+#[test]
+fn event_ops_call_the_driver_and_label_events_and_event_handles() {
+    use crate::driver::{EventId, IpcEventHandle};
+    let src = "\
+devices 1
+process a device=0
+process b device=0
+a: e = event_create flags=interprocess,disable_timing
+a: eh = ipc_get_event e
+a: send eh -> b
+b: x = ipc_open_event eh
+a: event_record e
+b: event_query x => NotReady
+b: event_elapsed x x => InvalidHandle
+b: stream_wait x
+b: z = event_handle_zero => != eh
+";
+    let h = IpcEventHandle([0xc9; 64]);
+    let mut a = MockDriver::new();
+    a.expect_dialect().return_const(Dialect::Runtime);
+    a.expect_event_create()
+        .withf(|&f| f == 0x6)
+        .returning(|_| Ok(EventId(0x10)));
+    a.expect_ipc_get_event_handle()
+        .withf(|&e, &o| e == EventId(0x10) && o == OutArg::Valid)
+        .returning(move |_, _| Ok(h));
+    a.expect_event_record()
+        .withf(|&e| e == EventId(0x10))
+        .returning(|_| Ok(()));
+    let mut b = MockDriver::new();
+    b.expect_dialect().return_const(Dialect::Runtime);
+    b.expect_ipc_open_event_handle()
+        .withf(move |&x| x == h)
+        .returning(|_| Ok(EventId(0x20)));
+    b.expect_event_query()
+        .returning(|_| Err(ApiError::new(Dialect::Runtime, ErrorKind::NotReady).into()));
+    b.expect_event_elapsed()
+        .returning(|_, _| Err(ApiError::new(Dialect::Runtime, ErrorKind::InvalidHandle).into()));
+    b.expect_stream_wait_event()
+        .withf(|&e| e == EventId(0x20))
+        .returning(|_| Ok(()));
+    let e = run(src, vec![a, b], Dialect::Runtime);
+    assert_eq!(e.verdict.status, Status::Pass, "{}", e.verdict.message);
+    let values: Vec<Option<ValueSummary>> = e
+        .trace
+        .steps
+        .iter()
+        .map(|s| match &s.outcome {
+            StepOutcome::Ok { value } => Some(value.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        values[0],
+        Some(ValueSummary::Event {
+            label: "a.e1".into()
+        })
+    );
+    assert_eq!(
+        values[1],
+        Some(ValueSummary::Handle {
+            label: "eh1".into()
+        })
+    );
+    assert_eq!(
+        values[3],
+        Some(ValueSummary::Event {
+            label: "b.e1".into()
+        })
+    );
+    assert_eq!(
+        values[8],
+        Some(ValueSummary::Handle {
+            label: "eh2".into()
+        })
+    );
+}

@@ -1,0 +1,142 @@
+//! The scenario parser's event ops: canonical text, and bad lines with their
+//! exact positions.
+
+use ipc_harness::scenario::{parse, Op, ParseError, Scenario};
+use rstest::rstest;
+use std::path::Path;
+
+/// Eight lines every snippet below is appended to (so snippets start at line 9).
+const PRELUDE: &str = "\
+devices 1
+process a device=0
+process b device=0
+a: p = malloc 2MiB
+a: e = event_create flags=interprocess,disable_timing
+a: eh = ipc_get_event e
+a: send eh -> b
+b: x = ipc_open_event eh
+";
+
+fn parse_str(src: &str) -> Result<Scenario, ParseError> {
+    parse(src, Path::new("s.ipc"))
+}
+
+#[rstest]
+#[case::create_default("a: t = event_create", "t = event_create flags=default")]
+#[case::create_named(
+    "a: t = event_create flags=disable_timing,interprocess,blocking_sync",
+    "t = event_create flags=blocking_sync,disable_timing,interprocess"
+)]
+#[case::create_number(
+    "a: t = event_create flags=0x104 => InvalidValue",
+    "t = event_create flags=interprocess,0x100"
+)]
+#[case::record("a: event_record e", "event_record e")]
+#[case::query("b: event_query x => NotReady", "event_query x")]
+#[case::query_dialect_name("b: event_query x => cudaErrorNotReady", "event_query x")]
+#[case::sync("b: event_sync x => ok", "event_sync x")]
+#[case::wait("b: stream_wait x", "stream_wait x")]
+#[case::elapsed("a: event_elapsed e e => InvalidHandle", "event_elapsed e e")]
+#[case::destroy("b: event_destroy x", "event_destroy x")]
+#[case::get_again("a: eh2 = ipc_get_event e => == eh", "eh2 = ipc_get_event e")]
+#[case::get_null(
+    "a: ipc_get_event e out=null => runtime: crash",
+    "ipc_get_event e out=null"
+)]
+#[case::open_again("b: y = ipc_open_event eh => != x", "y = ipc_open_event eh")]
+#[case::zero("b: z = event_handle_zero => != eh", "z = event_handle_zero")]
+#[case::random("b: r = event_handle_random", "r = event_handle_random")]
+#[case::slow_fill("a: slow_fill p 5a us=300000", "slow_fill p 0x5a us=300000")]
+#[case::slow_fill_opts(
+    "a: slow_fill p 0x01 len=16 us=1 at=4",
+    "slow_fill p 0x01 us=1 at=4 len=16"
+)]
+fn good_event_steps(#[case] line: &str, #[case] canonical: &str) {
+    let src = format!("{PRELUDE}{line}\n");
+    let s = parse_str(&src).unwrap_or_else(|e| panic!("should parse: {e}\n{src}"));
+    let last = s.steps.last().expect("steps");
+    assert_eq!(last.line, 9);
+    assert_eq!(last.text(), canonical);
+}
+
+#[test]
+fn slow_fill_length_defaults_to_the_malloc_size_and_flags_are_bits() {
+    let s = parse_str(&format!("{PRELUDE}a: slow_fill p 01 us=5 at=1MiB\n")).unwrap();
+    match &s.steps.last().unwrap().op {
+        Op::SlowFill {
+            micros,
+            resolved_len,
+            ..
+        } => assert_eq!((*micros, *resolved_len), (5, 1 << 20)),
+        op => panic!("{op:?}"),
+    }
+    match &s.steps[1].op {
+        Op::EventCreate { flags } => assert_eq!(*flags, 0x6),
+        op => panic!("{op:?}"),
+    }
+}
+
+#[rstest]
+#[case::foreign_event("b: event_query e", 9, 16, "event 'e' belongs to process 'a'")]
+#[case::not_an_event(
+    "a: event_record p",
+    9,
+    17,
+    "'p' is a pointer, but 'event_record' needs an event"
+)]
+#[case::unknown_flag(
+    "a: t = event_create flags=interprocess,timing",
+    9,
+    40,
+    "unknown event flag 'timing'"
+)]
+#[case::missing_flag("a: t = event_create flags=", 9, 27, "event flags")]
+#[case::flag_too_big("a: t = event_create flags=0x1_0000_0000", 9, 27, "too large")]
+#[case::not_held("a: y = ipc_open_event eh2", 9, 23, "unknown name 'eh2'")]
+#[case::mem_handle_as_event_handle(
+    "a: h = ipc_get p\na: send h -> b\nb: ipc_open_event h",
+    11,
+    19,
+    "'h' is a handle, but 'ipc_open_event' needs an event handle"
+)]
+#[case::event_handle_as_mem_handle(
+    "b: ipc_open eh",
+    9,
+    13,
+    "'eh' is an event handle, but 'ipc_open' needs a handle"
+)]
+#[case::zero_not_held(
+    "b: z = event_handle_zero\na: ipc_open_event z",
+    10,
+    19,
+    "process 'a' does not hold handle 'z'"
+)]
+#[case::after_destroy(
+    "b: event_destroy x\nb: event_query x",
+    10,
+    16,
+    "event 'x' was destroyed at line 9"
+)]
+#[case::slow_fill_needs_us("a: slow_fill p 01", 9, 18, "expected us=N")]
+#[case::slow_fill_needs_len("b: q = offset p 0\nb: slow_fill q 01 us=1", 10, 14, "needs len=N")]
+#[case::elapsed_binds_nothing("a: t = event_elapsed e e", 9, 4, "produces no value")]
+#[case::bytes_on_query("b: event_query x => bytes 00", 9, 21, "'bytes' needs bytes result")]
+fn bad_event_steps(
+    #[case] snippet: &str,
+    #[case] line: usize,
+    #[case] column: usize,
+    #[case] fragment: &str,
+) {
+    let src = format!("{PRELUDE}{snippet}\n");
+    match parse_str(&src) {
+        Ok(_) => panic!("should be rejected:\n{src}"),
+        Err(e) => {
+            assert!(
+                e.message.contains(fragment),
+                "message {:?} lacks {fragment:?}",
+                e.message
+            );
+            assert_eq!((e.line, e.column), (line, column), "{e}");
+        }
+    }
+}

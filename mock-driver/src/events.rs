@@ -1,0 +1,443 @@
+//! Events and interprocess event handles, over a simulated clock.
+//!
+//! Time is modelled, not measured, so every run is deterministic:
+//! - the machine has one clock (ns); every API call advances it by
+//!   [`HOST_CALL_NS`] (a round trip to a process), and host-blocking calls
+//!   (synchronize, memcpy, memset, free, event synchronize) advance it to the
+//!   end of the work they wait for;
+//! - each process has one stream (the default stream) whose work ends at its
+//!   *tail*; `slow_fill` appends long work there and its bytes land only when
+//!   the clock passes its end (until then every process reads the old bytes);
+//! - an event records the tail of the recording process's stream: a query
+//!   says NotReady until the clock passes it, a synchronize advances the
+//!   clock to it, and a stream wait moves the waiting stream's tail to it.
+//!
+//! An IPC event is one shared *core* (its recorded point in time) reached by
+//! the exporter's event and every importer's opened event, so a record in
+//! either process is seen by both, as on hardware.
+
+use crate::hazards::HazardLog;
+use crate::seed::hash;
+use crate::semantics::{EventExporterExit, EventIpcTiming, EventReopen, ExportRule, GetNullOut};
+use crate::world::{Access, CtxKey, Fail, SimResult, World};
+use ipc_harness::event_flags::{BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS};
+use ipc_harness::{
+    Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
+};
+use std::collections::BTreeMap;
+
+/// Simulated host time one API call takes (a worker round trip).
+pub(crate) const HOST_CALL_NS: u64 = 50_000;
+
+/// Every flag bit `event_create` knows.
+const KNOWN_FLAGS: u32 = BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS;
+
+/// Where local event ids start (they only need to be distinct and non-zero).
+const EVENT_ID_BASE: u64 = 0x5e00_0000;
+
+/// One event object of the driver, shared by the exporter and importers.
+#[derive(Debug, Clone)]
+pub(crate) struct Core {
+    pub owner: ProcessIndex,
+    pub flags: u32,
+    /// The point in simulated time the last record completes at.
+    pub recorded_at: Option<u64>,
+    /// The exporter destroyed its event (or exited) while it was exported.
+    pub exporter_destroyed: bool,
+    pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
+}
+
+/// A process's event: its own, or one it opened from a handle.
+#[derive(Debug, Clone)]
+pub(crate) struct Local {
+    pub core: u64,
+    pub ctx: CtxKey,
+    pub imported: bool,
+}
+
+/// Work queued on a stream whose bytes land when the clock passes `done_at`.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingFill {
+    pub done_at: u64,
+    pub block: u64,
+    pub offset: u64,
+    pub len: u64,
+    pub value: u8,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Events {
+    pub clock: u64,
+    /// Per process: when the work queued on its default stream ends.
+    pub tails: BTreeMap<ProcessIndex, u64>,
+    /// In queueing order; applied in order of completion.
+    pub pending: Vec<PendingFill>,
+    pub cores: BTreeMap<u64, Core>,
+    pub local: BTreeMap<(ProcessIndex, u64), Local>,
+    pub by_handle: BTreeMap<[u8; IPC_HANDLE_SIZE], u64>,
+    next_core: u64,
+    next_local: u64,
+}
+
+impl Events {
+    fn tail(&self, p: ProcessIndex) -> u64 {
+        self.tails.get(&p).copied().unwrap_or(0)
+    }
+
+    /// The process exits (or tears down): its events go; exported ones it
+    /// owned count as destroyed by the exporter.
+    pub(crate) fn drop_process(&mut self, p: ProcessIndex) {
+        let ids: Vec<u64> = self
+            .local
+            .range((p, 0)..=(p, u64::MAX))
+            .map(|(&(_, id), _)| id)
+            .collect();
+        for id in ids {
+            self.release(p, id);
+        }
+        self.tails.remove(&p);
+    }
+
+    /// A context was destroyed: so were the events made in it.
+    pub(crate) fn drop_context(&mut self, p: ProcessIndex, ctx: CtxKey) {
+        let ids: Vec<u64> = self
+            .local
+            .range((p, 0)..=(p, u64::MAX))
+            .filter(|(_, l)| l.ctx == ctx)
+            .map(|(&(_, id), _)| id)
+            .collect();
+        for id in ids {
+            self.release(p, id);
+        }
+    }
+
+    fn release(&mut self, p: ProcessIndex, id: u64) {
+        let Some(l) = self.local.remove(&(p, id)) else {
+            return;
+        };
+        if l.imported {
+            return;
+        }
+        if let Some(core) = self.cores.get_mut(&l.core) {
+            if core.handle.is_some() {
+                // Importers (and later opens) still reach the core.
+                core.exporter_destroyed = true;
+            } else {
+                self.cores.remove(&l.core);
+            }
+        }
+    }
+}
+
+impl World {
+    /// Process `p` exits: its events go; handles of events it exported stop
+    /// opening where `event_exporter_exit` says the exit releases them.
+    pub(crate) fn events_exit(&mut self, p: ProcessIndex) {
+        let refused = match self.sem.event_exporter_exit {
+            EventExporterExit::ByDialect => self.dialect == Dialect::Runtime,
+            EventExporterExit::Opens => false,
+            EventExporterExit::Refused => true,
+        };
+        if refused {
+            let owned: Vec<u64> = self
+                .events
+                .cores
+                .iter()
+                .filter(|(_, c)| c.owner == p)
+                .map(|(&id, _)| id)
+                .collect();
+            self.events
+                .by_handle
+                .retain(|_, core| !owned.contains(core));
+        }
+        self.events.drop_process(p);
+    }
+
+    /// Start of every call: host time passes and finished work lands.
+    pub(crate) fn tick(&mut self) {
+        self.events.clock = self.events.clock.saturating_add(HOST_CALL_NS);
+        self.settle();
+    }
+
+    /// A host-blocking call in `p`: wait for everything queued on its stream.
+    pub(crate) fn drain(&mut self, p: ProcessIndex) {
+        let tail = self.events.tail(p);
+        self.events.clock = self.events.clock.max(tail);
+        self.settle();
+    }
+
+    /// Apply the pending fills the clock has passed, in completion order.
+    fn settle(&mut self) {
+        let clock = self.events.clock;
+        let (mut done, left): (Vec<PendingFill>, Vec<PendingFill>) = self
+            .events
+            .pending
+            .drain(..)
+            .partition(|f| f.done_at <= clock);
+        self.events.pending = left;
+        done.sort_by_key(|f| f.done_at);
+        for f in done {
+            // A block freed in the meantime takes the bytes with it.
+            if let Some(b) = self.blocks.get_mut(&f.block) {
+                b.data.fill(f.offset, f.len, f.value);
+            }
+        }
+    }
+
+    /// Look up `p`'s event `id`; an imported event whose exporter destroyed
+    /// it is the documented undefined behaviour: logged, then `rule` decides.
+    fn event_core(&mut self, p: ProcessIndex, id: EventId, what: &str) -> SimResult<u64> {
+        let Some(l) = self.events.local.get(&(p, id.0)).cloned() else {
+            return Err(ErrorKind::InvalidHandle.into());
+        };
+        let destroyed = self
+            .events
+            .cores
+            .get(&l.core)
+            .is_some_and(|c| c.exporter_destroyed);
+        if l.imported && destroyed {
+            record_destroyed_use(&mut self.hazards, p, what);
+            if let ExportRule::Refuse(k) = self.sem.event_after_exporter_destroy {
+                return Err(k.into());
+            }
+        }
+        Ok(l.core)
+    }
+
+    pub(crate) fn event_create(&mut self, p: ProcessIndex, flags: u32) -> SimResult<EventId> {
+        let (ctx, _) = self.current_ctx(p)?;
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(self.sem.event_unknown_flags.into());
+        }
+        let ipc_with_timing = flags & INTERPROCESS != 0 && flags & DISABLE_TIMING == 0;
+        if ipc_with_timing && self.sem.event_ipc_timing == EventIpcTiming::CreateFails {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        let core = self.events.next_core;
+        self.events.next_core += 1;
+        self.events.cores.insert(
+            core,
+            Core {
+                owner: p,
+                flags,
+                recorded_at: None,
+                exporter_destroyed: false,
+                handle: None,
+            },
+        );
+        Ok(self.new_local(p, core, ctx, false))
+    }
+
+    fn new_local(&mut self, p: ProcessIndex, core: u64, ctx: CtxKey, imported: bool) -> EventId {
+        self.events.next_local += 1;
+        let id = EVENT_ID_BASE + self.events.next_local * 0x10;
+        self.events.local.insert(
+            (p, id),
+            Local {
+                core,
+                ctx,
+                imported,
+            },
+        );
+        EventId(id)
+    }
+
+    pub(crate) fn event_record(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        self.current_ctx(p)?;
+        let core = self.event_core(p, id, "event_record")?;
+        let at = self.events.tail(p).max(self.events.clock);
+        if let Some(c) = self.events.cores.get_mut(&core) {
+            c.recorded_at = Some(at);
+        }
+        Ok(())
+    }
+
+    /// When the event's last record completes; `None` when never recorded.
+    fn recorded_at(&self, core: u64) -> Option<u64> {
+        self.events.cores.get(&core).and_then(|c| c.recorded_at)
+    }
+
+    pub(crate) fn event_query(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        let core = self.event_core(p, id, "event_query")?;
+        match self.recorded_at(core) {
+            Some(t) if t > self.events.clock => Err(ErrorKind::NotReady.into()),
+            // Never recorded: complete, as for any event.
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn event_synchronize(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        let core = self.event_core(p, id, "event_sync")?;
+        if let Some(t) = self.recorded_at(core) {
+            self.events.clock = self.events.clock.max(t);
+            self.settle();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn stream_wait_event(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        self.current_ctx(p)?;
+        let core = self.event_core(p, id, "stream_wait")?;
+        if let Some(t) = self.recorded_at(core) {
+            let tail = self.events.tails.entry(p).or_insert(0);
+            *tail = (*tail).max(t);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn event_elapsed(
+        &mut self,
+        p: ProcessIndex,
+        start: EventId,
+        end: EventId,
+    ) -> SimResult<f32> {
+        let a = self.event_core(p, start, "event_elapsed")?;
+        let b = self.event_core(p, end, "event_elapsed")?;
+        let mut times = [0u64; 2];
+        for (slot, core) in times.iter_mut().zip([a, b]) {
+            let Some(c) = self.events.cores.get(&core) else {
+                return Err(ErrorKind::InvalidHandle.into());
+            };
+            let Some(t) = c.recorded_at else {
+                return Err(self.sem.elapsed_without_timing.into());
+            };
+            if c.flags & DISABLE_TIMING != 0 {
+                return Err(self.sem.elapsed_without_timing.into());
+            }
+            if t > self.events.clock {
+                return Err(ErrorKind::NotReady.into());
+            }
+            *slot = t;
+        }
+        Ok((times[1] as f64 - times[0] as f64) as f32 / 1e6)
+    }
+
+    pub(crate) fn event_destroy(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        if !self.events.local.contains_key(&(p, id.0)) {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        self.events.release(p, id.0);
+        Ok(())
+    }
+
+    pub(crate) fn ipc_get_event_handle(
+        &mut self,
+        p: ProcessIndex,
+        id: EventId,
+        out: OutArg,
+    ) -> SimResult<IpcEventHandle> {
+        self.current_ctx(p)?;
+        let core_id = self.event_core(p, id, "ipc_get_event")?;
+        let Some(core) = self.events.cores.get(&core_id).cloned() else {
+            return Err(ErrorKind::InvalidHandle.into());
+        };
+        if core.flags & INTERPROCESS == 0 {
+            return Err(self.sem.event_get_not_interprocess.into());
+        }
+        if core.flags & DISABLE_TIMING == 0 {
+            // Only reachable with `event_ipc_timing=get-fails`.
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        if out == OutArg::Null {
+            if self.dialect == Dialect::Runtime
+                && self.sem.event_get_null_out == GetNullOut::CrashInRuntime
+            {
+                return Err(Fail::Crash {
+                    signal: 11,
+                    detail: "cudaIpcGetEventHandle wrote through a NULL handle pointer (SIGSEGV)"
+                        .into(),
+                });
+            }
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        if let Some(bytes) = core.handle {
+            return Ok(IpcEventHandle(bytes));
+        }
+        // Shaped like the measured handles: a per-exporter word, a 1, and a
+        // slot number counting down per exported event (H100 / 580.159.04).
+        let mut bytes = [0u8; IPC_HANDLE_SIZE];
+        let tag = (hash(self.seed, &[0x4556, core.owner as u64]) & 0xffff) as u32 | 1;
+        bytes[0..4].copy_from_slice(&tag.to_le_bytes());
+        bytes[8] = 1;
+        let slot = 0x0fff_u32.saturating_sub(self.events.by_handle.len() as u32);
+        bytes[16..20].copy_from_slice(&slot.to_le_bytes());
+        self.events.by_handle.insert(bytes, core_id);
+        if let Some(c) = self.events.cores.get_mut(&core_id) {
+            c.handle = Some(bytes);
+        }
+        Ok(IpcEventHandle(bytes))
+    }
+
+    pub(crate) fn ipc_open_event_handle(
+        &mut self,
+        p: ProcessIndex,
+        handle: &IpcEventHandle,
+    ) -> SimResult<EventId> {
+        let (ctx, _) = self.current_ctx(p)?;
+        let Some(&core_id) = self.events.by_handle.get(&handle.0) else {
+            return Err(self.sem.event_bad_handle.into());
+        };
+        let Some(core) = self.events.cores.get(&core_id).cloned() else {
+            return Err(self.sem.event_bad_handle.into());
+        };
+        if core.owner == p {
+            return Err(self.sem.event_open_in_exporter.into());
+        }
+        if core.exporter_destroyed {
+            record_destroyed_use(&mut self.hazards, p, "ipc_open_event");
+            if let ExportRule::Refuse(k) = self.sem.event_dead_handle {
+                return Err(k.into());
+            }
+        }
+        if self.sem.event_reopen == EventReopen::SameEvent {
+            let existing = self
+                .events
+                .local
+                .range((p, 0)..=(p, u64::MAX))
+                .find(|(_, l)| l.imported && l.core == core_id)
+                .map(|(&(_, id), _)| EventId(id));
+            if let Some(e) = existing {
+                return Ok(e);
+            }
+        }
+        Ok(self.new_local(p, core_id, ctx, true))
+    }
+
+    /// Long work on `p`'s stream, then a fill of `[ptr, ptr + len)`.
+    pub(crate) fn slow_fill(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        value: u8,
+        len: u64,
+        micros: u64,
+    ) -> SimResult<()> {
+        self.current_ctx(p)?;
+        let target = if len == 0 {
+            None
+        } else {
+            Some(self.resolve(p, ptr, len, Access::Kernel)?)
+        };
+        let start = self.events.tail(p).max(self.events.clock);
+        let done_at = start.saturating_add(micros.saturating_mul(1000));
+        self.events.tails.insert(p, done_at);
+        if let Some((block, offset)) = target {
+            self.events.pending.push(PendingFill {
+                done_at,
+                block,
+                offset,
+                len,
+                value,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn record_destroyed_use(log: &mut HazardLog, p: ProcessIndex, what: &str) {
+    log.record(
+        HazardKind::EventAfterExporterDestroy,
+        p,
+        format!("{what} on an imported event whose exporter destroyed it"),
+    );
+}
