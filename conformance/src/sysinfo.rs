@@ -53,14 +53,18 @@ pub fn hostname() -> Option<String> {
         .or_else(|| from_file("/etc/hostname"))
 }
 
-/// `$IPC_GIT_REVISION`, else `git rev-parse HEAD` in the source tree the
-/// binary was built from (or the current directory), else `None`.
+/// `$IPC_GIT_REVISION`, else the revision the binary was built from (see
+/// `build.rs`), else `git rev-parse HEAD` in the source tree or the current
+/// directory, else `None`.
 pub fn git_revision() -> Option<String> {
     if let Ok(rev) = std::env::var(GIT_REVISION_ENV) {
         let rev = rev.trim().to_string();
         if !rev.is_empty() {
             return Some(rev);
         }
+    }
+    if let Some(rev) = option_env!("IPC_BUILD_GIT_REVISION") {
+        return Some(rev.to_string());
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = if manifest.is_dir() {

@@ -448,7 +448,7 @@ fn gpu_an_exporter_exit_is_seen_by_the_importer() {
     if !gpu_host() {
         return;
     }
-    for d in Dialect::ALL {
+    for d in Dialect::CUDA {
         let backend = CudaBackend::new(test_worker());
         let mut m = backend.start(&spec(d, &["owner", "peer"])).unwrap();
         let o = m.driver(0);
@@ -482,7 +482,7 @@ fn gpu_crashing_calls_are_reported_as_lost_processes() {
     if !gpu_host() {
         return;
     }
-    for d in Dialect::ALL {
+    for d in Dialect::CUDA {
         let backend = CudaBackend::new(test_worker());
         let mut m = backend.start(&spec(d, &["victim", "bystander"])).unwrap();
         let v = m.driver(0);
