@@ -31,7 +31,7 @@ use ipc_harness::{
     ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const FORMAT: u32 = 0x200;
 const MEMORY_TYPE: [u8; 5] = [6, 0, 0, 0, 0];
@@ -254,6 +254,7 @@ impl World {
                     let n = m.opens.entry(ret).or_insert(0);
                     *n = n.saturating_add(1);
                     m.exports.insert(h.offset, export_size);
+                    m.closed.remove(&h.offset);
                 }
                 return Ok(ret);
             }
@@ -292,6 +293,7 @@ impl World {
                     exporter,
                     exports: BTreeMap::from([(h.offset, export_size)]),
                     opens: BTreeMap::from([(ret, 1)]),
+                    closed: BTreeSet::new(),
                 }),
             },
         );
@@ -318,6 +320,13 @@ impl World {
         *n -= 1;
         if *n == 0 {
             m.opens.remove(&ptr);
+            // The pointer's allocation stays reachable through a neighbour's
+            // open; remember that its own opens are gone (access-after-close).
+            if let Some((o, _)) = m.export_at(ptr - base) {
+                if !m.opens.keys().any(|&q| m.export_at(q - base).is_some_and(|(x, _)| x == o)) {
+                    m.closed.insert(o);
+                }
+            }
         }
         if m.opens.is_empty() {
             self.unmap_import(p, base);

@@ -133,6 +133,7 @@ impl World {
                 owner_mapped: true,
                 revoked: false,
                 freed_while_mapped: BTreeSet::new(),
+                freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
             },

@@ -91,6 +91,10 @@ pub(crate) struct Mapping {
     pub exports: BTreeMap<u64, u64>,
     /// Pointers `ipc_open` returned into this mapping, with their open counts.
     pub opens: BTreeMap<u64, u64>,
+    /// Offsets (in block) of opened allocations whose last open pointer was
+    /// closed while the mapping lives on for a neighbour: access is still
+    /// possible, and is the access-after-close hazard.
+    pub closed: BTreeSet<u64>,
 }
 
 impl Mapping {
@@ -174,6 +178,10 @@ pub(crate) struct Block {
     pub revoked: bool,
     /// Allocation offsets the owner freed while importers mapped them.
     pub freed_while_mapped: BTreeSet<u64>,
+    /// Allocation offsets the owner freed by an API call (whether mapped or
+    /// not): an importer that opens one later, while a live neighbour keeps
+    /// the block, reaches freed memory.
+    pub freed: BTreeSet<u64>,
     /// Exported allocations: offset in block -> size (filled by `ipc_get`).
     pub exports: BTreeMap<u64, u64>,
     /// The driver object id handles of this block carry, once exported.
@@ -397,7 +405,11 @@ impl World {
             let import = r
                 .import
                 .as_ref()
-                .map(|m| (m.export_at(ptr - base), m.exporter));
+                .map(|m| {
+                    let export = m.export_at(ptr - base);
+                    let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
+                    (export, m.exporter, closed)
+                });
             (base, r.len, r.block, import)
         });
         let own_alloc = proc
@@ -428,7 +440,13 @@ impl World {
         let mut hazards: Vec<(HazardKind, String)> = Vec::new();
         // The accessing allocation's own range, if the pointer is in one.
         let own: Option<(u64, u64)> = match import {
-            Some((export, exporter)) => {
+            Some((export, exporter, closed)) => {
+                if closed {
+                    hazards.push((
+                        HazardKind::AccessAfterClose,
+                        format!("{ptr:#x}: IPC pointer already closed (a neighbour keeps the mapping)"),
+                    ));
+                }
                 if block.revoked {
                     self.hazard(
                         HazardKind::AccessAfterFree,
@@ -437,7 +455,9 @@ impl World {
                     );
                     return Err(fault.into());
                 }
-                let freed = export.is_some_and(|(o, _)| block.freed_while_mapped.contains(&o));
+                let freed = export.is_some_and(|(o, _)| {
+                    block.freed_while_mapped.contains(&o) || block.freed.contains(&o)
+                });
                 if freed {
                     hazards.push((
                         HazardKind::AccessAfterFree,
@@ -519,6 +539,9 @@ impl World {
             return;
         };
         block.live.remove(&a.offset);
+        if explicit {
+            block.freed.insert(a.offset);
+        }
         let mut hazard = None;
         if block.importers > 0 && explicit {
             hazard = Some(format!(
