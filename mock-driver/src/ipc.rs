@@ -323,7 +323,11 @@ impl World {
             // The pointer's allocation stays reachable through a neighbour's
             // open; remember that its own opens are gone (access-after-close).
             if let Some((o, _)) = m.export_at(ptr - base) {
-                if !m.opens.keys().any(|&q| m.export_at(q - base).is_some_and(|(x, _)| x == o)) {
+                if !m
+                    .opens
+                    .keys()
+                    .any(|&q| m.export_at(q - base).is_some_and(|(x, _)| x == o))
+                {
                     m.closed.insert(o);
                 }
             }

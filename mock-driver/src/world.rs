@@ -402,14 +402,11 @@ impl World {
         let proc = &self.procs[p];
         let dead = proc.dead_at(ptr);
         let found = proc.region_at(ptr).map(|(base, r)| {
-            let import = r
-                .import
-                .as_ref()
-                .map(|m| {
-                    let export = m.export_at(ptr - base);
-                    let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
-                    (export, m.exporter, closed)
-                });
+            let import = r.import.as_ref().map(|m| {
+                let export = m.export_at(ptr - base);
+                let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
+                (export, m.exporter, closed)
+            });
             (base, r.len, r.block, import)
         });
         let own_alloc = proc
@@ -444,7 +441,9 @@ impl World {
                 if closed {
                     hazards.push((
                         HazardKind::AccessAfterClose,
-                        format!("{ptr:#x}: IPC pointer already closed (a neighbour keeps the mapping)"),
+                        format!(
+                            "{ptr:#x}: IPC pointer already closed (a neighbour keeps the mapping)"
+                        ),
                     ));
                 }
                 if block.revoked {

@@ -47,7 +47,12 @@ fn free_before_open_opens_while_the_exporter_lives_semantic() {
     assert_eq!(err(open(m.as_mut(), 1, h)), ErrorKind::InvalidHandle);
     // The reads reached memory freed by an API call: logged, one per reader.
     let kinds = hazard_kinds(m.as_ref());
-    assert_eq!(kinds, vec![HazardKind::AccessAfterFree; 2], "{:?}", m.hazards());
+    assert_eq!(
+        kinds,
+        vec![HazardKind::AccessAfterFree; 2],
+        "{:?}",
+        m.hazards()
+    );
 }
 
 #[test]

@@ -1519,7 +1519,7 @@ proptest! {
     /// 6, strict: also an IPC pointer opened after its allocation was freed,
     /// and an IPC pointer used after its last close while its mapping lives.
     #[test]
-    
+
     fn prop6_strict_every_undefined_access_is_logged(prog in program_strategy()) {
         let o = run(&prog);
         let all: Vec<String> = o.unlogged.iter().chain(&o.unlogged_known).cloned().collect();
