@@ -260,6 +260,13 @@ pub struct ExploreArgs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Start no new case after this many seconds (the summary says so).
+    #[arg(long, value_name = "S")]
+    pub time_limit_s: Option<u64>,
+    /// Scenario runs a shrink may spend on one finding that needs the real
+    /// backend (the simulator alone: 2000).
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub shrink_runs_real: usize,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -577,6 +584,8 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         max_steps: a.max_steps,
         dialects: a.dialect.dialects(),
         step_timeout: Duration::from_millis(a.step_timeout_ms),
+        time_limit: a.time_limit_s.map(Duration::from_secs),
+        shrink_runs_real: a.shrink_runs_real,
         ..ExploreOptions::default()
     };
     let judge = Judge {
@@ -604,11 +613,12 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     bar.finish_and_clear();
     for f in &summary.findings {
         say!(
-            "finding: {} case {} (seed {}, {}): {}{}",
+            "finding: {} case {} (seed {}, {}; {} more alike): {}{}",
             f.property,
             f.case.index,
             f.case.seed,
             f.case.dialect,
+            f.repeats,
             f.message,
             f.file
                 .as_ref()
@@ -622,6 +632,9 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     )?;
     report::write_atomic(&a.out.join("summary.md"), summary.markdown().as_bytes())?;
     say!("{}", summary.line());
+    if summary.stopped_early {
+        say!("stopped by --time-limit-s before {} cases", a.cases);
+    }
     say!("reports: {} (summary.json, summary.md)", a.out.display());
     Ok(if summary.findings.is_empty() {
         EXIT_OK

@@ -2,7 +2,7 @@
 //! first use, one per device), extra contexts, the current context.
 
 use crate::seed::hash;
-use crate::semantics::DestroyPrimary;
+use crate::semantics::{DestroyPrimary, SetDestroyedContext};
 use crate::world::{Context, CtxKey, SimResult, World};
 use ipc_harness::{DeviceAttribute, ErrorKind, ProcessIndex};
 use std::collections::btree_map::Entry;
@@ -98,8 +98,11 @@ impl World {
             proc.current = None;
             return Ok(());
         }
-        if !proc.contexts.get(&ctx).is_some_and(|c| c.alive) {
-            return Err(ErrorKind::InvalidContext.into());
+        match proc.contexts.get(&ctx) {
+            Some(c) if c.alive => {}
+            // Current, but dead: later calls find no usable context.
+            Some(_) if self.sem.set_destroyed_context == SetDestroyedContext::Accepted => {}
+            _ => return Err(ErrorKind::InvalidContext.into()),
         }
         proc.current = Some(ctx);
         Ok(())

@@ -3,10 +3,10 @@
 //! Device allocations live in physical blocks; with sub-allocation on, small
 //! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
 
-use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, Switch};
+use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch};
 use crate::store::Store;
 use crate::world::{
-    round_up, Access, Allocation, Block, Fail, Region, SimResult, World, BLOCK, DEVICE_MEMORY, KIB,
+    round_up, Access, Allocation, Block, Fail, Gone, Region, SimResult, World, BLOCK, DEVICE_MEMORY, KIB,
     MAX_READ, SUBALLOC_ALIGN,
 };
 use ipc_harness::{
@@ -204,6 +204,18 @@ impl World {
         if len == 0 {
             return Ok(());
         }
+        // Measured (H100, 580.159.04, runtime): cudaMemset of an IPC pointer
+        // while another context of the process is current is InvalidValue.
+        // (Copies and kernels from another context are not measured yet.)
+        let current = self.current_ctx(p).ok().map(|(c, _)| c);
+        let foreign_import = self.procs[p].region_at(ptr).is_some_and(|(_, r)| {
+            r.import
+                .as_ref()
+                .is_some_and(|m| current.is_some_and(|c| c != m.ctx))
+        });
+        if foreign_import {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
@@ -232,6 +244,11 @@ impl World {
         if len == 0 {
             return Ok(Vec::new());
         }
+        if access == Access::Kernel && self.sem.stale_kernel_read == StaleKernelRead::Zeros {
+            if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
+                return Ok(zeros);
+            }
+        }
         let (id, off) = self.resolve(p, ptr, len, access)?;
         if len > MAX_READ {
             return Err(Fail::Harness(format!(
@@ -243,6 +260,26 @@ impl World {
             .get(&id)
             .map(|b| b.data.read(off, len as usize))
             .unwrap_or_default())
+    }
+
+    /// A kernel read wholly inside VA the process released and has not
+    /// handed out again: zeros, and the hazard the stale pointer is.
+    fn stale_kernel_read(&mut self, p: ProcessIndex, ptr: u64, len: u64) -> Option<Vec<u8>> {
+        let proc = &self.procs[p];
+        if proc.region_at(ptr).is_some() || len > MAX_READ {
+            return None;
+        }
+        let end = ptr.checked_add(len)?;
+        let (base, span) = crate::world::containing(&proc.free_va, ptr, |s| *s)?;
+        if end > base.saturating_add(*span) {
+            return None;
+        }
+        let kind = match proc.dead_at(ptr) {
+            Some(Gone::Closed) => HazardKind::AccessAfterClose,
+            _ => HazardKind::AccessAfterFree,
+        };
+        self.hazard(kind, p, format!("{ptr:#x}: a kernel read released VA (zeros)"));
+        Some(vec![0; len as usize])
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {

@@ -431,21 +431,25 @@ impl World {
         if end > base.saturating_add(region_len) {
             return Err(fault.into());
         }
+        if let Some((_, _, true)) = import {
+            self.hazard(
+                HazardKind::AccessAfterClose,
+                p,
+                format!("{ptr:#x}: IPC pointer already closed (a neighbour keeps the mapping)"),
+            );
+            // Measured (H100, 580.159.04): memcpy refuses it; the mapping
+            // itself lives on for the neighbour, so a kernel still reads it.
+            if access == Access::Copy {
+                return Err(fault.into());
+            }
+        }
         let Some(block) = self.blocks.get(&block_id) else {
             return Err(fault.into());
         };
         let mut hazards: Vec<(HazardKind, String)> = Vec::new();
         // The accessing allocation's own range, if the pointer is in one.
         let own: Option<(u64, u64)> = match import {
-            Some((export, exporter, closed)) => {
-                if closed {
-                    hazards.push((
-                        HazardKind::AccessAfterClose,
-                        format!(
-                            "{ptr:#x}: IPC pointer already closed (a neighbour keeps the mapping)"
-                        ),
-                    ));
-                }
+            Some((export, exporter, _)) => {
                 if block.revoked {
                     self.hazard(
                         HazardKind::AccessAfterFree,

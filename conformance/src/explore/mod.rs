@@ -37,6 +37,8 @@ pub struct ExploreOptions {
     pub shrink_runs: usize,
     /// Scenario runs a shrink may spend when each needs the real backend.
     pub shrink_runs_real: usize,
+    /// Start no new case after this long.
+    pub time_limit: Option<Duration>,
 }
 
 impl Default for ExploreOptions {
@@ -48,7 +50,8 @@ impl Default for ExploreOptions {
             dialects: vec![Dialect::Runtime],
             step_timeout: Duration::from_secs(20),
             shrink_runs: 2000,
-            shrink_runs_real: 60,
+            shrink_runs_real: 40,
+            time_limit: None,
         }
     }
 }
@@ -74,6 +77,10 @@ pub struct Finding {
     pub scenario: String,
     /// Where it was written, if an output directory was given.
     pub file: Option<PathBuf>,
+    /// What makes another case the same finding.
+    pub signature: String,
+    /// Later cases that broke the property the same way (not shrunk again).
+    pub repeats: u64,
 }
 
 /// The outcome of an exploration.
@@ -90,6 +97,8 @@ pub struct Summary {
     pub compared_steps: u64,
     pub findings: Vec<Finding>,
     pub reached: Reached,
+    /// The time limit stopped the run before `--cases` cases.
+    pub stopped_early: bool,
 }
 
 /// How often the generated scenarios reached the states the properties are about.
@@ -182,11 +191,12 @@ impl Summary {
         for f in &self.findings {
             let _ = writeln!(
                 s,
-                "- **{}** case {} (seed {}, {}): {} — {} of {} steps{}",
+                "- **{}** case {} (seed {}, {}), {} more case(s) alike: {} — {} of {} steps{}",
                 f.property,
                 f.case.index,
                 f.case.seed,
                 f.case.dialect,
+                f.repeats,
                 f.message,
                 f.steps,
                 f.original_steps,
@@ -260,11 +270,12 @@ impl Judge<'_> {
             Ok(s) => s,
             Err(e) => {
                 return Evaluation {
-                    violations: vec![Violation {
-                        property: Property::Robustness,
-                        step: None,
-                        message: format!("the generator wrote an invalid scenario: {e}"),
-                    }],
+                    violations: vec![Violation::new(
+                        Property::Robustness,
+                        None,
+                        format!("the generator wrote an invalid scenario: {e}"),
+                        "invalid scenario",
+                    )],
                     steps: 0,
                     compared_steps: 0,
                     not_compared: false,
@@ -291,14 +302,15 @@ impl Judge<'_> {
             let e = scenario::execute(scenario, real, &opts);
             match e.verdict.status {
                 Status::NotSupported => eval.not_compared = true,
-                _ if e.trace.steps.is_empty() => violations.push(Violation {
-                    property: Property::Differential,
-                    step: None,
-                    message: format!(
+                _ if e.trace.steps.is_empty() => violations.push(Violation::new(
+                    Property::Differential,
+                    None,
+                    format!(
                         "the real backend did not run it: {:?} {}",
                         e.verdict.status, e.verdict.message
                     ),
-                }),
+                    &format!("not run: {:?}", e.verdict.status),
+                )),
                 _ => {
                     eval.compared_steps = e.trace.steps.len();
                     violations.extend(differences(&sim_trace, &e.trace));
@@ -317,18 +329,37 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
         Some(o) => crate::report::text::outcome_text(o),
         None => "(no step)".to_string(),
     };
+    // Outcomes without labels or bytes: ok, an error code, crash...
+    let class = |o: &Option<StepOutcome>| match o {
+        Some(StepOutcome::Ok { .. }) => "ok".to_string(),
+        Some(StepOutcome::Error { code, .. }) => format!("error {code}"),
+        Some(StepOutcome::Crash { .. }) => "crash".into(),
+        Some(StepOutcome::Timeout { .. }) => "timeout".into(),
+        Some(StepOutcome::Broken { .. }) => "broken".into(),
+        Some(StepOutcome::Skipped { .. }) => "skipped".into(),
+        None => "none".into(),
+    };
     sim.differences(real)
         .into_iter()
-        .map(|d| Violation {
-            property: Property::Differential,
-            step: Some(d.index),
-            message: format!(
-                "line {} '{}': simulator {}, real driver {}",
-                d.line,
-                d.op,
-                show(&d.left),
-                show(&d.right)
-            ),
+        .map(|d| {
+            let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
+            let keyword = call.split_whitespace().next().unwrap_or("");
+            Violation::new(
+                Property::Differential,
+                Some(d.index),
+                format!(
+                    "line {} '{}': simulator {}, real driver {}",
+                    d.line,
+                    d.op,
+                    show(&d.left),
+                    show(&d.right)
+                ),
+                &format!(
+                    "{keyword}: simulator {}, real {}",
+                    class(&d.left),
+                    class(&d.right)
+                ),
+            )
         })
         .collect()
 }
@@ -357,6 +388,10 @@ pub fn explore(
         opts.dialects.clone()
     };
     for index in 0..opts.cases {
+        if opts.time_limit.is_some_and(|t| started.elapsed() >= t) {
+            summary.stopped_early = true;
+            break;
+        }
         let id = CaseId {
             index,
             seed: case_seed(opts.seed, index),
@@ -370,7 +405,22 @@ pub fn explore(
         summary.steps += eval.steps as u64;
         summary.compared_steps += eval.compared_steps as u64;
         summary.not_compared += u64::from(eval.not_compared);
-        if let Some(first) = eval.violations.first() {
+        // The first violation no earlier finding explains is shrunk; a case
+        // whose violations are all known repeats the first it matches.
+        let new = eval
+            .violations
+            .iter()
+            .find(|v| !summary.findings.iter().any(|f| f.signature == v.signature));
+        if new.is_none() {
+            if let Some(known) = summary.findings.iter_mut().find(|f| {
+                eval.violations
+                    .first()
+                    .is_some_and(|v| v.signature == f.signature)
+            }) {
+                known.repeats += 1;
+            }
+        }
+        if let Some(first) = new {
             let budget = if judge.real.is_some() && first.property == Property::Differential {
                 opts.shrink_runs_real
             } else {

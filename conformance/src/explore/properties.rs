@@ -67,6 +67,20 @@ pub struct Violation {
     pub property: Property,
     pub step: Option<usize>,
     pub message: String,
+    /// What makes two violations the same finding (no names, labels or
+    /// offsets): cases that repeat a known finding are counted, not shrunk.
+    pub signature: String,
+}
+
+impl Violation {
+    pub fn new(property: Property, step: Option<usize>, message: String, what: &str) -> Violation {
+        Violation {
+            property,
+            step,
+            message,
+            signature: format!("{property}: {what}"),
+        }
+    }
 }
 
 /// Where a documented or accepted return code comes from.
@@ -147,47 +161,42 @@ pub fn check_on_sim(
         Err(panic) => {
             return (
                 None,
-                vec![Violation {
-                    property: Property::Robustness,
-                    step: None,
-                    message: format!("the simulator panicked: {}", panic_text(&panic)),
-                }],
+                vec![Violation::new(
+                    Property::Robustness,
+                    None,
+                    format!("the simulator panicked: {}", panic_text(&panic)),
+                    "panic",
+                )],
             )
         }
     };
     let mut out = Vec::new();
     if first.verdict.status == Status::Broken {
-        out.push(Violation {
-            property: Property::Robustness,
-            step: None,
-            message: format!("the run is Broken: {}", first.verdict.message),
-        });
+        out.push(Violation::new(
+            Property::Robustness,
+            None,
+            format!("the run is Broken: {}", first.verdict.message),
+            "broken run",
+        ));
     }
     match run() {
         Ok(second) => {
             let (a, b) = (first.trace.observations(), second.trace.observations());
             if a != b {
                 let step = a.differences(&b).first().map(|d| d.index);
-                out.push(Violation {
-                    property: Property::Determinism,
-                    step,
-                    message: match step {
-                        Some(i) => {
-                            format!("two runs with seed {} differ at step {}", opts.seed, i + 1)
-                        }
-                        None => format!("two runs with seed {} log different hazards", opts.seed),
-                    },
-                });
+                let message = match step {
+                    Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
+                    None => format!("two runs with seed {} log different hazards", opts.seed),
+                };
+                out.push(Violation::new(Property::Determinism, step, message, "traces differ"));
             }
         }
-        Err(panic) => out.push(Violation {
-            property: Property::Robustness,
-            step: None,
-            message: format!(
-                "the simulator panicked on the second run: {}",
-                panic_text(&panic)
-            ),
-        }),
+        Err(panic) => out.push(Violation::new(
+            Property::Robustness,
+            None,
+            format!("the simulator panicked on the second run: {}", panic_text(&panic)),
+            "panic",
+        )),
     }
     out.extend(check_trace(scenario, &first.trace, opts.dialect));
     (Some(first.trace), out)
@@ -204,8 +213,9 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 #[derive(Debug, Default)]
 struct Object {
     size: u64,
-    /// Its owner freed it: what a read returns is no longer judged.
-    freed: bool,
+    /// Freed by its owner, or written where the model cannot follow: what a
+    /// read returns is no longer judged.
+    unjudged: bool,
     /// Writes in order: `[start, end)` set to the byte.
     writes: Vec<(u64, u64, WriteBytes)>,
 }
@@ -248,6 +258,8 @@ struct Model {
     binding: HashMap<String, (String, u64)>,
     /// Handle label -> the object it exports.
     handle_object: HashMap<String, usize>,
+    /// Handles with a damaged offset field -> the object of the original.
+    damaged: HashMap<String, usize>,
     /// Binding of a handle -> its label.
     handle_label: HashMap<String, String>,
     /// (process, pointer label) -> opens outstanding.
@@ -310,12 +322,21 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
         let p = step.process;
         let keyword = step.op.keyword();
         let here = hazards_at(i);
+        // Dialect-neutral, so both dialects' cases of one finding match.
+        let code = match &rec.outcome {
+            StepOutcome::Error { code, .. } => match ApiError::from_code(dialect, *code).kind() {
+                Some(k) => format!("{k:?}"),
+                None => code.to_string(),
+            },
+            _ => String::new(),
+        };
         let mut fail = |property, message: String| {
-            out.push(Violation {
+            out.push(Violation::new(
                 property,
-                step: Some(i),
-                message: format!("line {} '{}': {message}", step.line, rec.op),
-            })
+                Some(i),
+                format!("line {} '{}': {message}", step.line, rec.op),
+                &format!("{keyword} {code}"),
+            ))
         };
         // Documented returns.
         match &rec.outcome {
@@ -400,17 +421,23 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                     }
                 }
             }
-            Op::HandleFlip { handle, .. } => {
+            Op::HandleFlip { handle, offset } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
                     m.handle_label.insert(b.clone(), label.clone());
-                    // Flips of ignored bytes open the same memory.
                     let o = m
                         .handle_label
                         .get(handle)
                         .and_then(|h| m.handle_object.get(h))
                         .copied();
                     if let Some(o) = o {
-                        m.handle_object.entry(label.clone()).or_insert(o);
+                        if (28..31).contains(offset) {
+                            // A damaged offset may still open, somewhere in
+                            // the block: the model cannot place it.
+                            m.damaged.insert(label.clone(), o);
+                        } else {
+                            // Other bytes either fail to open or are ignored.
+                            m.handle_object.entry(label.clone()).or_insert(o);
+                        }
                     }
                 }
             }
@@ -422,11 +449,13 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             Op::IpcOpen { handle, .. } => {
                 if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
-                    let object = m
-                        .handle_label
-                        .get(handle)
-                        .and_then(|h| m.handle_object.get(h))
-                        .copied();
+                    let hl = m.handle_label.get(handle).cloned().unwrap_or_default();
+                    if let Some(&o) = m.damaged.get(&hl) {
+                        // Writes through it land where the model cannot say.
+                        m.objects[o].unjudged = true;
+                        m.lost.insert(p);
+                    }
+                    let object = m.handle_object.get(&hl).copied();
                     match object {
                         Some(o) => m.label_object.insert(label.clone(), o),
                         None => m.label_object.remove(label),
@@ -498,7 +527,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 if ok_value.is_some() {
                     if let Some((l, 0)) = resolve(&m, ptr) {
                         if let Some(&o) = m.label_object.get(&l) {
-                            m.objects[o].freed = true;
+                            m.objects[o].unjudged = true;
                         }
                     }
                 }
@@ -548,7 +577,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 if let Some(ValueSummary::Bytes { pattern }) = ok_value {
                     let mut wrong = None;
                     access(&mut m, &mut fail, p, lost, ptr, &here, |m, o, base| {
-                        if !here.is_empty() || m.objects[o].freed {
+                        if !here.is_empty() || m.objects[o].unjudged {
                             return; // the hazard log explains whatever was read
                         }
                         let Some(got) = decode_pattern(pattern) else {

@@ -36,7 +36,7 @@ pub fn minimise(
             .evaluate(text, id)
             .violations
             .into_iter()
-            .find(|v| v.property == property)
+            .find(|v| v.signature == first.signature)
     };
     let mut best = generate::lower(&tree.current(), max_steps, "").text;
     let original_steps = step_count(&best);
@@ -111,5 +111,7 @@ pub fn minimise(
         steps: step_count(&body),
         scenario: finding_header(id, property, &why.message, real) + &body,
         file: None,
+        signature: first.signature.clone(),
+        repeats: 0,
     }
 }
