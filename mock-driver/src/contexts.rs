@@ -108,8 +108,11 @@ impl World {
         Ok(())
     }
 
+    /// The current context, destroyed or not (measured: a destroyed context
+    /// made current is what cuCtxGetCurrent returns).
     pub(crate) fn current_context(&self, p: ProcessIndex) -> Option<CtxKey> {
-        self.current_ctx(p).ok().map(|(c, _)| c)
+        let proc = &self.procs[p];
+        proc.current.filter(|c| proc.contexts.contains_key(c))
     }
 
     /// `cuCtxDestroy`: the context's allocations are freed and its IPC

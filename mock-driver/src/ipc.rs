@@ -8,7 +8,7 @@
 //! | bytes | field | flipped on hardware |
 //! | --- | --- | --- |
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
-//! | 8..16 | exporter process index | ignored |
+//! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
 //! | 16..24 | exported allocation size | ignored |
 //! | 24..28 | format word `0x200` | InvalidValue |
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
@@ -40,6 +40,9 @@ const OFFSET_MASK: u64 = 0x00ff_ffff;
 /// The fields of a handle the driver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HandleData {
+    /// The exporter's process id field (bytes 8..16): the driver's own-process
+    /// and one-context-per-exporter checks go by it, not by the memory.
+    pub exporter_tag: u64,
     pub object: u32,
     /// Offset of the exported allocation in its block.
     pub offset: u64,
@@ -55,6 +58,12 @@ fn u32_at(b: &[u8; IPC_HANDLE_SIZE], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// The process-id field of the handles a process exports: a pid-like number
+/// per process (a flipped bit never names another process by accident).
+pub(crate) fn process_tag(seed: u64, p: usize) -> u64 {
+    1000 + (hash(seed ^ 0x5049_4454_4147, &[p as u64]) % 4_000_000) * 8 + (p as u64 % 8)
+}
+
 pub(crate) struct Encode {
     pub exporter: u32,
     pub object: u32,
@@ -67,7 +76,7 @@ pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     let mut b = [0u8; IPC_HANDLE_SIZE];
     let cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
     b[0..8].copy_from_slice(&cookie.to_le_bytes());
-    b[8..16].copy_from_slice(&u64::from(e.exporter).to_le_bytes());
+    b[8..16].copy_from_slice(&process_tag(seed, e.exporter as usize).to_le_bytes());
     b[16..24].copy_from_slice(&e.size.to_le_bytes());
     b[24..28].copy_from_slice(&FORMAT.to_le_bytes());
     b[28..31].copy_from_slice(&(e.offset & OFFSET_MASK).to_le_bytes()[..3]);
@@ -89,7 +98,10 @@ pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
         return None;
     }
     let object = u32_at(b, 48);
+    let mut tag = [0u8; 8];
+    tag.copy_from_slice(&b[8..16]);
     Some(HandleData {
+        exporter_tag: u64::from_le_bytes(tag),
         object,
         offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
         checked: u32_at(b, 52) == check_word(seed, object),
@@ -201,6 +213,11 @@ impl World {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
+        // Measured (explore run: cases 5, 46, 53): the own-process check comes
+        // first and reads the handle's process field only.
+        if h.exporter_tag == process_tag(self.seed, p) {
+            return Err(self.sem.open_in_exporter.into());
+        }
         if self.freed_exports.contains_key(&h.object) {
             return Err(ErrorKind::InvalidValue.into());
         }
@@ -215,13 +232,7 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let exporter = block.owner;
-        if exporter == p {
-            return Err(self.sem.open_in_exporter.into());
-        }
         let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
-        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
-            return Err(ErrorKind::InvalidValue.into());
-        }
         // An offset no export names: the H100 (580.159.04) refuses it with
         // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
         // but opens it for a 1000-byte one at the start of a shared block
@@ -271,18 +282,28 @@ impl World {
                 return Ok(ret);
             }
         }
+        // Measured (explore run, case 54): only a new mapping is refused.
+        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
+            return Err(ErrorKind::InvalidValue.into());
+        }
 
         // "Handles from each device in a given process may only be opened by
         // one context per device per other process."
         if let ExportRule::Refuse(kind) = self.sem.second_context {
             let proc = &self.procs[p];
-            let clash = proc.imports.iter().any(|&(c, b, _)| {
+            // The exporter as the handle names it (explore run, case 55).
+            let clash = proc.imports.iter().any(|&(c, b, base)| {
                 c != ctx
                     && proc.contexts.get(&c).is_some_and(|x| x.device == device)
+                    && proc
+                        .regions
+                        .get(&base)
+                        .and_then(|r| r.import.as_ref())
+                        .is_some_and(|m| m.exporter_tag == h.exporter_tag)
                     && self
                         .blocks
                         .get(&b)
-                        .is_some_and(|x| x.owner == exporter && x.device == block_device)
+                        .is_some_and(|x| x.device == block_device)
             });
             if clash {
                 return Err(kind.into());
@@ -290,7 +311,13 @@ impl World {
         }
 
         let base = self.procs[p]
-            .reserve_va(block_size)
+            .reserve_va(
+                block_size,
+                crate::world::VaPool {
+                    ctx,
+                    managed: false,
+                },
+            )
             .ok_or(ErrorKind::OutOfMemory)?;
         let ret = base + ret_offset;
         let proc = &mut self.procs[p];
@@ -303,6 +330,7 @@ impl World {
                     ctx,
                     device,
                     exporter,
+                    exporter_tag: h.exporter_tag,
                     exports: BTreeMap::from([(h.offset, export_size)]),
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
@@ -377,6 +405,12 @@ mod tests {
                 28..=30 => assert_ne!(got.map(|d| d.offset), Some(2048), "byte {i}"),
                 48..=51 => assert_ne!(got.map(|d| d.object), Some(e.object), "byte {i}"),
                 52..=55 => assert_eq!(got.map(|d| d.checked), Some(false), "byte {i}"),
+                // The process field: the memory is the same, the exporter tag differs.
+                8..=15 => assert_eq!(
+                    got.map(|d| (d.object, d.offset, d.checked)),
+                    Some((d.object, d.offset, d.checked)),
+                    "byte {i}"
+                ),
                 _ => assert_eq!(got, Some(d), "byte {i} is ignored"),
             }
         }

@@ -6,8 +6,8 @@
 use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch};
 use crate::store::Store;
 use crate::world::{
-    round_up, Access, Allocation, Block, Fail, Gone, Region, SimResult, World, BLOCK, DEVICE_MEMORY, KIB,
-    MAX_READ, SUBALLOC_ALIGN,
+    round_up, Access, Allocation, Block, Fail, Gone, Region, SimResult, VaPool, World, BLOCK,
+    DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
 };
 use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
@@ -108,8 +108,12 @@ impl World {
                 return Err(ErrorKind::OutOfMemory.into());
             }
         }
+        let pool = VaPool {
+            ctx: self.current_ctx(p)?.0,
+            managed: kind == MemKind::Managed,
+        };
         let owner_base = self.procs[p]
-            .reserve_va(size)
+            .reserve_va(size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
         if counts_against_device(kind) {
             if let Some(u) = self.device_used.get_mut(device as usize) {
@@ -270,15 +274,23 @@ impl World {
             return None;
         }
         let end = ptr.checked_add(len)?;
-        let (base, span) = crate::world::containing(&proc.free_va, ptr, |s| *s)?;
-        if end > base.saturating_add(*span) {
+        let (base, &(span, pool)) = crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
+        // Measured: zeros in the context that released it; in another
+        // context the kernel faults (explore run, case 28).
+        if end > base.saturating_add(span)
+            || self.current_ctx(p).ok().map(|c| c.0) != Some(pool.ctx)
+        {
             return None;
         }
         let kind = match proc.dead_at(ptr) {
             Some(Gone::Closed) => HazardKind::AccessAfterClose,
             _ => HazardKind::AccessAfterFree,
         };
-        self.hazard(kind, p, format!("{ptr:#x}: a kernel read released VA (zeros)"));
+        self.hazard(
+            kind,
+            p,
+            format!("{ptr:#x}: a kernel read released VA (zeros)"),
+        );
         Some(vec![0; len as usize])
     }
 

@@ -763,6 +763,10 @@ impl Lowering {
                 if !live.is_empty() {
                     let c = &live[ctx.index(live.len())];
                     self.emit(c.proc, format!("ctx_destroy {}", c.name));
+                    // What a process does with a destroyed context made
+                    // current is measured only for a few calls
+                    // (mem.context.set-destroyed): not generated.
+                    self.ctxs.retain(|x| x.name != c.name);
                     // Back to the primary context, so the process goes on.
                     if let Some(pc) = self.primary[c.proc].clone() {
                         self.emit(c.proc, format!("ctx_set {pc}"));

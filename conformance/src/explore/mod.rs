@@ -447,6 +447,9 @@ pub fn explore(
     summary
 }
 
+/// Lines [`finding_header`] writes (four comments and a blank line).
+pub const HEADER_LINES: usize = 5;
+
 /// The header of a finding file: what broke and how to replay it.
 pub fn finding_header(id: CaseId, property: Property, message: &str, real: Option<&str>) -> String {
     let backend = real.map(|b| format!(" --backend {b}")).unwrap_or_default();

@@ -141,6 +141,10 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
         ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
         ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
+        ("malloc" | "malloc_host" | "malloc_managed" | "sync", _) => vec![
+            (InvalidContext, Clause("mem.context.set-destroyed")),
+            (ContextIsDestroyed, Clause("mem.context.set-destroyed")),
+        ],
         _ => Vec::new(),
     };
     list.dedup_by_key(|(k, _)| *k);
@@ -188,13 +192,21 @@ pub fn check_on_sim(
                     Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
                     None => format!("two runs with seed {} log different hazards", opts.seed),
                 };
-                out.push(Violation::new(Property::Determinism, step, message, "traces differ"));
+                out.push(Violation::new(
+                    Property::Determinism,
+                    step,
+                    message,
+                    "traces differ",
+                ));
             }
         }
         Err(panic) => out.push(Violation::new(
             Property::Robustness,
             None,
-            format!("the simulator panicked on the second run: {}", panic_text(&panic)),
+            format!(
+                "the simulator panicked on the second run: {}",
+                panic_text(&panic)
+            ),
             "panic",
         )),
     }

@@ -5,7 +5,7 @@
 
 use super::generate::{self, Program};
 use super::properties::{Property, Violation};
-use super::{finding_header, CaseId, Finding, Judge};
+use super::{finding_header, CaseId, Finding, Judge, HEADER_LINES};
 use ipc_harness::scenario;
 use proptest::strategy::ValueTree;
 use std::path::Path;
@@ -99,6 +99,12 @@ pub fn minimise(
         }
     }
     let body = lines.join("\n") + "\n";
+    // Once more below a header's worth of lines, so the message's line
+    // numbers are the file's.
+    let placeholder = "#\n".repeat(HEADER_LINES - 1) + "\n";
+    if let Some(v) = still_fails(&(placeholder + &body)) {
+        why = v;
+    }
     let real = judge
         .real
         .filter(|_| property == Property::Differential)
