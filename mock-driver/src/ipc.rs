@@ -26,7 +26,7 @@ use crate::seed::hash;
 use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, OpenAddress, OpenFlags, Reopen,
 };
-use crate::world::{BlockId, Fail, Mapping, Region, SimResult, World};
+use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World};
 use ipc_harness::{
     ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -215,7 +215,9 @@ impl World {
         let (ctx, device) = self.current_ctx(p)?;
         // Measured (explore run: cases 5, 46, 53): the own-process check comes
         // first and reads the handle's process field only.
-        if h.exporter_tag == process_tag(self.seed, p) {
+        if h.exporter_tag == process_tag(self.seed, p)
+            && !self.mutant(MutantId::ExporterOpensOwnHandle)
+        {
             return Err(self.sem.open_in_exporter.into());
         }
         if self.freed_exports.contains_key(&h.object) {
@@ -241,6 +243,9 @@ impl World {
         let export_size = match block.exports.get(&h.offset) {
             Some(&size) => size,
             None => {
+                if self.mutant(MutantId::PanicOnDamagedOffset) {
+                    panic!("mutant: no export at offset {:#x}", h.offset);
+                }
                 let largest = block.exports.values().copied().max().unwrap_or(block.size);
                 if h.offset.saturating_add(largest) > block.size {
                     return Err(ErrorKind::AlreadyMapped.into());
@@ -289,7 +294,12 @@ impl World {
 
         // "Handles from each device in a given process may only be opened by
         // one context per device per other process."
-        if let ExportRule::Refuse(kind) = self.sem.second_context {
+        let second_context = if self.mutant(MutantId::SecondContextAllowed) {
+            ExportRule::Allow
+        } else {
+            self.sem.second_context
+        };
+        if let ExportRule::Refuse(kind) = second_context {
             let proc = &self.procs[p];
             // The exporter as the handle names it (explore run, case 55).
             let clash = proc.imports.iter().any(|&(c, b, base)| {
@@ -346,7 +356,12 @@ impl World {
 
     /// `ipc_close`: one open fewer; the mapping goes with the last one.
     pub(crate) fn close(&mut self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
-        let unopened = self.sem.close_unopened;
+        let mutant_close = self.mutant(MutantId::CloseDoesNotDecrement);
+        let unopened = if self.mutant(MutantId::UndocumentedCloseError) {
+            ErrorKind::NotMapped
+        } else {
+            self.sem.close_unopened
+        };
         let proc = &mut self.procs[p];
         let Some((base, _)) = proc.region_at(ptr) else {
             return Err(unopened.into());
@@ -357,7 +372,9 @@ impl World {
         let Some(n) = m.opens.get_mut(&ptr) else {
             return Err(unopened.into());
         };
-        *n -= 1;
+        if !mutant_close {
+            *n -= 1;
+        }
         if *n == 0 {
             m.opens.remove(&ptr);
             // The pointer's allocation stays reachable through a neighbour's

@@ -47,6 +47,8 @@ mod hazards;
 mod ipc;
 mod machine;
 mod memory;
+#[cfg(feature = "mutants")]
+pub mod mutants;
 #[cfg(test)]
 mod robustness;
 mod seed;
@@ -55,6 +57,8 @@ mod store;
 mod world;
 
 pub use machine::{SimMachine, SimProcess};
+#[cfg(feature = "mutants")]
+pub use mutants::Mutant;
 pub use semantics::{SemanticChoice, Semantics};
 
 use crate::hazards::HazardLog;
@@ -70,6 +74,9 @@ pub struct SimConfig {
     /// Every pair of devices can access each other (IPC across devices works).
     pub peer_access: bool,
     pub semantics: Semantics,
+    /// A deliberate bug (tests of the tests only).
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<Mutant>,
 }
 
 impl Default for SimConfig {
@@ -78,6 +85,8 @@ impl Default for SimConfig {
             devices: 2,
             peer_access: true,
             semantics: Semantics::default(),
+            #[cfg(feature = "mutants")]
+            mutant: None,
         }
     }
 }
@@ -152,6 +161,8 @@ impl SimBackend {
             export_ids: std::collections::BTreeMap::new(),
             freed_exports: std::collections::BTreeMap::new(),
             hazards: HazardLog::default(),
+            #[cfg(feature = "mutants")]
+            mutant: cfg.mutant,
         };
         for (i, ps) in spec.processes.iter().enumerate() {
             // Validated above, so the device exists.

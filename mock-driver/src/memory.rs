@@ -6,8 +6,8 @@
 use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch};
 use crate::store::Store;
 use crate::world::{
-    round_up, Access, Allocation, Block, Fail, Gone, Region, SimResult, VaPool, World, BLOCK,
-    DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
+    round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
+    BLOCK, DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
 };
 use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
@@ -33,8 +33,10 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let (ctx, device) = self.current_ctx(p)?;
-        let packed =
-            kind == MemKind::Device && self.sem.suballocation == Switch::On && size < BLOCK;
+        let packed = kind == MemKind::Device
+            && self.sem.suballocation == Switch::On
+            && size < BLOCK
+            && !self.mutant(MutantId::SubAllocationsNotShared);
         if packed {
             let need = round_up(size, SUBALLOC_ALIGN).ok_or(ErrorKind::OutOfMemory)?;
             let target = self.procs[p].packing.get(&(ctx, device)).copied();
@@ -221,6 +223,11 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
+        if self.mutant(MutantId::ImportWritesPrivate)
+            && self.blocks.get(&id).is_some_and(|b| b.owner != p)
+        {
+            return Ok(());
+        }
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
         }
@@ -232,6 +239,11 @@ impl World {
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
+        if self.mutant(MutantId::ImportWritesPrivate)
+            && self.blocks.get(&id).is_some_and(|b| b.owner != p)
+        {
+            return Ok(());
+        }
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.write(off, bytes);
         }
@@ -259,11 +271,20 @@ impl World {
                 "the simulator does not materialise reads over {MAX_READ} bytes"
             )));
         }
-        Ok(self
+        #[allow(unused_mut)]
+        let mut bytes = self
             .blocks
             .get(&id)
             .map(|b| b.data.read(off, len as usize))
-            .unwrap_or_default())
+            .unwrap_or_default();
+        #[cfg(feature = "mutants")]
+        if access == Access::Kernel && self.mutant(MutantId::NondeterministicKernelRead) {
+            let n = crate::mutants::RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(b) = bytes.first_mut() {
+                *b ^= n | 1;
+            }
+        }
+        Ok(bytes)
     }
 
     /// A kernel read wholly inside VA the process released and has not

@@ -217,6 +217,42 @@ pub(crate) struct World {
     /// lives: opening them is InvalidValue, not the exited exporter's error.
     pub freed_exports: BTreeMap<u32, ProcessIndex>,
     pub hazards: HazardLog,
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<crate::mutants::Mutant>,
+}
+
+impl World {
+    /// Whether the deliberate bug `m` is switched on (never without the
+    /// `mutants` feature).
+    #[allow(unused_variables)]
+    pub(crate) fn mutant(&self, m: MutantId) -> bool {
+        #[cfg(feature = "mutants")]
+        {
+            self.mutant == Some(m)
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            false
+        }
+    }
+}
+
+#[cfg(feature = "mutants")]
+pub(crate) use crate::mutants::Mutant as MutantId;
+/// Without the feature no mutant exists; the hooks compile to `false`.
+#[cfg(not(feature = "mutants"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)]
+pub(crate) enum MutantId {
+    CloseDoesNotDecrement,
+    SecondContextAllowed,
+    SubAllocationsNotShared,
+    ExporterOpensOwnHandle,
+    ImportWritesPrivate,
+    NondeterministicKernelRead,
+    UndocumentedCloseError,
+    PanicOnDamagedOffset,
+    LeakNotLogged,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -626,7 +662,7 @@ impl World {
         if self.procs[p].exited {
             return;
         }
-        if record_leaks {
+        if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]
                 .regions
                 .iter()
