@@ -225,6 +225,8 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 #[derive(Debug, Default)]
 struct Object {
     size: u64,
+    /// The process that allocated it.
+    owner: usize,
     /// Freed by its owner, or written where the model cannot follow: what a
     /// read returns is no longer judged.
     unjudged: bool,
@@ -272,6 +274,9 @@ struct Model {
     handle_object: HashMap<String, usize>,
     /// Handles with a damaged offset field -> the object of the original.
     damaged: HashMap<String, usize>,
+    /// Exporters whose memory a damaged-offset open reached: reads of their
+    /// objects are no longer judged.
+    scrambled: HashSet<usize>,
     /// Binding of a handle -> its label.
     handle_label: HashMap<String, String>,
     /// (process, pointer label) -> opens outstanding.
@@ -409,6 +414,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                     m.reused_va(p);
                     m.objects.push(Object {
                         size: *size,
+                        owner: p,
                         ..Object::default()
                     });
                     m.label_object.insert(label.clone(), m.objects.len() - 1);
@@ -463,8 +469,10 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                     m.reused_va(p);
                     let hl = m.handle_label.get(handle).cloned().unwrap_or_default();
                     if let Some(&o) = m.damaged.get(&hl) {
-                        // Writes through it land where the model cannot say.
-                        m.objects[o].unjudged = true;
+                        // Writes through it land where the model cannot say:
+                        // anywhere in the exporter's block, neighbours included.
+                        let owner = m.objects[o].owner;
+                        m.scrambled.insert(owner);
                         m.lost.insert(p);
                     }
                     let object = m.handle_object.get(&hl).copied();
@@ -559,9 +567,10 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 ..
             } => {
                 if ok_value.is_some() {
-                    access(&mut m, &mut fail, p, lost, ptr, &here, |m, o, base| {
+                    let at0 = at.unwrap_or(0);
+                    access(&mut m, &mut fail, (p, lost), ptr, at0, &here, |m, o, base| {
                         m.objects[o].write(
-                            base.saturating_add(at.unwrap_or(0)),
+                            base.saturating_add(at0),
                             WriteBytes::Fill(*value),
                             *resolved_len,
                         );
@@ -574,7 +583,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 pattern,
             } => {
                 if ok_value.is_some() {
-                    access(&mut m, &mut fail, p, lost, ptr, &here, |m, o, base| {
+                    access(&mut m, &mut fail, (p, lost), ptr, *offset, &here, |m, o, base| {
                         let bytes = pattern.to_bytes();
                         let n = bytes.len() as u64;
                         m.objects[o].write(
@@ -588,8 +597,8 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             Op::Read { ptr, offset, .. } | Op::DeviceRead { ptr, offset, .. } => {
                 if let Some(ValueSummary::Bytes { pattern }) = ok_value {
                     let mut wrong = None;
-                    access(&mut m, &mut fail, p, lost, ptr, &here, |m, o, base| {
-                        if !here.is_empty() || m.objects[o].unjudged {
+                    access(&mut m, &mut fail, (p, lost), ptr, *offset, &here, |m, o, base| {
+                        if !here.is_empty() || m.objects[o].unjudged || m.scrambled.contains(&m.objects[o].owner) {
                             return; // the hazard log explains whatever was read
                         }
                         let Some(got) = decode_pattern(pattern) else {
@@ -630,16 +639,22 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
 fn access(
     m: &mut Model,
     fail: &mut impl FnMut(Property, String),
-    p: usize,
-    lost: bool,
+    (p, lost): (usize, bool),
     ptr: &Ref,
+    at: u64,
     here: &[HazardKind],
     apply: impl FnOnce(&mut Model, usize, u64),
 ) {
     let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).cloned()) else {
         return;
     };
-    if m.closed.contains(&(p, label.clone())) {
+    // Only an access inside the closed pointer's own allocation is judged:
+    // past its end the address may be a neighbour's live open.
+    let inside = m
+        .label_object
+        .get(&label)
+        .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
+    if inside && m.closed.contains(&(p, label.clone())) {
         let logged = here.iter().any(|k| {
             matches!(
                 k,
