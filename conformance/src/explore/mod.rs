@@ -141,7 +141,7 @@ impl Summary {
     /// One line: cases, steps, throughput, findings.
     pub fn line(&self) -> String {
         format!(
-            "{} cases, {} steps in {:.2} s ({:.0} cases/s, {:.0} steps/s) on {}: {} finding{}",
+            "{} cases, {} steps in {:.2} s ({:.1} cases/s, {:.0} steps/s) on {}: {} finding{}",
             self.cases,
             self.steps,
             self.seconds,
