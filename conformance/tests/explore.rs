@@ -6,6 +6,9 @@
 //! Case counts are modest; `EXPLORE_CASES=N` raises them (the nextest
 //! profile `explore` runs this file with a large count).
 
+mod common;
+
+use common::{cli, code, scratch, stdout};
 use ipc_conformance::explore::properties::{check_on_sim, check_trace, Property};
 use ipc_conformance::explore::{self, generate, CaseId, ExploreOptions, Judge};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -224,4 +227,37 @@ fn committed_gpu_findings_replay_on_the_simulator() {
         let violations = check_trace(&sc, &e.trace, dialect);
         assert!(violations.is_empty(), "{name}: {violations:?}");
     }
+}
+
+#[test]
+fn the_explore_command_reports_and_exits_0_without_findings() {
+    let out = scratch("explore-cli");
+    let o = cli(&[
+        "explore",
+        "--cases",
+        "50",
+        "--seed",
+        "4",
+        "--dialect",
+        "all",
+        "-q",
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stdout(&o));
+    assert!(stdout(&o).contains("50 cases"), "{}", stdout(&o));
+    let json = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(v["cases"], 50);
+    assert_eq!(v["findings"].as_array().map(Vec::len), Some(0));
+    assert!(out.join("summary.md").exists());
+    let bad = cli(&[
+        "explore",
+        "--max-steps",
+        "0",
+        "-q",
+        "--out",
+        out.to_str().unwrap_or("."),
+    ]);
+    assert_eq!(code(&bad), 2);
 }

@@ -568,13 +568,21 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             } => {
                 if ok_value.is_some() {
                     let at0 = at.unwrap_or(0);
-                    access(&mut m, &mut fail, (p, lost), ptr, at0, &here, |m, o, base| {
-                        m.objects[o].write(
-                            base.saturating_add(at0),
-                            WriteBytes::Fill(*value),
-                            *resolved_len,
-                        );
-                    });
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost),
+                        ptr,
+                        at0,
+                        &here,
+                        |m, o, base| {
+                            m.objects[o].write(
+                                base.saturating_add(at0),
+                                WriteBytes::Fill(*value),
+                                *resolved_len,
+                            );
+                        },
+                    );
                 }
             }
             Op::Write {
@@ -583,43 +591,62 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 pattern,
             } => {
                 if ok_value.is_some() {
-                    access(&mut m, &mut fail, (p, lost), ptr, *offset, &here, |m, o, base| {
-                        let bytes = pattern.to_bytes();
-                        let n = bytes.len() as u64;
-                        m.objects[o].write(
-                            base.saturating_add(*offset),
-                            WriteBytes::Pattern(bytes),
-                            n,
-                        );
-                    });
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost),
+                        ptr,
+                        *offset,
+                        &here,
+                        |m, o, base| {
+                            let bytes = pattern.to_bytes();
+                            let n = bytes.len() as u64;
+                            m.objects[o].write(
+                                base.saturating_add(*offset),
+                                WriteBytes::Pattern(bytes),
+                                n,
+                            );
+                        },
+                    );
                 }
             }
             Op::Read { ptr, offset, .. } | Op::DeviceRead { ptr, offset, .. } => {
                 if let Some(ValueSummary::Bytes { pattern }) = ok_value {
                     let mut wrong = None;
-                    access(&mut m, &mut fail, (p, lost), ptr, *offset, &here, |m, o, base| {
-                        if !here.is_empty() || m.objects[o].unjudged || m.scrambled.contains(&m.objects[o].owner) {
-                            return; // the hazard log explains whatever was read
-                        }
-                        let Some(got) = decode_pattern(pattern) else {
-                            return;
-                        };
-                        let start = base.saturating_add(*offset);
-                        for (k, b) in got.iter().enumerate() {
-                            let at = start.saturating_add(k as u64);
-                            if at >= m.objects[o].size {
-                                break;
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost),
+                        ptr,
+                        *offset,
+                        &here,
+                        |m, o, base| {
+                            if !here.is_empty()
+                                || m.objects[o].unjudged
+                                || m.scrambled.contains(&m.objects[o].owner)
+                            {
+                                return; // the hazard log explains whatever was read
                             }
-                            if let Some(want) = m.objects[o].byte(at) {
-                                if want != *b {
-                                    wrong = Some(format!(
-                                        "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
-                                    ));
+                            let Some(got) = decode_pattern(pattern) else {
+                                return;
+                            };
+                            let start = base.saturating_add(*offset);
+                            for (k, b) in got.iter().enumerate() {
+                                let at = start.saturating_add(k as u64);
+                                if at >= m.objects[o].size {
                                     break;
                                 }
+                                if let Some(want) = m.objects[o].byte(at) {
+                                    if want != *b {
+                                        wrong = Some(format!(
+                                        "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
+                                    ));
+                                        break;
+                                    }
+                                }
                             }
-                        }
-                    });
+                        },
+                    );
                     if let Some(w) = wrong {
                         if !lost {
                             fail(Property::Coherence, w);
