@@ -68,6 +68,7 @@ fn walk(seed: u64) {
         devices: 1 + rng.below(3) as u32,
         peer_access: rng.below(2) == 0,
         semantics: random_semantics(&mut rng),
+        ..SimConfig::default()
     };
     let n = 1 + rng.below(4) as usize;
     let spec = MachineSpec {

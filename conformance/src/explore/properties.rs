@@ -543,21 +543,17 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 m.opens.retain(|(q, _), _| *q != p);
                 m.lost.insert(p);
             }
-            Op::Free { ptr, .. } => {
-                if ok_value.is_some() {
-                    if let Some((l, 0)) = resolve(&m, ptr) {
-                        if let Some(&o) = m.label_object.get(&l) {
-                            m.objects[o].unjudged = true;
-                        }
+            Op::Free { ptr, .. } if ok_value.is_some() => {
+                if let Some((l, 0)) = resolve(&m, ptr) {
+                    if let Some(&o) = m.label_object.get(&l) {
+                        m.objects[o].unjudged = true;
                     }
                 }
             }
-            Op::CtxDestroy { .. } => {
-                if ok_value.is_some() {
-                    // Its allocations and mappings go with it; the model
-                    // does not follow contexts.
-                    m.lost.insert(p);
-                }
+            Op::CtxDestroy { .. } if ok_value.is_some() => {
+                // Its allocations and mappings go with it; the model
+                // does not follow contexts.
+                m.lost.insert(p);
             }
             Op::Fill {
                 ptr,
@@ -565,50 +561,46 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 at,
                 resolved_len,
                 ..
-            } => {
-                if ok_value.is_some() {
-                    let at0 = at.unwrap_or(0);
-                    access(
-                        &mut m,
-                        &mut fail,
-                        (p, lost),
-                        ptr,
-                        at0,
-                        &here,
-                        |m, o, base| {
-                            m.objects[o].write(
-                                base.saturating_add(at0),
-                                WriteBytes::Fill(*value),
-                                *resolved_len,
-                            );
-                        },
-                    );
-                }
+            } if ok_value.is_some() => {
+                let at0 = at.unwrap_or(0);
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost),
+                    ptr,
+                    at0,
+                    &here,
+                    |m, o, base| {
+                        m.objects[o].write(
+                            base.saturating_add(at0),
+                            WriteBytes::Fill(*value),
+                            *resolved_len,
+                        );
+                    },
+                );
             }
             Op::Write {
                 ptr,
                 offset,
                 pattern,
-            } => {
-                if ok_value.is_some() {
-                    access(
-                        &mut m,
-                        &mut fail,
-                        (p, lost),
-                        ptr,
-                        *offset,
-                        &here,
-                        |m, o, base| {
-                            let bytes = pattern.to_bytes();
-                            let n = bytes.len() as u64;
-                            m.objects[o].write(
-                                base.saturating_add(*offset),
-                                WriteBytes::Pattern(bytes),
-                                n,
-                            );
-                        },
-                    );
-                }
+            } if ok_value.is_some() => {
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost),
+                    ptr,
+                    *offset,
+                    &here,
+                    |m, o, base| {
+                        let bytes = pattern.to_bytes();
+                        let n = bytes.len() as u64;
+                        m.objects[o].write(
+                            base.saturating_add(*offset),
+                            WriteBytes::Pattern(bytes),
+                            n,
+                        );
+                    },
+                );
             }
             Op::Read { ptr, offset, .. } | Op::DeviceRead { ptr, offset, .. } => {
                 if let Some(ValueSummary::Bytes { pattern }) = ok_value {
