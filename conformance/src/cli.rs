@@ -202,6 +202,11 @@ pub struct ScenarioArgs {
     pub step_timeout_ms: u64,
     #[command(flatten)]
     pub sim: SimArgs,
+    /// Also check the exploration properties (conservation, coherence,
+    /// documented returns, determinism, robustness) on the simulator and
+    /// print what breaks them (replaying an `explore` finding).
+    #[arg(long)]
+    pub properties: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -544,6 +549,9 @@ fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
         for &dialect in &dialects {
             let ok = run_one_scenario(&scenario, file, backend.as_ref(), dialect, a);
             all_ok &= ok;
+            if a.properties {
+                all_ok &= check_properties(&scenario, dialect, a)?;
+            }
         }
     }
     say!(
@@ -641,6 +649,28 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     } else {
         EXIT_FAILURES
     })
+}
+
+/// `scenario --properties`: the exploration properties on the simulator.
+fn check_properties(
+    scenario: &scenario::Scenario,
+    dialect: Dialect,
+    a: &ScenarioArgs,
+) -> Result<bool, UsageError> {
+    let sim = backend::make(BackendKind::Sim, &a.sim.settings()?)?;
+    let opts = ExecOptions {
+        dialect,
+        seed: a.seed,
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+    };
+    let (_, violations) = crate::explore::properties::check_on_sim(scenario, sim.as_ref(), &opts);
+    for v in &violations {
+        say!("property {}: {}", v.property, v.message);
+    }
+    if violations.is_empty() {
+        say!("properties: all hold on the simulator");
+    }
+    Ok(violations.is_empty())
 }
 
 fn run_one_scenario(

@@ -452,7 +452,12 @@ pub const HEADER_LINES: usize = 5;
 
 /// The header of a finding file: what broke and how to replay it.
 pub fn finding_header(id: CaseId, property: Property, message: &str, real: Option<&str>) -> String {
-    let backend = real.map(|b| format!(" --backend {b}")).unwrap_or_default();
+    // A property finding shows itself with --properties; a differential one
+    // by running on the real backend.
+    let backend = match real {
+        Some(b) => format!(" --backend {b}"),
+        None => " --properties".to_string(),
+    };
     format!(
         "# Found by `ipc-conformance explore`: property {property}.\n\
          # {message}\n\
