@@ -261,3 +261,38 @@ fn the_explore_command_reports_and_exits_0_without_findings() {
     ]);
     assert_eq!(code(&bad), 2);
 }
+
+/// Persisted failing seeds: every case that once broke a property on the
+/// simulator is generated again and must keep them all now.
+#[test]
+fn persisted_failing_seeds_keep_every_property() {
+    let list = include_str!("explore-regressions.txt");
+    let backend = SimBackend::default();
+    let j = judge(&backend);
+    let mut n = 0;
+    for line in list
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let mut words = line.split_whitespace();
+        let seed: u64 = words.next().and_then(|s| s.parse().ok()).expect("a seed");
+        let dialect = match words.next() {
+            Some("driver") => Dialect::Driver,
+            _ => Dialect::Runtime,
+        };
+        let id = CaseId {
+            index: 0,
+            seed,
+            dialect,
+        };
+        let text = generate::lower(&explore::case_tree(id, 32).current(), 32, "").text;
+        let eval = j.evaluate(&text, id);
+        assert!(
+            eval.violations.is_empty(),
+            "{line}: {:?}\n{text}",
+            eval.violations
+        );
+        n += 1;
+    }
+    assert!(n >= 10, "{n} persisted seeds");
+}
