@@ -127,15 +127,10 @@ fn a_finding_is_shrunk_to_a_scenario_file_that_replays() {
 /// The findings of the committed H100 run (reports/.../explore/findings):
 /// the simulator now answers as the real driver did at the differing step,
 /// except the ones still open (README there says why).
-const OPEN_FINDINGS: [&str; 9] = [
+const OPEN_FINDINGS: [&str; 4] = [
     "differential-case2.ipc",
     "differential-case19.ipc",
-    "differential-case29.ipc",
-    "differential-case33.ipc",
-    "differential-case50.ipc",
-    "differential-case56.ipc",
     "differential-case67.ipc",
-    "differential-case69.ipc",
     "differential-case92.ipc",
 ];
 

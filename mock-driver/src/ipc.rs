@@ -209,6 +209,9 @@ impl World {
         if *handle == IpcMemHandle::ZERO {
             return Err(self.sem.zero_handle_error.into());
         }
+        if let Some(same) = self.known_variant(p, handle)? {
+            return self.ipc_open(p, &same, flags, out);
+        }
         let Some(h) = decode(self.seed, handle) else {
             return Err(self.sem.garbage_handle_error.into());
         };
@@ -283,6 +286,9 @@ impl World {
                     *n = n.saturating_add(1);
                     m.exports.insert(h.offset, export_size);
                     m.closed.remove(&h.offset);
+                    if !m.opened.contains(handle) {
+                        m.opened.push(*handle);
+                    }
                 }
                 return Ok(ret);
             }
@@ -341,6 +347,7 @@ impl World {
                     device,
                     exporter,
                     exporter_tag: h.exporter_tag,
+                    opened: vec![*handle],
                     exports: BTreeMap::from([(h.offset, export_size)]),
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
@@ -352,6 +359,58 @@ impl World {
             b.importers = b.importers.saturating_add(1);
         }
         Ok(ret)
+    }
+
+    /// A damaged copy of a handle this context already has open, judged
+    /// against the original as the H100 (580.159.04) did in the explore run:
+    /// after the exporter exited only the exact bytes open again (cases 33,
+    /// 56: InvalidHandle); a different size field is AlreadyMapped (case 50);
+    /// a different memory-type field opens the original (cases 29, 69).
+    /// `Ok(Some(original))` re-opens the original; `Ok(None)`: not such a copy.
+    fn known_variant(
+        &self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+    ) -> SimResult<Option<IpcMemHandle>> {
+        if self.sem.reopen != Reopen::Refcount {
+            return Ok(None);
+        }
+        let Ok((ctx, _)) = self.current_ctx(p) else {
+            return Ok(None);
+        };
+        let proc = &self.procs[p];
+        let b = &handle.0;
+        let found = proc.regions.values().find_map(|r| {
+            let m = r.import.as_ref().filter(|m| m.ctx == ctx)?;
+            // The same allocation: object id and offset (neighbours in one
+            // block share the object id).
+            let original = m
+                .opened
+                .iter()
+                .find(|o| o.0[48..52] == b[48..52] && o.0[28..31] == b[28..31])?;
+            Some((*original, r.block))
+        });
+        let Some((original, block)) = found else {
+            return Ok(None);
+        };
+        if original == *handle {
+            return Ok(None);
+        }
+        let exporter_gone = self
+            .blocks
+            .get(&block)
+            .is_some_and(|x| self.procs[x.owner].exited);
+        if exporter_gone {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        let differs = |r: std::ops::Range<usize>| original.0[r.clone()] != b[r];
+        if differs(16..24) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        let only_type = (0..IPC_HANDLE_SIZE)
+            .filter(|&i| original.0[i] != b[i])
+            .all(|i| (32..37).contains(&i));
+        Ok(only_type.then_some(original))
     }
 
     /// `ipc_close`: one open fewer; the mapping goes with the last one.

@@ -97,6 +97,9 @@ pub(crate) struct Mapping {
     pub exporter: ProcessIndex,
     /// The handle's process field it was opened with.
     pub exporter_tag: u64,
+    /// The handle bytes opened into this mapping (a damaged copy of one is
+    /// judged against it).
+    pub opened: Vec<ipc_harness::IpcMemHandle>,
     /// Allocations opened through this mapping: offset in block -> size.
     /// Several when handles of neighbouring sub-allocations share one block.
     pub exports: BTreeMap<u64, u64>,

@@ -241,12 +241,14 @@ enum WriteBytes {
 }
 
 impl Object {
-    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64) {
-        if at >= self.size {
-            return;
+    /// Record a write; false when it reaches past the object (it landed in
+    /// whatever the address holds now: a neighbour, another allocation).
+    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64) -> bool {
+        if at.saturating_add(len) > self.size {
+            return false;
         }
-        let end = at.saturating_add(len).min(self.size);
-        self.writes.push((at, end, bytes));
+        self.writes.push((at, at + len, bytes));
+        true
     }
 
     /// The byte last written at `at`, if any.
@@ -277,6 +279,8 @@ struct Model {
     /// Exporters whose memory a damaged-offset open reached: reads of their
     /// objects are no longer judged.
     scrambled: HashSet<usize>,
+    /// A write went through a stale pointer: no read is judged any more.
+    scrambled_all: bool,
     /// Binding of a handle -> its label.
     handle_label: HashMap<String, String>,
     /// (process, pointer label) -> opens outstanding.
@@ -566,16 +570,17 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 access(
                     &mut m,
                     &mut fail,
-                    (p, lost),
+                    (p, lost, true),
                     ptr,
                     at0,
                     &here,
                     |m, o, base| {
-                        m.objects[o].write(
+                        let placed = m.objects[o].write(
                             base.saturating_add(at0),
                             WriteBytes::Fill(*value),
                             *resolved_len,
                         );
+                        m.scrambled_all |= !placed;
                     },
                 );
             }
@@ -587,18 +592,19 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                 access(
                     &mut m,
                     &mut fail,
-                    (p, lost),
+                    (p, lost, true),
                     ptr,
                     *offset,
                     &here,
                     |m, o, base| {
                         let bytes = pattern.to_bytes();
                         let n = bytes.len() as u64;
-                        m.objects[o].write(
+                        let placed = m.objects[o].write(
                             base.saturating_add(*offset),
                             WriteBytes::Pattern(bytes),
                             n,
                         );
+                        m.scrambled_all |= !placed;
                     },
                 );
             }
@@ -608,12 +614,13 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                     access(
                         &mut m,
                         &mut fail,
-                        (p, lost),
+                        (p, lost, false),
                         ptr,
                         *offset,
                         &here,
                         |m, o, base| {
-                            if !here.is_empty()
+                            if m.scrambled_all
+                                || !here.is_empty()
                                 || m.objects[o].unjudged
                                 || m.scrambled.contains(&m.objects[o].owner)
                             {
@@ -658,7 +665,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
 fn access(
     m: &mut Model,
     fail: &mut impl FnMut(Property, String),
-    (p, lost): (usize, bool),
+    (p, lost, write): (usize, bool, bool),
     ptr: &Ref,
     at: u64,
     here: &[HazardKind],
@@ -690,7 +697,11 @@ fn access(
             );
         }
     }
-    if let Some(&o) = m.label_object.get(&label) {
-        apply(m, o, off);
+    match m.label_object.get(&label) {
+        Some(&o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
+        // A write through a freed or unknown pointer lands wherever its
+        // address now is (VA reuse): the model can no longer place bytes.
+        _ if write => m.scrambled_all = true,
+        _ => {}
     }
 }
