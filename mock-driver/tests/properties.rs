@@ -483,9 +483,12 @@ struct HandleRec {
 }
 
 impl HandleRec {
+    /// The offset field (mem.handle.corrupted-fields) or the size field
+    /// (mem.handle.damaged-copy-of-open-handle) differs from the original:
+    /// both are measured AlreadyMapped cases.
     fn offset_damaged(&self) -> bool {
         match self.origin {
-            Some(o) => o.0[28..31] != self.bytes.0[28..31],
+            Some(o) => o.0[28..31] != self.bytes.0[28..31] || o.0[16..24] != self.bytes.0[16..24],
             None => true,
         }
     }
