@@ -380,14 +380,32 @@ impl World {
         };
         let proc = &self.procs[p];
         let b = &handle.0;
+        // Only a handle exactly as ipc_get made it is an original (what a
+        // damaged copy opened first is compared with is not measured).
+        let genuine = |o: &IpcMemHandle, block: BlockId| -> bool {
+            let (Some(x), Some(h)) = (self.blocks.get(&block), decode(self.seed, o)) else {
+                return false;
+            };
+            x.exports.get(&h.offset).is_some_and(|&size| {
+                *o == encode(
+                    self.seed,
+                    &Encode {
+                        exporter: x.owner as u32,
+                        object: h.object,
+                        offset: h.offset,
+                        size,
+                        serial: 0,
+                    },
+                )
+            })
+        };
         let found = proc.regions.values().find_map(|r| {
             let m = r.import.as_ref().filter(|m| m.ctx == ctx)?;
             // The same allocation: object id and offset (neighbours in one
             // block share the object id).
-            let original = m
-                .opened
-                .iter()
-                .find(|o| o.0[48..52] == b[48..52] && o.0[28..31] == b[28..31])?;
+            let original = m.opened.iter().find(|o| {
+                o.0[48..52] == b[48..52] && o.0[28..31] == b[28..31] && genuine(o, r.block)
+            })?;
             Some((*original, r.block))
         });
         let Some((original, block)) = found else {
