@@ -95,6 +95,17 @@ pub fn semantic_choices() -> Vec<SemanticChoice> {
 
 /// Make the backend `kind`; simulator settings only apply to `sim`.
 pub fn make(kind: BackendKind, sim: &SimSettings) -> Result<Box<dyn Backend>, String> {
+    make_with_reuse(kind, sim, false)
+}
+
+/// As [`make`], with real workers reused across machines unless
+/// `IPC_CONFORMANCE_REUSE_WORKERS` says otherwise (`explore`: thousands of
+/// short cases).
+pub fn make_with_reuse(
+    kind: BackendKind,
+    sim: &SimSettings,
+    reuse_by_default: bool,
+) -> Result<Box<dyn Backend>, String> {
     match kind {
         BackendKind::Sim => Ok(Box::new(SimBackend::new(sim_config(sim)?))),
         BackendKind::Cuda => {
@@ -104,14 +115,14 @@ pub fn make(kind: BackendKind, sim: &SimSettings) -> Result<Box<dyn Backend>, St
                         .into(),
                 );
             }
-            cuda_backend()
+            cuda_backend(reuse_by_default)
         }
     }
 }
 
 /// The real backend: workers are this executable run as `ipc-conformance worker`.
 #[cfg(feature = "cuda")]
-fn cuda_backend() -> Result<Box<dyn Backend>, String> {
+fn cuda_backend(reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
     use ipc_harness::cuda::{CudaBackend, WorkerCommand};
     let worker = WorkerCommand::current_exe_subcommand(WORKER_SUBCOMMAND).map_err(|e| {
         format!("--backend cuda: cannot locate this executable to start workers: {e}")
@@ -125,7 +136,10 @@ fn cuda_backend() -> Result<Box<dyn Backend>, String> {
         Err(_) => backend,
     };
     // Opt-in: IPC_CONFORMANCE_REUSE_WORKERS=1 pools cleanly reset workers again.
-    let reuse = std::env::var("IPC_CONFORMANCE_REUSE_WORKERS").is_ok_and(|v| v.trim() == "1");
+    let reuse = match std::env::var("IPC_CONFORMANCE_REUSE_WORKERS") {
+        Ok(v) => v.trim() == "1",
+        Err(_) => reuse_by_default,
+    };
     let backend = backend.with_worker_reuse(reuse);
     Ok(Box::new(backend))
 }
@@ -135,7 +149,7 @@ fn cuda_backend() -> Result<Box<dyn Backend>, String> {
 pub const WORKER_POOL_ENV: &str = "IPC_CONFORMANCE_WORKER_POOL";
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_backend() -> Result<Box<dyn Backend>, String> {
+fn cuda_backend(_reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
     Err(
         "--backend cuda: this ipc-conformance was built without the `cuda` feature \
          (rebuild with `cargo build -p ipc-conformance --features cuda`)"

@@ -70,6 +70,11 @@ pub enum Command {
     Differential(DifferentialArgs),
     /// Combine results.json files (e.g. sim and cuda runs) into one summary.md.
     Summary(SummaryArgs),
+    /// Generate random valid scenarios and check them: properties on the
+    /// simulator, and with --backend cuda the real driver against the
+    /// simulator. Findings are shrunk to minimal scenario files under --out
+    /// (exit 1 when there are any).
+    Explore(ExploreArgs),
     /// Compare two results.json files clause by clause (status, trace,
     /// added, removed); exit 1 when anything changed.
     Diff(crate::diff::DiffArgs),
@@ -201,6 +206,11 @@ pub struct ScenarioArgs {
     pub step_timeout_ms: u64,
     #[command(flatten)]
     pub sim: SimArgs,
+    /// Also check the exploration properties (conservation, coherence,
+    /// documented returns, determinism, robustness) on the simulator and
+    /// print what breaks them (replaying an `explore` finding).
+    #[arg(long)]
+    pub properties: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -228,6 +238,46 @@ pub struct DifferentialArgs {
     /// Compare only shard K of N of the selected clauses (as `run --shard`).
     #[arg(long, value_name = "K/N")]
     pub shard: Option<crate::shard::Shard>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExploreArgs {
+    /// `sim`: properties only; `cuda`: each case also on the real driver,
+    /// compared with the simulator.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    /// Generated cases.
+    #[arg(long, default_value_t = 1000)]
+    pub cases: u64,
+    /// Seed of the whole exploration (case K uses a seed derived from it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Steps per generated scenario, at most.
+    #[arg(long, value_name = "K", default_value_t = 32)]
+    pub max_steps: usize,
+    /// `all` alternates the CUDA dialects (runtime, driver) case by case;
+    /// `hip` must be asked for by name: its documented-returns table is the
+    /// CUDA one, so HIP's source-level codes show up as findings.
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub dialect: DialectArg,
+    /// Where findings (minimal scenario files), summary.json and summary.md go.
+    #[arg(long, value_name = "DIR", default_value = "reports/latest/explore")]
+    pub out: PathBuf,
+    #[arg(long, value_name = "MS", default_value_t = 20_000)]
+    pub step_timeout_ms: u64,
+    /// Simulator side settings.
+    #[command(flatten)]
+    pub sim: SimArgs,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Start no new case after this many seconds (the summary says so).
+    #[arg(long, value_name = "S")]
+    pub time_limit_s: Option<u64>,
+    /// Scenario runs a shrink may spend on one finding that needs the real
+    /// backend (the simulator alone: 2000).
+    #[arg(long, value_name = "N", default_value_t = 40)]
+    pub shrink_runs_real: usize,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -275,6 +325,7 @@ pub fn run_cli(cli: Cli) -> u8 {
         Command::Semantics => cmd_semantics(),
         Command::Differential(a) => cmd_differential(&a),
         Command::Summary(a) => cmd_summary(&a),
+        Command::Explore(a) => cmd_explore(&a),
         Command::Diff(a) => crate::diff::command(&a).map_err(UsageError),
         Command::Merge(a) => crate::shard::command(&a).map_err(UsageError),
         #[cfg(feature = "cuda")]
@@ -515,6 +566,9 @@ fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
         for &dialect in &dialects {
             let ok = run_one_scenario(&scenario, file, backend.as_ref(), dialect, a);
             all_ok &= ok;
+            if a.properties {
+                all_ok &= check_properties(&scenario, dialect, a)?;
+            }
         }
     }
     say!(
@@ -524,6 +578,119 @@ fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
         a.seed
     );
     Ok(if all_ok { EXIT_OK } else { EXIT_FAILURES })
+}
+
+// ---------------------------------------------------------------------------
+// explore
+
+fn cmd_explore(a: &ExploreArgs) -> CmdResult {
+    use crate::explore::{self, ExploreOptions, Judge};
+    if a.max_steps == 0 {
+        return Err(UsageError("--max-steps must be at least 1".into()));
+    }
+    let real = match a.backend {
+        BackendKind::Sim => None,
+        kind => Some(backend::make_with_reuse(
+            kind,
+            &SimSettings::default(),
+            true,
+        )?),
+    };
+    let mut settings = a.sim.settings()?;
+    // The simulator plays the machine the real driver runs on.
+    if let (Some(r), None) = (&real, settings.devices) {
+        settings.devices = r.info().device_count.filter(|&d| d > 0);
+    }
+    let sim = backend::make(BackendKind::Sim, &settings)?;
+    report::ensure_dir(&a.out)?;
+    let opts = ExploreOptions {
+        cases: a.cases,
+        seed: a.seed,
+        max_steps: a.max_steps,
+        dialects: match a.dialect {
+            DialectArg::All => Dialect::CUDA.to_vec(),
+            d => d.dialects(),
+        },
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        time_limit: a.time_limit_s.map(Duration::from_secs),
+        shrink_runs_real: a.shrink_runs_real,
+        ..ExploreOptions::default()
+    };
+    let judge = Judge {
+        sim: sim.as_ref(),
+        real: real.as_deref(),
+        step_timeout: opts.step_timeout,
+    };
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(a.cases)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} cases ({per_sec}) {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let summary = explore::explore(&opts, &judge, Some(&a.out), &mut |done, findings| {
+        bar.set_position(done);
+        if findings > 0 {
+            bar.set_message(format!("{findings} finding(s)"));
+        }
+    });
+    bar.finish_and_clear();
+    for f in &summary.findings {
+        say!(
+            "finding: {} case {} (seed {}, {}; {} more alike): {}{}",
+            f.property,
+            f.case.index,
+            f.case.seed,
+            f.case.dialect,
+            f.repeats,
+            f.message,
+            f.file
+                .as_ref()
+                .map(|p| format!(" -> {}", p.display()))
+                .unwrap_or_default()
+        );
+    }
+    report::write_atomic(
+        &a.out.join("summary.json"),
+        serde_json::to_string_pretty(&summary)?.as_bytes(),
+    )?;
+    report::write_atomic(&a.out.join("summary.md"), summary.markdown().as_bytes())?;
+    say!("{}", summary.line());
+    if summary.stopped_early {
+        say!("stopped by --time-limit-s before {} cases", a.cases);
+    }
+    say!("reports: {} (summary.json, summary.md)", a.out.display());
+    Ok(if summary.findings.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FAILURES
+    })
+}
+
+/// `scenario --properties`: the exploration properties on the simulator.
+fn check_properties(
+    scenario: &scenario::Scenario,
+    dialect: Dialect,
+    a: &ScenarioArgs,
+) -> Result<bool, UsageError> {
+    let sim = backend::make(BackendKind::Sim, &a.sim.settings()?)?;
+    let opts = ExecOptions {
+        dialect,
+        seed: a.seed,
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+    };
+    let (_, violations) = crate::explore::properties::check_on_sim(scenario, sim.as_ref(), &opts);
+    for v in &violations {
+        say!("property {}: {}", v.property, v.message);
+    }
+    if violations.is_empty() {
+        say!("properties: all hold on the simulator");
+    }
+    Ok(violations.is_empty())
 }
 
 fn run_one_scenario(

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod diff;
 pub mod differential;
 pub mod expectations;
+pub mod explore;
 pub mod filter;
 pub mod interrupt;
 pub mod report;

@@ -81,3 +81,80 @@ fn gpu_differential_shows_no_difference() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The differential findings committed from the H100 explore run, replayed
+/// on the real driver: each must still answer as recorded (a driver upgrade
+/// that changes one shows up here; the simulator side is checked in CI by
+/// tests/explore.rs).
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo nextest run --profile gpu --run-ignored all"]
+#[serial_test::serial(gpu)]
+fn gpu_committed_explore_findings_replay_as_recorded() {
+    assert!(
+        gpu_present(),
+        "NotSupported: no NVIDIA device node on this host"
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../reports/h100-80gb-hbm3_driver-580.159.04/explore/findings");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("the findings directory") {
+        let file = entry.expect("an entry").path();
+        if file.extension().is_none_or(|x| x != "ipc") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("readable");
+        let mut head = text.lines().skip(1);
+        let message = head.next().unwrap_or_default();
+        let case = head.next().unwrap_or_default();
+        let line: usize = message
+            .trim_start_matches("# line ")
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("a line number");
+        let real = message.rsplit("real driver ").next().unwrap_or_default();
+        let seed = case
+            .split("(seed ")
+            .nth(1)
+            .and_then(|s| s.split(')').next())
+            .expect("a seed");
+        let dialect = if case.contains("dialect driver") {
+            "driver"
+        } else {
+            "runtime"
+        };
+        let run = Command::new(cli())
+            .args([
+                "scenario",
+                "--backend",
+                "cuda",
+                "--seed",
+                seed,
+                "--dialect",
+                dialect,
+            ])
+            .arg(&file)
+            .output()
+            .expect("ipc-conformance runs");
+        let out = String::from_utf8_lossy(&run.stdout);
+        // The files carry the body's line numbers; the header is 5 lines.
+        let tag = format!("  L{} ", line + 5);
+        let step = out
+            .lines()
+            .find(|l| l.starts_with(&tag))
+            .unwrap_or_else(|| panic!("{}: no step {tag}\n{out}", file.display()));
+        let got = step
+            .split(" -> ")
+            .nth(1)
+            .and_then(|s| s.split("   ").next())
+            .unwrap_or_default();
+        assert_eq!(
+            got,
+            real,
+            "{}: the H100 answer changed\n{out}",
+            file.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "{checked} findings replayed");
+}

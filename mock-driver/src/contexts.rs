@@ -2,7 +2,7 @@
 //! first use, one per device), extra contexts, the current context.
 
 use crate::seed::hash;
-use crate::semantics::DestroyPrimary;
+use crate::semantics::{DestroyPrimary, SetDestroyedContext};
 use crate::world::{Context, CtxKey, SimResult, World};
 use ipc_harness::{DeviceAttribute, ErrorKind, ProcessIndex};
 use std::collections::btree_map::Entry;
@@ -101,15 +101,21 @@ impl World {
             proc.current = None;
             return Ok(());
         }
-        if !proc.contexts.get(&ctx).is_some_and(|c| c.alive) {
-            return Err(ErrorKind::InvalidContext.into());
+        match proc.contexts.get(&ctx) {
+            Some(c) if c.alive => {}
+            // Current, but dead: later calls find no usable context.
+            Some(_) if self.sem.set_destroyed_context == SetDestroyedContext::Accepted => {}
+            _ => return Err(ErrorKind::InvalidContext.into()),
         }
         proc.current = Some(ctx);
         Ok(())
     }
 
+    /// The current context, destroyed or not (measured: a destroyed context
+    /// made current is what cuCtxGetCurrent returns).
     pub(crate) fn current_context(&self, p: ProcessIndex) -> Option<CtxKey> {
-        self.current_ctx(p).ok().map(|(c, _)| c)
+        let proc = &self.procs[p];
+        proc.current.filter(|c| proc.contexts.contains_key(c))
     }
 
     /// `cuCtxDestroy`: the context's allocations are freed and its IPC

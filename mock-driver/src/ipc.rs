@@ -8,7 +8,7 @@
 //! | bytes | field | flipped on hardware |
 //! | --- | --- | --- |
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
-//! | 8..16 | exporter process index | ignored |
+//! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
 //! | 16..24 | exported allocation size | ignored |
 //! | 24..28 | format word `0x200` | InvalidValue |
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
@@ -27,12 +27,12 @@ use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
     Reopen,
 };
-use crate::world::{BlockId, Fail, Mapping, Region, SimResult, World};
+use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World};
 use ipc_harness::{
     ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const FORMAT: u32 = 0x200;
 const MEMORY_TYPE: [u8; 5] = [6, 0, 0, 0, 0];
@@ -41,6 +41,9 @@ const OFFSET_MASK: u64 = 0x00ff_ffff;
 /// The fields of a handle the driver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HandleData {
+    /// The exporter's process id field (bytes 8..16): the driver's own-process
+    /// and one-context-per-exporter checks go by it, not by the memory.
+    pub exporter_tag: u64,
     pub object: u32,
     /// Offset of the exported allocation in its block.
     pub offset: u64,
@@ -64,6 +67,12 @@ fn u32_at(b: &[u8; IPC_HANDLE_SIZE], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// The process-id field of the handles a process exports: a pid-like number
+/// per process (a flipped bit never names another process by accident).
+pub(crate) fn process_tag(seed: u64, p: usize) -> u64 {
+    1000 + (hash(seed ^ 0x5049_4454_4147, &[p as u64]) % 4_000_000) * 8 + (p as u64 % 8)
+}
+
 pub(crate) struct Encode {
     pub exporter: u32,
     pub object: u32,
@@ -79,7 +88,7 @@ pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     let mut b = [0u8; IPC_HANDLE_SIZE];
     let cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
     b[0..8].copy_from_slice(&cookie.to_le_bytes());
-    b[8..16].copy_from_slice(&u64::from(e.exporter).to_le_bytes());
+    b[8..16].copy_from_slice(&process_tag(seed, e.exporter as usize).to_le_bytes());
     b[16..24].copy_from_slice(&e.size.to_le_bytes());
     b[24..28].copy_from_slice(&FORMAT.to_le_bytes());
     b[28..31].copy_from_slice(&(e.offset & OFFSET_MASK).to_le_bytes()[..3]);
@@ -102,7 +111,10 @@ pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
         return None;
     }
     let object = u32_at(b, 48);
+    let mut tag = [0u8; 8];
+    tag.copy_from_slice(&b[8..16]);
     Some(HandleData {
+        exporter_tag: u64::from_le_bytes(tag),
         object,
         offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
         checked: u32_at(b, 52) == check_word(seed, object),
@@ -216,10 +228,20 @@ impl World {
         if *handle == IpcMemHandle::ZERO {
             return Err(self.sem.zero_handle_error.into());
         }
+        if let Some(same) = self.known_variant(p, handle)? {
+            return self.ipc_open(p, &same, flags, out);
+        }
         let Some(h) = decode(self.seed, handle) else {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
+        // Measured (explore run: cases 5, 46, 53): the own-process check comes
+        // first and reads the handle's process field only.
+        if h.exporter_tag == process_tag(self.seed, p)
+            && !self.mutant(MutantId::ExporterOpensOwnHandle)
+        {
+            return Err(self.sem.open_in_exporter.into());
+        }
         if self.freed_exports.contains_key(&h.object) {
             return Err(ErrorKind::InvalidValue.into());
         }
@@ -234,15 +256,24 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let exporter = block.owner;
-        if exporter == p {
-            return Err(self.sem.open_in_exporter.into());
-        }
         let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
-        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        let Some(&export_size) = block.exports.get(&h.offset) else {
-            return Err(ErrorKind::AlreadyMapped.into());
+        // An offset no export names: the H100 (580.159.04) refuses it with
+        // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
+        // but opens it for a 1000-byte one at the start of a shared block
+        // (mem.handle.flipped-offset-small-allocation). Inferred from those
+        // two: accepted while the largest export still fits after it.
+        let export_size = match block.exports.get(&h.offset) {
+            Some(&size) => size,
+            None => {
+                if self.mutant(MutantId::PanicOnDamagedOffset) {
+                    panic!("mutant: no export at offset {:#x}", h.offset);
+                }
+                let largest = block.exports.values().copied().max().unwrap_or(block.size);
+                if h.offset.saturating_add(largest) > block.size {
+                    return Err(ErrorKind::AlreadyMapped.into());
+                }
+                largest
+            }
         };
         let (block_size, block_device) = (block.size, block.device);
         if device != block_device {
@@ -281,22 +312,41 @@ impl World {
                     let n = m.opens.entry(ret).or_insert(0);
                     *n = n.saturating_add(1);
                     m.exports.insert(h.offset, export_size);
+                    m.closed.remove(&h.offset);
+                    if !m.opened.contains(handle) {
+                        m.opened.push(*handle);
+                    }
                 }
                 return Ok(ret);
             }
         }
+        // Measured (explore run, case 54): only a new mapping is refused.
+        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
+            return Err(ErrorKind::InvalidValue.into());
+        }
 
         // "Handles from each device in a given process may only be opened by
         // one context per device per other process."
-        if let ExportRule::Refuse(kind) = self.sem.second_context {
+        let second_context = if self.mutant(MutantId::SecondContextAllowed) {
+            ExportRule::Allow
+        } else {
+            self.sem.second_context
+        };
+        if let ExportRule::Refuse(kind) = second_context {
             let proc = &self.procs[p];
-            let clash = proc.imports.iter().any(|&(c, b, _)| {
+            // The exporter as the handle names it (explore run, case 55).
+            let clash = proc.imports.iter().any(|&(c, b, base)| {
                 c != ctx
                     && proc.contexts.get(&c).is_some_and(|x| x.device == device)
+                    && proc
+                        .regions
+                        .get(&base)
+                        .and_then(|r| r.import.as_ref())
+                        .is_some_and(|m| m.exporter_tag == h.exporter_tag)
                     && self
                         .blocks
                         .get(&b)
-                        .is_some_and(|x| x.owner == exporter && x.device == block_device)
+                        .is_some_and(|x| x.device == block_device)
             });
             if clash {
                 return Err(kind.into());
@@ -304,7 +354,13 @@ impl World {
         }
 
         let base = self.procs[p]
-            .reserve_va(block_size)
+            .reserve_va(
+                block_size,
+                crate::world::VaPool {
+                    ctx,
+                    managed: false,
+                },
+            )
             .ok_or(ErrorKind::OutOfMemory)?;
         let ret = base + ret_offset;
         let proc = &mut self.procs[p];
@@ -317,8 +373,11 @@ impl World {
                     ctx,
                     device,
                     exporter,
+                    exporter_tag: h.exporter_tag,
+                    opened: vec![*handle],
                     exports: BTreeMap::from([(h.offset, export_size)]),
                     opens: BTreeMap::from([(ret, 1)]),
+                    closed: BTreeSet::new(),
                 }),
             },
         );
@@ -329,9 +388,85 @@ impl World {
         Ok(ret)
     }
 
+    /// A damaged copy of a handle this context already has open, judged
+    /// against the original as the H100 (580.159.04) did in the explore run:
+    /// after the exporter exited only the exact bytes open again (cases 33,
+    /// 56: InvalidHandle); a different size field is AlreadyMapped (case 50);
+    /// a different memory-type field opens the original (cases 29, 69).
+    /// `Ok(Some(original))` re-opens the original; `Ok(None)`: not such a copy.
+    fn known_variant(
+        &self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+    ) -> SimResult<Option<IpcMemHandle>> {
+        if self.sem.reopen != Reopen::Refcount {
+            return Ok(None);
+        }
+        let Ok((ctx, _)) = self.current_ctx(p) else {
+            return Ok(None);
+        };
+        let proc = &self.procs[p];
+        let b = &handle.0;
+        // Only a handle exactly as ipc_get made it is an original (what a
+        // damaged copy opened first is compared with is not measured).
+        let genuine = |o: &IpcMemHandle, block: BlockId| -> bool {
+            let (Some(x), Some(h)) = (self.blocks.get(&block), decode(self.seed, o)) else {
+                return false;
+            };
+            x.exports.get(&h.offset).is_some_and(|&size| {
+                *o == encode(
+                    self.seed,
+                    &Encode {
+                        exporter: x.owner as u32,
+                        object: h.object,
+                        offset: h.offset,
+                        size,
+                        serial: 0,
+                        interior: interior_offset(o),
+                    },
+                )
+            })
+        };
+        let found = proc.regions.values().find_map(|r| {
+            let m = r.import.as_ref().filter(|m| m.ctx == ctx)?;
+            // The same allocation: object id and offset (neighbours in one
+            // block share the object id).
+            let original = m.opened.iter().find(|o| {
+                o.0[48..52] == b[48..52] && o.0[28..31] == b[28..31] && genuine(o, r.block)
+            })?;
+            Some((*original, r.block))
+        });
+        let Some((original, block)) = found else {
+            return Ok(None);
+        };
+        if original == *handle {
+            return Ok(None);
+        }
+        let exporter_gone = self
+            .blocks
+            .get(&block)
+            .is_some_and(|x| self.procs[x.owner].exited);
+        if exporter_gone {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        let differs = |r: std::ops::Range<usize>| original.0[r.clone()] != b[r];
+        if differs(16..24) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        let only_type = (0..IPC_HANDLE_SIZE)
+            .filter(|&i| original.0[i] != b[i])
+            .all(|i| (32..37).contains(&i));
+        Ok(only_type.then_some(original))
+    }
+
     /// `ipc_close`: one open fewer; the mapping goes with the last one.
     pub(crate) fn close(&mut self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
-        let unopened = self.sem.close_unopened;
+        let mutant_close = self.mutant(MutantId::CloseDoesNotDecrement);
+        let unopened = if self.mutant(MutantId::UndocumentedCloseError) {
+            ErrorKind::NotMapped
+        } else {
+            self.sem.close_unopened
+        };
         let proc = &mut self.procs[p];
         let Some((base, _)) = proc.region_at(ptr) else {
             return Err(unopened.into());
@@ -342,9 +477,22 @@ impl World {
         let Some(n) = m.opens.get_mut(&ptr) else {
             return Err(unopened.into());
         };
-        *n -= 1;
+        if !mutant_close {
+            *n -= 1;
+        }
         if *n == 0 {
             m.opens.remove(&ptr);
+            // The pointer's allocation stays reachable through a neighbour's
+            // open; remember that its own opens are gone (access-after-close).
+            if let Some((o, _)) = m.export_at(ptr - base) {
+                if !m
+                    .opens
+                    .keys()
+                    .any(|&q| m.export_at(q - base).is_some_and(|(x, _)| x == o))
+                {
+                    m.closed.insert(o);
+                }
+            }
         }
         if m.opens.is_empty() {
             self.unmap_import(p, base);
@@ -380,6 +528,12 @@ mod tests {
                 28..=30 => assert_ne!(got.map(|d| d.offset), Some(2048), "byte {i}"),
                 48..=51 => assert_ne!(got.map(|d| d.object), Some(e.object), "byte {i}"),
                 52..=55 => assert_eq!(got.map(|d| d.checked), Some(false), "byte {i}"),
+                // The process field: the memory is the same, the exporter tag differs.
+                8..=15 => assert_eq!(
+                    got.map(|d| (d.object, d.offset, d.checked)),
+                    Some((d.object, d.offset, d.checked)),
+                    "byte {i}"
+                ),
                 _ => assert_eq!(got, Some(d), "byte {i} is ignored"),
             }
         }

@@ -49,6 +49,8 @@ mod hazards;
 mod ipc;
 mod machine;
 mod memory;
+#[cfg(feature = "mutants")]
+pub mod mutants;
 mod peers;
 #[cfg(test)]
 mod robustness;
@@ -59,6 +61,8 @@ mod vmm;
 mod world;
 
 pub use machine::{SimMachine, SimProcess};
+#[cfg(feature = "mutants")]
+pub use mutants::Mutant;
 pub use semantics::{Profile, SemanticChoice, Semantics};
 
 use crate::hazards::HazardLog;
@@ -80,6 +84,9 @@ pub struct SimConfig {
     pub semantics: Semantics,
     /// Choices for the hip dialect (defaults: [`Semantics::hip_profile`]).
     pub hip_semantics: Semantics,
+    /// A deliberate bug (tests of the tests only).
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<Mutant>,
 }
 
 impl Default for SimConfig {
@@ -89,6 +96,8 @@ impl Default for SimConfig {
             peer_access: true,
             peer_budget: None,
             semantics: Semantics::default(),
+            #[cfg(feature = "mutants")]
+            mutant: None,
             hip_semantics: Semantics::hip_profile(),
         }
     }
@@ -189,6 +198,8 @@ impl SimBackend {
             hazards: HazardLog::default(),
             vmm: Default::default(),
             events: crate::events::Events::default(),
+            #[cfg(feature = "mutants")]
+            mutant: cfg.mutant,
         };
         for (i, ps) in spec.processes.iter().enumerate() {
             // Validated above, so the device exists.

@@ -3,11 +3,11 @@
 //! Device allocations live in physical blocks; with sub-allocation on, small
 //! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
 
-use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, Switch};
+use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch};
 use crate::store::Store;
 use crate::world::{
-    round_up, Access, Allocation, Block, Fail, Region, SimResult, World, BLOCK, DEVICE_MEMORY, KIB,
-    MAX_READ, SUBALLOC_ALIGN,
+    round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
+    BLOCK, DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
 };
 use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
@@ -33,8 +33,10 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let (ctx, device) = self.current_ctx(p)?;
-        let packed =
-            kind == MemKind::Device && self.sem.suballocation == Switch::On && size < BLOCK;
+        let packed = kind == MemKind::Device
+            && self.sem.suballocation == Switch::On
+            && size < BLOCK
+            && !self.mutant(MutantId::SubAllocationsNotShared);
         if packed {
             let need = round_up(size, SUBALLOC_ALIGN).ok_or(ErrorKind::OutOfMemory)?;
             let target = self.procs[p].packing.get(&(ctx, device)).copied();
@@ -108,8 +110,12 @@ impl World {
                 return Err(ErrorKind::OutOfMemory.into());
             }
         }
+        let pool = VaPool {
+            ctx: self.current_ctx(p)?.0,
+            managed: kind == MemKind::Managed,
+        };
         let owner_base = self.procs[p]
-            .reserve_va(size)
+            .reserve_va(size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
         if counts_against_device(kind) {
             if let Some(u) = self.device_used.get_mut(device as usize) {
@@ -133,6 +139,7 @@ impl World {
                 owner_mapped: true,
                 revoked: false,
                 freed_while_mapped: BTreeSet::new(),
+                freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
             },
@@ -204,8 +211,25 @@ impl World {
         if len == 0 {
             return Ok(());
         }
+        // Measured (H100, 580.159.04, runtime): cudaMemset of an IPC pointer
+        // while another context of the process is current is InvalidValue.
+        // (Copies and kernels from another context are not measured yet.)
+        let current = self.current_ctx(p).ok().map(|(c, _)| c);
+        let foreign_import = self.procs[p].region_at(ptr).is_some_and(|(_, r)| {
+            r.import
+                .as_ref()
+                .is_some_and(|m| current.is_some_and(|c| c != m.ctx))
+        });
+        if foreign_import {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
         self.vmm_check_writable(p, ptr)?;
+        if self.mutant(MutantId::ImportWritesPrivate)
+            && self.blocks.get(&id).is_some_and(|b| b.owner != p)
+        {
+            return Ok(());
+        }
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
         }
@@ -218,6 +242,11 @@ impl World {
         }
         let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
         self.vmm_check_writable(p, ptr)?;
+        if self.mutant(MutantId::ImportWritesPrivate)
+            && self.blocks.get(&id).is_some_and(|b| b.owner != p)
+        {
+            return Ok(());
+        }
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.write(off, bytes);
         }
@@ -234,17 +263,59 @@ impl World {
         if len == 0 {
             return Ok(Vec::new());
         }
+        if access == Access::Kernel && self.sem.stale_kernel_read == StaleKernelRead::Zeros {
+            if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
+                return Ok(zeros);
+            }
+        }
         let (id, off) = self.resolve(p, ptr, len, access)?;
         if len > MAX_READ {
             return Err(Fail::Harness(format!(
                 "the simulator does not materialise reads over {MAX_READ} bytes"
             )));
         }
-        Ok(self
+        #[allow(unused_mut)]
+        let mut bytes = self
             .blocks
             .get(&id)
             .map(|b| b.data.read(off, len as usize))
-            .unwrap_or_default())
+            .unwrap_or_default();
+        #[cfg(feature = "mutants")]
+        if access == Access::Kernel && self.mutant(MutantId::NondeterministicKernelRead) {
+            let n = crate::mutants::RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(b) = bytes.first_mut() {
+                *b ^= n | 1;
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// A kernel read wholly inside VA the process released and has not
+    /// handed out again: zeros, and the hazard the stale pointer is.
+    fn stale_kernel_read(&mut self, p: ProcessIndex, ptr: u64, len: u64) -> Option<Vec<u8>> {
+        let proc = &self.procs[p];
+        if proc.region_at(ptr).is_some() || len > MAX_READ {
+            return None;
+        }
+        let end = ptr.checked_add(len)?;
+        let (base, &(span, pool)) = crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
+        // Measured: zeros in the context that released it; in another
+        // context the kernel faults (explore run, case 28).
+        if end > base.saturating_add(span)
+            || self.current_ctx(p).ok().map(|c| c.0) != Some(pool.ctx)
+        {
+            return None;
+        }
+        let kind = match proc.dead_at(ptr) {
+            Some(Gone::Closed) => HazardKind::AccessAfterClose,
+            _ => HazardKind::AccessAfterFree,
+        };
+        self.hazard(
+            kind,
+            p,
+            format!("{ptr:#x}: a kernel read released VA (zeros)"),
+        );
+        Some(vec![0; len as usize])
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {

@@ -70,6 +70,7 @@ fn walk(seed: u64) {
         peer_budget: [None, Some(1), Some(8)][rng.below(3) as usize],
         semantics: random_semantics(&mut rng),
         hip_semantics: random_semantics(&mut rng),
+        ..SimConfig::default()
     };
     let n = 1 + rng.below(4) as usize;
     let spec = MachineSpec {

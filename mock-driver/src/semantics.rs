@@ -231,6 +231,30 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// A kernel reading VA its process released (a freed block, a closed
+    /// mapping) that no later allocation or mapping reuses.
+    StaleKernelRead {
+        /// The read succeeds and returns zeros (measured: H100, driver
+        /// 580.159.04, `explore` trial; clauses mem.lifetime.kernel-read-after-free,
+        /// mem.close.kernel-read-after-close).
+        Zeros => "zeros",
+        /// The kernel faults: IllegalAddress (sticky).
+        Fault => "fault",
+    }
+);
+
+keyword_choice!(
+    /// `cuCtxSetCurrent` of a context already destroyed.
+    SetDestroyedContext {
+        /// Accepted (measured: H100, driver 580.159.04); later calls that
+        /// need a context say InvalidContext.
+        Accepted => "accepted",
+        /// InvalidContext.
+        Refused => "refused",
+    }
+);
+
+keyword_choice!(
     /// `cuCtxDestroy` on a primary context.
     DestroyPrimary {
         /// `InvalidContext`; primary contexts are released, not destroyed.
@@ -449,6 +473,10 @@ semantics! {
         "free of the NULL pointer";
     destroy_primary: DestroyPrimary = DestroyPrimary::Error,
         "cuCtxDestroy on a primary context";
+    stale_kernel_read: StaleKernelRead = StaleKernelRead::Zeros,
+        "A kernel reading released VA (freed block, closed mapping) not reused since";
+    set_destroyed_context: SetDestroyedContext = SetDestroyedContext::Accepted,
+        "cuCtxSetCurrent of a destroyed context";
     event_unknown_flags: ErrorKind = ErrorKind::InvalidValue,
         "Error for event_create with flag bits other than blocking_sync, disable_timing and interprocess";
     event_ipc_timing: EventIpcTiming = EventIpcTiming::CreateFails,

@@ -24,6 +24,13 @@ use ipc_harness::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
+/// VA reservations come from a pool of their own: which reservations reuse
+/// released VA is unmeasured (legacy allocations reuse per context).
+const VMM_VA_POOL: crate::world::VaPool = crate::world::VaPool {
+    ctx: u64::MAX,
+    managed: false,
+};
+
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
 /// handle type (measured: H100, driver 580.159.04).
 pub(crate) const VMM_GRANULARITY: u64 = BLOCK;
@@ -219,6 +226,7 @@ impl World {
                 owner_mapped: false,
                 revoked: false,
                 freed_while_mapped: BTreeSet::new(),
+                freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
             },
@@ -295,7 +303,7 @@ impl World {
             return Err(InvalidValue.into());
         }
         let va = self.procs[p]
-            .reserve_va(size)
+            .reserve_va(size, VMM_VA_POOL)
             .ok_or(Fail::Api(OutOfMemory))?;
         self.vp(p).reservations.insert(va, size);
         Ok(va)
@@ -414,7 +422,7 @@ impl World {
             return Err(InvalidValue.into());
         }
         vp.reservations.remove(&va);
-        self.procs[p].release_va(va, size);
+        self.procs[p].release_va(va, size, VMM_VA_POOL);
         Ok(())
     }
 

@@ -36,6 +36,15 @@ const VA_GUARD: u64 = BLOCK;
 pub(crate) const MAX_READ: u64 = 256 * MIB;
 
 pub(crate) type BlockId = u64;
+
+/// Who may get released VA back: measured on the H100 (580.159.04, explore
+/// run), a context reuses only VA it released itself, and managed memory
+/// never reuses a device mapping's VA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VaPool {
+    pub ctx: CtxKey,
+    pub managed: bool,
+}
 pub(crate) type CtxKey = u64;
 
 /// Why a call produced no result: an API error, or a harness-level refusal.
@@ -86,11 +95,20 @@ pub(crate) struct Mapping {
     /// Physical device of the importing context.
     pub device: u32,
     pub exporter: ProcessIndex,
+    /// The handle's process field it was opened with.
+    pub exporter_tag: u64,
+    /// The handle bytes opened into this mapping (a damaged copy of one is
+    /// judged against it).
+    pub opened: Vec<ipc_harness::IpcMemHandle>,
     /// Allocations opened through this mapping: offset in block -> size.
     /// Several when handles of neighbouring sub-allocations share one block.
     pub exports: BTreeMap<u64, u64>,
     /// Pointers `ipc_open` returned into this mapping, with their open counts.
     pub opens: BTreeMap<u64, u64>,
+    /// Offsets (in block) of opened allocations whose last open pointer was
+    /// closed while the mapping lives on for a neighbour: access is still
+    /// possible, and is the access-after-close hazard.
+    pub closed: BTreeSet<u64>,
 }
 
 impl Mapping {
@@ -144,8 +162,9 @@ pub(crate) struct Process {
     /// may map one block several times (`reopen=new-mapping`).
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
     pub dead: BTreeMap<u64, DeadRange>,
-    /// Released VA spans (base -> span) that `va_reuse=lowest-fit` hands out again.
-    pub free_va: BTreeMap<u64, u64>,
+    /// Released VA spans (base -> (span, pool)) that `va_reuse=lowest-fit`
+    /// hands out again, only to the pool that released them.
+    pub free_va: BTreeMap<u64, (u64, VaPool)>,
     /// Whether released VA is reused (`va_reuse`).
     pub reuse_va: bool,
     /// (context, physical device) -> the shared block small allocations go to.
@@ -179,6 +198,10 @@ pub(crate) struct Block {
     pub revoked: bool,
     /// Allocation offsets the owner freed while importers mapped them.
     pub freed_while_mapped: BTreeSet<u64>,
+    /// Allocation offsets the owner freed by an API call (whether mapped or
+    /// not): an importer that opens one later, while a live neighbour keeps
+    /// the block, reaches freed memory.
+    pub freed: BTreeSet<u64>,
     /// Exported allocations: offset in block -> size (filled by `ipc_get`).
     pub exports: BTreeMap<u64, u64>,
     /// The driver object id handles of this block carry, once exported.
@@ -207,6 +230,42 @@ pub(crate) struct World {
     pub vmm: crate::vmm::VmmState,
     /// Events, IPC event handles and the simulated clock (`events`).
     pub events: crate::events::Events,
+    #[cfg(feature = "mutants")]
+    pub mutant: Option<crate::mutants::Mutant>,
+}
+
+impl World {
+    /// Whether the deliberate bug `m` is switched on (never without the
+    /// `mutants` feature).
+    #[allow(unused_variables)]
+    pub(crate) fn mutant(&self, m: MutantId) -> bool {
+        #[cfg(feature = "mutants")]
+        {
+            self.mutant == Some(m)
+        }
+        #[cfg(not(feature = "mutants"))]
+        {
+            false
+        }
+    }
+}
+
+#[cfg(feature = "mutants")]
+pub(crate) use crate::mutants::Mutant as MutantId;
+/// Without the feature no mutant exists; the hooks compile to `false`.
+#[cfg(not(feature = "mutants"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)]
+pub(crate) enum MutantId {
+    CloseDoesNotDecrement,
+    SecondContextAllowed,
+    SubAllocationsNotShared,
+    ExporterOpensOwnHandle,
+    ImportWritesPrivate,
+    NondeterministicKernelRead,
+    UndocumentedCloseError,
+    PanicOnDamagedOffset,
+    LeakNotLogged,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -265,18 +324,18 @@ impl Process {
 
     /// Reserve VA: the lowest released span that fits (as the real driver
     /// hands a closed mapping's address to the next open), else fresh VA.
-    pub(crate) fn reserve_va(&mut self, len: u64) -> Option<u64> {
+    pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool) -> Option<u64> {
         let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
         if self.reuse_va {
             let fit = self
                 .free_va
                 .iter()
-                .find(|(_, &s)| s >= span)
-                .map(|(&b, &s)| (b, s));
+                .find(|(_, &(s, owner))| s >= span && owner == pool)
+                .map(|(&b, &(s, _))| (b, s));
             if let Some((base, have)) = fit {
                 self.free_va.remove(&base);
                 if have > span {
-                    self.free_va.insert(base + span, have - span);
+                    self.free_va.insert(base + span, (have - span, pool));
                 }
                 // Stale pointers into the span now reach the new mapping.
                 let stale: Vec<u64> = self
@@ -324,9 +383,9 @@ impl Process {
     }
 
     /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
-    pub(crate) fn release_va(&mut self, base: u64, len: u64) {
+    pub(crate) fn release_va(&mut self, base: u64, len: u64, pool: VaPool) {
         if let Some(span) = round_up(len, BLOCK).and_then(|s| s.checked_add(VA_GUARD)) {
-            self.free_va.insert(base, span);
+            self.free_va.insert(base, (span, pool));
         }
     }
 
@@ -348,15 +407,18 @@ impl World {
 
     /// The current context of `p`, or `InvalidContext`.
     pub(crate) fn current_ctx(&self, p: ProcessIndex) -> SimResult<(CtxKey, u32)> {
+        use ipc_harness::ErrorKind::{ContextIsDestroyed, InvalidContext};
         let proc = &self.procs[p];
-        proc.current
-            .and_then(|c| {
-                proc.contexts
-                    .get(&c)
-                    .filter(|x| x.alive)
-                    .map(|x| (c, x.device))
-            })
-            .ok_or(Fail::Api(ipc_harness::ErrorKind::InvalidContext))
+        let Some(c) = proc.current else {
+            return Err(InvalidContext.into());
+        };
+        match proc.contexts.get(&c) {
+            Some(x) if x.alive => Ok((c, x.device)),
+            // A destroyed context made current again (mem.context.set-destroyed,
+            // measured: the runtime says 201, the driver 709).
+            Some(_) if self.dialect == Dialect::Driver => Err(ContextIsDestroyed.into()),
+            _ => Err(InvalidContext.into()),
+        }
     }
 
     /// Drop a block once nobody maps it any more.
@@ -409,10 +471,11 @@ impl World {
         let proc = &self.procs[p];
         let dead = proc.dead_at(ptr);
         let found = proc.region_at(ptr).map(|(base, r)| {
-            let import = r
-                .import
-                .as_ref()
-                .map(|m| (m.export_at(ptr - base), m.exporter));
+            let import = r.import.as_ref().map(|m| {
+                let export = m.export_at(ptr - base);
+                let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
+                (export, m.exporter, closed)
+            });
             (base, r.len, r.block, import)
         });
         let own_alloc = proc
@@ -437,13 +500,25 @@ impl World {
         if end > base.saturating_add(region_len) {
             return Err(fault.into());
         }
+        if let Some((_, _, true)) = import {
+            self.hazard(
+                HazardKind::AccessAfterClose,
+                p,
+                format!("{ptr:#x}: IPC pointer already closed (a neighbour keeps the mapping)"),
+            );
+            // Measured (H100, 580.159.04): memcpy refuses it; the mapping
+            // itself lives on for the neighbour, so a kernel still reads it.
+            if access == Access::Copy {
+                return Err(fault.into());
+            }
+        }
         let Some(block) = self.blocks.get(&block_id) else {
             return Err(fault.into());
         };
         let mut hazards: Vec<(HazardKind, String)> = Vec::new();
         // The accessing allocation's own range, if the pointer is in one.
         let own: Option<(u64, u64)> = match import {
-            Some((export, exporter)) => {
+            Some((export, exporter, _)) => {
                 if block.revoked {
                     self.hazard(
                         HazardKind::AccessAfterFree,
@@ -452,7 +527,9 @@ impl World {
                     );
                     return Err(fault.into());
                 }
-                let freed = export.is_some_and(|(o, _)| block.freed_while_mapped.contains(&o));
+                let freed = export.is_some_and(|(o, _)| {
+                    block.freed_while_mapped.contains(&o) || block.freed.contains(&o)
+                });
                 if freed {
                     hazards.push((
                         HazardKind::AccessAfterFree,
@@ -509,11 +586,15 @@ impl World {
         let Some(region) = proc.regions.remove(&base) else {
             return;
         };
+        let pool = VaPool {
+            ctx: region.import.as_ref().map_or(0, |m| m.ctx),
+            managed: false,
+        };
         if let Some(m) = &region.import {
             proc.imports.remove(&(m.ctx, region.block, base));
         }
         proc.mark_dead(base, region.len, Gone::Closed);
-        proc.release_va(base, region.len);
+        proc.release_va(base, region.len, pool);
         if let Some(b) = self.blocks.get_mut(&region.block) {
             b.importers = b.importers.saturating_sub(1);
         }
@@ -534,6 +615,9 @@ impl World {
             return;
         };
         block.live.remove(&a.offset);
+        if explicit {
+            block.freed.insert(a.offset);
+        }
         let mut hazard = None;
         if block.importers > 0 && explicit {
             hazard = Some(format!(
@@ -556,7 +640,11 @@ impl World {
         if unmap_owner {
             let proc = &mut self.procs[p];
             if let Some(r) = proc.regions.remove(&owner_base) {
-                proc.release_va(owner_base, r.len);
+                let pool = VaPool {
+                    ctx: a.ctx,
+                    managed: a.kind == MemKind::Managed,
+                };
+                proc.release_va(owner_base, r.len, pool);
             }
             proc.packing.retain(|_, b| *b != a.block);
             self.maybe_release(a.block);
@@ -594,7 +682,7 @@ impl World {
             return;
         }
         self.vmm_exit(p);
-        if record_leaks {
+        if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]
                 .regions
                 .iter()

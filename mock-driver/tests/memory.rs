@@ -334,9 +334,7 @@ fn exporter_access_after_free() {
     m.driver(0).free(FreeKind::Device, a).unwrap();
     assert_eq!(err(m.driver(0).read(a, 1)), ErrorKind::InvalidValue);
     assert_eq!(count(m.as_ref(), HazardKind::AccessAfterFree), 1);
-    assert_eq!(
-        err(m.driver(0).device_read(a, 1)),
-        ErrorKind::IllegalAddress
-    );
+    // Measured (mem.lifetime.kernel-read-after-free): a kernel reads zeros.
+    assert_eq!(m.driver(0).device_read(a, 1).unwrap(), vec![0]);
     assert_eq!(count(m.as_ref(), HazardKind::AccessAfterFree), 2);
 }

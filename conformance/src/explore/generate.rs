@@ -1,0 +1,874 @@
+//! Generated scenarios: a proptest strategy for abstract programs, and their
+//! lowering into scenario-language text that is valid by construction.
+//!
+//! A [`Program`] is a list of [`Action`]s whose operands are
+//! `proptest::sample::Index`es into what earlier actions produced
+//! (allocations, handles, opened pointers, contexts), so every program lowers
+//! to a file the parser accepts, and proptest shrinks it by dropping and
+//! simplifying actions. An action with nothing to act on yet lowers to the
+//! step that would make it possible (close -> open -> ipc_get -> malloc).
+//!
+//! Every step is written `=> any`: generated scenarios record, the
+//! properties (simulator) and the differential (real driver) judge.
+//!
+//! Adding an op family (events, VMM, fds): add its [`Action`] variants with
+//! a weight in [`action_strategy`], the state it produces to [`Lowering`],
+//! and its lowering in [`Lowering::lower`]; the properties see it through the
+//! parsed scenario and its trace, and the documented-returns table in
+//! `properties.rs` needs its APIs' codes.
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use std::fmt::Write;
+
+/// Allocation sizes, weighted toward small ones that share a 2 MiB block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeClass {
+    /// 1000 bytes: packed 1024 apart into a shared block.
+    Small,
+    /// 4 KiB: packed too.
+    Page,
+    /// 2 MiB: one whole block.
+    Block,
+    /// 3 MiB: two blocks' worth.
+    Large,
+    /// An odd size (1..65536).
+    Odd(u32),
+}
+
+impl SizeClass {
+    pub fn bytes(self) -> u64 {
+        match self {
+            SizeClass::Small => 1000,
+            SizeClass::Page => 4096,
+            SizeClass::Block => 2 << 20,
+            SizeClass::Large => 3 << 20,
+            SizeClass::Odd(n) => u64::from(n.max(1)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindSel {
+    Device,
+    Managed,
+    Host,
+    Async,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandleDamage {
+    /// `handle_flip H OFF` at a byte offset from the measured field table.
+    Flip(u8),
+    Zero,
+    Random,
+}
+
+/// One abstract action; operands index what exists when it is lowered.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Malloc {
+        proc: Index,
+        kind: KindSel,
+        size: SizeClass,
+        fill: u8,
+    },
+    Free {
+        alloc: Index,
+        /// Free with the wrong call for the kind (`free_host` of device memory).
+        wrong_call: bool,
+    },
+    /// `ipc_get`, of the base or an interior pointer.
+    Get {
+        alloc: Index,
+        interior: bool,
+        null_out: bool,
+    },
+    /// Send a handle to another process and open it there.
+    SendOpen {
+        handle: Index,
+        to: Index,
+        flags: u32,
+    },
+    /// Open a handle the process holds (possibly the exporter's own).
+    Open {
+        holding: Index,
+        flags: u32,
+        null_out: bool,
+    },
+    /// Open again a handle this process already opened.
+    Reopen {
+        open: Index,
+    },
+    Close {
+        open: Index,
+    },
+    /// Close something that is not an open IPC pointer (an allocation, null).
+    CloseOther {
+        ptr: Index,
+        null: bool,
+    },
+    Fill {
+        ptr: Index,
+        value: u8,
+        at: u16,
+        len: u16,
+    },
+    Write {
+        ptr: Index,
+        offset: u16,
+        byte: u8,
+        len: u8,
+    },
+    Read {
+        ptr: Index,
+        offset: u16,
+        len: u16,
+        kernel: bool,
+    },
+    /// A kernel read past the end of a small allocation into its neighbour.
+    ReadNeighbour {
+        ptr: Index,
+    },
+    /// A pointer used by a process that does not own it.
+    ForeignRead {
+        ptr: Index,
+        by: Index,
+    },
+    Query {
+        ptr: Index,
+        range: bool,
+    },
+    Exit {
+        proc: Index,
+        exporter: bool,
+    },
+    /// `ctx_create 0` (a second context on the same device).
+    SecondContext {
+        proc: Index,
+    },
+    SwitchContext {
+        ctx: Index,
+    },
+    DestroyContext {
+        ctx: Index,
+    },
+    /// A damaged or made-up handle, then an open of it.
+    BadHandle {
+        holding: Index,
+        damage: HandleDamage,
+    },
+    Sync {
+        proc: Index,
+    },
+}
+
+/// A generated program: processes (2 or 3, one device) and actions.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub processes: usize,
+    pub actions: Vec<Action>,
+}
+
+fn size_strategy() -> impl Strategy<Value = SizeClass> {
+    prop_oneof![
+        6 => Just(SizeClass::Small),
+        2 => Just(SizeClass::Page),
+        3 => Just(SizeClass::Block),
+        1 => Just(SizeClass::Large),
+        1 => (1u32..65536).prop_map(SizeClass::Odd),
+    ]
+}
+
+fn kind_strategy() -> impl Strategy<Value = KindSel> {
+    prop_oneof![
+        20 => Just(KindSel::Device),
+        1 => Just(KindSel::Managed),
+        1 => Just(KindSel::Host),
+        1 => Just(KindSel::Async),
+    ]
+}
+
+fn flags_strategy() -> impl Strategy<Value = u32> {
+    prop_oneof![12 => Just(1u32), 1 => Just(0u32), 1 => Just(2u32), 1 => Just(3u32)]
+}
+
+/// Byte offsets of the handle fields (mock-driver/src/ipc.rs): checked and ignored ones.
+const FLIP_OFFSETS: [u8; 9] = [0, 8, 16, 24, 28, 32, 40, 48, 52];
+
+fn damage_strategy() -> impl Strategy<Value = HandleDamage> {
+    prop_oneof![
+        4 => proptest::sample::select(&FLIP_OFFSETS[..]).prop_map(HandleDamage::Flip),
+        1 => Just(HandleDamage::Zero),
+        1 => Just(HandleDamage::Random),
+    ]
+}
+
+/// One action, weighted toward re-opens, closes, exporter exits, sub-allocated
+/// neighbours and second contexts.
+pub fn action_strategy() -> impl Strategy<Value = Action> {
+    let i = any::<Index>;
+    prop_oneof![
+        8 => (i(), kind_strategy(), size_strategy(), any::<u8>())
+            .prop_map(|(proc, kind, size, fill)| Action::Malloc { proc, kind, size, fill }),
+        3 => (i(), proptest::bool::weighted(0.1))
+            .prop_map(|(alloc, wrong_call)| Action::Free { alloc, wrong_call }),
+        6 => (i(), proptest::bool::weighted(0.15), proptest::bool::weighted(0.03))
+            .prop_map(|(alloc, interior, null_out)| Action::Get { alloc, interior, null_out }),
+        8 => (i(), i(), flags_strategy())
+            .prop_map(|(handle, to, flags)| Action::SendOpen { handle, to, flags }),
+        2 => (i(), flags_strategy(), proptest::bool::weighted(0.05))
+            .prop_map(|(holding, flags, null_out)| Action::Open { holding, flags, null_out }),
+        5 => i().prop_map(|open| Action::Reopen { open }),
+        8 => i().prop_map(|open| Action::Close { open }),
+        1 => (i(), proptest::bool::weighted(0.3))
+            .prop_map(|(ptr, null)| Action::CloseOther { ptr, null }),
+        4 => (i(), any::<u8>(), 0u16..2048, 1u16..2048)
+            .prop_map(|(ptr, value, at, len)| Action::Fill { ptr, value, at, len }),
+        4 => (i(), 0u16..2048, any::<u8>(), 1u8..64)
+            .prop_map(|(ptr, offset, byte, len)| Action::Write { ptr, offset, byte, len }),
+        8 => (i(), 0u16..1024, 1u16..256, proptest::bool::weighted(0.3))
+            .prop_map(|(ptr, offset, len, kernel)| Action::Read { ptr, offset, len, kernel }),
+        2 => i().prop_map(|ptr| Action::ReadNeighbour { ptr }),
+        1 => (i(), i()).prop_map(|(ptr, by)| Action::ForeignRead { ptr, by }),
+        2 => (i(), any::<bool>()).prop_map(|(ptr, range)| Action::Query { ptr, range }),
+        3 => (i(), proptest::bool::weighted(0.8))
+            .prop_map(|(proc, exporter)| Action::Exit { proc, exporter }),
+        3 => i().prop_map(|proc| Action::SecondContext { proc }),
+        2 => i().prop_map(|ctx| Action::SwitchContext { ctx }),
+        1 => i().prop_map(|ctx| Action::DestroyContext { ctx }),
+        2 => (i(), damage_strategy()).prop_map(|(holding, damage)| Action::BadHandle { holding, damage }),
+        1 => i().prop_map(|proc| Action::Sync { proc }),
+    ]
+}
+
+/// Programs of 2 or 3 processes and up to `max_actions` actions.
+pub fn program_strategy(max_actions: usize) -> impl Strategy<Value = Program> {
+    let max = max_actions.max(1);
+    (
+        prop_oneof![3 => Just(2usize), 1 => Just(3usize)],
+        proptest::collection::vec(action_strategy(), 1..=max),
+    )
+        .prop_map(|(processes, actions)| Program { processes, actions })
+}
+
+const PROC_NAMES: [&str; 3] = ["p0", "p1", "p2"];
+
+#[derive(Debug, Clone)]
+struct AllocRec {
+    name: String,
+    proc: usize,
+    size: u64,
+    kind: KindSel,
+    freed: bool,
+}
+
+#[derive(Debug, Clone)]
+struct OpenRec {
+    name: String,
+    proc: usize,
+    handle: String,
+}
+
+#[derive(Debug, Clone)]
+struct CtxRec {
+    name: String,
+    proc: usize,
+}
+
+/// A pointer binding some process holds, with the bytes it is known to span.
+#[derive(Debug, Clone)]
+struct PtrRec {
+    name: String,
+    proc: usize,
+    len: u64,
+}
+
+/// What the lowered steps made so far (names only: outcomes are not known
+/// when generating).
+struct Lowering {
+    nprocs: usize,
+    exited: Vec<bool>,
+    /// Per process: handles it may use (made or received), with the
+    /// allocation they came from (`None` for made-up handles).
+    holdings: Vec<Vec<(String, Option<usize>)>>,
+    allocs: Vec<AllocRec>,
+    opens: Vec<OpenRec>,
+    ctxs: Vec<CtxRec>,
+    /// Per process: the binding of its primary context, once named.
+    primary: Vec<Option<String>>,
+    ptrs: Vec<PtrRec>,
+    serial: usize,
+    steps: Vec<String>,
+    stats: GenStats,
+}
+
+/// How often a generated program reached the states the issue names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GenStats {
+    pub steps: usize,
+    pub opens: usize,
+    pub reopens: usize,
+    pub closes: usize,
+    /// Exits of a process whose handles another process opened.
+    pub exporter_exits: usize,
+    /// Closes written after the exporter of the handle exited.
+    pub closes_after_exporter_exit: usize,
+    /// Small allocations made where the process already had one (neighbours).
+    pub suballocated_neighbours: usize,
+    pub second_contexts: usize,
+    pub bad_handles: usize,
+}
+
+impl GenStats {
+    pub fn add(&mut self, o: &GenStats) {
+        self.steps += o.steps;
+        self.opens += o.opens;
+        self.reopens += o.reopens;
+        self.closes += o.closes;
+        self.exporter_exits += o.exporter_exits;
+        self.closes_after_exporter_exit += o.closes_after_exporter_exit;
+        self.suballocated_neighbours += o.suballocated_neighbours;
+        self.second_contexts += o.second_contexts;
+        self.bad_handles += o.bad_handles;
+    }
+}
+
+/// A lowered program: scenario text and what it reached.
+#[derive(Debug, Clone)]
+pub struct Lowered {
+    pub text: String,
+    pub stats: GenStats,
+}
+
+impl Lowering {
+    fn new(nprocs: usize) -> Lowering {
+        let nprocs = nprocs.clamp(1, PROC_NAMES.len());
+        Lowering {
+            nprocs,
+            exited: vec![false; nprocs],
+            holdings: vec![Vec::new(); nprocs],
+            allocs: Vec::new(),
+            opens: Vec::new(),
+            ctxs: Vec::new(),
+            primary: vec![None; nprocs],
+            ptrs: Vec::new(),
+            serial: 0,
+            steps: Vec::new(),
+            stats: GenStats::default(),
+        }
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.serial += 1;
+        format!("{prefix}{}", self.serial)
+    }
+
+    fn live_procs(&self) -> Vec<usize> {
+        (0..self.nprocs).filter(|&p| !self.exited[p]).collect()
+    }
+
+    /// A live process chosen by `i`, if any is left.
+    fn pick_proc(&self, i: &Index) -> Option<usize> {
+        let live = self.live_procs();
+        (!live.is_empty()).then(|| live[i.index(live.len())])
+    }
+
+    fn emit(&mut self, proc: usize, text: String) {
+        self.steps
+            .push(format!("{}: {text} => any", PROC_NAMES[proc]));
+    }
+
+    fn malloc(&mut self, proc: usize, kind: KindSel, size: SizeClass, fill: u8) -> usize {
+        let bytes = size.bytes();
+        let small = kind == KindSel::Device && bytes < (2 << 20);
+        if small
+            && self.allocs.iter().any(|a| {
+                a.proc == proc && !a.freed && a.kind == KindSel::Device && a.size < 2 << 20
+            })
+        {
+            self.stats.suballocated_neighbours += 1;
+        }
+        let name = self.fresh("m");
+        let op = match kind {
+            KindSel::Device => "malloc",
+            KindSel::Managed => "malloc_managed",
+            KindSel::Host => "malloc_host",
+            KindSel::Async => "malloc_async",
+        };
+        self.emit(proc, format!("{name} = {op} {}", fmt_size(bytes)));
+        // Fresh memory holds whatever the previous user left: define it.
+        self.emit(proc, format!("fill {name} {fill:#04x}"));
+        self.allocs.push(AllocRec {
+            name: name.clone(),
+            proc,
+            size: bytes,
+            kind,
+            freed: false,
+        });
+        self.ptrs.push(PtrRec {
+            name,
+            proc,
+            len: bytes,
+        });
+        self.allocs.len() - 1
+    }
+
+    /// An allocation of a live process (not freed), or a new one.
+    fn pick_alloc(&mut self, i: &Index) -> Option<usize> {
+        let live: Vec<usize> = (0..self.allocs.len())
+            .filter(|&a| !self.allocs[a].freed && !self.exited[self.allocs[a].proc])
+            .collect();
+        if live.is_empty() {
+            let p = self.pick_proc(i)?;
+            return Some(self.malloc(p, KindSel::Device, SizeClass::Small, 0x5a));
+        }
+        Some(live[i.index(live.len())])
+    }
+
+    fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<String> {
+        let a = self.allocs[alloc].clone();
+        let ptr = if interior && a.size > 256 {
+            let name = self.fresh("x");
+            self.emit(a.proc, format!("{name} = offset {} 256", a.name));
+            name
+        } else {
+            a.name.clone()
+        };
+        if null_out {
+            self.emit(a.proc, format!("ipc_get {ptr} out=null"));
+            // The runtime's NULL out-argument kills the process (measured).
+            return None;
+        }
+        let h = self.fresh("h");
+        self.emit(a.proc, format!("{h} = ipc_get {ptr}"));
+        self.holdings[a.proc].push((h.clone(), Some(alloc)));
+        Some(h)
+    }
+
+    /// A handle held by a live process, or one made now.
+    fn pick_holding(&mut self, i: &Index) -> Option<(usize, String, Option<usize>)> {
+        let all: Vec<(usize, String, Option<usize>)> = (0..self.nprocs)
+            .filter(|&p| !self.exited[p])
+            .flat_map(|p| {
+                self.holdings[p]
+                    .iter()
+                    .map(move |(h, a)| (p, h.clone(), *a))
+            })
+            .collect();
+        if all.is_empty() {
+            let a = self.pick_alloc(i)?;
+            let h = self.get(a, false, false)?;
+            return Some((self.allocs[a].proc, h, Some(a)));
+        }
+        Some(all[i.index(all.len())].clone())
+    }
+
+    fn open(&mut self, proc: usize, handle: &str, from: Option<usize>, flags: u32, null_out: bool) {
+        let flags = if flags == 1 {
+            "lazy".to_string()
+        } else {
+            flags.to_string()
+        };
+        if null_out {
+            self.emit(proc, format!("ipc_open {handle} flags={flags} out=null"));
+            return;
+        }
+        let name = self.fresh("o");
+        self.emit(proc, format!("{name} = ipc_open {handle} flags={flags}"));
+        self.stats.opens += 1;
+        self.opens.push(OpenRec {
+            name: name.clone(),
+            proc,
+            handle: handle.to_string(),
+        });
+        let len = from.map_or(1000, |a| self.allocs[a].size);
+        self.ptrs.push(PtrRec { name, proc, len });
+    }
+
+    fn live_open(&self, i: &Index) -> Option<usize> {
+        let live: Vec<usize> = (0..self.opens.len())
+            .filter(|&o| !self.exited[self.opens[o].proc])
+            .collect();
+        (!live.is_empty()).then(|| live[i.index(live.len())])
+    }
+
+    /// A pointer binding of a live process.
+    fn pick_ptr(&mut self, i: &Index) -> Option<PtrRec> {
+        let live: Vec<&PtrRec> = self.ptrs.iter().filter(|p| !self.exited[p.proc]).collect();
+        if live.is_empty() {
+            let p = self.pick_proc(i)?;
+            let a = self.malloc(p, KindSel::Device, SizeClass::Small, 0x3c);
+            return Some(PtrRec {
+                name: self.allocs[a].name.clone(),
+                proc: p,
+                len: self.allocs[a].size,
+            });
+        }
+        Some(live[i.index(live.len())].clone())
+    }
+
+    /// The exporter of a handle name, if it came from `ipc_get`.
+    fn exporter_of(&self, handle: &str) -> Option<usize> {
+        self.holdings.iter().flatten().find_map(|(h, a)| {
+            (h == handle)
+                .then_some(*a)
+                .flatten()
+                .map(|a| self.allocs[a].proc)
+        })
+    }
+
+    fn lower(&mut self, action: &Action) {
+        match action {
+            Action::Malloc {
+                proc,
+                kind,
+                size,
+                fill,
+            } => {
+                if let Some(p) = self.pick_proc(proc) {
+                    self.malloc(p, *kind, *size, *fill);
+                }
+            }
+            Action::Free { alloc, wrong_call } => {
+                let Some(a) = self.pick_alloc(alloc) else {
+                    return;
+                };
+                let rec = self.allocs[a].clone();
+                let right = match rec.kind {
+                    KindSel::Device | KindSel::Managed => "free",
+                    KindSel::Host => "free_host",
+                    KindSel::Async => "free_async",
+                };
+                let call = match (wrong_call, right) {
+                    (false, r) => r,
+                    (true, "free_host") => "free",
+                    (true, _) => "free_host",
+                };
+                self.emit(rec.proc, format!("{call} {}", rec.name));
+                if !wrong_call {
+                    self.allocs[a].freed = true;
+                }
+            }
+            Action::Get {
+                alloc,
+                interior,
+                null_out,
+            } => {
+                if let Some(a) = self.pick_alloc(alloc) {
+                    self.get(a, *interior, *null_out);
+                }
+            }
+            Action::SendOpen { handle, to, flags } => {
+                let Some((from, h, alloc)) = self.pick_holding(handle) else {
+                    return;
+                };
+                let others: Vec<usize> = self
+                    .live_procs()
+                    .into_iter()
+                    .filter(|&p| p != from)
+                    .collect();
+                if others.is_empty() {
+                    return;
+                }
+                let dest = others[to.index(others.len())];
+                self.emit(from, format!("send {h} -> {}", PROC_NAMES[dest]));
+                if !self.holdings[dest].iter().any(|(x, _)| *x == h) {
+                    self.holdings[dest].push((h.clone(), alloc));
+                }
+                self.open(dest, &h, alloc, *flags, false);
+            }
+            Action::Open {
+                holding,
+                flags,
+                null_out,
+            } => {
+                if let Some((p, h, alloc)) = self.pick_holding(holding) {
+                    self.open(p, &h, alloc, *flags, *null_out);
+                }
+            }
+            Action::Reopen { open } => match self.live_open(open) {
+                Some(o) => {
+                    let rec = self.opens[o].clone();
+                    let alloc = self.holdings[rec.proc]
+                        .iter()
+                        .find(|(h, _)| *h == rec.handle)
+                        .and_then(|(_, a)| *a);
+                    self.stats.reopens += 1;
+                    self.open(rec.proc, &rec.handle, alloc, 1, false);
+                }
+                None => self.lower(&Action::SendOpen {
+                    handle: *open,
+                    to: *open,
+                    flags: 1,
+                }),
+            },
+            Action::Close { open } => match self.live_open(open) {
+                Some(o) => {
+                    let rec = self.opens[o].clone();
+                    if self
+                        .exporter_of(&rec.handle)
+                        .is_some_and(|e| self.exited[e])
+                    {
+                        self.stats.closes_after_exporter_exit += 1;
+                    }
+                    self.stats.closes += 1;
+                    self.emit(rec.proc, format!("ipc_close {}", rec.name));
+                }
+                None => self.lower(&Action::SendOpen {
+                    handle: *open,
+                    to: *open,
+                    flags: 1,
+                }),
+            },
+            Action::CloseOther { ptr, null } => {
+                if *null {
+                    if let Some(p) = self.pick_proc(ptr) {
+                        self.emit(p, "ipc_close null".into());
+                    }
+                } else if let Some(a) = self.pick_alloc(ptr) {
+                    let rec = self.allocs[a].clone();
+                    self.emit(rec.proc, format!("ipc_close {}", rec.name));
+                }
+            }
+            Action::Fill {
+                ptr,
+                value,
+                at,
+                len,
+            } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    let (at, len) = within(p.len, u64::from(*at), u64::from(*len));
+                    self.emit(
+                        p.proc,
+                        format!("fill {} {value:#04x} at={at} len={len}", p.name),
+                    );
+                }
+            }
+            Action::Write {
+                ptr,
+                offset,
+                byte,
+                len,
+            } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    let (off, len) = within(p.len, u64::from(*offset), u64::from(*len));
+                    let pattern = if len == 1 {
+                        format!("{byte:02x}")
+                    } else {
+                        format!("{byte:02x}*{len}")
+                    };
+                    self.emit(p.proc, format!("write {} {off} {pattern}", p.name));
+                }
+            }
+            Action::Read {
+                ptr,
+                offset,
+                len,
+                kernel,
+            } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    let (off, len) = within(p.len, u64::from(*offset), u64::from(*len));
+                    let op = if *kernel { "device_read" } else { "read" };
+                    self.emit(p.proc, format!("{op} {} {off} {len}", p.name));
+                }
+            }
+            Action::ReadNeighbour { ptr } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    if p.len <= 1024 {
+                        // The next 1024-byte slot of the shared block.
+                        self.emit(p.proc, format!("device_read {} 1024 16", p.name));
+                    } else {
+                        self.emit(p.proc, format!("read {} {} 16", p.name, p.len - 8));
+                    }
+                }
+            }
+            Action::ForeignRead { ptr, by } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    let others: Vec<usize> = self
+                        .live_procs()
+                        .into_iter()
+                        .filter(|&q| q != p.proc)
+                        .collect();
+                    if !others.is_empty() {
+                        let q = others[by.index(others.len())];
+                        self.emit(q, format!("read {} 0 16", p.name));
+                    }
+                }
+            }
+            Action::Query { ptr, range } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    let op = if *range {
+                        "address_range"
+                    } else {
+                        "pointer_attr"
+                    };
+                    self.emit(p.proc, format!("{op} {}", p.name));
+                }
+            }
+            Action::Exit { proc, exporter } => {
+                let target = if *exporter {
+                    // A live process whose handle a live other process opened.
+                    self.opens
+                        .iter()
+                        .filter(|o| !self.exited[o.proc])
+                        .filter_map(|o| self.exporter_of(&o.handle))
+                        .find(|&e| !self.exited[e])
+                } else {
+                    None
+                };
+                let Some(p) = target.or_else(|| self.pick_proc(proc)) else {
+                    return;
+                };
+                // Keep one process alive, so the program goes on.
+                if self.live_procs().len() <= 1 {
+                    return;
+                }
+                if target.is_some() {
+                    self.stats.exporter_exits += 1;
+                }
+                self.emit(p, "exit".into());
+                self.exited[p] = true;
+            }
+            Action::SecondContext { proc } => {
+                if let Some(p) = self.pick_proc(proc) {
+                    self.name_primary(p);
+                    let c = self.fresh("c");
+                    self.emit(p, format!("{c} = ctx_create 0"));
+                    self.stats.second_contexts += 1;
+                    self.ctxs.push(CtxRec { name: c, proc: p });
+                }
+            }
+            Action::SwitchContext { ctx } => {
+                let live: Vec<CtxRec> = self
+                    .ctxs
+                    .iter()
+                    .filter(|c| !self.exited[c.proc])
+                    .cloned()
+                    .collect();
+                if !live.is_empty() {
+                    let c = &live[ctx.index(live.len())];
+                    self.emit(c.proc, format!("ctx_set {}", c.name));
+                } else {
+                    self.lower(&Action::SecondContext { proc: *ctx });
+                }
+            }
+            Action::DestroyContext { ctx } => {
+                let live: Vec<CtxRec> = self
+                    .ctxs
+                    .iter()
+                    .filter(|c| !self.exited[c.proc])
+                    .cloned()
+                    .collect();
+                if !live.is_empty() {
+                    let c = &live[ctx.index(live.len())];
+                    self.emit(c.proc, format!("ctx_destroy {}", c.name));
+                    // What a process does with a destroyed context made
+                    // current is measured only for a few calls
+                    // (mem.context.set-destroyed): not generated.
+                    self.ctxs.retain(|x| x.name != c.name);
+                    // Back to the primary context, so the process goes on.
+                    if let Some(pc) = self.primary[c.proc].clone() {
+                        self.emit(c.proc, format!("ctx_set {pc}"));
+                    }
+                }
+            }
+            Action::BadHandle { holding, damage } => {
+                let Some(p) = self.pick_proc(holding) else {
+                    return;
+                };
+                let name = self.fresh("h");
+                let source = match damage {
+                    HandleDamage::Flip(off) => match self.pick_holding(holding) {
+                        Some((q, h, _)) => {
+                            self.emit(q, format!("{name} = handle_flip {h} {off}"));
+                            q
+                        }
+                        None => return,
+                    },
+                    HandleDamage::Zero => {
+                        self.emit(p, format!("{name} = handle_zero"));
+                        p
+                    }
+                    HandleDamage::Random => {
+                        self.emit(p, format!("{name} = handle_random"));
+                        p
+                    }
+                };
+                self.holdings[source].push((name.clone(), None));
+                self.stats.bad_handles += 1;
+                // Opened elsewhere when possible (an importer's view).
+                let dest = self
+                    .live_procs()
+                    .into_iter()
+                    .find(|&q| q != source)
+                    .unwrap_or(source);
+                if dest != source {
+                    self.emit(source, format!("send {name} -> {}", PROC_NAMES[dest]));
+                    self.holdings[dest].push((name.clone(), None));
+                }
+                self.open(dest, &name, None, 1, false);
+            }
+            Action::Sync { proc } => {
+                if let Some(p) = self.pick_proc(proc) {
+                    self.emit(p, "sync".into());
+                }
+            }
+        }
+    }
+
+    /// Name the primary context of `p` once (before its first ctx_create),
+    /// so the program can switch back to it.
+    fn name_primary(&mut self, p: usize) {
+        if self.primary[p].is_none() {
+            let c = self.fresh("c");
+            self.emit(p, format!("{c} = primary_ctx 0"));
+            self.ctxs.push(CtxRec {
+                name: c.clone(),
+                proc: p,
+            });
+            self.primary[p] = Some(c);
+        }
+    }
+
+    fn finish(self, header: &str) -> Lowered {
+        let mut text = String::from(header);
+        let _ = writeln!(text, "devices 1");
+        for name in &PROC_NAMES[..self.nprocs] {
+            let _ = writeln!(text, "process {name} device=0");
+        }
+        for s in &self.steps {
+            text.push_str(s);
+            text.push('\n');
+        }
+        let mut stats = self.stats;
+        stats.steps = self.steps.len();
+        Lowered { text, stats }
+    }
+}
+
+/// Clamp `[at, at + len)` into `[0, size)` (non-empty).
+fn within(size: u64, at: u64, len: u64) -> (u64, u64) {
+    let size = size.max(1);
+    let at = at % size;
+    let len = len.clamp(1, size - at);
+    (at, len)
+}
+
+fn fmt_size(n: u64) -> String {
+    ipc_harness::scenario::fmt_size(n)
+}
+
+/// Lower `program` to scenario text, stopping once `max_steps` steps are
+/// written (an action's steps are kept whole). `header` goes first (comment
+/// lines).
+pub fn lower(program: &Program, max_steps: usize, header: &str) -> Lowered {
+    let mut l = Lowering::new(program.processes);
+    for a in &program.actions {
+        if l.steps.len() >= max_steps {
+            break;
+        }
+        l.lower(a);
+    }
+    l.finish(header)
+}

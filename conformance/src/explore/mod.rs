@@ -1,0 +1,473 @@
+//! `ipc-conformance explore`: generated scenarios, checked on the simulator
+//! against the [`properties`] and, with a real backend, against the real
+//! driver (any difference in outcomes or pointer relations is a finding).
+//!
+//! A case is a [`generate::Program`] drawn from a proptest strategy with a
+//! seed derived from `--seed` and the case number, lowered to scenario text
+//! and parsed back (so what runs is exactly what a finding file holds). A
+//! failing case is shrunk ([`shrink`]) to a minimal scenario that still
+//! breaks the same property, and written under `--out` with its seed.
+
+pub mod generate;
+pub mod properties;
+pub mod shrink;
+
+use generate::{GenStats, Program};
+use ipc_harness::scenario::{self, ExecOptions, Scenario};
+use ipc_harness::trace::StepOutcome;
+use ipc_harness::{Backend, Dialect, Status, Trace};
+use properties::{Property, Violation};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What `explore` runs.
+#[derive(Debug, Clone)]
+pub struct ExploreOptions {
+    pub cases: u64,
+    pub seed: u64,
+    /// Steps per generated scenario, at most.
+    pub max_steps: usize,
+    /// Cases alternate between these dialects.
+    pub dialects: Vec<Dialect>,
+    pub step_timeout: Duration,
+    /// Scenario runs a shrink may spend on one finding (simulator only).
+    pub shrink_runs: usize,
+    /// Scenario runs a shrink may spend when each needs the real backend.
+    pub shrink_runs_real: usize,
+    /// Start no new case after this long.
+    pub time_limit: Option<Duration>,
+}
+
+impl Default for ExploreOptions {
+    fn default() -> Self {
+        ExploreOptions {
+            cases: 1000,
+            seed: 1,
+            max_steps: 32,
+            dialects: vec![Dialect::Runtime],
+            step_timeout: Duration::from_secs(20),
+            shrink_runs: 2000,
+            shrink_runs_real: 40,
+            time_limit: None,
+        }
+    }
+}
+
+/// One case: its number, the seed of its program and run, its dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CaseId {
+    pub index: u64,
+    pub seed: u64,
+    pub dialect: Dialect,
+}
+
+/// A property broken by a case, with the minimal scenario that breaks it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub case: CaseId,
+    pub property: String,
+    pub message: String,
+    /// Steps of the generated scenario, and of the shrunk one.
+    pub original_steps: usize,
+    pub steps: usize,
+    /// The minimal scenario file (with a header saying how to replay it).
+    pub scenario: String,
+    /// Where it was written, if an output directory was given.
+    pub file: Option<PathBuf>,
+    /// What makes another case the same finding.
+    pub signature: String,
+    /// Later cases that broke the property the same way (not shrunk again).
+    pub repeats: u64,
+}
+
+/// The outcome of an exploration.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub backend: String,
+    pub seed: u64,
+    pub cases: u64,
+    pub steps: u64,
+    pub seconds: f64,
+    /// Cases on the real backend that were NotSupported (nothing compared).
+    pub not_compared: u64,
+    /// Steps compared between the simulator and the real backend.
+    pub compared_steps: u64,
+    pub findings: Vec<Finding>,
+    pub reached: Reached,
+    /// The time limit stopped the run before `--cases` cases.
+    pub stopped_early: bool,
+}
+
+/// How often the generated scenarios reached the states the properties are about.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Reached {
+    pub opens: usize,
+    pub reopens: usize,
+    pub closes: usize,
+    pub exporter_exits: usize,
+    pub closes_after_exporter_exit: usize,
+    pub suballocated_neighbours: usize,
+    pub second_contexts: usize,
+    pub bad_handles: usize,
+}
+
+impl From<GenStats> for Reached {
+    fn from(s: GenStats) -> Reached {
+        Reached {
+            opens: s.opens,
+            reopens: s.reopens,
+            closes: s.closes,
+            exporter_exits: s.exporter_exits,
+            closes_after_exporter_exit: s.closes_after_exporter_exit,
+            suballocated_neighbours: s.suballocated_neighbours,
+            second_contexts: s.second_contexts,
+            bad_handles: s.bad_handles,
+        }
+    }
+}
+
+impl Summary {
+    pub fn cases_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.cases as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// One line: cases, steps, throughput, findings.
+    pub fn line(&self) -> String {
+        format!(
+            "{} cases, {} steps in {:.2} s ({:.1} cases/s, {:.0} steps/s) on {}: {} finding{}",
+            self.cases,
+            self.steps,
+            self.seconds,
+            self.cases_per_second(),
+            if self.seconds > 0.0 {
+                self.steps as f64 / self.seconds
+            } else {
+                0.0
+            },
+            self.backend,
+            self.findings.len(),
+            if self.findings.len() == 1 { "" } else { "s" }
+        )
+    }
+
+    /// `summary.md`.
+    pub fn markdown(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::from("# explore\n\n");
+        let _ = writeln!(s, "{}\n", self.line());
+        let _ = writeln!(
+            s,
+            "Seed {} · steps compared with the real backend: {} · cases not compared: {}\n",
+            self.seed, self.compared_steps, self.not_compared
+        );
+        let r = &self.reached;
+        let _ = writeln!(s, "| reached | count |\n| --- | ---: |");
+        for (k, v) in [
+            ("opens", r.opens),
+            ("re-opens", r.reopens),
+            ("closes", r.closes),
+            ("exporter exits (with an open importer)", r.exporter_exits),
+            (
+                "closes after the exporter exited",
+                r.closes_after_exporter_exit,
+            ),
+            ("sub-allocated neighbours", r.suballocated_neighbours),
+            ("second contexts", r.second_contexts),
+            ("damaged or made-up handles", r.bad_handles),
+        ] {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        let _ = writeln!(s, "\n## Findings\n");
+        if self.findings.is_empty() {
+            s.push_str("None.\n");
+        }
+        for f in &self.findings {
+            let _ = writeln!(
+                s,
+                "- **{}** case {} (seed {}, {}), {} more case(s) alike: {} — {} of {} steps{}",
+                f.property,
+                f.case.index,
+                f.case.seed,
+                f.case.dialect,
+                f.repeats,
+                f.message,
+                f.steps,
+                f.original_steps,
+                f.file
+                    .as_ref()
+                    .map(|p| format!(", `{}`", p.display()))
+                    .unwrap_or_default()
+            );
+        }
+        s
+    }
+}
+
+/// splitmix64: the seed of case `index` of a run seeded with `seed`.
+pub fn case_seed(seed: u64, index: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(index.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A proptest runner whose draws depend only on `seed`.
+pub fn runner_for(seed: u64) -> TestRunner {
+    let mut bytes = [0u8; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&case_seed(seed, i as u64).to_le_bytes());
+    }
+    TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
+    )
+}
+
+/// The program of case `id`, with its shrinkable tree.
+pub fn case_tree(id: CaseId, max_steps: usize) -> Box<dyn ValueTree<Value = Program>> {
+    let mut runner = runner_for(id.seed);
+    let strategy = generate::program_strategy(max_steps);
+    // The strategy has no filters, so drawing a tree cannot be rejected.
+    match strategy.new_tree(&mut runner) {
+        Ok(t) => Box::new(t),
+        Err(_) => Box::new(proptest::strategy::Just(Program {
+            processes: 2,
+            actions: Vec::new(),
+        })),
+    }
+}
+
+/// Everything one evaluation of a scenario needs.
+pub struct Judge<'a> {
+    pub sim: &'a dyn Backend,
+    pub real: Option<&'a dyn Backend>,
+    pub step_timeout: Duration,
+}
+
+/// What one evaluation saw.
+pub struct Evaluation {
+    pub violations: Vec<Violation>,
+    pub steps: usize,
+    pub compared_steps: usize,
+    /// The real backend could not run it (NotSupported).
+    pub not_compared: bool,
+}
+
+impl Judge<'_> {
+    /// Parse `text` and check it: properties on the simulator, and with a
+    /// real backend the differential.
+    pub fn evaluate(&self, text: &str, id: CaseId) -> Evaluation {
+        let scenario = match scenario::parse(text, Path::new("explore.ipc")) {
+            Ok(s) => s,
+            Err(e) => {
+                return Evaluation {
+                    violations: vec![Violation::new(
+                        Property::Robustness,
+                        None,
+                        format!("the generator wrote an invalid scenario: {e}"),
+                        "invalid scenario",
+                    )],
+                    steps: 0,
+                    compared_steps: 0,
+                    not_compared: false,
+                }
+            }
+        };
+        self.evaluate_scenario(&scenario, id)
+    }
+
+    pub fn evaluate_scenario(&self, scenario: &Scenario, id: CaseId) -> Evaluation {
+        let opts = ExecOptions {
+            dialect: id.dialect,
+            seed: id.seed,
+            step_timeout: self.step_timeout,
+        };
+        let (trace, mut violations) = properties::check_on_sim(scenario, self.sim, &opts);
+        let mut eval = Evaluation {
+            violations: Vec::new(),
+            steps: scenario.steps.len(),
+            compared_steps: 0,
+            not_compared: false,
+        };
+        if let (Some(real), Some(sim_trace)) = (self.real, trace) {
+            let e = scenario::execute(scenario, real, &opts);
+            match e.verdict.status {
+                Status::NotSupported => eval.not_compared = true,
+                _ if e.trace.steps.is_empty() => violations.push(Violation::new(
+                    Property::Differential,
+                    None,
+                    format!(
+                        "the real backend did not run it: {:?} {}",
+                        e.verdict.status, e.verdict.message
+                    ),
+                    &format!("not run: {:?}", e.verdict.status),
+                )),
+                _ => {
+                    eval.compared_steps = e.trace.steps.len();
+                    violations.extend(differences(&sim_trace, &e.trace));
+                }
+            }
+        }
+        eval.violations = violations;
+        eval
+    }
+}
+
+/// The differential: every step whose observation differs (simulator left,
+/// real right).
+pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
+    let show = |o: &Option<StepOutcome>| match o {
+        Some(o) => crate::report::text::outcome_text(o),
+        None => "(no step)".to_string(),
+    };
+    // Outcomes without labels or bytes: ok, an error code, crash...
+    let class = |o: &Option<StepOutcome>| match o {
+        Some(StepOutcome::Ok { .. }) => "ok".to_string(),
+        Some(StepOutcome::Error { code, .. }) => format!("error {code}"),
+        Some(StepOutcome::Crash { .. }) => "crash".into(),
+        Some(StepOutcome::Timeout { .. }) => "timeout".into(),
+        Some(StepOutcome::Broken { .. }) => "broken".into(),
+        Some(StepOutcome::Skipped { .. }) => "skipped".into(),
+        None => "none".into(),
+    };
+    sim.differences(real)
+        .into_iter()
+        .map(|d| {
+            let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
+            let keyword = call.split_whitespace().next().unwrap_or("");
+            Violation::new(
+                Property::Differential,
+                Some(d.index),
+                format!(
+                    "line {} '{}': simulator {}, real driver {}",
+                    d.line,
+                    d.op,
+                    show(&d.left),
+                    show(&d.right)
+                ),
+                &format!(
+                    "{keyword}: simulator {}, real {}",
+                    class(&d.left),
+                    class(&d.right)
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Run the exploration. `progress` is told after each case (cases done,
+/// findings so far).
+pub fn explore(
+    opts: &ExploreOptions,
+    judge: &Judge<'_>,
+    out: Option<&Path>,
+    progress: &mut dyn FnMut(u64, usize),
+) -> Summary {
+    let started = Instant::now();
+    let mut summary = Summary {
+        backend: match judge.real {
+            Some(r) => format!("sim + {}", r.name()),
+            None => judge.sim.name().to_string(),
+        },
+        seed: opts.seed,
+        ..Summary::default()
+    };
+    let mut reached = GenStats::default();
+    let dialects = if opts.dialects.is_empty() {
+        vec![Dialect::Runtime]
+    } else {
+        opts.dialects.clone()
+    };
+    for index in 0..opts.cases {
+        if opts.time_limit.is_some_and(|t| started.elapsed() >= t) {
+            summary.stopped_early = true;
+            break;
+        }
+        let id = CaseId {
+            index,
+            seed: case_seed(opts.seed, index),
+            dialect: dialects[(index % dialects.len() as u64) as usize],
+        };
+        let mut tree = case_tree(id, opts.max_steps);
+        let lowered = generate::lower(&tree.current(), opts.max_steps, "");
+        reached.add(&lowered.stats);
+        let eval = judge.evaluate(&lowered.text, id);
+        summary.cases += 1;
+        summary.steps += eval.steps as u64;
+        summary.compared_steps += eval.compared_steps as u64;
+        summary.not_compared += u64::from(eval.not_compared);
+        // The first violation no earlier finding explains is shrunk; a case
+        // whose violations are all known repeats the first it matches.
+        let new = eval
+            .violations
+            .iter()
+            .find(|v| !summary.findings.iter().any(|f| f.signature == v.signature));
+        if new.is_none() {
+            if let Some(known) = summary.findings.iter_mut().find(|f| {
+                eval.violations
+                    .first()
+                    .is_some_and(|v| v.signature == f.signature)
+            }) {
+                known.repeats += 1;
+            }
+        }
+        if let Some(first) = new {
+            let budget = if judge.real.is_some() && first.property == Property::Differential {
+                opts.shrink_runs_real
+            } else {
+                opts.shrink_runs
+            };
+            let mut finding =
+                shrink::minimise(judge, id, tree.as_mut(), opts.max_steps, first, budget);
+            finding.original_steps = eval.steps;
+            if let Some(dir) = out {
+                let name = format!("{}-case{}.ipc", finding.property, id.index);
+                let path = dir.join(name);
+                if std::fs::create_dir_all(dir).is_ok()
+                    && std::fs::write(&path, &finding.scenario).is_ok()
+                {
+                    finding.file = Some(path);
+                }
+            }
+            summary.findings.push(finding);
+        }
+        progress(index + 1, summary.findings.len());
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.reached = reached.into();
+    summary
+}
+
+/// Lines [`finding_header`] writes (four comments and a blank line).
+pub const HEADER_LINES: usize = 5;
+
+/// The header of a finding file: what broke and how to replay it.
+pub fn finding_header(id: CaseId, property: Property, message: &str, real: Option<&str>) -> String {
+    // A property finding shows itself with --properties; a differential one
+    // by running on the real backend.
+    let backend = match real {
+        Some(b) => format!(" --backend {b}"),
+        None => " --properties".to_string(),
+    };
+    format!(
+        "# Found by `ipc-conformance explore`: property {property}.\n\
+         # {message}\n\
+         # case {} (seed {}), dialect {}.\n\
+         # replay: ipc-conformance scenario FILE --seed {} --dialect {}{backend}\n\n",
+        id.index,
+        id.seed,
+        id.dialect,
+        id.seed,
+        id.dialect,
+        message = message.replace('\n', " ")
+    )
+}

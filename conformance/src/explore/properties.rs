@@ -1,0 +1,707 @@
+//! Properties every scenario must have on the simulator, judged from the
+//! parsed scenario and its trace alone (so they hold for any scenario file,
+//! generated or not):
+//!
+//! - robustness: running it neither panics nor breaks the harness;
+//! - determinism: the same seed gives the same trace and hazard log;
+//! - documented returns: every error is in the API's documented list
+//!   (`shared/seeds/`) or a measured exception a catalogue clause names;
+//! - conservation: a close succeeds exactly while opens of that pointer are
+//!   outstanding; an exit with opens outstanding is logged as a leak (and
+//!   only then); an access through a pointer after its last close fails or
+//!   is logged;
+//! - coherence: a read returns the last bytes written there through any
+//!   process sharing the memory, unless the hazard log explains why not.
+
+use ipc_harness::machine::HazardKind;
+use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
+use ipc_harness::trace::{StepOutcome, ValueSummary};
+use ipc_harness::{ApiError, Backend, Dialect, ErrorKind, Status, Trace};
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Which property a violation breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Property {
+    Robustness,
+    Determinism,
+    DocumentedReturns,
+    Conservation,
+    Coherence,
+    /// The simulator and the real driver disagree.
+    Differential,
+}
+
+impl Property {
+    pub const ALL: [Property; 6] = [
+        Property::Robustness,
+        Property::Determinism,
+        Property::DocumentedReturns,
+        Property::Conservation,
+        Property::Coherence,
+        Property::Differential,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::Robustness => "robustness",
+            Property::Determinism => "determinism",
+            Property::DocumentedReturns => "documented-returns",
+            Property::Conservation => "conservation",
+            Property::Coherence => "coherence",
+            Property::Differential => "differential",
+        }
+    }
+}
+
+impl fmt::Display for Property {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One broken property, at a step (0-based) when it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub property: Property,
+    pub step: Option<usize>,
+    pub message: String,
+    /// What makes two violations the same finding (no names, labels or
+    /// offsets): cases that repeat a known finding are counted, not shrunk.
+    pub signature: String,
+}
+
+impl Violation {
+    pub fn new(property: Property, step: Option<usize>, message: String, what: &str) -> Violation {
+        Violation {
+            property,
+            step,
+            message,
+            signature: format!("{property}: {what}"),
+        }
+    }
+}
+
+/// Where a documented or accepted return code comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Listed under "Returns" in this file of `shared/seeds/`.
+    Seed(&'static str),
+    /// Not in the seeds; measured on hardware by this catalogue clause.
+    Clause(&'static str),
+}
+
+/// The error kinds each op may return, with where each is documented or
+/// measured. Ops without a driver call (`offset`, `send`, `handle_*`) have
+/// none. Codes a dialect spells differently share one kind
+/// (`cudaErrorDeviceUninitialized` is `InvalidContext`).
+pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
+    use ErrorKind::*;
+    use Source::{Clause, Seed};
+    const RT_OPEN: &str = "cuda-runtime-cudaIpcOpenMemHandle.txt";
+    const DRV_OPEN: &str = "cuda-driver-cuIpcOpenMemHandle_v2.txt";
+    let mut list: Vec<(ErrorKind, Source)> = match (op, dialect) {
+        ("ipc_open", Dialect::Runtime) => vec![
+            (MapFailed, Seed(RT_OPEN)),
+            (InvalidHandle, Seed(RT_OPEN)),
+            (InvalidContext, Seed(RT_OPEN)),
+            (TooManyPeers, Seed(RT_OPEN)),
+            (NotSupported, Seed(RT_OPEN)),
+            (InvalidValue, Seed(RT_OPEN)),
+            (AlreadyMapped, Clause("mem.handle.corrupted-fields")),
+        ],
+        ("ipc_open", Dialect::Driver) => vec![
+            (InvalidContext, Seed(DRV_OPEN)),
+            (MapFailed, Seed(DRV_OPEN)),
+            (InvalidHandle, Seed(DRV_OPEN)),
+            (TooManyPeers, Seed(DRV_OPEN)),
+            (InvalidValue, Seed(DRV_OPEN)),
+            (AlreadyMapped, Clause("mem.handle.corrupted-fields")),
+        ],
+        ("ipc_get", _) => vec![
+            (InvalidValue, Clause("mem.get.freed")),
+            (InvalidValue, Clause("mem.kinds.managed")),
+        ],
+        ("ipc_close", _) => vec![(InvalidValue, Clause("mem.close.twice"))],
+        ("free" | "free_host" | "free_async", _) => {
+            vec![(InvalidValue, Clause("mem.lifetime.cudafree-of-ipc-pointer"))]
+        }
+        ("read" | "write" | "fill", _) => vec![
+            (InvalidValue, Clause("mem.close.use-after-close")),
+            (InvalidValue, Clause("mem.suballoc.memcpy-bounded")),
+        ],
+        ("device_read", _) => vec![
+            (
+                IllegalAddress,
+                Clause("mem.lifetime.kernel-read-after-free"),
+            ),
+            (IllegalAddress, Clause("mem.close.kernel-read-after-close")),
+        ],
+        ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
+        ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
+        ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
+        ("malloc" | "malloc_host" | "malloc_managed" | "sync", _) => vec![
+            (InvalidContext, Clause("mem.context.set-destroyed")),
+            (ContextIsDestroyed, Clause("mem.context.set-destroyed")),
+        ],
+        _ => Vec::new(),
+    };
+    list.dedup_by_key(|(k, _)| *k);
+    list
+}
+
+/// Run `scenario` on the simulator and check every property but the
+/// differential. Returns the first run's trace (when it ran) and the
+/// violations, in step order.
+pub fn check_on_sim(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    opts: &ExecOptions,
+) -> (Option<Trace>, Vec<Violation>) {
+    let run = || catch_unwind(AssertUnwindSafe(|| scenario::execute(scenario, sim, opts)));
+    let first = match run() {
+        Ok(e) => e,
+        Err(panic) => {
+            return (
+                None,
+                vec![Violation::new(
+                    Property::Robustness,
+                    None,
+                    format!("the simulator panicked: {}", panic_text(&panic)),
+                    "panic",
+                )],
+            )
+        }
+    };
+    let mut out = Vec::new();
+    if first.verdict.status == Status::Broken {
+        out.push(Violation::new(
+            Property::Robustness,
+            None,
+            format!("the run is Broken: {}", first.verdict.message),
+            "broken run",
+        ));
+    }
+    match run() {
+        Ok(second) => {
+            let (a, b) = (first.trace.observations(), second.trace.observations());
+            if a != b {
+                let step = a.differences(&b).first().map(|d| d.index);
+                let message = match step {
+                    Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
+                    None => format!("two runs with seed {} log different hazards", opts.seed),
+                };
+                out.push(Violation::new(
+                    Property::Determinism,
+                    step,
+                    message,
+                    "traces differ",
+                ));
+            }
+        }
+        Err(panic) => out.push(Violation::new(
+            Property::Robustness,
+            None,
+            format!(
+                "the simulator panicked on the second run: {}",
+                panic_text(&panic)
+            ),
+            "panic",
+        )),
+    }
+    out.extend(check_trace(scenario, &first.trace, opts.dialect));
+    (Some(first.trace), out)
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// Bytes written through one process, as the model knows them.
+#[derive(Debug, Default)]
+struct Object {
+    size: u64,
+    /// The process that allocated it.
+    owner: usize,
+    /// Freed by its owner, or written where the model cannot follow: what a
+    /// read returns is no longer judged.
+    unjudged: bool,
+    /// Writes in order: `[start, end)` set to the byte.
+    writes: Vec<(u64, u64, WriteBytes)>,
+}
+
+#[derive(Debug)]
+enum WriteBytes {
+    Fill(u8),
+    Pattern(Vec<u8>),
+}
+
+impl Object {
+    /// Record a write; false when it reaches past the object (it landed in
+    /// whatever the address holds now: a neighbour, another allocation).
+    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64) -> bool {
+        if at.saturating_add(len) > self.size {
+            return false;
+        }
+        self.writes.push((at, at + len, bytes));
+        true
+    }
+
+    /// The byte last written at `at`, if any.
+    fn byte(&self, at: u64) -> Option<u8> {
+        self.writes
+            .iter()
+            .rev()
+            .find(|(s, e, _)| at >= *s && at < *e)
+            .map(|(s, _, w)| match w {
+                WriteBytes::Fill(b) => *b,
+                WriteBytes::Pattern(p) => p[(at - s) as usize],
+            })
+    }
+}
+
+/// The model a trace is checked against.
+#[derive(Default)]
+struct Model {
+    objects: Vec<Object>,
+    /// Pointer label -> the object it reaches (offset 0), while known.
+    label_object: HashMap<String, usize>,
+    /// Binding -> (base label, offset from it).
+    binding: HashMap<String, (String, u64)>,
+    /// Handle label -> the object it exports.
+    handle_object: HashMap<String, usize>,
+    /// Handles with a damaged offset field -> the object of the original.
+    damaged: HashMap<String, usize>,
+    /// Exporters whose memory a damaged-offset open reached: reads of their
+    /// objects are no longer judged.
+    scrambled: HashSet<usize>,
+    /// A write went through a stale pointer: no read is judged any more.
+    scrambled_all: bool,
+    /// Binding of a handle -> its label.
+    handle_label: HashMap<String, String>,
+    /// (process, pointer label) -> opens outstanding.
+    opens: HashMap<(usize, String), u64>,
+    /// Labels returned by a successful `ipc_open` (in any process).
+    imported: HashSet<String>,
+    /// Imported labels whose last open was closed, while no later malloc or
+    /// open of their process could have reused their address: an access
+    /// through one must fail or be logged.
+    closed: HashSet<(usize, String)>,
+    /// Processes whose state the model no longer follows (a context was
+    /// destroyed, a sticky error, a crash).
+    lost: HashSet<usize>,
+}
+
+impl Model {
+    /// A malloc or open in process `p` may hand out the address of memory
+    /// it closed or freed earlier (`va_reuse`): stale pointers of `p` may
+    /// now reach it legitimately, so they are no longer judged.
+    fn reused_va(&mut self, p: usize) {
+        self.closed.retain(|(q, _)| *q != p);
+        let stale: Vec<String> = self
+            .opens
+            .iter()
+            .filter(|((q, _), n)| *q == p && **n == 0)
+            .map(|((_, l), _)| l.clone())
+            .collect();
+        for l in stale {
+            self.label_object.remove(&l);
+        }
+    }
+}
+
+fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    for run in pattern.split_whitespace() {
+        let (b, n) = match run.split_once('*') {
+            Some((b, n)) => (b, n.parse::<usize>().ok()?),
+            None => (run, 1),
+        };
+        let b = u8::from_str_radix(b, 16).ok()?;
+        out.extend(std::iter::repeat_n(b, n));
+    }
+    Some(out)
+}
+
+/// Check documented returns, conservation and coherence of one trace.
+pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<Violation> {
+    let mut m = Model::default();
+    let mut out = Vec::new();
+    let hazards = trace.hazards.clone().unwrap_or_default();
+    let hazards_at = |i: usize| -> Vec<HazardKind> {
+        hazards
+            .iter()
+            .filter(|h| h.step == Some(i))
+            .map(|h| h.kind)
+            .collect()
+    };
+    for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
+        let p = step.process;
+        let keyword = step.op.keyword();
+        let here = hazards_at(i);
+        // Dialect-neutral, so both dialects' cases of one finding match.
+        let code = match &rec.outcome {
+            StepOutcome::Error { code, .. } => match ApiError::from_code(dialect, *code).kind() {
+                Some(k) => format!("{k:?}"),
+                None => code.to_string(),
+            },
+            _ => String::new(),
+        };
+        let mut fail = |property, message: String| {
+            out.push(Violation::new(
+                property,
+                Some(i),
+                format!("line {} '{}': {message}", step.line, rec.op),
+                &format!("{keyword} {code}"),
+            ))
+        };
+        // Documented returns.
+        match &rec.outcome {
+            StepOutcome::Error { code, name } => {
+                let kind = ApiError::from_code(dialect, *code).kind();
+                let sticky = kind == Some(ErrorKind::IllegalAddress);
+                let listed = kind.is_some_and(|k| {
+                    documented_returns(keyword, dialect)
+                        .iter()
+                        .any(|(d, _)| *d == k)
+                });
+                // A sticky fault makes every later call of the process fail
+                // with it (measured: GPU test gpu_crashing_calls_are_reported_as_lost_processes).
+                let poisoned = m.lost.contains(&p) && sticky;
+                if !listed && !poisoned {
+                    fail(
+                        Property::DocumentedReturns,
+                        format!("{keyword} returned {name} ({code}), which neither its documentation nor a clause lists"),
+                    );
+                }
+                if sticky {
+                    m.lost.insert(p);
+                }
+            }
+            StepOutcome::Crash { .. } => {
+                // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
+                let expected = matches!(&step.op, Op::IpcGet { out, .. } if *out == ipc_harness::OutArg::Null)
+                    && dialect == Dialect::Runtime;
+                if !expected {
+                    fail(
+                        Property::DocumentedReturns,
+                        "the process crashed, which no clause measures for this call".into(),
+                    );
+                }
+                m.lost.insert(p);
+            }
+            StepOutcome::Broken { detail } => {
+                fail(Property::Robustness, format!("harness failure: {detail}"));
+                m.lost.insert(p);
+            }
+            StepOutcome::Timeout { .. } => {
+                fail(Property::Robustness, "the simulator timed out".into());
+                m.lost.insert(p);
+            }
+            StepOutcome::Ok { .. } | StepOutcome::Skipped { .. } => {}
+        }
+        let ok_value = match &rec.outcome {
+            StepOutcome::Ok { value } => Some(value),
+            _ => None,
+        };
+        let lost = m.lost.contains(&p);
+        let resolve = |m: &Model, r: &Ref| -> Option<(String, u64)> {
+            r.name().and_then(|n| m.binding.get(n).cloned())
+        };
+        match &step.op {
+            Op::Malloc { size, .. } => {
+                if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.reused_va(p);
+                    m.objects.push(Object {
+                        size: *size,
+                        owner: p,
+                        ..Object::default()
+                    });
+                    m.label_object.insert(label.clone(), m.objects.len() - 1);
+                    m.imported.remove(label);
+                    m.binding.insert(b.clone(), (label.clone(), 0));
+                }
+            }
+            Op::Offset { ptr, bytes } => {
+                if let (Some(b), Some((l, o))) = (&step.bind, resolve(&m, ptr)) {
+                    if ok_value.is_some() {
+                        m.binding.insert(b.clone(), (l, o.saturating_add(*bytes)));
+                    }
+                }
+            }
+            Op::IpcGet { ptr, .. } => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.clone(), label.clone());
+                    if let Some((l, _)) = resolve(&m, ptr) {
+                        if let Some(&o) = m.label_object.get(&l) {
+                            m.handle_object.insert(label.clone(), o);
+                        }
+                    }
+                }
+            }
+            Op::HandleFlip { handle, offset } => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.clone(), label.clone());
+                    let o = m
+                        .handle_label
+                        .get(handle)
+                        .and_then(|h| m.handle_object.get(h))
+                        .copied();
+                    if let Some(o) = o {
+                        if (28..31).contains(offset) {
+                            // A damaged offset may still open, somewhere in
+                            // the block: the model cannot place it.
+                            m.damaged.insert(label.clone(), o);
+                        } else {
+                            // Other bytes either fail to open or are ignored.
+                            m.handle_object.entry(label.clone()).or_insert(o);
+                        }
+                    }
+                }
+            }
+            Op::HandleZero | Op::HandleRandom => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.clone(), label.clone());
+                }
+            }
+            Op::IpcOpen { handle, .. } => {
+                if let Some(ValueSummary::Ptr { label }) = ok_value {
+                    m.reused_va(p);
+                    let hl = m.handle_label.get(handle).cloned().unwrap_or_default();
+                    if let Some(&o) = m.damaged.get(&hl) {
+                        // Writes through it land where the model cannot say:
+                        // anywhere in the exporter's block, neighbours included.
+                        let owner = m.objects[o].owner;
+                        m.scrambled.insert(owner);
+                        m.lost.insert(p);
+                    }
+                    let object = m.handle_object.get(&hl).copied();
+                    match object {
+                        Some(o) => m.label_object.insert(label.clone(), o),
+                        None => m.label_object.remove(label),
+                    };
+                    m.imported.insert(label.clone());
+                    *m.opens.entry((p, label.clone())).or_insert(0) += 1;
+                    if let Some(b) = &step.bind {
+                        m.binding.insert(b.clone(), (label.clone(), 0));
+                    }
+                }
+            }
+            Op::IpcClose { ptr } => {
+                if let Some((label, 0)) = resolve(&m, ptr) {
+                    let key = (p, label.clone());
+                    let outstanding = m.opens.get(&key).copied().unwrap_or(0);
+                    let ok = ok_value.is_some();
+                    let answered = matches!(
+                        rec.outcome,
+                        StepOutcome::Ok { .. } | StepOutcome::Error { .. }
+                    );
+                    if !lost && answered {
+                        if ok && outstanding == 0 {
+                            fail(
+                                Property::Conservation,
+                                "the close succeeded with no open of this pointer outstanding"
+                                    .into(),
+                            );
+                        } else if !ok && outstanding > 0 {
+                            fail(
+                                Property::Conservation,
+                                format!("the close failed with {outstanding} open(s) of this pointer outstanding"),
+                            );
+                        }
+                    }
+                    if ok && outstanding > 0 {
+                        if outstanding == 1 {
+                            m.closed.insert((p, label.clone()));
+                        }
+                        m.opens.insert(key, outstanding - 1);
+                    }
+                }
+            }
+            Op::Exit => {
+                let outstanding: u64 = m
+                    .opens
+                    .iter()
+                    .filter(|((q, _), _)| *q == p)
+                    .map(|(_, n)| *n)
+                    .sum();
+                let leaked = here.contains(&HazardKind::MappingLeakedAtExit);
+                if !lost && ok_value.is_some() {
+                    if outstanding > 0 && !leaked {
+                        fail(
+                            Property::Conservation,
+                            format!("the process exited with {outstanding} open(s) outstanding and no leak was logged"),
+                        );
+                    } else if outstanding == 0 && leaked {
+                        fail(
+                            Property::Conservation,
+                            "a leak was logged for a process that closed everything it opened"
+                                .into(),
+                        );
+                    }
+                }
+                m.opens.retain(|(q, _), _| *q != p);
+                m.lost.insert(p);
+            }
+            Op::Free { ptr, .. } if ok_value.is_some() => {
+                if let Some((l, 0)) = resolve(&m, ptr) {
+                    if let Some(&o) = m.label_object.get(&l) {
+                        m.objects[o].unjudged = true;
+                    }
+                }
+            }
+            Op::CtxDestroy { .. } if ok_value.is_some() => {
+                // Its allocations and mappings go with it; the model
+                // does not follow contexts.
+                m.lost.insert(p);
+            }
+            Op::Fill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                ..
+            } if ok_value.is_some() => {
+                let at0 = at.unwrap_or(0);
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost, true),
+                    ptr,
+                    at0,
+                    &here,
+                    |m, o, base| {
+                        let placed = m.objects[o].write(
+                            base.saturating_add(at0),
+                            WriteBytes::Fill(*value),
+                            *resolved_len,
+                        );
+                        m.scrambled_all |= !placed;
+                    },
+                );
+            }
+            Op::Write {
+                ptr,
+                offset,
+                pattern,
+            } if ok_value.is_some() => {
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost, true),
+                    ptr,
+                    *offset,
+                    &here,
+                    |m, o, base| {
+                        let bytes = pattern.to_bytes();
+                        let n = bytes.len() as u64;
+                        let placed = m.objects[o].write(
+                            base.saturating_add(*offset),
+                            WriteBytes::Pattern(bytes),
+                            n,
+                        );
+                        m.scrambled_all |= !placed;
+                    },
+                );
+            }
+            Op::Read { ptr, offset, .. } | Op::DeviceRead { ptr, offset, .. } => {
+                if let Some(ValueSummary::Bytes { pattern }) = ok_value {
+                    let mut wrong = None;
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, false),
+                        ptr,
+                        *offset,
+                        &here,
+                        |m, o, base| {
+                            if m.scrambled_all
+                                || !here.is_empty()
+                                || m.objects[o].unjudged
+                                || m.scrambled.contains(&m.objects[o].owner)
+                            {
+                                return; // the hazard log explains whatever was read
+                            }
+                            let Some(got) = decode_pattern(pattern) else {
+                                return;
+                            };
+                            let start = base.saturating_add(*offset);
+                            for (k, b) in got.iter().enumerate() {
+                                let at = start.saturating_add(k as u64);
+                                if at >= m.objects[o].size {
+                                    break;
+                                }
+                                if let Some(want) = m.objects[o].byte(at) {
+                                    if want != *b {
+                                        wrong = Some(format!(
+                                        "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
+                                    ));
+                                        break;
+                                    }
+                                }
+                            }
+                        },
+                    );
+                    if let Some(w) = wrong {
+                        if !lost {
+                            fail(Property::Coherence, w);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A successful data access through `ptr` in process `p`: an access through
+/// an imported pointer after its last close must have been logged; then the
+/// object it reaches (and the offset of `ptr` in it) goes to `apply`.
+fn access(
+    m: &mut Model,
+    fail: &mut impl FnMut(Property, String),
+    (p, lost, write): (usize, bool, bool),
+    ptr: &Ref,
+    at: u64,
+    here: &[HazardKind],
+    apply: impl FnOnce(&mut Model, usize, u64),
+) {
+    let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).cloned()) else {
+        return;
+    };
+    // Only an access inside the closed pointer's own allocation is judged:
+    // past its end the address may be a neighbour's live open.
+    let inside = m
+        .label_object
+        .get(&label)
+        .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
+    if inside && m.closed.contains(&(p, label.clone())) {
+        let logged = here.iter().any(|k| {
+            matches!(
+                k,
+                HazardKind::AccessAfterClose
+                    | HazardKind::AccessAfterFree
+                    | HazardKind::OutsideOwnRange
+            )
+        });
+        if !lost && !logged {
+            fail(
+                Property::Conservation,
+                "an access through a pointer after its last close succeeded and was not logged"
+                    .into(),
+            );
+        }
+    }
+    match m.label_object.get(&label) {
+        Some(&o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
+        // A write through a freed or unknown pointer lands wherever its
+        // address now is (VA reuse): the model can no longer place bytes.
+        _ if write => m.scrambled_all = true,
+        _ => {}
+    }
+}

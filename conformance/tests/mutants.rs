@@ -1,0 +1,120 @@
+//! The properties have teeth: every deliberately wrong simulator
+//! (`ipc_mock_driver::Mutant`) is rejected by the catalogue or by the
+//! exploration properties. Prints the kill table (`--nocapture`).
+
+use ipc_conformance::catalogue::{compiled_in_dir, Catalogue};
+use ipc_conformance::explore::{self, ExploreOptions, Judge};
+use ipc_conformance::runner::run_clause;
+use ipc_harness::scenario::ExecOptions;
+use ipc_harness::{Dialect, Status};
+use ipc_mock_driver::{Mutant, SimBackend, SimConfig};
+use std::time::Duration;
+
+fn sim(mutant: Option<Mutant>) -> SimBackend {
+    SimBackend::new(SimConfig {
+        mutant,
+        ..SimConfig::default()
+    })
+}
+
+/// Clauses that fail on the mutant (both dialects).
+fn catalogue_kills(mutant: Mutant) -> Vec<String> {
+    let cat = Catalogue::load(&compiled_in_dir()).expect("the catalogue loads");
+    let backend = sim(Some(mutant));
+    let mut failed = Vec::new();
+    for clause in cat.select(&ipc_conformance::Filter::new(&[] as &[String]).expect("no filter")) {
+        for dialect in Dialect::ALL {
+            let r = run_clause(
+                clause,
+                &backend,
+                dialect,
+                1,
+                ExecOptions::default().step_timeout,
+            );
+            if r.status != Status::Pass && r.status != Status::NotSupported {
+                failed.push(format!("{} [{dialect}]", r.id));
+            }
+        }
+    }
+    failed
+}
+
+/// Properties broken by explored cases on the mutant.
+fn properties_kill(mutant: Mutant, cases: u64) -> Vec<String> {
+    let backend = sim(Some(mutant));
+    let judge = Judge {
+        sim: &backend,
+        real: None,
+        step_timeout: Duration::from_secs(5),
+    };
+    let opts = ExploreOptions {
+        cases,
+        seed: 3,
+        dialects: Dialect::CUDA.to_vec(),
+        shrink_runs: 0,
+        ..ExploreOptions::default()
+    };
+    let summary = explore::explore(&opts, &judge, None, &mut |_, _| {});
+    let mut props: Vec<String> = summary
+        .findings
+        .iter()
+        .map(|f| f.property.clone())
+        .collect();
+    props.sort();
+    props.dedup();
+    props
+}
+
+#[test]
+fn the_real_simulator_survives_catalogue_and_properties() {
+    let cat = Catalogue::load(&compiled_in_dir()).expect("the catalogue loads");
+    assert!(!cat.is_empty());
+    let backend = sim(None);
+    let judge = Judge {
+        sim: &backend,
+        real: None,
+        step_timeout: Duration::from_secs(5),
+    };
+    let opts = ExploreOptions {
+        cases: 300,
+        seed: 3,
+        dialects: Dialect::CUDA.to_vec(),
+        ..ExploreOptions::default()
+    };
+    let s = explore::explore(&opts, &judge, None, &mut |_, _| {});
+    assert!(s.findings.is_empty(), "{:#?}", s.findings);
+}
+
+#[test]
+fn every_mutant_is_killed() {
+    let mut lines = Vec::new();
+    let mut survivors = Vec::new();
+    for mutant in Mutant::ALL {
+        let clauses = catalogue_kills(mutant);
+        let props = properties_kill(mutant, 300);
+        if clauses.is_empty() && props.is_empty() {
+            survivors.push(mutant);
+        }
+        lines.push(format!(
+            "{mutant:?}: {} clause run(s) fail{}; properties broken: {}",
+            clauses.len(),
+            clauses
+                .first()
+                .map(|c| format!(" (e.g. {c})"))
+                .unwrap_or_default(),
+            if props.is_empty() {
+                "none".to_string()
+            } else {
+                props.join(", ")
+            }
+        ));
+    }
+    let killed = Mutant::ALL.len() - survivors.len();
+    eprintln!(
+        "mutants killed: {killed}/{} ({}%)\n  {}",
+        Mutant::ALL.len(),
+        killed * 100 / Mutant::ALL.len(),
+        lines.join("\n  ")
+    );
+    assert!(survivors.is_empty(), "surviving mutants: {survivors:?}");
+}

@@ -1,0 +1,47 @@
+//! Deliberately wrong simulators ("mutants"), for tests only (feature
+//! `mutants`): the catalogue and the exploration properties must reject every
+//! one of them (`conformance/tests/mutants.rs` asserts it and prints the kill
+//! rate). Each hook is one line at the place it breaks, behind [`World::mutant`].
+//!
+//! Pending until the simulator models interprocess events: events accepted
+//! without the interprocess flag.
+
+/// One deliberate bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mutant {
+    /// `ipc_close` does not decrement the open count.
+    CloseDoesNotDecrement,
+    /// A second context may open handles of an exporter another context holds.
+    SecondContextAllowed,
+    /// Small allocations get a block each instead of sharing one.
+    SubAllocationsNotShared,
+    /// The exporter may open its own handle.
+    ExporterOpensOwnHandle,
+    /// Writes through an IPC mapping do not reach the shared memory.
+    ImportWritesPrivate,
+    /// A kernel read returns a different byte on every run.
+    NondeterministicKernelRead,
+    /// `ipc_close` of an unopened pointer returns a code no document lists.
+    UndocumentedCloseError,
+    /// A handle with a damaged offset byte panics the simulator.
+    PanicOnDamagedOffset,
+    /// An exit with mappings open is not logged as a leak.
+    LeakNotLogged,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 9] = [
+        Mutant::CloseDoesNotDecrement,
+        Mutant::SecondContextAllowed,
+        Mutant::SubAllocationsNotShared,
+        Mutant::ExporterOpensOwnHandle,
+        Mutant::ImportWritesPrivate,
+        Mutant::NondeterministicKernelRead,
+        Mutant::UndocumentedCloseError,
+        Mutant::PanicOnDamagedOffset,
+        Mutant::LeakNotLogged,
+    ];
+}
+
+/// A counter shared by every run, so two runs of one seed differ.
+pub(crate) static RUNS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
