@@ -19,7 +19,7 @@
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{EventExporterExit, EventIpcTiming, EventReopen, ExportRule, GetNullOut};
-use crate::world::{Access, CtxKey, Fail, SimResult, World};
+use crate::world::{Access, CtxKey, Fail, MutantId, SimResult, World};
 use ipc_harness::event_flags::{BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS};
 use ipc_harness::{
     Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
@@ -331,7 +331,7 @@ impl World {
         let Some(core) = self.events.cores.get(&core_id).cloned() else {
             return Err(ErrorKind::InvalidHandle.into());
         };
-        if core.flags & INTERPROCESS == 0 {
+        if core.flags & INTERPROCESS == 0 && !self.mutant(MutantId::EventWithoutInterprocessFlag) {
             return Err(self.sem.event_get_not_interprocess.into());
         }
         if core.flags & DISABLE_TIMING == 0 {

@@ -2,9 +2,6 @@
 //! `mutants`): the catalogue and the exploration properties must reject every
 //! one of them (`conformance/tests/mutants.rs` asserts it and prints the kill
 //! rate). Each hook is one line at the place it breaks, behind [`World::mutant`].
-//!
-//! Pending until the simulator models interprocess events: events accepted
-//! without the interprocess flag.
 
 /// One deliberate bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,10 +24,12 @@ pub enum Mutant {
     PanicOnDamagedOffset,
     /// An exit with mappings open is not logged as a leak.
     LeakNotLogged,
+    /// `ipc_get_event` accepts an event created without the interprocess flag.
+    EventWithoutInterprocessFlag,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 10] = [
         Mutant::CloseDoesNotDecrement,
         Mutant::SecondContextAllowed,
         Mutant::SubAllocationsNotShared,
@@ -40,6 +39,7 @@ impl Mutant {
         Mutant::UndocumentedCloseError,
         Mutant::PanicOnDamagedOffset,
         Mutant::LeakNotLogged,
+        Mutant::EventWithoutInterprocessFlag,
     ];
 }
 

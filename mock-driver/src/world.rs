@@ -266,6 +266,7 @@ pub(crate) enum MutantId {
     UndocumentedCloseError,
     PanicOnDamagedOffset,
     LeakNotLogged,
+    EventWithoutInterprocessFlag,
 }
 
 /// What kind of access a data operation is; they fail differently.
