@@ -59,6 +59,13 @@ fn interior_offset(handle: &IpcMemHandle) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// Bytes 8..16, the exporter's process field, read whatever the rest holds.
+fn raw_process_tag(handle: &IpcMemHandle) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&handle.0[8..16]);
+    u64::from_le_bytes(b)
+}
+
 fn check_word(seed: u64, object: u32) -> u32 {
     hash(seed ^ 0x4950_4343_4845_434b, &[u64::from(object)]) as u32
 }
@@ -231,17 +238,30 @@ impl World {
         if let Some(same) = self.known_variant(p, handle)? {
             return self.ipc_open(p, &same, flags, out);
         }
+        // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
+        // own-process check comes first and reads the handle's process field
+        // only, before the format and memory-type words are looked at.
+        let tag = raw_process_tag(handle);
+        if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
+            self.current_ctx(p)?;
+            return Err(self.sem.open_in_exporter.into());
+        }
+        // The one-context-per-exporter rule reads the same field, also before
+        // the format word (2 x H200, case 81: a handle whose format word is
+        // damaged, opened from a second context, is InvalidHandle).
+        if decode(self.seed, handle).is_none() {
+            if let Ok((ctx, device)) = self.current_ctx(p) {
+                if let ExportRule::Refuse(kind) = self.second_context_rule() {
+                    if self.second_context_clash(p, ctx, device, tag, None) {
+                        return Err(kind.into());
+                    }
+                }
+            }
+        }
         let Some(h) = decode(self.seed, handle) else {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
-        // Measured (explore run: cases 5, 46, 53): the own-process check comes
-        // first and reads the handle's process field only.
-        if h.exporter_tag == process_tag(self.seed, p)
-            && !self.mutant(MutantId::ExporterOpensOwnHandle)
-        {
-            return Err(self.sem.open_in_exporter.into());
-        }
         if self.freed_exports.contains_key(&h.object) {
             return Err(ErrorKind::InvalidValue.into());
         }
@@ -256,7 +276,9 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let exporter = block.owner;
-        let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
+        let exporter_exited = self.procs[exporter].exited;
+        let freed_by_exporter = !block.owner_mapped && !exporter_exited;
+        let offset_exported = block.exports.contains_key(&h.offset);
         // An offset no export names: the H100 (580.159.04) refuses it with
         // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
         // but opens it for a 1000-byte one at the start of a shared block
@@ -303,6 +325,13 @@ impl World {
                 if self.sem.reopen == Reopen::Error {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
+                // Measured (2 x H200, explore case 36): a handle whose offset
+                // names no export of a block this context already maps is
+                // AlreadyMapped (with no mapping it opens:
+                // mem.handle.flipped-offset-small-allocation).
+                if !offset_exported {
+                    return Err(ErrorKind::AlreadyMapped.into());
+                }
                 let ret = base + ret_offset;
                 if let Some(m) = self.procs[p]
                     .regions
@@ -324,31 +353,18 @@ impl World {
         if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
             return Err(ErrorKind::InvalidValue.into());
         }
+        // Measured (2 x H200 explore cases 14, 16, 58; H100 case 67): after
+        // the exporter exited, only a context that still maps the block opens
+        // it again; a new mapping is refused as for a dead handle, even while
+        // another importer keeps the memory alive.
+        if exporter_exited {
+            return Err(self.sem.dead_handle_error.into());
+        }
 
         // "Handles from each device in a given process may only be opened by
         // one context per device per other process."
-        let second_context = if self.mutant(MutantId::SecondContextAllowed) {
-            ExportRule::Allow
-        } else {
-            self.sem.second_context
-        };
-        if let ExportRule::Refuse(kind) = second_context {
-            let proc = &self.procs[p];
-            // The exporter as the handle names it (explore run, case 55).
-            let clash = proc.imports.iter().any(|&(c, b, base)| {
-                c != ctx
-                    && proc.contexts.get(&c).is_some_and(|x| x.device == device)
-                    && proc
-                        .regions
-                        .get(&base)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| m.exporter_tag == h.exporter_tag)
-                    && self
-                        .blocks
-                        .get(&b)
-                        .is_some_and(|x| x.device == block_device)
-            });
-            if clash {
+        if let ExportRule::Refuse(kind) = self.second_context_rule() {
+            if self.second_context_clash(p, ctx, device, h.exporter_tag, Some(block_device)) {
                 return Err(kind.into());
             }
         }
@@ -386,6 +402,38 @@ impl World {
             b.importers = b.importers.saturating_add(1);
         }
         Ok(ret)
+    }
+
+    fn second_context_rule(&self) -> ExportRule {
+        if self.mutant(MutantId::SecondContextAllowed) {
+            ExportRule::Allow
+        } else {
+            self.sem.second_context
+        }
+    }
+
+    /// Another context of `p` on `device` maps memory of the exporter the
+    /// handle's process field names (explore run, case 55), of
+    /// `block_device` when the handle could be decoded.
+    fn second_context_clash(
+        &self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+        device: u32,
+        tag: u64,
+        block_device: Option<u32>,
+    ) -> bool {
+        let proc = &self.procs[p];
+        proc.imports.iter().any(|&(c, b, base)| {
+            c != ctx
+                && proc.contexts.get(&c).is_some_and(|x| x.device == device)
+                && proc
+                    .regions
+                    .get(&base)
+                    .and_then(|r| r.import.as_ref())
+                    .is_some_and(|m| m.exporter_tag == tag)
+                && block_device.is_none_or(|d| self.blocks.get(&b).is_some_and(|x| x.device == d))
+        })
     }
 
     /// A damaged copy of a handle this context already has open, judged
