@@ -127,23 +127,17 @@ fn a_finding_is_shrunk_to_a_scenario_file_that_replays() {
 /// The findings of the committed H100 run (reports/.../explore/findings):
 /// the simulator now answers as the real driver did at the differing step,
 /// except the ones still open (README there says why).
-const OPEN_FINDINGS: [&str; 3] = [
-    "differential-case2.ipc",
-    "differential-case19.ipc",
-    "differential-case92.ipc",
-];
+const OPEN_FINDINGS: [&str; 2] = ["differential-case19.ipc", "differential-case92.ipc"];
 
 /// The findings of the 2 x H200 run
 /// (reports/h200x2-nvlink_driver-580.159.04/all-areas/explore): the ones the
 /// simulator does not answer as the GPU did, explained or open (README there
 /// says which and why); every other one must answer as the GPU did.
-const OPEN_H200_FINDINGS: [&str; 9] = [
+const OPEN_H200_FINDINGS: [&str; 7] = [
     "differential-case6.ipc",
-    "differential-case22.ipc",
     "differential-case28.ipc",
     "differential-case42.ipc",
     "differential-case50.ipc",
-    "differential-case60.ipc",
     "differential-case72.ipc",
     "differential-case94.ipc",
     "differential-case100.ipc",

@@ -89,11 +89,24 @@ pub(crate) struct Encode {
     /// Bytes 56..64 (zero in the measured CUDA layout): the pointer's offset
     /// in its allocation under `interior_handle=pointer-offset`.
     pub interior: u64,
+    /// The exporting context when it is not a primary context (0 for a
+    /// primary): salts the cookie, bytes 0..8.
+    pub ctx_salt: u64,
 }
 
 pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     let mut b = [0u8; IPC_HANDLE_SIZE];
-    let cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
+    // Measured (explore runs: H100 case 2, 2 x H200 cases 22 and 60): the
+    // same allocation exported from a second context gives other bytes.
+    // Which bytes is not measured; the simulator puts the difference in the
+    // cookie, which the driver ignores, so both handles open the same memory.
+    let mut cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
+    if e.ctx_salt != 0 {
+        cookie ^= hash(
+            seed ^ 0x4354_5853_414c,
+            &[u64::from(e.exporter), e.ctx_salt],
+        );
+    }
     b[0..8].copy_from_slice(&cookie.to_le_bytes());
     b[8..16].copy_from_slice(&process_tag(seed, e.exporter as usize).to_le_bytes());
     b[16..24].copy_from_slice(&e.size.to_le_bytes());
@@ -176,6 +189,10 @@ impl World {
                 self.handle_serial
             }
         };
+        let ctx_salt = match self.current_ctx(p) {
+            Ok((c, d)) if self.procs[p].primary.get(&d) != Some(&c) => c,
+            _ => 0,
+        };
         let object = self.export_object(block_id);
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.exports.insert(offset, size);
@@ -189,6 +206,7 @@ impl World {
                 size,
                 serial,
                 interior,
+                ctx_salt,
             },
         ))
     }
@@ -462,17 +480,21 @@ impl World {
                 return false;
             };
             x.exports.get(&h.offset).is_some_and(|&size| {
-                *o == encode(
-                    self.seed,
-                    &Encode {
-                        exporter: x.owner as u32,
-                        object: h.object,
-                        offset: h.offset,
-                        size,
-                        serial: 0,
-                        interior: interior_offset(o),
-                    },
-                )
+                // The cookie (bytes 0..8) depends on the exporting context.
+                o.0[8..]
+                    == encode(
+                        self.seed,
+                        &Encode {
+                            exporter: x.owner as u32,
+                            object: h.object,
+                            offset: h.offset,
+                            size,
+                            serial: 0,
+                            interior: interior_offset(o),
+                            ctx_salt: 0,
+                        },
+                    )
+                    .0[8..]
             })
         };
         let found = proc.regions.values().find_map(|r| {
@@ -562,6 +584,7 @@ mod tests {
             size: 1000,
             serial: 0,
             interior: 0,
+            ctx_salt: 0,
         };
         let bytes = encode(42, &e);
         let d = decode(42, &bytes).expect("decodes");
