@@ -297,6 +297,7 @@ impl World {
         let exporter_exited = self.procs[exporter].exited;
         let freed_by_exporter = !block.owner_mapped && !exporter_exited;
         let offset_exported = block.exports.contains_key(&h.offset);
+        let exported: BTreeSet<u64> = block.exports.keys().copied().collect();
         // An offset no export names: the H100 (580.159.04) refuses it with
         // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
         // but opens it for a 1000-byte one at the start of a shared block
@@ -348,6 +349,21 @@ impl World {
                 // AlreadyMapped (with no mapping it opens:
                 // mem.handle.flipped-offset-small-allocation).
                 if !offset_exported {
+                    return Err(ErrorKind::AlreadyMapped.into());
+                }
+                // And the other way round (2 x H200, explore case 72, one
+                // case): a mapping a damaged offset made is not shared with a
+                // handle of another offset.
+                let made_up = self.procs[p]
+                    .regions
+                    .get(&base)
+                    .and_then(|r| r.import.as_ref())
+                    .is_some_and(|m| {
+                        m.exports
+                            .keys()
+                            .any(|o| *o != h.offset && !exported.contains(o))
+                    });
+                if made_up {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
                 let ret = base + ret_offset;
