@@ -1,7 +1,8 @@
 //! `explore` on the simulator (what CI runs): generated scenarios keep every
 //! property, the generator reaches the states the properties are about,
 //! findings shrink to scenario files that replay, and the differential
-//! findings committed from the H100 are replayed on the simulator.
+//! findings committed from the H100 and the 2 x H200 are replayed on the
+//! simulator.
 //!
 //! Case counts are modest; `EXPLORE_CASES=N` raises them (the nextest
 //! profile `explore` runs this file with a large count).

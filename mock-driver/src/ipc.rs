@@ -391,7 +391,12 @@ impl World {
         // the exporter exited, only a context that still maps the block opens
         // it again; a new mapping is refused as for a dead handle, even while
         // another importer keeps the memory alive.
-        if exporter_exited {
+        let maps_already = self.procs[p]
+            .imports
+            .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+            .next()
+            .is_some();
+        if exporter_exited && !maps_already {
             return Err(self.sem.dead_handle_error.into());
         }
 
