@@ -546,8 +546,10 @@ fn a_flaky_clause_that_always_fails_is_an_unexpected_fail() {
 // The binary
 
 /// The clauses that `--semantics reopen=new-mapping` makes fail.
-const REOPEN_FAILURES: [&str; 5] = [
+const REOPEN_FAILURES: [&str; 7] = [
     "mem.lifetime.reopen-after-exporter-exit",
+    "mem.lifetime.new-importer-after-exporter-exit",
+    "mem.handle.damaged-offset-while-mapped",
     "mem.lifetime.reopen-after-free-while-open",
     "mem.open.reopen-same-context",
     "mem.handle.damaged-copy-of-open-handle",

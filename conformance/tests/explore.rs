@@ -1,7 +1,8 @@
 //! `explore` on the simulator (what CI runs): generated scenarios keep every
 //! property, the generator reaches the states the properties are about,
 //! findings shrink to scenario files that replay, and the differential
-//! findings committed from the H100 are replayed on the simulator.
+//! findings committed from the H100 and the 2 x H200 are replayed on the
+//! simulator.
 //!
 //! Case counts are modest; `EXPLORE_CASES=N` raises them (the nextest
 //! profile `explore` runs this file with a large count).
@@ -127,17 +128,23 @@ fn a_finding_is_shrunk_to_a_scenario_file_that_replays() {
 /// The findings of the committed H100 run (reports/.../explore/findings):
 /// the simulator now answers as the real driver did at the differing step,
 /// except the ones still open (README there says why).
-const OPEN_FINDINGS: [&str; 4] = [
-    "differential-case2.ipc",
-    "differential-case19.ipc",
-    "differential-case67.ipc",
-    "differential-case92.ipc",
+const OPEN_FINDINGS: [&str; 2] = ["differential-case19.ipc", "differential-case92.ipc"];
+
+/// The findings of the 2 x H200 run
+/// (reports/h200x2-nvlink_driver-580.159.04/all-areas/explore): the ones the
+/// simulator does not answer as the GPU did, explained or open (README there
+/// says which and why); every other one must answer as the GPU did.
+const OPEN_H200_FINDINGS: [&str; 6] = [
+    "differential-case6.ipc",
+    "differential-case28.ipc",
+    "differential-case42.ipc",
+    "differential-case50.ipc",
+    "differential-case94.ipc",
+    "differential-case100.ipc",
 ];
 
-fn committed_findings() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../reports/h100-80gb-hbm3_driver-580.159.04/explore");
-    let mut files: Vec<PathBuf> = ["findings", "trial"]
+fn finding_files(root: &Path, dirs: &[&str]) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = dirs
         .iter()
         .flat_map(|d| std::fs::read_dir(root.join(d)).into_iter().flatten())
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -145,6 +152,12 @@ fn committed_findings() -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+fn committed_findings() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../reports/h100-80gb-hbm3_driver-580.159.04/explore");
+    finding_files(&root, &["findings", "trial"])
 }
 
 /// `(line, real outcome, dialect, seed)` from a finding file's header.
@@ -176,19 +189,19 @@ fn header(text: &str) -> (usize, String, Dialect, u64) {
     (line, real, dialect, seed)
 }
 
-#[test]
-fn committed_gpu_findings_replay_on_the_simulator() {
-    let files = committed_findings();
-    assert!(files.len() >= 20, "{} finding files", files.len());
+/// Replay finding files on the simulator: at the differing step (header line
+/// plus `line_offset`) the open ones must still differ from the real answer,
+/// the others must equal it; every one keeps the simulator's properties.
+fn replay_findings(files: &[PathBuf], open: &[&str], line_offset: usize, gpu: &str) {
     for file in files {
         let name = file
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or_default()
             .to_string();
-        let text = std::fs::read_to_string(&file).expect("readable");
+        let text = std::fs::read_to_string(file).expect("readable");
         let (line, real, dialect, seed) = header(&text);
-        let sc = scenario::parse(&text, &file).expect("parses");
+        let sc = scenario::parse(&text, file).expect("parses");
         let opts = ExecOptions {
             dialect,
             seed,
@@ -196,32 +209,51 @@ fn committed_gpu_findings_replay_on_the_simulator() {
         };
         let e = scenario::execute(&sc, &SimBackend::default(), &opts);
         assert_ne!(e.verdict.status, Status::Broken, "{name}");
-        // These files carry the body's line numbers (written before the
-        // shrinker numbered lines as the file does); the header is 5 lines.
         let step = e
             .trace
             .steps
             .iter()
-            .find(|s| s.line == line + explore::HEADER_LINES)
+            .find(|s| s.line == line + line_offset)
             .unwrap_or_else(|| panic!("{name}: no step at line {line}"));
         let sim = ipc_conformance::report::text::outcome_text(&step.outcome);
-        let open =
-            OPEN_FINDINGS.contains(&name.as_str()) && !file.to_string_lossy().contains("trial");
-        if open {
+        if open.contains(&name.as_str()) {
             assert_ne!(
                 sim, real,
-                "{name} now matches the H100: move it out of OPEN_FINDINGS"
+                "{name} now matches the {gpu}: move it out of the open list"
             );
         } else {
             assert_eq!(
                 sim, real,
-                "{name}: the simulator no longer answers as the H100 did"
+                "{name}: the simulator no longer answers as the {gpu} did"
             );
         }
         // Every finding keeps the simulator's own properties.
         let violations = check_trace(&sc, &e.trace, dialect);
         assert!(violations.is_empty(), "{name}: {violations:?}");
     }
+}
+
+#[test]
+fn committed_gpu_findings_replay_on_the_simulator() {
+    let files = committed_findings();
+    assert!(files.len() >= 20, "{} finding files", files.len());
+    let (trial, findings): (Vec<PathBuf>, Vec<PathBuf>) = files
+        .into_iter()
+        .partition(|f| f.to_string_lossy().contains("trial"));
+    // These files carry the body's line numbers (written before the
+    // shrinker numbered lines as the file does); the header is 5 lines.
+    replay_findings(&trial, &[], explore::HEADER_LINES, "H100");
+    replay_findings(&findings, &OPEN_FINDINGS, explore::HEADER_LINES, "H100");
+}
+
+#[test]
+fn committed_h200_findings_replay_on_the_simulator() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../reports/h200x2-nvlink_driver-580.159.04/all-areas");
+    let files = finding_files(&root, &["explore"]);
+    assert_eq!(files.len(), 16, "{files:?}");
+    // Written by the shrinker of revision cfa0658: file line numbers.
+    replay_findings(&files, &OPEN_H200_FINDINGS, 0, "2 x H200");
 }
 
 #[test]

@@ -59,6 +59,13 @@ fn interior_offset(handle: &IpcMemHandle) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// Bytes 8..16, the exporter's process field, read whatever the rest holds.
+fn raw_process_tag(handle: &IpcMemHandle) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&handle.0[8..16]);
+    u64::from_le_bytes(b)
+}
+
 fn check_word(seed: u64, object: u32) -> u32 {
     hash(seed ^ 0x4950_4343_4845_434b, &[u64::from(object)]) as u32
 }
@@ -82,11 +89,24 @@ pub(crate) struct Encode {
     /// Bytes 56..64 (zero in the measured CUDA layout): the pointer's offset
     /// in its allocation under `interior_handle=pointer-offset`.
     pub interior: u64,
+    /// The exporting context when it is not a primary context (0 for a
+    /// primary): salts the cookie, bytes 0..8.
+    pub ctx_salt: u64,
 }
 
 pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     let mut b = [0u8; IPC_HANDLE_SIZE];
-    let cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
+    // Measured (explore runs: H100 case 2, 2 x H200 cases 22 and 60): the
+    // same allocation exported from a second context gives other bytes.
+    // Which bytes is not measured; the simulator puts the difference in the
+    // cookie, which the driver ignores, so both handles open the same memory.
+    let mut cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
+    if e.ctx_salt != 0 {
+        cookie ^= hash(
+            seed ^ 0x4354_5853_414c,
+            &[u64::from(e.exporter), e.ctx_salt],
+        );
+    }
     b[0..8].copy_from_slice(&cookie.to_le_bytes());
     b[8..16].copy_from_slice(&process_tag(seed, e.exporter as usize).to_le_bytes());
     b[16..24].copy_from_slice(&e.size.to_le_bytes());
@@ -169,6 +189,10 @@ impl World {
                 self.handle_serial
             }
         };
+        let ctx_salt = match self.current_ctx(p) {
+            Ok((c, d)) if self.procs[p].primary.get(&d) != Some(&c) => c,
+            _ => 0,
+        };
         let object = self.export_object(block_id);
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.exports.insert(offset, size);
@@ -182,6 +206,7 @@ impl World {
                 size,
                 serial,
                 interior,
+                ctx_salt,
             },
         ))
     }
@@ -231,17 +256,30 @@ impl World {
         if let Some(same) = self.known_variant(p, handle)? {
             return self.ipc_open(p, &same, flags, out);
         }
+        // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
+        // own-process check comes first and reads the handle's process field
+        // only, before the format and memory-type words are looked at.
+        let tag = raw_process_tag(handle);
+        if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
+            self.current_ctx(p)?;
+            return Err(self.sem.open_in_exporter.into());
+        }
+        // The one-context-per-exporter rule reads the same field, also before
+        // the format word (2 x H200, case 81: a handle whose format word is
+        // damaged, opened from a second context, is InvalidHandle).
+        if decode(self.seed, handle).is_none() {
+            if let Ok((ctx, device)) = self.current_ctx(p) {
+                if let ExportRule::Refuse(kind) = self.second_context_rule() {
+                    if self.second_context_clash(p, ctx, device, tag, None) {
+                        return Err(kind.into());
+                    }
+                }
+            }
+        }
         let Some(h) = decode(self.seed, handle) else {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
-        // Measured (explore run: cases 5, 46, 53): the own-process check comes
-        // first and reads the handle's process field only.
-        if h.exporter_tag == process_tag(self.seed, p)
-            && !self.mutant(MutantId::ExporterOpensOwnHandle)
-        {
-            return Err(self.sem.open_in_exporter.into());
-        }
         if self.freed_exports.contains_key(&h.object) {
             return Err(ErrorKind::InvalidValue.into());
         }
@@ -256,7 +294,10 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let exporter = block.owner;
-        let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
+        let exporter_exited = self.procs[exporter].exited;
+        let freed_by_exporter = !block.owner_mapped && !exporter_exited;
+        let offset_exported = block.exports.contains_key(&h.offset);
+        let exported: BTreeSet<u64> = block.exports.keys().copied().collect();
         // An offset no export names: the H100 (580.159.04) refuses it with
         // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
         // but opens it for a 1000-byte one at the start of a shared block
@@ -303,6 +344,28 @@ impl World {
                 if self.sem.reopen == Reopen::Error {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
+                // Measured (2 x H200, explore case 36): a handle whose offset
+                // names no export of a block this context already maps is
+                // AlreadyMapped (with no mapping it opens:
+                // mem.handle.flipped-offset-small-allocation).
+                if !offset_exported {
+                    return Err(ErrorKind::AlreadyMapped.into());
+                }
+                // And the other way round (2 x H200, explore case 72, one
+                // case): a mapping a damaged offset made is not shared with a
+                // handle of another offset.
+                let made_up = self.procs[p]
+                    .regions
+                    .get(&base)
+                    .and_then(|r| r.import.as_ref())
+                    .is_some_and(|m| {
+                        m.exports
+                            .keys()
+                            .any(|o| *o != h.offset && !exported.contains(o))
+                    });
+                if made_up {
+                    return Err(ErrorKind::AlreadyMapped.into());
+                }
                 let ret = base + ret_offset;
                 if let Some(m) = self.procs[p]
                     .regions
@@ -324,31 +387,23 @@ impl World {
         if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
             return Err(ErrorKind::InvalidValue.into());
         }
+        // Measured (2 x H200 explore cases 14, 16, 58; H100 case 67): after
+        // the exporter exited, only a context that still maps the block opens
+        // it again; a new mapping is refused as for a dead handle, even while
+        // another importer keeps the memory alive.
+        let maps_already = self.procs[p]
+            .imports
+            .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+            .next()
+            .is_some();
+        if exporter_exited && !maps_already {
+            return Err(self.sem.dead_handle_error.into());
+        }
 
         // "Handles from each device in a given process may only be opened by
         // one context per device per other process."
-        let second_context = if self.mutant(MutantId::SecondContextAllowed) {
-            ExportRule::Allow
-        } else {
-            self.sem.second_context
-        };
-        if let ExportRule::Refuse(kind) = second_context {
-            let proc = &self.procs[p];
-            // The exporter as the handle names it (explore run, case 55).
-            let clash = proc.imports.iter().any(|&(c, b, base)| {
-                c != ctx
-                    && proc.contexts.get(&c).is_some_and(|x| x.device == device)
-                    && proc
-                        .regions
-                        .get(&base)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| m.exporter_tag == h.exporter_tag)
-                    && self
-                        .blocks
-                        .get(&b)
-                        .is_some_and(|x| x.device == block_device)
-            });
-            if clash {
+        if let ExportRule::Refuse(kind) = self.second_context_rule() {
+            if self.second_context_clash(p, ctx, device, h.exporter_tag, Some(block_device)) {
                 return Err(kind.into());
             }
         }
@@ -388,6 +443,38 @@ impl World {
         Ok(ret)
     }
 
+    fn second_context_rule(&self) -> ExportRule {
+        if self.mutant(MutantId::SecondContextAllowed) {
+            ExportRule::Allow
+        } else {
+            self.sem.second_context
+        }
+    }
+
+    /// Another context of `p` on `device` maps memory of the exporter the
+    /// handle's process field names (explore run, case 55), of
+    /// `block_device` when the handle could be decoded.
+    fn second_context_clash(
+        &self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+        device: u32,
+        tag: u64,
+        block_device: Option<u32>,
+    ) -> bool {
+        let proc = &self.procs[p];
+        proc.imports.iter().any(|&(c, b, base)| {
+            c != ctx
+                && proc.contexts.get(&c).is_some_and(|x| x.device == device)
+                && proc
+                    .regions
+                    .get(&base)
+                    .and_then(|r| r.import.as_ref())
+                    .is_some_and(|m| m.exporter_tag == tag)
+                && block_device.is_none_or(|d| self.blocks.get(&b).is_some_and(|x| x.device == d))
+        })
+    }
+
     /// A damaged copy of a handle this context already has open, judged
     /// against the original as the H100 (580.159.04) did in the explore run:
     /// after the exporter exited only the exact bytes open again (cases 33,
@@ -414,17 +501,21 @@ impl World {
                 return false;
             };
             x.exports.get(&h.offset).is_some_and(|&size| {
-                *o == encode(
-                    self.seed,
-                    &Encode {
-                        exporter: x.owner as u32,
-                        object: h.object,
-                        offset: h.offset,
-                        size,
-                        serial: 0,
-                        interior: interior_offset(o),
-                    },
-                )
+                // The cookie (bytes 0..8) depends on the exporting context.
+                o.0[8..]
+                    == encode(
+                        self.seed,
+                        &Encode {
+                            exporter: x.owner as u32,
+                            object: h.object,
+                            offset: h.offset,
+                            size,
+                            serial: 0,
+                            interior: interior_offset(o),
+                            ctx_salt: 0,
+                        },
+                    )
+                    .0[8..]
             })
         };
         let found = proc.regions.values().find_map(|r| {
@@ -514,6 +605,7 @@ mod tests {
             size: 1000,
             serial: 0,
             interior: 0,
+            ctx_salt: 0,
         };
         let bytes = encode(42, &e);
         let d = decode(42, &bytes).expect("decodes");

@@ -347,9 +347,16 @@ impl World {
                 MemKind::Managed => MemoryType::Managed,
                 MemKind::PinnedHost => MemoryType::Host,
             };
+            // Pinned host memory has no device ordinal to report: the real
+            // backend asks for one only for device and managed memory (2 x H200
+            // explore case 1: `type host`, no device).
+            let device = match a.kind {
+                MemKind::PinnedHost => None,
+                _ => proc.ordinal_of(a.device),
+            };
             return PointerInfo {
                 memory_type,
-                device: proc.ordinal_of(a.device),
+                device,
             };
         }
         if let Some((_, r)) = proc.region_at(ptr) {

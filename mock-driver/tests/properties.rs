@@ -386,7 +386,8 @@ struct Before {
     exited: bool,
     poisoned: bool,
     /// `ipc_open`: the handle's offset bytes (28..31) differ from the handle
-    /// `ipc_get` returned (clause mem.handle.corrupted-fields).
+    /// `ipc_get` returned (clause mem.handle.corrupted-fields), or the process
+    /// opened such a handle before (mem.handle.damaged-offset-while-mapped).
     offset_damaged: bool,
     /// `ipc_get` with a NULL out-argument.
     null_out: bool,
@@ -512,6 +513,9 @@ impl HandleRec {
 struct ProcState {
     exited: bool,
     poisoned: bool,
+    /// An open of a handle with a damaged offset succeeded here: the mapping
+    /// it made is not shared with other offsets (mem.handle.damaged-offset-while-mapped).
+    damaged_offset_open: bool,
     current: Option<ContextId>,
     contexts: Vec<ContextId>,
 }
@@ -1269,8 +1273,9 @@ impl Interp {
     fn open(&mut self, q: usize, hi: usize, flags: u32, out: OutArg, reopen: bool) {
         let h = &self.handles[hi];
         let (bytes, known) = (h.bytes, h.alloc);
+        let damaged = h.offset_damaged();
         let b = Before {
-            offset_damaged: h.offset_damaged(),
+            offset_damaged: damaged || self.procs[q].damaged_offset_open,
             ..self.before(q)
         };
         let r = self.m.driver(q).ipc_open_mem_handle(bytes, flags, out);
@@ -1283,6 +1288,9 @@ impl Interp {
         let Ok(ptr) = r else {
             return;
         };
+        if damaged {
+            self.procs[q].damaged_offset_open = true;
+        }
         self.out.stats.opens_ok += 1;
         if reopen {
             self.out.stats.reopens_ok += 1;
