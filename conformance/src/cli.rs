@@ -278,6 +278,12 @@ pub struct ExploreArgs {
     /// backend (the simulator alone: 2000).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub shrink_runs_real: usize,
+    /// Cases run at once, each thread with its own backends (with
+    /// `--backend cuda`, its own worker processes on the same GPUs). Above 1
+    /// the run is no longer reproducible as a whole: which case of a finding
+    /// gets shrunk depends on timing (each case still replays by its seed).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub jobs: usize,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -588,15 +594,18 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     if a.max_steps == 0 {
         return Err(UsageError("--max-steps must be at least 1".into()));
     }
-    let real = match a.backend {
-        BackendKind::Sim => None,
-        kind => Some(backend::make_with_reuse(
-            kind,
-            &SimSettings::default(),
-            true,
-        )?),
-    };
     let mut settings = a.sim.settings()?;
+    let make_real = || -> Result<Option<Box<dyn Backend>>, UsageError> {
+        match a.backend {
+            BackendKind::Sim => Ok(None),
+            kind => Ok(Some(backend::make_with_reuse(
+                kind,
+                &SimSettings::default(),
+                true,
+            )?)),
+        }
+    };
+    let real = make_real()?;
     // The simulator plays the machine the real driver runs on.
     if let (Some(r), None) = (&real, settings.devices) {
         settings.devices = r.info().device_count.filter(|&d| d > 0);
@@ -616,11 +625,6 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         shrink_runs_real: a.shrink_runs_real,
         ..ExploreOptions::default()
     };
-    let judge = Judge {
-        sim: sim.as_ref(),
-        real: real.as_deref(),
-        step_timeout: opts.step_timeout,
-    };
     let bar = if a.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -632,12 +636,28 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let summary = explore::explore(&opts, &judge, Some(&a.out), &mut |done, findings| {
+    let show = |done: u64, findings: usize| {
         bar.set_position(done);
         if findings > 0 {
             bar.set_message(format!("{findings} finding(s)"));
         }
-    });
+    };
+    let judge = Judge {
+        sim: sim.as_ref(),
+        real: real.as_deref(),
+        step_timeout: opts.step_timeout,
+    };
+    let summary = if a.jobs <= 1 {
+        explore::explore(&opts, &judge, Some(&a.out), &mut |d, f| show(d, f))
+    } else {
+        // Each further thread makes its own backends (and worker processes).
+        let make = || -> Result<explore::Backends, String> {
+            let real = make_real().map_err(|e| e.0)?;
+            let sim = backend::make(BackendKind::Sim, &settings).map_err(|e| e.to_string())?;
+            Ok((sim, real))
+        };
+        explore::explore_parallel(&opts, a.jobs, &judge, &make, Some(&a.out), &show)
+    };
     bar.finish_and_clear();
     for f in &summary.findings {
         say!(

@@ -21,6 +21,8 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// What `explore` runs.
@@ -302,15 +304,18 @@ impl Judge<'_> {
             let e = scenario::execute(scenario, real, &opts);
             match e.verdict.status {
                 Status::NotSupported => eval.not_compared = true,
-                _ if e.trace.steps.is_empty() => violations.push(Violation::new(
-                    Property::Differential,
-                    None,
-                    format!(
-                        "the real backend did not run it: {:?} {}",
-                        e.verdict.status, e.verdict.message
-                    ),
-                    &format!("not run: {:?}", e.verdict.status),
-                )),
+                // A generated case may have no steps at all: nothing to compare.
+                _ if e.trace.steps.is_empty() && !scenario.steps.is_empty() => {
+                    violations.push(Violation::new(
+                        Property::Differential,
+                        None,
+                        format!(
+                            "the real backend did not run it: {:?} {}",
+                            e.verdict.status, e.verdict.message
+                        ),
+                        &format!("not run: {:?}", e.verdict.status),
+                    ))
+                }
                 _ => {
                     eval.compared_steps = e.trace.steps.len();
                     violations.extend(differences(&sim_trace, &e.trace));
@@ -373,78 +378,200 @@ pub fn explore(
     progress: &mut dyn FnMut(u64, usize),
 ) -> Summary {
     let started = Instant::now();
-    let mut summary = Summary {
-        backend: match judge.real {
-            Some(r) => format!("sim + {}", r.name()),
-            None => judge.sim.name().to_string(),
-        },
-        seed: opts.seed,
-        ..Summary::default()
-    };
-    let mut reached = GenStats::default();
-    let dialects = if opts.dialects.is_empty() {
-        vec![Dialect::Runtime]
-    } else {
-        opts.dialects.clone()
-    };
+    let shared = Mutex::new(Shared::new(opts, judge));
     for index in 0..opts.cases {
         if opts.time_limit.is_some_and(|t| started.elapsed() >= t) {
-            summary.stopped_early = true;
+            lock(&shared).summary.stopped_early = true;
             break;
         }
-        let id = CaseId {
-            index,
-            seed: case_seed(opts.seed, index),
-            dialect: dialects[(index % dialects.len() as u64) as usize],
-        };
-        let mut tree = case_tree(id, opts.max_steps);
-        let lowered = generate::lower(&tree.current(), opts.max_steps, "");
-        reached.add(&lowered.stats);
-        let eval = judge.evaluate(&lowered.text, id);
+        run_case(opts, judge, index, &shared, out);
+        let findings = lock(&shared).summary.findings.len();
+        progress(index + 1, findings);
+    }
+    finish(shared, started)
+}
+
+/// The backends of one exploring thread: the simulator and, for a
+/// differential run, the real one.
+pub type Backends = (Box<dyn Backend>, Option<Box<dyn Backend>>);
+
+/// [`explore`] with `jobs` threads: this one with `first`, each other one
+/// with its own backends from `make`
+/// (a real backend's workers are processes, so cases on one GPU overlap).
+/// Cases are taken in order from a shared counter; which case of a
+/// signature is shrunk, and so the summary, can depend on timing when
+/// `jobs > 1` (each case's own run still depends only on its seed).
+pub fn explore_parallel(
+    opts: &ExploreOptions,
+    jobs: usize,
+    first: &Judge<'_>,
+    make: &(dyn Fn() -> Result<Backends, String> + Sync),
+    out: Option<&Path>,
+    progress: &(dyn Fn(u64, usize) + Sync),
+) -> Summary {
+    let started = Instant::now();
+    let shared = Mutex::new(Shared::new(opts, first));
+    let next = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let errors = Mutex::new(Vec::new());
+    let work = |judge: &Judge<'_>| loop {
+        if opts.time_limit.is_some_and(|t| started.elapsed() >= t) {
+            lock(&shared).summary.stopped_early = true;
+            break;
+        }
+        let index = next.fetch_add(1, Ordering::SeqCst);
+        if index >= opts.cases {
+            break;
+        }
+        run_case(opts, judge, index, &shared, out);
+        let findings = lock(&shared).summary.findings.len();
+        progress(done.fetch_add(1, Ordering::SeqCst) + 1, findings);
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..jobs.max(1) {
+            scope.spawn(|| match make() {
+                Ok((sim, real)) => work(&Judge {
+                    sim: sim.as_ref(),
+                    real: real.as_deref(),
+                    step_timeout: opts.step_timeout,
+                }),
+                Err(e) => lock(&errors).push(e),
+            });
+        }
+        work(first);
+    });
+    if let Some(e) = lock(&errors).first() {
+        eprintln!("warning: an exploring thread could not start its backends: {e}");
+    }
+    finish(shared, started)
+}
+
+/// What the cases of one exploration share.
+struct Shared {
+    summary: Summary,
+    reached: GenStats,
+    dialects: Vec<Dialect>,
+}
+
+impl Shared {
+    fn new(opts: &ExploreOptions, judge: &Judge<'_>) -> Shared {
+        Shared {
+            summary: Summary {
+                backend: match judge.real {
+                    Some(r) => format!("sim + {}", r.name()),
+                    None => judge.sim.name().to_string(),
+                },
+                seed: opts.seed,
+                ..Summary::default()
+            },
+            reached: GenStats::default(),
+            dialects: if opts.dialects.is_empty() {
+                vec![Dialect::Runtime]
+            } else {
+                opts.dialects.clone()
+            },
+        }
+    }
+}
+
+/// A poisoned lock only means another case panicked; its data is still
+/// counts and findings.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn finish(shared: Mutex<Shared>, started: Instant) -> Summary {
+    let shared = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut summary = shared.summary;
+    summary.findings.sort_by_key(|f| f.case.index);
+    summary.seconds = started.elapsed().as_secs_f64();
+    summary.reached = shared.reached.into();
+    summary
+}
+
+/// Case `index`: generate, evaluate, and shrink a violation no earlier
+/// finding explains (the first such; a case whose violations are all known
+/// repeats the first it matches).
+fn run_case(
+    opts: &ExploreOptions,
+    judge: &Judge<'_>,
+    index: u64,
+    shared: &Mutex<Shared>,
+    out: Option<&Path>,
+) {
+    let dialects = lock(shared).dialects.clone();
+    let id = CaseId {
+        index,
+        seed: case_seed(opts.seed, index),
+        dialect: dialects[(index % dialects.len() as u64) as usize],
+    };
+    let mut tree = case_tree(id, opts.max_steps);
+    let lowered = generate::lower(&tree.current(), opts.max_steps, "");
+    let eval = judge.evaluate(&lowered.text, id);
+    let claimed = {
+        let mut s = lock(shared);
+        s.reached.add(&lowered.stats);
+        let summary = &mut s.summary;
         summary.cases += 1;
         summary.steps += eval.steps as u64;
         summary.compared_steps += eval.compared_steps as u64;
         summary.not_compared += u64::from(eval.not_compared);
-        // The first violation no earlier finding explains is shrunk; a case
-        // whose violations are all known repeats the first it matches.
         let new = eval
             .violations
             .iter()
-            .find(|v| !summary.findings.iter().any(|f| f.signature == v.signature));
-        if new.is_none() {
-            if let Some(known) = summary.findings.iter_mut().find(|f| {
-                eval.violations
-                    .first()
-                    .is_some_and(|v| v.signature == f.signature)
-            }) {
-                known.repeats += 1;
-            }
-        }
-        if let Some(first) = new {
-            let budget = if judge.real.is_some() && first.property == Property::Differential {
-                opts.shrink_runs_real
-            } else {
-                opts.shrink_runs
-            };
-            let mut finding =
-                shrink::minimise(judge, id, tree.as_mut(), opts.max_steps, first, budget);
-            finding.original_steps = eval.steps;
-            if let Some(dir) = out {
-                let name = format!("{}-case{}.ipc", finding.property, id.index);
-                let path = dir.join(name);
-                if std::fs::create_dir_all(dir).is_ok()
-                    && std::fs::write(&path, &finding.scenario).is_ok()
-                {
-                    finding.file = Some(path);
+            .find(|v| !summary.findings.iter().any(|f| f.signature == v.signature))
+            .cloned();
+        match &new {
+            None => {
+                if let Some(known) = summary.findings.iter_mut().find(|f| {
+                    eval.violations
+                        .first()
+                        .is_some_and(|v| v.signature == f.signature)
+                }) {
+                    known.repeats += 1;
                 }
             }
-            summary.findings.push(finding);
+            // Claimed before shrinking, so other threads count repeats.
+            Some(v) => summary.findings.push(Finding {
+                case: id,
+                property: v.property.name().to_string(),
+                message: v.message.clone(),
+                original_steps: eval.steps,
+                steps: eval.steps,
+                scenario: lowered.text.clone(),
+                file: None,
+                signature: v.signature.clone(),
+                repeats: 0,
+            }),
         }
-        progress(index + 1, summary.findings.len());
+        new
+    };
+    let Some(first) = claimed else { return };
+    let budget = if judge.real.is_some() && first.property == Property::Differential {
+        opts.shrink_runs_real
+    } else {
+        opts.shrink_runs
+    };
+    let mut finding = shrink::minimise(judge, id, tree.as_mut(), opts.max_steps, &first, budget);
+    finding.original_steps = eval.steps;
+    if let Some(dir) = out {
+        let name = format!("{}-case{}.ipc", finding.property, id.index);
+        let path = dir.join(name);
+        if std::fs::create_dir_all(dir).is_ok() && std::fs::write(&path, &finding.scenario).is_ok()
+        {
+            finding.file = Some(path);
+        }
     }
-    summary.seconds = started.elapsed().as_secs_f64();
-    summary.reached = reached.into();
-    summary
+    let mut s = lock(shared);
+    if let Some(slot) = s
+        .summary
+        .findings
+        .iter_mut()
+        .find(|f| f.signature == first.signature)
+    {
+        finding.repeats = slot.repeats;
+        *slot = finding;
+    }
 }
 
 /// Lines [`finding_header`] writes (four comments and a blank line).
