@@ -262,6 +262,9 @@ pub struct Evaluation {
     pub compared_steps: usize,
     /// The real backend could not run it (NotSupported).
     pub not_compared: bool,
+    /// Both traces, for the side-by-side comment of a finding file.
+    pub sim_trace: Option<Trace>,
+    pub real_trace: Option<Trace>,
 }
 
 impl Judge<'_> {
@@ -281,6 +284,8 @@ impl Judge<'_> {
                     steps: 0,
                     compared_steps: 0,
                     not_compared: false,
+                    sim_trace: None,
+                    real_trace: None,
                 }
             }
         };
@@ -299,8 +304,10 @@ impl Judge<'_> {
             steps: scenario.steps.len(),
             compared_steps: 0,
             not_compared: false,
+            sim_trace: None,
+            real_trace: None,
         };
-        if let (Some(real), Some(sim_trace)) = (self.real, trace) {
+        if let (Some(real), Some(sim_trace)) = (self.real, &trace) {
             let e = scenario::execute(scenario, real, &opts);
             match e.verdict.status {
                 Status::NotSupported => eval.not_compared = true,
@@ -318,10 +325,12 @@ impl Judge<'_> {
                 }
                 _ => {
                     eval.compared_steps = e.trace.steps.len();
-                    violations.extend(differences(&sim_trace, &e.trace));
+                    violations.extend(differences(sim_trace, &e.trace));
                 }
             }
+            eval.real_trace = Some(e.trace);
         }
+        eval.sim_trace = trace;
         eval.violations = violations;
         eval
     }
@@ -572,6 +581,36 @@ fn run_case(
         finding.repeats = slot.repeats;
         *slot = finding;
     }
+}
+
+/// The steps of both runs side by side, as comment lines for the end of a
+/// finding file: what the real driver answered at every step, not only at
+/// the differing one (`!=` marks a difference).
+pub fn side_by_side(sim: &Trace, real: &Trace) -> String {
+    use crate::report::text::outcome_text;
+    let mut s =
+        String::from("\n# Both runs of the steps above (simulator | real driver; != differs):\n");
+    let n = sim.steps.len().max(real.steps.len());
+    for i in 0..n {
+        let (a, b) = (sim.steps.get(i), real.steps.get(i));
+        let step = a
+            .or(b)
+            .map(|st| (st.line, st.process.clone(), st.op.clone()));
+        let Some((line, process, op)) = step else {
+            continue;
+        };
+        let sa = a
+            .map(|x| outcome_text(&x.outcome))
+            .unwrap_or_else(|| "(no step)".into());
+        let sb = b
+            .map(|x| outcome_text(&x.outcome))
+            .unwrap_or_else(|| "(no step)".into());
+        let mark = if sa == sb { "  " } else { "!=" };
+        s.push_str(&format!(
+            "# {mark} L{line} {process}: {op} -> {sa} | {sb}\n"
+        ));
+    }
+    s
 }
 
 /// Lines [`finding_header`] writes (four comments and a blank line).

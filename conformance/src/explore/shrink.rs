@@ -102,9 +102,19 @@ pub fn minimise(
     // Once more below a header's worth of lines, so the message's line
     // numbers are the file's.
     let placeholder = "#\n".repeat(HEADER_LINES - 1) + "\n";
-    if let Some(v) = still_fails(&(placeholder + &body)) {
-        why = v;
+    let last = judge.evaluate(&(placeholder + &body), id);
+    if let Some(v) = last
+        .violations
+        .iter()
+        .find(|v| v.signature == first.signature)
+    {
+        why = v.clone();
     }
+    // With a real backend, the file ends with both runs step by step.
+    let both = match (&last.sim_trace, &last.real_trace) {
+        (Some(a), Some(b)) if property == Property::Differential => super::side_by_side(a, b),
+        _ => String::new(),
+    };
     let real = judge
         .real
         .filter(|_| property == Property::Differential)
@@ -115,7 +125,7 @@ pub fn minimise(
         message: why.message.clone(),
         original_steps,
         steps: step_count(&body),
-        scenario: finding_header(id, property, &why.message, real) + &body,
+        scenario: finding_header(id, property, &why.message, real) + &body + &both,
         file: None,
         signature: first.signature.clone(),
         repeats: 0,

@@ -1,0 +1,195 @@
+//! Committed explore findings from real GPUs, replayed on the simulator.
+//!
+//! Each findings folder holds the shrunk scenario files an `explore
+//! --backend cuda` run wrote, and a `findings.toml` saying for each file
+//! whether the simulator was fixed to answer as the GPU did (`fixed`), the
+//! difference is understood and deliberately not modelled (`explained`), or
+//! nobody knows yet (`open`). Files written since the finding files carry
+//! both runs step by step end with a `# Both runs` block: a fixed finding
+//! must then answer as the GPU did at every step, an open or explained one
+//! must still differ somewhere (so a fix moves it to `fixed`). Older files
+//! are judged at their header's step. `harness-fixed` marks a finding that
+//! was a bug of this tool (fixed), with no driver step to replay.
+
+use ipc_harness::scenario::{self, ExecOptions};
+use ipc_harness::Dialect;
+use ipc_mock_driver::SimBackend;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    file: String,
+    status: String,
+    /// The clause that now records the GPU's answer (fixed findings).
+    #[serde(default)]
+    clause: Option<String>,
+    why: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Status {
+    finding: Vec<Entry>,
+}
+
+/// The folders replayed here, relative to the workspace root.
+const FOLDERS: [&str; 2] = [
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `(dialect, seed, header line, header's real outcome)`.
+fn header(text: &str) -> (Dialect, u64, Option<(usize, String)>) {
+    let mut lines = text.lines();
+    let message = lines.nth(1).unwrap_or_default();
+    let case = lines.next().unwrap_or_default();
+    let seed = case
+        .split("(seed ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|s| s.parse().ok())
+        .expect("a seed in the header");
+    let dialect = if case.contains("dialect driver") {
+        Dialect::Driver
+    } else {
+        Dialect::Runtime
+    };
+    let at = message
+        .strip_prefix("# line ")
+        .and_then(|m| m.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .map(|n| {
+            let real = message.rsplit("real driver ").next().unwrap_or_default();
+            (n, real.to_string())
+        });
+    (dialect, seed, at)
+}
+
+/// The real column of the `# Both runs` block: line -> outcome text.
+fn real_column(text: &str) -> Option<BTreeMap<usize, String>> {
+    let start = text.find("# Both runs of the steps above")?;
+    let mut out = BTreeMap::new();
+    for l in text[start..].lines().skip(1) {
+        let Some(rest) = l.strip_prefix("# ") else {
+            continue;
+        };
+        let rest = rest.get(2..).unwrap_or_default().trim_start();
+        let Some(after_l) = rest.strip_prefix('L') else {
+            continue;
+        };
+        let line: usize = after_l
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("a line number");
+        let real = rest.rsplit_once(" | ").map(|(_, r)| r).unwrap_or_default();
+        out.insert(line, real.to_string());
+    }
+    Some(out)
+}
+
+#[test]
+fn committed_gpu_findings_replay_as_their_status_says() {
+    let mut checked = 0;
+    let catalogue =
+        ipc_conformance::catalogue::Catalogue::load(&root().join("conformance/clauses"))
+            .expect("the catalogue");
+    for folder in FOLDERS {
+        let dir = root().join(folder);
+        let status_text =
+            std::fs::read_to_string(dir.join("findings.toml")).expect("findings.toml");
+        let status: Status = toml::from_str(&status_text).expect("findings.toml parses");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("folder")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.ends_with(".ipc"))
+            .collect();
+        files.sort();
+        let mut listed: Vec<String> = status.finding.iter().map(|e| e.file.clone()).collect();
+        listed.sort();
+        assert_eq!(
+            files, listed,
+            "{folder}: findings.toml must list every file once"
+        );
+        for e in &status.finding {
+            let name = format!("{folder}/{}", e.file);
+            assert!(
+                ["fixed", "explained", "open", "harness-fixed"].contains(&e.status.as_str()),
+                "{name}: status {}",
+                e.status
+            );
+            assert!(!e.why.trim().is_empty(), "{name}: a reason is required");
+            if e.status == "fixed" {
+                let clause = e.clause.as_deref().unwrap_or_default();
+                assert!(
+                    catalogue.clauses.iter().any(|cl| cl.id == clause),
+                    "{name}: a fixed finding names the clause that records it ({clause:?})"
+                );
+            }
+            let text = std::fs::read_to_string(dir.join(&e.file)).expect("readable");
+            let (dialect, seed, at) = header(&text);
+            let sc = scenario::parse(&text, Path::new(&name)).expect("parses");
+            let opts = ExecOptions {
+                dialect,
+                seed,
+                ..ExecOptions::default()
+            };
+            let run = scenario::execute(&sc, &SimBackend::default(), &opts);
+            let sim: BTreeMap<usize, String> = run
+                .trace
+                .steps
+                .iter()
+                .map(|s| {
+                    (
+                        s.line,
+                        ipc_conformance::report::text::outcome_text(&s.outcome),
+                    )
+                })
+                .collect();
+            let differing: Vec<usize> = match real_column(&text) {
+                Some(real) => real
+                    .iter()
+                    .filter(|(l, r)| sim.get(l) != Some(*r))
+                    .map(|(l, _)| *l)
+                    .collect(),
+                None => {
+                    // No step named: a finding about the tool, not the driver.
+                    let Some((line, real)) = at.clone() else {
+                        assert_eq!(e.status, "harness-fixed", "{name}: no step to replay");
+                        checked += 1;
+                        continue;
+                    };
+                    // Older files: header line numbers count the body.
+                    let line = line + ipc_conformance::explore::HEADER_LINES;
+                    if sim.get(&line) == Some(&real) {
+                        vec![]
+                    } else {
+                        vec![line]
+                    }
+                }
+            };
+            if e.status == "fixed" {
+                assert!(
+                    differing.is_empty(),
+                    "{name} (fixed): the simulator differs from the GPU at lines {differing:?}"
+                );
+            } else {
+                assert!(
+                    !differing.is_empty(),
+                    "{name} ({}) now answers as the GPU did: mark it fixed",
+                    e.status
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 40, "{checked} findings replayed");
+}
