@@ -37,88 +37,129 @@ pub fn random_handle(seed: u64, index: usize) -> IpcMemHandle {
     IpcMemHandle(bytes)
 }
 
+/// First-seen labels for one kind of value in one scope: `PREFIXn`, numbered
+/// by every label ever issued in the scope, so a retired label is never
+/// given out again.
+struct Namer<K> {
+    live: HashMap<K, String>,
+    issued: usize,
+}
+
+impl<K> Default for Namer<K> {
+    fn default() -> Self {
+        Namer {
+            live: HashMap::new(),
+            issued: 0,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Namer<K> {
+    /// The label of `key`: its old one while it is live, else a fresh one
+    /// (`{scope}{prefix}{n}`; `scope` is `PROC.` or empty).
+    fn label(&mut self, key: K, scope: &str, prefix: &str) -> String {
+        let issued = &mut self.issued;
+        self.live
+            .entry(key)
+            .or_insert_with(|| {
+                *issued += 1;
+                format!("{scope}{prefix}{issued}")
+            })
+            .clone()
+    }
+
+    /// Forget `key`: an equal value seen later gets a fresh label.
+    fn retire(&mut self, key: &K) {
+        self.live.remove(key);
+    }
+
+    fn retire_all(&mut self) {
+        self.live.clear();
+    }
+}
+
 /// Labels for pointers, contexts and handles: first-seen order, never addresses.
-#[derive(Default)]
+///
+/// A label names one *live* value. Opaque driver objects (contexts, VMM
+/// allocation handles, events) are addresses of driver heap objects: once a
+/// step destroys or releases one (`ctx_destroy`, `vmm_release`,
+/// `event_destroy`) or its process exits, its label is retired, and the heap
+/// handing the same address to a later object (allocator noise, not IPC
+/// semantics) gives that object a fresh label. Pointers and VAs keep their
+/// labels (address reuse after free or close is measured semantics), and so
+/// do memory and event handles (labelled by their bytes) and descriptors
+/// (POSIX numbering, which the simulator models).
 struct Labels {
-    ptrs: Vec<HashMap<u64, String>>,
-    ctxs: Vec<HashMap<u64, String>>,
-    handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
+    ptrs: Vec<Namer<u64>>,
+    ctxs: Vec<Namer<u64>>,
+    handles: Namer<[u8; IPC_HANDLE_SIZE]>,
     /// VMM handles and descriptors: per process, like pointers (`owner.m1`, `peer.f2`).
-    vmm_handles: Vec<HashMap<u64, String>>,
-    fds: Vec<HashMap<i32, String>>,
-    events: Vec<HashMap<u64, String>>,
-    event_handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
+    vmm_handles: Vec<Namer<u64>>,
+    fds: Vec<Namer<i32>>,
+    events: Vec<Namer<u64>>,
+    event_handles: Namer<[u8; IPC_HANDLE_SIZE]>,
+}
+
+fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
+    (0..processes).map(|_| Namer::default()).collect()
 }
 
 impl Labels {
     fn new(processes: usize) -> Labels {
         Labels {
-            ptrs: vec![HashMap::new(); processes],
-            ctxs: vec![HashMap::new(); processes],
-            handles: HashMap::new(),
-            vmm_handles: vec![HashMap::new(); processes],
-            fds: vec![HashMap::new(); processes],
-            events: vec![HashMap::new(); processes],
-            event_handles: HashMap::new(),
+            ptrs: per_process(processes),
+            ctxs: per_process(processes),
+            handles: Namer::default(),
+            vmm_handles: per_process(processes),
+            fds: per_process(processes),
+            events: per_process(processes),
+            event_handles: Namer::default(),
         }
-    }
-
-    fn per_process<K: std::hash::Hash + Eq>(
-        map: &mut HashMap<K, String>,
-        key: K,
-        name: &str,
-        prefix: &str,
-    ) -> String {
-        let n = map.len() + 1;
-        map.entry(key)
-            .or_insert_with(|| format!("{name}.{prefix}{n}"))
-            .clone()
     }
 
     fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> String {
         if p == DevicePtr::NULL {
             return "null".to_string();
         }
-        let map = &mut self.ptrs[proc];
-        let n = map.len() + 1;
-        map.entry(p.0)
-            .or_insert_with(|| format!("{name}.p{n}"))
-            .clone()
+        self.ptrs[proc].label(p.0, &format!("{name}."), "p")
     }
 
     fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>) -> String {
         let Some(c) = c else {
             return "null".to_string();
         };
-        let map = &mut self.ctxs[proc];
-        let n = map.len() + 1;
-        map.entry(c)
-            .or_insert_with(|| format!("{name}.c{n}"))
-            .clone()
+        self.ctxs[proc].label(c, &format!("{name}."), "c")
     }
 
     fn handle(&mut self, h: &IpcMemHandle) -> String {
-        let n = self.handles.len() + 1;
-        self.handles
-            .entry(h.0)
-            .or_insert_with(|| format!("h{n}"))
-            .clone()
+        self.handles.label(h.0, "", "h")
     }
 
     fn event(&mut self, proc: usize, name: &str, e: EventId) -> String {
-        let map = &mut self.events[proc];
-        let n = map.len() + 1;
-        map.entry(e.0)
-            .or_insert_with(|| format!("{name}.e{n}"))
-            .clone()
+        self.events[proc].label(e.0, &format!("{name}."), "e")
     }
 
     fn event_handle(&mut self, h: &IpcEventHandle) -> String {
-        let n = self.event_handles.len() + 1;
-        self.event_handles
-            .entry(h.0)
-            .or_insert_with(|| format!("eh{n}"))
-            .clone()
+        self.event_handles.label(h.0, "", "eh")
+    }
+
+    /// After step `op` of process `proc` succeeded: retire the labels of the
+    /// opaque driver objects it destroyed (see [`Labels`]). `destroyed` is
+    /// the bound value the step named.
+    fn retire_after(&mut self, proc: usize, op: &Op, destroyed: Option<&Value>) {
+        match (op, destroyed) {
+            (Op::CtxDestroy { .. }, Some(Value::Ctx(Some(c)))) => self.ctxs[proc].retire(&c.0),
+            (Op::VmmRelease { .. }, Some(Value::VmmHandle(h))) => {
+                self.vmm_handles[proc].retire(&h.0);
+            }
+            (Op::EventDestroy { .. }, Some(Value::Event(e))) => self.events[proc].retire(&e.0),
+            (Op::Exit, _) => {
+                self.ctxs[proc].retire_all();
+                self.vmm_handles[proc].retire_all();
+                self.events[proc].retire_all();
+            }
+            _ => {}
+        }
     }
 
     /// The summary of `v` seen by process `proc`, and the label (if any).
@@ -190,7 +231,7 @@ impl Labels {
                 None,
             ),
             Value::VmmHandle(h) => {
-                let label = Self::per_process(&mut self.vmm_handles[proc], h.0, name, "m");
+                let label = self.vmm_handles[proc].label(h.0, &format!("{name}."), "m");
                 (
                     ValueSummary::VmmHandle {
                         label: label.clone(),
@@ -199,7 +240,7 @@ impl Labels {
                 )
             }
             Value::Fd(f) => {
-                let label = Self::per_process(&mut self.fds[proc], f.0, name, "f");
+                let label = self.fds[proc].label(f.0, &format!("{name}."), "f");
                 (
                     ValueSummary::Fd {
                         label: label.clone(),
@@ -723,6 +764,8 @@ pub(crate) fn execute_on(
                     _ => (step.process, pname),
                 };
                 let (summary, label) = labels.summarise(owner, oname, &v);
+                let named = step.op.uses().first().and_then(|n| run.bindings.get(*n));
+                labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
                 (StepOutcome::Ok { value: summary }, Some((v, label)), None)
             }
             Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
