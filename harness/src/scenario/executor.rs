@@ -871,3 +871,26 @@ pub(crate) fn execute_on(
     });
     Execution { trace, verdict }
 }
+
+#[cfg(test)]
+mod label_tests {
+    use super::*;
+
+    /// An exit retires the process's contexts, VMM handles and events (no
+    /// trace shows it: an exited process runs no further steps).
+    #[test]
+    fn exit_retires_opaque_labels_only() {
+        let mut l = Labels::new(2);
+        assert_eq!(l.ctx(0, "a", Some(5)), "a.c1");
+        assert_eq!(l.event(0, "a", EventId(6)), "a.e1");
+        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m1");
+        assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
+        assert_eq!(l.ctx(1, "b", Some(5)), "b.c1");
+        l.retire_after(0, &Op::Exit, None);
+        assert_eq!(l.ctx(0, "a", Some(5)), "a.c2");
+        assert_eq!(l.event(0, "a", EventId(6)), "a.e2");
+        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m2");
+        assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
+        assert_eq!(l.ctx(1, "b", Some(5)), "b.c1");
+    }
+}
