@@ -42,6 +42,8 @@ pub fn random_handle(seed: u64, index: usize) -> IpcMemHandle {
 /// given out again.
 struct Namer<K> {
     live: HashMap<K, String>,
+    /// Values whose object was destroyed, with the label they had.
+    retired: HashMap<K, String>,
     issued: usize,
 }
 
@@ -49,46 +51,64 @@ impl<K> Default for Namer<K> {
     fn default() -> Self {
         Namer {
             live: HashMap::new(),
+            retired: HashMap::new(),
             issued: 0,
         }
     }
 }
 
-impl<K: std::hash::Hash + Eq> Namer<K> {
-    /// The label of `key`: its old one while it is live, else a fresh one
-    /// (`{scope}{prefix}{n}`; `scope` is `PROC.` or empty).
+impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
+    /// The label of `key` as a call that makes (or retains) an object
+    /// returned it: its old one while it is live, else a fresh one
+    /// (`{scope}{prefix}{n}`; `scope` is `PROC.` or empty). A retired value
+    /// coming back from such a call is a new object at a reused address.
     fn label(&mut self, key: K, scope: &str, prefix: &str) -> String {
-        let issued = &mut self.issued;
-        self.live
-            .entry(key)
-            .or_insert_with(|| {
-                *issued += 1;
-                format!("{scope}{prefix}{issued}")
-            })
-            .clone()
+        if let Some(l) = self.live.get(&key) {
+            return l.clone();
+        }
+        self.retired.remove(&key);
+        self.issued += 1;
+        let l = format!("{scope}{prefix}{}", self.issued);
+        self.live.insert(key, l.clone());
+        l
     }
 
-    /// Forget `key`: an equal value seen later gets a fresh label.
+    /// The label of `key` as a query returned it (`ctx_current`): a live
+    /// object's label, or the destroyed object's it still names.
+    fn recall(&mut self, key: K, scope: &str, prefix: &str) -> String {
+        match self.retired.get(&key) {
+            Some(l) if !self.live.contains_key(&key) => l.clone(),
+            _ => self.label(key, scope, prefix),
+        }
+    }
+
+    /// The object `key` names is gone: a new object with an equal value
+    /// gets a fresh label.
     fn retire(&mut self, key: &K) {
-        self.live.remove(key);
+        if let Some(l) = self.live.remove(key) {
+            self.retired.insert(key.clone(), l);
+        }
     }
 
     fn retire_all(&mut self) {
-        self.live.clear();
+        self.retired.extend(self.live.drain());
     }
 }
 
 /// Labels for pointers, contexts and handles: first-seen order, never addresses.
 ///
-/// A label names one *live* value. Opaque driver objects (contexts, VMM
+/// A label names one object. Opaque driver objects (contexts, VMM
 /// allocation handles, events) are addresses of driver heap objects: once a
 /// step destroys or releases one (`ctx_destroy`, `vmm_release`,
-/// `event_destroy`) or its process exits, its label is retired, and the heap
-/// handing the same address to a later object (allocator noise, not IPC
-/// semantics) gives that object a fresh label. Pointers and VAs keep their
-/// labels (address reuse after free or close is measured semantics), and so
-/// do memory and event handles (labelled by their bytes) and descriptors
-/// (POSIX numbering, which the simulator models).
+/// `event_destroy`, each when it succeeds) or its process exits, its label
+/// is retired, and a call that makes an object (`ctx_create`,
+/// `primary_ctx`, `event_create`, `ipc_open_event`, `vmm_create`,
+/// `vmm_import`) and returns the same address (the driver's heap reused it:
+/// allocator noise, not IPC semantics) gives that object a fresh label; a
+/// query (`ctx_current`) returning it still names the destroyed object.
+/// Pointers and VAs keep their labels (address reuse after free or close is
+/// measured semantics), and so do memory and event handles (labelled by
+/// their bytes) and descriptors (POSIX numbering, which the simulator models).
 struct Labels {
     ptrs: Vec<Namer<u64>>,
     ctxs: Vec<Namer<u64>>,
@@ -124,11 +144,17 @@ impl Labels {
         self.ptrs[proc].label(p.0, &format!("{name}."), "p")
     }
 
-    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>) -> String {
+    /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
+    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>, query: bool) -> String {
         let Some(c) = c else {
             return "null".to_string();
         };
-        self.ctxs[proc].label(c, &format!("{name}."), "c")
+        let scope = format!("{name}.");
+        if query {
+            self.ctxs[proc].recall(c, &scope, "c")
+        } else {
+            self.ctxs[proc].label(c, &scope, "c")
+        }
     }
 
     fn handle(&mut self, h: &IpcMemHandle) -> String {
@@ -163,7 +189,13 @@ impl Labels {
     }
 
     /// The summary of `v` seen by process `proc`, and the label (if any).
-    fn summarise(&mut self, proc: usize, name: &str, v: &Value) -> (ValueSummary, Option<String>) {
+    fn summarise(
+        &mut self,
+        proc: usize,
+        name: &str,
+        op: &Op,
+        v: &Value,
+    ) -> (ValueSummary, Option<String>) {
         match v {
             Value::Unit => (ValueSummary::Unit, None),
             Value::Ptr(p) => {
@@ -176,7 +208,8 @@ impl Labels {
                 )
             }
             Value::Ctx(c) => {
-                let label = self.ctx(proc, name, c.map(|c| c.0));
+                let query = matches!(op, Op::CtxCurrent);
+                let label = self.ctx(proc, name, c.map(|c| c.0), query);
                 (
                     ValueSummary::Context {
                         label: label.clone(),
@@ -763,7 +796,7 @@ pub(crate) fn execute_on(
                     Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
                     _ => (step.process, pname),
                 };
-                let (summary, label) = labels.summarise(owner, oname, &v);
+                let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
                 let named = step.op.uses().first().and_then(|n| run.bindings.get(*n));
                 labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
                 (StepOutcome::Ok { value: summary }, Some((v, label)), None)
@@ -881,16 +914,17 @@ mod label_tests {
     #[test]
     fn exit_retires_opaque_labels_only() {
         let mut l = Labels::new(2);
-        assert_eq!(l.ctx(0, "a", Some(5)), "a.c1");
+        assert_eq!(l.ctx(0, "a", Some(5), false), "a.c1");
         assert_eq!(l.event(0, "a", EventId(6)), "a.e1");
         assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m1");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
-        assert_eq!(l.ctx(1, "b", Some(5)), "b.c1");
+        assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
         l.retire_after(0, &Op::Exit, None);
-        assert_eq!(l.ctx(0, "a", Some(5)), "a.c2");
+        assert_eq!(l.ctx(0, "a", Some(5), true), "a.c1");
+        assert_eq!(l.ctx(0, "a", Some(5), false), "a.c2");
         assert_eq!(l.event(0, "a", EventId(6)), "a.e2");
         assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m2");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
-        assert_eq!(l.ctx(1, "b", Some(5)), "b.c1");
+        assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
     }
 }
