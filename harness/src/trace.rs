@@ -14,7 +14,9 @@ pub enum ValueSummary {
     Ptr {
         label: String,
     },
-    /// A context, labelled like pointers.
+    /// A context, labelled like pointers, except that a destroyed context's
+    /// label is retired: a new context at its address gets a fresh label
+    /// (the executor's `Labels` says when).
     Context {
         label: String,
     },
@@ -39,7 +41,8 @@ pub enum ValueSummary {
         device: Option<u32>,
     },
     // --- VMM ---
-    /// A VMM allocation handle, labelled per process like pointers.
+    /// A VMM allocation handle, labelled per process like pointers; a
+    /// released handle's label is retired, as a context's is.
     VmmHandle {
         label: String,
     },
@@ -47,8 +50,9 @@ pub enum ValueSummary {
     Fd {
         label: String,
     },
-    /// An event, labelled like contexts (`PROC.e1`) per process. Event
-    /// handles are `Handle`s labelled `eh1`, `eh2`, ... by identical bytes.
+    /// An event, labelled like contexts (`PROC.e1`) per process (a
+    /// destroyed event's label is retired). Event handles are `Handle`s
+    /// labelled `eh1`, `eh2`, ... by identical bytes.
     Event {
         label: String,
     },

@@ -37,92 +37,165 @@ pub fn random_handle(seed: u64, index: usize) -> IpcMemHandle {
     IpcMemHandle(bytes)
 }
 
+/// First-seen labels for one kind of value in one scope: `PREFIXn`, numbered
+/// by every label ever issued in the scope, so a retired label is never
+/// given out again.
+struct Namer<K> {
+    live: HashMap<K, String>,
+    /// Values whose object was destroyed, with the label they had.
+    retired: HashMap<K, String>,
+    issued: usize,
+}
+
+impl<K> Default for Namer<K> {
+    fn default() -> Self {
+        Namer {
+            live: HashMap::new(),
+            retired: HashMap::new(),
+            issued: 0,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
+    /// The label of `key` as a call that makes (or retains) an object
+    /// returned it: its old one while it is live, else a fresh one
+    /// (`{scope}{prefix}{n}`; `scope` is `PROC.` or empty). A retired value
+    /// coming back from such a call is a new object at a reused address.
+    fn label(&mut self, key: K, scope: &str, prefix: &str) -> String {
+        if let Some(l) = self.live.get(&key) {
+            return l.clone();
+        }
+        self.retired.remove(&key);
+        self.issued += 1;
+        let l = format!("{scope}{prefix}{}", self.issued);
+        self.live.insert(key, l.clone());
+        l
+    }
+
+    /// The label of `key` as a query returned it (`ctx_current`): a live
+    /// object's label, or the destroyed object's it still names.
+    fn recall(&mut self, key: K, scope: &str, prefix: &str) -> String {
+        match self.retired.get(&key) {
+            Some(l) if !self.live.contains_key(&key) => l.clone(),
+            _ => self.label(key, scope, prefix),
+        }
+    }
+
+    /// The object `key` names is gone: a new object with an equal value
+    /// gets a fresh label.
+    fn retire(&mut self, key: &K) {
+        if let Some(l) = self.live.remove(key) {
+            self.retired.insert(key.clone(), l);
+        }
+    }
+
+    fn retire_all(&mut self) {
+        self.retired.extend(self.live.drain());
+    }
+}
+
 /// Labels for pointers, contexts and handles: first-seen order, never addresses.
-#[derive(Default)]
+///
+/// A label names one object. Opaque driver objects (contexts, VMM
+/// allocation handles, events) are addresses of driver heap objects: once a
+/// step destroys or releases one (`ctx_destroy`, `vmm_release`,
+/// `event_destroy`, each when it succeeds) or its process exits, its label
+/// is retired, and a call that makes an object (`ctx_create`,
+/// `primary_ctx`, `event_create`, `ipc_open_event`, `vmm_create`,
+/// `vmm_import`) and returns the same address (the driver's heap reused it:
+/// allocator noise, not IPC semantics) gives that object a fresh label; a
+/// query (`ctx_current`) returning it still names the destroyed object.
+/// Pointers and VAs keep their labels (address reuse after free or close is
+/// measured semantics), and so do memory and event handles (labelled by
+/// their bytes) and descriptors (POSIX numbering, which the simulator models).
 struct Labels {
-    ptrs: Vec<HashMap<u64, String>>,
-    ctxs: Vec<HashMap<u64, String>>,
-    handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
+    ptrs: Vec<Namer<u64>>,
+    ctxs: Vec<Namer<u64>>,
+    handles: Namer<[u8; IPC_HANDLE_SIZE]>,
     /// VMM handles and descriptors: per process, like pointers (`owner.m1`, `peer.f2`).
-    vmm_handles: Vec<HashMap<u64, String>>,
-    fds: Vec<HashMap<i32, String>>,
-    events: Vec<HashMap<u64, String>>,
-    event_handles: HashMap<[u8; IPC_HANDLE_SIZE], String>,
+    vmm_handles: Vec<Namer<u64>>,
+    fds: Vec<Namer<i32>>,
+    events: Vec<Namer<u64>>,
+    event_handles: Namer<[u8; IPC_HANDLE_SIZE]>,
+}
+
+fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
+    (0..processes).map(|_| Namer::default()).collect()
 }
 
 impl Labels {
     fn new(processes: usize) -> Labels {
         Labels {
-            ptrs: vec![HashMap::new(); processes],
-            ctxs: vec![HashMap::new(); processes],
-            handles: HashMap::new(),
-            vmm_handles: vec![HashMap::new(); processes],
-            fds: vec![HashMap::new(); processes],
-            events: vec![HashMap::new(); processes],
-            event_handles: HashMap::new(),
+            ptrs: per_process(processes),
+            ctxs: per_process(processes),
+            handles: Namer::default(),
+            vmm_handles: per_process(processes),
+            fds: per_process(processes),
+            events: per_process(processes),
+            event_handles: Namer::default(),
         }
-    }
-
-    fn per_process<K: std::hash::Hash + Eq>(
-        map: &mut HashMap<K, String>,
-        key: K,
-        name: &str,
-        prefix: &str,
-    ) -> String {
-        let n = map.len() + 1;
-        map.entry(key)
-            .or_insert_with(|| format!("{name}.{prefix}{n}"))
-            .clone()
     }
 
     fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> String {
         if p == DevicePtr::NULL {
             return "null".to_string();
         }
-        let map = &mut self.ptrs[proc];
-        let n = map.len() + 1;
-        map.entry(p.0)
-            .or_insert_with(|| format!("{name}.p{n}"))
-            .clone()
+        self.ptrs[proc].label(p.0, &format!("{name}."), "p")
     }
 
-    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>) -> String {
+    /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
+    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>, query: bool) -> String {
         let Some(c) = c else {
             return "null".to_string();
         };
-        let map = &mut self.ctxs[proc];
-        let n = map.len() + 1;
-        map.entry(c)
-            .or_insert_with(|| format!("{name}.c{n}"))
-            .clone()
+        let scope = format!("{name}.");
+        if query {
+            self.ctxs[proc].recall(c, &scope, "c")
+        } else {
+            self.ctxs[proc].label(c, &scope, "c")
+        }
     }
 
     fn handle(&mut self, h: &IpcMemHandle) -> String {
-        let n = self.handles.len() + 1;
-        self.handles
-            .entry(h.0)
-            .or_insert_with(|| format!("h{n}"))
-            .clone()
+        self.handles.label(h.0, "", "h")
     }
 
     fn event(&mut self, proc: usize, name: &str, e: EventId) -> String {
-        let map = &mut self.events[proc];
-        let n = map.len() + 1;
-        map.entry(e.0)
-            .or_insert_with(|| format!("{name}.e{n}"))
-            .clone()
+        self.events[proc].label(e.0, &format!("{name}."), "e")
     }
 
     fn event_handle(&mut self, h: &IpcEventHandle) -> String {
-        let n = self.event_handles.len() + 1;
-        self.event_handles
-            .entry(h.0)
-            .or_insert_with(|| format!("eh{n}"))
-            .clone()
+        self.event_handles.label(h.0, "", "eh")
+    }
+
+    /// After step `op` of process `proc` succeeded: retire the labels of the
+    /// opaque driver objects it destroyed (see [`Labels`]). `destroyed` is
+    /// the bound value the step named.
+    fn retire_after(&mut self, proc: usize, op: &Op, destroyed: Option<&Value>) {
+        match (op, destroyed) {
+            (Op::CtxDestroy { .. }, Some(Value::Ctx(Some(c)))) => self.ctxs[proc].retire(&c.0),
+            (Op::VmmRelease { .. }, Some(Value::VmmHandle(h))) => {
+                self.vmm_handles[proc].retire(&h.0);
+            }
+            (Op::EventDestroy { .. }, Some(Value::Event(e))) => self.events[proc].retire(&e.0),
+            (Op::Exit, _) => {
+                self.ctxs[proc].retire_all();
+                self.vmm_handles[proc].retire_all();
+                self.events[proc].retire_all();
+            }
+            _ => {}
+        }
     }
 
     /// The summary of `v` seen by process `proc`, and the label (if any).
-    fn summarise(&mut self, proc: usize, name: &str, v: &Value) -> (ValueSummary, Option<String>) {
+    fn summarise(
+        &mut self,
+        proc: usize,
+        name: &str,
+        op: &Op,
+        v: &Value,
+    ) -> (ValueSummary, Option<String>) {
         match v {
             Value::Unit => (ValueSummary::Unit, None),
             Value::Ptr(p) => {
@@ -135,7 +208,8 @@ impl Labels {
                 )
             }
             Value::Ctx(c) => {
-                let label = self.ctx(proc, name, c.map(|c| c.0));
+                let query = matches!(op, Op::CtxCurrent);
+                let label = self.ctx(proc, name, c.map(|c| c.0), query);
                 (
                     ValueSummary::Context {
                         label: label.clone(),
@@ -190,7 +264,7 @@ impl Labels {
                 None,
             ),
             Value::VmmHandle(h) => {
-                let label = Self::per_process(&mut self.vmm_handles[proc], h.0, name, "m");
+                let label = self.vmm_handles[proc].label(h.0, &format!("{name}."), "m");
                 (
                     ValueSummary::VmmHandle {
                         label: label.clone(),
@@ -199,7 +273,7 @@ impl Labels {
                 )
             }
             Value::Fd(f) => {
-                let label = Self::per_process(&mut self.fds[proc], f.0, name, "f");
+                let label = self.fds[proc].label(f.0, &format!("{name}."), "f");
                 (
                     ValueSummary::Fd {
                         label: label.clone(),
@@ -722,7 +796,9 @@ pub(crate) fn execute_on(
                     Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
                     _ => (step.process, pname),
                 };
-                let (summary, label) = labels.summarise(owner, oname, &v);
+                let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
+                let named = step.op.uses().first().and_then(|n| run.bindings.get(*n));
+                labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
                 (StepOutcome::Ok { value: summary }, Some((v, label)), None)
             }
             Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
@@ -827,4 +903,28 @@ pub(crate) fn execute_on(
         message: String::new(),
     });
     Execution { trace, verdict }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::*;
+
+    /// An exit retires the process's contexts, VMM handles and events (no
+    /// trace shows it: an exited process runs no further steps).
+    #[test]
+    fn exit_retires_opaque_labels_only() {
+        let mut l = Labels::new(2);
+        assert_eq!(l.ctx(0, "a", Some(5), false), "a.c1");
+        assert_eq!(l.event(0, "a", EventId(6)), "a.e1");
+        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m1");
+        assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
+        assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
+        l.retire_after(0, &Op::Exit, None);
+        assert_eq!(l.ctx(0, "a", Some(5), true), "a.c1");
+        assert_eq!(l.ctx(0, "a", Some(5), false), "a.c2");
+        assert_eq!(l.event(0, "a", EventId(6)), "a.e2");
+        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m2");
+        assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
+        assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
+    }
 }
