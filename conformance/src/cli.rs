@@ -284,6 +284,19 @@ pub struct ExploreArgs {
     /// gets shrunk depends on timing (each case still replays by its seed).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub jobs: usize,
+    /// Number of the first case (a long run split over several calls goes
+    /// on where the last one stopped: same seed, next first case).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub first_case: u64,
+    /// With a real backend: append each case's scenario and real trace to
+    /// FILE (JSON lines) for `--replay`.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Judge the simulator against recorded real runs (files written by
+    /// `--record`) instead of generating cases; needs no GPU. Findings are
+    /// whole cases (shrinking needs the GPU) with both runs side by side.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "jobs", "first_case"])]
+    pub replay: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -594,6 +607,14 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     if a.max_steps == 0 {
         return Err(UsageError("--max-steps must be at least 1".into()));
     }
+    if !a.replay.is_empty() {
+        return cmd_explore_replay(a);
+    }
+    if a.record.is_some() && a.backend == BackendKind::Sim {
+        return Err(UsageError(
+            "--record keeps real traces: it needs --backend cuda".into(),
+        ));
+    }
     let mut settings = a.sim.settings()?;
     let make_real = || -> Result<Option<Box<dyn Backend>>, UsageError> {
         match a.backend {
@@ -623,6 +644,9 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         step_timeout: Duration::from_millis(a.step_timeout_ms),
         time_limit: a.time_limit_s.map(Duration::from_secs),
         shrink_runs_real: a.shrink_runs_real,
+        first_case: a.first_case,
+        record: a.record.clone(),
+        record_devices: settings.devices,
         ..ExploreOptions::default()
     };
     let bar = if a.quiet {
@@ -659,6 +683,20 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         explore::explore_parallel(&opts, a.jobs, &judge, &make, Some(&a.out), &show)
     };
     bar.finish_and_clear();
+    write_explore_summary(&summary, &a.out)?;
+    if summary.stopped_early {
+        say!("stopped by --time-limit-s before {} cases", a.cases);
+    }
+    say!("reports: {} (summary.json, summary.md)", a.out.display());
+    Ok(if summary.findings.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FAILURES
+    })
+}
+
+/// Print the findings, write summary.json and summary.md, print the line.
+fn write_explore_summary(summary: &crate::explore::Summary, out: &Path) -> Result<(), UsageError> {
     for f in &summary.findings {
         say!(
             "finding: {} case {} (seed {}, {}; {} more alike): {}{}",
@@ -674,16 +712,63 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
                 .unwrap_or_default()
         );
     }
-    report::write_atomic(
-        &a.out.join("summary.json"),
-        serde_json::to_string_pretty(&summary)?.as_bytes(),
-    )?;
-    report::write_atomic(&a.out.join("summary.md"), summary.markdown().as_bytes())?;
-    say!("{}", summary.line());
-    if summary.stopped_early {
-        say!("stopped by --time-limit-s before {} cases", a.cases);
+    if let Some(e) = &summary.record_error {
+        warn!("--record stopped: {e}");
     }
-    say!("reports: {} (summary.json, summary.md)", a.out.display());
+    report::write_atomic(
+        &out.join("summary.json"),
+        serde_json::to_string_pretty(summary)?.as_bytes(),
+    )?;
+    report::write_atomic(&out.join("summary.md"), summary.markdown().as_bytes())?;
+    say!("{}", summary.line());
+    Ok(())
+}
+
+/// `explore --replay FILE...`: the simulator against recorded real runs.
+fn cmd_explore_replay(a: &ExploreArgs) -> CmdResult {
+    use crate::explore::{record, ExploreOptions};
+    let mut records = Vec::new();
+    for f in &a.replay {
+        records.extend(record::read(f).map_err(UsageError)?);
+    }
+    let settings = a.sim.settings()?;
+    // The simulator plays each recorded machine (its device count), unless
+    // --sim-devices says otherwise.
+    let make_sim = |devices: Option<u32>| {
+        let mut s = settings.clone();
+        if s.devices.is_none() {
+            s.devices = devices;
+        }
+        backend::make(BackendKind::Sim, &s)
+    };
+    report::ensure_dir(&a.out)?;
+    let opts = ExploreOptions {
+        seed: a.seed,
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        ..ExploreOptions::default()
+    };
+    let source = a
+        .replay
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let summary = record::replay(
+        &opts,
+        &make_sim,
+        &records,
+        &source,
+        Some(&a.out),
+        &mut |_, _| {},
+    )
+    .map_err(UsageError)?;
+    write_explore_summary(&summary, &a.out)?;
+    say!(
+        "{} of {} recorded cases differ from the simulator; reports: {}",
+        summary.differing_cases,
+        summary.cases,
+        a.out.display()
+    );
     Ok(if summary.findings.is_empty() {
         EXIT_OK
     } else {

@@ -10,6 +10,7 @@
 
 pub mod generate;
 pub mod properties;
+pub mod record;
 pub mod shrink;
 
 use generate::{GenStats, Program};
@@ -41,6 +42,14 @@ pub struct ExploreOptions {
     pub shrink_runs_real: usize,
     /// Start no new case after this long.
     pub time_limit: Option<Duration>,
+    /// The first case's number: a long run split over several calls goes on
+    /// where the last one stopped (`--first-case`).
+    pub first_case: u64,
+    /// Append each case's scenario and real trace here (JSON lines), so the
+    /// simulator can be judged against them later without the GPU.
+    pub record: Option<PathBuf>,
+    /// The real machine's device count, kept with each recorded case.
+    pub record_devices: Option<u32>,
 }
 
 impl Default for ExploreOptions {
@@ -54,6 +63,9 @@ impl Default for ExploreOptions {
             shrink_runs: 2000,
             shrink_runs_real: 40,
             time_limit: None,
+            first_case: 0,
+            record: None,
+            record_devices: None,
         }
     }
 }
@@ -97,10 +109,17 @@ pub struct Summary {
     pub not_compared: u64,
     /// Steps compared between the simulator and the real backend.
     pub compared_steps: u64,
+    /// Cases with at least one differing step (a finding or a repeat).
+    pub differing_cases: u64,
+    /// The number of the first case run.
+    pub first_case: u64,
     pub findings: Vec<Finding>,
     pub reached: Reached,
     /// The time limit stopped the run before `--cases` cases.
     pub stopped_early: bool,
+    /// Writing the `--record` file failed (the run went on without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_error: Option<String>,
 }
 
 /// How often the generated scenarios reached the states the properties are about.
@@ -166,8 +185,8 @@ impl Summary {
         let _ = writeln!(s, "{}\n", self.line());
         let _ = writeln!(
             s,
-            "Seed {} · steps compared with the real backend: {} · cases not compared: {}\n",
-            self.seed, self.compared_steps, self.not_compared
+            "Seed {} · first case {} · steps compared with the real backend: {} · cases not compared: {} · cases that differed: {}\n",
+            self.seed, self.first_case, self.compared_steps, self.not_compared, self.differing_cases
         );
         let r = &self.reached;
         let _ = writeln!(s, "| reached | count |\n| --- | ---: |");
@@ -388,14 +407,14 @@ pub fn explore(
 ) -> Summary {
     let started = Instant::now();
     let shared = Mutex::new(Shared::new(opts, judge));
-    for index in 0..opts.cases {
+    for index in opts.first_case..opts.first_case.saturating_add(opts.cases) {
         if opts.time_limit.is_some_and(|t| started.elapsed() >= t) {
             lock(&shared).summary.stopped_early = true;
             break;
         }
         run_case(opts, judge, index, &shared, out);
         let findings = lock(&shared).summary.findings.len();
-        progress(index + 1, findings);
+        progress(index + 1 - opts.first_case, findings);
     }
     finish(shared, started)
 }
@@ -428,8 +447,8 @@ pub fn explore_parallel(
             lock(&shared).summary.stopped_early = true;
             break;
         }
-        let index = next.fetch_add(1, Ordering::SeqCst);
-        if index >= opts.cases {
+        let index = opts.first_case + next.fetch_add(1, Ordering::SeqCst);
+        if index >= opts.first_case.saturating_add(opts.cases) {
             break;
         }
         run_case(opts, judge, index, &shared, out);
@@ -460,6 +479,7 @@ struct Shared {
     summary: Summary,
     reached: GenStats,
     dialects: Vec<Dialect>,
+    recorder: Option<record::Recorder>,
 }
 
 impl Shared {
@@ -471,9 +491,14 @@ impl Shared {
                     None => judge.sim.name().to_string(),
                 },
                 seed: opts.seed,
+                first_case: opts.first_case,
                 ..Summary::default()
             },
             reached: GenStats::default(),
+            recorder: opts
+                .record
+                .as_deref()
+                .map(|p| record::Recorder::new(p, opts.record_devices)),
             dialects: if opts.dialects.is_empty() {
                 vec![Dialect::Runtime]
             } else {
@@ -492,6 +517,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn finish(shared: Mutex<Shared>, started: Instant) -> Summary {
     let shared = shared.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut summary = shared.summary;
+    if let Some(e) = shared.recorder.and_then(|r| r.error) {
+        summary.record_error = Some(e);
+    }
     summary.findings.sort_by_key(|f| f.case.index);
     summary.seconds = started.elapsed().as_secs_f64();
     summary.reached = shared.reached.into();
@@ -519,9 +547,17 @@ fn run_case(
     let eval = judge.evaluate(&lowered.text, id);
     let claimed = {
         let mut s = lock(shared);
+        if let Some(r) = s.recorder.as_mut() {
+            r.record(id, &lowered.text, &eval);
+        }
         s.reached.add(&lowered.stats);
         let summary = &mut s.summary;
         summary.cases += 1;
+        summary.differing_cases += u64::from(
+            eval.violations
+                .iter()
+                .any(|v| v.property == Property::Differential),
+        );
         summary.steps += eval.steps as u64;
         summary.compared_steps += eval.compared_steps as u64;
         summary.not_compared += u64::from(eval.not_compared);

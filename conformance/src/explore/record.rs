@@ -1,0 +1,292 @@
+//! Recorded real runs: `explore --record FILE` keeps each case's scenario
+//! and the real driver's trace (one JSON object per line), and `explore
+//! --replay FILE` judges the simulator against them later, without a GPU.
+//!
+//! Device time is scarce and the hardware does not change between commits,
+//! so the expensive half of the differential is done once and the cheap half
+//! (the simulator) is re-run at every commit: a simulator change that
+//! breaks agreement with any recorded case shows up in CI.
+
+use super::{
+    differences, finding_header, side_by_side, CaseId, Evaluation, ExploreOptions, Finding,
+    Summary, HEADER_LINES,
+};
+use crate::explore::properties::{self, Property};
+use ipc_harness::scenario::{self, ExecOptions};
+use ipc_harness::{Backend, Trace};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+use std::time::Instant;
+
+/// One case as the real driver ran it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recorded {
+    pub case: CaseIdRecord,
+    /// The scenario text exactly as it ran (no header).
+    pub scenario: String,
+    /// `None`: the real backend could not run it (NotSupported).
+    pub real: Option<Trace>,
+    /// Devices of the machine it ran on (the simulator plays the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<u32>,
+}
+
+/// [`CaseId`] as stored.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct CaseIdRecord {
+    pub index: u64,
+    pub seed: u64,
+    pub dialect: ipc_harness::Dialect,
+}
+
+impl From<CaseIdRecord> for CaseId {
+    fn from(c: CaseIdRecord) -> CaseId {
+        CaseId {
+            index: c.index,
+            seed: c.seed,
+            dialect: c.dialect,
+        }
+    }
+}
+
+/// Appends cases to a `--record` file, a line each, written with one call
+/// so a run killed mid-way leaves whole lines. The first write error is
+/// kept (and reported in the summary); recording stops there.
+pub struct Recorder {
+    file: Option<std::fs::File>,
+    devices: Option<u32>,
+    pub error: Option<String>,
+}
+
+impl Recorder {
+    pub fn new(path: &Path, devices: Option<u32>) -> Recorder {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            Ok(f) => Recorder {
+                file: Some(f),
+                devices,
+                error: None,
+            },
+            Err(e) => Recorder {
+                file: None,
+                devices,
+                error: Some(format!("{}: {e}", path.display())),
+            },
+        }
+    }
+
+    pub fn record(&mut self, id: CaseId, scenario: &str, eval: &Evaluation) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let rec = Recorded {
+            case: CaseIdRecord {
+                index: id.index,
+                seed: id.seed,
+                dialect: id.dialect,
+            },
+            scenario: scenario.to_string(),
+            real: if eval.not_compared {
+                None
+            } else {
+                eval.real_trace.clone()
+            },
+            devices: self.devices,
+        };
+        let written = serde_json::to_string(&rec)
+            .map_err(|e| e.to_string())
+            .and_then(|mut line| {
+                line.push('\n');
+                file.write_all(line.as_bytes()).map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            self.error = Some(e);
+            self.file = None;
+        }
+    }
+}
+
+/// Read a `--record` file (gzipped when its name ends in `.gz`). A malformed line is an error naming it; an
+/// unterminated last line (a run killed while writing) is left out.
+pub fn read(path: &Path) -> Result<Vec<Recorded>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    // Committed recordings are gzipped (`.gz`).
+    let text = if path.extension().is_some_and(|x| x == "gz") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s)
+            .map_err(|e| format!("{}: not gzipped UTF-8 text: {e}", path.display()))?;
+        s
+    } else {
+        String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?
+    };
+    let complete = if text.ends_with('\n') {
+        &text[..]
+    } else {
+        text.rsplit_once('\n').map(|(a, _)| a).unwrap_or("")
+    };
+    complete
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}:{}: not a recorded case: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// Judge the simulator against recorded real runs: the properties on the
+/// simulator and the differential against each recorded trace. Findings are
+/// not shrunk (that needs the GPU); each finding file is the whole case
+/// with both runs side by side.
+pub fn replay(
+    opts: &ExploreOptions,
+    make_sim: &dyn Fn(Option<u32>) -> Result<Box<dyn Backend>, String>,
+    records: &[Recorded],
+    source: &str,
+    out: Option<&Path>,
+    progress: &mut dyn FnMut(u64, usize),
+) -> Result<Summary, String> {
+    let started = Instant::now();
+    let mut summary = Summary {
+        backend: format!("sim vs recorded real runs ({source})"),
+        seed: opts.seed,
+        first_case: records.first().map(|r| r.case.index).unwrap_or(0),
+        ..Summary::default()
+    };
+    let mut sims: Vec<(Option<u32>, Box<dyn Backend>)> = Vec::new();
+    for (n, rec) in records.iter().enumerate() {
+        let id: CaseId = rec.case.into();
+        if !sims.iter().any(|(d, _)| *d == rec.devices) {
+            sims.push((rec.devices, make_sim(rec.devices)?));
+        }
+        let sim = sims
+            .iter()
+            .find(|(d, _)| *d == rec.devices)
+            .map(|(_, s)| s.as_ref())
+            .ok_or("no simulator")?;
+        summary.cases += 1;
+        // The scenario exactly as recorded, so line numbers (which skip
+        // reasons quote) are the real run's.
+        let sc = match scenario::parse(&rec.scenario, Path::new("recorded.ipc")) {
+            Ok(sc) => sc,
+            Err(e) => {
+                let m = format!("the recorded scenario does not parse: {e}");
+                push(
+                    &mut summary,
+                    id,
+                    Property::Robustness,
+                    &m,
+                    "recorded: does not parse",
+                    String::new(),
+                    out,
+                );
+                continue;
+            }
+        };
+        summary.steps += sc.steps.len() as u64;
+        let exec = ExecOptions {
+            dialect: id.dialect,
+            seed: id.seed,
+            step_timeout: opts.step_timeout,
+        };
+        let (trace, mut violations) = properties::check_on_sim(&sc, sim, &exec);
+        let mut shifted = None;
+        match (&trace, &rec.real) {
+            (Some(t), Some(real)) => {
+                summary.compared_steps += real.steps.len() as u64;
+                let diffs = differences(t, real);
+                if !diffs.is_empty() {
+                    summary.differing_cases += 1;
+                    shifted = Some((below_header(t), below_header(real)));
+                }
+                violations.extend(diffs);
+            }
+            (_, None) => summary.not_compared += 1,
+            _ => {}
+        }
+        match violations
+            .iter()
+            .find(|v| !summary.findings.iter().any(|f| f.signature == v.signature))
+        {
+            Some(v) => {
+                // The finding file's lines: the header, then the scenario.
+                let (message, both) = match &shifted {
+                    Some((a, b)) if v.property == Property::Differential => (
+                        differences(a, b)
+                            .into_iter()
+                            .find(|d| d.signature == v.signature)
+                            .map(|d| d.message)
+                            .unwrap_or_else(|| v.message.clone()),
+                        side_by_side(a, b),
+                    ),
+                    _ => (v.message.clone(), String::new()),
+                };
+                let body = rec.scenario.clone() + &both;
+                let (p, sig) = (v.property, v.signature.clone());
+                push(&mut summary, id, p, &message, &sig, body, out);
+            }
+            None => {
+                if let Some(f) = violations.first().and_then(|v| {
+                    summary
+                        .findings
+                        .iter_mut()
+                        .find(|f| f.signature == v.signature)
+                }) {
+                    f.repeats += 1;
+                }
+            }
+        }
+        progress(n as u64 + 1, summary.findings.len());
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// A trace with its line numbers moved below a finding file's header.
+fn below_header(t: &Trace) -> Trace {
+    let mut t = t.clone();
+    for s in &mut t.steps {
+        s.line += HEADER_LINES;
+    }
+    t
+}
+
+fn push(
+    summary: &mut Summary,
+    id: CaseId,
+    property: Property,
+    message: &str,
+    signature: &str,
+    body: String,
+    out: Option<&Path>,
+) {
+    let real = (property == Property::Differential).then_some("cuda");
+    let steps = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(':'))
+        .count();
+    let mut f = Finding {
+        case: id,
+        property: property.name().to_string(),
+        message: message.to_string(),
+        original_steps: steps,
+        steps,
+        scenario: finding_header(id, property, message, real) + &body,
+        file: None,
+        signature: signature.to_string(),
+        repeats: 0,
+    };
+    if let Some(dir) = out {
+        let path = dir.join(format!("{}-case{}.ipc", f.property, id.index));
+        if std::fs::create_dir_all(dir).is_ok() && std::fs::write(&path, &f.scenario).is_ok() {
+            f.file = Some(path);
+        }
+    }
+    summary.findings.push(f);
+}
