@@ -56,6 +56,7 @@ impl World {
                     device,
                     primary,
                     alive: true,
+                    born: proc.va_releases,
                 });
                 return id;
             }

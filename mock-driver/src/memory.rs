@@ -263,7 +263,7 @@ impl World {
         if len == 0 {
             return Ok(Vec::new());
         }
-        if access == Access::Kernel && self.sem.stale_kernel_read == StaleKernelRead::Zeros {
+        if access == Access::Kernel && self.sem.stale_kernel_read != StaleKernelRead::Fault {
             if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
                 return Ok(zeros);
             }
@@ -291,22 +291,41 @@ impl World {
     }
 
     /// A kernel read wholly inside VA the process released and has not
-    /// handed out again: zeros, and the hazard the stale pointer is.
+    /// handed out again: zeros where the reading context sees that VA
+    /// mapped again (`stale_kernel_read`), with the hazard the stale pointer
+    /// is; `None` (the kernel faults) elsewhere.
     fn stale_kernel_read(&mut self, p: ProcessIndex, ptr: u64, len: u64) -> Option<Vec<u8>> {
         let proc = &self.procs[p];
         if proc.region_at(ptr).is_some() || len > MAX_READ {
             return None;
         }
         let end = ptr.checked_add(len)?;
-        let (base, &(span, pool)) = crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
-        // Measured: zeros in the context that released it; in another
-        // context the kernel faults (explore run, case 28).
-        if end > base.saturating_add(span)
-            || self.current_ctx(p).ok().map(|c| c.0) != Some(pool.ctx)
-        {
+        let (base, &(span, pool, released)) =
+            crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
+        if end > base.saturating_add(span) {
             return None;
         }
-        let kind = match proc.dead_at(ptr) {
+        let (ctx, device) = self.current_ctx(p).ok()?;
+        let visible = match self.sem.stale_kernel_read {
+            StaleKernelRead::Fault => false,
+            StaleKernelRead::Zeros => true,
+            // Measured (H100, 580.159.04): a context made after the release
+            // reads zeros there (explore 2026-11-23 seed 2027 cases 103,
+            // 287, 389, 659, 710, 719, 750, 812); a context that already
+            // existed faults (explore case 28) unless it released the VA
+            // and `device_read`'s own scratch buffer lands on it (zeros:
+            // mem.lifetime.kernel-read-after-free; a fault when a packing
+            // block has room for the scratch: seed 2027 cases 21, 264).
+            StaleKernelRead::Remapped => {
+                let born = proc.contexts.get(&ctx).map_or(0, |c| c.born);
+                born >= released
+                    || (pool.ctx == ctx && self.scratch_covers(p, ctx, device, ptr, end, len))
+            }
+        };
+        if !visible {
+            return None;
+        }
+        let kind = match self.procs[p].dead_at(ptr) {
             Some(Gone::Closed) => HazardKind::AccessAfterClose,
             _ => HazardKind::AccessAfterFree,
         };
@@ -316,6 +335,49 @@ impl World {
             format!("{ptr:#x}: a kernel read released VA (zeros)"),
         );
         Some(vec![0; len as usize])
+    }
+
+    /// Whether a fresh block for a `len`-byte allocation in `ctx` (the
+    /// scratch buffer `device_read` allocates before its kernel runs) would
+    /// be mapped over `[ptr, end)`: no packing block has room for it, and
+    /// the lowest released span of the context's pool starts the block.
+    fn scratch_covers(
+        &self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+        device: u32,
+        ptr: u64,
+        end: u64,
+        len: u64,
+    ) -> bool {
+        let packed = self.sem.suballocation == Switch::On && len < BLOCK;
+        if packed {
+            let Some(need) = round_up(len, SUBALLOC_ALIGN) else {
+                return false;
+            };
+            let fits = self.procs[p]
+                .packing
+                .get(&(ctx, device))
+                .and_then(|id| self.blocks.get(id))
+                .is_some_and(|b| b.owner_mapped && b.size - b.cursor >= need);
+            if fits {
+                return false;
+            }
+        }
+        let Some(size) = (if packed {
+            Some(BLOCK)
+        } else {
+            round_up(len, BLOCK)
+        }) else {
+            return false;
+        };
+        let pool = VaPool {
+            ctx,
+            managed: false,
+        };
+        self.procs[p]
+            .reusable_va(size, pool)
+            .is_some_and(|(b, _, _)| ptr >= b && end <= b.saturating_add(size))
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {

@@ -232,11 +232,21 @@ keyword_choice!(
 
 keyword_choice!(
     /// A kernel reading VA its process released (a freed block, a closed
-    /// mapping) that no later allocation or mapping reuses.
+    /// mapping) that no later allocation or mapping of the process reuses.
     StaleKernelRead {
-        /// The read succeeds and returns zeros (measured: H100, driver
-        /// 580.159.04, `explore` trial; clauses mem.lifetime.kernel-read-after-free,
-        /// mem.close.kernel-read-after-close).
+        /// Zeros only where the reading context has that VA mapped again:
+        /// in the context that released it when `device_read`'s own scratch
+        /// buffer (a `cuMemAlloc` of the read's length) would land there (no
+        /// packing block with room, the lowest released span of its pool),
+        /// and in any context created after the release; elsewhere the
+        /// kernel faults (IllegalAddress, sticky). Measured: H100, driver
+        /// 580.159.04 (clauses mem.lifetime.kernel-read-after-free,
+        /// mem.close.kernel-read-after-close,
+        /// mem.close.kernel-read-after-close-other-context, explore
+        /// 2026-11-23 seed 2027 cases 21, 264, 287, 389 and others).
+        Remapped => "remapped",
+        /// Zeros in any context of the process (the first reading of the
+        /// explore trial).
         Zeros => "zeros",
         /// The kernel faults: IllegalAddress (sticky).
         Fault => "fault",
@@ -432,7 +442,7 @@ semantics! {
     memcpy_bounds: MemcpyBounds = MemcpyBounds::Allocation,
         "How far memcpy/memset may run past the pointer's allocation (block: allowed inside the mapped block, with a hazard)";
     sticky_errors: Switch = Switch::On,
-        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress";
+        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain and (driver API) cuPointerGetAttribute";
     import_range: ImportRange = ImportRange::Allocation,
         "cuMemGetAddressRange on an IPC pointer: the exported allocation, or the whole mapped block";
     ipc_managed: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
@@ -473,8 +483,8 @@ semantics! {
         "free of the NULL pointer";
     destroy_primary: DestroyPrimary = DestroyPrimary::Error,
         "cuCtxDestroy on a primary context";
-    stale_kernel_read: StaleKernelRead = StaleKernelRead::Zeros,
-        "A kernel reading released VA (freed block, closed mapping) not reused since";
+    stale_kernel_read: StaleKernelRead = StaleKernelRead::Remapped,
+        "A kernel reading released VA (freed block, closed mapping) not reused since: zeros where the reading context maps it again (its own scratch buffer, or a context made after the release), else a fault";
     set_destroyed_context: SetDestroyedContext = SetDestroyedContext::Accepted,
         "cuCtxSetCurrent of a destroyed context";
     event_unknown_flags: ErrorKind = ErrorKind::InvalidValue,

@@ -74,6 +74,9 @@ pub(crate) struct Context {
     pub device: u32,
     pub primary: bool,
     pub alive: bool,
+    /// `Process::va_releases` when the context was made: VA released later
+    /// than that is released under it (`stale_kernel_read`).
+    pub born: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -162,9 +165,13 @@ pub(crate) struct Process {
     /// may map one block several times (`reopen=new-mapping`).
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
     pub dead: BTreeMap<u64, DeadRange>,
-    /// Released VA spans (base -> (span, pool)) that `va_reuse=lowest-fit`
-    /// hands out again, only to the pool that released them.
-    pub free_va: BTreeMap<u64, (u64, VaPool)>,
+    /// Released VA spans (base -> (span, pool, release stamp)) that
+    /// `va_reuse=lowest-fit` hands out again, only to the pool that released
+    /// them. The stamp is `va_releases` after that release.
+    pub free_va: BTreeMap<u64, (u64, VaPool, u64)>,
+    /// How many times this process released VA (stamps `free_va` spans and
+    /// contexts' `born`).
+    pub va_releases: u64,
     /// Whether released VA is reused (`va_reuse`).
     pub reuse_va: bool,
     /// (context, physical device) -> the shared block small allocations go to.
@@ -316,6 +323,7 @@ impl Process {
             imports: BTreeSet::new(),
             dead: BTreeMap::new(),
             free_va: BTreeMap::new(),
+            va_releases: 0,
             reuse_va: true,
             packing: BTreeMap::new(),
             peer_enabled: BTreeSet::new(),
@@ -327,28 +335,21 @@ impl Process {
     /// hands a closed mapping's address to the next open), else fresh VA.
     pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool) -> Option<u64> {
         let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
-        if self.reuse_va {
-            let fit = self
-                .free_va
-                .iter()
-                .find(|(_, &(s, owner))| s >= span && owner == pool)
-                .map(|(&b, &(s, _))| (b, s));
-            if let Some((base, have)) = fit {
-                self.free_va.remove(&base);
-                if have > span {
-                    self.free_va.insert(base + span, (have - span, pool));
-                }
-                // Stale pointers into the span now reach the new mapping.
-                let stale: Vec<u64> = self
-                    .dead
-                    .range(base..base + span)
-                    .map(|(&b, _)| b)
-                    .collect();
-                for b in stale {
-                    self.dead.remove(&b);
-                }
-                return Some(base);
+        if let Some((base, have, stamp)) = self.reusable_va(len, pool) {
+            self.free_va.remove(&base);
+            if have > span {
+                self.free_va.insert(base + span, (have - span, pool, stamp));
             }
+            // Stale pointers into the span now reach the new mapping.
+            let stale: Vec<u64> = self
+                .dead
+                .range(base..base + span)
+                .map(|(&b, _)| b)
+                .collect();
+            for b in stale {
+                self.dead.remove(&b);
+            }
+            return Some(base);
         }
         let base = self.va_next;
         let next = base.checked_add(span)?;
@@ -357,6 +358,19 @@ impl Process {
         }
         self.va_next = next;
         Some(base)
+    }
+
+    /// The released span `reserve_va(len, pool)` would hand out now, if
+    /// any: (base, span, release stamp).
+    pub(crate) fn reusable_va(&self, len: u64, pool: VaPool) -> Option<(u64, u64, u64)> {
+        let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
+        if !self.reuse_va {
+            return None;
+        }
+        self.free_va
+            .iter()
+            .find(|(_, &(s, owner, _))| s >= span && owner == pool)
+            .map(|(&b, &(s, _, stamp))| (b, s, stamp))
     }
 
     pub(crate) fn alloc_at(&self, addr: u64) -> Option<(u64, &Allocation)> {
@@ -386,7 +400,8 @@ impl Process {
     /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
     pub(crate) fn release_va(&mut self, base: u64, len: u64, pool: VaPool) {
         if let Some(span) = round_up(len, BLOCK).and_then(|s| s.checked_add(VA_GUARD)) {
-            self.free_va.insert(base, (span, pool));
+            self.va_releases += 1;
+            self.free_va.insert(base, (span, pool, self.va_releases));
         }
     }
 
