@@ -128,7 +128,7 @@ fn a_finding_is_shrunk_to_a_scenario_file_that_replays() {
 /// The findings of the committed H100 run (reports/.../explore/findings):
 /// the simulator now answers as the real driver did at the differing step,
 /// except the ones still open (README there says why).
-const OPEN_FINDINGS: [&str; 1] = ["differential-case19.ipc"];
+const OPEN_FINDINGS: [&str; 0] = [];
 
 /// Findings whose header quotes a label the trace labeller no longer gives:
 /// the real answer as the current labeller writes it. case92: the H100 gave
@@ -141,11 +141,10 @@ const RELABELLED_FINDINGS: [(&str, &str); 1] = [("differential-case92.ipc", "ok 
 /// (reports/h200x2-nvlink_driver-580.159.04/all-areas/explore): the ones the
 /// simulator does not answer as the GPU did, explained or open (README there
 /// says which and why); every other one must answer as the GPU did.
-const OPEN_H200_FINDINGS: [&str; 6] = [
+const OPEN_H200_FINDINGS: [&str; 5] = [
     "differential-case6.ipc",
     "differential-case28.ipc",
     "differential-case42.ipc",
-    "differential-case50.ipc",
     "differential-case94.ipc",
     "differential-case100.ipc",
 ];

@@ -92,6 +92,7 @@ impl World {
         let phys = self.physical(p, d)?;
         let c = self.new_context(p, phys, false);
         self.procs[p].current = Some(c);
+        self.reclaim_freed_exports(p);
         Ok(c)
     }
 

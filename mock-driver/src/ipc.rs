@@ -280,14 +280,43 @@ impl World {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
-        if self.freed_exports.contains_key(&h.object) {
+        // The one-context-per-exporter rule comes before the object and check
+        // words too (2026-11-23 seed 2027 case 55: byte 52 flipped, opened
+        // from a second context, is InvalidHandle, not InvalidValue).
+        if let ExportRule::Refuse(kind) = self.second_context_rule() {
+            let block_device = self
+                .export_ids
+                .get(&h.object)
+                .and_then(|b| self.blocks.get(b))
+                .map(|b| b.device);
+            if self.second_context_clash(p, ctx, device, h.exporter_tag, block_device) {
+                return Err(kind.into());
+            }
+        }
+        // Measured: InvalidValue right after the free (mem.lifetime.free-before-open);
+        // NotPermitted once the exporter allocated again (H100 explore case 19,
+        // 2026-11-23 seed 2027 case 24, jobs6 case 44; 2 x H200 case 50).
+        if let Some(&(_, reclaimed)) = self.freed_exports.get(&h.object) {
+            if reclaimed {
+                return Err(self.sem.reclaimed_export_error.into());
+            }
             return Err(ErrorKind::InvalidValue.into());
         }
         // An object the driver does not know: never made, or its exporter exited.
         let Some(&block_id) = self.export_ids.get(&h.object) else {
             return Err(self.sem.dead_handle_error.into());
         };
+        // After the exporter exited a copy with another check word is dead
+        // (case 56), as any copy the context's table does not find.
+        let exited = |w: &World| {
+            w.blocks
+                .get(&block_id)
+                .is_some_and(|b| w.procs[b.owner].exited)
+        };
         if !h.checked {
+            if exited(self) {
+                return Err(ErrorKind::InvalidHandle.into());
+            }
             return Err(self.sem.garbage_handle_error.into());
         }
         let Some(block) = self.blocks.get(&block_id) else {
@@ -310,7 +339,13 @@ impl World {
                     panic!("mutant: no export at offset {:#x}", h.offset);
                 }
                 let largest = block.exports.values().copied().max().unwrap_or(block.size);
-                if h.offset.saturating_add(largest) > block.size {
+                // Measured (2026-11-23 seed 2027 cases 208, 802): an importer
+                // that holds a device allocation of its own opens it anyway.
+                let own_memory = self.procs[p]
+                    .allocs
+                    .values()
+                    .any(|a| a.kind == MemKind::Device);
+                if h.offset.saturating_add(largest) > block.size && !own_memory {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
                 largest
@@ -333,6 +368,32 @@ impl World {
         }
         let ret_offset = ret_offset + interior;
 
+        // A copy the context's table did not find (bytes 40..56 differ from
+        // every handle it opened on the block) is dead too (cases 33, 56; 2026-11-23
+        // seed 2027 case 360).
+        let same_ids = self.procs[p].regions.values().any(|r| {
+            r.block == block_id
+                && r.import.as_ref().is_some_and(|m| {
+                    m.ctx == ctx && m.opened.iter().any(|o| o.0[40..56] == handle.0[40..56])
+                })
+        });
+        if exporter_exited && !same_ids {
+            let mapped_here = self.procs[p]
+                .imports
+                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                .next()
+                .is_some();
+            if mapped_here {
+                return Err(ErrorKind::InvalidHandle.into());
+            }
+            return Err(self.sem.dead_handle_error.into());
+        }
+        let exact = self.procs[p].regions.values().any(|r| {
+            r.block == block_id
+                && r.import
+                    .as_ref()
+                    .is_some_and(|m| m.ctx == ctx && m.opened.contains(handle))
+        });
         // Already mapped in this context: the documented refcount.
         if self.sem.reopen != Reopen::NewMapping {
             let existing = self.procs[p]
@@ -348,21 +409,22 @@ impl World {
                 // names no export of a block this context already maps is
                 // AlreadyMapped (with no mapping it opens:
                 // mem.handle.flipped-offset-small-allocation).
-                if !offset_exported {
+                if !offset_exported && !exact {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
                 // And the other way round (2 x H200, explore case 72, one
                 // case): a mapping a damaged offset made is not shared with a
                 // handle of another offset.
-                let made_up = self.procs[p]
-                    .regions
-                    .get(&base)
-                    .and_then(|r| r.import.as_ref())
-                    .is_some_and(|m| {
-                        m.exports
-                            .keys()
-                            .any(|o| *o != h.offset && !exported.contains(o))
-                    });
+                let made_up = !exact
+                    && self.procs[p]
+                        .regions
+                        .get(&base)
+                        .and_then(|r| r.import.as_ref())
+                        .is_some_and(|m| {
+                            m.exports
+                                .keys()
+                                .any(|o| *o != h.offset && !exported.contains(o))
+                        });
                 if made_up {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
@@ -475,11 +537,18 @@ impl World {
         })
     }
 
-    /// A damaged copy of a handle this context already has open, judged
-    /// against the original as the H100 (580.159.04) did in the explore run:
-    /// after the exporter exited only the exact bytes open again (cases 33,
-    /// 56: InvalidHandle); a different size field is AlreadyMapped (case 50);
-    /// a different memory-type field opens the original (cases 29, 69).
+    /// A copy of a handle this context already has open, judged against the
+    /// handle it opened, as the H100 (580.159.04) did in the explore runs.
+    /// The context's table of opened handles is looked up by the offset
+    /// (bytes 28..31) and bytes 40..56 (serial, object id, check word); the
+    /// other bytes are not compared: a copy that differs only in the cookie,
+    /// the process field, the format or the memory-type word re-opens the
+    /// mapping, even after the exporter exited (2026-11-23 seed 2027 cases 17,
+    /// 222, 286, 360, 415, 508, 699; jobs6 cases 38, 114, 139; before: cases
+    /// 29, 69). A different size field is AlreadyMapped (case 50; 2026-11-23
+    /// case 410, against a handle that was itself damaged when it opened).
+    /// A copy the table does not find goes the ordinary way: after the
+    /// exporter exited it is a dead handle (cases 33, 56: bytes 40, 52).
     /// `Ok(Some(original))` re-opens the original; `Ok(None)`: not such a copy.
     fn known_variant(
         &self,
@@ -494,60 +563,23 @@ impl World {
         };
         let proc = &self.procs[p];
         let b = &handle.0;
-        // Only a handle exactly as ipc_get made it is an original (what a
-        // damaged copy opened first is compared with is not measured).
-        let genuine = |o: &IpcMemHandle, block: BlockId| -> bool {
-            let (Some(x), Some(h)) = (self.blocks.get(&block), decode(self.seed, o)) else {
-                return false;
-            };
-            x.exports.get(&h.offset).is_some_and(|&size| {
-                // The cookie (bytes 0..8) depends on the exporting context.
-                o.0[8..]
-                    == encode(
-                        self.seed,
-                        &Encode {
-                            exporter: x.owner as u32,
-                            object: h.object,
-                            offset: h.offset,
-                            size,
-                            serial: 0,
-                            interior: interior_offset(o),
-                            ctx_salt: 0,
-                        },
-                    )
-                    .0[8..]
-            })
-        };
-        let found = proc.regions.values().find_map(|r| {
+        let original = proc.regions.values().find_map(|r| {
             let m = r.import.as_ref().filter(|m| m.ctx == ctx)?;
-            // The same allocation: object id and offset (neighbours in one
-            // block share the object id).
-            let original = m.opened.iter().find(|o| {
-                o.0[48..52] == b[48..52] && o.0[28..31] == b[28..31] && genuine(o, r.block)
-            })?;
-            Some((*original, r.block))
+            m.opened
+                .iter()
+                .find(|o| o.0[28..31] == b[28..31] && o.0[40..56] == b[40..56])
+                .copied()
         });
-        let Some((original, block)) = found else {
+        let Some(original) = original else {
             return Ok(None);
         };
         if original == *handle {
             return Ok(None);
         }
-        let exporter_gone = self
-            .blocks
-            .get(&block)
-            .is_some_and(|x| self.procs[x.owner].exited);
-        if exporter_gone {
-            return Err(ErrorKind::InvalidHandle.into());
-        }
-        let differs = |r: std::ops::Range<usize>| original.0[r.clone()] != b[r];
-        if differs(16..24) {
+        if original.0[16..24] != b[16..24] {
             return Err(ErrorKind::AlreadyMapped.into());
         }
-        let only_type = (0..IPC_HANDLE_SIZE)
-            .filter(|&i| original.0[i] != b[i])
-            .all(|i| (32..37).contains(&i));
-        Ok(only_type.then_some(original))
+        Ok(Some(original))
     }
 
     /// `ipc_close`: one open fewer; the mapping goes with the last one.

@@ -33,6 +33,9 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let (ctx, device) = self.current_ctx(p)?;
+        if kind == MemKind::Device {
+            self.reclaim_freed_exports(p);
+        }
         let packed = kind == MemKind::Device
             && self.sem.suballocation == Switch::On
             && size < BLOCK
@@ -387,6 +390,12 @@ impl World {
         }
         if let Some((base, r)) = proc.region_at(ptr) {
             if let Some(m) = &r.import {
+                // Measured (H100, 2026-11-23 seed 2027 case 81, jobs6 case
+                // 112): while another context of the process is current, an
+                // IPC pointer is not found (as memset refuses it).
+                if self.current_ctx(p).is_ok_and(|(c, _)| c != m.ctx) {
+                    return Err(ErrorKind::NotFound.into());
+                }
                 if self.sem.import_range == ImportRange::Allocation {
                     if let Some((o, size)) = m.export_at(ptr - base) {
                         return Ok((base.saturating_add(o), size));

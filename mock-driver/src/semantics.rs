@@ -463,6 +463,8 @@ semantics! {
         "Error for ipc_open of a handle in the process that exported it";
     dead_handle_error: ErrorKind = ErrorKind::InvalidHandle,
         "Error for ipc_open of a handle whose exporter exited and no mapping holds its memory";
+    reclaimed_export_error: ErrorKind = ErrorKind::NotPermitted,
+        "Error for ipc_open of a handle whose block the exporter freed, nobody maps any more, and the exporter allocated (malloc, ctx_create) since";
     freed_export: FreedExport = FreedExport::Refused,
         "ipc_open of a handle whose block the exporter already freed (refused: InvalidValue)";
     va_reuse: VaReuse = VaReuse::LowestFit,

@@ -231,7 +231,10 @@ pub(crate) struct World {
     pub export_ids: BTreeMap<u32, BlockId>,
     /// Export ids whose block the exporter freed -> the exporter, while it
     /// lives: opening them is InvalidValue, not the exited exporter's error.
-    pub freed_exports: BTreeMap<u32, ProcessIndex>,
+    /// Export ids of blocks their (living) exporter freed and that nobody
+    /// maps any more: the owner, and whether it allocated since (malloc or
+    /// ctx_create: the export is then `reclaimed_export_error`).
+    pub freed_exports: BTreeMap<u32, (ProcessIndex, bool)>,
     pub hazards: HazardLog,
     /// VMM allocations, handles, descriptors and mappings (`vmm.rs`).
     pub vmm: crate::vmm::VmmState,
@@ -437,6 +440,16 @@ impl World {
         }
     }
 
+    /// The exporter `p` allocated (malloc or ctx_create): its freed, released
+    /// exports are reclaimed (their opens become `reclaimed_export_error`).
+    pub(crate) fn reclaim_freed_exports(&mut self, p: ProcessIndex) {
+        for (owner, reclaimed) in self.freed_exports.values_mut() {
+            if *owner == p {
+                *reclaimed = true;
+            }
+        }
+    }
+
     /// Drop a block once nobody maps it any more.
     pub(crate) fn maybe_release(&mut self, id: BlockId) {
         let Some(b) = self.blocks.get(&id) else {
@@ -452,7 +465,7 @@ impl World {
         if let Some(id) = b.export_id {
             self.export_ids.remove(&id);
             if exporter_alive {
-                self.freed_exports.insert(id, b.owner);
+                self.freed_exports.insert(id, (b.owner, false));
             }
         }
         if matches!(b.kind, MemKind::Device | MemKind::StreamOrdered) {
@@ -751,7 +764,7 @@ impl World {
             .filter(|(_, b)| b.owner == p)
             .map(|(&id, _)| id)
             .collect();
-        self.freed_exports.retain(|_, owner| *owner != p);
+        self.freed_exports.retain(|_, (owner, _)| *owner != p);
         // Exited before releasing, so blocks kept for their export go too.
         self.procs[p].exited = true;
         for id in owned {

@@ -420,6 +420,11 @@ fn undocumented<T: Debug>(
             if api == Api::Open && kind == Some(ErrorKind::AlreadyMapped) && b.offset_damaged {
                 return None;
             }
+            // Measured: a freed export after the exporter allocated again
+            // (mem.lifetime.freed-export-after-new-allocation).
+            if api == Api::Open && kind == Some(ErrorKind::NotPermitted) {
+                return None;
+            }
             // Measured: a sticky kernel fault poisons every later call.
             if kind == Some(ErrorKind::IllegalAddress) && b.poisoned {
                 return None;

@@ -110,6 +110,10 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (NotSupported, Seed(RT_OPEN)),
             (InvalidValue, Seed(RT_OPEN)),
             (AlreadyMapped, Clause("mem.handle.corrupted-fields")),
+            (
+                NotPermitted,
+                Clause("mem.lifetime.freed-export-after-new-allocation"),
+            ),
         ],
         ("ipc_open", Dialect::Driver) => vec![
             (InvalidContext, Seed(DRV_OPEN)),
@@ -118,6 +122,10 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (TooManyPeers, Seed(DRV_OPEN)),
             (InvalidValue, Seed(DRV_OPEN)),
             (AlreadyMapped, Clause("mem.handle.corrupted-fields")),
+            (
+                NotPermitted,
+                Clause("mem.lifetime.freed-export-after-new-allocation"),
+            ),
         ],
         ("ipc_get", _) => vec![
             (InvalidValue, Clause("mem.get.freed")),
