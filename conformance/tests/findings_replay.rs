@@ -215,3 +215,82 @@ fn committed_gpu_findings_replay_as_their_status_says() {
     }
     assert!(checked >= 40, "{checked} findings replayed");
 }
+
+/// Recorded real runs (`explore --record`) judged against today's simulator.
+/// Each folder's `known-differences.txt` lists every recorded case the
+/// simulator does not answer as the GPU did, with its first differing step;
+/// the folder's README says why for each group. A simulator change that
+/// makes another recorded case differ fails here (a regression against
+/// measured hardware); one that makes a listed case agree fails too, until
+/// the list is updated (`IPC_UPDATE_KNOWN=1` rewrites it), so the list is
+/// always exactly the open differences.
+const RECORDINGS: [&str; 1] =
+    ["reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed3001"];
+
+#[test]
+fn recorded_gpu_runs_differ_only_where_known() {
+    use ipc_conformance::explore::{record, ExploreOptions};
+    use ipc_harness::Backend;
+    for folder in RECORDINGS {
+        let dir = root().join(folder);
+        let mut records = Vec::new();
+        for e in std::fs::read_dir(&dir).expect("folder").flatten() {
+            let p = e.path();
+            if p.to_string_lossy().ends_with(".jsonl.gz") {
+                records.extend(record::read(&p).expect("the recording reads"));
+            }
+        }
+        records.sort_by_key(|r| r.case.index);
+        assert!(!records.is_empty(), "{folder}: no recording");
+        // The simulator as `explore --replay` makes it.
+        let make = |devices: Option<u32>| -> Result<Box<dyn Backend>, String> {
+            use ipc_conformance::backend::{make, BackendKind, SimSettings};
+            let settings = SimSettings {
+                devices,
+                ..SimSettings::default()
+            };
+            make(BackendKind::Sim, &settings)
+        };
+        let summary = record::replay(
+            &ExploreOptions::default(),
+            &make,
+            &records,
+            folder,
+            None,
+            &mut |_, _| {},
+        )
+        .expect("replay");
+        let now: String = summary
+            .differing
+            .iter()
+            .map(|d| format!("case {} ({}): {}\n", d.index, d.dialect, d.first))
+            .collect();
+        let header = format!(
+            "# {} of {} recorded cases differ from the simulator (first differing step each).\n# Regenerate: IPC_UPDATE_KNOWN=1 cargo test -p ipc-conformance --test findings_replay\n",
+            summary.differing_cases, summary.cases
+        );
+        let path = dir.join("known-differences.txt");
+        if std::env::var_os("IPC_UPDATE_KNOWN").is_some() {
+            std::fs::write(&path, header.clone() + &now).expect("write the list");
+        }
+        let known = std::fs::read_to_string(&path).unwrap_or_default();
+        let known_cases: Vec<&str> = known.lines().filter(|l| l.starts_with("case ")).collect();
+        let now_cases: Vec<&str> = now.lines().collect();
+        let new: Vec<&&str> = now_cases
+            .iter()
+            .filter(|l| !known_cases.contains(l))
+            .collect();
+        let gone: Vec<&&str> = known_cases
+            .iter()
+            .filter(|l| !now_cases.contains(l))
+            .collect();
+        assert!(
+            new.is_empty() && gone.is_empty(),
+            "{folder}: the simulator's agreement with the recorded GPU runs changed.\n\
+             Newly differing (regressions against hardware, or a changed first difference):\n{}\n\
+             No longer differing as listed (progress: update the list with IPC_UPDATE_KNOWN=1):\n{}",
+            new.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+            gone.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"),
+        );
+    }
+}

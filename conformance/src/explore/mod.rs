@@ -117,9 +117,21 @@ pub struct Summary {
     pub reached: Reached,
     /// The time limit stopped the run before `--cases` cases.
     pub stopped_early: bool,
+    /// `--replay`: each case that differs, with its first differing step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differing: Vec<DifferingCase>,
     /// Writing the `--record` file failed (the run went on without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_error: Option<String>,
+}
+
+/// A recorded case the simulator does not answer as the real driver did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DifferingCase {
+    pub index: u64,
+    pub dialect: Dialect,
+    /// The first differing step: line, op, both outcomes.
+    pub first: String,
 }
 
 /// How often the generated scenarios reached the states the properties are about.

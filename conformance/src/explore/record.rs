@@ -8,8 +8,8 @@
 //! breaks agreement with any recorded case shows up in CI.
 
 use super::{
-    differences, finding_header, side_by_side, CaseId, Evaluation, ExploreOptions, Finding,
-    Summary, HEADER_LINES,
+    differences, finding_header, side_by_side, CaseId, DifferingCase, Evaluation, ExploreOptions,
+    Finding, Summary, HEADER_LINES,
 };
 use crate::explore::properties::{self, Property};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -201,7 +201,12 @@ pub fn replay(
             (Some(t), Some(real)) => {
                 summary.compared_steps += real.steps.len() as u64;
                 let diffs = differences(t, real);
-                if !diffs.is_empty() {
+                if let Some(d) = diffs.first() {
+                    summary.differing.push(DifferingCase {
+                        index: id.index,
+                        dialect: id.dialect,
+                        first: d.message.clone(),
+                    });
                     summary.differing_cases += 1;
                     shifted = Some((below_header(t), below_header(real)));
                 }
