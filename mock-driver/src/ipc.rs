@@ -159,8 +159,19 @@ impl World {
             InteriorHandle::Allocation => 0,
             InteriorHandle::PointerOffset => ptr - alloc_base,
         };
+        let rule = match a.kind {
+            MemKind::Device => ExportRule::Allow,
+            MemKind::Managed => self.sem.ipc_managed,
+            MemKind::PinnedHost => self.sem.ipc_pinned_host,
+            MemKind::StreamOrdered => self.sem.ipc_pool,
+        };
+        if let ExportRule::Refuse(k) = rule {
+            return Err(k.into());
+        }
         if out == OutArg::Null {
-            // The pointer is checked first; then the runtime writes through NULL.
+            // The pointer and its kind are checked first (H100: stream-ordered
+            // memory with a NULL out is InvalidValue, recorded case 150 of
+            // seed 3001); then the runtime writes through NULL.
             if self.dialect == ipc_harness::Dialect::Runtime
                 && self.sem.get_null_out == GetNullOut::CrashInRuntime
             {
@@ -171,15 +182,6 @@ impl World {
                 });
             }
             return Err(ErrorKind::InvalidValue.into());
-        }
-        let rule = match a.kind {
-            MemKind::Device => ExportRule::Allow,
-            MemKind::Managed => self.sem.ipc_managed,
-            MemKind::PinnedHost => self.sem.ipc_pinned_host,
-            MemKind::StreamOrdered => self.sem.ipc_pool,
-        };
-        if let ExportRule::Refuse(k) = rule {
-            return Err(k.into());
         }
         let (block_id, offset, size) = (a.block, a.offset, a.size);
         let serial = match self.sem.handle_stable {
