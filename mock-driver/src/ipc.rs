@@ -413,7 +413,7 @@ impl World {
                 block_size,
                 crate::world::VaPool {
                     ctx,
-                    managed: false,
+                    class: crate::world::VaClass::Device,
                 },
             )
             .ok_or(ErrorKind::OutOfMemory)?;

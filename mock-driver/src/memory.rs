@@ -3,7 +3,9 @@
 //! Device allocations live in physical blocks; with sub-allocation on, small
 //! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
 
-use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch};
+use crate::semantics::{
+    DeviceReadBuffer, FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch,
+};
 use crate::store::Store;
 use crate::world::{
     round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
@@ -13,6 +15,19 @@ use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The lowest offset of a packed block where `need` bytes fit between the
+/// live sub-allocations (each takes its size rounded to `SUBALLOC_ALIGN`).
+fn first_fit(live: &BTreeMap<u64, u64>, need: u64, block: u64) -> Option<u64> {
+    let mut at = 0u64;
+    for (&off, &size) in live {
+        if off >= at.checked_add(need)? {
+            break;
+        }
+        at = at.max(off.checked_add(round_up(size, SUBALLOC_ALIGN)?)?);
+    }
+    (at.checked_add(need)? <= block).then_some(at)
+}
 
 /// Block granularity per kind: device memory and pools come in 2 MiB
 /// pages; pinned host memory in OS pages.
@@ -42,11 +57,22 @@ impl World {
             let target = self.procs[p].packing.get(&(ctx, device)).copied();
             if let Some(id) = target {
                 if let Some(b) = self.blocks.get_mut(&id) {
-                    if b.owner_mapped && b.size - b.cursor >= need {
-                        let offset = b.cursor;
-                        b.cursor += need;
+                    // Measured (H100 explore-jobs6 case 59, 2 x H200 case 28):
+                    // the first freed slot that fits is used again.
+                    let slot = first_fit(&b.live, need, b.size);
+                    if let (true, Some(offset)) = (b.owner_mapped, slot) {
+                        b.cursor = b.cursor.max(offset + need);
                         b.live.insert(offset, size);
+                        b.freed.retain(|&o| o < offset || o >= offset + need);
+                        b.freed_while_mapped
+                            .retain(|&o| o < offset || o >= offset + need);
                         let base = b.owner_base + offset;
+                        let proc = &mut self.procs[p];
+                        let stale: Vec<u64> =
+                            proc.dead.range(base..base + need).map(|(&d, _)| d).collect();
+                        for d in stale {
+                            proc.dead.remove(&d);
+                        }
                         let a = Allocation {
                             size,
                             kind,
@@ -112,7 +138,7 @@ impl World {
         }
         let pool = VaPool {
             ctx: self.current_ctx(p)?.0,
-            managed: kind == MemKind::Managed,
+            class: crate::world::VaClass::of(kind),
         };
         let owner_base = self.procs[p]
             .reserve_va(size, pool)
@@ -290,6 +316,43 @@ impl World {
         Ok(bytes)
     }
 
+    /// `device_read`: the copy kernel as the real backend runs it
+    /// (harness/src/cuda/worker.rs): `cuMemAlloc` of a `len`-byte output
+    /// buffer, the kernel, a copy back, `cuMemFree`. The buffer is a small
+    /// allocation like any other, so it lands in the current context's
+    /// packed block (the first free slot) and keeps its bytes when freed:
+    /// a later `device_read` whose source overlaps the next buffer reads
+    /// the previous output there (H100 explore 2026-11-23 case 104,
+    /// explore-jobs6 case 94; 2 x H200 case 42). Errors and hazards are
+    /// those of the read alone.
+    pub(crate) fn kernel_read(&mut self, p: ProcessIndex, ptr: u64, len: u64) -> SimResult<Vec<u8>> {
+        let mut bytes = self.read(p, ptr, len, Access::Kernel)?;
+        if len == 0 || self.sem.device_read_buffer == DeviceReadBuffer::Off {
+            return Ok(bytes);
+        }
+        // Stale pointers stay stale for the hazard log: the buffer is the
+        // harness's, not the program's.
+        let dead = self.procs[p].dead.clone();
+        let Ok(out) = self.alloc(p, MemKind::Device, len) else {
+            return Ok(bytes);
+        };
+        let Some((id, off)) = self.procs[p].allocs.get(&out).map(|a| (a.block, a.offset)) else {
+            return Ok(bytes);
+        };
+        if let Some(b) = self.blocks.get_mut(&id) {
+            let (from, to) = (ptr.max(out), ptr.saturating_add(len).min(out + len));
+            if from < to {
+                let old = b.data.read(off + (from - out), (to - from) as usize);
+                let at = (from - ptr) as usize;
+                bytes[at..at + old.len()].copy_from_slice(&old);
+            }
+            b.data.write(off, &bytes);
+        }
+        self.free_allocation(p, out, false);
+        self.procs[p].dead = dead;
+        Ok(bytes)
+    }
+
     /// A kernel read wholly inside VA the process released and has not
     /// handed out again: zeros, and the hazard the stale pointer is.
     fn stale_kernel_read(&mut self, p: ProcessIndex, ptr: u64, len: u64) -> Option<Vec<u8>> {
@@ -298,7 +361,7 @@ impl World {
             return None;
         }
         let end = ptr.checked_add(len)?;
-        let (base, &(span, pool)) = crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
+        let (base, &(span, pool, _)) = crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
         // Measured: zeros in the context that released it; in another
         // context the kernel faults (explore run, case 28).
         if end > base.saturating_add(span)

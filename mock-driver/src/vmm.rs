@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// released VA is unmeasured (legacy allocations reuse per context).
 const VMM_VA_POOL: crate::world::VaPool = crate::world::VaPool {
     ctx: u64::MAX,
-    managed: false,
+    class: crate::world::VaClass::Vmm,
 };
 
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every

@@ -8,7 +8,7 @@
 
 use crate::hazards::HazardLog;
 use crate::seed::hash;
-use crate::semantics::{ExporterExit, MemcpyBounds, Semantics};
+use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse};
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,13 +37,38 @@ pub(crate) const MAX_READ: u64 = 256 * MIB;
 
 pub(crate) type BlockId = u64;
 
-/// Who may get released VA back: measured on the H100 (580.159.04, explore
-/// run), a context reuses only VA it released itself, and managed memory
-/// never reuses a device mapping's VA.
+/// Who may get released VA back. `ctx` is the context the VA was used in
+/// (a stale kernel read sees zeros only there); under `va_reuse=top-down`
+/// reuse goes by arena and class, under `lowest-fit` by context and class.
+/// Measured on the H100 (580.159.04, explore runs): managed memory never
+/// reuses a device mapping's VA, nor does stream-ordered memory (2026-11-23
+/// cases 339, 445, 91).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct VaPool {
     pub ctx: CtxKey,
-    pub managed: bool,
+    pub class: VaClass,
+}
+
+/// Kinds of memory whose VA comes from separate pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VaClass {
+    /// Device and pinned host allocations and IPC mappings.
+    Device,
+    Managed,
+    /// `cudaMallocAsync`'s default pool.
+    StreamOrdered,
+    /// VMM reservations (unmeasured).
+    Vmm,
+}
+
+impl VaClass {
+    pub(crate) fn of(kind: MemKind) -> VaClass {
+        match kind {
+            MemKind::Managed => VaClass::Managed,
+            MemKind::StreamOrdered => VaClass::StreamOrdered,
+            MemKind::Device | MemKind::PinnedHost => VaClass::Device,
+        }
+    }
 }
 pub(crate) type CtxKey = u64;
 
@@ -162,11 +187,16 @@ pub(crate) struct Process {
     /// may map one block several times (`reopen=new-mapping`).
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
     pub dead: BTreeMap<u64, DeadRange>,
-    /// Released VA spans (base -> (span, pool)) that `va_reuse=lowest-fit`
-    /// hands out again, only to the pool that released them.
-    pub free_va: BTreeMap<u64, (u64, VaPool)>,
-    /// Whether released VA is reused (`va_reuse`).
-    pub reuse_va: bool,
+    /// Released VA spans (base -> (span, pool, arena)) that `va_reuse`
+    /// hands out again.
+    pub free_va: BTreeMap<u64, (u64, VaPool, u64)>,
+    /// How released VA is reused (`va_reuse`).
+    pub va_reuse: VaReuse,
+    /// The VA arena reservations come from now (`va_reuse=top-down`: every
+    /// `ctx_create` starts a new one).
+    pub arena: u64,
+    /// Reserved VA base -> the arena it came from.
+    pub reserved: BTreeMap<u64, u64>,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: BTreeMap<(CtxKey, u32), BlockId>,
     /// Peer access a context has enabled: (context, peer's physical device).
@@ -316,46 +346,69 @@ impl Process {
             imports: BTreeSet::new(),
             dead: BTreeMap::new(),
             free_va: BTreeMap::new(),
-            reuse_va: true,
+            va_reuse: VaReuse::TopDown,
+            arena: 0,
+            reserved: BTreeMap::new(),
             packing: BTreeMap::new(),
             peer_enabled: BTreeSet::new(),
             peer_links: BTreeSet::new(),
         }
     }
 
-    /// Reserve VA: the lowest released span that fits (as the real driver
-    /// hands a closed mapping's address to the next open), else fresh VA.
+    /// Reserve VA for `len` bytes: released VA if `va_reuse` finds some,
+    /// else fresh VA followed by an unmapped guard gap.
     pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool) -> Option<u64> {
-        let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
-        if self.reuse_va {
-            let fit = self
+        let need = round_up(len, BLOCK)?;
+        let arena = self.arena;
+        let fit = match self.va_reuse {
+            VaReuse::Never => None,
+            // The first model: the lowest span of the same context, from
+            // its start.
+            VaReuse::LowestFit => self
                 .free_va
                 .iter()
-                .find(|(_, &(s, owner))| s >= span && owner == pool)
-                .map(|(&b, &(s, _))| (b, s));
-            if let Some((base, have)) = fit {
-                self.free_va.remove(&base);
-                if have > span {
-                    self.free_va.insert(base + span, (have - span, pool));
+                .find(|(_, &(s, owner, _))| s >= need && owner == pool)
+                .map(|(&b, &(s, _, _))| (b, s, b)),
+            // Measured (H100, explore 2026-11-23 case 183: a 2 MiB open
+            // after a 3 MiB free gets a new address, the next 2 MiB block the
+            // closed one's, the next open the freed base): the highest span
+            // of the current arena and class, carved from its end.
+            VaReuse::TopDown => self
+                .free_va
+                .iter()
+                .rev()
+                .find(|(_, &(s, owner, a))| s >= need && owner.class == pool.class && a == arena)
+                .map(|(&b, &(s, _, _))| (b, s, b + s - need)),
+        };
+        let base = if let Some((b, have, base)) = fit {
+            let (_, owner, a) = self.free_va.remove(&b)?;
+            if have > need {
+                if base == b {
+                    self.free_va.insert(b + need, (have - need, owner, a));
+                } else {
+                    self.free_va.insert(b, (have - need, owner, a));
                 }
-                // Stale pointers into the span now reach the new mapping.
-                let stale: Vec<u64> = self
-                    .dead
-                    .range(base..base + span)
-                    .map(|(&b, _)| b)
-                    .collect();
-                for b in stale {
-                    self.dead.remove(&b);
-                }
-                return Some(base);
             }
-        }
-        let base = self.va_next;
-        let next = base.checked_add(span)?;
-        if next > self.va_end {
-            return None;
-        }
-        self.va_next = next;
+            // Stale pointers into the span now reach the new mapping.
+            let stale: Vec<u64> = self
+                .dead
+                .range(base..base + need)
+                .map(|(&b, _)| b)
+                .collect();
+            for b in stale {
+                self.dead.remove(&b);
+            }
+            base
+        } else {
+            let base = self.va_next;
+            let next = base.checked_add(need)?.checked_add(VA_GUARD)?;
+            if next > self.va_end {
+                return None;
+            }
+            self.va_next = next;
+            base
+        };
+        self.reserved.insert(base, arena);
         Some(base)
     }
 
@@ -385,9 +438,32 @@ impl Process {
 
     /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
     pub(crate) fn release_va(&mut self, base: u64, len: u64, pool: VaPool) {
-        if let Some(span) = round_up(len, BLOCK).and_then(|s| s.checked_add(VA_GUARD)) {
-            self.free_va.insert(base, (span, pool));
+        let arena = self.reserved.remove(&base).unwrap_or(self.arena);
+        let Some(mut span) = round_up(len, BLOCK) else {
+            return;
+        };
+        let mut base = base;
+        if self.va_reuse == VaReuse::TopDown {
+            // Adjacent released spans of one pool merge again (a span carved
+            // from a released one and released goes back whole).
+            let same = |e: &(u64, VaPool, u64)| e.1 == pool && e.2 == arena;
+            if let Some(&(s, _, _)) = self.free_va.get(&(base + span)).filter(|e| same(e)) {
+                self.free_va.remove(&(base + span));
+                span += s;
+            }
+            let before = self
+                .free_va
+                .range(..base)
+                .next_back()
+                .filter(|(&b, e)| b + e.0 == base && same(e))
+                .map(|(&b, e)| (b, e.0));
+            if let Some((b, s)) = before {
+                self.free_va.remove(&b);
+                base = b;
+                span += s;
+            }
         }
+        self.free_va.insert(base, (span, pool, arena));
     }
 
     pub(crate) fn mark_dead(&mut self, base: u64, len: u64, why: Gone) {
@@ -589,7 +665,7 @@ impl World {
         };
         let pool = VaPool {
             ctx: region.import.as_ref().map_or(0, |m| m.ctx),
-            managed: false,
+            class: VaClass::Device,
         };
         if let Some(m) = &region.import {
             proc.imports.remove(&(m.ctx, region.block, base));
@@ -643,7 +719,7 @@ impl World {
             if let Some(r) = proc.regions.remove(&owner_base) {
                 let pool = VaPool {
                     ctx: a.ctx,
-                    managed: a.kind == MemKind::Managed,
+                    class: VaClass::of(a.kind),
                 };
                 proc.release_va(owner_base, r.len, pool);
             }
