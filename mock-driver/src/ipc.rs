@@ -14,7 +14,7 @@
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
 //! | 31 | padding | ignored |
 //! | 32..37 | memory type `06 00 00 00 00` | InvalidValue |
-//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`) | ignored |
+//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (explore 2026-11-23) |
 //! | 48..52 | export object id | InvalidHandle |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
 //! | 56..64 | zero (`interior_handle=pointer-offset`: the pointer's offset in its allocation, HIP's `poffset`) | ignored |
@@ -37,6 +37,17 @@ use std::collections::{BTreeMap, BTreeSet};
 const FORMAT: u32 = 0x200;
 const MEMORY_TYPE: [u8; 5] = [6, 0, 0, 0, 0];
 const OFFSET_MASK: u64 = 0x00ff_ffff;
+
+/// How `ipc_open` treats a handle that differs from one the importing
+/// context has open (`World::known_variant`).
+enum Variant {
+    /// Not such a copy: opened as it is.
+    None,
+    /// Opens the original instead.
+    Original(IpcMemHandle),
+    /// Maps the memory again, although the context maps it already.
+    NewMapping,
+}
 
 /// The fields of a handle the driver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +194,11 @@ impl World {
         }
         let (block_id, offset, size) = (a.block, a.offset, a.size);
         let serial = match self.sem.handle_stable {
-            HandleStability::SameBytes => 0,
+            HandleStability::SameBytes => self
+                .blocks
+                .get(&block_id)
+                .and_then(|b| b.serials.get(&offset).copied())
+                .unwrap_or(0),
             HandleStability::PerCall => {
                 self.handle_serial = self.handle_serial.wrapping_add(1);
                 self.handle_serial
@@ -253,9 +268,11 @@ impl World {
         if *handle == IpcMemHandle::ZERO {
             return Err(self.sem.zero_handle_error.into());
         }
-        if let Some(same) = self.known_variant(p, handle)? {
-            return self.ipc_open(p, &same, flags, out);
-        }
+        let fresh_mapping = match self.known_variant(p, handle)? {
+            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
+            Variant::NewMapping => true,
+            Variant::None => false,
+        };
         // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
         // own-process check comes first and reads the handle's process field
         // only, before the format and memory-type words are looked at.
@@ -333,13 +350,26 @@ impl World {
         }
         let ret_offset = ret_offset + interior;
 
-        // Already mapped in this context: the documented refcount.
-        if self.sem.reopen != Reopen::NewMapping {
-            let existing = self.procs[p]
+        // Already mapped in this context: the documented refcount, on the
+        // mapping these very bytes (the cookie aside) opened if there is one.
+        if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
+            let proc = &self.procs[p];
+            let mut bases = proc
                 .imports
                 .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .next()
                 .map(|&(_, _, base)| base);
+            let first = bases.next();
+            let own = proc
+                .imports
+                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                .map(|&(_, _, base)| base)
+                .find(|b| {
+                    proc.regions
+                        .get(b)
+                        .and_then(|r| r.import.as_ref())
+                        .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
+                });
+            let existing = own.or(first);
             if let Some(base) = existing {
                 if self.sem.reopen == Reopen::Error {
                     return Err(ErrorKind::AlreadyMapped.into());
@@ -479,21 +509,29 @@ impl World {
     /// against the original as the H100 (580.159.04) did in the explore run:
     /// after the exporter exited only the exact bytes open again (cases 33,
     /// 56: InvalidHandle); a different size field is AlreadyMapped (case 50);
-    /// a different memory-type field opens the original (cases 29, 69).
-    /// `Ok(Some(original))` re-opens the original; `Ok(None)`: not such a copy.
-    fn known_variant(
-        &self,
-        p: ProcessIndex,
-        handle: &IpcMemHandle,
-    ) -> SimResult<Option<IpcMemHandle>> {
+    /// a different memory-type field opens the original (cases 29, 69); a
+    /// different serial maps the memory again (2026-11-23 cases 88, 512).
+    fn known_variant(&self, p: ProcessIndex, handle: &IpcMemHandle) -> SimResult<Variant> {
         if self.sem.reopen != Reopen::Refcount {
-            return Ok(None);
+            return Ok(Variant::None);
         }
         let Ok((ctx, _)) = self.current_ctx(p) else {
-            return Ok(None);
+            return Ok(Variant::None);
         };
         let proc = &self.procs[p];
         let b = &handle.0;
+        // Bytes a mapping of this context was opened with (the cookie aside,
+        // H100 explore 2026-11-23 case 88: after the exporter exited a copy
+        // with byte 0 flipped re-opens; case 512: so does a byte-40 copy the
+        // importer opened itself) are no variant: the mapping is re-opened.
+        let opened_here = proc.regions.values().any(|r| {
+            r.import
+                .as_ref()
+                .is_some_and(|m| m.ctx == ctx && m.opened.iter().any(|o| o.0[8..] == b[8..]))
+        });
+        if opened_here {
+            return Ok(Variant::None);
+        }
         // Only a handle exactly as ipc_get made it is an original (what a
         // damaged copy opened first is compared with is not measured).
         let genuine = |o: &IpcMemHandle, block: BlockId| -> bool {
@@ -510,7 +548,7 @@ impl World {
                             object: h.object,
                             offset: h.offset,
                             size,
-                            serial: 0,
+                            serial: x.serials.get(&h.offset).copied().unwrap_or(0),
                             interior: interior_offset(o),
                             ctx_salt: 0,
                         },
@@ -528,10 +566,10 @@ impl World {
             Some((*original, r.block))
         });
         let Some((original, block)) = found else {
-            return Ok(None);
+            return Ok(Variant::None);
         };
         if original == *handle {
-            return Ok(None);
+            return Ok(Variant::None);
         }
         let exporter_gone = self
             .blocks
@@ -547,7 +585,16 @@ impl World {
         let only_type = (0..IPC_HANDLE_SIZE)
             .filter(|&i| original.0[i] != b[i])
             .all(|i| (32..37).contains(&i));
-        Ok(only_type.then_some(original))
+        if only_type {
+            return Ok(Variant::Original(original));
+        }
+        // Measured (H100 explore 2026-11-23 cases 88, 512, explore-jobs6
+        // case 7): a copy whose serial (bytes 40..48, otherwise ignored)
+        // differs maps the memory again, at a new address.
+        if differs(40..48) {
+            return Ok(Variant::NewMapping);
+        }
+        Ok(Variant::None)
     }
 
     /// `ipc_close`: one open fewer; the mapping goes with the last one.

@@ -61,6 +61,12 @@ impl World {
                     // the first freed slot that fits is used again.
                     let slot = first_fit(&b.live, need, b.size);
                     if let (true, Some(offset)) = (b.owner_mapped, slot) {
+                        if offset < b.cursor {
+                            b.reuses += 1;
+                            b.serials.insert(offset, b.reuses);
+                        } else {
+                            b.serials.remove(&offset);
+                        }
                         b.cursor = b.cursor.max(offset + need);
                         b.live.insert(offset, size);
                         b.freed.retain(|&o| o < offset || o >= offset + need);
@@ -68,8 +74,11 @@ impl World {
                             .retain(|&o| o < offset || o >= offset + need);
                         let base = b.owner_base + offset;
                         let proc = &mut self.procs[p];
-                        let stale: Vec<u64> =
-                            proc.dead.range(base..base + need).map(|(&d, _)| d).collect();
+                        let stale: Vec<u64> = proc
+                            .dead
+                            .range(base..base + need)
+                            .map(|(&d, _)| d)
+                            .collect();
                         for d in stale {
                             proc.dead.remove(&d);
                         }
@@ -168,6 +177,8 @@ impl World {
                 freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
+                serials: BTreeMap::new(),
+                reuses: 0,
             },
         );
         self.procs[p].regions.insert(
@@ -325,7 +336,12 @@ impl World {
     /// the previous output there (H100 explore 2026-11-23 case 104,
     /// explore-jobs6 case 94; 2 x H200 case 42). Errors and hazards are
     /// those of the read alone.
-    pub(crate) fn kernel_read(&mut self, p: ProcessIndex, ptr: u64, len: u64) -> SimResult<Vec<u8>> {
+    pub(crate) fn kernel_read(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+    ) -> SimResult<Vec<u8>> {
         let mut bytes = self.read(p, ptr, len, Access::Kernel)?;
         if len == 0 || self.sem.device_read_buffer == DeviceReadBuffer::Off {
             return Ok(bytes);

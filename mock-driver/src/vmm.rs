@@ -229,6 +229,8 @@ impl World {
                 freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
+                serials: BTreeMap::new(),
+                reuses: 0,
             },
         );
         let phys = self.vmm.next_phys;

@@ -236,6 +236,12 @@ pub(crate) struct Block {
     pub exports: BTreeMap<u64, u64>,
     /// The driver object id handles of this block carry, once exported.
     pub export_id: Option<u32>,
+    /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
+    /// slot an earlier one used: "cudaIpcGetMemHandle will return a unique
+    /// handle for the new memory".
+    pub serials: BTreeMap<u64, u64>,
+    /// Allocations placed in reused slots so far.
+    pub reuses: u64,
 }
 
 pub(crate) struct World {
