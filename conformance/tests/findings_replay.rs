@@ -80,12 +80,20 @@ fn body_line(text: &str, line: usize) -> usize {
         .nth(1)
         .and_then(|m| m.split('\'').nth(1))
         .unwrap_or_default();
+    // The header writes sizes as the trace does (`1KiB` for the file's
+    // `1024`: explore-jobs6 case 94), so the op and its first operand are
+    // compared, not the whole step.
+    let head: String = step
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
     let holds = |n: usize| {
         n > 0
             && text
                 .lines()
                 .nth(n - 1)
-                .is_some_and(|l| !step.is_empty() && l.contains(step))
+                .is_some_and(|l| !head.is_empty() && l.contains(&head))
     };
     if holds(line) {
         line

@@ -91,7 +91,11 @@ impl World {
     pub(crate) fn create_context(&mut self, p: ProcessIndex, d: u32) -> SimResult<CtxKey> {
         let phys = self.physical(p, d)?;
         let c = self.new_context(p, phys, false);
-        self.procs[p].current = Some(c);
+        let proc = &mut self.procs[p];
+        proc.current = Some(c);
+        // `va_reuse=top-down`: VA reserved before this call is never handed
+        // out again (H100 explore cases 13, 58, 99, 255; 2 x H200 case 6).
+        proc.arena = proc.arena.wrapping_add(1);
         self.reclaim_freed_exports(p);
         Ok(c)
     }

@@ -14,7 +14,7 @@
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
 //! | 31 | padding | ignored |
 //! | 32..37 | memory type `06 00 00 00 00` | InvalidValue |
-//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`) | ignored |
+//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (explore 2026-11-23) |
 //! | 48..52 | export object id | InvalidHandle |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
 //! | 56..64 | zero (`interior_handle=pointer-offset`: the pointer's offset in its allocation, HIP's `poffset`) | ignored |
@@ -37,6 +37,17 @@ use std::collections::{BTreeMap, BTreeSet};
 const FORMAT: u32 = 0x200;
 const MEMORY_TYPE: [u8; 5] = [6, 0, 0, 0, 0];
 const OFFSET_MASK: u64 = 0x00ff_ffff;
+
+/// How `ipc_open` treats a handle that differs from one the importing
+/// context has open (`World::known_variant`).
+enum Variant {
+    /// Not such a copy: opened as it is.
+    None,
+    /// Opens the original instead.
+    Original(IpcMemHandle),
+    /// Maps the memory again, although the context maps it already.
+    NewMapping,
+}
 
 /// The fields of a handle the driver reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +196,11 @@ impl World {
         }
         let (block_id, offset, size) = (a.block, a.offset, a.size);
         let serial = match self.sem.handle_stable {
-            HandleStability::SameBytes => 0,
+            HandleStability::SameBytes => self
+                .blocks
+                .get(&block_id)
+                .and_then(|b| b.serials.get(&offset).copied())
+                .unwrap_or(0),
             HandleStability::PerCall => {
                 self.handle_serial = self.handle_serial.wrapping_add(1);
                 self.handle_serial
@@ -255,9 +270,11 @@ impl World {
         if *handle == IpcMemHandle::ZERO {
             return Err(self.sem.zero_handle_error.into());
         }
-        if let Some(same) = self.known_variant(p, handle)? {
-            return self.ipc_open(p, &same, flags, out);
-        }
+        let fresh_mapping = match self.known_variant(p, handle)? {
+            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
+            Variant::NewMapping => true,
+            Variant::None => false,
+        };
         // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
         // own-process check comes first and reads the handle's process field
         // only, before the format and memory-type words are looked at.
@@ -396,13 +413,27 @@ impl World {
                     .as_ref()
                     .is_some_and(|m| m.ctx == ctx && m.opened.contains(handle))
         });
-        // Already mapped in this context: the documented refcount.
-        if self.sem.reopen != Reopen::NewMapping {
-            let existing = self.procs[p]
+        // Already mapped in this context: the documented refcount, on the
+        // mapping these very bytes (the cookie aside) opened if there is one;
+        // a copy with another serial maps again (`known_variant`).
+        if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
+            let proc = &self.procs[p];
+            let mut bases = proc
                 .imports
                 .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .next()
                 .map(|&(_, _, base)| base);
+            let first = bases.next();
+            let own = proc
+                .imports
+                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                .map(|&(_, _, base)| base)
+                .find(|b| {
+                    proc.regions
+                        .get(b)
+                        .and_then(|r| r.import.as_ref())
+                        .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
+                });
+            let existing = own.or(first);
             if let Some(base) = existing {
                 if self.sem.reopen == Reopen::Error {
                     return Err(ErrorKind::AlreadyMapped.into());
@@ -477,7 +508,7 @@ impl World {
                 block_size,
                 crate::world::VaPool {
                     ctx,
-                    managed: false,
+                    class: crate::world::VaClass::Device,
                 },
             )
             .ok_or(ErrorKind::OutOfMemory)?;
@@ -549,19 +580,17 @@ impl World {
     /// 222, 286, 360, 415, 508, 699; jobs6 cases 38, 114, 139; before: cases
     /// 29, 69). A different size field is AlreadyMapped (case 50; 2026-11-23
     /// case 410, against a handle that was itself damaged when it opened).
-    /// A copy the table does not find goes the ordinary way: after the
-    /// exporter exited it is a dead handle (cases 33, 56: bytes 40, 52).
-    /// `Ok(Some(original))` re-opens the original; `Ok(None)`: not such a copy.
-    fn known_variant(
-        &self,
-        p: ProcessIndex,
-        handle: &IpcMemHandle,
-    ) -> SimResult<Option<IpcMemHandle>> {
+    /// A copy that differs from an opened handle only in the serial (bytes
+    /// 40..48; object id and check word equal) maps the memory again
+    /// (2026-11-23 cases 88, 512, jobs6 case 7); after the exporter exited
+    /// such a copy is dead, as any the table does not find (cases 33, 56:
+    /// bytes 40, 52).
+    fn known_variant(&self, p: ProcessIndex, handle: &IpcMemHandle) -> SimResult<Variant> {
         if self.sem.reopen != Reopen::Refcount {
-            return Ok(None);
+            return Ok(Variant::None);
         }
         let Ok((ctx, _)) = self.current_ctx(p) else {
-            return Ok(None);
+            return Ok(Variant::None);
         };
         let proc = &self.procs[p];
         let b = &handle.0;
@@ -573,15 +602,36 @@ impl World {
                 .copied()
         });
         let Some(original) = original else {
-            return Ok(None);
+            // Measured (H100 explore 2026-11-23 cases 88, 512, explore-jobs6
+            // case 7): a copy whose serial (bytes 40..48, otherwise ignored)
+            // differs maps the memory again, at a new address. Under
+            // `handle_stable=per-call` every ipc_get writes a new serial, so
+            // a serial names no slot and is ignored.
+            let serials = self.sem.handle_stable == HandleStability::SameBytes;
+            let reserial = serials
+                && proc.regions.values().any(|r| {
+                    r.import.as_ref().is_some_and(|m| {
+                        m.ctx == ctx
+                            && m.opened.iter().any(|o| {
+                                o.0[28..31] == b[28..31]
+                                    && o.0[48..56] == b[48..56]
+                                    && o.0[40..48] != b[40..48]
+                            })
+                    })
+                });
+            return Ok(if reserial {
+                Variant::NewMapping
+            } else {
+                Variant::None
+            });
         };
         if original == *handle {
-            return Ok(None);
+            return Ok(Variant::None);
         }
         if original.0[16..24] != b[16..24] {
             return Err(ErrorKind::AlreadyMapped.into());
         }
-        Ok(Some(original))
+        Ok(Variant::Original(original))
     }
 
     /// `ipc_close`: one open fewer; the mapping goes with the last one.

@@ -180,7 +180,7 @@ impl SimBackend {
                 )));
             }
             let mut proc = Process::new(ps.name.clone(), visible, spec.seed, i);
-            proc.reuse_va = sem.va_reuse == semantics::VaReuse::LowestFit;
+            proc.va_reuse = sem.va_reuse;
             procs.push(proc);
         }
         let mut world = World {

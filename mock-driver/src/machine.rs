@@ -155,7 +155,7 @@ impl Driver for SimProcess {
     fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
-            w.read(p, ptr.0, len, Access::Kernel)
+            w.kernel_read(p, ptr.0, len)
         })
     }
 

@@ -3,7 +3,9 @@
 //! Device allocations live in physical blocks; with sub-allocation on, small
 //! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
 
-use crate::semantics::{FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch};
+use crate::semantics::{
+    DeviceReadBuffer, FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, Switch,
+};
 use crate::store::Store;
 use crate::world::{
     round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
@@ -13,6 +15,19 @@ use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The lowest offset of a packed block where `need` bytes fit between the
+/// live sub-allocations (each takes its size rounded to `SUBALLOC_ALIGN`).
+fn first_fit(live: &BTreeMap<u64, u64>, need: u64, block: u64) -> Option<u64> {
+    let mut at = 0u64;
+    for (&off, &size) in live {
+        if off >= at.checked_add(need)? {
+            break;
+        }
+        at = at.max(off.checked_add(round_up(size, SUBALLOC_ALIGN)?)?);
+    }
+    (at.checked_add(need)? <= block).then_some(at)
+}
 
 /// Block granularity per kind: device memory and pools come in 2 MiB
 /// pages; pinned host memory in OS pages.
@@ -45,11 +60,31 @@ impl World {
             let target = self.procs[p].packing.get(&(ctx, device)).copied();
             if let Some(id) = target {
                 if let Some(b) = self.blocks.get_mut(&id) {
-                    if b.owner_mapped && b.size - b.cursor >= need {
-                        let offset = b.cursor;
-                        b.cursor += need;
+                    // Measured (H100 explore-jobs6 case 59, 2 x H200 case 28):
+                    // the first freed slot that fits is used again.
+                    let slot = first_fit(&b.live, need, b.size);
+                    if let (true, Some(offset)) = (b.owner_mapped, slot) {
+                        if offset < b.cursor {
+                            b.reuses += 1;
+                            b.serials.insert(offset, b.reuses);
+                        } else {
+                            b.serials.remove(&offset);
+                        }
+                        b.cursor = b.cursor.max(offset + need);
                         b.live.insert(offset, size);
+                        b.freed.retain(|&o| o < offset || o >= offset + need);
+                        b.freed_while_mapped
+                            .retain(|&o| o < offset || o >= offset + need);
                         let base = b.owner_base + offset;
+                        let proc = &mut self.procs[p];
+                        let stale: Vec<u64> = proc
+                            .dead
+                            .range(base..base + need)
+                            .map(|(&d, _)| d)
+                            .collect();
+                        for d in stale {
+                            proc.dead.remove(&d);
+                        }
                         let a = Allocation {
                             size,
                             kind,
@@ -115,7 +150,7 @@ impl World {
         }
         let pool = VaPool {
             ctx: self.current_ctx(p)?.0,
-            managed: kind == MemKind::Managed,
+            class: crate::world::VaClass::of(kind),
         };
         let owner_base = self.procs[p]
             .reserve_va(size, pool)
@@ -145,6 +180,8 @@ impl World {
                 freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
+                serials: BTreeMap::new(),
+                reuses: 0,
             },
         );
         self.procs[p].regions.insert(
@@ -293,6 +330,74 @@ impl World {
         Ok(bytes)
     }
 
+    /// `device_read`: the copy kernel as the real backend runs it
+    /// (harness/src/cuda/worker.rs): `cuMemAlloc` of a `len`-byte output
+    /// buffer, the kernel, a copy back, `cuMemFree`. The buffer is a small
+    /// allocation like any other, so it lands in the current context's
+    /// packed block (the first free slot) and keeps its bytes when freed:
+    /// a later `device_read` whose source overlaps the next buffer reads
+    /// the previous output there (H100 explore 2026-11-23 case 104,
+    /// explore-jobs6 case 94; 2 x H200 case 42). Errors and hazards are
+    /// those of the read alone.
+    pub(crate) fn kernel_read(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+    ) -> SimResult<Vec<u8>> {
+        let mut bytes = self.read(p, ptr, len, Access::Kernel)?;
+        if len == 0 || self.sem.device_read_buffer == DeviceReadBuffer::Off {
+            return Ok(bytes);
+        }
+        // Stale pointers stay stale for the hazard log, and freed exports
+        // are not reclaimed (`reclaimed_export_error`: recorded H100 cases
+        // 395, 606, 888, 1070 of seed 3001 open such an export after a
+        // device_read and get InvalidValue): the buffer is the harness's,
+        // not the program's.
+        let dead = self.procs[p].dead.clone();
+        let freed_exports = self.freed_exports.clone();
+        let va = {
+            let proc = &self.procs[p];
+            (
+                proc.free_va.clone(),
+                proc.va_releases,
+                proc.va_next,
+                proc.reserved.clone(),
+            )
+        };
+        let blocks_before = self.blocks.len();
+        let Ok(out) = self.alloc(p, MemKind::Device, len) else {
+            return Ok(bytes);
+        };
+        let Some((id, off)) = self.procs[p].allocs.get(&out).map(|a| (a.block, a.offset)) else {
+            return Ok(bytes);
+        };
+        if let Some(b) = self.blocks.get_mut(&id) {
+            let (from, to) = (ptr.max(out), ptr.saturating_add(len).min(out + len));
+            if from < to {
+                let old = b.data.read(off + (from - out), (to - from) as usize);
+                let at = (from - ptr) as usize;
+                bytes[at..at + old.len()].copy_from_slice(&old);
+            }
+            b.data.write(off, &bytes);
+        }
+        let fresh = self.blocks.len() > blocks_before;
+        self.free_allocation(p, out, false);
+        // A buffer that needed a block of its own leaves no trace in the
+        // process's VA (free spans, release stamps, arenas): the program's
+        // next block gets the VA it would have got without the read
+        // (recorded seed-3001 cases: 89 -> 66 differing without this, 52
+        // with it; explore-seed2027 case 699: a re-open after a close and a
+        // device_read gets the closed mapping's address).
+        if fresh {
+            let proc = &mut self.procs[p];
+            (proc.free_va, proc.va_releases, proc.va_next, proc.reserved) = va;
+        }
+        self.procs[p].dead = dead;
+        self.freed_exports = freed_exports;
+        Ok(bytes)
+    }
+
     /// A kernel read wholly inside VA the process released and has not
     /// handed out again: zeros where the reading context sees that VA
     /// mapped again (`stale_kernel_read`), with the hazard the stale pointer
@@ -303,9 +408,9 @@ impl World {
             return None;
         }
         let end = ptr.checked_add(len)?;
-        let (base, &(span, pool, released)) =
-            crate::world::containing(&proc.free_va, ptr, |s| s.0)?;
-        if end > base.saturating_add(span) {
+        let (base, free) = crate::world::containing(&proc.free_va, ptr, |f| f.span)?;
+        let (pool, released) = (free.pool, free.released);
+        if end > base.saturating_add(free.span) {
             return None;
         }
         let (ctx, device) = self.current_ctx(p).ok()?;
@@ -341,9 +446,12 @@ impl World {
     }
 
     /// Whether a fresh block for a `len`-byte allocation in `ctx` (the
-    /// scratch buffer `device_read` allocates before its kernel runs) would
-    /// be mapped over `[ptr, end)`: no packing block has room for it, and
-    /// the lowest released span of the context's pool starts the block.
+    /// output buffer `device_read` allocates before its kernel runs,
+    /// `device_read_buffer=allocated`; `kernel_read` makes it after the
+    /// read, where it is placed by the same rules) would be mapped over
+    /// `[ptr, end)`: no packing block has a free slot for it (`first_fit`),
+    /// and the lowest released span of the context's pool in the current
+    /// arena covers the range.
     fn scratch_covers(
         &self,
         p: ProcessIndex,
@@ -353,16 +461,20 @@ impl World {
         end: u64,
         len: u64,
     ) -> bool {
+        if self.sem.device_read_buffer == DeviceReadBuffer::Off {
+            return false;
+        }
         let packed = self.sem.suballocation == Switch::On && len < BLOCK;
         if packed {
             let Some(need) = round_up(len, SUBALLOC_ALIGN) else {
                 return false;
             };
+            // The slot `alloc` would take: the first free one that fits.
             let fits = self.procs[p]
                 .packing
                 .get(&(ctx, device))
                 .and_then(|id| self.blocks.get(id))
-                .is_some_and(|b| b.owner_mapped && b.size - b.cursor >= need);
+                .is_some_and(|b| b.owner_mapped && first_fit(&b.live, need, b.size).is_some());
             if fits {
                 return false;
             }
@@ -376,11 +488,18 @@ impl World {
         };
         let pool = VaPool {
             ctx,
-            managed: false,
+            class: crate::world::VaClass::Device,
         };
-        self.procs[p]
-            .reusable_va(size, pool)
-            .is_some_and(|(b, _, _)| ptr >= b && end <= b.saturating_add(size))
+        // Measured against the seed-3001 recording (cases 240, 292, 421,
+        // 492, 496, 853): the scratch block lands on the lowest released
+        // span of the current arena that fits, not where `va_reuse=top-down`
+        // puts the program's own blocks (the highest). Unexplained; kept as
+        // faults' rule within placement's arenas.
+        let proc = &self.procs[p];
+        proc.free_va
+            .iter()
+            .find(|(_, f)| f.span >= size && f.pool == pool && f.arena == proc.arena)
+            .is_some_and(|(&b, _)| ptr >= b && end <= b.saturating_add(size))
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {

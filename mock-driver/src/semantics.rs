@@ -188,11 +188,35 @@ keyword_choice!(
 keyword_choice!(
     /// Whether released virtual addresses are handed out again.
     VaReuse {
-        /// The lowest released range that fits. Measured: H100 / 580.159.04
-        /// gives a re-opened handle the address of its closed mapping.
+        /// Released VA goes back to the arena it was reserved in; every
+        /// `ctx_create` starts a new arena that all later reservations (in
+        /// any context) come from, so VA reserved before it is never handed
+        /// out again. The highest released range of the current arena that
+        /// fits is used, carved from its end. Stream-ordered and managed
+        /// memory have pools of their own. Measured: H100 / 580.159.04,
+        /// explore run 2026-11-23 (cases 58, 99, 144, 183, 255) and the
+        /// 2 x H200 case 6.
+        TopDown => "top-down",
+        /// The lowest released range that fits, per context (the first
+        /// model: H100 / 580.159.04 gives a re-opened handle the address
+        /// of its closed mapping).
         LowestFit => "lowest-fit",
         /// Never: stale pointers stay stale.
         Never => "never",
+    }
+);
+
+keyword_choice!(
+    /// Whether `device_read` allocates its kernel's output buffer as the
+    /// real backend does (a `cuMemAlloc` of the read's length, freed after
+    /// the copy back), so that it takes a slot in the packed block.
+    DeviceReadBuffer {
+        /// The buffer is allocated and freed; its bytes stay behind.
+        /// Measured: H100 / 580.159.04 (explore 2026-11-23 case 104,
+        /// explore-jobs6 case 94) and 2 x H200 (case 42).
+        Allocated => "allocated",
+        /// No buffer: a kernel reads the memory as it is.
+        Off => "off",
     }
 );
 
@@ -467,8 +491,10 @@ semantics! {
         "Error for ipc_open of a handle whose block the exporter freed, nobody maps any more, and the exporter allocated (malloc, ctx_create) since";
     freed_export: FreedExport = FreedExport::Refused,
         "ipc_open of a handle whose block the exporter already freed (refused: InvalidValue)";
-    va_reuse: VaReuse = VaReuse::LowestFit,
-        "Whether closed mappings' and freed blocks' addresses are handed out again";
+    va_reuse: VaReuse = VaReuse::TopDown,
+        "Whether and how closed mappings' and freed blocks' addresses are handed out again";
+    device_read_buffer: DeviceReadBuffer = DeviceReadBuffer::Allocated,
+        "Whether device_read's kernel writes into a freshly allocated (packed) buffer, as the real backend's does";
     exporter_exit: ExporterExit = ExporterExit::MappingsRetained,
         "What existing importer mappings do when the exporter exits";
     reopen: Reopen = Reopen::Refcount,

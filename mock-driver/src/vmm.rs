@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// released VA is unmeasured (legacy allocations reuse per context).
 const VMM_VA_POOL: crate::world::VaPool = crate::world::VaPool {
     ctx: u64::MAX,
-    managed: false,
+    class: crate::world::VaClass::Vmm,
 };
 
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
@@ -229,6 +229,8 @@ impl World {
                 freed: BTreeSet::new(),
                 exports: BTreeMap::new(),
                 export_id: None,
+                serials: BTreeMap::new(),
+                reuses: 0,
             },
         );
         let phys = self.vmm.next_phys;

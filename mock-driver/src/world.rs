@@ -8,7 +8,7 @@
 
 use crate::hazards::HazardLog;
 use crate::seed::hash;
-use crate::semantics::{ExporterExit, MemcpyBounds, Semantics};
+use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse};
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,14 +37,52 @@ pub(crate) const MAX_READ: u64 = 256 * MIB;
 
 pub(crate) type BlockId = u64;
 
-/// Who may get released VA back: measured on the H100 (580.159.04, explore
-/// run), a context reuses only VA it released itself, and managed memory
-/// never reuses a device mapping's VA.
+/// Who may get released VA back. `ctx` is the context the VA was used in
+/// (a stale kernel read sees zeros only there); under `va_reuse=top-down`
+/// reuse goes by arena and class, under `lowest-fit` by context and class.
+/// Measured on the H100 (580.159.04, explore runs): managed memory never
+/// reuses a device mapping's VA, nor does stream-ordered memory (2026-11-23
+/// cases 339, 445, 91).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct VaPool {
     pub ctx: CtxKey,
-    pub managed: bool,
+    pub class: VaClass,
 }
+
+/// Kinds of memory whose VA comes from separate pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VaClass {
+    /// Device and pinned host allocations and IPC mappings.
+    Device,
+    Managed,
+    /// `cudaMallocAsync`'s default pool.
+    StreamOrdered,
+    /// VMM reservations (unmeasured).
+    Vmm,
+}
+
+impl VaClass {
+    pub(crate) fn of(kind: MemKind) -> VaClass {
+        match kind {
+            MemKind::Managed => VaClass::Managed,
+            MemKind::StreamOrdered => VaClass::StreamOrdered,
+            MemKind::Device | MemKind::PinnedHost => VaClass::Device,
+        }
+    }
+}
+/// A released VA span (`Process::free_va`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FreeVa {
+    /// Its length.
+    pub span: u64,
+    /// The context and class it was used in.
+    pub pool: VaPool,
+    /// The arena it was reserved in (`va_reuse=top-down`).
+    pub arena: u64,
+    /// `Process::va_releases` after its release (`stale_kernel_read`).
+    pub released: u64,
+}
+
 pub(crate) type CtxKey = u64;
 
 /// Why a call produced no result: an API error, or a harness-level refusal.
@@ -165,15 +203,19 @@ pub(crate) struct Process {
     /// may map one block several times (`reopen=new-mapping`).
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
     pub dead: BTreeMap<u64, DeadRange>,
-    /// Released VA spans (base -> (span, pool, release stamp)) that
-    /// `va_reuse=lowest-fit` hands out again, only to the pool that released
-    /// them. The stamp is `va_releases` after that release.
-    pub free_va: BTreeMap<u64, (u64, VaPool, u64)>,
+    /// Released VA spans (base -> `FreeVa`) that `va_reuse` hands out
+    /// again.
+    pub free_va: BTreeMap<u64, FreeVa>,
     /// How many times this process released VA (stamps `free_va` spans and
     /// contexts' `born`).
     pub va_releases: u64,
-    /// Whether released VA is reused (`va_reuse`).
-    pub reuse_va: bool,
+    /// How released VA is reused (`va_reuse`).
+    pub va_reuse: VaReuse,
+    /// The VA arena reservations come from now (`va_reuse=top-down`: every
+    /// `ctx_create` starts a new one).
+    pub arena: u64,
+    /// Reserved VA base -> the arena it came from.
+    pub reserved: BTreeMap<u64, u64>,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: BTreeMap<(CtxKey, u32), BlockId>,
     /// Peer access a context has enabled: (context, peer's physical device).
@@ -213,6 +255,12 @@ pub(crate) struct Block {
     pub exports: BTreeMap<u64, u64>,
     /// The driver object id handles of this block carry, once exported.
     pub export_id: Option<u32>,
+    /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
+    /// slot an earlier one used: "cudaIpcGetMemHandle will return a unique
+    /// handle for the new memory".
+    pub serials: BTreeMap<u64, u64>,
+    /// Allocations placed in reused slots so far.
+    pub reuses: u64,
 }
 
 pub(crate) struct World {
@@ -327,53 +375,81 @@ impl Process {
             dead: BTreeMap::new(),
             free_va: BTreeMap::new(),
             va_releases: 0,
-            reuse_va: true,
+            va_reuse: VaReuse::TopDown,
+            arena: 0,
+            reserved: BTreeMap::new(),
             packing: BTreeMap::new(),
             peer_enabled: BTreeSet::new(),
             peer_links: BTreeSet::new(),
         }
     }
 
-    /// Reserve VA: the lowest released span that fits (as the real driver
-    /// hands a closed mapping's address to the next open), else fresh VA.
+    /// Reserve VA for `len` bytes: released VA if `va_reuse` finds some,
+    /// else fresh VA followed by an unmapped guard gap.
     pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool) -> Option<u64> {
-        let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
-        if let Some((base, have, stamp)) = self.reusable_va(len, pool) {
-            self.free_va.remove(&base);
-            if have > span {
-                self.free_va.insert(base + span, (have - span, pool, stamp));
+        let need = round_up(len, BLOCK)?;
+        let arena = self.arena;
+        let base = if let Some((b, have, base)) = self.reusable_va(len, pool) {
+            let free = self.free_va.remove(&b)?;
+            if have > need {
+                let rest = FreeVa {
+                    span: have - need,
+                    ..free
+                };
+                if base == b {
+                    self.free_va.insert(b + need, rest);
+                } else {
+                    self.free_va.insert(b, rest);
+                }
             }
             // Stale pointers into the span now reach the new mapping.
             let stale: Vec<u64> = self
                 .dead
-                .range(base..base + span)
+                .range(base..base + need)
                 .map(|(&b, _)| b)
                 .collect();
             for b in stale {
                 self.dead.remove(&b);
             }
-            return Some(base);
-        }
-        let base = self.va_next;
-        let next = base.checked_add(span)?;
-        if next > self.va_end {
-            return None;
-        }
-        self.va_next = next;
+            base
+        } else {
+            let base = self.va_next;
+            let next = base.checked_add(need)?.checked_add(VA_GUARD)?;
+            if next > self.va_end {
+                return None;
+            }
+            self.va_next = next;
+            base
+        };
+        self.reserved.insert(base, arena);
         Some(base)
     }
 
-    /// The released span `reserve_va(len, pool)` would hand out now, if
-    /// any: (base, span, release stamp).
+    /// The released VA `reserve_va(len, pool)` would hand out now, if any:
+    /// (the free span's base, its length, the base handed out).
     pub(crate) fn reusable_va(&self, len: u64, pool: VaPool) -> Option<(u64, u64, u64)> {
-        let span = round_up(len, BLOCK)?.checked_add(VA_GUARD)?;
-        if !self.reuse_va {
-            return None;
+        let need = round_up(len, BLOCK)?;
+        let arena = self.arena;
+        match self.va_reuse {
+            VaReuse::Never => None,
+            // The first model: the lowest span of the same context, from
+            // its start.
+            VaReuse::LowestFit => self
+                .free_va
+                .iter()
+                .find(|(_, f)| f.span >= need && f.pool == pool)
+                .map(|(&b, f)| (b, f.span, b)),
+            // Measured (H100, explore 2026-11-23 case 183: a 2 MiB open
+            // after a 3 MiB free gets a new address, the next 2 MiB block the
+            // closed one's, the next open the freed base): the highest span
+            // of the current arena and class, carved from its end.
+            VaReuse::TopDown => self
+                .free_va
+                .iter()
+                .rev()
+                .find(|(_, f)| f.span >= need && f.pool.class == pool.class && f.arena == arena)
+                .map(|(&b, f)| (b, f.span, b + f.span - need)),
         }
-        self.free_va
-            .iter()
-            .find(|(_, &(s, owner, _))| s >= span && owner == pool)
-            .map(|(&b, &(s, _, stamp))| (b, s, stamp))
     }
 
     pub(crate) fn alloc_at(&self, addr: u64) -> Option<(u64, &Allocation)> {
@@ -402,10 +478,45 @@ impl Process {
 
     /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
     pub(crate) fn release_va(&mut self, base: u64, len: u64, pool: VaPool) {
-        if let Some(span) = round_up(len, BLOCK).and_then(|s| s.checked_add(VA_GUARD)) {
-            self.va_releases += 1;
-            self.free_va.insert(base, (span, pool, self.va_releases));
+        let arena = self.reserved.remove(&base).unwrap_or(self.arena);
+        let Some(mut span) = round_up(len, BLOCK) else {
+            return;
+        };
+        self.va_releases += 1;
+        let released = self.va_releases;
+        let mut base = base;
+        if self.va_reuse == VaReuse::TopDown {
+            // Adjacent released spans of one pool merge again (a span carved
+            // from a released one and released goes back whole). The merged
+            // span carries this, the latest, release stamp: a context counts
+            // as made after the release only if made after all of it.
+            let same = |f: &FreeVa| f.pool == pool && f.arena == arena;
+            let after = base + span;
+            if let Some(f) = self.free_va.get(&after).copied().filter(same) {
+                self.free_va.remove(&after);
+                span += f.span;
+            }
+            let before = self
+                .free_va
+                .range(..base)
+                .next_back()
+                .filter(|(&b, f)| b + f.span == base && same(f))
+                .map(|(&b, f)| (b, f.span));
+            if let Some((b, s)) = before {
+                self.free_va.remove(&b);
+                base = b;
+                span += s;
+            }
         }
+        self.free_va.insert(
+            base,
+            FreeVa {
+                span,
+                pool,
+                arena,
+                released,
+            },
+        );
     }
 
     pub(crate) fn mark_dead(&mut self, base: u64, len: u64, why: Gone) {
@@ -617,7 +728,7 @@ impl World {
         };
         let pool = VaPool {
             ctx: region.import.as_ref().map_or(0, |m| m.ctx),
-            managed: false,
+            class: VaClass::Device,
         };
         if let Some(m) = &region.import {
             proc.imports.remove(&(m.ctx, region.block, base));
@@ -671,7 +782,7 @@ impl World {
             if let Some(r) = proc.regions.remove(&owner_base) {
                 let pool = VaPool {
                     ctx: a.ctx,
-                    managed: a.kind == MemKind::Managed,
+                    class: VaClass::of(a.kind),
                 };
                 proc.release_va(owner_base, r.len, pool);
             }

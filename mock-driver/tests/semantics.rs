@@ -53,7 +53,7 @@ fn defaults_follow_the_h100_measurements() {
     assert_eq!(s.dead_handle_error, ErrorKind::InvalidHandle);
     assert_eq!(s.freed_export, FreedExport::Refused);
     assert_eq!(s.open_address, OpenAddress::AllocationBase);
-    assert_eq!(s.va_reuse, VaReuse::LowestFit);
+    assert_eq!(s.va_reuse, VaReuse::TopDown);
     assert_eq!(s.get_null_out, GetNullOut::CrashInRuntime);
     assert_eq!(s.open_in_exporter, ErrorKind::InvalidContext);
     assert_eq!(
