@@ -209,6 +209,22 @@ pub fn replay(
                     });
                     summary.differing_cases += 1;
                     shifted = Some((below_header(t), below_header(real)));
+                    // Every differing case, not only a finding's first, for
+                    // whoever works through them: out/cases/caseN.ipc.
+                    if let (Some(dir), Some((a, b))) = (out, &shifted) {
+                        let dir = dir.join("cases");
+                        let first = differences(a, b)
+                            .into_iter()
+                            .next()
+                            .map(|v| v.message)
+                            .unwrap_or_default();
+                        let text = finding_header(id, Property::Differential, &first, Some("cuda"))
+                            + &rec.scenario
+                            + &side_by_side(a, b);
+                        if std::fs::create_dir_all(&dir).is_ok() {
+                            let _ = std::fs::write(dir.join(format!("case{}.ipc", id.index)), text);
+                        }
+                    }
                 }
                 violations.extend(diffs);
             }
