@@ -11,7 +11,9 @@
 //! Every step is written `=> any`: generated scenarios record, the
 //! properties (simulator) and the differential (real driver) judge.
 //!
-//! Adding an op family (events, VMM, fds): add its [`Action`] variants with
+//! Events are generated (create with IPC or wrong flags, get, send and
+//! open, record/sync/stream-wait, destroy; no `event_query`: pending work
+//! is timing). Adding an op family (VMM, fds): add its [`Action`] variants with
 //! a weight in [`action_strategy`], the state it produces to [`Lowering`],
 //! and its lowering in [`Lowering::lower`]; the properties see it through the
 //! parsed scenario and its trace, and the documented-returns table in
@@ -161,6 +163,51 @@ pub enum Action {
     Sync {
         proc: Index,
     },
+    // --- interprocess events ---
+    /// `event_create`, usually with the flags IPC needs.
+    EventCreate {
+        proc: Index,
+        flags: EventFlags,
+    },
+    /// `ipc_get_event` of an event the process made.
+    EventGet {
+        event: Index,
+        null_out: bool,
+    },
+    /// Send an event handle to another process and open it there (or in
+    /// the exporter itself).
+    EventSendOpen {
+        handle: Index,
+        to: Index,
+    },
+    /// `event_record`, `event_sync` or `stream_wait` on a live event binding.
+    EventUse {
+        event: Index,
+        how: EventUse,
+    },
+    EventDestroy {
+        event: Index,
+    },
+}
+
+/// The flags of a generated `event_create`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventFlags {
+    /// `interprocess,disable_timing`: what IPC needs.
+    Ipc,
+    /// `interprocess` without `disable_timing` (refused).
+    InterprocessTiming,
+    /// `default`: a process-local event.
+    Default,
+}
+
+/// What a generated step does with an event. No `event_query`: whether
+/// work is still pending is timing, which the differential cannot judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventUse {
+    Record,
+    Sync,
+    StreamWait,
 }
 
 /// A generated program: processes (2 or 3, one device) and actions.
@@ -239,6 +286,14 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|ctx| Action::DestroyContext { ctx }),
         2 => (i(), damage_strategy()).prop_map(|(holding, damage)| Action::BadHandle { holding, damage }),
         1 => i().prop_map(|proc| Action::Sync { proc }),
+        2 => (i(), prop_oneof![8 => Just(EventFlags::Ipc), 1 => Just(EventFlags::InterprocessTiming), 1 => Just(EventFlags::Default)])
+            .prop_map(|(proc, flags)| Action::EventCreate { proc, flags }),
+        2 => (i(), proptest::bool::weighted(0.03))
+            .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
+        2 => (i(), i()).prop_map(|(handle, to)| Action::EventSendOpen { handle, to }),
+        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait)])
+            .prop_map(|(event, how)| Action::EventUse { event, how }),
+        1 => i().prop_map(|event| Action::EventDestroy { event }),
     ]
 }
 
@@ -284,9 +339,20 @@ struct PtrRec {
     len: u64,
 }
 
+/// An event binding: made by `event_create` or `ipc_open_event`.
+#[derive(Debug, Clone)]
+struct EventRec {
+    name: String,
+    proc: usize,
+    destroyed: bool,
+}
+
 /// What the lowered steps made so far (names only: outcomes are not known
 /// when generating).
 struct Lowering {
+    events: Vec<EventRec>,
+    /// Per process: event handles it holds (made or received).
+    event_holdings: Vec<Vec<String>>,
     nprocs: usize,
     exited: Vec<bool>,
     /// Per process: handles it may use (made or received), with the
@@ -318,6 +384,8 @@ pub struct GenStats {
     pub suballocated_neighbours: usize,
     pub second_contexts: usize,
     pub bad_handles: usize,
+    /// `ipc_open_event` steps.
+    pub event_opens: usize,
 }
 
 impl GenStats {
@@ -331,6 +399,7 @@ impl GenStats {
         self.suballocated_neighbours += o.suballocated_neighbours;
         self.second_contexts += o.second_contexts;
         self.bad_handles += o.bad_handles;
+        self.event_opens += o.event_opens;
     }
 }
 
@@ -345,6 +414,8 @@ impl Lowering {
     fn new(nprocs: usize) -> Lowering {
         let nprocs = nprocs.clamp(1, PROC_NAMES.len());
         Lowering {
+            events: Vec::new(),
+            event_holdings: vec![Vec::new(); nprocs],
             nprocs,
             exited: vec![false; nprocs],
             holdings: vec![Vec::new(); nprocs],
@@ -767,6 +838,14 @@ impl Lowering {
                     // current is measured only for a few calls
                     // (mem.context.set-destroyed): not generated.
                     self.ctxs.retain(|x| x.name != c.name);
+                    // Destroying a context destroys the events made in it;
+                    // using one afterwards is unmeasured (the simulator says
+                    // InvalidHandle) and the generator does not track which
+                    // context made an event: none of the process's events
+                    // is used again.
+                    for e in self.events.iter_mut().filter(|e| e.proc == c.proc) {
+                        e.destroyed = true;
+                    }
                     // Back to the primary context, so the process goes on.
                     if let Some(pc) = self.primary[c.proc].clone() {
                         self.emit(c.proc, format!("ctx_set {pc}"));
@@ -814,7 +893,109 @@ impl Lowering {
                     self.emit(p, "sync".into());
                 }
             }
+            Action::EventCreate { proc, flags } => {
+                if let Some(p) = self.pick_proc(proc) {
+                    self.event_create(p, *flags);
+                }
+            }
+            Action::EventGet { event, null_out } => {
+                if let Some(e) = self.pick_event(event) {
+                    self.event_get(e, *null_out);
+                }
+            }
+            Action::EventSendOpen { handle, to } => {
+                let Some((from, h)) = self.pick_event_holding(handle) else {
+                    return;
+                };
+                let Some(target) = self.pick_proc(to) else {
+                    return;
+                };
+                if target != from {
+                    self.emit(from, format!("send {h} -> {}", PROC_NAMES[target]));
+                    self.event_holdings[target].push(h.clone());
+                }
+                let name = self.fresh("e");
+                self.emit(target, format!("{name} = ipc_open_event {h}"));
+                self.stats.event_opens += 1;
+                self.events.push(EventRec {
+                    name,
+                    proc: target,
+                    destroyed: false,
+                });
+            }
+            Action::EventUse { event, how } => {
+                if let Some(e) = self.pick_event(event) {
+                    let rec = self.events[e].clone();
+                    let op = match how {
+                        EventUse::Record => "event_record",
+                        EventUse::Sync => "event_sync",
+                        EventUse::StreamWait => "stream_wait",
+                    };
+                    self.emit(rec.proc, format!("{op} {}", rec.name));
+                }
+            }
+            Action::EventDestroy { event } => {
+                if let Some(e) = self.pick_event(event) {
+                    let rec = self.events[e].clone();
+                    self.emit(rec.proc, format!("event_destroy {}", rec.name));
+                    self.events[e].destroyed = true;
+                }
+            }
         }
+    }
+
+    fn event_create(&mut self, p: usize, flags: EventFlags) -> usize {
+        let name = self.fresh("e");
+        let flags = match flags {
+            EventFlags::Ipc => "interprocess,disable_timing",
+            EventFlags::InterprocessTiming => "interprocess",
+            EventFlags::Default => "default",
+        };
+        self.emit(p, format!("{name} = event_create flags={flags}"));
+        self.events.push(EventRec {
+            name,
+            proc: p,
+            destroyed: false,
+        });
+        self.events.len() - 1
+    }
+
+    /// A live event binding of a live process, or a new interprocess one.
+    fn pick_event(&mut self, i: &Index) -> Option<usize> {
+        let live: Vec<usize> = (0..self.events.len())
+            .filter(|&e| !self.events[e].destroyed && !self.exited[self.events[e].proc])
+            .collect();
+        if live.is_empty() {
+            let p = self.pick_proc(i)?;
+            return Some(self.event_create(p, EventFlags::Ipc));
+        }
+        Some(live[i.index(live.len())])
+    }
+
+    fn event_get(&mut self, e: usize, null_out: bool) -> Option<String> {
+        let rec = self.events[e].clone();
+        if null_out {
+            self.emit(rec.proc, format!("ipc_get_event {} out=null", rec.name));
+            return None;
+        }
+        let h = self.fresh("eh");
+        self.emit(rec.proc, format!("{h} = ipc_get_event {}", rec.name));
+        self.event_holdings[rec.proc].push(h.clone());
+        Some(h)
+    }
+
+    /// An event handle held by a live process, or one made now.
+    fn pick_event_holding(&mut self, i: &Index) -> Option<(usize, String)> {
+        let all: Vec<(usize, String)> = (0..self.nprocs)
+            .filter(|&p| !self.exited[p])
+            .flat_map(|p| self.event_holdings[p].iter().map(move |h| (p, h.clone())))
+            .collect();
+        if all.is_empty() {
+            let e = self.pick_event(i)?;
+            let h = self.event_get(e, false)?;
+            return Some((self.events[e].proc, h));
+        }
+        Some(all[i.index(all.len())].clone())
     }
 
     /// Name the primary context of `p` once (before its first ctx_create),

@@ -145,6 +145,7 @@ pub struct Reached {
     pub suballocated_neighbours: usize,
     pub second_contexts: usize,
     pub bad_handles: usize,
+    pub event_opens: usize,
 }
 
 impl From<GenStats> for Reached {
@@ -158,6 +159,7 @@ impl From<GenStats> for Reached {
             suballocated_neighbours: s.suballocated_neighbours,
             second_contexts: s.second_contexts,
             bad_handles: s.bad_handles,
+            event_opens: s.event_opens,
         }
     }
 }
@@ -214,6 +216,7 @@ impl Summary {
             ("sub-allocated neighbours", r.suballocated_neighbours),
             ("second contexts", r.second_contexts),
             ("damaged or made-up handles", r.bad_handles),
+            ("interprocess event opens", r.event_opens),
         ] {
             let _ = writeln!(s, "| {k} | {v} |");
         }
