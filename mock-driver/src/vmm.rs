@@ -208,8 +208,11 @@ impl World {
         if let Some(u) = self.device_used.get_mut(physical as usize) {
             *u += size;
         }
-        let block = self.next_block;
+        // Block ids are taken as `malloc` takes them (increment, then use):
+        // the other order gave a VMM allocation the id of the last device
+        // block, and its memory (found by explore's coherence property).
         self.next_block += 1;
+        let block = self.next_block;
         self.blocks.insert(
             block,
             Block {

@@ -13,7 +13,8 @@
 //!
 //! Events are generated (create with IPC or wrong flags, get, send and
 //! open, record/sync/stream-wait, destroy; no `event_query`: pending work
-//! is timing). Adding an op family (VMM, fds): add its [`Action`] variants with
+//! is timing), and VMM allocations shared over descriptors. Adding an op
+//! family: add its [`Action`] variants with
 //! a weight in [`action_strategy`], the state it produces to [`Lowering`],
 //! and its lowering in [`Lowering::lower`]; the properties see it through the
 //! parsed scenario and its trace, and the documented-returns table in
@@ -188,6 +189,70 @@ pub enum Action {
     EventDestroy {
         event: Index,
     },
+    // --- VMM allocations shared over POSIX descriptors (driver API calls
+    // in both dialects) ---
+    VmmCreate {
+        proc: Index,
+        size: VmmSize,
+        /// `types=posix_fd` (else none: exporting it is refused).
+        exportable: bool,
+    },
+    VmmExport {
+        vmm: Index,
+    },
+    /// Pass a descriptor to another process (SCM_RIGHTS) and import it
+    /// there, or import it in the process that has it.
+    VmmSendImport {
+        fd: Index,
+        to: Index,
+    },
+    /// Reserve VA, map the handle there and (usually) grant access.
+    VmmMap {
+        vmm: Index,
+        access: VmmAccess,
+    },
+    /// A copy into or out of a VMM mapping.
+    VmmTouch {
+        va: Index,
+        write: bool,
+        value: u8,
+    },
+    VmmUnmap {
+        va: Index,
+    },
+    VmmRelease {
+        vmm: Index,
+    },
+    FdClose {
+        fd: Index,
+    },
+}
+
+/// Sizes of generated `vmm_create`s: the 2 MiB granularity, twice it, and
+/// half of it (refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmmSize {
+    Granule,
+    TwoGranules,
+    Unaligned,
+}
+
+impl VmmSize {
+    fn text(self) -> &'static str {
+        match self {
+            VmmSize::Granule => "2MiB",
+            VmmSize::TwoGranules => "4MiB",
+            VmmSize::Unaligned => "1MiB",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmmAccess {
+    ReadWrite,
+    Read,
+    /// No `vmm_set_access`: copies are refused (measured).
+    NotGranted,
 }
 
 /// The flags of a generated `event_create`.
@@ -294,6 +359,16 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait)])
             .prop_map(|(event, how)| Action::EventUse { event, how }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
+        2 => (i(), prop_oneof![6 => Just(VmmSize::Granule), 2 => Just(VmmSize::TwoGranules), 1 => Just(VmmSize::Unaligned)], proptest::bool::weighted(0.9))
+            .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
+        2 => i().prop_map(|vmm| Action::VmmExport { vmm }),
+        2 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
+        2 => (i(), prop_oneof![6 => Just(VmmAccess::ReadWrite), 1 => Just(VmmAccess::Read), 1 => Just(VmmAccess::NotGranted)])
+            .prop_map(|(vmm, access)| Action::VmmMap { vmm, access }),
+        3 => (i(), any::<bool>(), any::<u8>()).prop_map(|(va, write, value)| Action::VmmTouch { va, write, value }),
+        1 => i().prop_map(|va| Action::VmmUnmap { va }),
+        1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
+        1 => i().prop_map(|fd| Action::FdClose { fd }),
     ]
 }
 
@@ -339,6 +414,31 @@ struct PtrRec {
     len: u64,
 }
 
+/// A VMM handle binding (made or imported), a descriptor, a mapped VA.
+#[derive(Debug, Clone)]
+struct VmmRec {
+    name: String,
+    proc: usize,
+    size: &'static str,
+    released: bool,
+}
+
+#[derive(Debug, Clone)]
+struct FdRec {
+    name: String,
+    proc: usize,
+    size: &'static str,
+    closed: bool,
+}
+
+#[derive(Debug, Clone)]
+struct VaRec {
+    name: String,
+    proc: usize,
+    size: &'static str,
+    mapped: bool,
+}
+
 /// An event binding: made by `event_create` or `ipc_open_event`.
 #[derive(Debug, Clone)]
 struct EventRec {
@@ -350,6 +450,9 @@ struct EventRec {
 /// What the lowered steps made so far (names only: outcomes are not known
 /// when generating).
 struct Lowering {
+    vmms: Vec<VmmRec>,
+    fds: Vec<FdRec>,
+    vas: Vec<VaRec>,
     events: Vec<EventRec>,
     /// Per process: event handles it holds (made or received).
     event_holdings: Vec<Vec<String>>,
@@ -386,6 +489,8 @@ pub struct GenStats {
     pub bad_handles: usize,
     /// `ipc_open_event` steps.
     pub event_opens: usize,
+    /// `vmm_import` steps.
+    pub vmm_imports: usize,
 }
 
 impl GenStats {
@@ -400,6 +505,7 @@ impl GenStats {
         self.second_contexts += o.second_contexts;
         self.bad_handles += o.bad_handles;
         self.event_opens += o.event_opens;
+        self.vmm_imports += o.vmm_imports;
     }
 }
 
@@ -414,6 +520,9 @@ impl Lowering {
     fn new(nprocs: usize) -> Lowering {
         let nprocs = nprocs.clamp(1, PROC_NAMES.len());
         Lowering {
+            vmms: Vec::new(),
+            fds: Vec::new(),
+            vas: Vec::new(),
             events: Vec::new(),
             event_holdings: vec![Vec::new(); nprocs],
             nprocs,
@@ -934,6 +1043,120 @@ impl Lowering {
                     self.emit(rec.proc, format!("{op} {}", rec.name));
                 }
             }
+            Action::VmmCreate {
+                proc,
+                size,
+                exportable,
+            } => {
+                if let Some(p) = self.pick_proc(proc) {
+                    self.vmm_create(p, *size, *exportable);
+                }
+            }
+            Action::VmmExport { vmm } => {
+                if let Some(v) = self.pick_vmm(vmm) {
+                    self.vmm_export(v);
+                }
+            }
+            Action::VmmSendImport { fd, to } => {
+                let Some(f) = self.pick_fd(fd) else {
+                    return;
+                };
+                let Some(target) = self.pick_proc(to) else {
+                    return;
+                };
+                let rec = self.fds[f].clone();
+                let fd_name = if target == rec.proc {
+                    rec.name.clone()
+                } else {
+                    let name = self.fresh("pfd");
+                    self.emit(
+                        rec.proc,
+                        format!("{name} = send_fd {} -> {}", rec.name, PROC_NAMES[target]),
+                    );
+                    self.fds.push(FdRec {
+                        name: name.clone(),
+                        proc: target,
+                        size: rec.size,
+                        closed: false,
+                    });
+                    name
+                };
+                let m = self.fresh("m");
+                self.emit(target, format!("{m} = vmm_import {fd_name}"));
+                self.stats.vmm_imports += 1;
+                self.vmms.push(VmmRec {
+                    name: m,
+                    proc: target,
+                    size: rec.size,
+                    released: false,
+                });
+            }
+            Action::VmmMap { vmm, access } => {
+                let Some(v) = self.pick_vmm(vmm) else {
+                    return;
+                };
+                let rec = self.vmms[v].clone();
+                let va = self.fresh("va");
+                self.emit(rec.proc, format!("{va} = vmm_reserve {}", rec.size));
+                self.emit(rec.proc, format!("vmm_map {va} {} {}", rec.size, rec.name));
+                let grant = match access {
+                    VmmAccess::ReadWrite => Some("rw"),
+                    VmmAccess::Read => Some("read"),
+                    VmmAccess::NotGranted => None,
+                };
+                if let Some(g) = grant {
+                    self.emit(rec.proc, format!("vmm_set_access {va} {} {g}", rec.size));
+                }
+                self.vas.push(VaRec {
+                    name: va,
+                    proc: rec.proc,
+                    size: rec.size,
+                    mapped: true,
+                });
+            }
+            Action::VmmTouch { va, write, value } => {
+                let live: Vec<VaRec> = self
+                    .vas
+                    .iter()
+                    .filter(|v| v.mapped && !self.exited[v.proc])
+                    .cloned()
+                    .collect();
+                if live.is_empty() {
+                    return;
+                }
+                let v = &live[va.index(live.len())];
+                if *write {
+                    self.emit(v.proc, format!("fill {} {value:#04x} len=64", v.name));
+                } else {
+                    self.emit(v.proc, format!("read {} 0 64", v.name));
+                }
+            }
+            Action::VmmUnmap { va } => {
+                let live: Vec<usize> = (0..self.vas.len())
+                    .filter(|&v| self.vas[v].mapped && !self.exited[self.vas[v].proc])
+                    .collect();
+                if live.is_empty() {
+                    return;
+                }
+                let v = live[va.index(live.len())];
+                let rec = self.vas[v].clone();
+                self.emit(rec.proc, format!("vmm_unmap {} {}", rec.name, rec.size));
+                self.vas[v].mapped = false;
+            }
+            Action::VmmRelease { vmm } => {
+                if let Some(v) = self.pick_vmm(vmm) {
+                    let rec = self.vmms[v].clone();
+                    self.emit(rec.proc, format!("vmm_release {}", rec.name));
+                    self.vmms[v].released = true;
+                }
+            }
+            Action::FdClose { fd } => {
+                if let Some(f) = self.pick_fd(fd) {
+                    let rec = self.fds[f].clone();
+                    self.emit(rec.proc, format!("fd_close {}", rec.name));
+                    self.fds[f].closed = true;
+                }
+            }
             Action::EventDestroy { event } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
@@ -942,6 +1165,59 @@ impl Lowering {
                 }
             }
         }
+    }
+
+    fn vmm_create(&mut self, p: usize, size: VmmSize, exportable: bool) -> usize {
+        let name = self.fresh("m");
+        let types = if exportable { "posix_fd" } else { "none" };
+        self.emit(
+            p,
+            format!("{name} = vmm_create {} types={types}", size.text()),
+        );
+        self.vmms.push(VmmRec {
+            name,
+            proc: p,
+            size: size.text(),
+            released: false,
+        });
+        self.vmms.len() - 1
+    }
+
+    /// A live VMM handle of a live process, or a new exportable one.
+    fn pick_vmm(&mut self, i: &Index) -> Option<usize> {
+        let live: Vec<usize> = (0..self.vmms.len())
+            .filter(|&v| !self.vmms[v].released && !self.exited[self.vmms[v].proc])
+            .collect();
+        if live.is_empty() {
+            let p = self.pick_proc(i)?;
+            return Some(self.vmm_create(p, VmmSize::Granule, true));
+        }
+        Some(live[i.index(live.len())])
+    }
+
+    fn vmm_export(&mut self, v: usize) -> usize {
+        let rec = self.vmms[v].clone();
+        let fd = self.fresh("fd");
+        self.emit(rec.proc, format!("{fd} = vmm_export {} posix_fd", rec.name));
+        self.fds.push(FdRec {
+            name: fd,
+            proc: rec.proc,
+            size: rec.size,
+            closed: false,
+        });
+        self.fds.len() - 1
+    }
+
+    /// An open descriptor of a live process, or one exported now.
+    fn pick_fd(&mut self, i: &Index) -> Option<usize> {
+        let live: Vec<usize> = (0..self.fds.len())
+            .filter(|&f| !self.fds[f].closed && !self.exited[self.fds[f].proc])
+            .collect();
+        if live.is_empty() {
+            let v = self.pick_vmm(i)?;
+            return Some(self.vmm_export(v));
+        }
+        Some(live[i.index(live.len())])
     }
 
     fn event_create(&mut self, p: usize, flags: EventFlags) -> usize {

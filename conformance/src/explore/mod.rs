@@ -146,6 +146,7 @@ pub struct Reached {
     pub second_contexts: usize,
     pub bad_handles: usize,
     pub event_opens: usize,
+    pub vmm_imports: usize,
 }
 
 impl From<GenStats> for Reached {
@@ -160,6 +161,7 @@ impl From<GenStats> for Reached {
             second_contexts: s.second_contexts,
             bad_handles: s.bad_handles,
             event_opens: s.event_opens,
+            vmm_imports: s.vmm_imports,
         }
     }
 }
@@ -217,6 +219,7 @@ impl Summary {
             ("second contexts", r.second_contexts),
             ("damaged or made-up handles", r.bad_handles),
             ("interprocess event opens", r.event_opens),
+            ("VMM imports of a descriptor", r.vmm_imports),
         ] {
             let _ = writeln!(s, "| {k} | {v} |");
         }

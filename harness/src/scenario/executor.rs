@@ -782,6 +782,14 @@ pub(crate) fn execute_on(
         let text = step.text();
         let skip = dead[step.process]
             .clone()
+            // A descriptor cannot reach a process that crashed or hung.
+            .or_else(|| match &step.op {
+                Op::SendFd { to, .. } => dead
+                    .get(*to)
+                    .and_then(|r| r.as_ref())
+                    .map(|r| format!("the receiver is gone: {r}")),
+                _ => None,
+            })
             .or_else(|| run.missing_binding(step));
         let call = Instant::now();
         let result = match skip {
