@@ -647,6 +647,9 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         first_case: a.first_case,
         record: a.record.clone(),
         record_devices: settings.devices,
+        // Programs use the devices the machine has (the simulator's default
+        // machine has two).
+        max_devices: settings.devices.unwrap_or(2),
         ..ExploreOptions::default()
     };
     let bar = if a.quiet {

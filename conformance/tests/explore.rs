@@ -66,6 +66,7 @@ fn the_generator_reaches_the_interesting_states() {
     assert!(r.bad_handles > 50, "{r:?}");
     assert!(r.event_opens > 50, "{r:?}");
     assert!(r.vmm_imports > 50, "{r:?}");
+    assert!(r.cross_device_opens > 20, "{r:?}");
     // Cases of about the requested length.
     assert!(s.steps > 400 * 16, "{} steps", s.steps);
 }

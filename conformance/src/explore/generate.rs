@@ -13,7 +13,9 @@
 //!
 //! Events are generated (create with IPC or wrong flags, get, send and
 //! open, record/sync/stream-wait, destroy; no `event_query`: pending work
-//! is timing), and VMM allocations shared over descriptors. Adding an op
+//! is timing), VMM allocations shared over descriptors, and programs on two
+//! devices (cross-device opens, peer queries and enables) where the machine
+//! has two. Adding an op
 //! family: add its [`Action`] variants with
 //! a weight in [`action_strategy`], the state it produces to [`Lowering`],
 //! and its lowering in [`Lowering::lower`]; the properties see it through the
@@ -191,6 +193,12 @@ pub enum Action {
     },
     // --- VMM allocations shared over POSIX descriptors (driver API calls
     // in both dialects) ---
+    /// `can_access_peer` or `enable_peer` toward the other device (two
+    /// devices only).
+    Peer {
+        proc: Index,
+        enable: bool,
+    },
     VmmCreate {
         proc: Index,
         size: VmmSize,
@@ -275,10 +283,13 @@ pub enum EventUse {
     StreamWait,
 }
 
-/// A generated program: processes (2 or 3, one device) and actions.
+/// A generated program: processes (2 or 3, on one or two devices) and actions.
 #[derive(Debug, Clone)]
 pub struct Program {
     pub processes: usize,
+    /// Devices of the machine (1 or 2) and each process's device.
+    pub devices: u32,
+    pub placement: Vec<u32>,
     pub actions: Vec<Action>,
 }
 
@@ -369,17 +380,34 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|va| Action::VmmUnmap { va }),
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
+        1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
     ]
 }
 
-/// Programs of 2 or 3 processes and up to `max_actions` actions.
-pub fn program_strategy(max_actions: usize) -> impl Strategy<Value = Program> {
+/// Programs of 2 or 3 processes, on up to `max_devices` devices (a quarter
+/// of them on two when the machine has two), and up to `max_actions` actions.
+pub fn program_strategy(max_actions: usize, max_devices: u32) -> impl Strategy<Value = Program> {
     let max = max_actions.max(1);
+    let devices = if max_devices >= 2 {
+        prop_oneof![3 => Just(1u32), 1 => Just(2u32)].boxed()
+    } else {
+        Just(1u32).boxed()
+    };
     (
         prop_oneof![3 => Just(2usize), 1 => Just(3usize)],
+        devices,
+        proptest::collection::vec(any::<bool>(), 3),
         proptest::collection::vec(action_strategy(), 1..=max),
     )
-        .prop_map(|(processes, actions)| Program { processes, actions })
+        .prop_map(|(processes, devices, second, actions)| Program {
+            processes,
+            devices,
+            placement: second
+                .iter()
+                .map(|&b| u32::from(b && devices == 2))
+                .collect(),
+            actions,
+        })
 }
 
 const PROC_NAMES: [&str; 3] = ["p0", "p1", "p2"];
@@ -450,6 +478,9 @@ struct EventRec {
 /// What the lowered steps made so far (names only: outcomes are not known
 /// when generating).
 struct Lowering {
+    devices: u32,
+    /// Each process's device.
+    placement: Vec<u32>,
     vmms: Vec<VmmRec>,
     fds: Vec<FdRec>,
     vas: Vec<VaRec>,
@@ -491,6 +522,8 @@ pub struct GenStats {
     pub event_opens: usize,
     /// `vmm_import` steps.
     pub vmm_imports: usize,
+    /// Opens of memory another device holds.
+    pub cross_device_opens: usize,
 }
 
 impl GenStats {
@@ -506,6 +539,7 @@ impl GenStats {
         self.bad_handles += o.bad_handles;
         self.event_opens += o.event_opens;
         self.vmm_imports += o.vmm_imports;
+        self.cross_device_opens += o.cross_device_opens;
     }
 }
 
@@ -517,9 +551,14 @@ pub struct Lowered {
 }
 
 impl Lowering {
-    fn new(nprocs: usize) -> Lowering {
+    fn new(nprocs: usize, devices: u32, placement: &[u32]) -> Lowering {
         let nprocs = nprocs.clamp(1, PROC_NAMES.len());
+        let devices = devices.clamp(1, 2);
         Lowering {
+            devices,
+            placement: (0..nprocs)
+                .map(|p| placement.get(p).copied().unwrap_or(0).min(devices - 1))
+                .collect(),
             vmms: Vec::new(),
             fds: Vec::new(),
             vas: Vec::new(),
@@ -657,6 +696,9 @@ impl Lowering {
         let name = self.fresh("o");
         self.emit(proc, format!("{name} = ipc_open {handle} flags={flags}"));
         self.stats.opens += 1;
+        if from.is_some_and(|a| self.placement[self.allocs[a].proc] != self.placement[proc]) {
+            self.stats.cross_device_opens += 1;
+        }
         self.opens.push(OpenRec {
             name: name.clone(),
             proc,
@@ -914,7 +956,7 @@ impl Lowering {
                 if let Some(p) = self.pick_proc(proc) {
                     self.name_primary(p);
                     let c = self.fresh("c");
-                    self.emit(p, format!("{c} = ctx_create 0"));
+                    self.emit(p, format!("{c} = ctx_create {}", self.placement[p]));
                     self.stats.second_contexts += 1;
                     self.ctxs.push(CtxRec { name: c, proc: p });
                 }
@@ -1041,6 +1083,19 @@ impl Lowering {
                         EventUse::StreamWait => "stream_wait",
                     };
                     self.emit(rec.proc, format!("{op} {}", rec.name));
+                }
+            }
+            Action::Peer { proc, enable } => {
+                if self.devices < 2 {
+                    return;
+                }
+                if let Some(p) = self.pick_proc(proc) {
+                    let (d, other) = (self.placement[p], 1 - self.placement[p]);
+                    if *enable {
+                        self.emit(p, format!("enable_peer {other}"));
+                    } else {
+                        self.emit(p, format!("can_access_peer {d} {other}"));
+                    }
                 }
             }
             Action::VmmCreate {
@@ -1279,7 +1334,7 @@ impl Lowering {
     fn name_primary(&mut self, p: usize) {
         if self.primary[p].is_none() {
             let c = self.fresh("c");
-            self.emit(p, format!("{c} = primary_ctx 0"));
+            self.emit(p, format!("{c} = primary_ctx {}", self.placement[p]));
             self.ctxs.push(CtxRec {
                 name: c.clone(),
                 proc: p,
@@ -1290,9 +1345,9 @@ impl Lowering {
 
     fn finish(self, header: &str) -> Lowered {
         let mut text = String::from(header);
-        let _ = writeln!(text, "devices 1");
-        for name in &PROC_NAMES[..self.nprocs] {
-            let _ = writeln!(text, "process {name} device=0");
+        let _ = writeln!(text, "devices {}", self.devices);
+        for (p, name) in PROC_NAMES[..self.nprocs].iter().enumerate() {
+            let _ = writeln!(text, "process {name} device={}", self.placement[p]);
         }
         for s in &self.steps {
             text.push_str(s);
@@ -1320,7 +1375,7 @@ fn fmt_size(n: u64) -> String {
 /// written (an action's steps are kept whole). `header` goes first (comment
 /// lines).
 pub fn lower(program: &Program, max_steps: usize, header: &str) -> Lowered {
-    let mut l = Lowering::new(program.processes);
+    let mut l = Lowering::new(program.processes, program.devices, &program.placement);
     for a in &program.actions {
         if l.steps.len() >= max_steps {
             break;

@@ -50,6 +50,8 @@ pub struct ExploreOptions {
     pub record: Option<PathBuf>,
     /// The real machine's device count, kept with each recorded case.
     pub record_devices: Option<u32>,
+    /// Devices generated programs may use (the machine's; 2 at most).
+    pub max_devices: u32,
 }
 
 impl Default for ExploreOptions {
@@ -66,6 +68,7 @@ impl Default for ExploreOptions {
             first_case: 0,
             record: None,
             record_devices: None,
+            max_devices: 2,
         }
     }
 }
@@ -147,6 +150,7 @@ pub struct Reached {
     pub bad_handles: usize,
     pub event_opens: usize,
     pub vmm_imports: usize,
+    pub cross_device_opens: usize,
 }
 
 impl From<GenStats> for Reached {
@@ -162,6 +166,7 @@ impl From<GenStats> for Reached {
             bad_handles: s.bad_handles,
             event_opens: s.event_opens,
             vmm_imports: s.vmm_imports,
+            cross_device_opens: s.cross_device_opens,
         }
     }
 }
@@ -220,6 +225,7 @@ impl Summary {
             ("damaged or made-up handles", r.bad_handles),
             ("interprocess event opens", r.event_opens),
             ("VMM imports of a descriptor", r.vmm_imports),
+            ("opens of another device's memory", r.cross_device_opens),
         ] {
             let _ = writeln!(s, "| {k} | {v} |");
         }
@@ -273,13 +279,25 @@ pub fn runner_for(seed: u64) -> TestRunner {
 
 /// The program of case `id`, with its shrinkable tree.
 pub fn case_tree(id: CaseId, max_steps: usize) -> Box<dyn ValueTree<Value = Program>> {
+    case_tree_on(id, max_steps, 2)
+}
+
+/// [`case_tree`] for a machine of `max_devices` devices (1: no program
+/// needs a second one).
+pub fn case_tree_on(
+    id: CaseId,
+    max_steps: usize,
+    max_devices: u32,
+) -> Box<dyn ValueTree<Value = Program>> {
     let mut runner = runner_for(id.seed);
-    let strategy = generate::program_strategy(max_steps);
+    let strategy = generate::program_strategy(max_steps, max_devices);
     // The strategy has no filters, so drawing a tree cannot be rejected.
     match strategy.new_tree(&mut runner) {
         Ok(t) => Box::new(t),
         Err(_) => Box::new(proptest::strategy::Just(Program {
             processes: 2,
+            devices: 1,
+            placement: vec![0, 0],
             actions: Vec::new(),
         })),
     }
@@ -560,7 +578,7 @@ fn run_case(
         seed: case_seed(opts.seed, index),
         dialect: dialects[(index % dialects.len() as u64) as usize],
     };
-    let mut tree = case_tree(id, opts.max_steps);
+    let mut tree = case_tree_on(id, opts.max_steps, opts.max_devices);
     let lowered = generate::lower(&tree.current(), opts.max_steps, "");
     let eval = judge.evaluate(&lowered.text, id);
     let claimed = {

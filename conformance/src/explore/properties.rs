@@ -174,6 +174,11 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             vec![(InvalidValue, Clause("vmm.map.edge-cases"))]
         }
         ("vmm_release", _) => vec![(InvalidValue, Clause("vmm.lifetime.release-while-mapped"))],
+        ("enable_peer", _) => vec![
+            (PeerAccessAlreadyEnabled, Clause("multidev.peer.enable")),
+            (PeerAccessUnsupported, Clause("multidev.peer.enable-self")),
+        ],
+        ("can_access_peer", _) => vec![(InvalidDevice, Clause("multidev.peer.can-access"))],
         ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
         ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
         ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
