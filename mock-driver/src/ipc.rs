@@ -270,19 +270,22 @@ impl World {
         if *handle == IpcMemHandle::ZERO {
             return Err(self.sem.zero_handle_error.into());
         }
-        let fresh_mapping = match self.known_variant(p, handle)? {
-            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
-            Variant::NewMapping => true,
-            Variant::None => false,
-        };
         // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
         // own-process check comes first and reads the handle's process field
-        // only, before the format and memory-type words are looked at.
+        // only, before the format and memory-type words are looked at, and
+        // before the context's table of opened handles (recorded seed-3001
+        // cases 1365, 1502: the exporter re-opening its own handle where a
+        // copy with another process field is open).
         let tag = raw_process_tag(handle);
         if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
             self.current_ctx(p)?;
             return Err(self.sem.open_in_exporter.into());
         }
+        let fresh_mapping = match self.known_variant(p, handle)? {
+            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
+            Variant::NewMapping => true,
+            Variant::None => false,
+        };
         // The one-context-per-exporter rule reads the same field, also before
         // the format word (2 x H200, case 81: a handle whose format word is
         // damaged, opened from a second context, is InvalidHandle).
