@@ -658,7 +658,7 @@ impl World {
 
     /// The mapping at `base` was made by a stale handle: none of the handles
     /// that opened it carries its block's export object id.
-    fn stale_mapping(&self, p: ProcessIndex, base: u64) -> bool {
+    pub(crate) fn stale_mapping(&self, p: ProcessIndex, base: u64) -> bool {
         let Some(r) = self.procs[p].regions.get(&base) else {
             return false;
         };

@@ -628,6 +628,15 @@ impl World {
         if end > base.saturating_add(region_len) {
             return Err(fault.into());
         }
+        // A handle of freed memory opened the exporter's new allocation at
+        // its address (`stale_handle`): the handle's own memory is gone.
+        if import.is_some() && self.stale_mapping(p, base) {
+            self.hazard(
+                HazardKind::AccessAfterFree,
+                p,
+                format!("{ptr:#x}: mapping a handle of freed memory opened (it reaches the exporter's new allocation)"),
+            );
+        }
         if let Some((_, _, true)) = import {
             self.hazard(
                 HazardKind::AccessAfterClose,
