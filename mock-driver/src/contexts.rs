@@ -96,7 +96,6 @@ impl World {
         // `va_reuse=top-down`: VA reserved before this call is never handed
         // out again (H100 explore cases 13, 58, 99, 255; 2 x H200 case 6).
         proc.arena = proc.arena.wrapping_add(1);
-        self.reclaim_freed_exports(p);
         Ok(c)
     }
 

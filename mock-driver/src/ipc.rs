@@ -25,7 +25,7 @@
 use crate::seed::hash;
 use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
-    Reopen,
+    Reopen, StaleHandle,
 };
 use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World};
 use ipc_harness::{
@@ -270,19 +270,22 @@ impl World {
         if *handle == IpcMemHandle::ZERO {
             return Err(self.sem.zero_handle_error.into());
         }
-        let fresh_mapping = match self.known_variant(p, handle)? {
-            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
-            Variant::NewMapping => true,
-            Variant::None => false,
-        };
         // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
         // own-process check comes first and reads the handle's process field
-        // only, before the format and memory-type words are looked at.
+        // only, before the format and memory-type words are looked at, and
+        // before the context's table of opened handles (recorded seed-3001
+        // cases 1365, 1502: the exporter re-opening its own handle where a
+        // copy with another process field is open).
         let tag = raw_process_tag(handle);
         if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
             self.current_ctx(p)?;
             return Err(self.sem.open_in_exporter.into());
         }
+        let fresh_mapping = match self.known_variant(p, handle)? {
+            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
+            Variant::NewMapping => true,
+            Variant::None => false,
+        };
         // The one-context-per-exporter rule reads the same field, also before
         // the format word (2 x H200, case 81: a handle whose format word is
         // damaged, opened from a second context, is InvalidHandle).
@@ -312,14 +315,21 @@ impl World {
                 return Err(kind.into());
             }
         }
-        // Measured: InvalidValue right after the free (mem.lifetime.free-before-open);
-        // NotPermitted once the exporter allocated again (H100 explore case 19,
-        // 2026-11-23 seed 2027 case 24, jobs6 case 44; 2 x H200 case 50).
-        if let Some(&(_, reclaimed)) = self.freed_exports.get(&h.object) {
-            if reclaimed {
-                return Err(self.sem.reclaimed_export_error.into());
+        // A handle that already opened what its freed block's address holds
+        // now re-opens that mapping, also after the exporter exited
+        // (recorded seed-3001 case 251).
+        if let Some(ret) = self.reopen_stale(p, ctx, handle, h.object) {
+            return Ok(ret);
+        }
+        // The block was freed and nobody maps it: what the exporter has at its
+        // address decides (`stale_handle`); a damaged check word is refused
+        // first (recorded seed-3001 case 1145).
+        if let Some(&(owner, old_base)) = self.freed_exports.get(&h.object) {
+            if !h.checked {
+                return Err(self.sem.garbage_handle_error.into());
             }
-            return Err(ErrorKind::InvalidValue.into());
+            let addr = old_base.saturating_add(h.offset);
+            return self.open_stale(p, (ctx, device), handle, &h, owner, addr, flags);
         }
         // An object the driver does not know: never made, or its exporter exited.
         let Some(&block_id) = self.export_ids.get(&h.object) else {
@@ -418,11 +428,12 @@ impl World {
         // a copy with another serial maps again (`known_variant`).
         if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
             let proc = &self.procs[p];
-            let mut bases = proc
+            // A mapping a stale handle made is its own (`open_stale`).
+            let first = proc
                 .imports
                 .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base);
-            let first = bases.next();
+                .map(|&(_, _, base)| base)
+                .find(|b| !self.stale_mapping(p, *b));
             let own = proc
                 .imports
                 .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
@@ -536,6 +547,164 @@ impl World {
             b.importers = b.importers.saturating_add(1);
         }
         Ok(ret)
+    }
+
+    /// `ipc_open` of a handle whose block its exporter freed and nobody maps
+    /// any more, by `stale_handle`: the handle reaches what the exporter has
+    /// at the freed allocation's address `addr` now. Measured (H100,
+    /// recorded seed-3001): an exported device allocation starting there
+    /// opens, in a mapping of its own that the new allocation's own handle
+    /// does not share (cases 251, 597, 712, 760, 937, 980, 1281); free VA is
+    /// InvalidValue (cases 251, 606, 878, 954, 1519); an allocation not
+    /// exported (yet), pinned host memory, or VA that was free when a
+    /// `ctx_create` came (released before it) is `reclaimed_export_error` (cases 712, 716, 980, 1284;
+    /// 2026-11-23 seed 2027 case 24).
+    #[allow(clippy::too_many_arguments)]
+    fn open_stale(
+        &mut self,
+        p: ProcessIndex,
+        (ctx, device): (crate::world::CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        owner: ProcessIndex,
+        addr: u64,
+        flags: u32,
+    ) -> SimResult<u64> {
+        let proc = &self.procs[owner];
+        let target = proc
+            .allocs
+            .get(&addr)
+            .filter(|a| a.kind == MemKind::Device)
+            .filter(|a| {
+                self.blocks
+                    .get(&a.block)
+                    .is_some_and(|b| b.exports.contains_key(&a.offset))
+            })
+            .map(|a| (a.block, a.offset, a.size));
+        if let (StaleHandle::ByAddress, Some((block_id, offset, size))) =
+            (self.sem.stale_handle, target)
+        {
+            return self.map_stale(p, (ctx, device), handle, h, block_id, (offset, size), flags);
+        }
+        let taken = proc.alloc_at(addr).is_some() || proc.region_at(addr).is_some();
+        let free = proc
+            .free_va
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&b, f)| {
+                addr < b.saturating_add(f.span)
+                    && !proc
+                        .contexts
+                        .values()
+                        .any(|c| !c.primary && c.born >= f.released)
+            });
+        if free && !taken {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        Err(self.sem.reclaimed_export_error.into())
+    }
+
+    /// A new mapping of `block_id` for a stale handle (`open_stale`).
+    #[allow(clippy::too_many_arguments)]
+    fn map_stale(
+        &mut self,
+        p: ProcessIndex,
+        (ctx, device): (crate::world::CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        block_id: BlockId,
+        (offset, size): (u64, u64),
+        flags: u32,
+    ) -> SimResult<u64> {
+        let Some(block) = self.blocks.get(&block_id) else {
+            return Err(self.sem.dead_handle_error.into());
+        };
+        let (block_size, block_device, exporter) = (block.size, block.device, block.owner);
+        if device != block_device {
+            self.cross_device_open(p, ctx, device, block_device, flags)?;
+        }
+        let pool = crate::world::VaPool {
+            ctx,
+            class: crate::world::VaClass::Device,
+        };
+        let base = self.procs[p]
+            .reserve_va(block_size, pool)
+            .ok_or(ErrorKind::OutOfMemory)?;
+        let ret = base + offset;
+        let proc = &mut self.procs[p];
+        proc.regions.insert(
+            base,
+            Region {
+                len: block_size,
+                block: block_id,
+                import: Some(Mapping {
+                    ctx,
+                    device,
+                    exporter,
+                    exporter_tag: h.exporter_tag,
+                    opened: vec![*handle],
+                    exports: BTreeMap::from([(offset, size)]),
+                    opens: BTreeMap::from([(ret, 1)]),
+                    closed: BTreeSet::new(),
+                }),
+            },
+        );
+        proc.imports.insert((ctx, block_id, base));
+        if let Some(b) = self.blocks.get_mut(&block_id) {
+            b.importers = b.importers.saturating_add(1);
+        }
+        Ok(ret)
+    }
+
+    /// The mapping at `base` was made by a stale handle: none of the handles
+    /// that opened it carries its block's export object id.
+    pub(crate) fn stale_mapping(&self, p: ProcessIndex, base: u64) -> bool {
+        let Some(r) = self.procs[p].regions.get(&base) else {
+            return false;
+        };
+        let id = self.blocks.get(&r.block).and_then(|b| b.export_id);
+        r.import.as_ref().is_some_and(|m| {
+            !m.opened.is_empty()
+                && m.opened
+                    .iter()
+                    .all(|o| id.is_none_or(|id| u32_at(&o.0, 48) != id))
+        })
+    }
+
+    /// Re-open (refcount) the mapping these bytes (the cookie aside) made in
+    /// `ctx` as a stale handle of export object `object`.
+    fn reopen_stale(
+        &mut self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+        handle: &IpcMemHandle,
+        object: u32,
+    ) -> Option<u64> {
+        if self.sem.reopen != Reopen::Refcount {
+            return None;
+        }
+        let base = self.procs[p]
+            .regions
+            .iter()
+            .find(|(_, r)| {
+                r.import.as_ref().is_some_and(|m| {
+                    m.ctx == ctx && m.opened.iter().any(|o| o.0[8..] == handle.0[8..])
+                }) && self
+                    .blocks
+                    .get(&r.block)
+                    .is_some_and(|b| b.export_id != Some(object))
+            })
+            .map(|(&b, _)| b)?;
+        let m = self.procs[p]
+            .regions
+            .get_mut(&base)
+            .and_then(|r| r.import.as_mut())?;
+        let offset = m.exports.keys().next().copied()?;
+        let ret = base + offset;
+        let n = m.opens.entry(ret).or_insert(0);
+        *n = n.saturating_add(1);
+        m.closed.remove(&offset);
+        Some(ret)
     }
 
     fn second_context_rule(&self) -> ExportRule {

@@ -48,9 +48,6 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let (ctx, device) = self.current_ctx(p)?;
-        if kind == MemKind::Device {
-            self.reclaim_freed_exports(p);
-        }
         let packed = kind == MemKind::Device
             && self.sem.suballocation == Switch::On
             && size < BLOCK
@@ -350,10 +347,9 @@ impl World {
             return Ok(bytes);
         }
         // Stale pointers stay stale for the hazard log, and freed exports
-        // are not reclaimed (`reclaimed_export_error`: recorded H100 cases
-        // 395, 606, 888, 1070 of seed 3001 open such an export after a
-        // device_read and get InvalidValue): the buffer is the harness's,
-        // not the program's.
+        // stay as they were (recorded H100 cases 395, 606, 888, 1070 of seed
+        // 3001 open such an export after a device_read and get
+        // InvalidValue): the buffer is the harness's, not the program's.
         let dead = self.procs[p].dead.clone();
         let freed_exports = self.freed_exports.clone();
         let va = {

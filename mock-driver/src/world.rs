@@ -277,12 +277,10 @@ pub(crate) struct World {
     pub handle_serial: u64,
     /// Export object ids (bytes 48..52 of a handle) -> block.
     pub export_ids: BTreeMap<u32, BlockId>,
-    /// Export ids whose block the exporter freed -> the exporter, while it
-    /// lives: opening them is InvalidValue, not the exited exporter's error.
     /// Export ids of blocks their (living) exporter freed and that nobody
-    /// maps any more: the owner, and whether it allocated since (malloc or
-    /// ctx_create: the export is then `reclaimed_export_error`).
-    pub freed_exports: BTreeMap<u32, (ProcessIndex, bool)>,
+    /// maps any more: the owner and where it mapped the block (a handle then
+    /// reaches what the owner has at that address: `stale_handle`).
+    pub freed_exports: BTreeMap<u32, (ProcessIndex, u64)>,
     pub hazards: HazardLog,
     /// VMM allocations, handles, descriptors and mappings (`vmm.rs`).
     pub vmm: crate::vmm::VmmState,
@@ -551,16 +549,6 @@ impl World {
         }
     }
 
-    /// The exporter `p` allocated (malloc or ctx_create): its freed, released
-    /// exports are reclaimed (their opens become `reclaimed_export_error`).
-    pub(crate) fn reclaim_freed_exports(&mut self, p: ProcessIndex) {
-        for (owner, reclaimed) in self.freed_exports.values_mut() {
-            if *owner == p {
-                *reclaimed = true;
-            }
-        }
-    }
-
     /// Drop a block once nobody maps it any more.
     pub(crate) fn maybe_release(&mut self, id: BlockId) {
         let Some(b) = self.blocks.get(&id) else {
@@ -576,7 +564,7 @@ impl World {
         if let Some(id) = b.export_id {
             self.export_ids.remove(&id);
             if exporter_alive {
-                self.freed_exports.insert(id, (b.owner, false));
+                self.freed_exports.insert(id, (b.owner, b.owner_base));
             }
         }
         if matches!(b.kind, MemKind::Device | MemKind::StreamOrdered) {
@@ -639,6 +627,15 @@ impl World {
         };
         if end > base.saturating_add(region_len) {
             return Err(fault.into());
+        }
+        // A handle of freed memory opened the exporter's new allocation at
+        // its address (`stale_handle`): the handle's own memory is gone.
+        if import.is_some() && self.stale_mapping(p, base) {
+            self.hazard(
+                HazardKind::AccessAfterFree,
+                p,
+                format!("{ptr:#x}: mapping a handle of freed memory opened (it reaches the exporter's new allocation)"),
+            );
         }
         if let Some((_, _, true)) = import {
             self.hazard(
