@@ -57,6 +57,7 @@ impl World {
                     primary,
                     alive: true,
                     born: proc.va_releases,
+                    serial: proc.ctx_serial,
                 });
                 return id;
             }

@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
 //! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
-//! | 16..24 | exported allocation size | ignored |
+//! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (recorded seed 3001 cases 965, 1045) |
 //! | 24..28 | format word `0x200` | InvalidValue |
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
 //! | 31 | padding | ignored |
@@ -60,6 +60,9 @@ pub(crate) struct HandleData {
     pub offset: u64,
     /// The check word matches the object id.
     pub checked: bool,
+    /// The size field (bytes 16..24): the size of the allocation the
+    /// importer's mapping registers, which bounds copies through it.
+    pub size: u64,
 }
 
 /// Bytes 56..64: the exported pointer's offset in its allocation, read only
@@ -149,6 +152,7 @@ pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
         object,
         offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
         checked: u32_at(b, 52) == check_word(seed, object),
+        size: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()),
     })
 }
 
@@ -480,7 +484,7 @@ impl World {
                 {
                     let n = m.opens.entry(ret).or_insert(0);
                     *n = n.saturating_add(1);
-                    m.exports.insert(h.offset, export_size);
+                    m.exports.insert(h.offset, h.size.min(export_size));
                     m.closed.remove(&h.offset);
                     if !m.opened.contains(handle) {
                         m.opened.push(*handle);
@@ -536,7 +540,10 @@ impl World {
                     exporter,
                     exporter_tag: h.exporter_tag,
                     opened: vec![*handle],
-                    exports: BTreeMap::from([(h.offset, export_size)]),
+                    // Measured (H100, recorded seed 3001 cases 965, 1045;
+                    // 2 x H200 case 94): a copy past a smaller size field is
+                    // InvalidValue (a larger one is unmeasured: not widened).
+                    exports: BTreeMap::from([(h.offset, h.size.min(export_size))]),
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
                 }),
@@ -873,6 +880,12 @@ mod tests {
                 28..=30 => assert_ne!(got.map(|d| d.offset), Some(2048), "byte {i}"),
                 48..=51 => assert_ne!(got.map(|d| d.object), Some(e.object), "byte {i}"),
                 52..=55 => assert_eq!(got.map(|d| d.checked), Some(false), "byte {i}"),
+                // The size field: the same memory, another registered size.
+                16..=23 => assert_eq!(
+                    got.map(|d| (d.object, d.offset, d.checked)),
+                    Some((d.object, d.offset, d.checked)),
+                    "byte {i}"
+                ),
                 // The process field: the memory is the same, the exporter tag differs.
                 8..=15 => assert_eq!(
                     got.map(|d| (d.object, d.offset, d.checked)),

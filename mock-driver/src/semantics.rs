@@ -296,6 +296,22 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// A memset (`cuMemsetD8`, `cudaMemset`) of VA its process released (a
+    /// freed block, a closed mapping) that no later allocation or mapping
+    /// of the process reuses.
+    StaleMemset {
+        /// Succeeds from the first context made after the release (and
+        /// only there), writing bytes that kernels reading the VA see
+        /// (`stale_kernel_read`); InvalidValue elsewhere. Copies there are
+        /// InvalidValue everywhere. Measured: H100, driver 580.159.04,
+        /// recorded seed 3001 cases 21, 173, 1193, 1477 and others.
+        FirstNewContext => "first-new-context",
+        /// InvalidValue in every context.
+        Refused => "refused",
+    }
+);
+
+keyword_choice!(
     /// `cuCtxSetCurrent` of a context already destroyed.
     SetDestroyedContext {
         /// Accepted (measured: H100, driver 580.159.04); later calls that
@@ -533,6 +549,8 @@ semantics! {
         "cuCtxDestroy on a primary context";
     stale_kernel_read: StaleKernelRead = StaleKernelRead::Remapped,
         "A kernel reading released VA (freed block, closed mapping) not reused since: zeros where the reading context maps it again (its own scratch buffer, or a context made after the release), else a fault";
+    stale_memset: StaleMemset = StaleMemset::FirstNewContext,
+        "A memset of released VA (freed block, closed mapping) not reused since: succeeds from the first context made after the release, and kernels there read its bytes; else InvalidValue";
     set_destroyed_context: SetDestroyedContext = SetDestroyedContext::Accepted,
         "cuCtxSetCurrent of a destroyed context";
     event_unknown_flags: ErrorKind = ErrorKind::InvalidValue,

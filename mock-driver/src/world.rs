@@ -115,6 +115,9 @@ pub(crate) struct Context {
     /// `Process::va_releases` when the context was made: VA released later
     /// than that is released under it (`stale_kernel_read`).
     pub born: u64,
+    /// `Process::ctx_serial` at creation: the order contexts were made in
+    /// (`stale_memset`).
+    pub serial: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -193,6 +196,9 @@ pub(crate) struct Process {
     pub primary: BTreeMap<u32, CtxKey>,
     pub current: Option<CtxKey>,
     pub ctx_serial: u64,
+    /// Bytes a memset wrote into released VA (`stale_memset`), by address;
+    /// kernels reading that VA see them (`stale_kernel_read`).
+    pub stale_bytes: crate::store::Store,
     pub va_next: u64,
     pub va_end: u64,
     /// Live allocations by base address.
@@ -365,6 +371,7 @@ impl Process {
             primary: BTreeMap::new(),
             current: None,
             ctx_serial: 0,
+            stale_bytes: crate::store::Store::default(),
             va_next: base,
             va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
             allocs: BTreeMap::new(),
@@ -482,6 +489,7 @@ impl Process {
         };
         self.va_releases += 1;
         let released = self.va_releases;
+        self.stale_bytes.fill(base, span, 0);
         let mut base = base;
         if self.va_reuse == VaReuse::TopDown {
             // Adjacent released spans of one pool merge again (a span carved
