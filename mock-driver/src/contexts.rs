@@ -134,6 +134,12 @@ impl World {
         if primary && self.sem.destroy_primary == DestroyPrimary::Error {
             return Err(ErrorKind::InvalidContext.into());
         }
+        // A sticky error stops the call only after that check (H100,
+        // recorded seed-3001 cases 222, 1352: destroying the primary
+        // context after a fault is cudaErrorDeviceUninitialized, not 700).
+        if self.procs[p].sticky {
+            return Err(ErrorKind::IllegalAddress.into());
+        }
         self.release_context(p, ctx, true);
         let proc = &mut self.procs[p];
         // `va_reuse=top-down`: like `ctx_create`, a destroy starts a new
