@@ -134,8 +134,18 @@ impl World {
         if primary && self.sem.destroy_primary == DestroyPrimary::Error {
             return Err(ErrorKind::InvalidContext.into());
         }
+        // A sticky error stops the call only after that check (H100,
+        // recorded seed-3001 cases 222, 1352: destroying the primary
+        // context after a fault is cudaErrorDeviceUninitialized, not 700).
+        if self.procs[p].sticky {
+            return Err(ErrorKind::IllegalAddress.into());
+        }
         self.release_context(p, ctx, true);
         let proc = &mut self.procs[p];
+        // `va_reuse=top-down`: like `ctx_create`, a destroy starts a new
+        // arena (recorded seed-3001 cases 3, 566, 821, 1057: VA the
+        // destroyed context released is not handed out again).
+        proc.arena = proc.arena.wrapping_add(1);
         if let Some(c) = proc.contexts.get_mut(&ctx) {
             c.alive = false;
         }

@@ -117,7 +117,8 @@ impl Driver for SimProcess {
     }
 
     fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()> {
-        self.call(|w, p| w.destroy_context(p, ctx.0))
+        // Checks its argument before the sticky error (`destroy_context`).
+        self.call_spared(|w, p| w.destroy_context(p, ctx.0))
     }
 
     fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {

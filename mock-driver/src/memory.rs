@@ -497,8 +497,8 @@ impl World {
     /// `device_read_buffer=allocated`; `kernel_read` makes it after the
     /// read, where it is placed by the same rules) would be mapped over
     /// `[ptr, end)`: no packing block has a free slot for it (`first_fit`),
-    /// and the lowest released span of the context's pool in the current
-    /// arena covers the range.
+    /// and the released VA `reserve_va` would hand out for it covers the
+    /// range.
     fn scratch_covers(
         &self,
         p: ProcessIndex,
@@ -537,16 +537,12 @@ impl World {
             ctx,
             class: crate::world::VaClass::Device,
         };
-        // Measured against the seed-3001 recording (cases 240, 292, 421,
-        // 492, 496, 853): the scratch block lands on the lowest released
-        // span of the current arena that fits, not where `va_reuse=top-down`
-        // puts the program's own blocks (the highest). Unexplained; kept as
-        // faults' rule within placement's arenas.
-        let proc = &self.procs[p];
-        proc.free_va
-            .iter()
-            .find(|(_, f)| f.span >= size && f.pool == pool && f.arena == proc.arena)
-            .is_some_and(|(&b, _)| ptr >= b && end <= b.saturating_add(size))
+        // The scratch block lands where `va_reuse` puts any block (the
+        // lowest released span of the current arena that fits, carved from
+        // its end; seed-3001 recording cases 240, 292, 421, 492, 496, 853).
+        self.procs[p]
+            .reusable_va(size, pool)
+            .is_some_and(|(_, _, b)| ptr >= b && end <= b.saturating_add(size))
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {

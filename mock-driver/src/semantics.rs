@@ -207,13 +207,14 @@ keyword_choice!(
     /// Whether released virtual addresses are handed out again.
     VaReuse {
         /// Released VA goes back to the arena it was reserved in; every
-        /// `ctx_create` starts a new arena that all later reservations (in
-        /// any context) come from, so VA reserved before it is never handed
-        /// out again. The highest released range of the current arena that
-        /// fits is used, carved from its end. Stream-ordered and managed
-        /// memory have pools of their own. Measured: H100 / 580.159.04,
-        /// explore run 2026-11-23 (cases 58, 99, 144, 183, 255) and the
-        /// 2 x H200 case 6.
+        /// `ctx_create` and every `ctx_destroy` starts a new arena that all
+        /// later reservations (in any context) come from, so VA reserved
+        /// before it is never handed out again. The lowest released range
+        /// of the current arena that fits is used, carved from its end.
+        /// Stream-ordered and managed memory have pools of their own.
+        /// Measured: H100 / 580.159.04, explore run 2026-11-23 (cases 58,
+        /// 99, 144, 183, 255; seed-3001 recording cases 123, 454, 566) and
+        /// the 2 x H200 case 6.
         TopDown => "top-down",
         /// The lowest released range that fits, per context (the first
         /// model: H100 / 580.159.04 gives a re-opened handle the address

@@ -446,12 +446,13 @@ impl Process {
                 .map(|(&b, f)| (b, f.span, b)),
             // Measured (H100, explore 2026-11-23 case 183: a 2 MiB open
             // after a 3 MiB free gets a new address, the next 2 MiB block the
-            // closed one's, the next open the freed base): the highest span
-            // of the current arena and class, carved from its end.
+            // closed one's, the next open the freed base): the lowest span
+            // of the current arena and class that fits, carved from its end
+            // (seed-3001 recording cases 123, 321, 454, 692, 1032: not the
+            // highest).
             VaReuse::TopDown => self
                 .free_va
                 .iter()
-                .rev()
                 .find(|(_, f)| f.span >= need && f.pool.class == pool.class && f.arena == arena)
                 .map(|(&b, f)| (b, f.span, b + f.span - need)),
         }
