@@ -727,7 +727,8 @@ fn access(
         .label_object
         .get(&label)
         .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
-    if inside && m.closed.contains(&(p, label.clone())) {
+    let stale = m.closed.contains(&(p, label.clone()));
+    if inside && stale {
         let logged = here.iter().any(|k| {
             matches!(
                 k,
@@ -743,6 +744,20 @@ fn access(
                     .into(),
             );
         }
+    }
+    // A write through a closed pointer, or one the hazard log calls an
+    // access after close or free (a mapping its context's destroy released),
+    // is undefined: where its bytes land (the released VA: stale_memset) is
+    // no longer the object's, so reads are not judged from here on.
+    let undefined = here.iter().any(|k| {
+        matches!(
+            k,
+            HazardKind::AccessAfterClose | HazardKind::AccessAfterFree
+        )
+    });
+    if write && (stale || undefined) {
+        m.scrambled_all = true;
+        return;
     }
     match m.label_object.get(&label) {
         Some(&o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
