@@ -139,6 +139,36 @@ pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
 /// words are wrong (InvalidValue on hardware). The caller checks, in the
 /// hardware's order: object id (InvalidHandle), check word (InvalidValue),
 /// offset (AlreadyMapped).
+/// Whether the allocation a mapping opened at block offset `o` is gone:
+/// every handle it was opened with there carries an older serial (bytes
+/// 40..48) than the slot's allocation now, which first-fit reuse placed
+/// after the handle's allocation was freed. An access through it reaches
+/// another allocation's memory: the access-after-free hazard.
+pub(crate) fn opened_slot_reused(
+    seed: u64,
+    stable: bool,
+    m: &crate::world::Mapping,
+    block: &crate::world::Block,
+    o: u64,
+) -> bool {
+    if !stable {
+        return false;
+    }
+    let now = block.serials.get(&o).copied().unwrap_or(0);
+    let mut named = false;
+    for h in &m.opened {
+        if decode(seed, h).is_some_and(|d| d.offset == o) {
+            named = true;
+            let mut serial = [0u8; 8];
+            serial.copy_from_slice(&h.0[40..48]);
+            if u64::from_le_bytes(serial) == now {
+                return false;
+            }
+        }
+    }
+    named
+}
+
 pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
     let b = &handle.0;
     if u32_at(b, 24) != FORMAT || b[32..37] != MEMORY_TYPE {

@@ -607,11 +607,17 @@ impl World {
         };
         let proc = &self.procs[p];
         let dead = proc.dead_at(ptr);
+        let stable = self.sem.handle_stable == crate::semantics::HandleStability::SameBytes;
         let found = proc.region_at(ptr).map(|(base, r)| {
             let import = r.import.as_ref().map(|m| {
                 let export = m.export_at(ptr - base);
                 let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
-                (export, m.exporter, closed)
+                let reused = export.is_some_and(|(o, _)| {
+                    self.blocks
+                        .get(&r.block)
+                        .is_some_and(|b| crate::ipc::opened_slot_reused(self.seed, stable, m, b, o))
+                });
+                (export, m.exporter, closed, reused)
             });
             (base, r.len, r.block, import)
         });
@@ -646,7 +652,7 @@ impl World {
                 format!("{ptr:#x}: mapping a handle of freed memory opened (it reaches the exporter's new allocation)"),
             );
         }
-        if let Some((_, _, true)) = import {
+        if let Some((_, _, true, _)) = import {
             self.hazard(
                 HazardKind::AccessAfterClose,
                 p,
@@ -664,7 +670,7 @@ impl World {
         let mut hazards: Vec<(HazardKind, String)> = Vec::new();
         // The accessing allocation's own range, if the pointer is in one.
         let own: Option<(u64, u64)> = match import {
-            Some((export, exporter, _)) => {
+            Some((export, exporter, _, reused)) => {
                 if block.revoked {
                     self.hazard(
                         HazardKind::AccessAfterFree,
@@ -673,10 +679,18 @@ impl World {
                     );
                     return Err(fault.into());
                 }
-                let freed = export.is_some_and(|(o, _)| {
-                    block.freed_while_mapped.contains(&o) || block.freed.contains(&o)
-                });
-                if freed {
+                let freed = reused
+                    || export.is_some_and(|(o, _)| {
+                        block.freed_while_mapped.contains(&o) || block.freed.contains(&o)
+                    });
+                if reused {
+                    hazards.push((
+                        HazardKind::AccessAfterFree,
+                        format!(
+                            "{ptr:#x}: exporter process {exporter} freed the handle's allocation and its slot holds another one now"
+                        ),
+                    ));
+                } else if freed {
                     hazards.push((
                         HazardKind::AccessAfterFree,
                         format!(

@@ -136,6 +136,24 @@ fn a_freed_sub_allocation_with_a_live_neighbour_still_opens() {
 }
 
 #[test]
+fn a_handle_of_a_freed_allocation_whose_slot_was_reused_reads_with_a_hazard() {
+    // First-fit reuse puts a new allocation in the freed slot; the old handle
+    // still opens the block (a neighbour keeps it), and reads the new
+    // allocation's memory: access after free (found by prop6).
+    let mut m = start("");
+    let a = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    m.driver(0).free(FreeKind::Device, a).unwrap();
+    let c = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    assert_eq!(c, a, "first fit reuses the slot");
+    let p = open(m.as_mut(), 1, h).unwrap();
+    let before = count(m.as_ref(), HazardKind::AccessAfterFree);
+    m.driver(1).read(p, 1).unwrap();
+    assert_eq!(count(m.as_ref(), HazardKind::AccessAfterFree), before + 1);
+}
+
+#[test]
 fn packing_aligns_to_512_bytes() {
     let mut m = start("");
     let a = m.driver(0).alloc(MemKind::Device, 1).unwrap();
