@@ -419,7 +419,7 @@ impl World {
                 largest
             }
         };
-        let (block_size, block_device) = (block.size, block.device);
+        let block_device = block.device;
         if device != block_device {
             self.cross_device_open(p, ctx, device, block_device, flags)?;
         }
@@ -553,14 +553,37 @@ impl World {
             }
         }
 
+        // Measured (H100, recorded seed 3001 cases 965, 1045; 2 x H200 case
+        // 94): a copy past a smaller size field is InvalidValue (a larger one
+        // is unmeasured: not widened).
+        let export = (h.offset, h.size.min(export_size));
+        self.map_new(p, (ctx, device), handle, &h, block_id, export, ret_offset)
+    }
+
+    /// A new mapping of block `block_id` in process `p`, opened with
+    /// `handle` for the allocation `export` (offset in block, size); returns
+    /// the pointer at `ret_offset` in it.
+    #[allow(clippy::too_many_arguments)]
+    fn map_new(
+        &mut self,
+        p: ProcessIndex,
+        (ctx, device): (crate::world::CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        block_id: BlockId,
+        export: (u64, u64),
+        ret_offset: u64,
+    ) -> SimResult<u64> {
+        let Some(block) = self.blocks.get(&block_id) else {
+            return Err(self.sem.dead_handle_error.into());
+        };
+        let (block_size, exporter) = (block.size, block.owner);
+        let pool = crate::world::VaPool {
+            ctx,
+            class: crate::world::VaClass::Device,
+        };
         let base = self.procs[p]
-            .reserve_va(
-                block_size,
-                crate::world::VaPool {
-                    ctx,
-                    class: crate::world::VaClass::Device,
-                },
-            )
+            .reserve_va(block_size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
         let ret = base + ret_offset;
         let proc = &mut self.procs[p];
@@ -575,10 +598,7 @@ impl World {
                     exporter,
                     exporter_tag: h.exporter_tag,
                     opened: vec![*handle],
-                    // Measured (H100, recorded seed 3001 cases 965, 1045;
-                    // 2 x H200 case 94): a copy past a smaller size field is
-                    // InvalidValue (a larger one is unmeasured: not widened).
-                    exports: BTreeMap::from([(h.offset, h.size.min(export_size))]),
+                    exports: BTreeMap::from([export]),
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
                 }),
@@ -661,41 +681,19 @@ impl World {
         let Some(block) = self.blocks.get(&block_id) else {
             return Err(self.sem.dead_handle_error.into());
         };
-        let (block_size, block_device, exporter) = (block.size, block.device, block.owner);
+        let block_device = block.device;
         if device != block_device {
             self.cross_device_open(p, ctx, device, block_device, flags)?;
         }
-        let pool = crate::world::VaPool {
-            ctx,
-            class: crate::world::VaClass::Device,
-        };
-        let base = self.procs[p]
-            .reserve_va(block_size, pool)
-            .ok_or(ErrorKind::OutOfMemory)?;
-        let ret = base + offset;
-        let proc = &mut self.procs[p];
-        proc.regions.insert(
-            base,
-            Region {
-                len: block_size,
-                block: block_id,
-                import: Some(Mapping {
-                    ctx,
-                    device,
-                    exporter,
-                    exporter_tag: h.exporter_tag,
-                    opened: vec![*handle],
-                    exports: BTreeMap::from([(offset, size)]),
-                    opens: BTreeMap::from([(ret, 1)]),
-                    closed: BTreeSet::new(),
-                }),
-            },
-        );
-        proc.imports.insert((ctx, block_id, base));
-        if let Some(b) = self.blocks.get_mut(&block_id) {
-            b.importers = b.importers.saturating_add(1);
-        }
-        Ok(ret)
+        self.map_new(
+            p,
+            (ctx, device),
+            handle,
+            h,
+            block_id,
+            (offset, size),
+            offset,
+        )
     }
 
     /// The mapping at `base` was made by a stale handle: none of the handles
