@@ -302,3 +302,83 @@ fn recorded_gpu_runs_differ_only_where_known() {
         );
     }
 }
+
+/// Clause runs on real GPUs whose traces today's simulator must reproduce
+/// step by step (what `differential --backend cuda` checked on the day):
+/// results.json or differential.json files under reports/.
+const GPU_CLAUSE_RUNS: [&str; 4] = [
+    "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/differential/differential.json",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/new-clauses/results.json",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/placement-clauses/results.json",
+];
+
+/// The differential, offline: every clause that ran on the GPU (and still
+/// exists) gives the same observation at every step on the simulator, so a
+/// simulator change that breaks agreement with measured hardware fails CI
+/// without a GPU. Undefined clauses are recorded, not judged, as in
+/// `differential`.
+#[test]
+fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
+    use ipc_conformance::catalogue::{Catalogue, ClauseKind};
+    use ipc_conformance::runner::run_clause;
+    use ipc_harness::{Status, Trace};
+    let catalogue = Catalogue::load(&root().join("conformance/clauses")).expect("the catalogue");
+    let sim = SimBackend::default();
+    let mut compared = 0;
+    let mut differing = Vec::new();
+    for file in GPU_CLAUSE_RUNS {
+        let text = std::fs::read_to_string(root().join(file)).expect("readable");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let results = v
+            .get("real_results")
+            .or_else(|| v.get("results"))
+            .and_then(|r| r.as_array())
+            .cloned()
+            .unwrap_or_default();
+        assert!(!results.is_empty(), "{file}: no results");
+        for r in results {
+            let id = r["id"].as_str().unwrap_or_default();
+            let status: Status = serde_json::from_value(r["status"].clone()).expect("a status");
+            if status == Status::NotSupported {
+                continue;
+            }
+            let Some(clause) = catalogue.clauses.iter().find(|c| c.id == id) else {
+                continue; // renamed or removed since: the run names the old id
+            };
+            if clause.kind == Some(ClauseKind::Undefined) {
+                continue;
+            }
+            let dialect: Dialect = serde_json::from_value(r["dialect"].clone()).expect("a dialect");
+            let real: Trace = serde_json::from_value(r["trace"].clone()).expect("a trace");
+            let seed = r["seed"].as_u64().unwrap_or(1);
+            let ran = run_clause(
+                clause,
+                &sim,
+                dialect,
+                seed,
+                std::time::Duration::from_secs(20),
+            );
+            let Some(trace) = ran.trace else {
+                differing.push(format!(
+                    "{id} [{dialect}]: no trace on the simulator ({:?})",
+                    ran.status
+                ));
+                continue;
+            };
+            compared += 1;
+            for d in trace.differences(&real) {
+                differing.push(format!(
+                    "{id} [{dialect}] line {} '{}': simulator {:?}, GPU {:?}",
+                    d.line, d.op, d.left, d.right
+                ));
+            }
+        }
+    }
+    assert!(compared >= 200, "{compared} clause runs compared");
+    assert!(
+        differing.is_empty(),
+        "the simulator no longer reproduces these GPU traces:\n{}",
+        differing.join("\n")
+    );
+}
