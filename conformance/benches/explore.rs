@@ -10,6 +10,10 @@ use std::time::Duration;
 
 const BATCH: u64 = 200;
 
+// As the `ipc-conformance` binary does (src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn explore_throughput(c: &mut Criterion) {
     let backend = SimBackend::default();
     let judge = Judge {
