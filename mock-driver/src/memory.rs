@@ -74,14 +74,7 @@ impl World {
                             .retain(|&o| o < offset || o >= offset + need);
                         let base = b.owner_base + offset;
                         let proc = &mut self.procs[p];
-                        let stale: Vec<u64> = proc
-                            .dead
-                            .range(base..base + need)
-                            .map(|(&d, _)| d)
-                            .collect();
-                        for d in stale {
-                            proc.dead.remove(&d);
-                        }
+                        proc.revive(base, base + need);
                         let a = Allocation {
                             size,
                             kind,

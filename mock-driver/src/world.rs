@@ -357,6 +357,15 @@ pub(crate) fn containing<T>(
 }
 
 impl Process {
+    /// Released pointers in `[from, to)` reach live memory again (the VA was
+    /// handed out anew): they are no longer stale.
+    pub(crate) fn revive(&mut self, from: u64, to: u64) {
+        let stale: Vec<u64> = self.dead.range(from..to).map(|(&d, _)| d).collect();
+        for d in stale {
+            self.dead.remove(&d);
+        }
+    }
+
     pub(crate) fn new(name: String, visible: Vec<u32>, seed: u64, index: usize) -> Process {
         let jitter = hash(seed, &[0x5641, index as u64]) % (VA_WINDOW / GIB / 2);
         let base = VA_ROOT
@@ -408,14 +417,7 @@ impl Process {
                 }
             }
             // Stale pointers into the span now reach the new mapping.
-            let stale: Vec<u64> = self
-                .dead
-                .range(base..base + need)
-                .map(|(&b, _)| b)
-                .collect();
-            for b in stale {
-                self.dead.remove(&b);
-            }
+            self.revive(base, base + need);
             base
         } else {
             let base = self.va_next;
