@@ -514,7 +514,6 @@ pub fn explore_parallel(
 struct Shared {
     summary: Summary,
     reached: GenStats,
-    dialects: Vec<Dialect>,
     recorder: Option<record::Recorder>,
 }
 
@@ -535,11 +534,6 @@ impl Shared {
                 .record
                 .as_deref()
                 .map(|p| record::Recorder::new(p, opts.record_devices)),
-            dialects: if opts.dialects.is_empty() {
-                vec![Dialect::Runtime]
-            } else {
-                opts.dialects.clone()
-            },
         }
     }
 }
@@ -572,7 +566,12 @@ fn run_case(
     shared: &Mutex<Shared>,
     out: Option<&Path>,
 ) {
-    let dialects = lock(shared).dialects.clone();
+    // Cases alternate between the dialects asked for (runtime if none).
+    let dialects: &[Dialect] = if opts.dialects.is_empty() {
+        &[Dialect::Runtime]
+    } else {
+        &opts.dialects
+    };
     let id = CaseId {
         index,
         seed: case_seed(opts.seed, index),
