@@ -308,11 +308,12 @@ fn recorded_gpu_runs_differ_only_where_known() {
 /// Clause runs on real GPUs whose traces today's simulator must reproduce
 /// step by step (what `differential --backend cuda` checked on the day):
 /// results.json or differential.json files under reports/.
-const GPU_CLAUSE_RUNS: [&str; 4] = [
+const GPU_CLAUSE_RUNS: [&str; 5] = [
     "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/differential/differential.json",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/new-clauses/results.json",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/placement-clauses/results.json",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call5/differential/differential.json",
 ];
 
 /// The differential, offline: every clause that ran on the GPU (and still
@@ -328,6 +329,7 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
     let catalogue = Catalogue::load(&root().join("conformance/clauses")).expect("the catalogue");
     let sim = SimBackend::default();
     let mut compared = 0;
+    let mut unmeasured = 0;
     let mut differing = Vec::new();
     for file in GPU_CLAUSE_RUNS {
         let text = std::fs::read_to_string(root().join(file)).expect("readable");
@@ -369,7 +371,14 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
                 continue;
             };
             compared += 1;
+            // A clause extended after the run has steps the GPU never ran:
+            // they cannot be judged here (the next GPU run measures them);
+            // every step the GPU did run must still agree.
             for d in trace.differences(&real) {
+                if d.right.is_none() {
+                    unmeasured += 1;
+                    continue;
+                }
                 differing.push(format!(
                     "{id} [{dialect}] line {} '{}': simulator {:?}, GPU {:?}",
                     d.line, d.op, d.left, d.right
@@ -378,6 +387,7 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
         }
     }
     assert!(compared >= 200, "{compared} clause runs compared");
+    eprintln!("{compared} clause runs compared; {unmeasured} steps added to clauses since their GPU run not judged");
     assert!(
         differing.is_empty(),
         "the simulator no longer reproduces these GPU traces:\n{}",

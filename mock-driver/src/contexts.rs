@@ -58,6 +58,7 @@ impl World {
                     alive: true,
                     born: proc.va_releases,
                     serial: proc.ctx_serial,
+                    claimed_arena: None,
                 });
                 return id;
             }
@@ -96,6 +97,9 @@ impl World {
         proc.current = Some(c);
         // `va_reuse=top-down`: VA reserved before this call is never handed
         // out again (H100 explore cases 13, 58, 99, 255; 2 x H200 case 6).
+        if let Some(x) = proc.contexts.get_mut(&c) {
+            x.claimed_arena = Some(proc.arena);
+        }
         proc.arena = proc.arena.wrapping_add(1);
         Ok(c)
     }

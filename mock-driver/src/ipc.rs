@@ -618,9 +618,12 @@ impl World {
     /// opens, in a mapping of its own that the new allocation's own handle
     /// does not share (cases 251, 597, 712, 760, 937, 980, 1281); free VA is
     /// InvalidValue (cases 251, 606, 878, 954, 1519); an allocation not
-    /// exported (yet), pinned host memory, or VA that was free when a
-    /// `ctx_create` came (released before it) is `reclaimed_export_error` (cases 712, 716, 980, 1284;
-    /// 2026-11-23 seed 2027 case 24).
+    /// exported (yet), pinned host memory, or VA that was free in the
+    /// current arena when a `ctx_create` came (released before it) is
+    /// `reclaimed_export_error` (cases 712, 716, 980, 1284; 2026-11-23 seed
+    /// 2027 case 24). VA freed into an arena an earlier `ctx_create` already
+    /// closed stays InvalidValue through later ones (H100 call 5, clause
+    /// mem.lifetime.freed-export-va-retired-by-ctx-create).
     #[allow(clippy::too_many_arguments)]
     fn open_stale(
         &mut self,
@@ -658,7 +661,7 @@ impl World {
                     && !proc
                         .contexts
                         .values()
-                        .any(|c| !c.primary && c.born >= f.released)
+                        .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena))
             });
         if free && !taken {
             return Err(ErrorKind::InvalidValue.into());

@@ -118,6 +118,10 @@ pub(crate) struct Context {
     /// `Process::ctx_serial` at creation: the order contexts were made in
     /// (`stale_memset`).
     pub serial: u64,
+    /// The arena that was current when `ctx_create` made this context and
+    /// started a new one (`None` for primary contexts): free VA of that
+    /// arena is what the creation claims (`reclaimed_export_error`).
+    pub claimed_arena: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
