@@ -106,10 +106,16 @@ pub enum HazardKind {
     /// operations on the imported event after the exported event has been
     /// freed with cudaEventDestroy will result in undefined behavior").
     EventAfterExporterDestroy,
+    /// A copy or kernel read bytes another process wrote (`cudaMemcpy` from
+    /// pageable memory, `cudaMemset`) with no synchronisation by the writer
+    /// since: those calls may return before the device has the bytes ("the
+    /// DMA to final destination may not have completed", API
+    /// synchronization behavior), so the reader sees old or new bytes.
+    UnsynchronizedRead,
 }
 
 impl HazardKind {
-    pub const ALL: [HazardKind; 7] = [
+    pub const ALL: [HazardKind; 8] = [
         HazardKind::FreeWhileMapped,
         HazardKind::AccessAfterClose,
         HazardKind::AccessAfterFree,
@@ -117,6 +123,7 @@ impl HazardKind {
         HazardKind::FreeOfIpcPointer,
         HazardKind::MappingLeakedAtExit,
         HazardKind::EventAfterExporterDestroy,
+        HazardKind::UnsynchronizedRead,
     ];
 
     /// Spelling in scenario files (`expect hazard free-while-mapped`).
@@ -129,6 +136,7 @@ impl HazardKind {
             HazardKind::FreeOfIpcPointer => "free-of-ipc-pointer",
             HazardKind::MappingLeakedAtExit => "mapping-leaked-at-exit",
             HazardKind::EventAfterExporterDestroy => "event-after-exporter-destroy",
+            HazardKind::UnsynchronizedRead => "unsynchronized-read",
         }
     }
 

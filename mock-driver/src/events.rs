@@ -42,6 +42,9 @@ pub(crate) struct Core {
     pub flags: u32,
     /// The point in simulated time the last record completes at.
     pub recorded_at: Option<u64>,
+    /// The recording process and how many writes it had made then
+    /// (`Process::writes`): waiting for the event makes those visible.
+    pub covers: Option<(ProcessIndex, u64)>,
     /// The exporter destroyed its event (or exited) while it was exported.
     pub exporter_destroyed: bool,
     pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
@@ -221,6 +224,7 @@ impl World {
                 owner: p,
                 flags,
                 recorded_at: None,
+                covers: None,
                 exporter_destroyed: false,
                 handle: None,
             },
@@ -246,8 +250,10 @@ impl World {
         self.current_ctx(p)?;
         let core = self.event_core(p, id, "event_record")?;
         let at = self.events.tail(p).max(self.events.clock);
+        let writes = self.procs[p].writes;
         if let Some(c) = self.events.cores.get_mut(&core) {
             c.recorded_at = Some(at);
+            c.covers = Some((p, writes));
         }
         Ok(())
     }
@@ -272,6 +278,7 @@ impl World {
             self.events.clock = self.events.clock.max(t);
             self.settle();
         }
+        self.writes_seen(core);
         Ok(())
     }
 
@@ -282,7 +289,21 @@ impl World {
             let tail = self.events.tails.entry(p).or_insert(0);
             *tail = (*tail).max(t);
         }
+        self.writes_seen(core);
         Ok(())
+    }
+
+    /// Waiting for an event (on the host or in a stream) orders what its
+    /// recorder wrote before the record ahead of the waiter's later reads:
+    /// the IPC events' purpose. (Counted as visible to every process: the
+    /// simulator logs `unsynchronized-read` only where no ordering exists.)
+    fn writes_seen(&mut self, core: u64) {
+        let Some((r, upto)) = self.events.cores.get(&core).and_then(|c| c.covers) else {
+            return;
+        };
+        if let Some(proc) = self.procs.get_mut(r) {
+            proc.unsynced.retain(|w| w.0 > upto);
+        }
     }
 
     pub(crate) fn event_elapsed(

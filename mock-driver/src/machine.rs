@@ -128,6 +128,7 @@ impl Driver for SimProcess {
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| {
             w.drain(p);
+            w.synced(p);
             w.free(p, kind, ptr.0)
         })
     }
@@ -149,6 +150,7 @@ impl Driver for SimProcess {
     fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
+            w.synced(p);
             w.read(p, ptr.0, len, Access::Copy)
         })
     }
@@ -156,6 +158,7 @@ impl Driver for SimProcess {
     fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
+            w.synced(p);
             w.kernel_read(p, ptr.0, len)
         })
     }
@@ -176,6 +179,7 @@ impl Driver for SimProcess {
         self.call(|w, p| {
             w.current_ctx(p)?;
             w.drain(p);
+            w.synced(p);
             Ok(())
         })
     }

@@ -266,6 +266,9 @@ impl World {
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
         }
+        let proc = &mut self.procs[p];
+        proc.writes += 1;
+        proc.unsynced.push((proc.writes, id, off, len));
         Ok(())
     }
 
@@ -283,7 +286,48 @@ impl World {
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.write(off, bytes);
         }
+        // A pageable copy first waits for the stream (earlier copies and
+        // sets are done), then may return before its own bytes land.
+        let proc = &mut self.procs[p];
+        proc.writes += 1;
+        proc.unsynced = vec![(proc.writes, id, off, bytes.len() as u64)];
         Ok(())
+    }
+
+    /// `p` waited for its device work (a synchronising call): what it wrote
+    /// is visible to every process from now on.
+    pub(crate) fn synced(&mut self, p: ProcessIndex) {
+        if let Some(proc) = self.procs.get_mut(p) {
+            proc.unsynced.clear();
+        }
+    }
+
+    /// A read of `len` bytes at `off` of block `id` by `p` that overlaps
+    /// bytes another process wrote without synchronising since: logged,
+    /// since what the reader sees then is timing.
+    fn check_unsynced_read(
+        &mut self,
+        p: ProcessIndex,
+        id: crate::world::BlockId,
+        off: u64,
+        len: u64,
+    ) {
+        let end = off.saturating_add(len);
+        let writer = self.procs.iter().enumerate().find_map(|(q, proc)| {
+            (q != p
+                && proc
+                    .unsynced
+                    .iter()
+                    .any(|&(_, b, o, l)| b == id && o < end && off < o.saturating_add(l)))
+            .then(|| proc.name.clone())
+        });
+        if let Some(writer) = writer {
+            self.hazards.record(
+                HazardKind::UnsynchronizedRead,
+                p,
+                format!("{writer} wrote these bytes and has not synchronised since"),
+            );
+        }
     }
 
     pub(crate) fn read(
@@ -302,6 +346,7 @@ impl World {
             }
         }
         let (id, off) = self.resolve(p, ptr, len, access)?;
+        self.check_unsynced_read(p, id, off, len);
         if len > MAX_READ {
             return Err(Fail::Harness(format!(
                 "the simulator does not materialise reads over {MAX_READ} bytes"

@@ -228,6 +228,12 @@ pub(crate) struct Process {
     pub reserved: BTreeMap<u64, u64>,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: BTreeMap<(CtxKey, u32), BlockId>,
+    /// Bytes this process wrote or set since it last synchronised with its
+    /// device, as (write number, block, offset, len): another process
+    /// reading them races with the copy (`HazardKind::UnsynchronizedRead`).
+    pub unsynced: Vec<(u64, BlockId, u64, u64)>,
+    /// Writes and sets made so far (numbers `unsynced` entries).
+    pub writes: u64,
     /// Peer access a context has enabled: (context, peer's physical device).
     pub peer_enabled: BTreeSet<(CtxKey, u32)>,
     /// Peer connections this process holds, as (lower, higher) physical
@@ -397,6 +403,8 @@ impl Process {
             arena: 0,
             reserved: BTreeMap::new(),
             packing: BTreeMap::new(),
+            unsynced: Vec::new(),
+            writes: 0,
             peer_enabled: BTreeSet::new(),
             peer_links: BTreeSet::new(),
         }
@@ -847,6 +855,8 @@ impl World {
         if self.procs[p].exited {
             return;
         }
+        // Teardown finishes the process's device work.
+        self.procs[p].unsynced.clear();
         self.vmm_exit(p);
         if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]

@@ -25,6 +25,9 @@ struct Shared {
 fn share(m: &mut dyn Machine) -> Shared {
     let buf = m.driver(0).alloc(MemKind::Device, 2 * MIB).unwrap();
     m.driver(0).memset(buf, 0, 2 * MIB).unwrap();
+    // The zeros are certain to be seen elsewhere only once they landed
+    // (`unsynchronized-read`).
+    m.driver(0).synchronize().unwrap();
     let h = m.driver(0).ipc_get_mem_handle(buf, OutArg::Valid).unwrap();
     let event = m.driver(0).event_create(IPC).unwrap();
     let eh = m
