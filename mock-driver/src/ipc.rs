@@ -10,8 +10,8 @@
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
 //! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
 //! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (recorded seed 3001 cases 965, 1045) |
-//! | 24..28 | format word `0x200` | InvalidValue, after the one-context rule and the exporter's exit (2 x H200 case 81; recorded seed 3001 case 9) |
-//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
+//! | 24..28 | format word `0x200` | InvalidValue (not read where the context maps the block already: recorded seed 3001 case 804), after the one-context rule and the exporter's exit (2 x H200 case 81; recorded seed 3001 case 9) |
+//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped; where the context maps the block, a new mapping if the range overlaps nothing opened there (recorded seed 3001 case 340) |
 //! | 31 | padding | ignored |
 //! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (recorded seed 3001 cases 55, 363, 585, 876) |
 //! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (explore 2026-11-23) |
@@ -177,16 +177,22 @@ pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
     if u32_at(b, 24) != FORMAT || b[32..37] != MEMORY_TYPE {
         return None;
     }
+    Some(decode_fields(seed, handle))
+}
+
+/// The fields `decode` reads, whatever the format and memory-type words hold.
+fn decode_fields(seed: u64, handle: &IpcMemHandle) -> HandleData {
+    let b = &handle.0;
     let object = u32_at(b, 48);
     let mut tag = [0u8; 8];
     tag.copy_from_slice(&b[8..16]);
-    Some(HandleData {
+    HandleData {
         exporter_tag: u64::from_le_bytes(tag),
         object,
         offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
         checked: u32_at(b, 52) == check_word(seed, object),
         size: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()),
-    })
+    }
 }
 
 impl World {
@@ -352,7 +358,22 @@ impl World {
                 return Err(self.sem.dead_handle_error.into());
             }
         }
-        let Some(h) = decode(self.seed, handle) else {
+        // A damaged format word is InvalidValue unless the handle's object
+        // and check word name a block this context maps already: then the
+        // word is not read (H100 recorded seed-3001 case 804: a neighbour's
+        // handle with byte 24 flipped opened where the context mapped the
+        // block through another allocation's handle).
+        let Some(h) = decode(self.seed, handle).or_else(|| {
+            let h = decode_fields(self.seed, handle);
+            let (ctx, _) = self.current_ctx(p).ok()?;
+            let block = *self.export_ids.get(&h.object)?;
+            let mapped = self.procs[p]
+                .imports
+                .range((ctx, block, 0)..=(ctx, block, u64::MAX))
+                .next()
+                .is_some();
+            (h.checked && mapped).then_some(h)
+        }) else {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
@@ -503,15 +524,32 @@ impl World {
                         .and_then(|r| r.import.as_ref())
                         .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
                 });
-            let existing = own.or(first);
+            // A handle whose offset names no export, and whose range
+            // (offset, size field) overlaps nothing this context opened on
+            // the block, maps the block again (H100 recorded seed-3001 case
+            // 340: a 4 KiB neighbour's handle with byte 28 flipped, where the
+            // context mapped the block through a 1000-byte allocation's).
+            let end = h.offset.saturating_add(h.size.min(export_size));
+            let disjoint = !offset_exported
+                && !exact
+                && proc
+                    .imports
+                    .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                    .filter_map(|&(_, _, b)| proc.regions.get(&b)?.import.as_ref())
+                    .all(|m| {
+                        m.exports
+                            .iter()
+                            .all(|(&o, &size)| o.saturating_add(size) <= h.offset || end <= o)
+                    });
+            let existing = own.or(first).filter(|_| !disjoint);
             if let Some(base) = existing {
                 if self.sem.reopen == Reopen::Error {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
                 // Measured (2 x H200, explore case 36): a handle whose offset
-                // names no export of a block this context already maps is
-                // AlreadyMapped (with no mapping it opens:
-                // mem.handle.flipped-offset-small-allocation).
+                // names no export of a block this context already maps, its
+                // range overlapping one opened there, is AlreadyMapped (with
+                // no mapping it opens: mem.handle.flipped-offset-small-allocation).
                 if !offset_exported && !exact {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
