@@ -546,7 +546,7 @@ fn a_flaky_clause_that_always_fails_is_an_unexpected_fail() {
 // The binary
 
 /// The clauses that `--semantics reopen=new-mapping` makes fail.
-const REOPEN_FAILURES: [&str; 10] = [
+const REOPEN_FAILURES: [&str; 12] = [
     "mem.handle.copy-of-open-handle-table",
     "mem.handle.flipped-offset-importer-with-memory",
     "mem.handle.serial-copy-maps-again",
@@ -557,6 +557,8 @@ const REOPEN_FAILURES: [&str; 10] = [
     "mem.open.reopen-same-context",
     "mem.handle.damaged-copy-of-open-handle",
     "mem.lifetime.damaged-handle-after-exporter-exit",
+    "mem.handle.damaged-offset-disjoint-range",
+    "mem.handle.memory-type-before-context-rules",
 ];
 
 fn fail_entry(id: &str, reason: &str) -> String {
@@ -718,9 +720,14 @@ fn an_expected_failure_that_passes_fails_the_gate() {
 
 #[test]
 fn error_names_are_checked_in_both_dialects() {
-    // garbage_handle_error=InvalidHandle makes two clauses that expect
+    // garbage_handle_error=InvalidHandle makes four clauses that expect
     // InvalidValue observe InvalidHandle instead.
-    let ids = ["mem.handle.corrupted-fields", "mem.handle.garbage"];
+    let ids = [
+        "mem.handle.corrupted-fields",
+        "mem.handle.garbage",
+        "mem.handle.format-word-unread-when-mapped",
+        "mem.handle.memory-type-before-context-rules",
+    ];
     let with_error = |error: &str| -> String {
         ids.iter()
             .map(|id| {
@@ -738,9 +745,9 @@ fn error_names_are_checked_in_both_dialects() {
     // The kind matches both dialects' spellings.
     let (o, v, _) = gate("error-kind", &with_error("InvalidHandle"), &args);
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
-    // Runtime, driver and hip for mem.handle.garbage; corrupted-fields holds
+    // Runtime, driver and hip for mem.handle.garbage; the other three hold
     // for the CUDA dialects only (hip: NotSupported).
-    assert_eq!(v["classification_totals"]["ExpectedFail"], 5);
+    assert_eq!(v["classification_totals"]["ExpectedFail"], 9);
     // A runtime spelling matches the driver and hip dialects' errors too.
     let (o, _, _) = gate(
         "error-name",
@@ -756,7 +763,7 @@ fn error_names_are_checked_in_both_dialects() {
     );
     let text_out = stdout(&o);
     assert_eq!(code(&o), 1, "{text_out}");
-    assert_eq!(v["classification_totals"]["UnexpectedFail"], 5);
+    assert_eq!(v["classification_totals"]["UnexpectedFail"], 9);
     assert!(
         text_out.contains("expected error cudaErrorInvalidValue, but the failing step (line 14) got error cudaErrorInvalidResourceHandle"),
         "{text_out}"

@@ -10,10 +10,10 @@
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
 //! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
 //! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (recorded seed 3001 cases 965, 1045) |
-//! | 24..28 | format word `0x200` | InvalidValue |
-//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped |
+//! | 24..28 | format word `0x200` | InvalidValue (not read where the context maps the block already: recorded seed 3001 case 804), after the one-context rule and the exporter's exit (2 x H200 case 81; recorded seed 3001 case 9) |
+//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped; where the context maps the block, a new mapping if the range overlaps nothing opened there (recorded seed 3001 case 340) |
 //! | 31 | padding | ignored |
-//! | 32..37 | memory type `06 00 00 00 00` | InvalidValue |
+//! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (recorded seed 3001 cases 55, 363, 585, 876) |
 //! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (explore 2026-11-23) |
 //! | 48..52 | export object id | InvalidHandle |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
@@ -47,6 +47,9 @@ enum Variant {
     Original(IpcMemHandle),
     /// Maps the memory again, although the context maps it already.
     NewMapping,
+    /// A copy of an open handle with another size field: AlreadyMapped,
+    /// once the memory-type word has been read.
+    OtherSize,
 }
 
 /// The fields of a handle the driver reads.
@@ -174,16 +177,22 @@ pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
     if u32_at(b, 24) != FORMAT || b[32..37] != MEMORY_TYPE {
         return None;
     }
+    Some(decode_fields(seed, handle))
+}
+
+/// The fields `decode` reads, whatever the format and memory-type words hold.
+fn decode_fields(seed: u64, handle: &IpcMemHandle) -> HandleData {
+    let b = &handle.0;
     let object = u32_at(b, 48);
     let mut tag = [0u8; 8];
     tag.copy_from_slice(&b[8..16]);
-    Some(HandleData {
+    HandleData {
         exporter_tag: u64::from_le_bytes(tag),
         object,
         offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
         checked: u32_at(b, 52) == check_word(seed, object),
         size: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()),
-    })
+    }
 }
 
 impl World {
@@ -315,14 +324,26 @@ impl World {
             self.current_ctx(p)?;
             return Err(self.sem.open_in_exporter.into());
         }
-        let fresh_mapping = match self.known_variant(p, handle)? {
+        let fresh_mapping = match self.known_variant(p, handle) {
             Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
             Variant::NewMapping => true,
-            Variant::None => false,
+            Variant::None | Variant::OtherSize => false,
         };
+        // The memory-type word (bytes 32..37) is read right after the table:
+        // a damaged one is InvalidValue even from a second context, after the
+        // exporter exited, or where the table found a copy with another size
+        // field (H100 recorded seed-3001 cases 55, 363, 585, 876).
+        if handle.0[32..37] != MEMORY_TYPE {
+            return Err(self.sem.garbage_handle_error.into());
+        }
+        if matches!(self.known_variant(p, handle), Variant::OtherSize) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
         // The one-context-per-exporter rule reads the same field, also before
         // the format word (2 x H200, case 81: a handle whose format word is
-        // damaged, opened from a second context, is InvalidHandle).
+        // damaged, opened from a second context, is InvalidHandle); so does
+        // the exporter's exit (H100 recorded seed-3001 case 9: format word
+        // and object id damaged, the exporter gone: InvalidHandle).
         if decode(self.seed, handle).is_none() {
             if let Ok((ctx, device)) = self.current_ctx(p) {
                 if let ExportRule::Refuse(kind) = self.second_context_rule() {
@@ -331,8 +352,28 @@ impl World {
                     }
                 }
             }
+            let exited = (0..self.procs.len())
+                .any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
+            if exited {
+                return Err(self.sem.dead_handle_error.into());
+            }
         }
-        let Some(h) = decode(self.seed, handle) else {
+        // A damaged format word is InvalidValue unless the handle's object
+        // and check word name a block this context maps already: then the
+        // word is not read (H100 recorded seed-3001 case 804: a neighbour's
+        // handle with byte 24 flipped opened where the context mapped the
+        // block through another allocation's handle).
+        let Some(h) = decode(self.seed, handle).or_else(|| {
+            let h = decode_fields(self.seed, handle);
+            let (ctx, _) = self.current_ctx(p).ok()?;
+            let block = *self.export_ids.get(&h.object)?;
+            let mapped = self.procs[p]
+                .imports
+                .range((ctx, block, 0)..=(ctx, block, u64::MAX))
+                .next()
+                .is_some();
+            (h.checked && mapped).then_some(h)
+        }) else {
             return Err(self.sem.garbage_handle_error.into());
         };
         let (ctx, device) = self.current_ctx(p)?;
@@ -483,15 +524,32 @@ impl World {
                         .and_then(|r| r.import.as_ref())
                         .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
                 });
-            let existing = own.or(first);
+            // A handle whose offset names no export, and whose range
+            // (offset, size field) overlaps nothing this context opened on
+            // the block, maps the block again (H100 recorded seed-3001 case
+            // 340: a 4 KiB neighbour's handle with byte 28 flipped, where the
+            // context mapped the block through a 1000-byte allocation's).
+            let end = h.offset.saturating_add(h.size.min(export_size));
+            let disjoint = !offset_exported
+                && !exact
+                && proc
+                    .imports
+                    .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                    .filter_map(|&(_, _, b)| proc.regions.get(&b)?.import.as_ref())
+                    .all(|m| {
+                        m.exports
+                            .iter()
+                            .all(|(&o, &size)| o.saturating_add(size) <= h.offset || end <= o)
+                    });
+            let existing = own.or(first).filter(|_| !disjoint);
             if let Some(base) = existing {
                 if self.sem.reopen == Reopen::Error {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
                 // Measured (2 x H200, explore case 36): a handle whose offset
-                // names no export of a block this context already maps is
-                // AlreadyMapped (with no mapping it opens:
-                // mem.handle.flipped-offset-small-allocation).
+                // names no export of a block this context already maps, its
+                // range overlapping one opened there, is AlreadyMapped (with
+                // no mapping it opens: mem.handle.flipped-offset-small-allocation).
                 if !offset_exported && !exact {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
@@ -791,18 +849,19 @@ impl World {
     /// mapping, even after the exporter exited (2026-11-23 seed 2027 cases 17,
     /// 222, 286, 360, 415, 508, 699; jobs6 cases 38, 114, 139; before: cases
     /// 29, 69). A different size field is AlreadyMapped (case 50; 2026-11-23
-    /// case 410, against a handle that was itself damaged when it opened).
+    /// case 410, against a handle that was itself damaged when it opened),
+    /// once the memory-type word has been read (recorded seed-3001 case 55).
     /// A copy that differs from an opened handle only in the serial (bytes
     /// 40..48; object id and check word equal) maps the memory again
     /// (2026-11-23 cases 88, 512, jobs6 case 7); after the exporter exited
     /// such a copy is dead, as any the table does not find (cases 33, 56:
     /// bytes 40, 52).
-    fn known_variant(&self, p: ProcessIndex, handle: &IpcMemHandle) -> SimResult<Variant> {
+    fn known_variant(&self, p: ProcessIndex, handle: &IpcMemHandle) -> Variant {
         if self.sem.reopen != Reopen::Refcount {
-            return Ok(Variant::None);
+            return Variant::None;
         }
         let Ok((ctx, _)) = self.current_ctx(p) else {
-            return Ok(Variant::None);
+            return Variant::None;
         };
         let proc = &self.procs[p];
         let b = &handle.0;
@@ -831,19 +890,19 @@ impl World {
                             })
                     })
                 });
-            return Ok(if reserial {
+            return if reserial {
                 Variant::NewMapping
             } else {
                 Variant::None
-            });
+            };
         };
         if original == *handle {
-            return Ok(Variant::None);
+            return Variant::None;
         }
         if original.0[16..24] != b[16..24] {
-            return Err(ErrorKind::AlreadyMapped.into());
+            return Variant::OtherSize;
         }
-        Ok(Variant::Original(original))
+        Variant::Original(original)
     }
 
     /// `ipc_close`: one open fewer; the mapping goes with the last one.
