@@ -468,6 +468,15 @@ macro_rules! semantics {
                 },)+]
             }
 
+            /// The value of one choice by name, spelled as `set` accepts it
+            /// (`None` for an unknown name).
+            pub fn get(&self, name: &str) -> Option<String> {
+                match name {
+                    $(stringify!($field) => Some(Choice::value(&self.$field)),)+
+                    _ => None,
+                }
+            }
+
             /// Set one choice by name. Unknown names or values are refused
             /// with a message listing what is allowed.
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
