@@ -27,6 +27,7 @@ fn the_hip_profile_changes_only_the_choices_rocm_sources_decide() {
             "garbage_handle_error",
             "dead_handle_error",
             "get_null_out",
+            "event_get_null_out",
             "interior_handle"
         ]
     );
@@ -139,6 +140,24 @@ fn an_interior_handle_opens_at_its_offset_while_the_whole_allocation_is_open() {
         err(m.driver(1).ipc_close_mem_handle(q)),
         ErrorKind::InvalidValue
     );
+}
+
+/// The backend tells the checks of a trace which choice a dialect's
+/// machines run with (`Backend::semantic_choice`).
+#[test]
+fn the_backend_names_the_choices_of_each_dialect() {
+    let sim = SimBackend::default();
+    for (dialect, want) in [
+        (Dialect::Runtime, "allocation"),
+        (Dialect::Driver, "allocation"),
+        (Dialect::Hip, "pointer-offset"),
+    ] {
+        assert_eq!(
+            sim.semantic_choice(dialect, "interior_handle").as_deref(),
+            Some(want)
+        );
+    }
+    assert_eq!(sim.semantic_choice(Dialect::Hip, "no_such_choice"), None);
 }
 
 #[test]
