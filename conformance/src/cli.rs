@@ -255,9 +255,11 @@ pub struct ExploreArgs {
     /// Steps per generated scenario, at most.
     #[arg(long, value_name = "K", default_value_t = 32)]
     pub max_steps: usize,
-    /// `all` alternates the CUDA dialects (runtime, driver) case by case;
-    /// `hip` must be asked for by name: its documented-returns table is the
-    /// CUDA one, so HIP's source-level codes show up as findings.
+    /// `all` alternates the dialects case by case: runtime, driver and hip
+    /// on the simulator (hip under its HIP profile, judged by HIP's own
+    /// documented returns and the profile's choices); with a real backend
+    /// runtime and driver only (hip has no real backend: its cases would
+    /// all be NotSupported, and recorded GPU runs keep their numbering).
     #[arg(long, value_enum, default_value = "runtime")]
     pub dialect: DialectArg,
     /// Where findings (minimal scenario files), summary.json and summary.md go.
@@ -602,6 +604,16 @@ fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
 // ---------------------------------------------------------------------------
 // explore
 
+/// The dialects `explore` cases alternate between: `all` is every dialect
+/// on the simulator, the CUDA ones with a real backend (hip has none).
+fn explore_dialects(dialect: DialectArg, backend: BackendKind) -> Vec<Dialect> {
+    match (dialect, backend) {
+        (DialectArg::All, BackendKind::Sim) => Dialect::ALL.to_vec(),
+        (DialectArg::All, _) => Dialect::CUDA.to_vec(),
+        (d, _) => d.dialects(),
+    }
+}
+
 fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     use crate::explore::{self, ExploreOptions, Judge};
     if a.max_steps == 0 {
@@ -637,10 +649,7 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         cases: a.cases,
         seed: a.seed,
         max_steps: a.max_steps,
-        dialects: match a.dialect {
-            DialectArg::All => Dialect::CUDA.to_vec(),
-            d => d.dialects(),
-        },
+        dialects: explore_dialects(a.dialect, a.backend),
         step_timeout: Duration::from_millis(a.step_timeout_ms),
         time_limit: a.time_limit_s.map(Duration::from_secs),
         shrink_runs_real: a.shrink_runs_real,
@@ -1006,6 +1015,24 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn explore_all_is_every_dialect_on_the_simulator_and_the_cuda_ones_on_a_gpu() {
+        assert_eq!(
+            explore_dialects(DialectArg::All, BackendKind::Sim),
+            [Dialect::Runtime, Dialect::Driver, Dialect::Hip]
+        );
+        assert_eq!(
+            explore_dialects(DialectArg::All, BackendKind::Cuda),
+            [Dialect::Runtime, Dialect::Driver]
+        );
+        for d in [DialectArg::Runtime, DialectArg::Driver, DialectArg::Hip] {
+            assert_eq!(
+                explore_dialects(d, BackendKind::Sim),
+                explore_dialects(d, BackendKind::Cuda)
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@
 mod common;
 
 use common::{cli, code, scratch, stdout};
-use ipc_conformance::explore::properties::{check_on_sim, check_trace, Property};
+use ipc_conformance::explore::properties::{check_on_sim, check_trace, Choices, Property};
 use ipc_conformance::explore::{self, generate, CaseId, ExploreOptions, Judge};
 use ipc_harness::scenario::{self, ExecOptions};
 use ipc_harness::{Dialect, Status};
@@ -46,6 +46,184 @@ fn explore_finds_nothing_on_the_simulator() {
     eprintln!("{}", s.line());
     assert!(s.findings.is_empty(), "{:#?}", s.findings);
     assert_eq!(s.cases, opts.cases);
+}
+
+/// The hip dialect under the HIP profile: HIP's documented returns (the
+/// seed's list and the named ROCm-source exceptions), and coherence and
+/// conservation as the profile's handles behave (an interior pointer's handle
+/// opens at its offset).
+#[test]
+fn explore_finds_nothing_in_the_hip_dialect() {
+    let backend = SimBackend::default();
+    let opts = ExploreOptions {
+        cases: cases(600),
+        seed: 20_261_124,
+        dialects: vec![Dialect::Hip],
+        ..ExploreOptions::default()
+    };
+    let s = explore::explore(&opts, &judge(&backend), None, &mut |_, _| {});
+    eprintln!("{}", s.line());
+    assert!(s.findings.is_empty(), "{:#?}", s.findings);
+    assert_eq!(s.cases, opts.cases);
+    assert!(s.reached.opens > opts.cases as usize, "{:?}", s.reached);
+}
+
+/// A code neither hipIpcCloseMemHandle's documents nor a clause names is
+/// still a finding in the hip dialect (a close that answers
+/// hipErrorNotMapped), and so is a code a HIP profile choice answers that
+/// no exception names (an unattachable handle answering hipErrorNotFound).
+#[test]
+fn an_undocumented_hip_code_is_a_finding() {
+    let mutant = SimBackend::new(SimConfig {
+        mutant: Some(Mutant::UndocumentedCloseError),
+        ..SimConfig::default()
+    });
+    let mut config = SimConfig::default();
+    config
+        .hip_semantics
+        .set("garbage_handle_error", "NotFound")
+        .expect("a choice");
+    let renamed = SimBackend::new(config);
+    for (backend, op, name) in [
+        (&mutant, "ipc_close", "hipErrorNotMapped"),
+        (&renamed, "ipc_open", "hipErrorNotFound"),
+    ] {
+        let opts = ExploreOptions {
+            cases: 150,
+            seed: 7,
+            dialects: vec![Dialect::Hip],
+            shrink_runs: 0,
+            ..ExploreOptions::default()
+        };
+        let s = explore::explore(&opts, &judge(backend), None, &mut |_, _| {});
+        let f = s
+            .findings
+            .iter()
+            .find(|f| f.property == "documented-returns")
+            .unwrap_or_else(|| panic!("no documented-returns finding for {name}: {s:#?}"));
+        assert!(
+            f.message.contains(&format!("{op} returned {name}")),
+            "{}",
+            f.message
+        );
+        assert_eq!(f.case.dialect, Dialect::Hip);
+    }
+}
+
+/// Every op `documented_returns` knows.
+const OPS: [&str; 32] = [
+    "ipc_open",
+    "ipc_get",
+    "ipc_close",
+    "free",
+    "free_host",
+    "free_async",
+    "read",
+    "write",
+    "fill",
+    "device_read",
+    "event_create",
+    "ipc_get_event",
+    "ipc_open_event",
+    "vmm_create",
+    "vmm_reserve",
+    "vmm_export",
+    "vmm_import",
+    "vmm_map",
+    "vmm_set_access",
+    "vmm_unmap",
+    "vmm_release",
+    "enable_peer",
+    "can_access_peer",
+    "ctx_destroy",
+    "ctx_set",
+    "address_range",
+    "malloc",
+    "malloc_host",
+    "malloc_managed",
+    "sync",
+    "offset",
+    "send",
+];
+
+/// The documented-returns table: hipIpcOpenMemHandle's list is its page's
+/// (hip-hipIpcOpenMemHandle.txt: "Returns hipSuccess, hipErrorMapFailed,
+/// hipErrorInvalidHandle, hipErrorTooManyPeers"); every other code of a
+/// dialect is named by a clause that runs in that dialect, and every
+/// unverified exception (read from ROCm's source, or carried over from the
+/// H100) by a clause whose `# hip:` note names the code and says it is
+/// unverified. The CUDA dialects have no unverified exceptions.
+#[test]
+fn every_documented_return_is_a_seed_or_a_clause_of_its_dialect() {
+    use ipc_conformance::catalogue::{compiled_in_dir, Catalogue};
+    use ipc_conformance::explore::properties::{documented_returns, Source};
+    use ipc_harness::{ApiError, ErrorKind};
+    let cat = Catalogue::load(&compiled_in_dir()).expect("the catalogue loads");
+    let clause = |id: &str| {
+        let found = cat.select(&ipc_conformance::Filter::new(&[id]).expect("an id"));
+        assert_eq!(found.len(), 1, "clause {id}");
+        found[0].clone()
+    };
+    let seeded: Vec<ErrorKind> = documented_returns("ipc_open", Dialect::Hip)
+        .into_iter()
+        .filter(|(_, s)| matches!(s, Source::Seed(_)))
+        .map(|(k, s)| {
+            assert_eq!(s, Source::Seed("hip-hipIpcOpenMemHandle.txt"));
+            k
+        })
+        .collect();
+    assert_eq!(
+        seeded,
+        [
+            ErrorKind::MapFailed,
+            ErrorKind::InvalidHandle,
+            ErrorKind::TooManyPeers
+        ]
+    );
+    let mut unverified = Vec::new();
+    for dialect in Dialect::ALL {
+        for op in OPS {
+            for (kind, source) in documented_returns(op, dialect) {
+                if let Source::Seed(file) = source {
+                    // The seed files live in shared/seeds/, outside the repository.
+                    assert!(file.ends_with(".txt"), "{op} {dialect}: {file}");
+                    continue;
+                }
+                let id = source.clause().expect("a clause");
+                let c = clause(id);
+                assert!(
+                    c.applies_to(dialect),
+                    "{op} [{dialect}]: {kind:?} is named by {id}, which does not run in that dialect"
+                );
+                if source.unverified() {
+                    assert_eq!(dialect, Dialect::Hip, "{op}: {source:?}");
+                    let name = ApiError::new(dialect, kind).name();
+                    let note = c.hip.clone().unwrap_or_default();
+                    assert!(
+                        note.contains(name.as_ref()) && note.contains("unverified"),
+                        "{id}: its hip note must name {name} and say it is unverified: {note}"
+                    );
+                    unverified.push((op, kind));
+                }
+            }
+        }
+    }
+    // ROCm's hipIpcOpenMemHandle: InvalidValue (flags, null pointer, zero
+    // size), InvalidContext (own process), InvalidDevicePointer (attach
+    // failed); the H100's AlreadyMapped through the CUDA handle layout;
+    // ROCm's hipIpcGetEventHandle: InvalidValue (null handle pointer).
+    unverified.sort_by_key(|(op, k)| format!("{op} {k:?}"));
+    unverified.dedup();
+    assert_eq!(
+        unverified,
+        [
+            ("ipc_get_event", ErrorKind::InvalidValue),
+            ("ipc_open", ErrorKind::AlreadyMapped),
+            ("ipc_open", ErrorKind::InvalidContext),
+            ("ipc_open", ErrorKind::InvalidDevicePointer),
+            ("ipc_open", ErrorKind::InvalidValue),
+        ]
+    );
 }
 
 #[test]
@@ -248,7 +426,8 @@ fn replay_findings(
             );
         }
         // Every finding keeps the simulator's own properties.
-        let violations = check_trace(&sc, &e.trace, dialect);
+        let choices = Choices::of(&SimBackend::default(), dialect);
+        let violations = check_trace(&sc, &e.trace, dialect, &choices);
         assert!(violations.is_empty(), "{name}: {violations:?}");
     }
 }
@@ -331,6 +510,7 @@ fn persisted_failing_seeds_keep_every_property() {
         let seed: u64 = words.next().and_then(|s| s.parse().ok()).expect("a seed");
         let dialect = match words.next() {
             Some("driver") => Dialect::Driver,
+            Some("hip") => Dialect::Hip,
             _ => Dialect::Runtime,
         };
         let id = CaseId {

@@ -186,6 +186,14 @@ pub trait Backend {
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError>;
     /// Whether `Machine::hazards` returns a log on this backend.
     fn has_hazard_log(&self) -> bool;
+    /// The value of the semantic choice `name` that machines of `dialect`
+    /// run with, spelled as `--semantics` takes it (the simulator's profile
+    /// of that dialect); `None` for a backend without choices (real
+    /// hardware) or an unknown name. Checks of a trace that depend on a
+    /// choice read it here instead of assuming a dialect's default.
+    fn semantic_choice(&self, _dialect: Dialect, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A running set of processes.

@@ -865,11 +865,21 @@ impl World {
         };
         let proc = &self.procs[p];
         let b = &handle.0;
+        // Under `interior_handle=pointer-offset` the pointer's offset (bytes
+        // 56..64) is part of the table's key: ROCm's FindIpcHandleMemObj
+        // compares the ROCr handle and `poffset`, so another interior
+        // pointer's handle is not a copy of an open one (it opens at its own
+        // offset).
+        let interior = self.sem.interior_handle == InteriorHandle::PointerOffset;
         let original = proc.regions.values().find_map(|r| {
             let m = r.import.as_ref().filter(|m| m.ctx == ctx)?;
             m.opened
                 .iter()
-                .find(|o| o.0[28..31] == b[28..31] && o.0[40..56] == b[40..56])
+                .find(|o| {
+                    o.0[28..31] == b[28..31]
+                        && o.0[40..56] == b[40..56]
+                        && (!interior || o.0[56..64] == b[56..64])
+                })
                 .copied()
         });
         let Some(original) = original else {

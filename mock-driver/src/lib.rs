@@ -249,4 +249,8 @@ impl Backend for SimBackend {
     fn has_hazard_log(&self) -> bool {
         true
     }
+
+    fn semantic_choice(&self, dialect: ipc_harness::Dialect, name: &str) -> Option<String> {
+        self.config.semantics_for(dialect).get(name)
+    }
 }

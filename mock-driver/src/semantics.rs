@@ -468,6 +468,15 @@ macro_rules! semantics {
                 },)+]
             }
 
+            /// The value of one choice by name, spelled as `set` accepts it
+            /// (`None` for an unknown name).
+            pub fn get(&self, name: &str) -> Option<String> {
+                match name {
+                    $(stringify!($field) => Some(Choice::value(&self.$field)),)+
+                    _ => None,
+                }
+            }
+
             /// Set one choice by name. Unknown names or values are refused
             /// with a message listing what is allowed.
             pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
@@ -617,7 +626,8 @@ impl Semantics {
     /// The choices where HIP's source-level behaviour differs from the
     /// measured CUDA defaults. Each is cited in docs/semantics.md; the
     /// source is ROCm/clr `hipamd/src/hip_memory.cpp` (hipIpcGetMemHandle,
-    /// hipIpcOpenMemHandle), commit 004c4f7c.
+    /// hipIpcOpenMemHandle), commit 004c4f7c, and `hip_event_ipc.cpp`
+    /// (hipIpcGetEventHandle), commit 06edbb81.
     pub fn hip_profile() -> Semantics {
         Semantics {
             // `flags != hipIpcMemLazyEnablePeerAccess` -> hipErrorInvalidValue.
@@ -629,6 +639,9 @@ impl Semantics {
             dead_handle_error: ErrorKind::InvalidDevicePointer,
             // `poffset` travels in the handle and is added on attach.
             interior_handle: InteriorHandle::PointerOffset,
+            // hipIpcGetEventHandle (hip_event_ipc.cpp): `handle == nullptr`
+            // -> hipErrorInvalidValue, no crash.
+            event_get_null_out: GetNullOut::InvalidValue,
             ..Semantics::default()
         }
     }

@@ -27,6 +27,7 @@ fn the_hip_profile_changes_only_the_choices_rocm_sources_decide() {
             "garbage_handle_error",
             "dead_handle_error",
             "get_null_out",
+            "event_get_null_out",
             "interior_handle"
         ]
     );
@@ -107,6 +108,56 @@ fn an_interior_pointer_handle_opens_at_the_interior_address_in_hip() {
         assert_eq!(m.driver(1).read(p, 1).unwrap(), vec![want], "{dialect}");
         m.driver(1).ipc_close_mem_handle(p).unwrap();
     }
+}
+
+/// explore --dialect hip, seed 5, case 1782: with the allocation's own
+/// handle open, the handle of a pointer 256 bytes into it re-opened the
+/// allocation's pointer as a copy of the open handle. ROCm's table of opened
+/// handles (FindIpcHandleMemObj) keys on `poffset` too: the interior handle
+/// opens at its own offset, and each pointer is closed on its own.
+#[test]
+fn an_interior_handle_opens_at_its_offset_while_the_whole_allocation_is_open() {
+    let mut m = start_in(Dialect::Hip);
+    let a = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    m.driver(0).memset(a, 0x11, 256).unwrap();
+    m.driver(0).memset(a.offset(256), 0x22, 256).unwrap();
+    let whole = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    let inner = m
+        .driver(0)
+        .ipc_get_mem_handle(a.offset(256), OutArg::Valid)
+        .unwrap();
+    let p = open(m.as_mut(), 1, whole).unwrap();
+    let q = open(m.as_mut(), 1, inner).unwrap();
+    assert_eq!(q, p.offset(256));
+    assert_eq!(m.driver(1).read(q, 1).unwrap(), vec![0x22]);
+    // Re-opening each handle returns its own pointer (refcount).
+    assert_eq!(open(m.as_mut(), 1, inner).unwrap(), q);
+    assert_eq!(open(m.as_mut(), 1, whole).unwrap(), p);
+    for ptr in [q, q, p, p] {
+        m.driver(1).ipc_close_mem_handle(ptr).unwrap();
+    }
+    assert_eq!(
+        err(m.driver(1).ipc_close_mem_handle(q)),
+        ErrorKind::InvalidValue
+    );
+}
+
+/// The backend tells the checks of a trace which choice a dialect's
+/// machines run with (`Backend::semantic_choice`).
+#[test]
+fn the_backend_names_the_choices_of_each_dialect() {
+    let sim = SimBackend::default();
+    for (dialect, want) in [
+        (Dialect::Runtime, "allocation"),
+        (Dialect::Driver, "allocation"),
+        (Dialect::Hip, "pointer-offset"),
+    ] {
+        assert_eq!(
+            sim.semantic_choice(dialect, "interior_handle").as_deref(),
+            Some(want)
+        );
+    }
+    assert_eq!(sim.semantic_choice(Dialect::Hip, "no_such_choice"), None);
 }
 
 #[test]

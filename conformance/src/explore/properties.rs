@@ -5,13 +5,20 @@
 //! - robustness: running it neither panics nor breaks the harness;
 //! - determinism: the same seed gives the same trace and hazard log;
 //! - documented returns: every error is in the API's documented list
-//!   (`shared/seeds/`) or a measured exception a catalogue clause names;
+//!   (`shared/seeds/`) or a measured exception a catalogue clause names; in
+//!   the hip dialect also an exception read from ROCm's source (or carried
+//!   over from the H100 through the CUDA handle layout) that a clause names,
+//!   marked unverified ([`documented_returns`], [`Source`]);
 //! - conservation: a close succeeds exactly while opens of that pointer are
 //!   outstanding; an exit with opens outstanding is logged as a leak (and
 //!   only then); an access through a pointer after its last close fails or
 //!   is logged;
 //! - coherence: a read returns the last bytes written there through any
 //!   process sharing the memory, unless the hazard log explains why not.
+//!
+//! Where the dialect's simulator profile makes another choice than the
+//! measured CUDA defaults (`interior_handle` in the HIP profile), the model
+//! follows the backend's choice ([`Choices`]), not the dialect's name.
 
 use ipc_harness::machine::HazardKind;
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
@@ -88,20 +95,132 @@ impl Violation {
 pub enum Source {
     /// Listed under "Returns" in this file of `shared/seeds/`.
     Seed(&'static str),
-    /// Not in the seeds; measured on hardware by this catalogue clause.
+    /// Not in the seeds; measured on hardware by this catalogue clause (in
+    /// the hip dialect: the HIP profile keeping what the clause measured on
+    /// CUDA hardware, which the clause shows by running in that dialect).
     Clause(&'static str),
+    /// Not in the seed's list and measured on no hardware of the dialect:
+    /// the vendor's source code returns it (`line`, quoted from `file`),
+    /// and `clause`, which runs in the dialect, shows the simulator's
+    /// profile answering it. **Unverified**: read from source, no AMD
+    /// hardware measured.
+    VendorSource {
+        clause: &'static str,
+        file: &'static str,
+        line: &'static str,
+    },
+    /// Not in the seed's list and not something the dialect's own source
+    /// returns: the simulator's profile for the dialect keeps a behaviour
+    /// measured on CUDA hardware that nothing of the dialect decides (`why`),
+    /// and `clause`, which runs in the dialect, shows it. **Unverified** for
+    /// the dialect.
+    Inherited {
+        clause: &'static str,
+        why: &'static str,
+    },
+}
+
+impl Source {
+    /// The catalogue clause that names the code, if any.
+    pub fn clause(&self) -> Option<&'static str> {
+        match self {
+            Source::Seed(_) => None,
+            Source::Clause(c) | Source::VendorSource { clause: c, .. } => Some(c),
+            Source::Inherited { clause, .. } => Some(clause),
+        }
+    }
+
+    /// Read from source or carried over from another vendor's hardware: no
+    /// document lists it and no hardware of the dialect measured it.
+    pub fn unverified(&self) -> bool {
+        matches!(self, Source::VendorSource { .. } | Source::Inherited { .. })
+    }
+}
+
+/// The ROCm sources the HIP exceptions quote: the commits the HIP profile
+/// of the simulator follows (docs/semantics.md, "The HIP profile").
+pub const ROCM_MEMORY: &str =
+    "ROCm/clr hipamd/src/hip_memory.cpp at 004c4f7c81e08c6c7e5df44df4b8b30e1f3e73c5";
+pub const ROCM_EVENT_IPC: &str =
+    "ROCm/clr hipamd/src/hip_event_ipc.cpp at 06edbb817798d683d665be915ed5e7d12b65a04e";
+
+/// hipIpcOpenMemHandle's page (`shared/seeds/hip-hipIpcOpenMemHandle.txt`)
+/// says "Returns hipSuccess, hipErrorMapFailed, hipErrorInvalidHandle,
+/// hipErrorTooManyPeers"; [`ROCM_MEMORY`] returns three codes it does not
+/// list, each shown by a clause that runs in the hip dialect (its `# hip:`
+/// line names the exception). `hipError_t` has no hipErrorTooManyPeers
+/// (hipify marks cudaErrorTooManyPeers HIP_UNSUPPORTED), so no HIP code
+/// resolves to it; it stays listed as the page lists it.
+fn hip_open_returns() -> Vec<(ErrorKind, Source)> {
+    use ErrorKind::*;
+    use Source::{Inherited, Seed, VendorSource};
+    const HIP_OPEN: &str = "hip-hipIpcOpenMemHandle.txt";
+    vec![
+        (MapFailed, Seed(HIP_OPEN)),
+        (InvalidHandle, Seed(HIP_OPEN)),
+        (TooManyPeers, Seed(HIP_OPEN)),
+        (
+            InvalidValue,
+            VendorSource {
+                file: ROCM_MEMORY,
+                clause: "mem.flags.hip-lazy-only",
+                line: "if (dev_ptr == nullptr || flags != hipIpcMemLazyEnablePeerAccess) { HIP_RETURN(hipErrorInvalidValue); }",
+            },
+        ),
+        (
+            InvalidValue,
+            VendorSource {
+                file: ROCM_MEMORY,
+                clause: "mem.handle.zeroed",
+                line: "if (ihandle->psize == 0) { HIP_RETURN(hipErrorInvalidValue); }",
+            },
+        ),
+        (
+            InvalidContext,
+            VendorSource {
+                file: ROCM_MEMORY,
+                clause: "mem.open.own-process",
+                line: "if (ihandle->owners_process_id == amd::Os::getProcessId()) { HIP_RETURN(hipErrorInvalidContext); }",
+            },
+        ),
+        (
+            InvalidDevicePointer,
+            VendorSource {
+                file: ROCM_MEMORY,
+                clause: "mem.handle.garbage",
+                line: "if (!device->IpcAttach(ihandle->ipc_handle, ihandle->psize, ihandle->poffset, flags, dev_ptr)) { ... HIP_RETURN(hipErrorInvalidDevicePointer); }",
+            },
+        ),
+        (
+            InvalidDevicePointer,
+            VendorSource {
+                file: ROCM_MEMORY,
+                clause: "mem.lifetime.exporter-exit-before-open",
+                line: "if (!device->IpcAttach(ihandle->ipc_handle, ihandle->psize, ihandle->poffset, flags, dev_ptr)) { ... HIP_RETURN(hipErrorInvalidDevicePointer); }",
+            },
+        ),
+        // ROCm's hipIpcOpenMemHandle never returns hipErrorAlreadyMapped.
+        (
+            AlreadyMapped,
+            Inherited {
+                clause: "mem.handle.damaged-copy-of-open-handle",
+                why: "the simulator builds hip handles in the CUDA layout measured on the H100 (HIP's ihipIpcMemHandle_t is unmodelled), so a handle damaged in the bytes the H100 checks answers as the H100 did (mem.handle.corrupted-fields, mem.handle.damaged-offset-while-mapped, CUDA dialects only)",
+            },
+        ),
+    ]
 }
 
 /// The error kinds each op may return, with where each is documented or
 /// measured. Ops without a driver call (`offset`, `send`, `handle_*`) have
 /// none. Codes a dialect spells differently share one kind
-/// (`cudaErrorDeviceUninitialized` is `InvalidContext`).
+/// (`cudaErrorDeviceUninitialized` is `InvalidContext`). A kind may appear
+/// more than once, with each source that names it.
 pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
     use ErrorKind::*;
     use Source::{Clause, Seed};
     const RT_OPEN: &str = "cuda-runtime-cudaIpcOpenMemHandle.txt";
     const DRV_OPEN: &str = "cuda-driver-cuIpcOpenMemHandle_v2.txt";
-    let mut list: Vec<(ErrorKind, Source)> = match (op, dialect) {
+    match (op, dialect) {
         ("ipc_open", Dialect::Runtime) => vec![
             (MapFailed, Seed(RT_OPEN)),
             (InvalidHandle, Seed(RT_OPEN)),
@@ -126,6 +245,28 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
                 NotPermitted,
                 Clause("mem.lifetime.freed-export-after-new-allocation"),
             ),
+        ],
+        ("ipc_open", Dialect::Hip) => hip_open_returns(),
+        // In the hip dialect a `Clause` exception is the HIP profile keeping
+        // the answer the clause measured on CUDA hardware (the clause runs in
+        // the hip dialect too); like every HIP answer here, no AMD hardware
+        // measured it. Where HIP differs, its own arms come first.
+        ("ipc_get_event", Dialect::Hip) => vec![
+            (InvalidHandle, Clause("event.get.not-interprocess")),
+            (
+                InvalidValue,
+                Source::VendorSource {
+                    clause: "event.get.null-out",
+                    file: ROCM_EVENT_IPC,
+                    line: "if (handle == nullptr || event == nullptr) { HIP_RETURN(hipErrorInvalidValue); }",
+                },
+            ),
+        ],
+        // The exporter's exit does not refuse an open in HIP
+        // (event_exporter_exit=by-dialect opens, as the driver API).
+        ("ipc_open_event", Dialect::Hip) => vec![
+            (MapFailed, Clause("event.handle.zeroed")),
+            (InvalidContext, Clause("event.open.own-process")),
         ],
         ("ipc_get", _) => vec![
             (InvalidValue, Clause("mem.get.freed")),
@@ -187,9 +328,31 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (ContextIsDestroyed, Clause("mem.context.set-destroyed")),
         ],
         _ => Vec::new(),
-    };
-    list.dedup_by_key(|(k, _)| *k);
-    list
+    }
+}
+
+/// The simulator's semantic choices the checks of a trace depend on, as the
+/// backend runs the dialect (`Backend::semantic_choice`): where a dialect's
+/// profile differs (the HIP profile), the model follows the profile, not a
+/// dialect name. A backend without choices (real hardware) gets the
+/// measured CUDA defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Choices {
+    /// `interior_handle=pointer-offset`: the handle of a pointer inside an
+    /// allocation carries its offset (HIP's `poffset`), and an open returns
+    /// the pointer at that offset; otherwise (`allocation`, measured on the
+    /// H100) it is the allocation's handle and opens at its start.
+    pub interior_offset: bool,
+}
+
+impl Choices {
+    pub fn of(backend: &dyn Backend, dialect: Dialect) -> Choices {
+        Choices {
+            interior_offset: backend
+                .semantic_choice(dialect, "interior_handle")
+                .is_some_and(|v| v == "pointer-offset"),
+        }
+    }
 }
 
 /// Run `scenario` on the simulator and check every property but the
@@ -251,7 +414,8 @@ pub fn check_on_sim(
             "panic",
         )),
     }
-    out.extend(check_trace(scenario, &first.trace, opts.dialect));
+    let choices = Choices::of(sim, opts.dialect);
+    out.extend(check_trace(scenario, &first.trace, opts.dialect, &choices));
     (Some(first.trace), out)
 }
 
@@ -309,12 +473,18 @@ impl Object {
 #[derive(Default)]
 struct Model {
     objects: Vec<Object>,
-    /// Pointer label -> the object it reaches (offset 0), while known.
+    /// Pointer label -> the object it reaches, while known.
     label_object: HashMap<String, usize>,
+    /// Pointer label -> its offset in that object (an open of an interior
+    /// pointer's handle under `interior_handle=pointer-offset`; else 0).
+    label_offset: HashMap<String, u64>,
     /// Binding -> (base label, offset from it).
     binding: HashMap<String, (String, u64)>,
     /// Handle label -> the object it exports.
     handle_object: HashMap<String, usize>,
+    /// Handle label -> the offset in that object its open returns (see
+    /// [`Choices::interior_offset`]).
+    handle_offset: HashMap<String, u64>,
     /// Handles with a damaged offset field -> the object of the original.
     damaged: HashMap<String, usize>,
     /// Exporters whose memory a damaged-offset open reached: reads of their
@@ -335,9 +505,35 @@ struct Model {
     /// Processes whose state the model no longer follows (a context was
     /// destroyed, a sticky error, a crash).
     lost: HashSet<usize>,
+    /// [`Choices::interior_offset`]: several pointers of one process may
+    /// reach one allocation through one mapping.
+    interior_offset: bool,
 }
 
 impl Model {
+    /// Under [`Choices::interior_offset`], another pointer process `p` has
+    /// open reaches the object of `label`: opened from another interior
+    /// pointer's handle, it maps the whole allocation, so `label`'s address
+    /// is still mapped after `label`'s own last close.
+    fn reached_by_another_open(&self, p: usize, label: &str) -> bool {
+        let Some(&o) = self.label_object.get(label) else {
+            return false;
+        };
+        self.interior_offset
+            && self.opens.iter().any(|((q, l), n)| {
+                *q == p && *n > 0 && l != label && self.label_object.get(l) == Some(&o)
+            })
+    }
+
+    /// The offset in its object of `off` bytes past pointer `label`.
+    fn object_offset(&self, label: &str, off: u64) -> u64 {
+        self.label_offset
+            .get(label)
+            .copied()
+            .unwrap_or(0)
+            .saturating_add(off)
+    }
+
     /// A malloc or open in process `p` may hand out the address of memory
     /// it closed or freed earlier (`va_reuse`): stale pointers of `p` may
     /// now reach it legitimately, so they are no longer judged.
@@ -368,9 +564,18 @@ fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Check documented returns, conservation and coherence of one trace.
-pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<Violation> {
-    let mut m = Model::default();
+/// Check documented returns, conservation and coherence of one trace, run
+/// in `dialect` with `choices`.
+pub fn check_trace(
+    scenario: &Scenario,
+    trace: &Trace,
+    dialect: Dialect,
+    choices: &Choices,
+) -> Vec<Violation> {
+    let mut m = Model {
+        interior_offset: choices.interior_offset,
+        ..Model::default()
+    };
     let mut out = Vec::new();
     let hazards = trace.hazards.clone().unwrap_or_default();
     let hazards_at = |i: usize| -> Vec<HazardKind> {
@@ -469,6 +674,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                         ..Object::default()
                     });
                     m.label_object.insert(label.clone(), m.objects.len() - 1);
+                    m.label_offset.remove(label);
                     m.imported.remove(label);
                     m.binding.insert(b.clone(), (label.clone(), 0));
                 }
@@ -483,9 +689,20 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             Op::IpcGet { ptr, .. } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
                     m.handle_label.insert(b.clone(), label.clone());
-                    if let Some((l, _)) = resolve(&m, ptr) {
+                    if let Some((l, off)) = resolve(&m, ptr) {
                         if let Some(&o) = m.label_object.get(&l) {
-                            m.handle_object.insert(label.clone(), o);
+                            if choices.interior_offset {
+                                let at = m.object_offset(&l, off);
+                                // The handle carries the pointer's offset in
+                                // its allocation, past whose end it names
+                                // whatever the address holds: unknown.
+                                if at < m.objects[o].size {
+                                    m.handle_object.insert(label.clone(), o);
+                                    m.handle_offset.insert(label.clone(), at);
+                                }
+                            } else {
+                                m.handle_object.insert(label.clone(), o);
+                            }
                         }
                     }
                 }
@@ -493,19 +710,28 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             Op::HandleFlip { handle, offset } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
                     m.handle_label.insert(b.clone(), label.clone());
-                    let o = m
-                        .handle_label
-                        .get(handle)
-                        .and_then(|h| m.handle_object.get(h))
-                        .copied();
+                    let original = m.handle_label.get(handle).cloned().unwrap_or_default();
+                    let o = m.handle_object.get(&original).copied();
+                    let at = m.handle_offset.get(&original).copied();
                     if let Some(o) = o {
                         if (28..31).contains(offset) {
                             // A damaged offset may still open, somewhere in
                             // the block: the model cannot place it.
                             m.damaged.insert(label.clone(), o);
+                        } else if choices.interior_offset && (56..64).contains(offset) {
+                            // Bytes 56..64 carry the pointer's offset in its
+                            // allocation: the flip moves it (an open past
+                            // the allocation's end is refused).
+                            let shift = 8 * u32::from(offset - 56);
+                            let moved = at.unwrap_or(0) ^ (0xff << shift);
+                            m.handle_object.entry(label.clone()).or_insert(o);
+                            m.handle_offset.entry(label.clone()).or_insert(moved);
                         } else {
                             // Other bytes either fail to open or are ignored.
                             m.handle_object.entry(label.clone()).or_insert(o);
+                            if let Some(at) = at {
+                                m.handle_offset.entry(label.clone()).or_insert(at);
+                            }
                         }
                     }
                 }
@@ -530,6 +756,10 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                     match object {
                         Some(o) => m.label_object.insert(label.clone(), o),
                         None => m.label_object.remove(label),
+                    };
+                    match m.handle_offset.get(&hl).copied() {
+                        Some(at) if object.is_some() => m.label_offset.insert(label.clone(), at),
+                        _ => m.label_offset.remove(label),
                     };
                     m.imported.insert(label.clone());
                     *m.opens.entry((p, label.clone())).or_insert(0) += 1;
@@ -721,13 +951,16 @@ fn access(
     let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).cloned()) else {
         return;
     };
+    let off = m.object_offset(&label, off);
     // Only an access inside the closed pointer's own allocation is judged:
     // past its end the address may be a neighbour's live open.
     let inside = m
         .label_object
         .get(&label)
         .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
-    let stale = m.closed.contains(&(p, label.clone()));
+    // An interior pointer's open keeps the allocation mapped: an access
+    // through another pointer into it reaches live memory (HIP profile).
+    let stale = m.closed.contains(&(p, label.clone())) && !m.reached_by_another_open(p, &label);
     if inside && stale {
         let logged = here.iter().any(|k| {
             matches!(
