@@ -15,6 +15,9 @@ fn data_flows_both_directions() {
     let mut m = start("");
     let a = m.driver(0).alloc(MemKind::Device, 2 * MIB).unwrap();
     m.driver(0).write(a.offset(100), b"from owner").unwrap();
+    // Each writer synchronises before the other side reads: without it the
+    // read is timing (`unsynchronized-read`, tested below).
+    m.driver(0).synchronize().unwrap();
     let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
     let p = open(m.as_mut(), 1, h).unwrap();
     assert_eq!(
@@ -23,6 +26,7 @@ fn data_flows_both_directions() {
     );
     m.driver(1).write(p.offset(200), b"from peer").unwrap();
     m.driver(1).memset(p.offset(300), 0xcd, 3).unwrap();
+    m.driver(1).synchronize().unwrap();
     assert_eq!(
         m.driver(0).read(a.offset(200), 9).unwrap(),
         b"from peer".to_vec()
@@ -32,6 +36,41 @@ fn data_flows_both_directions() {
         vec![0xcd, 0xcd, 0xcd, 0]
     );
     assert!(hazard_kinds(m.as_ref()).is_empty());
+}
+
+/// A read in another process of bytes the writer has not synchronised since
+/// is logged; the writer's own read, or a wait, orders it.
+#[test]
+fn a_read_racing_another_process_s_copy_is_logged_until_the_writer_synchronises() {
+    let mut m = start("");
+    let a = m.driver(0).alloc(MemKind::Device, 2 * MIB).unwrap();
+    let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    let p = open(m.as_mut(), 1, h).unwrap();
+    m.begin_step(1);
+    m.driver(0).memset(a, 0x22, 64).unwrap();
+    m.driver(1).read(p.offset(64), 8).unwrap(); // other bytes: no race
+    assert!(hazard_kinds(m.as_ref()).is_empty());
+    m.begin_step(2);
+    assert_eq!(m.driver(1).read(p, 8).unwrap(), vec![0x22; 8]);
+    let hz = m.hazards().unwrap();
+    assert_eq!(hz.len(), 1);
+    assert_eq!(
+        (hz[0].kind, hz[0].process, hz[0].step),
+        (HazardKind::UnsynchronizedRead, 1, Some(2))
+    );
+    // The writer's own blocking read waits for its stream.
+    m.driver(0).read(a, 1).unwrap();
+    m.begin_step(3);
+    m.driver(1).read(p, 8).unwrap();
+    assert_eq!(m.hazards().unwrap().len(), 1);
+    // A pageable write waits for earlier work, then races itself.
+    m.driver(0).memset(a, 0x33, 8).unwrap();
+    m.driver(0).write(a.offset(32), b"x").unwrap();
+    m.begin_step(4);
+    m.driver(1).read(p, 8).unwrap();
+    assert_eq!(m.hazards().unwrap().len(), 1, "the memset is done");
+    m.driver(1).read(p.offset(32), 1).unwrap();
+    assert_eq!(m.hazards().unwrap().len(), 2, "the write is not");
 }
 
 #[test]
@@ -45,6 +84,7 @@ fn sparse_64_gib_allocation_written_at_its_last_byte() {
         vec![0, 0, 0, 0x99]
     );
     m.driver(0).memset(a, 0x11, size).unwrap();
+    m.driver(0).synchronize().unwrap();
     let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
     let p = open(m.as_mut(), 1, h).unwrap();
     assert_eq!(

@@ -16,6 +16,7 @@ fn small_allocations_share_a_block_and_importers_see_the_neighbour() {
     assert_eq!(b.0 - a.0, 4096, "packed back to back");
     m.driver(0).memset(a, 0xaa, 4096).unwrap();
     m.driver(0).memset(b, 0xbb, 4096).unwrap();
+    m.driver(0).synchronize().unwrap();
     let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
     let p = open(m.as_mut(), 1, h).unwrap();
     assert!(hazard_kinds(m.as_ref()).is_empty());
