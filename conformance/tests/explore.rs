@@ -529,3 +529,50 @@ fn persisted_failing_seeds_keep_every_property() {
     }
     assert!(n >= 10, "{n} persisted seeds");
 }
+
+/// The side-by-side lines of a finding mark differences as the differential
+/// judges them: two crashes with one signal (and the steps skipped after
+/// them) are alike, whatever pid the real worker's text names.
+#[test]
+fn side_by_side_marks_what_the_differential_counts() {
+    use ipc_harness::trace::{StepOutcome, StepRecord};
+    let step = |index: usize, outcome| StepRecord {
+        index,
+        line: 5 + index,
+        process: "p1".into(),
+        op: "eh2 = ipc_get_event e1".into(),
+        api: None,
+        outcome,
+        check: None,
+        elapsed_us: 0,
+    };
+    let trace = |detail: &str| ipc_harness::Trace {
+        steps: vec![
+            step(
+                0,
+                StepOutcome::Crash {
+                    detail: detail.into(),
+                },
+            ),
+            step(
+                1,
+                StepOutcome::Skipped {
+                    reason: "process 'p1' crashed at line 5".into(),
+                },
+            ),
+        ],
+        ..Default::default()
+    };
+    let sim = trace("process crashed (signal Some(11), exit None): cuIpcGetEventHandle (SIGSEGV)");
+    let real = trace(
+        "process crashed (signal Some(11), exit None): worker for process 'p1' (pid 2101) ended",
+    );
+    let text = explore::side_by_side(&sim, &real);
+    assert!(!text.contains("# !="), "{text}");
+    let abort =
+        trace("process crashed (signal Some(6), exit None): worker for process 'p1' (pid 9) ended");
+    assert_eq!(
+        explore::side_by_side(&sim, &abort).matches("# !=").count(),
+        1
+    );
+}

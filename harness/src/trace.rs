@@ -92,12 +92,26 @@ impl StepOutcome {
     pub fn same_observation(&self, other: &StepOutcome) -> bool {
         match (self, other) {
             (StepOutcome::Error { code: a, .. }, StepOutcome::Error { code: b, .. }) => a == b,
-            // The details name pids and backends; dying is the observation.
-            (StepOutcome::Crash { .. }, StepOutcome::Crash { .. })
-            | (StepOutcome::Timeout { .. }, StepOutcome::Timeout { .. }) => true,
+            // The details name pids and backends; dying, and how (the
+            // signal or exit status), is the observation.
+            (StepOutcome::Crash { detail: a }, StepOutcome::Crash { detail: b }) => {
+                match (crash_kind(a), crash_kind(b)) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                }
+            }
+            (StepOutcome::Timeout { .. }, StepOutcome::Timeout { .. }) => true,
             (a, b) => a == b,
         }
     }
+}
+
+/// How a process died, from a crash's detail as `ProcessLoss::Crashed`
+/// writes it (`process crashed (signal Some(11), exit None): ...`): the
+/// parenthesised signal and exit status, without the pid and text after.
+fn crash_kind(detail: &str) -> Option<&str> {
+    let rest = detail.strip_prefix("process crashed (")?;
+    rest.split_once("):").map(|(kind, _)| kind)
 }
 
 /// One executed step.
@@ -267,6 +281,43 @@ mod tests {
         };
         assert_eq!(a.differences(&c).len(), 1);
         assert_eq!(a.differences(&Trace::default()).len(), 1);
+    }
+
+    #[test]
+    fn crashes_compare_by_signal_not_detail() {
+        let step = |index, outcome| StepRecord {
+            index,
+            line: 3 + index,
+            process: "p1".into(),
+            op: "x".into(),
+            api: None,
+            outcome,
+            check: None,
+            elapsed_us: 0,
+        };
+        let crash = |detail: &str| StepOutcome::Crash {
+            detail: detail.into(),
+        };
+        let skipped = StepOutcome::Skipped {
+            reason: "process 'p1' crashed at line 3".into(),
+        };
+        let trace = |first| Trace {
+            steps: vec![step(0, first), step(1, skipped.clone())],
+            ..Trace::default()
+        };
+        let sim = trace(crash(
+            "process crashed (signal Some(11), exit None): cuIpcGetEventHandle of an interprocess event (SIGSEGV)",
+        ));
+        let real = trace(crash(
+            "process crashed (signal Some(11), exit None): worker for process 'p1' (pid 2101) ended during ipc_get_event_handle",
+        ));
+        assert!(sim.differences(&real).is_empty());
+        let abort = trace(crash(
+            "process crashed (signal Some(6), exit None): worker for process 'p1' (pid 7) ended",
+        ));
+        assert_eq!(sim.differences(&abort).len(), 1);
+        // A detail in another shape still counts as the same death.
+        assert!(sim.differences(&trace(crash("lost"))).is_empty());
     }
 }
 

@@ -15,16 +15,25 @@
 //! An IPC event is one shared *core* (its recorded point in time) reached by
 //! the exporter's event and every importer's opened event, so a record in
 //! either process is seen by both, as on hardware.
+//!
+//! An event belongs to the context current when it was made. A context
+//! holds *interprocess-event state* once it created an interprocess event or
+//! opened an event handle; on the H100 `ipc_get_event` and `stream_wait` of
+//! an interprocess event from another context crash without it
+//! (`event_other_context`), and `event_record` from another context is
+//! InvalidHandle, as cuEventRecord's documentation says.
 
 use crate::hazards::HazardLog;
 use crate::seed::hash;
-use crate::semantics::{EventExporterExit, EventIpcTiming, EventReopen, ExportRule, GetNullOut};
+use crate::semantics::{
+    EventExporterExit, EventIpcTiming, EventOtherContext, EventReopen, ExportRule, GetNullOut,
+};
 use crate::world::{Access, CtxKey, Fail, MutantId, SimResult, World};
 use ipc_harness::event_flags::{BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS};
 use ipc_harness::{
     Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Simulated host time one API call takes (a worker round trip).
 pub(crate) const HOST_CALL_NS: u64 = 50_000;
@@ -47,6 +56,9 @@ pub(crate) struct Core {
     pub covers: Option<(ProcessIndex, u64)>,
     /// The exporter destroyed its event (or exited) while it was exported.
     pub exporter_destroyed: bool,
+    /// The exporter exited and its exit released the event
+    /// (`event_exporter_exit`): only cached re-opens still succeed.
+    pub exit_released: bool,
     pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
 }
 
@@ -78,6 +90,11 @@ pub(crate) struct Events {
     pub cores: BTreeMap<u64, Core>,
     pub local: BTreeMap<(ProcessIndex, u64), Local>,
     pub by_handle: BTreeMap<[u8; IPC_HANDLE_SIZE], u64>,
+    /// Contexts holding interprocess-event state: they created an
+    /// interprocess event or opened an event handle.
+    pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
+    /// `(importer, exporter)`: the importer opened a handle of the exporter.
+    pub opened_from: BTreeSet<(ProcessIndex, ProcessIndex)>,
     next_core: u64,
     next_local: u64,
 }
@@ -112,6 +129,7 @@ impl Events {
         for id in ids {
             self.release(p, id);
         }
+        self.ipc_state.remove(&(p, ctx));
     }
 
     fn release(&mut self, p: ProcessIndex, id: u64) {
@@ -142,16 +160,9 @@ impl World {
             EventExporterExit::Refused => true,
         };
         if refused {
-            let owned: Vec<u64> = self
-                .events
-                .cores
-                .iter()
-                .filter(|(_, c)| c.owner == p)
-                .map(|(&id, _)| id)
-                .collect();
-            self.events
-                .by_handle
-                .retain(|_, core| !owned.contains(core));
+            for c in self.events.cores.values_mut().filter(|c| c.owner == p) {
+                c.exit_released = true;
+            }
         }
         self.events.drop_process(p);
     }
@@ -216,6 +227,9 @@ impl World {
         if ipc_with_timing && self.sem.event_ipc_timing == EventIpcTiming::CreateFails {
             return Err(ErrorKind::InvalidValue.into());
         }
+        if flags & INTERPROCESS != 0 {
+            self.events.ipc_state.insert((p, ctx));
+        }
         let core = self.events.next_core;
         self.events.next_core += 1;
         self.events.cores.insert(
@@ -226,6 +240,7 @@ impl World {
                 recorded_at: None,
                 covers: None,
                 exporter_destroyed: false,
+                exit_released: false,
                 handle: None,
             },
         );
@@ -247,8 +262,15 @@ impl World {
     }
 
     pub(crate) fn event_record(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
-        self.current_ctx(p)?;
+        let (ctx, _) = self.current_ctx(p)?;
         let core = self.event_core(p, id, "event_record")?;
+        // cuEventRecord: "hEvent and hStream must be from the same context
+        // otherwise CUDA_ERROR_INVALID_HANDLE is returned" (the default
+        // stream is the current context's). H100: recorded seed-4001 cases
+        // 63, 318, 972, 1258, 1317, 1406, 1484, 1603.
+        if self.event_ctx(p, id) != Some(ctx) {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
         let at = self.events.tail(p).max(self.events.clock);
         let writes = self.procs[p].writes;
         if let Some(c) = self.events.cores.get_mut(&core) {
@@ -256,6 +278,19 @@ impl World {
             c.covers = Some((p, writes));
         }
         Ok(())
+    }
+
+    /// The context `p`'s event `id` was made in.
+    fn event_ctx(&self, p: ProcessIndex, id: EventId) -> Option<CtxKey> {
+        self.events.local.get(&(p, id.0)).map(|l| l.ctx)
+    }
+
+    /// `event_other_context=crash`: event `id` belongs to a context other
+    /// than the current `ctx`, which holds no interprocess-event state.
+    fn other_context_crashes(&self, p: ProcessIndex, id: EventId, ctx: CtxKey) -> bool {
+        self.sem.event_other_context == EventOtherContext::Crash
+            && self.event_ctx(p, id) != Some(ctx)
+            && !self.events.ipc_state.contains(&(p, ctx))
     }
 
     /// When the event's last record completes; `None` when never recorded.
@@ -283,8 +318,16 @@ impl World {
     }
 
     pub(crate) fn stream_wait_event(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
-        self.current_ctx(p)?;
+        let (ctx, _) = self.current_ctx(p)?;
         let core = self.event_core(p, id, "stream_wait")?;
+        let interprocess = self
+            .events
+            .cores
+            .get(&core)
+            .is_some_and(|c| c.flags & INTERPROCESS != 0);
+        if interprocess && self.other_context_crashes(p, id, ctx) {
+            return Err(other_context_crash("cuStreamWaitEvent"));
+        }
         if let Some(t) = self.recorded_at(core) {
             let tail = self.events.tails.entry(p).or_insert(0);
             *tail = (*tail).max(t);
@@ -347,7 +390,7 @@ impl World {
         id: EventId,
         out: OutArg,
     ) -> SimResult<IpcEventHandle> {
-        self.current_ctx(p)?;
+        let (ctx, _) = self.current_ctx(p)?;
         let core_id = self.event_core(p, id, "ipc_get_event")?;
         let Some(core) = self.events.cores.get(&core_id).cloned() else {
             return Err(ErrorKind::InvalidHandle.into());
@@ -358,6 +401,19 @@ impl World {
         if core.flags & DISABLE_TIMING == 0 {
             // Only reachable with `event_ipc_timing=get-fails`.
             return Err(ErrorKind::InvalidValue.into());
+        }
+        // An opened event is not the process's to export (H100: recorded
+        // seed-4001 cases 32, 38, 87, 103, 194, 301, 335, 461, 549, 866,
+        // 1207, 1523, 1610, 1815, 1918; checked before the context, case 20).
+        let imported = self
+            .events
+            .local
+            .get(&(p, id.0))
+            .is_some_and(|l| l.imported);
+        if imported {
+            if let ExportRule::Refuse(k) = self.sem.event_get_imported {
+                return Err(k.into());
+            }
         }
         if out == OutArg::Null {
             if self.dialect == Dialect::Runtime
@@ -371,22 +427,43 @@ impl World {
             }
             return Err(ErrorKind::InvalidValue.into());
         }
+        if self.other_context_crashes(p, id, ctx) {
+            return Err(other_context_crash("cuIpcGetEventHandle"));
+        }
+        if self.sem.event_other_context == EventOtherContext::Crash
+            && self.event_ctx(p, id) != Some(ctx)
+        {
+            // A context with interprocess-event state of its own answers
+            // with other bytes (H100 recorded seed-4001 case 336); what they
+            // open is unmeasured: here they name no event.
+            let mut bytes = core
+                .handle
+                .unwrap_or_else(|| self.handle_bytes(core.owner, 0));
+            let salt = hash(self.seed, &[0x4558, p as u64, ctx, core_id]);
+            bytes[4..8].copy_from_slice(&((salt as u32) | 1).to_le_bytes());
+            return Ok(IpcEventHandle(bytes));
+        }
         if let Some(bytes) = core.handle {
             return Ok(IpcEventHandle(bytes));
         }
-        // Shaped like the measured handles: a per-exporter word, a 1, and a
-        // slot number counting down per exported event (H100 / 580.159.04).
-        let mut bytes = [0u8; IPC_HANDLE_SIZE];
-        let tag = (hash(self.seed, &[0x4556, core.owner as u64]) & 0xffff) as u32 | 1;
-        bytes[0..4].copy_from_slice(&tag.to_le_bytes());
-        bytes[8] = 1;
-        let slot = 0x0fff_u32.saturating_sub(self.events.by_handle.len() as u32);
-        bytes[16..20].copy_from_slice(&slot.to_le_bytes());
+        let bytes = self.handle_bytes(core.owner, self.events.by_handle.len());
         self.events.by_handle.insert(bytes, core_id);
         if let Some(c) = self.events.cores.get_mut(&core_id) {
             c.handle = Some(bytes);
         }
         Ok(IpcEventHandle(bytes))
+    }
+
+    /// Shaped like the measured handles: a per-exporter word, a 1, and a
+    /// slot number counting down per exported event (H100 / 580.159.04).
+    fn handle_bytes(&self, owner: ProcessIndex, exported: usize) -> [u8; IPC_HANDLE_SIZE] {
+        let mut bytes = [0u8; IPC_HANDLE_SIZE];
+        let tag = (hash(self.seed, &[0x4556, owner as u64]) & 0xffff) as u32 | 1;
+        bytes[0..4].copy_from_slice(&tag.to_le_bytes());
+        bytes[8] = 1;
+        let slot = 0x0fff_u32.saturating_sub(exported as u32);
+        bytes[16..20].copy_from_slice(&slot.to_le_bytes());
+        bytes
     }
 
     pub(crate) fn ipc_open_event_handle(
@@ -404,12 +481,24 @@ impl World {
         if core.owner == p {
             return Err(self.sem.event_open_in_exporter.into());
         }
+        // The exporter's exit released the event: only a process that opened
+        // a handle of that exporter before opens again, and only from a
+        // context with interprocess-event state (H100 recorded seed-4001
+        // cases 196, 308, 510, 744).
+        if core.exit_released
+            && !(self.events.opened_from.contains(&(p, core.owner))
+                && self.events.ipc_state.contains(&(p, ctx)))
+        {
+            return Err(self.sem.event_bad_handle.into());
+        }
         if core.exporter_destroyed {
             record_destroyed_use(&mut self.hazards, p, "ipc_open_event");
             if let ExportRule::Refuse(k) = self.sem.event_dead_handle {
                 return Err(k.into());
             }
         }
+        self.events.ipc_state.insert((p, ctx));
+        self.events.opened_from.insert((p, core.owner));
         if self.sem.event_reopen == EventReopen::SameEvent {
             let existing = self
                 .events
@@ -452,6 +541,16 @@ impl World {
             });
         }
         Ok(())
+    }
+}
+
+/// What the H100 does where `event_other_context=crash` applies.
+fn other_context_crash(api: &str) -> Fail {
+    Fail::Crash {
+        signal: 11,
+        detail: format!(
+            "{api} of an interprocess event from a context without interprocess-event state (SIGSEGV)"
+        ),
     }
 }
 

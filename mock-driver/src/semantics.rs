@@ -372,15 +372,36 @@ keyword_choice!(
     /// What an exported event's handle does once its exporter process exited.
     EventExporterExit {
         /// Runtime: the runtime's teardown at exit releases the event, so a
-        /// later open is refused (MapFailed); driver: the handle still opens.
-        /// Measured once: H100, driver 580.159.04 (an open a few ms after
-        /// the exit; a runtime probe that had opened the handle before the
-        /// exit could open it again a second after).
+        /// later open is refused (MapFailed), except where the process
+        /// already opened a handle of that exporter and the current context
+        /// holds interprocess-event state (it created an interprocess event
+        /// or opened an event handle): that open succeeds; driver: the
+        /// handle still opens. Measured: H100, driver 580.159.04 (the
+        /// event.lifetime clauses; recorded seed-4001 cases 196, 308, 510,
+        /// 744: re-opens succeed, 196 line 28: from a fresh context refused).
         ByDialect => "by-dialect",
         /// The handle still opens (a hazard: the event was destroyed).
         Opens => "opens",
-        /// Refused with `event_bad_handle`'s error in both dialects.
+        /// Refused with `event_bad_handle`'s error in both dialects (with
+        /// the runtime's exception for a process that opened it before).
         Refused => "refused",
+    }
+);
+
+keyword_choice!(
+    /// `ipc_get_event` and `stream_wait` of an interprocess event while a
+    /// context other than the event's is current (`cuStreamWaitEvent`: "may
+    /// be from a different context or device than hStream").
+    EventOtherContext {
+        /// The process dies with SIGSEGV, unless the current context holds
+        /// interprocess-event state of its own (it created an interprocess
+        /// event or opened an event handle): then `ipc_get_event` returns
+        /// other bytes than in the event's context, and `stream_wait`
+        /// waits. Measured: H100, driver 580.159.04, both dialects
+        /// (recorded seed-4001 runs; the exception from case 336 alone).
+        Crash => "crash",
+        /// As in the event's own context (the documents' reading).
+        Allow => "allow",
     }
 );
 
@@ -583,6 +604,10 @@ semantics! {
         "ipc_open_event of a handle whose exporter destroyed the event or exited (hazard logged): allow, or an error";
     event_exporter_exit: EventExporterExit = EventExporterExit::ByDialect,
         "ipc_open_event of a handle whose exporter process exited";
+    event_get_imported: ExportRule = ExportRule::Refuse(ErrorKind::InvalidHandle),
+        "ipc_get_event of an event opened from a handle: an error, or allow (the handle it was opened from)";
+    event_other_context: EventOtherContext = EventOtherContext::Crash,
+        "ipc_get_event and stream_wait of an interprocess event from a context other than the event's";
     elapsed_without_timing: ErrorKind = ErrorKind::InvalidHandle,
         "Error for event_elapsed on an event without timing (disable_timing, every imported event) or never recorded";
     // --- VMM ---

@@ -710,7 +710,13 @@ pub fn side_by_side(sim: &Trace, real: &Trace) -> String {
         let sb = b
             .map(|x| outcome_text(&x.outcome))
             .unwrap_or_else(|| "(no step)".into());
-        let mark = if sa == sb { "  " } else { "!=" };
+        // Marked by the differential's own test (two crashes with one
+        // signal are alike, whatever pid their text names).
+        let same = match (a, b) {
+            (Some(x), Some(y)) => x.outcome.same_observation(&y.outcome),
+            _ => false,
+        };
+        let mark = if same { "  " } else { "!=" };
         s.push_str(&format!(
             "# {mark} L{line} {process}: {op} -> {sa} | {sb}\n"
         ));

@@ -294,8 +294,15 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         )],
         ("ipc_get_event", _) => vec![
             (InvalidHandle, Clause("event.get.not-interprocess")),
+            (InvalidHandle, Clause("event.get.imported-event")),
             (InvalidValue, Clause("event.get.null-out")),
         ],
+        // cuEventRecord: "hEvent and hStream must be from the same context
+        // otherwise CUDA_ERROR_INVALID_HANDLE is returned".
+        ("event_record", _) => vec![(
+            InvalidHandle,
+            Clause("event.context.record-from-other-context"),
+        )],
         ("ipc_open_event", _) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (MapFailed, Clause("event.lifetime.open-after-exporter-exit")),
@@ -635,9 +642,15 @@ pub fn check_trace(
             StepOutcome::Crash { .. } => {
                 // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
                 // Likewise cudaIpcGetEventHandle(NULL, e) (event.get.null-out).
-                let expected = matches!(&step.op,
+                let null_out = matches!(&step.op,
                     Op::IpcGet { out, .. } | Op::IpcGetEvent { out, .. } if *out == ipc_harness::OutArg::Null)
                     && dialect == Dialect::Runtime;
+                // And either dialect's get or stream wait of an interprocess
+                // event from another context (event.context.get-from-other-context,
+                // event.context.stream-wait-from-other-context).
+                let other_context =
+                    matches!(&step.op, Op::IpcGetEvent { .. } | Op::StreamWait { .. });
+                let expected = null_out || other_context;
                 if !expected {
                     fail(
                         Property::DocumentedReturns,
