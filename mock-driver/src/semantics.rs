@@ -347,6 +347,23 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// Where `cuMemAddressReserve` (no fixed address, alignment 0) places a
+    /// reservation.
+    VmmReserveVa {
+        /// From the VA device allocations, pinned host memory and IPC
+        /// mappings use, by `va_reuse` (the current arena's lowest released
+        /// span that fits), but from the span's start. Measured: H100,
+        /// driver 580.159.04, recorded seed-4001 run (46 cases where a
+        /// reservation got the address of a freed allocation or a closed
+        /// mapping, e.g. 52, 170, 421, 553, 692; 836 for the span's start).
+        Shared => "shared",
+        /// Fresh VA of its own, never a released device or IPC address (the
+        /// first model).
+        OwnPool => "own-pool",
+    }
+);
+
+keyword_choice!(
     /// Where an interprocess event without `disable_timing` is refused.
     EventIpcTiming {
         /// `event_create` refuses the flags (InvalidValue). Measured: H100,
@@ -583,6 +600,8 @@ semantics! {
         "memcpy/memset on a VMM mapping before cuMemSetAccess granted access (a kernel faults instead)";
     vmm_stale_handle: StaleVmmHandle = StaleVmmHandle::Crash,
         "Exporting or mapping an allocation handle after its cuMemRelease";
+    vmm_reserve_va: VmmReserveVa = VmmReserveVa::Shared,
+        "Where cuMemAddressReserve places a reservation: in released device/IPC VA like any allocation (from the start of the span), or in VA of its own";
     vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
         "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
     interior_handle: InteriorHandle = InteriorHandle::Allocation,

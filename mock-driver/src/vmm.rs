@@ -11,10 +11,11 @@
 //! numbers follow POSIX (the lowest free number, from 3); traces label
 //! them, so the numbers themselves never reach a report.
 
-use crate::semantics::{ExportRule, StaleVmmHandle};
+use crate::semantics::{ExportRule, StaleVmmHandle, VmmReserveVa};
 use crate::store::Store;
 use crate::world::{
-    containing, Access, Block, BlockId, Fail, SimResult, World, BLOCK, DEVICE_MEMORY,
+    containing, Access, Block, BlockId, Carve, Fail, SimResult, VaClass, VaPool, World, BLOCK,
+    DEVICE_MEMORY,
 };
 use ipc_harness::ErrorKind::{
     IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
@@ -24,12 +25,18 @@ use ipc_harness::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// VA reservations come from a pool of their own: which reservations reuse
-/// released VA is unmeasured (legacy allocations reuse per context).
-const VMM_VA_POOL: crate::world::VaPool = crate::world::VaPool {
-    ctx: u64::MAX,
-    class: crate::world::VaClass::Vmm,
-};
+/// The VA pool of reservations (`vmm_reserve_va`): under `shared` that of
+/// device memory, whose released spans they reuse (and give back), under
+/// `own-pool` one of their own. A reservation belongs to no context.
+fn vmm_va_pool(rule: VmmReserveVa) -> VaPool {
+    VaPool {
+        ctx: u64::MAX,
+        class: match rule {
+            VmmReserveVa::Shared => VaClass::Device,
+            VmmReserveVa::OwnPool => VaClass::Vmm,
+        },
+    }
+}
 
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
 /// handle type (measured: H100, driver 580.159.04).
@@ -307,8 +314,9 @@ impl World {
         if !aligned(size) {
             return Err(InvalidValue.into());
         }
+        let pool = vmm_va_pool(self.sem.vmm_reserve_va);
         let va = self.procs[p]
-            .reserve_va(size, VMM_VA_POOL)
+            .reserve_va(size, pool, Carve::Start)
             .ok_or(Fail::Api(OutOfMemory))?;
         self.vp(p).reservations.insert(va, size);
         Ok(va)
@@ -427,7 +435,8 @@ impl World {
             return Err(InvalidValue.into());
         }
         vp.reservations.remove(&va);
-        self.procs[p].release_va(va, size, VMM_VA_POOL);
+        let pool = vmm_va_pool(self.sem.vmm_reserve_va);
+        self.procs[p].release_va(va, size, pool);
         Ok(())
     }
 
@@ -524,6 +533,14 @@ impl World {
         } else {
             Ok(())
         }
+    }
+
+    /// Whether `addr` lies in a VA reservation of `p`.
+    pub(crate) fn vmm_reserved_at(&self, p: ProcessIndex, addr: u64) -> bool {
+        self.vmm
+            .procs
+            .get(p)
+            .is_some_and(|vp| containing(&vp.reservations, addr, |s| *s).is_some())
     }
 
     /// `cuMemGetAddressRange` on a VMM mapping: the mapping (measured).
