@@ -364,6 +364,29 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// Descriptors the driver opens for itself in a process: they take
+    /// numbers, so the descriptors an export or `send_fd` gets later are
+    /// numbered around them (POSIX: the lowest free number).
+    DriverFds {
+        /// Every `cuCtxCreate` opens one the context holds (closed again by
+        /// `cuCtxDestroy`: unmeasured). Measured: H100, driver 580.159.04,
+        /// recorded seed-4001 run: an export after a closed export gets
+        /// another number once a `ctx_create` came between (cases 10, 20,
+        /// 142, 948, 972, 1754, 1875, 1911, 1916).
+        Contexts => "contexts",
+        /// As `contexts`, and the process's first interprocess event opens
+        /// one it keeps: what a fresh process does (recorded seed-4001 cases
+        /// 678, 799, 1438, 1461, 1528: creations of 0.6 to 10 ms). Not the
+        /// default: the recorded runs reuse workers, and in cases 593, 794,
+        /// 1189, 1533 the creation took 44 to 84 us and opened nothing (the
+        /// worker had made one in an earlier case).
+        ContextsAndIpcEvents => "contexts-and-ipc-events",
+        /// None: exports and `send_fd` take the lowest numbers free.
+        None => "none",
+    }
+);
+
+keyword_choice!(
     /// Where an interprocess event without `disable_timing` is refused.
     EventIpcTiming {
         /// `event_create` refuses the flags (InvalidValue). Measured: H100,
@@ -602,6 +625,8 @@ semantics! {
         "Exporting or mapping an allocation handle after its cuMemRelease";
     vmm_reserve_va: VmmReserveVa = VmmReserveVa::Shared,
         "Where cuMemAddressReserve places a reservation: in released device/IPC VA like any allocation (from the start of the span), or in VA of its own";
+    driver_fds: DriverFds = DriverFds::Contexts,
+        "Descriptors the driver opens for itself (each ctx_create; in a fresh process the first interprocess event too), which later exports and send_fd are numbered around";
     vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
         "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
     interior_handle: InteriorHandle = InteriorHandle::Allocation,

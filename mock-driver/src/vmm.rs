@@ -11,7 +11,7 @@
 //! numbers follow POSIX (the lowest free number, from 3); traces label
 //! them, so the numbers themselves never reach a report.
 
-use crate::semantics::{ExportRule, StaleVmmHandle, VmmReserveVa};
+use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
 use crate::store::Store;
 use crate::world::{
     containing, Access, Block, BlockId, Carve, Fail, SimResult, VaClass, VaPool, World, BLOCK,
@@ -79,6 +79,9 @@ enum FdObject {
     Allocation(u64),
     /// Something that is not CUDA's (`/dev/null`).
     Foreign,
+    /// One the driver opened for itself (`driver_fds`): the process never
+    /// got it from an op, so it cannot close, send or import it.
+    Driver,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +99,11 @@ struct VmmProc {
     released: BTreeSet<u64>,
     next_handle: u64,
     fds: BTreeMap<i32, FdObject>,
+    /// The descriptor each context made by `ctx_create` holds (`driver_fds`).
+    ctx_fds: BTreeMap<crate::world::CtxKey, i32>,
+    /// Whether the process made an interprocess event (`driver_fds`: the
+    /// first one opens a descriptor the process keeps).
+    ipc_event_fd: bool,
     /// Reserved VA: base -> size.
     reservations: BTreeMap<u64, u64>,
     /// Mapped VA: base -> mapping.
@@ -458,8 +466,43 @@ impl World {
                 Ok(())
             }
             Some(FdObject::Foreign) => Ok(()),
+            // Not one the process got from an op: the harness refuses it.
+            Some(FdObject::Driver) => {
+                self.vp(p).fds.insert(fd.0, FdObject::Driver);
+                Err(InvalidValue.into())
+            }
             // EBADF.
             None => Err(InvalidValue.into()),
+        }
+    }
+
+    /// `cuCtxCreate` made `ctx`: it opens a descriptor the context holds
+    /// until `cuCtxDestroy` (`driver_fds`).
+    pub(crate) fn driver_fd_for_context(&mut self, p: ProcessIndex, ctx: crate::world::CtxKey) {
+        if self.sem.driver_fds != DriverFds::None {
+            let fd = self.new_fd(p, FdObject::Driver);
+            self.vp(p).ctx_fds.insert(ctx, fd);
+        }
+    }
+
+    /// `cuCtxDestroy` of `ctx`: its descriptor closes.
+    pub(crate) fn driver_fd_of_context_closes(
+        &mut self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+    ) {
+        let vp = self.vp(p);
+        if let Some(fd) = vp.ctx_fds.remove(&ctx) {
+            vp.fds.remove(&fd);
+        }
+    }
+
+    /// An interprocess event was made: the process's first opens a
+    /// descriptor it keeps (`driver_fds`).
+    pub(crate) fn driver_fd_for_ipc_event(&mut self, p: ProcessIndex) {
+        if self.sem.driver_fds == DriverFds::ContextsAndIpcEvents && !self.vp(p).ipc_event_fd {
+            self.vp(p).ipc_event_fd = true;
+            self.new_fd(p, FdObject::Driver);
         }
     }
 
@@ -477,9 +520,10 @@ impl World {
         if self.procs.get(to).is_none_or(|t| t.exited) {
             return Err(Fail::Harness("the receiving process is not running".into()));
         }
-        let Some(obj) = self.vp(from).fds.get(&fd.0).copied() else {
-            // sendmsg fails with EBADF.
-            return Err(InvalidValue.into());
+        let obj = match self.vp(from).fds.get(&fd.0).copied() {
+            // The harness sends only descriptors the process got from an op.
+            None | Some(FdObject::Driver) => return Err(InvalidValue.into()),
+            Some(obj) => obj,
         };
         Ok(self.new_fd(to, obj))
     }
@@ -561,7 +605,7 @@ impl World {
         refs.extend(vp.maps.values().map(|m| m.phys));
         refs.extend(vp.fds.values().filter_map(|f| match f {
             FdObject::Allocation(phys) => Some(*phys),
-            FdObject::Foreign => None,
+            FdObject::Foreign | FdObject::Driver => None,
         }));
         *vp = VmmProc::default();
         for phys in refs {
