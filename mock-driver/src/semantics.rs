@@ -541,7 +541,7 @@ semantics! {
     memcpy_bounds: MemcpyBounds = MemcpyBounds::Allocation,
         "How far memcpy/memset may run past the pointer's allocation (block: allowed inside the mapped block, with a hazard)";
     sticky_errors: Switch = Switch::On,
-        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain and (driver API) cuPointerGetAttribute";
+        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain, (driver API) cuPointerGetAttribute and the VMM calls (cuMem*)";
     import_range: ImportRange = ImportRange::Allocation,
         "cuMemGetAddressRange on an IPC pointer: the exported allocation, or the whole mapped block";
     ipc_managed: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
