@@ -93,6 +93,7 @@ impl World {
     pub(crate) fn create_context(&mut self, p: ProcessIndex, d: u32) -> SimResult<CtxKey> {
         let phys = self.physical(p, d)?;
         let c = self.new_context(p, phys, false);
+        self.driver_fd_for_context(p, c);
         let proc = &mut self.procs[p];
         proc.current = Some(c);
         // `va_reuse=top-down`: VA reserved before this call is never handed
@@ -145,6 +146,7 @@ impl World {
             return Err(ErrorKind::IllegalAddress.into());
         }
         self.release_context(p, ctx, true);
+        self.driver_fd_of_context_closes(p, ctx);
         let proc = &mut self.procs[p];
         // `va_reuse=top-down`: like `ctx_create`, a destroy starts a new
         // arena (recorded seed-3001 cases 3, 566, 821, 1057: VA the

@@ -244,6 +244,9 @@ impl World {
                 handle: None,
             },
         );
+        if flags & INTERPROCESS != 0 {
+            self.driver_fd_for_ipc_event(p);
+        }
         Ok(self.new_local(p, core, ctx, false))
     }
 

@@ -641,7 +641,7 @@ impl World {
             class: crate::world::VaClass::Device,
         };
         let base = self.procs[p]
-            .reserve_va(block_size, pool)
+            .reserve_va(block_size, pool, crate::world::Carve::End)
             .ok_or(ErrorKind::OutOfMemory)?;
         let ret = base + ret_offset;
         let proc = &mut self.procs[p];
@@ -675,7 +675,8 @@ impl World {
     /// recorded seed-3001): an exported device allocation starting there
     /// opens, in a mapping of its own that the new allocation's own handle
     /// does not share (cases 251, 597, 712, 760, 937, 980, 1281); free VA is
-    /// InvalidValue (cases 251, 606, 878, 954, 1519); an allocation not
+    /// InvalidValue (cases 251, 606, 878, 954, 1519), and so is VA a VMM
+    /// reservation holds now (seed-4001 case 1826); an allocation not
     /// exported (yet), pinned host memory, or VA that was free in the
     /// current arena when a `ctx_create` came (released before it) is
     /// `reclaimed_export_error` (cases 712, 716, 980, 1284; 2026-11-23 seed
@@ -721,7 +722,11 @@ impl World {
                         .values()
                         .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena))
             });
-        if free && !taken {
+        // VA a VMM reservation took since counts as free: legacy memory's
+        // table does not know it (recorded seed-4001 case 1826: reserved
+        // and mapped by the exporter, then InvalidValue).
+        let vmm = self.vmm_reserved_at(owner, addr);
+        if (free || vmm) && !taken {
             return Err(ErrorKind::InvalidValue.into());
         }
         Err(self.sem.reclaimed_export_error.into())

@@ -143,7 +143,7 @@ impl World {
             class: crate::world::VaClass::of(kind),
         };
         let owner_base = self.procs[p]
-            .reserve_va(size, pool)
+            .reserve_va(size, pool, crate::world::Carve::End)
             .ok_or(ErrorKind::OutOfMemory)?;
         if counts_against_device(kind) {
             if let Some(u) = self.device_used.get_mut(device as usize) {
@@ -579,7 +579,7 @@ impl World {
         // lowest released span of the current arena that fits, carved from
         // its end; seed-3001 recording cases 240, 292, 421, 492, 496, 853).
         self.procs[p]
-            .reusable_va(size, pool)
+            .reusable_va(size, pool, crate::world::Carve::End)
             .is_some_and(|(_, _, b)| ptr >= b && end <= b.saturating_add(size))
     }
 

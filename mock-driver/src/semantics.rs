@@ -347,6 +347,46 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// Where `cuMemAddressReserve` (no fixed address, alignment 0) places a
+    /// reservation.
+    VmmReserveVa {
+        /// From the VA device allocations, pinned host memory and IPC
+        /// mappings use, by `va_reuse` (the current arena's lowest released
+        /// span that fits), but from the span's start. Measured: H100,
+        /// driver 580.159.04, recorded seed-4001 run (46 cases where a
+        /// reservation got the address of a freed allocation or a closed
+        /// mapping, e.g. 52, 170, 421, 553, 692; 836 for the span's start).
+        Shared => "shared",
+        /// Fresh VA of its own, never a released device or IPC address (the
+        /// first model).
+        OwnPool => "own-pool",
+    }
+);
+
+keyword_choice!(
+    /// Descriptors the driver opens for itself in a process: they take
+    /// numbers, so the descriptors an export or `send_fd` gets later are
+    /// numbered around them (POSIX: the lowest free number).
+    DriverFds {
+        /// Every `cuCtxCreate` opens one the context holds (closed again by
+        /// `cuCtxDestroy`: unmeasured). Measured: H100, driver 580.159.04,
+        /// recorded seed-4001 run: an export after a closed export gets
+        /// another number once a `ctx_create` came between (cases 10, 20,
+        /// 142, 948, 972, 1754, 1875, 1911, 1916).
+        Contexts => "contexts",
+        /// As `contexts`, and the process's first interprocess event opens
+        /// one it keeps: what a fresh process does (recorded seed-4001 cases
+        /// 678, 799, 1438, 1461, 1528: creations of 0.6 to 10 ms). Not the
+        /// default: the recorded runs reuse workers, and in cases 593, 794,
+        /// 1189, 1533 the creation took 44 to 84 us and opened nothing (the
+        /// worker had made one in an earlier case).
+        ContextsAndIpcEvents => "contexts-and-ipc-events",
+        /// None: exports and `send_fd` take the lowest numbers free.
+        None => "none",
+    }
+);
+
+keyword_choice!(
     /// Where an interprocess event without `disable_timing` is refused.
     EventIpcTiming {
         /// `event_create` refuses the flags (InvalidValue). Measured: H100,
@@ -531,7 +571,7 @@ semantics! {
     memcpy_bounds: MemcpyBounds = MemcpyBounds::Allocation,
         "How far memcpy/memset may run past the pointer's allocation (block: allowed inside the mapped block, with a hazard)";
     sticky_errors: Switch = Switch::On,
-        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain and (driver API) cuPointerGetAttribute";
+        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain, (driver API) cuPointerGetAttribute and the VMM calls (cuMem*)";
     import_range: ImportRange = ImportRange::Allocation,
         "cuMemGetAddressRange on an IPC pointer: the exported allocation, or the whole mapped block";
     ipc_managed: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
@@ -617,6 +657,10 @@ semantics! {
         "memcpy/memset on a VMM mapping before cuMemSetAccess granted access (a kernel faults instead)";
     vmm_stale_handle: StaleVmmHandle = StaleVmmHandle::Crash,
         "Exporting or mapping an allocation handle after its cuMemRelease";
+    vmm_reserve_va: VmmReserveVa = VmmReserveVa::Shared,
+        "Where cuMemAddressReserve places a reservation: in released device/IPC VA like any allocation (from the start of the span), or in VA of its own";
+    driver_fds: DriverFds = DriverFds::Contexts,
+        "Descriptors the driver opens for itself (each ctx_create; in a fresh process the first interprocess event too), which later exports and send_fd are numbered around";
     vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
         "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
     interior_handle: InteriorHandle = InteriorHandle::Allocation,

@@ -11,10 +11,11 @@
 //! numbers follow POSIX (the lowest free number, from 3); traces label
 //! them, so the numbers themselves never reach a report.
 
-use crate::semantics::{ExportRule, StaleVmmHandle};
+use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
 use crate::store::Store;
 use crate::world::{
-    containing, Access, Block, BlockId, Fail, SimResult, World, BLOCK, DEVICE_MEMORY,
+    containing, Access, Block, BlockId, Carve, Fail, SimResult, VaClass, VaPool, World, BLOCK,
+    DEVICE_MEMORY,
 };
 use ipc_harness::ErrorKind::{
     IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
@@ -24,12 +25,18 @@ use ipc_harness::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// VA reservations come from a pool of their own: which reservations reuse
-/// released VA is unmeasured (legacy allocations reuse per context).
-const VMM_VA_POOL: crate::world::VaPool = crate::world::VaPool {
-    ctx: u64::MAX,
-    class: crate::world::VaClass::Vmm,
-};
+/// The VA pool of reservations (`vmm_reserve_va`): under `shared` that of
+/// device memory, whose released spans they reuse (and give back), under
+/// `own-pool` one of their own. A reservation belongs to no context.
+fn vmm_va_pool(rule: VmmReserveVa) -> VaPool {
+    VaPool {
+        ctx: u64::MAX,
+        class: match rule {
+            VmmReserveVa::Shared => VaClass::Device,
+            VmmReserveVa::OwnPool => VaClass::Vmm,
+        },
+    }
+}
 
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
 /// handle type (measured: H100, driver 580.159.04).
@@ -72,6 +79,9 @@ enum FdObject {
     Allocation(u64),
     /// Something that is not CUDA's (`/dev/null`).
     Foreign,
+    /// One the driver opened for itself (`driver_fds`): the process never
+    /// got it from an op, so it cannot close, send or import it.
+    Driver,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +99,11 @@ struct VmmProc {
     released: BTreeSet<u64>,
     next_handle: u64,
     fds: BTreeMap<i32, FdObject>,
+    /// The descriptor each context made by `ctx_create` holds (`driver_fds`).
+    ctx_fds: BTreeMap<crate::world::CtxKey, i32>,
+    /// Whether the process made an interprocess event (`driver_fds`: the
+    /// first one opens a descriptor the process keeps).
+    ipc_event_fd: bool,
     /// Reserved VA: base -> size.
     reservations: BTreeMap<u64, u64>,
     /// Mapped VA: base -> mapping.
@@ -307,8 +322,9 @@ impl World {
         if !aligned(size) {
             return Err(InvalidValue.into());
         }
+        let pool = vmm_va_pool(self.sem.vmm_reserve_va);
         let va = self.procs[p]
-            .reserve_va(size, VMM_VA_POOL)
+            .reserve_va(size, pool, Carve::Start)
             .ok_or(Fail::Api(OutOfMemory))?;
         self.vp(p).reservations.insert(va, size);
         Ok(va)
@@ -427,7 +443,8 @@ impl World {
             return Err(InvalidValue.into());
         }
         vp.reservations.remove(&va);
-        self.procs[p].release_va(va, size, VMM_VA_POOL);
+        let pool = vmm_va_pool(self.sem.vmm_reserve_va);
+        self.procs[p].release_va(va, size, pool);
         Ok(())
     }
 
@@ -449,8 +466,43 @@ impl World {
                 Ok(())
             }
             Some(FdObject::Foreign) => Ok(()),
+            // Not one the process got from an op: the harness refuses it.
+            Some(FdObject::Driver) => {
+                self.vp(p).fds.insert(fd.0, FdObject::Driver);
+                Err(InvalidValue.into())
+            }
             // EBADF.
             None => Err(InvalidValue.into()),
+        }
+    }
+
+    /// `cuCtxCreate` made `ctx`: it opens a descriptor the context holds
+    /// until `cuCtxDestroy` (`driver_fds`).
+    pub(crate) fn driver_fd_for_context(&mut self, p: ProcessIndex, ctx: crate::world::CtxKey) {
+        if self.sem.driver_fds != DriverFds::None {
+            let fd = self.new_fd(p, FdObject::Driver);
+            self.vp(p).ctx_fds.insert(ctx, fd);
+        }
+    }
+
+    /// `cuCtxDestroy` of `ctx`: its descriptor closes.
+    pub(crate) fn driver_fd_of_context_closes(
+        &mut self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+    ) {
+        let vp = self.vp(p);
+        if let Some(fd) = vp.ctx_fds.remove(&ctx) {
+            vp.fds.remove(&fd);
+        }
+    }
+
+    /// An interprocess event was made: the process's first opens a
+    /// descriptor it keeps (`driver_fds`).
+    pub(crate) fn driver_fd_for_ipc_event(&mut self, p: ProcessIndex) {
+        if self.sem.driver_fds == DriverFds::ContextsAndIpcEvents && !self.vp(p).ipc_event_fd {
+            self.vp(p).ipc_event_fd = true;
+            self.new_fd(p, FdObject::Driver);
         }
     }
 
@@ -468,9 +520,10 @@ impl World {
         if self.procs.get(to).is_none_or(|t| t.exited) {
             return Err(Fail::Harness("the receiving process is not running".into()));
         }
-        let Some(obj) = self.vp(from).fds.get(&fd.0).copied() else {
-            // sendmsg fails with EBADF.
-            return Err(InvalidValue.into());
+        let obj = match self.vp(from).fds.get(&fd.0).copied() {
+            // The harness sends only descriptors the process got from an op.
+            None | Some(FdObject::Driver) => return Err(InvalidValue.into()),
+            Some(obj) => obj,
         };
         Ok(self.new_fd(to, obj))
     }
@@ -526,6 +579,14 @@ impl World {
         }
     }
 
+    /// Whether `addr` lies in a VA reservation of `p`.
+    pub(crate) fn vmm_reserved_at(&self, p: ProcessIndex, addr: u64) -> bool {
+        self.vmm
+            .procs
+            .get(p)
+            .is_some_and(|vp| containing(&vp.reservations, addr, |s| *s).is_some())
+    }
+
     /// `cuMemGetAddressRange` on a VMM mapping: the mapping (measured).
     pub(crate) fn vmm_range(&self, p: ProcessIndex, ptr: u64) -> Option<(u64, u64, u32)> {
         let vp = self.vmm.procs.get(p)?;
@@ -544,7 +605,7 @@ impl World {
         refs.extend(vp.maps.values().map(|m| m.phys));
         refs.extend(vp.fds.values().filter_map(|f| match f {
             FdObject::Allocation(phys) => Some(*phys),
-            FdObject::Foreign => None,
+            FdObject::Foreign | FdObject::Driver => None,
         }));
         *vp = VmmProc::default();
         for phys in refs {

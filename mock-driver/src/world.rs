@@ -57,7 +57,8 @@ pub(crate) enum VaClass {
     Managed,
     /// `cudaMallocAsync`'s default pool.
     StreamOrdered,
-    /// VMM reservations (unmeasured).
+    /// VMM reservations under `vmm_reserve_va=own-pool` (under the
+    /// default `shared` they are `Device`).
     Vmm,
 }
 
@@ -70,6 +71,19 @@ impl VaClass {
         }
     }
 }
+/// Which end of a released span a reservation takes (`va_reuse=top-down`).
+/// Measured on the H100 (580.159.04): after a 3 MiB allocation (a 4 MiB
+/// span) is freed, an IPC mapping gets the span's upper half (explore
+/// 2026-11-23 case 183), a `cuMemAddressReserve` its base (recorded
+/// seed-4001 case 836).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Carve {
+    /// Its end: device allocations and IPC mappings.
+    End,
+    /// Its start: VMM reservations.
+    Start,
+}
+
 /// A released VA span (`Process::free_va`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FreeVa {
@@ -412,10 +426,10 @@ impl Process {
 
     /// Reserve VA for `len` bytes: released VA if `va_reuse` finds some,
     /// else fresh VA followed by an unmapped guard gap.
-    pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool) -> Option<u64> {
+    pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool, carve: Carve) -> Option<u64> {
         let need = round_up(len, BLOCK)?;
         let arena = self.arena;
-        let base = if let Some((b, have, base)) = self.reusable_va(len, pool) {
+        let base = if let Some((b, have, base)) = self.reusable_va(len, pool, carve) {
             let free = self.free_va.remove(&b)?;
             if have > need {
                 let rest = FreeVa {
@@ -444,9 +458,14 @@ impl Process {
         Some(base)
     }
 
-    /// The released VA `reserve_va(len, pool)` would hand out now, if any:
+    /// The released VA `reserve_va(len, pool, carve)` would hand out now, if any:
     /// (the free span's base, its length, the base handed out).
-    pub(crate) fn reusable_va(&self, len: u64, pool: VaPool) -> Option<(u64, u64, u64)> {
+    pub(crate) fn reusable_va(
+        &self,
+        len: u64,
+        pool: VaPool,
+        carve: Carve,
+    ) -> Option<(u64, u64, u64)> {
         let need = round_up(len, BLOCK)?;
         let arena = self.arena;
         match self.va_reuse {
@@ -468,7 +487,10 @@ impl Process {
                 .free_va
                 .iter()
                 .find(|(_, f)| f.span >= need && f.pool.class == pool.class && f.arena == arena)
-                .map(|(&b, f)| (b, f.span, b + f.span - need)),
+                .map(|(&b, f)| match carve {
+                    Carve::End => (b, f.span, b + f.span - need),
+                    Carve::Start => (b, f.span, b),
+                }),
         }
     }
 

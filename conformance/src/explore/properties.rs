@@ -541,7 +541,7 @@ impl Model {
             .saturating_add(off)
     }
 
-    /// A malloc or open in process `p` may hand out the address of memory
+    /// A malloc, open or VMM reservation in process `p` may hand out the address of memory
     /// it closed or freed earlier (`va_reuse`): stale pointers of `p` may
     /// now reach it legitimately, so they are no longer judged.
     fn reused_va(&mut self, p: usize) {
@@ -781,6 +781,9 @@ pub fn check_trace(
                     }
                 }
             }
+            // A reservation takes released VA too (`vmm_reserve_va=shared`):
+            // a stale pointer may reach the VMM mapping made there.
+            Op::VmmReserve { .. } if ok_value.is_some() => m.reused_va(p),
             Op::IpcClose { ptr } => {
                 if let Some((label, 0)) = resolve(&m, ptr) {
                     let key = (p, label.clone());
