@@ -93,8 +93,9 @@ pub(crate) struct Events {
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
     pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
-    /// `(importer, exporter)`: the importer opened a handle of the exporter.
-    pub opened_from: BTreeSet<(ProcessIndex, ProcessIndex)>,
+    /// `(importer, context, exporter)`: the importer opened a handle of the
+    /// exporter in that context.
+    pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
     next_core: u64,
     next_local: u64,
 }
@@ -328,7 +329,13 @@ impl World {
             .cores
             .get(&core)
             .is_some_and(|c| c.flags & INTERPROCESS != 0);
-        if interprocess && self.other_context_crashes(p, id, ctx) {
+        // Unlike the handle query, the wait crashes also from a context with
+        // interprocess-event state of its own (H100 call 7 and 2 x H200
+        // call 8: clause event.context.stream-wait-from-context-with-ipc-event).
+        if interprocess
+            && self.sem.event_other_context == EventOtherContext::Crash
+            && self.event_ctx(p, id) != Some(ctx)
+        {
             return Err(other_context_crash("cuStreamWaitEvent"));
         }
         if let Some(t) = self.recorded_at(core) {
@@ -484,14 +491,14 @@ impl World {
         if core.owner == p {
             return Err(self.sem.event_open_in_exporter.into());
         }
-        // The exporter's exit released the event: only a process that opened
-        // a handle of that exporter before opens again, and only from a
-        // context with interprocess-event state (H100 recorded seed-4001
-        // cases 196, 308, 510, 744).
-        if core.exit_released
-            && !(self.events.opened_from.contains(&(p, core.owner))
-                && self.events.ipc_state.contains(&(p, ctx)))
-        {
+        // The exporter's exit released the event: only a context that opened
+        // a handle of that exporter before opens again (H100 recorded
+        // seed-4001 cases 196, 308, 744; calls 7 and 8: a new context with
+        // an interprocess event of its own is refused, clause
+        // event.lifetime.reopen-after-exporter-exit-context-with-ipc-event;
+        // case 510, where that context also held the exporter's memory
+        // mapped, opened: not modelled).
+        if core.exit_released && !self.events.opened_from.contains(&(p, ctx, core.owner)) {
             return Err(self.sem.event_bad_handle.into());
         }
         if core.exporter_destroyed {
@@ -501,7 +508,7 @@ impl World {
             }
         }
         self.events.ipc_state.insert((p, ctx));
-        self.events.opened_from.insert((p, core.owner));
+        self.events.opened_from.insert((p, ctx, core.owner));
         if self.sem.event_reopen == EventReopen::SameEvent {
             let existing = self
                 .events
