@@ -659,7 +659,7 @@ semantics! {
         "Exporting or mapping an allocation handle after its cuMemRelease";
     vmm_reserve_va: VmmReserveVa = VmmReserveVa::Shared,
         "Where cuMemAddressReserve places a reservation: in released device/IPC VA like any allocation (from the start of the span), or in VA of its own";
-    driver_fds: DriverFds = DriverFds::Contexts,
+    driver_fds: DriverFds = DriverFds::ContextsAndIpcEvents,
         "Descriptors the driver opens for itself (each ctx_create; in a fresh process the first interprocess event too), which later exports and send_fd are numbered around";
     vmm_import_bad_fd: ErrorKind = ErrorKind::Unknown,
         "cuMemImportFromShareableHandle of a descriptor that is closed, invalid, or not CUDA's (measured: CUDA_ERROR_UNKNOWN)";
