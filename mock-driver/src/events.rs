@@ -93,6 +93,8 @@ pub(crate) struct Events {
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
     pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
+    /// Contexts that exported or opened an event handle (`claim_event_memory`).
+    pub shared_memory: BTreeSet<(ProcessIndex, CtxKey)>,
     /// `(importer, context, exporter)`: the importer opened a handle of the
     /// exporter in that context.
     pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
@@ -284,6 +286,19 @@ impl World {
         Ok(())
     }
 
+    /// The first event handle a context exports or opens maps the
+    /// driver's shared event memory, which claims the VA the process had
+    /// free in its current arena: a freed export there is NotPermitted from
+    /// then on (H100 recorded seed-4001 cases 608, 1685, 1952; seed-5001
+    /// cases 399, 995; creating or recording an event alone claims nothing:
+    /// seed-4001 cases 139, 1124).
+    fn claim_event_memory(&mut self, p: ProcessIndex, ctx: CtxKey) {
+        if self.events.shared_memory.insert((p, ctx)) {
+            let proc = &mut self.procs[p];
+            proc.va_claims.push((proc.va_releases, proc.arena, None));
+        }
+    }
+
     /// The context `p`'s event `id` was made in.
     fn event_ctx(&self, p: ProcessIndex, id: EventId) -> Option<CtxKey> {
         self.events.local.get(&(p, id.0)).map(|l| l.ctx)
@@ -420,7 +435,10 @@ impl World {
             .local
             .get(&(p, id.0))
             .is_some_and(|l| l.imported);
-        if imported {
+        // cuIpcGetEventHandle checks its out pointer before the event's
+        // origin (H100 recorded seed-5001 case 1013: NULL out, an opened
+        // event: InvalidValue); the runtime asks the driver first.
+        if imported && !(out == OutArg::Null && self.dialect == Dialect::Driver) {
             if let ExportRule::Refuse(k) = self.sem.event_get_imported {
                 return Err(k.into());
             }
@@ -453,6 +471,7 @@ impl World {
             bytes[4..8].copy_from_slice(&((salt as u32) | 1).to_le_bytes());
             return Ok(IpcEventHandle(bytes));
         }
+        self.claim_event_memory(p, ctx);
         if let Some(bytes) = core.handle {
             return Ok(IpcEventHandle(bytes));
         }
@@ -509,6 +528,7 @@ impl World {
         }
         self.events.ipc_state.insert((p, ctx));
         self.events.opened_from.insert((p, ctx, core.owner));
+        self.claim_event_memory(p, ctx);
         if self.sem.event_reopen == EventReopen::SameEvent {
             let existing = self
                 .events

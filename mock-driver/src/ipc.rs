@@ -721,6 +721,11 @@ impl World {
                         .contexts
                         .values()
                         .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena))
+                    && !proc.va_claims.iter().any(|&(at, arena, vmm)| {
+                        at >= f.released
+                            && arena == f.arena
+                            && vmm.is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
+                    })
             });
         // VA a VMM reservation took since counts as free: legacy memory's
         // table does not know it (recorded seed-4001 case 1826: reserved

@@ -90,6 +90,8 @@ struct VmmMapping {
     phys: u64,
     offset: u64,
     access: VmmAccess,
+    /// Physical devices `cuMemSetAccess` granted access to (bit per device).
+    granted: u64,
 }
 
 #[derive(Debug, Default)]
@@ -263,7 +265,24 @@ impl World {
                 refs: 1,
             },
         );
-        Ok(self.new_handle(p, phys, false))
+        // Until its handle is released, the allocation claims the VA the
+        // process had free in its current arena: a freed export there is
+        // NotPermitted, and InvalidValue again after the release, even while
+        // an exported descriptor keeps the memory (H100 recorded seed-4001
+        // cases 15, 288, 739, 263; seed-5001 cases 572, 826).
+        let handle = self.new_handle(p, phys, false);
+        let proc = &mut self.procs[p];
+        proc.va_claims
+            .push((proc.va_releases, proc.arena, Some((phys, handle))));
+        Ok(handle)
+    }
+
+    /// `p` still holds VMM allocation handle `h` of `phys` (`va_claims`).
+    pub(crate) fn vmm_handle_live(&self, p: ProcessIndex, h: u64, phys: u64) -> bool {
+        self.vmm
+            .procs
+            .get(p)
+            .is_some_and(|vp| vp.handles.get(&h).is_some_and(|e| e.phys == phys))
     }
 
     fn new_handle(&mut self, p: ProcessIndex, phys: u64, imported: bool) -> u64 {
@@ -369,6 +388,7 @@ impl World {
                 phys: h.phys,
                 offset,
                 access: VmmAccess::None,
+                granted: 0,
             },
         );
         Ok(())
@@ -402,7 +422,7 @@ impl World {
         device: u32,
         access: VmmAccess,
     ) -> SimResult<()> {
-        self.physical_device(p, device)?;
+        let physical = self.physical_device(p, device)?;
         let Some(bases) = self.covering(p, va, size) else {
             return Err(InvalidValue.into());
         };
@@ -410,6 +430,12 @@ impl World {
         for b in bases {
             if let Some(m) = vp.maps.get_mut(&b) {
                 m.access = access;
+                let bit = 1u64.checked_shl(physical).unwrap_or(0);
+                if access == VmmAccess::None {
+                    m.granted &= !bit;
+                } else {
+                    m.granted |= bit;
+                }
             }
         }
         Ok(())
@@ -551,7 +577,14 @@ impl World {
         if !inside {
             return Some(Err(fault.into()));
         }
-        if m.access == VmmAccess::None {
+        // Access is granted per device: a copy or kernel from a context on
+        // a device the mapping was not opened to is refused like one before
+        // any cuMemSetAccess (2 x H200 recorded seed-6001 cases 68, 169,
+        // 535: memory of device 0, access for device 0, a memset or copy
+        // from the process's device-1 context: InvalidValue).
+        let device = self.current_ctx(p).ok().map(|(_, d)| d);
+        let granted_here = device.is_none_or(|d| m.granted & 1u64.checked_shl(d).unwrap_or(0) != 0);
+        if m.access == VmmAccess::None || !granted_here {
             let kind = match access {
                 Access::Copy => before,
                 Access::Kernel => IllegalAddress,

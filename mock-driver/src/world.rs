@@ -248,6 +248,12 @@ pub(crate) struct Process {
     pub unsynced: Vec<(u64, BlockId, u64, u64)>,
     /// Writes and sets made so far (numbers `unsynced` entries).
     pub writes: u64,
+    /// Driver-internal memory made since VA was released, which claims the
+    /// free VA of the arena it was made in for stale handles
+    /// (`reclaimed_export_error`): (`va_releases` then, arena, the VMM
+    /// allocation (physical id, this process's handle) whose life the claim
+    /// lasts, if any).
+    pub va_claims: Vec<(u64, u64, Option<(u64, u64)>)>,
     /// Peer access a context has enabled: (context, peer's physical device).
     pub peer_enabled: BTreeSet<(CtxKey, u32)>,
     /// Peer connections this process holds, as (lower, higher) physical
@@ -419,6 +425,7 @@ impl Process {
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
+            va_claims: Vec::new(),
             peer_enabled: BTreeSet::new(),
             peer_links: BTreeSet::new(),
         }
