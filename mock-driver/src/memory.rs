@@ -399,7 +399,9 @@ impl World {
                 proc.free_va.clone(),
                 proc.va_releases,
                 proc.va_next,
+                proc.va_side_next,
                 proc.reserved.clone(),
+                proc.fresh,
             )
         };
         let blocks_before = self.blocks.len();
@@ -428,7 +430,14 @@ impl World {
         // device_read gets the closed mapping's address).
         if fresh {
             let proc = &mut self.procs[p];
-            (proc.free_va, proc.va_releases, proc.va_next, proc.reserved) = va;
+            (
+                proc.free_va,
+                proc.va_releases,
+                proc.va_next,
+                proc.va_side_next,
+                proc.reserved,
+                proc.fresh,
+            ) = va;
         }
         self.procs[p].dead = dead;
         self.freed_exports = freed_exports;
@@ -578,9 +587,11 @@ impl World {
         // The scratch block lands where `va_reuse` puts any block (the
         // lowest released span of the current arena that fits, carved from
         // its end; seed-3001 recording cases 240, 292, 421, 492, 496, 853).
-        self.procs[p]
-            .reusable_va(size, pool)
-            .is_some_and(|(_, _, b)| ptr >= b && end <= b.saturating_add(size))
+        let at = match self.procs[p].placement(size, pool) {
+            Some(crate::world::Placement::Reuse(_, _, b) | crate::world::Placement::Fresh(b)) => b,
+            None => return false,
+        };
+        ptr >= at && end <= at.saturating_add(size)
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {
