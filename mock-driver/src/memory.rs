@@ -455,6 +455,7 @@ impl World {
         }
         let end = ptr.checked_add(len)?;
         let (base, free) = crate::world::containing(&proc.free_va, ptr, |f| f.span)?;
+        let free = *free;
         let (pool, released) = (free.pool, free.released);
         if end > base.saturating_add(free.span) {
             return None;
@@ -472,8 +473,25 @@ impl World {
             // block has room for the scratch: seed 2027 cases 21, 264).
             StaleKernelRead::Remapped => {
                 let born = proc.contexts.get(&ctx).map_or(0, |c| c.born);
-                born >= released
-                    || (pool.ctx == ctx && self.scratch_covers(p, ctx, device, ptr, end, len))
+                let freed = matches!(proc.dead_at(ptr).or(proc.dead_at(base)), Some(Gone::Freed));
+                if !freed {
+                    born >= released
+                        || (pool.ctx == ctx && self.scratch_covers(p, ctx, device, ptr, end, len))
+                } else {
+                    // A freed allocation (recorded seed-3001 cases 580, 854,
+                    // 1105, seed-4001 case 1516): freed while another
+                    // context was current, it faults everywhere; else its
+                    // own context also reads zeros once a context was
+                    // created after the free.
+                    let later = proc
+                        .contexts
+                        .values()
+                        .any(|c| c.born >= released && !c.primary);
+                    free.released_in == Some(pool.ctx)
+                        && (born >= released
+                            || (pool.ctx == ctx
+                                && (later || self.scratch_covers(p, ctx, device, ptr, end, len))))
+                }
             }
         };
         if !visible {

@@ -312,7 +312,12 @@ keyword_choice!(
         /// 580.159.04 (clauses mem.lifetime.kernel-read-after-free,
         /// mem.close.kernel-read-after-close,
         /// mem.close.kernel-read-after-close-other-context, explore
-        /// 2026-11-23 seed 2027 cases 21, 264, 287, 389 and others).
+        /// 2026-11-23 seed 2027 cases 21, 264, 287, 389 and others). A
+        /// freed allocation: freed while another context than its own was
+        /// current, it faults in every context (recorded seed-3001 cases
+        /// 854, 1105, seed-4001 case 1516); else its own context also reads
+        /// zeros once a context was created after the free (seed-3001
+        /// case 580).
         Remapped => "remapped",
         /// Zeros in any context of the process (the first reading of the
         /// explore trial).

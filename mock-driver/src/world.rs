@@ -118,6 +118,8 @@ pub(crate) struct FreeVa {
     /// The newest fresh range, released with nothing reserved fresh since:
     /// the next fresh reservation, of any size, starts at its base.
     pub frontier: bool,
+    /// The context current when it was released.
+    pub released_in: Option<CtxKey>,
 }
 
 pub(crate) type CtxKey = u64;
@@ -657,6 +659,7 @@ impl Process {
                 arena,
                 released,
                 frontier,
+                released_in: self.current,
             },
         );
     }
