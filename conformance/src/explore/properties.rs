@@ -534,8 +534,9 @@ impl Model {
             .saturating_add(off)
     }
 
-    /// A malloc or open in process `p` may hand out the address of memory
-    /// it closed or freed earlier (`va_reuse`): stale pointers of `p` may
+    /// A malloc, open or VMM reservation in process `p` may hand out the
+    /// address of memory it closed or freed earlier (`va_reuse`,
+    /// `va_rewind`): stale pointers of `p` may
     /// now reach it legitimately, so they are no longer judged.
     fn reused_va(&mut self, p: usize) {
         self.closed.retain(|(q, _)| *q != p);
@@ -739,6 +740,13 @@ pub fn check_trace(
             Op::HandleZero | Op::HandleRandom => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
                     m.handle_label.insert(b.clone(), label.clone());
+                }
+            }
+            // A VMM reservation may take a closed or freed range's VA too
+            // (`va_rewind`: the device heap's fresh end moved back to it).
+            Op::VmmReserve { .. } => {
+                if let Some(ValueSummary::Ptr { .. }) = ok_value {
+                    m.reused_va(p);
                 }
             }
             Op::IpcOpen { handle, .. } => {
