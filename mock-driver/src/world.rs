@@ -60,7 +60,8 @@ pub(crate) enum VaClass {
     Managed,
     /// `cudaMallocAsync`'s default pool.
     StreamOrdered,
-    /// VMM reservations (unmeasured).
+    /// VMM reservations: they share released VA with `Device`
+    /// (`VaClass::device_heap`).
     Vmm,
 }
 
@@ -570,7 +571,13 @@ impl Process {
                 .free_va
                 .iter()
                 .find(|(_, f)| {
-                    f.span >= need && f.pool.class == pool.class && f.arena == arena && !f.frontier
+                    // Device, pinned host and IPC VA and VMM reservations
+                    // reuse each other's released ranges: one heap (H100
+                    // recorded seed-4001 cases 52, 120 and 37 more: a
+                    // `vmm_reserve` takes a closed mapping's address).
+                    let shared = f.pool.class == pool.class
+                        || (f.pool.class.device_heap() && pool.class.device_heap());
+                    f.span >= need && shared && f.arena == arena && !f.frontier
                 })
                 .map(|(&b, f)| {
                     // Measured (H100, recorded seed-3001 case 1361: a block
