@@ -24,8 +24,8 @@ use ipc_harness::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// VA reservations come from a pool of their own: which reservations reuse
-/// released VA is unmeasured (legacy allocations reuse per context).
+/// VA reservations: they share released VA with device allocations and IPC
+/// mappings (`VaClass::device_heap`).
 const VMM_VA_POOL: crate::world::VaPool = crate::world::VaPool {
     ctx: u64::MAX,
     class: crate::world::VaClass::Vmm,
