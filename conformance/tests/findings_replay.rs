@@ -363,26 +363,12 @@ const GPU_CLAUSE_RUNS: [&str; 7] = [
 /// Steps of committed GPU clause runs the simulator's defaults do not
 /// reproduce, each with the reason: (run, clause id, dialect, why). The
 /// defaults follow the H100; these are other GPUs or runs that disagree.
-const GPU_CLAUSE_DEVIATIONS: [(&str, &str, &str, &str); 3] = [
-    (
-        "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/call8/differential/differential.json",
-        "vmm.reserve.span-start",
-        "runtime",
-        "2 x H200: the reservation did not take the freed range's start; the rule rests on the H100 recording (seed 4001 case 836)",
-    ),
-    (
-        "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/call8/differential/differential.json",
-        "vmm.reserve.span-start",
-        "driver",
-        "2 x H200: as in the runtime dialect",
-    ),
-    (
-        "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/call8/differential/differential.json",
-        "mem.handle.corrupted-fields",
-        "driver",
-        "2 x H200 call 8: a copy with byte 28 flipped opened at a new address; the same clause on the same GPUs (all-areas run) and on the H100 (calls 4, 5, 7) was AlreadyMapped",
-    ),
-];
+const GPU_CLAUSE_DEVIATIONS: [(&str, &str, &str, &str); 1] = [(
+    "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/call8/differential/differential.json",
+    "mem.handle.corrupted-fields",
+    "driver",
+    "2 x H200 call 8: a copy with byte 28 flipped opened at a new address; the same clause on the same GPUs (all-areas run) and on the H100 (calls 4, 5, 7) was AlreadyMapped",
+)];
 
 /// The differential, offline: every clause that ran on the GPU (and still
 /// exists) gives the same observation at every step on the simulator, so a

@@ -3,7 +3,7 @@
 
 use crate::seed::hash;
 use crate::semantics::{DestroyPrimary, SetDestroyedContext};
-use crate::world::{Context, CtxKey, SimResult, World};
+use crate::world::{Context, CtxKey, SimResult, World, RETIRED_ARENA};
 use ipc_harness::{DeviceAttribute, ErrorKind, ProcessIndex};
 use std::collections::btree_map::Entry;
 
@@ -59,6 +59,7 @@ impl World {
                     born: proc.va_releases,
                     serial: proc.ctx_serial,
                     claimed_arena: None,
+                    arena: 0,
                 });
                 return id;
             }
@@ -98,10 +99,12 @@ impl World {
         proc.current = Some(c);
         // `va_reuse=top-down`: VA reserved before this call is never handed
         // out again (H100 explore cases 13, 58, 99, 255; 2 x H200 case 6).
+        proc.arena_seq = proc.arena_seq.wrapping_add(1);
         if let Some(x) = proc.contexts.get_mut(&c) {
             x.claimed_arena = Some(proc.arena);
+            x.arena = proc.arena_seq;
         }
-        proc.arena = proc.arena.wrapping_add(1);
+        proc.arena = proc.arena_seq;
         Ok(c)
     }
 
@@ -148,10 +151,25 @@ impl World {
         self.release_context(p, ctx, true);
         self.driver_fd_of_context_closes(p, ctx);
         let proc = &mut self.procs[p];
-        // `va_reuse=top-down`: like `ctx_create`, a destroy starts a new
-        // arena (recorded seed-3001 cases 3, 566, 821, 1057: VA the
-        // destroyed context released is not handed out again).
-        proc.arena = proc.arena.wrapping_add(1);
+        // `va_reuse=top-down`: VA the destroyed context released is not
+        // handed out again (recorded seed-3001 cases 3, 566, 821, 1057), and
+        // when it was the newest context made, the arena current before its
+        // creation is current again: VA reserved before it and released
+        // after it is handed out again (seed-3001 cases 335, 950).
+        for f in proc.free_va.values_mut() {
+            if f.pool.ctx == ctx {
+                f.arena = RETIRED_ARENA;
+            }
+        }
+        let arenas = proc
+            .contexts
+            .get(&ctx)
+            .and_then(|c| c.claimed_arena.map(|b| (c.arena, b)));
+        if let Some((own, before)) = arenas {
+            if proc.arena == own {
+                proc.arena = before;
+            }
+        }
         if let Some(c) = proc.contexts.get_mut(&ctx) {
             c.alive = false;
         }

@@ -291,6 +291,16 @@ impl World {
         id
     }
 
+    /// Whether `ipc_open` accepts `flags` (`open_flags`).
+    pub(crate) fn open_flags_ok(&self, flags: u32) -> bool {
+        match self.sem.open_flags {
+            OpenFlags::LazyBit => flags & IPC_MEM_LAZY_ENABLE_PEER_ACCESS != 0,
+            OpenFlags::LazyOrZero => flags == 0 || flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+            OpenFlags::LazyOnly => flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+            OpenFlags::Ignored => true,
+        }
+    }
+
     pub(crate) fn ipc_open(
         &mut self,
         p: ProcessIndex,
@@ -301,13 +311,7 @@ impl World {
         if out == OutArg::Null {
             return Err(ErrorKind::InvalidValue.into());
         }
-        let flags_ok = match self.sem.open_flags {
-            OpenFlags::LazyBit => flags & IPC_MEM_LAZY_ENABLE_PEER_ACCESS != 0,
-            OpenFlags::LazyOrZero => flags == 0 || flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
-            OpenFlags::LazyOnly => flags == IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
-            OpenFlags::Ignored => true,
-        };
-        if !flags_ok {
+        if !self.open_flags_ok(flags) {
             return Err(ErrorKind::InvalidValue.into());
         }
         if *handle == IpcMemHandle::ZERO {
@@ -641,7 +645,7 @@ impl World {
             class: crate::world::VaClass::Device,
         };
         let base = self.procs[p]
-            .reserve_va(block_size, pool, crate::world::Carve::End)
+            .reserve_va(block_size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
         let ret = base + ret_offset;
         let proc = &mut self.procs[p];

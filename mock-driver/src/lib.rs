@@ -181,6 +181,7 @@ impl SimBackend {
             }
             let mut proc = Process::new(ps.name.clone(), visible, spec.seed, i);
             proc.va_reuse = sem.va_reuse;
+            proc.va_rewind = sem.va_rewind;
             procs.push(proc);
         }
         let mut world = World {

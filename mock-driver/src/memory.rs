@@ -143,7 +143,7 @@ impl World {
             class: crate::world::VaClass::of(kind),
         };
         let owner_base = self.procs[p]
-            .reserve_va(size, pool, crate::world::Carve::End)
+            .reserve_va(size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
         if counts_against_device(kind) {
             if let Some(u) = self.device_used.get_mut(device as usize) {
@@ -399,7 +399,9 @@ impl World {
                 proc.free_va.clone(),
                 proc.va_releases,
                 proc.va_next,
+                proc.va_side_next,
                 proc.reserved.clone(),
+                proc.fresh,
             )
         };
         let blocks_before = self.blocks.len();
@@ -428,7 +430,14 @@ impl World {
         // device_read gets the closed mapping's address).
         if fresh {
             let proc = &mut self.procs[p];
-            (proc.free_va, proc.va_releases, proc.va_next, proc.reserved) = va;
+            (
+                proc.free_va,
+                proc.va_releases,
+                proc.va_next,
+                proc.va_side_next,
+                proc.reserved,
+                proc.fresh,
+            ) = va;
         }
         self.procs[p].dead = dead;
         self.freed_exports = freed_exports;
@@ -446,6 +455,7 @@ impl World {
         }
         let end = ptr.checked_add(len)?;
         let (base, free) = crate::world::containing(&proc.free_va, ptr, |f| f.span)?;
+        let free = *free;
         let (pool, released) = (free.pool, free.released);
         if end > base.saturating_add(free.span) {
             return None;
@@ -463,8 +473,25 @@ impl World {
             // block has room for the scratch: seed 2027 cases 21, 264).
             StaleKernelRead::Remapped => {
                 let born = proc.contexts.get(&ctx).map_or(0, |c| c.born);
-                born >= released
-                    || (pool.ctx == ctx && self.scratch_covers(p, ctx, device, ptr, end, len))
+                let freed = matches!(proc.dead_at(ptr).or(proc.dead_at(base)), Some(Gone::Freed));
+                if !freed {
+                    born >= released
+                        || (pool.ctx == ctx && self.scratch_covers(p, ctx, device, ptr, end, len))
+                } else {
+                    // A freed allocation (recorded seed-3001 cases 580, 854,
+                    // 1105, seed-4001 case 1516): freed while another
+                    // context was current, it faults everywhere; else its
+                    // own context also reads zeros once a context was
+                    // created after the free.
+                    let later = proc
+                        .contexts
+                        .values()
+                        .any(|c| c.born >= released && !c.primary);
+                    free.released_in == Some(pool.ctx)
+                        && (born >= released
+                            || (pool.ctx == ctx
+                                && (later || self.scratch_covers(p, ctx, device, ptr, end, len))))
+                }
             }
         };
         if !visible {
@@ -578,9 +605,11 @@ impl World {
         // The scratch block lands where `va_reuse` puts any block (the
         // lowest released span of the current arena that fits, carved from
         // its end; seed-3001 recording cases 240, 292, 421, 492, 496, 853).
-        self.procs[p]
-            .reusable_va(size, pool, crate::world::Carve::End)
-            .is_some_and(|(_, _, b)| ptr >= b && end <= b.saturating_add(size))
+        let at = match self.procs[p].placement(size, pool) {
+            Some(crate::world::Placement::Reuse(_, _, b) | crate::world::Placement::Fresh(b)) => b,
+            None => return false,
+        };
+        ptr >= at && end <= at.saturating_add(size)
     }
 
     pub(crate) fn address_range(&self, p: ProcessIndex, ptr: u64) -> SimResult<(u64, u64)> {

@@ -207,10 +207,15 @@ keyword_choice!(
     /// Whether released virtual addresses are handed out again.
     VaReuse {
         /// Released VA goes back to the arena it was reserved in; every
-        /// `ctx_create` and every `ctx_destroy` starts a new arena that all
-        /// later reservations (in any context) come from, so VA reserved
-        /// before it is never handed out again. The lowest released range
-        /// of the current arena that fits is used, carved from its end.
+        /// `ctx_create` starts a new arena that all later reservations (in
+        /// any context) come from, so VA reserved before it is not handed
+        /// out again while it is current. A `ctx_destroy` retires the VA
+        /// the destroyed context released and, when that context was the
+        /// newest made, makes the arena before its creation current again
+        /// (recorded seed-3001 cases 3, 566, 821, 1057; 335, 950). The
+        /// lowest released range of the current arena that fits is used,
+        /// from its base (seed-3001 case 1361), but a range holding the
+        /// newest fresh reservation from its end (explore case 183).
         /// Stream-ordered and managed memory have pools of their own.
         /// Measured: H100 / 580.159.04, explore run 2026-11-23 (cases 58,
         /// 99, 144, 183, 255; seed-3001 recording cases 123, 454, 566) and
@@ -221,6 +226,27 @@ keyword_choice!(
         /// of its closed mapping).
         LowestFit => "lowest-fit",
         /// Never: stale pointers stay stale.
+        Never => "never",
+    }
+);
+
+keyword_choice!(
+    /// Whether releasing the newest fresh VA range moves the next fresh
+    /// address back to its base (`va_reuse=top-down` only).
+    VaRewind {
+        /// Device memory, pinned host memory, IPC mappings and VMM
+        /// reservations take fresh VA from one heap, upwards. Releasing
+        /// the newest fresh range of it, nothing reserved fresh since and
+        /// not the first fresh range of its arena, rewinds: the next fresh
+        /// reservation, of any size, starts at its base (once: the range
+        /// below it does not rewind further). The first fresh range of an
+        /// arena stays a released range, carved from its end. Measured:
+        /// H100 / 580.159.04, recorded seed-3001 cases 16, 911, 1496, 1537
+        /// (rewinds), 50, 104, 183 (explore 2026-11-23), 462, 501, 609, 711
+        /// (first of an arena: none); seed-4001 cases 1037, 1455.
+        Newest => "newest",
+        /// Never: a released range is only reused as released VA (the
+        /// first model).
         Never => "never",
     }
 );
@@ -286,7 +312,12 @@ keyword_choice!(
         /// 580.159.04 (clauses mem.lifetime.kernel-read-after-free,
         /// mem.close.kernel-read-after-close,
         /// mem.close.kernel-read-after-close-other-context, explore
-        /// 2026-11-23 seed 2027 cases 21, 264, 287, 389 and others).
+        /// 2026-11-23 seed 2027 cases 21, 264, 287, 389 and others). A
+        /// freed allocation: freed while another context than its own was
+        /// current, it faults in every context (recorded seed-3001 cases
+        /// 854, 1105, seed-4001 case 1516); else its own context also reads
+        /// zeros once a context was created after the free (seed-3001
+        /// case 580).
         Remapped => "remapped",
         /// Zeros in any context of the process (the first reading of the
         /// explore trial).
@@ -600,6 +631,8 @@ semantics! {
         "ipc_open of a handle whose block the exporter already freed (refused: InvalidValue)";
     va_reuse: VaReuse = VaReuse::TopDown,
         "Whether and how closed mappings' and freed blocks' addresses are handed out again";
+    va_rewind: VaRewind = VaRewind::Newest,
+        "Whether releasing the newest fresh VA range moves the next fresh address back to its base";
     device_read_buffer: DeviceReadBuffer = DeviceReadBuffer::Allocated,
         "Whether device_read's kernel writes into a freshly allocated (packed) buffer, as the real backend's does";
     exporter_exit: ExporterExit = ExporterExit::MappingsRetained,

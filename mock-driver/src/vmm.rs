@@ -14,7 +14,7 @@
 use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
 use crate::store::Store;
 use crate::world::{
-    containing, Access, Block, BlockId, Carve, Fail, SimResult, VaClass, VaPool, World, BLOCK,
+    containing, Access, Block, BlockId, Fail, SimResult, VaClass, VaPool, World, BLOCK,
     DEVICE_MEMORY,
 };
 use ipc_harness::ErrorKind::{
@@ -25,15 +25,16 @@ use ipc_harness::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The VA pool of reservations (`vmm_reserve_va`): under `shared` that of
-/// device memory, whose released spans they reuse (and give back), under
-/// `own-pool` one of their own. A reservation belongs to no context.
+/// The VA pool of reservations (`vmm_reserve_va`): under `shared` they
+/// share released VA with device allocations and IPC mappings
+/// (`VaClass::device_heap`), under `own-pool` they have VA of their own. A
+/// reservation belongs to no context.
 fn vmm_va_pool(rule: VmmReserveVa) -> VaPool {
     VaPool {
         ctx: u64::MAX,
         class: match rule {
-            VmmReserveVa::Shared => VaClass::Device,
-            VmmReserveVa::OwnPool => VaClass::Vmm,
+            VmmReserveVa::Shared => VaClass::Vmm,
+            VmmReserveVa::OwnPool => VaClass::VmmOwn,
         },
     }
 }
@@ -343,7 +344,7 @@ impl World {
         }
         let pool = vmm_va_pool(self.sem.vmm_reserve_va);
         let va = self.procs[p]
-            .reserve_va(size, pool, Carve::Start)
+            .reserve_va(size, pool)
             .ok_or(Fail::Api(OutOfMemory))?;
         self.vp(p).reservations.insert(va, size);
         Ok(va)

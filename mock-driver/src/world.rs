@@ -8,7 +8,7 @@
 
 use crate::hazards::HazardLog;
 use crate::seed::hash;
-use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse};
+use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +37,9 @@ pub(crate) const MAX_READ: u64 = 256 * MIB;
 
 pub(crate) type BlockId = u64;
 
+/// The arena of released VA a `ctx_destroy` retired: never current.
+pub(crate) const RETIRED_ARENA: u64 = u64::MAX;
+
 /// Who may get released VA back. `ctx` is the context the VA was used in
 /// (a stale kernel read sees zeros only there); under `va_reuse=top-down`
 /// reuse goes by arena and class, under `lowest-fit` by context and class.
@@ -57,12 +60,21 @@ pub(crate) enum VaClass {
     Managed,
     /// `cudaMallocAsync`'s default pool.
     StreamOrdered,
-    /// VMM reservations under `vmm_reserve_va=own-pool` (under the
-    /// default `shared` they are `Device`).
+    /// VMM reservations: they share released VA with `Device`
+    /// (`VaClass::device_heap`).
     Vmm,
+    /// VMM reservations under `vmm_reserve_va=own-pool`: VA of their own.
+    VmmOwn,
 }
 
 impl VaClass {
+    /// Device, pinned host, IPC and VMM VA come from one heap, whose fresh
+    /// end a release can rewind (`FreeVa::frontier`); managed and
+    /// stream-ordered memory from VA of their own.
+    pub(crate) fn device_heap(self) -> bool {
+        matches!(self, VaClass::Device | VaClass::Vmm)
+    }
+
     pub(crate) fn of(kind: MemKind) -> VaClass {
         match kind {
             MemKind::Managed => VaClass::Managed,
@@ -71,17 +83,28 @@ impl VaClass {
         }
     }
 }
-/// Which end of a released span a reservation takes (`va_reuse=top-down`).
-/// Measured on the H100 (580.159.04): after a 3 MiB allocation (a 4 MiB
-/// span) is freed, an IPC mapping gets the span's upper half (explore
-/// 2026-11-23 case 183), a `cuMemAddressReserve` its base (recorded
-/// seed-4001 case 836).
+
+/// A process's fresh reservations of the device heap (`va_rewind`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FreshVa {
+    /// The base of the newest fresh reservation while its release may
+    /// still rewind the next fresh address (cleared by a rewind: once).
+    pub rewinds: Option<u64>,
+    /// The base of the newest fresh reservation.
+    pub newest: Option<u64>,
+    /// The arena of the newest fresh reservation, and how many were made
+    /// in it.
+    pub arena: u64,
+    pub in_arena: u64,
+}
+
+/// Where `Process::reserve_va` puts a reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Carve {
-    /// Its end: device allocations and IPC mappings.
-    End,
-    /// Its start: VMM reservations.
-    Start,
+pub(crate) enum Placement {
+    /// Released VA: (the free span's base, its length, the base handed out).
+    Reuse(u64, u64, u64),
+    /// Fresh VA at this base.
+    Fresh(u64),
 }
 
 /// A released VA span (`Process::free_va`).
@@ -95,6 +118,11 @@ pub(crate) struct FreeVa {
     pub arena: u64,
     /// `Process::va_releases` after its release (`stale_kernel_read`).
     pub released: u64,
+    /// The newest fresh range, released with nothing reserved fresh since:
+    /// the next fresh reservation, of any size, starts at its base.
+    pub frontier: bool,
+    /// The context current when it was released.
+    pub released_in: Option<CtxKey>,
 }
 
 pub(crate) type CtxKey = u64;
@@ -136,6 +164,8 @@ pub(crate) struct Context {
     /// started a new one (`None` for primary contexts): free VA of that
     /// arena is what the creation claims (`reclaimed_export_error`).
     pub claimed_arena: Option<u64>,
+    /// The arena its creation started (0 for primary contexts).
+    pub arena: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -218,6 +248,9 @@ pub(crate) struct Process {
     /// kernels reading that VA see them (`stale_kernel_read`).
     pub stale_bytes: crate::store::Store,
     pub va_next: u64,
+    /// Where the device heap ends and managed and stream-ordered VA start.
+    pub va_side: u64,
+    pub va_side_next: u64,
     pub va_end: u64,
     /// Live allocations by base address.
     pub allocs: BTreeMap<u64, Allocation>,
@@ -235,11 +268,17 @@ pub(crate) struct Process {
     pub va_releases: u64,
     /// How released VA is reused (`va_reuse`).
     pub va_reuse: VaReuse,
+    /// Whether releasing the newest fresh range rewinds (`va_rewind`).
+    pub va_rewind: VaRewind,
     /// The VA arena reservations come from now (`va_reuse=top-down`: every
     /// `ctx_create` starts a new one).
     pub arena: u64,
+    /// The last arena id handed out.
+    pub arena_seq: u64,
     /// Reserved VA base -> the arena it came from.
     pub reserved: BTreeMap<u64, u64>,
+    /// Its fresh reservations of the device heap (`va_rewind`).
+    pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: BTreeMap<(CtxKey, u32), BlockId>,
     /// Bytes this process wrote or set since it last synchronised with its
@@ -412,6 +451,8 @@ impl Process {
             ctx_serial: 0,
             stale_bytes: crate::store::Store::default(),
             va_next: base,
+            va_side: base.saturating_add(VA_WINDOW / 4),
+            va_side_next: base.saturating_add(VA_WINDOW / 4),
             va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
             allocs: BTreeMap::new(),
             regions: BTreeMap::new(),
@@ -420,8 +461,11 @@ impl Process {
             free_va: BTreeMap::new(),
             va_releases: 0,
             va_reuse: VaReuse::TopDown,
+            va_rewind: VaRewind::Newest,
             arena: 0,
+            arena_seq: 0,
             reserved: BTreeMap::new(),
+            fresh: FreshVa::default(),
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
@@ -433,46 +477,88 @@ impl Process {
 
     /// Reserve VA for `len` bytes: released VA if `va_reuse` finds some,
     /// else fresh VA followed by an unmapped guard gap.
-    pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool, carve: Carve) -> Option<u64> {
+    pub(crate) fn reserve_va(&mut self, len: u64, pool: VaPool) -> Option<u64> {
         let need = round_up(len, BLOCK)?;
         let arena = self.arena;
-        let base = if let Some((b, have, base)) = self.reusable_va(len, pool, carve) {
-            let free = self.free_va.remove(&b)?;
-            if have > need {
-                let rest = FreeVa {
-                    span: have - need,
-                    ..free
-                };
-                if base == b {
-                    self.free_va.insert(b + need, rest);
-                } else {
-                    self.free_va.insert(b, rest);
+        let base = match self.placement(len, pool)? {
+            Placement::Reuse(b, have, base) => {
+                let free = self.free_va.remove(&b)?;
+                if have > need {
+                    let rest = FreeVa {
+                        span: have - need,
+                        ..free
+                    };
+                    if base == b {
+                        self.free_va.insert(b + need, rest);
+                    } else {
+                        self.free_va.insert(b, rest);
+                    }
                 }
+                // Stale pointers into the span now reach the new mapping.
+                self.revive(base, base + need);
+                base
             }
-            // Stale pointers into the span now reach the new mapping.
-            self.revive(base, base + need);
-            base
-        } else {
-            let base = self.va_next;
-            let next = base.checked_add(need)?.checked_add(VA_GUARD)?;
-            if next > self.va_end {
-                return None;
+            Placement::Fresh(base) if !pool.class.device_heap() => {
+                let next = base.checked_add(need)?.checked_add(VA_GUARD)?;
+                if next > self.va_end {
+                    return None;
+                }
+                self.va_side_next = next;
+                base
             }
-            self.va_next = next;
-            base
+            Placement::Fresh(base) => {
+                let next = base.checked_add(need)?.checked_add(VA_GUARD)?;
+                if next > self.va_side {
+                    return None;
+                }
+                if let Some(b) = self.frontier() {
+                    self.free_va.remove(&b);
+                    self.revive(base, next);
+                }
+                // A range no longer at the fresh end is an ordinary
+                // released range (a frontier of an arena that is not
+                // current, retired or left behind).
+                for f in self.free_va.values_mut() {
+                    f.frontier = false;
+                }
+                self.va_next = next;
+                self.fresh.newest = Some(base);
+                self.fresh.rewinds = Some(base);
+                if self.fresh.arena != arena {
+                    self.fresh.arena = arena;
+                    self.fresh.in_arena = 0;
+                }
+                self.fresh.in_arena += 1;
+                base
+            }
         };
         self.reserved.insert(base, arena);
         Some(base)
     }
 
-    /// The released VA `reserve_va(len, pool, carve)` would hand out now, if any:
+    /// Where `reserve_va(len, pool)` would put `len` bytes now.
+    pub(crate) fn placement(&self, len: u64, pool: VaPool) -> Option<Placement> {
+        if let Some((b, have, base)) = self.reusable_va(len, pool) {
+            return Some(Placement::Reuse(b, have, base));
+        }
+        if !pool.class.device_heap() {
+            return Some(Placement::Fresh(self.va_side_next));
+        }
+        let frontier = self.frontier();
+        Some(Placement::Fresh(frontier.unwrap_or(self.va_next)))
+    }
+
+    /// The base of the frontier span, while it is of the current arena.
+    fn frontier(&self) -> Option<u64> {
+        self.free_va
+            .iter()
+            .find(|(_, f)| f.frontier && f.arena == self.arena)
+            .map(|(&b, _)| b)
+    }
+
+    /// The released VA `reserve_va(len, pool)` would hand out now, if any:
     /// (the free span's base, its length, the base handed out).
-    pub(crate) fn reusable_va(
-        &self,
-        len: u64,
-        pool: VaPool,
-        carve: Carve,
-    ) -> Option<(u64, u64, u64)> {
+    pub(crate) fn reusable_va(&self, len: u64, pool: VaPool) -> Option<(u64, u64, u64)> {
         let need = round_up(len, BLOCK)?;
         let arena = self.arena;
         match self.va_reuse {
@@ -493,10 +579,22 @@ impl Process {
             VaReuse::TopDown => self
                 .free_va
                 .iter()
-                .find(|(_, f)| f.span >= need && f.pool.class == pool.class && f.arena == arena)
-                .map(|(&b, f)| match carve {
-                    Carve::End => (b, f.span, b + f.span - need),
-                    Carve::Start => (b, f.span, b),
+                .find(|(_, f)| {
+                    // Device, pinned host and IPC VA and VMM reservations
+                    // reuse each other's released ranges: one heap (H100
+                    // recorded seed-4001 cases 52, 120 and 37 more: a
+                    // `vmm_reserve` takes a closed mapping's address).
+                    let shared = f.pool.class == pool.class
+                        || (f.pool.class.device_heap() && pool.class.device_heap());
+                    f.span >= need && shared && f.arena == arena && !f.frontier
+                })
+                .map(|(&b, f)| {
+                    // Measured (H100, recorded seed-3001 case 1361: a block
+                    // after a closed 4 MiB import takes its base; cases 462,
+                    // 501, 711 and explore 2026-11-23 case 183: a freed
+                    // first range of an arena is carved from its end).
+                    let newest = self.fresh.newest.is_some_and(|a| a >= b && a < b + f.span);
+                    (b, f.span, if newest { b + f.span - need } else { b })
                 }),
         }
     }
@@ -534,13 +632,19 @@ impl Process {
         self.va_releases += 1;
         let released = self.va_releases;
         self.stale_bytes.fill(base, span, 0);
+        // `va_rewind=newest`: the newest fresh range of the device heap,
+        // not the first of its arena.
+        let newest = self.fresh.rewinds == Some(base)
+            && pool.class.device_heap()
+            && self.fresh.in_arena > 1
+            && self.fresh.arena == arena;
         let mut base = base;
         if self.va_reuse == VaReuse::TopDown {
             // Adjacent released spans of one pool merge again (a span carved
             // from a released one and released goes back whole). The merged
             // span carries this, the latest, release stamp: a context counts
             // as made after the release only if made after all of it.
-            let same = |f: &FreeVa| f.pool == pool && f.arena == arena;
+            let same = |f: &FreeVa| f.pool == pool && f.arena == arena && !f.frontier;
             let after = base + span;
             if let Some(f) = self.free_va.get(&after).copied().filter(same) {
                 self.free_va.remove(&after);
@@ -558,6 +662,11 @@ impl Process {
                 span += s;
             }
         }
+        let frontier =
+            newest && self.va_reuse == VaReuse::TopDown && self.va_rewind == VaRewind::Newest;
+        if frontier {
+            self.fresh.rewinds = None;
+        }
         self.free_va.insert(
             base,
             FreeVa {
@@ -565,6 +674,8 @@ impl Process {
                 pool,
                 arena,
                 released,
+                frontier,
+                released_in: self.current,
             },
         );
     }

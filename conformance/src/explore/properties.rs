@@ -541,8 +541,9 @@ impl Model {
             .saturating_add(off)
     }
 
-    /// A malloc, open or VMM reservation in process `p` may hand out the address of memory
-    /// it closed or freed earlier (`va_reuse`): stale pointers of `p` may
+    /// A malloc, open or VMM reservation in process `p` may hand out the
+    /// address of memory it closed or freed earlier (`va_reuse`,
+    /// `va_rewind`): stale pointers of `p` may
     /// now reach it legitimately, so they are no longer judged.
     fn reused_va(&mut self, p: usize) {
         self.closed.retain(|(q, _)| *q != p);
@@ -754,6 +755,15 @@ pub fn check_trace(
                     m.handle_label.insert(b.clone(), label.clone());
                 }
             }
+            // A VMM reservation may take a closed or freed range's VA too
+            // (`vmm_reserve_va=shared`, and `va_rewind`: the device heap's
+            // fresh end moved back to it): a stale pointer may reach the
+            // VMM mapping made there.
+            Op::VmmReserve { .. } => {
+                if let Some(ValueSummary::Ptr { .. }) = ok_value {
+                    m.reused_va(p);
+                }
+            }
             Op::IpcOpen { handle, .. } => {
                 if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
@@ -781,9 +791,6 @@ pub fn check_trace(
                     }
                 }
             }
-            // A reservation takes released VA too (`vmm_reserve_va=shared`):
-            // a stale pointer may reach the VMM mapping made there.
-            Op::VmmReserve { .. } if ok_value.is_some() => m.reused_va(p),
             Op::IpcClose { ptr } => {
                 if let Some((label, 0)) = resolve(&m, ptr) {
                     let key = (p, label.clone());

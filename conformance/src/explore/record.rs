@@ -231,6 +231,21 @@ pub fn replay(
             (_, None) => summary.not_compared += 1,
             _ => {}
         }
+        // Every case, alike or not, with both runs side by side:
+        // out/all/caseN.ipc (IPC_REPLAY_ALL_CASES=1; for working out a
+        // rule against the cases that already match).
+        if std::env::var_os("IPC_REPLAY_ALL_CASES").is_some() {
+            if let (Some(dir), Some(t), Some(real)) = (out, &trace, &rec.real) {
+                let (a, b) = (below_header(t), below_header(real));
+                let text = finding_header(id, Property::Differential, "", Some("cuda"))
+                    + &rec.scenario
+                    + &side_by_side(&a, &b);
+                let dir = dir.join("all");
+                if std::fs::create_dir_all(&dir).is_ok() {
+                    let _ = std::fs::write(dir.join(format!("case{}.ipc", id.index)), text);
+                }
+            }
+        }
         match violations
             .iter()
             .find(|v| !summary.findings.iter().any(|f| f.signature == v.signature))
