@@ -174,6 +174,41 @@ impl Trace {
         t
     }
 
+    /// Whether `self.observations() == other.observations()`, without
+    /// copying either trace.
+    pub fn same_observations(&self, other: &Trace) -> bool {
+        // Destructured, so a new field must be placed on one side or the other.
+        let Trace {
+            steps,
+            hazard_checks,
+            hazards,
+            timing: _,
+        } = self;
+        let same_step = |a: &StepRecord, b: &StepRecord| {
+            let StepRecord {
+                index,
+                line,
+                process,
+                op,
+                api,
+                outcome,
+                check,
+                elapsed_us: _,
+            } = a;
+            *index == b.index
+                && *line == b.line
+                && *process == b.process
+                && *op == b.op
+                && *api == b.api
+                && *outcome == b.outcome
+                && *check == b.check
+        };
+        steps.len() == other.steps.len()
+            && steps.iter().zip(&other.steps).all(|(a, b)| same_step(a, b))
+            && *hazard_checks == other.hazard_checks
+            && *hazards == other.hazards
+    }
+
     /// Every step whose observation differs between `self` and `other`.
     pub fn differences(&self, other: &Trace) -> Vec<StepDifference> {
         let n = self.steps.len().max(other.steps.len());
@@ -267,6 +302,49 @@ mod tests {
         };
         assert_eq!(a.differences(&c).len(), 1);
         assert_eq!(a.differences(&Trace::default()).len(), 1);
+    }
+
+    #[test]
+    fn same_observations_is_equality_without_wall_times() {
+        let step = |op: &str, elapsed_us| StepRecord {
+            index: 0,
+            line: 3,
+            process: "a".into(),
+            op: op.into(),
+            api: None,
+            outcome: StepOutcome::Ok {
+                value: ValueSummary::Unit,
+            },
+            check: None,
+            elapsed_us,
+        };
+        let trace = |op: &str, elapsed_us, steps_us| Trace {
+            steps: vec![step(op, elapsed_us)],
+            timing: Timing {
+                start_us: 1,
+                steps_us,
+                shutdown_us: 2,
+            },
+            ..Trace::default()
+        };
+        let a = trace("sync", 5, 7);
+        let cases = [
+            trace("sync", 9, 11),
+            trace("free x", 5, 7),
+            Trace::default(),
+            Trace {
+                hazards: Some(Vec::new()),
+                ..a.clone()
+            },
+        ];
+        for b in &cases {
+            assert_eq!(
+                a.same_observations(b),
+                a.observations() == b.observations(),
+                "{b:?}"
+            );
+        }
+        assert!(a.same_observations(&cases[0]));
     }
 }
 

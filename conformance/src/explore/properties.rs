@@ -226,9 +226,12 @@ pub fn check_on_sim(
     }
     match run() {
         Ok(second) => {
-            let (a, b) = (first.trace.observations(), second.trace.observations());
-            if a != b {
-                let step = a.differences(&b).first().map(|d| d.index);
+            if !first.trace.same_observations(&second.trace) {
+                let step = first
+                    .trace
+                    .differences(&second.trace)
+                    .first()
+                    .map(|d| d.index);
                 let message = match step {
                     Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
                     None => format!("two runs with seed {} log different hazards", opts.seed),
@@ -372,7 +375,7 @@ fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
 pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<Violation> {
     let mut m = Model::default();
     let mut out = Vec::new();
-    let hazards = trace.hazards.clone().unwrap_or_default();
+    let hazards = trace.hazards.as_deref().unwrap_or_default();
     let hazards_at = |i: usize| -> Vec<HazardKind> {
         hazards
             .iter()

@@ -6,6 +6,7 @@ use crate::driver::{
 };
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::HazardKind;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Index of a process in `Scenario::processes` (declaration order).
@@ -999,9 +1000,14 @@ pub enum Expect {
 impl Expect {
     /// The expectations in force for a run in `dialect`.
     pub fn for_dialect(&self, dialect: Dialect) -> ExpectList {
+        self.in_force(dialect).into_owned()
+    }
+
+    /// [`Expect::for_dialect`], borrowed where the step spells the list out.
+    pub fn in_force(&self, dialect: Dialect) -> Cow<'_, ExpectList> {
         match self {
-            Expect::Default => ExpectList::single(Expectation::Ok),
-            Expect::List(l) => l.clone(),
+            Expect::Default => Cow::Owned(ExpectList::single(Expectation::Ok)),
+            Expect::List(l) => Cow::Borrowed(l),
             Expect::ByDialect {
                 runtime,
                 driver,
@@ -1013,8 +1019,10 @@ impl Expect {
                     Dialect::Hip if hip.is_some() => hip,
                     Dialect::Hip => runtime,
                 };
-                arm.clone()
-                    .unwrap_or_else(|| ExpectList::single(Expectation::Any))
+                match arm {
+                    Some(l) => Cow::Borrowed(l),
+                    None => Cow::Owned(ExpectList::single(Expectation::Any)),
+                }
             }
         }
     }

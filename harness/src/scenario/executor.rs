@@ -60,15 +60,20 @@ impl<K> Default for Namer<K> {
 impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
     /// The label of `key` as a call that makes (or retains) an object
     /// returned it: its old one while it is live, else a fresh one
-    /// (`{scope}{prefix}{n}`; `scope` is `PROC.` or empty). A retired value
-    /// coming back from such a call is a new object at a reused address.
+    /// (`{scope}.{prefix}{n}`, or `{prefix}{n}` when `scope` is empty). A
+    /// retired value coming back from such a call is a new object at a
+    /// reused address.
     fn label(&mut self, key: K, scope: &str, prefix: &str) -> String {
         if let Some(l) = self.live.get(&key) {
             return l.clone();
         }
         self.retired.remove(&key);
         self.issued += 1;
-        let l = format!("{scope}{prefix}{}", self.issued);
+        let l = if scope.is_empty() {
+            format!("{prefix}{}", self.issued)
+        } else {
+            format!("{scope}.{prefix}{}", self.issued)
+        };
         self.live.insert(key, l.clone());
         l
     }
@@ -141,7 +146,7 @@ impl Labels {
         if p == DevicePtr::NULL {
             return "null".to_string();
         }
-        self.ptrs[proc].label(p.0, &format!("{name}."), "p")
+        self.ptrs[proc].label(p.0, name, "p")
     }
 
     /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
@@ -149,11 +154,10 @@ impl Labels {
         let Some(c) = c else {
             return "null".to_string();
         };
-        let scope = format!("{name}.");
         if query {
-            self.ctxs[proc].recall(c, &scope, "c")
+            self.ctxs[proc].recall(c, name, "c")
         } else {
-            self.ctxs[proc].label(c, &scope, "c")
+            self.ctxs[proc].label(c, name, "c")
         }
     }
 
@@ -162,7 +166,7 @@ impl Labels {
     }
 
     fn event(&mut self, proc: usize, name: &str, e: EventId) -> String {
-        self.events[proc].label(e.0, &format!("{name}."), "e")
+        self.events[proc].label(e.0, name, "e")
     }
 
     fn event_handle(&mut self, h: &IpcEventHandle) -> String {
@@ -264,7 +268,7 @@ impl Labels {
                 None,
             ),
             Value::VmmHandle(h) => {
-                let label = self.vmm_handles[proc].label(h.0, &format!("{name}."), "m");
+                let label = self.vmm_handles[proc].label(h.0, name, "m");
                 (
                     ValueSummary::VmmHandle {
                         label: label.clone(),
@@ -273,7 +277,7 @@ impl Labels {
                 )
             }
             Value::Fd(f) => {
-                let label = self.fds[proc].label(f.0, &format!("{name}."), "f");
+                let label = self.fds[proc].label(f.0, name, "f");
                 (
                     ValueSummary::Fd {
                         label: label.clone(),
@@ -301,8 +305,6 @@ struct Run<'a> {
     scenario: &'a Scenario,
     opts: &'a ExecOptions,
     bindings: HashMap<String, Bound>,
-    /// Line of the step that binds each name.
-    binder_line: HashMap<&'a str, usize>,
 }
 
 impl Run<'_> {
@@ -604,7 +606,16 @@ impl Run<'_> {
     /// The reason a step cannot run because a binding it needs is missing.
     fn missing_binding(&self, step: &Step) -> Option<String> {
         step.op.uses().into_iter().find_map(|n| {
-            (!self.bindings.contains_key(n)).then(|| match self.binder_line.get(n) {
+            // The line of the (last) step that binds it.
+            let binder = || {
+                self.scenario
+                    .steps
+                    .iter()
+                    .rev()
+                    .find(|s| s.bind.as_deref() == Some(n))
+                    .map(|s| s.line)
+            };
+            (!self.bindings.contains_key(n)).then(|| match binder() {
                 Some(line) => {
                     format!("'{n}' was never bound (the step at line {line} did not succeed)")
                 }
@@ -763,11 +774,6 @@ pub(crate) fn execute_on(
         scenario,
         opts,
         bindings: HashMap::new(),
-        binder_line: scenario
-            .steps
-            .iter()
-            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.line)))
-            .collect(),
     };
     let mut labels = Labels::new(nproc);
     // Why a process runs no more steps (crashed, timed out, harness failure).
@@ -847,7 +853,7 @@ pub(crate) fn execute_on(
             (None, Some(e)) => Observed::Api(e),
             (None, None) => Observed::NoAnswer,
         };
-        let list = step.expect.for_dialect(opts.dialect);
+        let list = step.expect.in_force(opts.dialect);
         let result = check(&list, &observed, &outcome, &run.bindings);
 
         if first_failure.is_none() {
@@ -859,7 +865,7 @@ pub(crate) fn execute_on(
                 StepOutcome::Broken { .. } => Some(Status::Broken),
                 _ => None,
             };
-            let head = format!("{}: step '{text}' in {pname}", run.where_(step.line));
+            let head = || format!("{}: step '{text}' in {pname}", run.where_(step.line));
             if let Some(status) = lost {
                 let what = match &outcome {
                     StepOutcome::Crash { detail } => detail.clone(),
@@ -870,12 +876,12 @@ pub(crate) fn execute_on(
                 };
                 first_failure = Some(Verdict {
                     status,
-                    message: format!("{head}: {what} (seed {seed})"),
+                    message: format!("{}: {what} (seed {seed})", head()),
                 });
             } else if !result.passed {
                 first_failure = Some(Verdict {
                     status: Status::Fail,
-                    message: format!("{head}: {} (seed {seed})", result.message),
+                    message: format!("{}: {} (seed {seed})", head(), result.message),
                 });
             }
         }
@@ -924,14 +930,14 @@ mod label_tests {
         let mut l = Labels::new(2);
         assert_eq!(l.ctx(0, "a", Some(5), false), "a.c1");
         assert_eq!(l.event(0, "a", EventId(6)), "a.e1");
-        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m1");
+        assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m1");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
         assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
         l.retire_after(0, &Op::Exit, None);
         assert_eq!(l.ctx(0, "a", Some(5), true), "a.c1");
         assert_eq!(l.ctx(0, "a", Some(5), false), "a.c2");
         assert_eq!(l.event(0, "a", EventId(6)), "a.e2");
-        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m2");
+        assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m2");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
         assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
     }
