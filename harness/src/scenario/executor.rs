@@ -12,7 +12,9 @@ use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
     CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
 };
-use std::collections::HashMap;
+// Keys are names and driver values chosen by the scenario: no need for
+// SipHash's flood resistance.
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
 /// One step of splitmix64.
@@ -50,8 +52,8 @@ struct Namer<K> {
 impl<K> Default for Namer<K> {
     fn default() -> Self {
         Namer {
-            live: HashMap::new(),
-            retired: HashMap::new(),
+            live: HashMap::default(),
+            retired: HashMap::default(),
             issued: 0,
         }
     }
@@ -773,7 +775,7 @@ pub(crate) fn execute_on(
     let mut run = Run {
         scenario,
         opts,
-        bindings: HashMap::new(),
+        bindings: HashMap::default(),
     };
     let mut labels = Labels::new(nproc);
     // Why a process runs no more steps (crashed, timed out, harness failure).

@@ -6,7 +6,9 @@ use crate::driver::{
 };
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
-use std::collections::HashMap;
+// Keys are names and driver values chosen by the scenario: no need for
+// SipHash's flood resistance.
+use rustc_hash::FxHashMap as HashMap;
 
 /// The raw value a successful step produced (kept for bindings and `==`).
 #[derive(Debug, Clone, PartialEq, Eq)]
