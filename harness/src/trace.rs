@@ -237,7 +237,8 @@ impl Trace {
 
 /// Run-length encode bytes the way scenario patterns are written.
 pub fn encode_bytes(bytes: &[u8]) -> String {
-    let mut out: Vec<String> = Vec::new();
+    use std::fmt::Write;
+    let mut out = String::new();
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
@@ -246,14 +247,17 @@ pub fn encode_bytes(bytes: &[u8]) -> String {
             j += 1;
         }
         let run = j - i;
-        out.push(if run == 1 {
-            format!("{b:02x}")
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = if run == 1 {
+            write!(out, "{b:02x}")
         } else {
-            format!("{b:02x}*{run}")
-        });
+            write!(out, "{b:02x}*{run}")
+        };
         i = j;
     }
-    out.join(" ")
+    out
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use ipc_harness::machine::HazardKind;
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{ApiError, Backend, Dialect, ErrorKind, Status, Trace};
-use std::collections::{HashMap, HashSet};
+// FxHash: keys are labels and names of one trace, no untrusted input.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -308,52 +309,52 @@ impl Object {
     }
 }
 
-/// The model a trace is checked against.
+/// The model a trace is checked against. Names and labels are borrowed
+/// from the scenario and the trace (`'a`).
 #[derive(Default)]
-struct Model {
+struct Model<'a> {
     objects: Vec<Object>,
     /// Pointer label -> the object it reaches (offset 0), while known.
-    label_object: HashMap<String, usize>,
+    label_object: HashMap<&'a str, usize>,
     /// Binding -> (base label, offset from it).
-    binding: HashMap<String, (String, u64)>,
+    binding: HashMap<&'a str, (&'a str, u64)>,
     /// Handle label -> the object it exports.
-    handle_object: HashMap<String, usize>,
+    handle_object: HashMap<&'a str, usize>,
     /// Handles with a damaged offset field -> the object of the original.
-    damaged: HashMap<String, usize>,
+    damaged: HashMap<&'a str, usize>,
     /// Exporters whose memory a damaged-offset open reached: reads of their
     /// objects are no longer judged.
     scrambled: HashSet<usize>,
     /// A write went through a stale pointer: no read is judged any more.
     scrambled_all: bool,
     /// Binding of a handle -> its label.
-    handle_label: HashMap<String, String>,
+    handle_label: HashMap<&'a str, &'a str>,
     /// (process, pointer label) -> opens outstanding.
-    opens: HashMap<(usize, String), u64>,
+    opens: HashMap<(usize, &'a str), u64>,
     /// Labels returned by a successful `ipc_open` (in any process).
-    imported: HashSet<String>,
+    imported: HashSet<&'a str>,
     /// Imported labels whose last open was closed, while no later malloc or
     /// open of their process could have reused their address: an access
     /// through one must fail or be logged.
-    closed: HashSet<(usize, String)>,
+    closed: HashSet<(usize, &'a str)>,
     /// Processes whose state the model no longer follows (a context was
     /// destroyed, a sticky error, a crash).
     lost: HashSet<usize>,
 }
 
-impl Model {
+impl Model<'_> {
     /// A malloc or open in process `p` may hand out the address of memory
     /// it closed or freed earlier (`va_reuse`): stale pointers of `p` may
     /// now reach it legitimately, so they are no longer judged.
     fn reused_va(&mut self, p: usize) {
         self.closed.retain(|(q, _)| *q != p);
-        let stale: Vec<String> = self
+        let stale = self
             .opens
             .iter()
             .filter(|((q, _), n)| *q == p && **n == 0)
-            .map(|((_, l), _)| l.clone())
-            .collect();
+            .map(|((_, l), _)| l);
         for l in stale {
-            self.label_object.remove(&l);
+            self.label_object.remove(l);
         }
     }
 }
@@ -372,7 +373,11 @@ fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
 }
 
 /// Check documented returns, conservation and coherence of one trace.
-pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<Violation> {
+pub fn check_trace<'a>(
+    scenario: &'a Scenario,
+    trace: &'a Trace,
+    dialect: Dialect,
+) -> Vec<Violation> {
     let mut m = Model::default();
     let mut out = Vec::new();
     let hazards = trace.hazards.as_deref().unwrap_or_default();
@@ -459,8 +464,8 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             _ => None,
         };
         let lost = m.lost.contains(&p);
-        let resolve = |m: &Model, r: &Ref| -> Option<(String, u64)> {
-            r.name().and_then(|n| m.binding.get(n).cloned())
+        let resolve = |m: &Model<'a>, r: &Ref| -> Option<(&'a str, u64)> {
+            r.name().and_then(|n| m.binding.get(n).copied())
         };
         match &step.op {
             Op::Malloc { size, .. } => {
@@ -471,79 +476,83 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                         owner: p,
                         ..Object::default()
                     });
-                    m.label_object.insert(label.clone(), m.objects.len() - 1);
-                    m.imported.remove(label);
-                    m.binding.insert(b.clone(), (label.clone(), 0));
+                    m.label_object.insert(label, m.objects.len() - 1);
+                    m.imported.remove(label.as_str());
+                    m.binding.insert(b, (label, 0));
                 }
             }
             Op::Offset { ptr, bytes } => {
                 if let (Some(b), Some((l, o))) = (&step.bind, resolve(&m, ptr)) {
                     if ok_value.is_some() {
-                        m.binding.insert(b.clone(), (l, o.saturating_add(*bytes)));
+                        m.binding.insert(b, (l, o.saturating_add(*bytes)));
                     }
                 }
             }
             Op::IpcGet { ptr, .. } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
-                    m.handle_label.insert(b.clone(), label.clone());
+                    m.handle_label.insert(b, label);
                     if let Some((l, _)) = resolve(&m, ptr) {
-                        if let Some(&o) = m.label_object.get(&l) {
-                            m.handle_object.insert(label.clone(), o);
+                        if let Some(&o) = m.label_object.get(l) {
+                            m.handle_object.insert(label, o);
                         }
                     }
                 }
             }
             Op::HandleFlip { handle, offset } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
-                    m.handle_label.insert(b.clone(), label.clone());
+                    m.handle_label.insert(b, label);
                     let o = m
                         .handle_label
-                        .get(handle)
+                        .get(handle.as_str())
                         .and_then(|h| m.handle_object.get(h))
                         .copied();
                     if let Some(o) = o {
                         if (28..31).contains(offset) {
                             // A damaged offset may still open, somewhere in
                             // the block: the model cannot place it.
-                            m.damaged.insert(label.clone(), o);
+                            m.damaged.insert(label, o);
                         } else {
                             // Other bytes either fail to open or are ignored.
-                            m.handle_object.entry(label.clone()).or_insert(o);
+                            m.handle_object.entry(label).or_insert(o);
                         }
                     }
                 }
             }
             Op::HandleZero | Op::HandleRandom => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
-                    m.handle_label.insert(b.clone(), label.clone());
+                    m.handle_label.insert(b, label);
                 }
             }
             Op::IpcOpen { handle, .. } => {
                 if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
-                    let hl = m.handle_label.get(handle).cloned().unwrap_or_default();
-                    if let Some(&o) = m.damaged.get(&hl) {
+                    let hl = m
+                        .handle_label
+                        .get(handle.as_str())
+                        .copied()
+                        .unwrap_or_default();
+                    if let Some(&o) = m.damaged.get(hl) {
                         // Writes through it land where the model cannot say:
                         // anywhere in the exporter's block, neighbours included.
                         let owner = m.objects[o].owner;
                         m.scrambled.insert(owner);
                         m.lost.insert(p);
                     }
-                    let object = m.handle_object.get(&hl).copied();
+                    let object = m.handle_object.get(hl).copied();
                     match object {
-                        Some(o) => m.label_object.insert(label.clone(), o),
-                        None => m.label_object.remove(label),
+                        Some(o) => m.label_object.insert(label, o),
+                        None => m.label_object.remove(label.as_str()),
                     };
-                    m.imported.insert(label.clone());
-                    *m.opens.entry((p, label.clone())).or_insert(0) += 1;
+                    m.imported.insert(label);
+                    *m.opens.entry((p, label)).or_insert(0) += 1;
                     if let Some(b) = &step.bind {
-                        m.binding.insert(b.clone(), (label.clone(), 0));
+                        m.binding.insert(b, (label, 0));
                     }
                 }
             }
             Op::IpcClose { ptr } => {
                 if let Some((label, 0)) = resolve(&m, ptr) {
-                    let key = (p, label.clone());
+                    let key = (p, label);
                     let outstanding = m.opens.get(&key).copied().unwrap_or(0);
                     let ok = ok_value.is_some();
                     let answered = matches!(
@@ -566,7 +575,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
                     }
                     if ok && outstanding > 0 {
                         if outstanding == 1 {
-                            m.closed.insert((p, label.clone()));
+                            m.closed.insert((p, label));
                         }
                         m.opens.insert(key, outstanding - 1);
                     }
@@ -599,7 +608,7 @@ pub fn check_trace(scenario: &Scenario, trace: &Trace, dialect: Dialect) -> Vec<
             }
             Op::Free { ptr, .. } if ok_value.is_some() => {
                 if let Some((l, 0)) = resolve(&m, ptr) {
-                    if let Some(&o) = m.label_object.get(&l) {
+                    if let Some(&o) = m.label_object.get(l) {
                         m.objects[o].unjudged = true;
                     }
                 }
@@ -721,7 +730,7 @@ fn access(
     here: &[HazardKind],
     apply: impl FnOnce(&mut Model, usize, u64),
 ) {
-    let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).cloned()) else {
+    let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).copied()) else {
         return;
     };
     // Only an access inside the closed pointer's own allocation is judged:
@@ -730,7 +739,7 @@ fn access(
         .label_object
         .get(&label)
         .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
-    let stale = m.closed.contains(&(p, label.clone()));
+    let stale = m.closed.contains(&(p, label));
     if inside && stale {
         let logged = here.iter().any(|k| {
             matches!(
@@ -762,7 +771,7 @@ fn access(
         m.scrambled_all = true;
         return;
     }
-    match m.label_object.get(&label) {
+    match m.label_object.get(label) {
         Some(&o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
         // A write through a freed or unknown pointer lands wherever its
         // address now is (VA reuse): the model can no longer place bytes.

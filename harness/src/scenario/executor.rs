@@ -607,7 +607,7 @@ impl Run<'_> {
 
     /// The reason a step cannot run because a binding it needs is missing.
     fn missing_binding(&self, step: &Step) -> Option<String> {
-        step.op.uses().into_iter().find_map(|n| {
+        step.op.used().into_iter().flatten().find_map(|n| {
             // The line of the (last) step that binds it.
             let binder = || {
                 self.scenario
@@ -813,7 +813,7 @@ pub(crate) fn execute_on(
                     _ => (step.process, pname),
                 };
                 let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
-                let named = step.op.uses().first().and_then(|n| run.bindings.get(*n));
+                let named = step.op.used()[0].and_then(|n| run.bindings.get(n));
                 labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
                 (StepOutcome::Ok { value: summary }, Some((v, label)), None)
             }
