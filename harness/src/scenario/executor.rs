@@ -781,7 +781,10 @@ pub(crate) fn execute_on(
     // Why a process runs no more steps (crashed, timed out, harness failure).
     let mut dead: Vec<Option<String>> = vec![None; nproc];
     let mut first_failure: Option<Verdict> = None;
-    let mut trace = Trace::default();
+    let mut trace = Trace {
+        steps: Vec::with_capacity(scenario.steps.len()),
+        ..Trace::default()
+    };
     let seed = opts.seed;
 
     for (index, step) in scenario.steps.iter().enumerate() {

@@ -60,9 +60,12 @@ pub(crate) fn tokenize<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<()
     // `i`: byte index; `ci`: character index (columns count characters).
     let (mut i, mut ci) = (0, 0);
     while i < bytes.len() {
-        let c = match line[i..].chars().next() {
-            Some(c) => c,
-            None => break,
+        let c = match bytes[i] {
+            b if b.is_ascii() => char::from(b),
+            _ => match line[i..].chars().next() {
+                Some(c) => c,
+                None => break,
+            },
         };
         if c.is_whitespace() {
             i += c.len_utf8();

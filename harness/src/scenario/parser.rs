@@ -337,24 +337,26 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         process_lines: Vec::new(),
         exited: Vec::new(),
         first_step_line: None,
-        bindings: HashMap::default(),
+        // Room for a generated program's names without regrowing.
+        bindings: HashMap::with_capacity_and_hasher(32, Default::default()),
         steps: Vec::new(),
         hazards: Vec::new(),
     };
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
-    let mut last = (1, 1);
+    // The last line and its number, for an error at the end of the file.
+    let mut last = (1, "");
     // One token buffer for every line.
     let mut toks = Vec::new();
     for (i, raw) in source.lines().enumerate() {
         let lineno = i + 1;
-        last = (lineno, raw.chars().count() + 1);
+        last = (lineno, raw);
         p.line(raw, lineno, &mut toks)?;
     }
     let Some((devices, _)) = p.devices else {
         return Err(ParseError {
             file,
             line: last.0,
-            column: last.1,
+            column: last.1.chars().count() + 1,
             message: "expected 'devices N', found end of file".to_string(),
         });
     };
