@@ -296,9 +296,10 @@ pub fn case_tree_on(
     let mut runner = runner_for(id.seed);
     // The strategy is built once per thread and shape (it holds no state
     // between draws: each tree depends only on the runner's seed).
+    /// The strategy and the (max steps, devices) it was built for.
+    type Cached = Option<((usize, u32), BoxedStrategy<Program>)>;
     thread_local! {
-        static STRATEGY: std::cell::RefCell<Option<((usize, u32), BoxedStrategy<Program>)>> =
-            const { std::cell::RefCell::new(None) };
+        static STRATEGY: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
     }
     let strategy = STRATEGY.with_borrow_mut(|cached| match cached {
         Some((shape, s)) if *shape == (max_steps, max_devices) => s.clone(),
