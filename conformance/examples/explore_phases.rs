@@ -1,5 +1,6 @@
 //! Where one explore case's CPU time goes, phase by phase (release mode):
-//! `cargo run --release -p ipc-conformance --example explore_phases [CASES]`.
+//! `cargo run --release -p ipc-conformance --example explore_phases [CASES [full]]`
+//! (`full`: only cases whose program fills all 32 steps, chosen beforehand).
 //! The phases are those of `explore::run_case` on the simulator, timed with
 //! this thread's CPU clock (other load on the machine does not count).
 
@@ -68,17 +69,27 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5000);
+    let full = std::env::args().nth(2).as_deref() == Some("full");
+    let ids: Vec<CaseId> = (0..)
+        .map(|index| CaseId {
+            index,
+            seed: explore::case_seed(1, index),
+            dialect: Dialect::Runtime,
+        })
+        .filter(|&id| {
+            !full || {
+                let tree = explore::case_tree_on(id, 32, 2);
+                generate::lower(&tree.current(), 32, "").stats.steps >= 32
+            }
+        })
+        .take(cases as usize)
+        .collect();
     let sim = SimBackend::default();
     let mut t = [Duration::ZERO; PHASES.len()];
     let mut allocs = [0u64; PHASES.len()];
     let mut steps = 0usize;
     let all = cpu_now();
-    for index in 0..cases {
-        let id = CaseId {
-            index,
-            seed: explore::case_seed(1, index),
-            dialect: Dialect::Runtime,
-        };
+    for &id in &ids {
         let mut clock = cpu_now();
         let mut counted = ALLOCS.load(Ordering::Relaxed);
         let mut lap = |k: usize| {
