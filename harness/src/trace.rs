@@ -188,6 +188,41 @@ impl Trace {
         t
     }
 
+    /// Whether `self.observations() == other.observations()`, without
+    /// copying either trace.
+    pub fn same_observations(&self, other: &Trace) -> bool {
+        // Destructured, so a new field must be placed on one side or the other.
+        let Trace {
+            steps,
+            hazard_checks,
+            hazards,
+            timing: _,
+        } = self;
+        let same_step = |a: &StepRecord, b: &StepRecord| {
+            let StepRecord {
+                index,
+                line,
+                process,
+                op,
+                api,
+                outcome,
+                check,
+                elapsed_us: _,
+            } = a;
+            *index == b.index
+                && *line == b.line
+                && *process == b.process
+                && *op == b.op
+                && *api == b.api
+                && *outcome == b.outcome
+                && *check == b.check
+        };
+        steps.len() == other.steps.len()
+            && steps.iter().zip(&other.steps).all(|(a, b)| same_step(a, b))
+            && *hazard_checks == other.hazard_checks
+            && *hazards == other.hazards
+    }
+
     /// Every step whose observation differs between `self` and `other`.
     pub fn differences(&self, other: &Trace) -> Vec<StepDifference> {
         let n = self.steps.len().max(other.steps.len());
@@ -216,7 +251,8 @@ impl Trace {
 
 /// Run-length encode bytes the way scenario patterns are written.
 pub fn encode_bytes(bytes: &[u8]) -> String {
-    let mut out: Vec<String> = Vec::new();
+    use std::fmt::Write;
+    let mut out = String::new();
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
@@ -225,14 +261,17 @@ pub fn encode_bytes(bytes: &[u8]) -> String {
             j += 1;
         }
         let run = j - i;
-        out.push(if run == 1 {
-            format!("{b:02x}")
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = if run == 1 {
+            write!(out, "{b:02x}")
         } else {
-            format!("{b:02x}*{run}")
-        });
+            write!(out, "{b:02x}*{run}")
+        };
         i = j;
     }
-    out.join(" ")
+    out
 }
 
 #[cfg(test)]
@@ -318,6 +357,49 @@ mod tests {
         assert_eq!(sim.differences(&abort).len(), 1);
         // A detail in another shape still counts as the same death.
         assert!(sim.differences(&trace(crash("lost"))).is_empty());
+    }
+
+    #[test]
+    fn same_observations_is_equality_without_wall_times() {
+        let step = |op: &str, elapsed_us| StepRecord {
+            index: 0,
+            line: 3,
+            process: "a".into(),
+            op: op.into(),
+            api: None,
+            outcome: StepOutcome::Ok {
+                value: ValueSummary::Unit,
+            },
+            check: None,
+            elapsed_us,
+        };
+        let trace = |op: &str, elapsed_us, steps_us| Trace {
+            steps: vec![step(op, elapsed_us)],
+            timing: Timing {
+                start_us: 1,
+                steps_us,
+                shutdown_us: 2,
+            },
+            ..Trace::default()
+        };
+        let a = trace("sync", 5, 7);
+        let cases = [
+            trace("sync", 9, 11),
+            trace("free x", 5, 7),
+            Trace::default(),
+            Trace {
+                hazards: Some(Vec::new()),
+                ..a.clone()
+            },
+        ];
+        for b in &cases {
+            assert_eq!(
+                a.same_observations(b),
+                a.observations() == b.observations(),
+                "{b:?}"
+            );
+        }
+        assert!(a.same_observations(&cases[0]));
     }
 }
 

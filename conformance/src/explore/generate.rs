@@ -499,7 +499,10 @@ struct Lowering {
     primary: Vec<Option<String>>,
     ptrs: Vec<PtrRec>,
     serial: usize,
-    steps: Vec<String>,
+    /// The scenario text so far (header, declarations, steps).
+    text: String,
+    /// Steps written.
+    steps: usize,
     stats: GenStats,
 }
 
@@ -551,14 +554,23 @@ pub struct Lowered {
 }
 
 impl Lowering {
-    fn new(nprocs: usize, devices: u32, placement: &[u32]) -> Lowering {
+    /// A lowering whose text starts with `header` and the declarations.
+    fn new(nprocs: usize, devices: u32, placement: &[u32], header: &str) -> Lowering {
         let nprocs = nprocs.clamp(1, PROC_NAMES.len());
         let devices = devices.clamp(1, 2);
+        let placement: Vec<u32> = (0..nprocs)
+            .map(|p| placement.get(p).copied().unwrap_or(0).min(devices - 1))
+            .collect();
+        // Room for the declarations and a program's worth of steps.
+        let mut text = String::with_capacity(header.len() + 1024);
+        text.push_str(header);
+        let _ = writeln!(text, "devices {devices}");
+        for (name, device) in PROC_NAMES.iter().zip(&placement) {
+            let _ = writeln!(text, "process {name} device={device}");
+        }
         Lowering {
             devices,
-            placement: (0..nprocs)
-                .map(|p| placement.get(p).copied().unwrap_or(0).min(devices - 1))
-                .collect(),
+            placement,
             vmms: Vec::new(),
             fds: Vec::new(),
             vas: Vec::new(),
@@ -573,7 +585,8 @@ impl Lowering {
             primary: vec![None; nprocs],
             ptrs: Vec::new(),
             serial: 0,
-            steps: Vec::new(),
+            text,
+            steps: 0,
             stats: GenStats::default(),
         }
     }
@@ -593,9 +606,10 @@ impl Lowering {
         (!live.is_empty()).then(|| live[i.index(live.len())])
     }
 
-    fn emit(&mut self, proc: usize, text: String) {
-        self.steps
-            .push(format!("{}: {text} => any", PROC_NAMES[proc]));
+    /// Write one step of process `proc`.
+    fn emit(&mut self, proc: usize, step: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.text, "{}: {step} => any", PROC_NAMES[proc]);
+        self.steps += 1;
     }
 
     fn malloc(&mut self, proc: usize, kind: KindSel, size: SizeClass, fill: u8) -> usize {
@@ -615,9 +629,9 @@ impl Lowering {
             KindSel::Host => "malloc_host",
             KindSel::Async => "malloc_async",
         };
-        self.emit(proc, format!("{name} = {op} {}", fmt_size(bytes)));
+        self.emit(proc, format_args!("{name} = {op} {}", fmt_size(bytes)));
         // Fresh memory holds whatever the previous user left: define it.
-        self.emit(proc, format!("fill {name} {fill:#04x}"));
+        self.emit(proc, format_args!("fill {name} {fill:#04x}"));
         self.allocs.push(AllocRec {
             name: name.clone(),
             proc,
@@ -649,18 +663,18 @@ impl Lowering {
         let a = self.allocs[alloc].clone();
         let ptr = if interior && a.size > 256 {
             let name = self.fresh("x");
-            self.emit(a.proc, format!("{name} = offset {} 256", a.name));
+            self.emit(a.proc, format_args!("{name} = offset {} 256", a.name));
             name
         } else {
             a.name.clone()
         };
         if null_out {
-            self.emit(a.proc, format!("ipc_get {ptr} out=null"));
+            self.emit(a.proc, format_args!("ipc_get {ptr} out=null"));
             // The runtime's NULL out-argument kills the process (measured).
             return None;
         }
         let h = self.fresh("h");
-        self.emit(a.proc, format!("{h} = ipc_get {ptr}"));
+        self.emit(a.proc, format_args!("{h} = ipc_get {ptr}"));
         self.holdings[a.proc].push((h.clone(), Some(alloc)));
         Some(h)
     }
@@ -690,11 +704,17 @@ impl Lowering {
             flags.to_string()
         };
         if null_out {
-            self.emit(proc, format!("ipc_open {handle} flags={flags} out=null"));
+            self.emit(
+                proc,
+                format_args!("ipc_open {handle} flags={flags} out=null"),
+            );
             return;
         }
         let name = self.fresh("o");
-        self.emit(proc, format!("{name} = ipc_open {handle} flags={flags}"));
+        self.emit(
+            proc,
+            format_args!("{name} = ipc_open {handle} flags={flags}"),
+        );
         self.stats.opens += 1;
         if from.is_some_and(|a| self.placement[self.allocs[a].proc] != self.placement[proc]) {
             self.stats.cross_device_opens += 1;
@@ -767,7 +787,7 @@ impl Lowering {
                     (true, "free_host") => "free",
                     (true, _) => "free_host",
                 };
-                self.emit(rec.proc, format!("{call} {}", rec.name));
+                self.emit(rec.proc, format_args!("{call} {}", rec.name));
                 if !wrong_call {
                     self.allocs[a].freed = true;
                 }
@@ -794,7 +814,7 @@ impl Lowering {
                     return;
                 }
                 let dest = others[to.index(others.len())];
-                self.emit(from, format!("send {h} -> {}", PROC_NAMES[dest]));
+                self.emit(from, format_args!("send {h} -> {}", PROC_NAMES[dest]));
                 if !self.holdings[dest].iter().any(|(x, _)| *x == h) {
                     self.holdings[dest].push((h.clone(), alloc));
                 }
@@ -835,7 +855,7 @@ impl Lowering {
                         self.stats.closes_after_exporter_exit += 1;
                     }
                     self.stats.closes += 1;
-                    self.emit(rec.proc, format!("ipc_close {}", rec.name));
+                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
                 }
                 None => self.lower(&Action::SendOpen {
                     handle: *open,
@@ -846,11 +866,11 @@ impl Lowering {
             Action::CloseOther { ptr, null } => {
                 if *null {
                     if let Some(p) = self.pick_proc(ptr) {
-                        self.emit(p, "ipc_close null".into());
+                        self.emit(p, format_args!("ipc_close null"));
                     }
                 } else if let Some(a) = self.pick_alloc(ptr) {
                     let rec = self.allocs[a].clone();
-                    self.emit(rec.proc, format!("ipc_close {}", rec.name));
+                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
                 }
             }
             Action::Fill {
@@ -863,7 +883,7 @@ impl Lowering {
                     let (at, len) = within(p.len, u64::from(*at), u64::from(*len));
                     self.emit(
                         p.proc,
-                        format!("fill {} {value:#04x} at={at} len={len}", p.name),
+                        format_args!("fill {} {value:#04x} at={at} len={len}", p.name),
                     );
                 }
             }
@@ -880,7 +900,7 @@ impl Lowering {
                     } else {
                         format!("{byte:02x}*{len}")
                     };
-                    self.emit(p.proc, format!("write {} {off} {pattern}", p.name));
+                    self.emit(p.proc, format_args!("write {} {off} {pattern}", p.name));
                 }
             }
             Action::Read {
@@ -892,16 +912,16 @@ impl Lowering {
                 if let Some(p) = self.pick_ptr(ptr) {
                     let (off, len) = within(p.len, u64::from(*offset), u64::from(*len));
                     let op = if *kernel { "device_read" } else { "read" };
-                    self.emit(p.proc, format!("{op} {} {off} {len}", p.name));
+                    self.emit(p.proc, format_args!("{op} {} {off} {len}", p.name));
                 }
             }
             Action::ReadNeighbour { ptr } => {
                 if let Some(p) = self.pick_ptr(ptr) {
                     if p.len <= 1024 {
                         // The next 1024-byte slot of the shared block.
-                        self.emit(p.proc, format!("device_read {} 1024 16", p.name));
+                        self.emit(p.proc, format_args!("device_read {} 1024 16", p.name));
                     } else {
-                        self.emit(p.proc, format!("read {} {} 16", p.name, p.len - 8));
+                        self.emit(p.proc, format_args!("read {} {} 16", p.name, p.len - 8));
                     }
                 }
             }
@@ -914,7 +934,7 @@ impl Lowering {
                         .collect();
                     if !others.is_empty() {
                         let q = others[by.index(others.len())];
-                        self.emit(q, format!("read {} 0 16", p.name));
+                        self.emit(q, format_args!("read {} 0 16", p.name));
                     }
                 }
             }
@@ -925,7 +945,7 @@ impl Lowering {
                     } else {
                         "pointer_attr"
                     };
-                    self.emit(p.proc, format!("{op} {}", p.name));
+                    self.emit(p.proc, format_args!("{op} {}", p.name));
                 }
             }
             Action::Exit { proc, exporter } => {
@@ -949,14 +969,15 @@ impl Lowering {
                 if target.is_some() {
                     self.stats.exporter_exits += 1;
                 }
-                self.emit(p, "exit".into());
+                self.emit(p, format_args!("exit"));
                 self.exited[p] = true;
             }
             Action::SecondContext { proc } => {
                 if let Some(p) = self.pick_proc(proc) {
                     self.name_primary(p);
                     let c = self.fresh("c");
-                    self.emit(p, format!("{c} = ctx_create {}", self.placement[p]));
+                    let device = self.placement[p];
+                    self.emit(p, format_args!("{c} = ctx_create {device}"));
                     self.stats.second_contexts += 1;
                     self.ctxs.push(CtxRec { name: c, proc: p });
                 }
@@ -970,7 +991,7 @@ impl Lowering {
                     .collect();
                 if !live.is_empty() {
                     let c = &live[ctx.index(live.len())];
-                    self.emit(c.proc, format!("ctx_set {}", c.name));
+                    self.emit(c.proc, format_args!("ctx_set {}", c.name));
                 } else {
                     self.lower(&Action::SecondContext { proc: *ctx });
                 }
@@ -984,7 +1005,7 @@ impl Lowering {
                     .collect();
                 if !live.is_empty() {
                     let c = &live[ctx.index(live.len())];
-                    self.emit(c.proc, format!("ctx_destroy {}", c.name));
+                    self.emit(c.proc, format_args!("ctx_destroy {}", c.name));
                     // What a process does with a destroyed context made
                     // current is measured only for a few calls
                     // (mem.context.set-destroyed): not generated.
@@ -999,7 +1020,7 @@ impl Lowering {
                     }
                     // Back to the primary context, so the process goes on.
                     if let Some(pc) = self.primary[c.proc].clone() {
-                        self.emit(c.proc, format!("ctx_set {pc}"));
+                        self.emit(c.proc, format_args!("ctx_set {pc}"));
                     }
                 }
             }
@@ -1011,17 +1032,17 @@ impl Lowering {
                 let source = match damage {
                     HandleDamage::Flip(off) => match self.pick_holding(holding) {
                         Some((q, h, _)) => {
-                            self.emit(q, format!("{name} = handle_flip {h} {off}"));
+                            self.emit(q, format_args!("{name} = handle_flip {h} {off}"));
                             q
                         }
                         None => return,
                     },
                     HandleDamage::Zero => {
-                        self.emit(p, format!("{name} = handle_zero"));
+                        self.emit(p, format_args!("{name} = handle_zero"));
                         p
                     }
                     HandleDamage::Random => {
-                        self.emit(p, format!("{name} = handle_random"));
+                        self.emit(p, format_args!("{name} = handle_random"));
                         p
                     }
                 };
@@ -1034,14 +1055,14 @@ impl Lowering {
                     .find(|&q| q != source)
                     .unwrap_or(source);
                 if dest != source {
-                    self.emit(source, format!("send {name} -> {}", PROC_NAMES[dest]));
+                    self.emit(source, format_args!("send {name} -> {}", PROC_NAMES[dest]));
                     self.holdings[dest].push((name.clone(), None));
                 }
                 self.open(dest, &name, None, 1, false);
             }
             Action::Sync { proc } => {
                 if let Some(p) = self.pick_proc(proc) {
-                    self.emit(p, "sync".into());
+                    self.emit(p, format_args!("sync"));
                 }
             }
             Action::EventCreate { proc, flags } => {
@@ -1062,11 +1083,11 @@ impl Lowering {
                     return;
                 };
                 if target != from {
-                    self.emit(from, format!("send {h} -> {}", PROC_NAMES[target]));
+                    self.emit(from, format_args!("send {h} -> {}", PROC_NAMES[target]));
                     self.event_holdings[target].push(h.clone());
                 }
                 let name = self.fresh("e");
-                self.emit(target, format!("{name} = ipc_open_event {h}"));
+                self.emit(target, format_args!("{name} = ipc_open_event {h}"));
                 self.stats.event_opens += 1;
                 self.events.push(EventRec {
                     name,
@@ -1082,7 +1103,7 @@ impl Lowering {
                         EventUse::Sync => "event_sync",
                         EventUse::StreamWait => "stream_wait",
                     };
-                    self.emit(rec.proc, format!("{op} {}", rec.name));
+                    self.emit(rec.proc, format_args!("{op} {}", rec.name));
                 }
             }
             Action::Peer { proc, enable } => {
@@ -1092,9 +1113,9 @@ impl Lowering {
                 if let Some(p) = self.pick_proc(proc) {
                     let (d, other) = (self.placement[p], 1 - self.placement[p]);
                     if *enable {
-                        self.emit(p, format!("enable_peer {other}"));
+                        self.emit(p, format_args!("enable_peer {other}"));
                     } else {
-                        self.emit(p, format!("can_access_peer {d} {other}"));
+                        self.emit(p, format_args!("can_access_peer {d} {other}"));
                     }
                 }
             }
@@ -1126,7 +1147,7 @@ impl Lowering {
                     let name = self.fresh("pfd");
                     self.emit(
                         rec.proc,
-                        format!("{name} = send_fd {} -> {}", rec.name, PROC_NAMES[target]),
+                        format_args!("{name} = send_fd {} -> {}", rec.name, PROC_NAMES[target]),
                     );
                     self.fds.push(FdRec {
                         name: name.clone(),
@@ -1137,7 +1158,7 @@ impl Lowering {
                     name
                 };
                 let m = self.fresh("m");
-                self.emit(target, format!("{m} = vmm_import {fd_name}"));
+                self.emit(target, format_args!("{m} = vmm_import {fd_name}"));
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,
@@ -1152,15 +1173,21 @@ impl Lowering {
                 };
                 let rec = self.vmms[v].clone();
                 let va = self.fresh("va");
-                self.emit(rec.proc, format!("{va} = vmm_reserve {}", rec.size));
-                self.emit(rec.proc, format!("vmm_map {va} {} {}", rec.size, rec.name));
+                self.emit(rec.proc, format_args!("{va} = vmm_reserve {}", rec.size));
+                self.emit(
+                    rec.proc,
+                    format_args!("vmm_map {va} {} {}", rec.size, rec.name),
+                );
                 let grant = match access {
                     VmmAccess::ReadWrite => Some("rw"),
                     VmmAccess::Read => Some("read"),
                     VmmAccess::NotGranted => None,
                 };
                 if let Some(g) = grant {
-                    self.emit(rec.proc, format!("vmm_set_access {va} {} {g}", rec.size));
+                    self.emit(
+                        rec.proc,
+                        format_args!("vmm_set_access {va} {} {g}", rec.size),
+                    );
                 }
                 self.vas.push(VaRec {
                     name: va,
@@ -1181,9 +1208,9 @@ impl Lowering {
                 }
                 let v = &live[va.index(live.len())];
                 if *write {
-                    self.emit(v.proc, format!("fill {} {value:#04x} len=64", v.name));
+                    self.emit(v.proc, format_args!("fill {} {value:#04x} len=64", v.name));
                 } else {
-                    self.emit(v.proc, format!("read {} 0 64", v.name));
+                    self.emit(v.proc, format_args!("read {} 0 64", v.name));
                 }
             }
             Action::VmmUnmap { va } => {
@@ -1195,27 +1222,30 @@ impl Lowering {
                 }
                 let v = live[va.index(live.len())];
                 let rec = self.vas[v].clone();
-                self.emit(rec.proc, format!("vmm_unmap {} {}", rec.name, rec.size));
+                self.emit(
+                    rec.proc,
+                    format_args!("vmm_unmap {} {}", rec.name, rec.size),
+                );
                 self.vas[v].mapped = false;
             }
             Action::VmmRelease { vmm } => {
                 if let Some(v) = self.pick_vmm(vmm) {
                     let rec = self.vmms[v].clone();
-                    self.emit(rec.proc, format!("vmm_release {}", rec.name));
+                    self.emit(rec.proc, format_args!("vmm_release {}", rec.name));
                     self.vmms[v].released = true;
                 }
             }
             Action::FdClose { fd } => {
                 if let Some(f) = self.pick_fd(fd) {
                     let rec = self.fds[f].clone();
-                    self.emit(rec.proc, format!("fd_close {}", rec.name));
+                    self.emit(rec.proc, format_args!("fd_close {}", rec.name));
                     self.fds[f].closed = true;
                 }
             }
             Action::EventDestroy { event } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
-                    self.emit(rec.proc, format!("event_destroy {}", rec.name));
+                    self.emit(rec.proc, format_args!("event_destroy {}", rec.name));
                     self.events[e].destroyed = true;
                 }
             }
@@ -1227,7 +1257,7 @@ impl Lowering {
         let types = if exportable { "posix_fd" } else { "none" };
         self.emit(
             p,
-            format!("{name} = vmm_create {} types={types}", size.text()),
+            format_args!("{name} = vmm_create {} types={types}", size.text()),
         );
         self.vmms.push(VmmRec {
             name,
@@ -1253,7 +1283,10 @@ impl Lowering {
     fn vmm_export(&mut self, v: usize) -> usize {
         let rec = self.vmms[v].clone();
         let fd = self.fresh("fd");
-        self.emit(rec.proc, format!("{fd} = vmm_export {} posix_fd", rec.name));
+        self.emit(
+            rec.proc,
+            format_args!("{fd} = vmm_export {} posix_fd", rec.name),
+        );
         self.fds.push(FdRec {
             name: fd,
             proc: rec.proc,
@@ -1282,7 +1315,7 @@ impl Lowering {
             EventFlags::InterprocessTiming => "interprocess",
             EventFlags::Default => "default",
         };
-        self.emit(p, format!("{name} = event_create flags={flags}"));
+        self.emit(p, format_args!("{name} = event_create flags={flags}"));
         self.events.push(EventRec {
             name,
             proc: p,
@@ -1306,11 +1339,14 @@ impl Lowering {
     fn event_get(&mut self, e: usize, null_out: bool) -> Option<String> {
         let rec = self.events[e].clone();
         if null_out {
-            self.emit(rec.proc, format!("ipc_get_event {} out=null", rec.name));
+            self.emit(
+                rec.proc,
+                format_args!("ipc_get_event {} out=null", rec.name),
+            );
             return None;
         }
         let h = self.fresh("eh");
-        self.emit(rec.proc, format!("{h} = ipc_get_event {}", rec.name));
+        self.emit(rec.proc, format_args!("{h} = ipc_get_event {}", rec.name));
         self.event_holdings[rec.proc].push(h.clone());
         Some(h)
     }
@@ -1334,7 +1370,8 @@ impl Lowering {
     fn name_primary(&mut self, p: usize) {
         if self.primary[p].is_none() {
             let c = self.fresh("c");
-            self.emit(p, format!("{c} = primary_ctx {}", self.placement[p]));
+            let device = self.placement[p];
+            self.emit(p, format_args!("{c} = primary_ctx {device}"));
             self.ctxs.push(CtxRec {
                 name: c.clone(),
                 proc: p,
@@ -1343,19 +1380,13 @@ impl Lowering {
         }
     }
 
-    fn finish(self, header: &str) -> Lowered {
-        let mut text = String::from(header);
-        let _ = writeln!(text, "devices {}", self.devices);
-        for (p, name) in PROC_NAMES[..self.nprocs].iter().enumerate() {
-            let _ = writeln!(text, "process {name} device={}", self.placement[p]);
-        }
-        for s in &self.steps {
-            text.push_str(s);
-            text.push('\n');
-        }
+    fn finish(self) -> Lowered {
         let mut stats = self.stats;
-        stats.steps = self.steps.len();
-        Lowered { text, stats }
+        stats.steps = self.steps;
+        Lowered {
+            text: self.text,
+            stats,
+        }
     }
 }
 
@@ -1375,12 +1406,17 @@ fn fmt_size(n: u64) -> String {
 /// written (an action's steps are kept whole). `header` goes first (comment
 /// lines).
 pub fn lower(program: &Program, max_steps: usize, header: &str) -> Lowered {
-    let mut l = Lowering::new(program.processes, program.devices, &program.placement);
+    let mut l = Lowering::new(
+        program.processes,
+        program.devices,
+        &program.placement,
+        header,
+    );
     for a in &program.actions {
-        if l.steps.len() >= max_steps {
+        if l.steps >= max_steps {
             break;
         }
         l.lower(a);
     }
-    l.finish(header)
+    l.finish()
 }

@@ -18,7 +18,7 @@ use ipc_harness::scenario::{self, ExecOptions, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{Backend, Dialect, HazardKind, Status, Trace};
 use properties::{Property, Violation};
-use proptest::strategy::{Strategy, ValueTree};
+use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -271,10 +271,14 @@ pub fn runner_for(seed: u64) -> TestRunner {
     for (i, chunk) in bytes.chunks_mut(8).enumerate() {
         chunk.copy_from_slice(&case_seed(seed, i as u64).to_le_bytes());
     }
-    TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
-    )
+    // The runner only draws trees: no failure is ever persisted from it (a
+    // persistence hook would be cloned with every fork of the runner, and
+    // proptest forks one for each option a union passes over).
+    let config = Config {
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }
 
 /// The program of case `id`, with its shrinkable tree.
@@ -290,7 +294,21 @@ pub fn case_tree_on(
     max_devices: u32,
 ) -> Box<dyn ValueTree<Value = Program>> {
     let mut runner = runner_for(id.seed);
-    let strategy = generate::program_strategy(max_steps, max_devices);
+    // The strategy is built once per thread and shape (it holds no state
+    // between draws: each tree depends only on the runner's seed).
+    /// The strategy and the (max steps, devices) it was built for.
+    type Cached = Option<((usize, u32), BoxedStrategy<Program>)>;
+    thread_local! {
+        static STRATEGY: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
+    }
+    let strategy = STRATEGY.with_borrow_mut(|cached| match cached {
+        Some((shape, s)) if *shape == (max_steps, max_devices) => s.clone(),
+        _ => {
+            let s = generate::program_strategy(max_steps, max_devices).boxed();
+            *cached = Some(((max_steps, max_devices), s.clone()));
+            s
+        }
+    });
     // The strategy has no filters, so drawing a tree cannot be rejected.
     match strategy.new_tree(&mut runner) {
         Ok(t) => Box::new(t),

@@ -6,6 +6,7 @@ use crate::driver::{
 };
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::HazardKind;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Index of a process in `Scenario::processes` (declaration order).
@@ -28,10 +29,14 @@ impl Step {
     /// Canonical text of the step without process and expectations:
     /// `p = ipc_open h flags=lazy`.
     pub fn text(&self) -> String {
-        match &self.bind {
-            Some(b) => format!("{b} = {}", self.op),
-            None => self.op.to_string(),
-        }
+        use fmt::Write;
+        // Room for most steps, so the text is written without regrowing.
+        let mut s = String::with_capacity(48);
+        let _ = match &self.bind {
+            Some(b) => write!(s, "{b} = {}", self.op),
+            None => write!(s, "{}", self.op),
+        };
+        s
     }
 }
 
@@ -101,18 +106,17 @@ impl BytePattern {
 
 impl fmt::Display for BytePattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self
-            .runs
-            .iter()
-            .map(|&(b, n)| {
-                if n == 1 {
-                    format!("{b:02x}")
-                } else {
-                    format!("{b:02x}*{n}")
-                }
-            })
-            .collect();
-        f.write_str(&parts.join(" "))
+        for (i, &(b, n)) in self.runs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            if n == 1 {
+                write!(f, "{b:02x}")?;
+            } else {
+                write!(f, "{b:02x}*{n}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -692,8 +696,13 @@ impl Op {
 
     /// The bindings the op reads (arguments), in argument order.
     pub fn uses(&self) -> Vec<&str> {
+        self.used().into_iter().flatten().collect()
+    }
+
+    /// [`Op::uses`] without a `Vec`: the (at most two) names, in order.
+    pub fn used(&self) -> [Option<&str>; 2] {
         match self {
-            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => vec![ctx.as_str()],
+            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => [Some(ctx.as_str()), None],
             Op::Free { ptr, .. }
             | Op::Offset { ptr, .. }
             | Op::Fill { ptr, .. }
@@ -704,18 +713,18 @@ impl Op {
             | Op::PointerAttr { ptr }
             | Op::IpcGet { ptr, .. }
             | Op::IpcClose { ptr }
-            | Op::SlowFill { ptr, .. } => ptr.name().into_iter().collect(),
+            | Op::SlowFill { ptr, .. } => [ptr.name(), None],
             Op::EventRecord { event }
             | Op::EventQuery { event }
             | Op::EventSync { event }
             | Op::StreamWait { event }
             | Op::EventDestroy { event }
-            | Op::IpcGetEvent { event, .. } => vec![event.as_str()],
-            Op::EventElapsed { start, end } => vec![start.as_str(), end.as_str()],
-            Op::IpcOpenEvent { handle } => vec![handle.as_str()],
+            | Op::IpcGetEvent { event, .. } => [Some(event.as_str()), None],
+            Op::EventElapsed { start, end } => [Some(start.as_str()), Some(end.as_str())],
+            Op::IpcOpenEvent { handle } => [Some(handle.as_str()), None],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
-            | Op::Send { handle, .. } => vec![handle.as_str()],
+            | Op::Send { handle, .. } => [Some(handle.as_str()), None],
             Op::DeviceCount
             | Op::Sync
             | Op::Attr { .. }
@@ -731,33 +740,50 @@ impl Op {
             | Op::EventCreate { .. }
             | Op::EventHandleZero
             | Op::EventHandleRandom
-            | Op::Exit => vec![],
-            Op::VmmMap { va, handle, .. } => {
-                va.name().into_iter().chain([handle.as_str()]).collect()
-            }
+            | Op::Exit => [None, None],
+            // A null VA: the handle is the only name.
+            Op::VmmMap { va, handle, .. } => match va.name() {
+                Some(v) => [Some(v), Some(handle.as_str())],
+                None => [Some(handle.as_str()), None],
+            },
             Op::VmmSetAccess { va, .. }
             | Op::VmmUnmap { va, .. }
-            | Op::VmmAddressFree { va, .. } => va.name().into_iter().collect(),
-            Op::VmmExport { handle, .. } | Op::VmmRelease { handle } => vec![handle.as_str()],
-            Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => vec![fd.as_str()],
+            | Op::VmmAddressFree { va, .. } => [va.name(), None],
+            Op::VmmExport { handle, .. } | Op::VmmRelease { handle } => {
+                [Some(handle.as_str()), None]
+            }
+            Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => {
+                [Some(fd.as_str()), None]
+            }
             Op::VmmGranularity { .. }
             | Op::VmmCreate { .. }
             | Op::VmmReserve { .. }
             | Op::FdNullDevice
-            | Op::FdNumber { .. } => vec![],
+            | Op::FdNumber { .. } => [None, None],
         }
     }
 }
 
 /// Integers in canonical text: `2MiB`, `4KiB`, `16`.
 pub fn fmt_size(n: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (unit, suffix) in UNITS {
-        if n != 0 && n % unit == 0 {
-            return format!("{}{suffix}", n / unit);
+    Size(n).to_string()
+}
+
+/// [`fmt_size`] as a `Display` value: written in place, no `String` made.
+#[derive(Debug, Clone, Copy)]
+struct Size(u64);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        let n = self.0;
+        for (unit, suffix) in UNITS {
+            if n != 0 && n % unit == 0 {
+                return write!(f, "{}{suffix}", n / unit);
+            }
         }
+        write!(f, "{n}")
     }
-    n.to_string()
 }
 
 impl fmt::Display for Op {
@@ -797,10 +823,10 @@ impl fmt::Display for Op {
             } => {
                 write!(f, "{kw} {ptr} {value:#04x} us={micros}")?;
                 if let Some(at) = at {
-                    write!(f, " at={}", fmt_size(*at))?;
+                    write!(f, " at={}", Size(*at))?;
                 }
                 if let Some(len) = len {
-                    write!(f, " len={}", fmt_size(*len))?;
+                    write!(f, " len={}", Size(*len))?;
                 }
                 Ok(())
             }
@@ -811,12 +837,12 @@ impl fmt::Display for Op {
                 write!(f, "{kw} {device}")
             }
             Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => write!(f, "{kw} {ctx}"),
-            Op::Malloc { size, .. } => write!(f, "{kw} {}", fmt_size(*size)),
+            Op::Malloc { size, .. } => write!(f, "{kw} {}", Size(*size)),
             Op::Free { ptr, .. }
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
             | Op::IpcClose { ptr } => write!(f, "{kw} {ptr}"),
-            Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", fmt_size(*bytes)),
+            Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", Size(*bytes)),
             Op::Fill {
                 ptr,
                 value,
@@ -826,10 +852,10 @@ impl fmt::Display for Op {
             } => {
                 write!(f, "{kw} {ptr} {value:#04x}")?;
                 if let Some(at) = at {
-                    write!(f, " at={}", fmt_size(*at))?;
+                    write!(f, " at={}", Size(*at))?;
                 }
                 if let Some(len) = len {
-                    write!(f, " len={}", fmt_size(*len))?;
+                    write!(f, " len={}", Size(*len))?;
                 }
                 Ok(())
             }
@@ -837,9 +863,9 @@ impl fmt::Display for Op {
                 ptr,
                 offset,
                 pattern,
-            } => write!(f, "{kw} {ptr} {} {pattern}", fmt_size(*offset)),
+            } => write!(f, "{kw} {ptr} {} {pattern}", Size(*offset)),
             Op::Read { ptr, offset, len } | Op::DeviceRead { ptr, offset, len } => {
-                write!(f, "{kw} {ptr} {} {}", fmt_size(*offset), fmt_size(*len))
+                write!(f, "{kw} {ptr} {} {}", Size(*offset), Size(*len))
             }
             Op::IpcGet { ptr, out } => {
                 write!(f, "{kw} {ptr}")?;
@@ -877,12 +903,12 @@ impl fmt::Display for Op {
             } => write!(
                 f,
                 "{kw} {} types={} device={device}",
-                fmt_size(*size),
+                Size(*size),
                 types.name()
             ),
             Op::VmmExport { handle, ty } => write!(f, "{kw} {handle} {}", ty.name()),
             Op::VmmImport { fd } | Op::FdClose { fd } => write!(f, "{kw} {fd}"),
-            Op::VmmReserve { size } => write!(f, "{kw} {}", fmt_size(*size)),
+            Op::VmmReserve { size } => write!(f, "{kw} {}", Size(*size)),
             Op::VmmMap {
                 va,
                 size,
@@ -891,8 +917,8 @@ impl fmt::Display for Op {
             } => write!(
                 f,
                 "{kw} {va} {} {handle} offset={}",
-                fmt_size(*size),
-                fmt_size(*offset)
+                Size(*size),
+                Size(*offset)
             ),
             Op::VmmSetAccess {
                 va,
@@ -902,11 +928,11 @@ impl fmt::Display for Op {
             } => write!(
                 f,
                 "{kw} {va} {} {} device={device}",
-                fmt_size(*size),
+                Size(*size),
                 access.name()
             ),
             Op::VmmUnmap { va, size } | Op::VmmAddressFree { va, size } => {
-                write!(f, "{kw} {va} {}", fmt_size(*size))
+                write!(f, "{kw} {va} {}", Size(*size))
             }
             Op::VmmRelease { handle } => write!(f, "{kw} {handle}"),
             Op::FdNumber { number } => write!(f, "{kw} {number}"),
@@ -954,7 +980,7 @@ impl fmt::Display for Expectation {
             Expectation::Ne(r) => write!(f, "!= {r}"),
             Expectation::Bytes(p) => write!(f, "bytes {p}"),
             Expectation::Value(v) => write!(f, "value {v}"),
-            Expectation::Size(s) => write!(f, "size {}", fmt_size(*s)),
+            Expectation::Size(s) => write!(f, "size {}", Size(*s)),
             Expectation::BaseEq(r) => write!(f, "base == {r}"),
             Expectation::BaseNe(r) => write!(f, "base != {r}"),
             Expectation::Type(t) => write!(f, "type {}", t.name()),
@@ -999,9 +1025,14 @@ pub enum Expect {
 impl Expect {
     /// The expectations in force for a run in `dialect`.
     pub fn for_dialect(&self, dialect: Dialect) -> ExpectList {
+        self.in_force(dialect).into_owned()
+    }
+
+    /// [`Expect::for_dialect`], borrowed where the step spells the list out.
+    pub fn in_force(&self, dialect: Dialect) -> Cow<'_, ExpectList> {
         match self {
-            Expect::Default => ExpectList::single(Expectation::Ok),
-            Expect::List(l) => l.clone(),
+            Expect::Default => Cow::Owned(ExpectList::single(Expectation::Ok)),
+            Expect::List(l) => Cow::Borrowed(l),
             Expect::ByDialect {
                 runtime,
                 driver,
@@ -1013,8 +1044,10 @@ impl Expect {
                     Dialect::Hip if hip.is_some() => hip,
                     Dialect::Hip => runtime,
                 };
-                arm.clone()
-                    .unwrap_or_else(|| ExpectList::single(Expectation::Any))
+                match arm {
+                    Some(l) => Cow::Borrowed(l),
+                    None => Cow::Owned(ExpectList::single(Expectation::Any)),
+                }
             }
         }
     }

@@ -12,7 +12,9 @@ use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
     CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
 };
-use std::collections::HashMap;
+// Keys are names and driver values chosen by the scenario: no need for
+// SipHash's flood resistance.
+use rustc_hash::FxHashMap as HashMap;
 use std::time::Instant;
 
 /// One step of splitmix64.
@@ -50,8 +52,8 @@ struct Namer<K> {
 impl<K> Default for Namer<K> {
     fn default() -> Self {
         Namer {
-            live: HashMap::new(),
-            retired: HashMap::new(),
+            live: HashMap::default(),
+            retired: HashMap::default(),
             issued: 0,
         }
     }
@@ -60,15 +62,20 @@ impl<K> Default for Namer<K> {
 impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
     /// The label of `key` as a call that makes (or retains) an object
     /// returned it: its old one while it is live, else a fresh one
-    /// (`{scope}{prefix}{n}`; `scope` is `PROC.` or empty). A retired value
-    /// coming back from such a call is a new object at a reused address.
+    /// (`{scope}.{prefix}{n}`, or `{prefix}{n}` when `scope` is empty). A
+    /// retired value coming back from such a call is a new object at a
+    /// reused address.
     fn label(&mut self, key: K, scope: &str, prefix: &str) -> String {
         if let Some(l) = self.live.get(&key) {
             return l.clone();
         }
         self.retired.remove(&key);
         self.issued += 1;
-        let l = format!("{scope}{prefix}{}", self.issued);
+        let l = if scope.is_empty() {
+            format!("{prefix}{}", self.issued)
+        } else {
+            format!("{scope}.{prefix}{}", self.issued)
+        };
         self.live.insert(key, l.clone());
         l
     }
@@ -141,7 +148,7 @@ impl Labels {
         if p == DevicePtr::NULL {
             return "null".to_string();
         }
-        self.ptrs[proc].label(p.0, &format!("{name}."), "p")
+        self.ptrs[proc].label(p.0, name, "p")
     }
 
     /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
@@ -149,11 +156,10 @@ impl Labels {
         let Some(c) = c else {
             return "null".to_string();
         };
-        let scope = format!("{name}.");
         if query {
-            self.ctxs[proc].recall(c, &scope, "c")
+            self.ctxs[proc].recall(c, name, "c")
         } else {
-            self.ctxs[proc].label(c, &scope, "c")
+            self.ctxs[proc].label(c, name, "c")
         }
     }
 
@@ -162,7 +168,7 @@ impl Labels {
     }
 
     fn event(&mut self, proc: usize, name: &str, e: EventId) -> String {
-        self.events[proc].label(e.0, &format!("{name}."), "e")
+        self.events[proc].label(e.0, name, "e")
     }
 
     fn event_handle(&mut self, h: &IpcEventHandle) -> String {
@@ -264,7 +270,7 @@ impl Labels {
                 None,
             ),
             Value::VmmHandle(h) => {
-                let label = self.vmm_handles[proc].label(h.0, &format!("{name}."), "m");
+                let label = self.vmm_handles[proc].label(h.0, name, "m");
                 (
                     ValueSummary::VmmHandle {
                         label: label.clone(),
@@ -273,7 +279,7 @@ impl Labels {
                 )
             }
             Value::Fd(f) => {
-                let label = self.fds[proc].label(f.0, &format!("{name}."), "f");
+                let label = self.fds[proc].label(f.0, name, "f");
                 (
                     ValueSummary::Fd {
                         label: label.clone(),
@@ -301,8 +307,6 @@ struct Run<'a> {
     scenario: &'a Scenario,
     opts: &'a ExecOptions,
     bindings: HashMap<String, Bound>,
-    /// Line of the step that binds each name.
-    binder_line: HashMap<&'a str, usize>,
 }
 
 impl Run<'_> {
@@ -603,8 +607,17 @@ impl Run<'_> {
 
     /// The reason a step cannot run because a binding it needs is missing.
     fn missing_binding(&self, step: &Step) -> Option<String> {
-        step.op.uses().into_iter().find_map(|n| {
-            (!self.bindings.contains_key(n)).then(|| match self.binder_line.get(n) {
+        step.op.used().into_iter().flatten().find_map(|n| {
+            // The line of the (last) step that binds it.
+            let binder = || {
+                self.scenario
+                    .steps
+                    .iter()
+                    .rev()
+                    .find(|s| s.bind.as_deref() == Some(n))
+                    .map(|s| s.line)
+            };
+            (!self.bindings.contains_key(n)).then(|| match binder() {
                 Some(line) => {
                     format!("'{n}' was never bound (the step at line {line} did not succeed)")
                 }
@@ -762,18 +775,16 @@ pub(crate) fn execute_on(
     let mut run = Run {
         scenario,
         opts,
-        bindings: HashMap::new(),
-        binder_line: scenario
-            .steps
-            .iter()
-            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.line)))
-            .collect(),
+        bindings: HashMap::default(),
     };
     let mut labels = Labels::new(nproc);
     // Why a process runs no more steps (crashed, timed out, harness failure).
     let mut dead: Vec<Option<String>> = vec![None; nproc];
     let mut first_failure: Option<Verdict> = None;
-    let mut trace = Trace::default();
+    let mut trace = Trace {
+        steps: Vec::with_capacity(scenario.steps.len()),
+        ..Trace::default()
+    };
     let seed = opts.seed;
 
     for (index, step) in scenario.steps.iter().enumerate() {
@@ -805,7 +816,7 @@ pub(crate) fn execute_on(
                     _ => (step.process, pname),
                 };
                 let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
-                let named = step.op.uses().first().and_then(|n| run.bindings.get(*n));
+                let named = step.op.used()[0].and_then(|n| run.bindings.get(n));
                 labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
                 (StepOutcome::Ok { value: summary }, Some((v, label)), None)
             }
@@ -847,7 +858,7 @@ pub(crate) fn execute_on(
             (None, Some(e)) => Observed::Api(e),
             (None, None) => Observed::NoAnswer,
         };
-        let list = step.expect.for_dialect(opts.dialect);
+        let list = step.expect.in_force(opts.dialect);
         let result = check(&list, &observed, &outcome, &run.bindings);
 
         if first_failure.is_none() {
@@ -859,7 +870,7 @@ pub(crate) fn execute_on(
                 StepOutcome::Broken { .. } => Some(Status::Broken),
                 _ => None,
             };
-            let head = format!("{}: step '{text}' in {pname}", run.where_(step.line));
+            let head = || format!("{}: step '{text}' in {pname}", run.where_(step.line));
             if let Some(status) = lost {
                 let what = match &outcome {
                     StepOutcome::Crash { detail } => detail.clone(),
@@ -870,12 +881,12 @@ pub(crate) fn execute_on(
                 };
                 first_failure = Some(Verdict {
                     status,
-                    message: format!("{head}: {what} (seed {seed})"),
+                    message: format!("{}: {what} (seed {seed})", head()),
                 });
             } else if !result.passed {
                 first_failure = Some(Verdict {
                     status: Status::Fail,
-                    message: format!("{head}: {} (seed {seed})", result.message),
+                    message: format!("{}: {} (seed {seed})", head(), result.message),
                 });
             }
         }
@@ -924,14 +935,14 @@ mod label_tests {
         let mut l = Labels::new(2);
         assert_eq!(l.ctx(0, "a", Some(5), false), "a.c1");
         assert_eq!(l.event(0, "a", EventId(6)), "a.e1");
-        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m1");
+        assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m1");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
         assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
         l.retire_after(0, &Op::Exit, None);
         assert_eq!(l.ctx(0, "a", Some(5), true), "a.c1");
         assert_eq!(l.ctx(0, "a", Some(5), false), "a.c2");
         assert_eq!(l.event(0, "a", EventId(6)), "a.e2");
-        assert_eq!(l.vmm_handles[0].label(7, "a.", "m"), "a.m2");
+        assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m2");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
         assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
     }

@@ -6,7 +6,9 @@ use crate::driver::{
 };
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
-use std::collections::HashMap;
+// Keys are names and driver values chosen by the scenario: no need for
+// SipHash's flood resistance.
+use rustc_hash::FxHashMap as HashMap;
 
 /// The raw value a successful step produced (kept for bindings and `==`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,14 +144,17 @@ fn ref_text(r: &Ref, bindings: &HashMap<String, Bound>) -> String {
     }
 }
 
-/// `Ok(())` when `e` holds, else the reason (`expected X, got Y`).
-fn holds(
-    e: &Expectation,
-    obs: &Observed,
-    got: &str,
-    bindings: &HashMap<String, Bound>,
-) -> Result<(), String> {
-    let fail = |shown: String| Err(format!("expected {shown}, got {got}"));
+/// Why an expectation did not hold.
+enum Miss {
+    /// `expected {0}, got ...` (what was observed is described by the caller).
+    Expected(String),
+    /// The whole reason.
+    Other(String),
+}
+
+/// `Ok(())` when `e` holds, else the reason.
+fn holds(e: &Expectation, obs: &Observed, bindings: &HashMap<String, Bound>) -> Result<(), Miss> {
+    let fail = |shown: String| Err(Miss::Expected(shown));
     let value = match obs {
         Observed::Ok(v) => Some(*v),
         _ => None,
@@ -197,7 +202,7 @@ fn holds(
             };
             let other = match ref_key(r, v, bindings) {
                 Ok(k) => k,
-                Err(why) => return Err(format!("expected {shown}, but {why}")),
+                Err(why) => return Err(Miss::Other(format!("expected {shown}, but {why}"))),
             };
             if (v.key() == other) == want_equal {
                 Ok(())
@@ -235,14 +240,19 @@ pub(crate) fn check(
     outcome: &StepOutcome,
     bindings: &HashMap<String, Bound>,
 ) -> CheckResult {
-    let got = describe(outcome);
     let failure = if let StepOutcome::Skipped { reason } = outcome {
         Some(format!("skipped: {reason}"))
     } else {
-        list.items.iter().find_map(|e| match (e, outcome) {
-            (Expectation::Crash, StepOutcome::Crash { .. }) => None,
-            _ => holds(e, obs, &got, bindings).err(),
-        })
+        list.items
+            .iter()
+            .find_map(|e| match (e, outcome) {
+                (Expectation::Crash, StepOutcome::Crash { .. }) => None,
+                _ => holds(e, obs, bindings).err(),
+            })
+            .map(|miss| match miss {
+                Miss::Expected(shown) => format!("expected {shown}, got {}", describe(outcome)),
+                Miss::Other(why) => why,
+            })
     };
     CheckResult {
         passed: failure.is_none(),

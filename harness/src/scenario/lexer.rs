@@ -9,17 +9,20 @@ pub(crate) enum Kind {
     Punct,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Token {
+/// A token: a slice of its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Token<'s> {
     pub kind: Kind,
-    pub text: String,
+    pub text: &'s str,
     /// 1-based column (in characters) where the token starts.
     pub col: usize,
     /// Character index just past the token (0-based).
     pub end: usize,
+    /// Byte range of the token in its line.
+    pub bytes: (usize, usize),
 }
 
-impl Token {
+impl Token<'_> {
     pub fn is_word(&self) -> bool {
         self.kind == Kind::Word
     }
@@ -47,36 +50,48 @@ pub(crate) fn strip_comment(line: &str) -> &str {
     }
 }
 
-/// Tokens of one line (comment already stripped).
-pub(crate) fn tokenize(line: &str) -> Result<Vec<Token>, LexError> {
-    let chars: Vec<char> = line.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
+/// Tokens of one line (comment already stripped), into `out` (cleared first).
+pub(crate) fn tokenize<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), LexError> {
+    out.clear();
+    let bytes = line.as_bytes();
+    // Every character a token is made of, and every one looked ahead at, is
+    // ASCII: a byte compared with one is the character compared with it.
+    let at = |i: usize| bytes.get(i).map(|&b| char::from(b));
+    // `i`: byte index; `ci`: character index (columns count characters).
+    let (mut i, mut ci) = (0, 0);
+    while i < bytes.len() {
+        let c = match bytes[i] {
+            b if b.is_ascii() => char::from(b),
+            _ => match line[i..].chars().next() {
+                Some(c) => c,
+                None => break,
+            },
+        };
         if c.is_whitespace() {
-            i += 1;
+            i += c.len_utf8();
+            ci += 1;
             continue;
         }
-        let start = i;
-        let next = chars.get(i + 1).copied();
+        let (start, cstart) = (i, ci);
+        let next = at(i + 1);
         let word_start = is_word_char(c) || (c == '-' && next.is_some_and(|n| n.is_ascii_digit()));
         if word_start {
             i += 1;
-            while i < chars.len() {
-                let d = chars[i];
-                let inner_dash = d == '-' && chars.get(i + 1).is_some_and(|&n| is_word_char(n));
+            while let Some(d) = at(i) {
+                let inner_dash = d == '-' && at(i + 1).is_some_and(is_word_char);
                 if is_word_char(d) || inner_dash {
                     i += 1;
                 } else {
                     break;
                 }
             }
+            ci += i - start;
             out.push(Token {
                 kind: Kind::Word,
-                text: chars[start..i].iter().collect(),
-                col: start + 1,
-                end: i,
+                text: &line[start..i],
+                col: cstart + 1,
+                end: ci,
+                bytes: (start, i),
             });
             continue;
         }
@@ -95,26 +110,33 @@ pub(crate) fn tokenize(line: &str) -> Result<Vec<Token>, LexError> {
                 ',' => ",",
                 ';' => ";",
                 '*' => "*",
-                _ => return Err(LexError { col: i + 1, ch: c }),
+                _ => return Err(LexError { col: ci + 1, ch: c }),
             },
         };
         i += text.len();
+        ci += text.len();
         out.push(Token {
             kind: Kind::Punct,
-            text: text.to_string(),
-            col: start + 1,
-            end: i,
+            text,
+            col: cstart + 1,
+            end: ci,
+            bytes: (start, i),
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn texts(s: &str) -> Vec<String> {
-        tokenize(s)
+    fn toks(s: &str) -> Result<Vec<Token<'_>>, LexError> {
+        let mut out = Vec::new();
+        tokenize(s, &mut out).map(|()| out)
+    }
+
+    fn texts(s: &str) -> Vec<&str> {
+        toks(s)
             .ok()
             .unwrap_or_default()
             .into_iter()
@@ -139,10 +161,16 @@ mod tests {
 
     #[test]
     fn columns_are_one_based_characters() {
-        let t = tokenize("é").err().map(|e| (e.col, e.ch));
+        let t = toks("é").err().map(|e| (e.col, e.ch));
         assert_eq!(t, Some((1, 'é')));
-        let toks = tokenize("  a =>").ok().unwrap_or_default();
-        assert_eq!(toks[0].col, 3);
-        assert_eq!(toks[1].col, 5);
+        let t = toks("  a =>").ok().unwrap_or_default();
+        assert_eq!(t[0].col, 3);
+        assert_eq!(t[1].col, 5);
+        // Columns and ends count characters, byte ranges bytes.
+        let t = toks("\u{a0}\u{a0}ab => c").ok().unwrap_or_default();
+        assert_eq!((t[0].col, t[0].end, t[0].bytes), (3, 4, (4, 6)));
+        assert_eq!((t[1].col, t[1].end, t[1].bytes), (6, 7, (7, 9)));
+        let t = toks("\u{a0}é").err().map(|e| (e.col, e.ch));
+        assert_eq!(t, Some((2, 'é')));
     }
 }

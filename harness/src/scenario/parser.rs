@@ -13,7 +13,9 @@ use crate::driver::{
 };
 use crate::errors::ErrorKind;
 use crate::machine::{HazardKind, ProcessSpec, Topology};
-use std::collections::HashMap;
+// Keys are names and driver values chosen by the scenario: no need for
+// SipHash's flood resistance.
+use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 
 /// Longest pattern `write` accepts (it is expanded in memory).
@@ -34,8 +36,8 @@ struct Binding {
     destroyed: Option<usize>,
 }
 
-struct Parser {
-    file: String,
+struct Parser<'f> {
+    file: &'f str,
     meta: Metadata,
     seen_statement: bool,
     devices: Option<(u32, usize)>,
@@ -54,8 +56,9 @@ struct Parser {
 struct Line<'a> {
     file: &'a str,
     line: usize,
-    chars: Vec<char>,
-    toks: Vec<Token>,
+    /// The line without its comment (the tokens are slices of it).
+    code: &'a str,
+    toks: &'a [Token<'a>],
     pos: usize,
 }
 
@@ -77,11 +80,11 @@ impl<'a> Line<'a> {
         }
     }
 
-    fn peek(&self) -> Option<&Token> {
+    fn peek(&self) -> Option<&Token<'a>> {
         self.toks.get(self.pos)
     }
 
-    fn peek_at(&self, n: usize) -> Option<&Token> {
+    fn peek_at(&self, n: usize) -> Option<&Token<'a>> {
         self.toks.get(self.pos + n)
     }
 
@@ -103,10 +106,10 @@ impl<'a> Line<'a> {
         )
     }
 
-    fn next_word(&mut self, what: &str) -> PResult<Token> {
+    fn next_word(&mut self, what: &str) -> PResult<Token<'a>> {
         match self.peek() {
             Some(t) if t.is_word() => {
-                let t = t.clone();
+                let t = *t;
                 self.pos += 1;
                 Ok(t)
             }
@@ -145,8 +148,8 @@ impl<'a> Line<'a> {
     /// Source text from the start of token `from` to the end of token `to` (inclusive).
     fn text(&self, from: usize, to: usize) -> String {
         match (self.toks.get(from), self.toks.get(to)) {
-            (Some(a), Some(b)) if a.col - 1 <= b.end && b.end <= self.chars.len() => {
-                self.chars[a.col - 1..b.end].iter().collect()
+            (Some(a), Some(b)) if a.bytes.0 <= b.bytes.1 => {
+                self.code[a.bytes.0..b.bytes.1].to_string()
             }
             _ => String::new(),
         }
@@ -154,10 +157,10 @@ impl<'a> Line<'a> {
 
     // --- value syntax ------------------------------------------------------
 
-    fn name(&mut self, what: &str) -> PResult<Token> {
+    fn name(&mut self, what: &str) -> PResult<Token<'a>> {
         let col = self.col();
         let t = self.next_word(what)?;
-        if !is_name(&t.text) {
+        if !is_name(t.text) {
             return Err(self.err(col, format!("expected {what}, found '{}'", t.text)));
         }
         Ok(t)
@@ -167,9 +170,9 @@ impl<'a> Line<'a> {
         let col = self.col();
         match self.peek() {
             Some(t) if t.is_word() && t.text.starts_with(|c: char| c.is_ascii_digit()) => {
-                let text = t.text.clone();
+                let text = t.text;
                 self.pos += 1;
-                parse_int(&text).map_err(|m| self.err(col, m))
+                parse_int(text).map_err(|m| self.err(col, m))
             }
             _ => Err(self.expected(what)),
         }
@@ -191,7 +194,7 @@ impl<'a> Line<'a> {
             return i64::try_from(v)
                 .map_err(|_| self.err(col, format!("integer {v} is too large")));
         }
-        let text = self.peek().map(|t| t.text.clone()).unwrap_or_default();
+        let text = self.peek().map(|t| t.text).unwrap_or_default();
         self.pos += 1;
         let v = parse_int(&text[1..]).map_err(|m| self.err(col, m))?;
         if v > i64::MAX as u64 + 1 {
@@ -204,7 +207,7 @@ impl<'a> Line<'a> {
         let col = self.col();
         let what = "a byte (two hex digits)";
         let t = self.next_word(what)?;
-        parse_byte(&t.text)
+        parse_byte(t.text)
             .ok_or_else(|| self.err(col, format!("expected {what}, found '{}'", t.text)))
     }
 
@@ -323,8 +326,9 @@ fn looks_like_error_name(word: &str) -> bool {
 }
 
 pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
+    let file = path.display().to_string();
     let mut p = Parser {
-        file: path.display().to_string(),
+        file: &file,
         meta: Metadata::default(),
         seen_statement: false,
         devices: None,
@@ -333,22 +337,26 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         process_lines: Vec::new(),
         exited: Vec::new(),
         first_step_line: None,
-        bindings: HashMap::new(),
+        // Room for a generated program's names without regrowing.
+        bindings: HashMap::with_capacity_and_hasher(32, Default::default()),
         steps: Vec::new(),
         hazards: Vec::new(),
     };
     let source = source.strip_prefix('\u{feff}').unwrap_or(source);
-    let mut last = (1, 1);
+    // The last line and its number, for an error at the end of the file.
+    let mut last = (1, "");
+    // One token buffer for every line.
+    let mut toks = Vec::new();
     for (i, raw) in source.lines().enumerate() {
         let lineno = i + 1;
-        last = (lineno, raw.chars().count() + 1);
-        p.line(raw, lineno)?;
+        last = (lineno, raw);
+        p.line(raw, lineno, &mut toks)?;
     }
     let Some((devices, _)) = p.devices else {
         return Err(ParseError {
-            file: p.file,
+            file,
             line: last.0,
-            column: last.1,
+            column: last.1.chars().count() + 1,
             message: "expected 'devices N', found end of file".to_string(),
         });
     };
@@ -363,8 +371,8 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
     })
 }
 
-impl Parser {
-    fn line(&mut self, raw: &str, lineno: usize) -> PResult<()> {
+impl<'f> Parser<'f> {
+    fn line<'s>(&mut self, raw: &'s str, lineno: usize, toks: &mut Vec<Token<'s>>) -> PResult<()> {
         if !self.seen_statement {
             if let Some((k, v)) = metadata_line(raw) {
                 self.meta.entries.push((k, v));
@@ -372,8 +380,8 @@ impl Parser {
             }
         }
         let code = strip_comment(raw);
-        let toks = tokenize(code).map_err(|e| ParseError {
-            file: self.file.clone(),
+        tokenize(code, toks).map_err(|e| ParseError {
+            file: self.file.to_string(),
             line: lineno,
             column: e.col,
             message: format!("unexpected character '{}'", e.ch.escape_default()),
@@ -382,15 +390,14 @@ impl Parser {
             return Ok(());
         }
         self.seen_statement = true;
-        let file = self.file.clone();
         let mut l = Line {
-            file: &file,
+            file: self.file,
             line: lineno,
-            chars: code.chars().collect(),
+            code,
             toks,
             pos: 0,
         };
-        let first = l.toks[0].clone();
+        let first = l.toks[0];
         let is_step = first.is_word() && l.toks.get(1).is_some_and(|t| t.is_punct(":"));
         if self.devices.is_none() && !(first.is_word() && first.text == "devices") {
             return Err(l.expected("'devices N' first"));
@@ -398,7 +405,7 @@ impl Parser {
         if is_step {
             return self.step(&mut l);
         }
-        match first.text.as_str() {
+        match first.text {
             "devices" if first.is_word() => self.devices_decl(&mut l),
             "process" if first.is_word() => self.process_decl(&mut l),
             "topology" if first.is_word() => self.topology_decl(&mut l),
@@ -459,7 +466,7 @@ impl Parser {
                 l.pos -= 1;
                 return Err(l.expected(what));
             }
-            match key.text.as_str() {
+            match key.text {
                 "peers" if !seen_peers => {
                     seen_peers = true;
                     let keyword = l
@@ -467,7 +474,7 @@ impl Parser {
                         .is_some_and(|t| t.text.starts_with(|c: char| c.is_ascii_alphabetic()));
                     if keyword {
                         let v = l.next_word("'all', 'none' or device pairs")?;
-                        topology.all_peers = match v.text.as_str() {
+                        topology.all_peers = match v.text {
                             "all" => true,
                             "none" => false,
                             _ => {
@@ -554,7 +561,7 @@ impl Parser {
                 return Err(l.expected("'device=D' or 'visible=LIST'"));
             }
             l.pos += 1;
-            match key.text.as_str() {
+            match key.text {
                 "device" => {
                     if device.is_some() {
                         return Err(l.err(key.col, "duplicate option 'device='"));
@@ -615,7 +622,7 @@ impl Parser {
             ));
         }
         self.processes.push(ProcessSpec {
-            name: name_tok.text,
+            name: name_tok.text.to_string(),
             device,
             visible_devices: visible.map(|v| v.0),
         });
@@ -628,12 +635,12 @@ impl Parser {
         l.pos += 1;
         let what = "'hazard KIND' or 'no-hazards' after 'expect'";
         let t = l.next_word(what)?;
-        let check = match t.text.as_str() {
+        let check = match t.text {
             "no-hazards" => HazardCheck::NoHazards,
             "hazard" => {
                 let col = l.col();
                 let k = l.next_word("a hazard kind")?;
-                match HazardKind::from_name(&k.text) {
+                match HazardKind::from_name(k.text) {
                     Some(kind) => HazardCheck::Hazard(kind),
                     None => {
                         let known: Vec<&str> = HazardKind::ALL.iter().map(|h| h.name()).collect();
@@ -664,7 +671,7 @@ impl Parser {
     // --- steps -------------------------------------------------------------
 
     fn step(&mut self, l: &mut Line) -> PResult<()> {
-        let ptok = l.toks[0].clone();
+        let ptok = l.toks[0];
         let Some(proc_idx) = self.processes.iter().position(|p| p.name == ptok.text) else {
             return Err(l.err(ptok.col, format!("unknown process '{}'", ptok.text)));
         };
@@ -685,7 +692,7 @@ impl Parser {
             if t.text == "null" {
                 return Err(l.err(t.col, "'null' cannot be bound"));
             }
-            if let Some(b) = self.bindings.get(&t.text) {
+            if let Some(b) = self.bindings.get(t.text) {
                 return Err(l.err(
                     t.col,
                     format!("'{}' is already bound (line {})", t.text, b.line),
@@ -738,7 +745,7 @@ impl Parser {
             Op::SendFd { to, .. } => *to,
             _ => proc_idx,
         };
-        let bind = bind.map(|b| b.text);
+        let bind = bind.map(|b| b.text.to_string());
         if let Some(b) = &bind {
             let alloc_size = match &op {
                 Op::Malloc { size, .. } => Some(*size),
@@ -780,7 +787,7 @@ impl Parser {
             _ => "a binding",
         };
         let t = l.name(what)?;
-        let Some(b) = self.bindings.get(&t.text) else {
+        let Some(b) = self.bindings.get(t.text) else {
             return Err(l.err(
                 col,
                 format!("unknown name '{}' (not bound by an earlier step)", t.text),
@@ -797,7 +804,7 @@ impl Parser {
                 ),
             ));
         }
-        Ok((t.text, col))
+        Ok((t.text.to_string(), col))
     }
 
     fn ptr_arg(&self, l: &mut Line, op: &str) -> PResult<Ref> {
@@ -896,7 +903,7 @@ impl Parser {
     ) -> PResult<T> {
         let col = l.col();
         let t = l.next_word(what)?;
-        from(&t.text).ok_or_else(|| {
+        from(t.text).ok_or_else(|| {
             l.err(
                 col,
                 format!("expected {what} ({}), found '{}'", names.join(", "), t.text),
@@ -983,12 +990,12 @@ impl Parser {
         allowed: &[&str],
         mut each: impl FnMut(&mut Line, &Token) -> PResult<()>,
     ) -> PResult<()> {
-        let mut seen: Vec<String> = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
         while l.peek().is_some_and(|t| t.is_word()) && l.peek_at(1).is_some_and(|t| t.is_punct("="))
         {
             let key = l.next_word("an option")?;
             l.pos += 1;
-            if !allowed.contains(&key.text.as_str()) {
+            if !allowed.contains(&key.text) {
                 let list: Vec<String> = allowed.iter().map(|a| format!("{a}=")).collect();
                 let expected = if list.is_empty() {
                     "it takes none".to_string()
@@ -1003,7 +1010,7 @@ impl Parser {
             if seen.contains(&key.text) {
                 return Err(l.err(key.col, format!("duplicate option '{}='", key.text)));
             }
-            seen.push(key.text.clone());
+            seen.push(key.text);
             each(l, &key)?;
         }
         Ok(())
@@ -1020,14 +1027,14 @@ impl Parser {
     }
 
     fn op(&mut self, l: &mut Line, proc_idx: ProcIndex, op_tok: &Token) -> PResult<Op> {
-        let kw = op_tok.text.as_str();
+        let kw = op_tok.text;
         let op = match kw {
             "device_count" => Op::DeviceCount,
             "attr" => {
                 let device = l.u32("a device number")?;
                 let col = l.col();
                 let a = l.next_word("an attribute name")?;
-                let Some(attr) = DeviceAttribute::from_name(&a.text) else {
+                let Some(attr) = DeviceAttribute::from_name(a.text) else {
                     let known: Vec<&str> = DeviceAttribute::ALL.iter().map(|a| a.name()).collect();
                     return Err(l.err(
                         col,
@@ -1213,7 +1220,7 @@ impl Parser {
                 }
             }
             "send" => {
-                let ty = match l.peek().and_then(|t| self.bindings.get(&t.text)) {
+                let ty = match l.peek().and_then(|t| self.bindings.get(t.text)) {
                     Some(b) if b.ty == ValueType::EventHandle => ValueType::EventHandle,
                     _ => ValueType::Handle,
                 };
@@ -1227,7 +1234,7 @@ impl Parser {
                 Op::Send {
                     handle,
                     to: to_idx,
-                    to_name: to.text,
+                    to_name: to.text.to_string(),
                 }
             }
             "exit" => Op::Exit,
@@ -1361,7 +1368,7 @@ impl Parser {
                 Op::SendFd {
                     fd,
                     to: to_idx,
-                    to_name: to.text,
+                    to_name: to.text.to_string(),
                 }
             }
             "event_create" => {
@@ -1416,7 +1423,7 @@ impl Parser {
                 self.options(l, kw, &["us", "at", "len"], |l, key| {
                     let col = l.col();
                     let v = l.int("an integer")?;
-                    match key.text.as_str() {
+                    match key.text {
                         "at" => at = Some((v, col)),
                         "len" => len = Some(v),
                         _ => micros = Some(v),
@@ -1447,9 +1454,9 @@ impl Parser {
 
     fn expectations(&self, l: &mut Line, op: &Op) -> PResult<Expect> {
         let is_arm = |l: &Line| {
-            l.peek().is_some_and(|t| {
-                t.is_word() && matches!(t.text.as_str(), "runtime" | "driver" | "hip")
-            }) && l.peek_at(1).is_some_and(|t| t.is_punct(":"))
+            l.peek()
+                .is_some_and(|t| t.is_word() && matches!(t.text, "runtime" | "driver" | "hip"))
+                && l.peek_at(1).is_some_and(|t| t.is_punct(":"))
         };
         if !is_arm(l) {
             let list = self.expect_list(l, op, "'=>'")?;
@@ -1471,7 +1478,7 @@ impl Parser {
             }
             let d = l.next_word("a dialect")?;
             l.pos += 1;
-            let slot = match d.text.as_str() {
+            let slot = match d.text {
                 "runtime" => &mut runtime,
                 "driver" => &mut driver,
                 _ => &mut hip,
@@ -1531,7 +1538,7 @@ impl Parser {
             }
             return Ok(Ref::Null);
         }
-        let Some(b) = self.bindings.get(&t.text) else {
+        let Some(b) = self.bindings.get(t.text) else {
             return Err(l.err(
                 col,
                 format!("unknown name '{}' (not bound by an earlier step)", t.text),
@@ -1549,7 +1556,7 @@ impl Parser {
                 ),
             ));
         }
-        Ok(Ref::Name(t.text))
+        Ok(Ref::Name(t.text.to_string()))
     }
 
     fn expectation(&self, l: &mut Line, op: &Op, after: &str) -> PResult<Expectation> {
@@ -1576,11 +1583,11 @@ impl Parser {
         if l.eat_punct("!=") {
             return Ok(Expectation::Ne(self.ref_arg(l, op, col)?));
         }
-        let Some(t) = l.peek().filter(|t| t.is_word()).cloned() else {
+        let Some(t) = l.peek().filter(|t| t.is_word()).copied() else {
             return Err(l.expected(&format!("an expectation after {after}")));
         };
         l.pos += 1;
-        let e = match t.text.as_str() {
+        let e = match t.text {
             "ok" => Expectation::Ok,
             "any" => Expectation::Any,
             "error" => Expectation::AnyError,
@@ -1625,7 +1632,7 @@ impl Parser {
                 need(l, ValueType::PointerInfo, "type")?;
                 let tcol = l.col();
                 let w = l.next_word("a memory type")?;
-                let ty = match w.text.as_str() {
+                let ty = match w.text {
                     "device" => MemoryType::Device,
                     "host" => MemoryType::Host,
                     "managed" => MemoryType::Managed,
