@@ -93,8 +93,9 @@ pub(crate) struct Events {
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
     pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
-    /// Contexts that exported or opened an event handle (`claim_event_memory`).
-    pub shared_memory: BTreeSet<(ProcessIndex, CtxKey)>,
+    /// Processes that made or opened an interprocess event
+    /// (`claim_event_memory`).
+    pub shared_memory: BTreeSet<ProcessIndex>,
     /// `(importer, context, exporter)`: the importer opened a handle of the
     /// exporter in that context.
     pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
@@ -249,6 +250,7 @@ impl World {
         );
         if flags & INTERPROCESS != 0 {
             self.driver_fd_for_ipc_event(p);
+            self.claim_event_memory(p);
         }
         Ok(self.new_local(p, core, ctx, false))
     }
@@ -286,14 +288,16 @@ impl World {
         Ok(())
     }
 
-    /// The first event handle a context exports or opens maps the
+    /// A process's first interprocess event (made or opened) allocates the
     /// driver's shared event memory, which claims the VA the process had
     /// free in its current arena: a freed export there is NotPermitted from
     /// then on (H100 recorded seed-4001 cases 608, 1685, 1952; seed-5001
-    /// cases 399, 995; creating or recording an event alone claims nothing:
-    /// seed-4001 cases 139, 1124).
-    fn claim_event_memory(&mut self, p: ProcessIndex, ctx: CtxKey) {
-        if self.events.shared_memory.insert((p, ctx)) {
+    /// cases 399, 995; call 9, clause
+    /// mem.lifetime.freed-export-va-claimed-by-event-handle). A reused
+    /// worker that made one in an earlier case claims nothing (seed-4001
+    /// cases 139, 1124: the creation took 53 us, as in `driver_fds`).
+    fn claim_event_memory(&mut self, p: ProcessIndex) {
+        if self.events.shared_memory.insert(p) {
             let proc = &mut self.procs[p];
             proc.va_claims.push((proc.va_releases, proc.arena, None));
         }
@@ -471,7 +475,6 @@ impl World {
             bytes[4..8].copy_from_slice(&((salt as u32) | 1).to_le_bytes());
             return Ok(IpcEventHandle(bytes));
         }
-        self.claim_event_memory(p, ctx);
         if let Some(bytes) = core.handle {
             return Ok(IpcEventHandle(bytes));
         }
@@ -528,7 +531,7 @@ impl World {
         }
         self.events.ipc_state.insert((p, ctx));
         self.events.opened_from.insert((p, ctx, core.owner));
-        self.claim_event_memory(p, ctx);
+        self.claim_event_memory(p);
         if self.sem.event_reopen == EventReopen::SameEvent {
             let existing = self
                 .events
