@@ -299,7 +299,11 @@ impl World {
     fn claim_event_memory(&mut self, p: ProcessIndex) {
         if self.events.shared_memory.insert(p) {
             let proc = &mut self.procs[p];
-            proc.va_claims.push((proc.va_releases, proc.arena, None));
+            proc.va_claims.push(crate::world::VaClaim {
+                at: proc.va_releases,
+                arena: proc.arena,
+                vmm: None,
+            });
         }
     }
 

@@ -725,10 +725,11 @@ impl World {
                         .contexts
                         .values()
                         .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena))
-                    && !proc.va_claims.iter().any(|&(at, arena, vmm)| {
-                        at >= f.released
-                            && arena == f.arena
-                            && vmm.is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
+                    && !proc.va_claims.iter().any(|c| {
+                        c.at >= f.released
+                            && c.arena == f.arena
+                            && c.vmm
+                                .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
                     })
             });
         // VA a VMM reservation took since counts as free: legacy memory's

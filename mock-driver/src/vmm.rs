@@ -273,8 +273,11 @@ impl World {
         // cases 15, 288, 739, 263; seed-5001 cases 572, 826).
         let handle = self.new_handle(p, phys, false);
         let proc = &mut self.procs[p];
-        proc.va_claims
-            .push((proc.va_releases, proc.arena, Some((phys, handle))));
+        proc.va_claims.push(crate::world::VaClaim {
+            at: proc.va_releases,
+            arena: proc.arena,
+            vmm: Some((phys, handle)),
+        });
         Ok(handle)
     }
 

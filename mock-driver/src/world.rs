@@ -289,15 +289,26 @@ pub(crate) struct Process {
     pub writes: u64,
     /// Driver-internal memory made since VA was released, which claims the
     /// free VA of the arena it was made in for stale handles
-    /// (`reclaimed_export_error`): (`va_releases` then, arena, the VMM
-    /// allocation (physical id, this process's handle) whose life the claim
-    /// lasts, if any).
-    pub va_claims: Vec<(u64, u64, Option<(u64, u64)>)>,
+    /// (`reclaimed_export_error`).
+    pub va_claims: Vec<VaClaim>,
     /// Peer access a context has enabled: (context, peer's physical device).
     pub peer_enabled: BTreeSet<(CtxKey, u32)>,
     /// Peer connections this process holds, as (lower, higher) physical
     /// device pairs; released when the process exits.
     pub peer_links: BTreeSet<(u32, u32)>,
+}
+
+/// Driver-internal memory that claims the free VA of an arena
+/// (`Process::va_claims`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VaClaim {
+    /// `Process::va_releases` when it was made: VA released up to then.
+    pub at: u64,
+    /// The arena that was current.
+    pub arena: u64,
+    /// The VMM allocation (physical id, this process's handle) whose life
+    /// the claim lasts; `None`: for the process's life.
+    pub vmm: Option<(u64, u64)>,
 }
 
 /// Physical memory: what exporters allocate and importers map.
