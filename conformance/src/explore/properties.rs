@@ -24,7 +24,8 @@ use ipc_harness::machine::HazardKind;
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{ApiError, Backend, Dialect, ErrorKind, Status, Trace};
-use std::collections::{HashMap, HashSet};
+// FxHash: keys are labels and names of one trace, no untrusted input.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -396,9 +397,12 @@ pub fn check_on_sim(
     }
     match run() {
         Ok(second) => {
-            let (a, b) = (first.trace.observations(), second.trace.observations());
-            if a != b {
-                let step = a.differences(&b).first().map(|d| d.index);
+            if !first.trace.same_observations(&second.trace) {
+                let step = first
+                    .trace
+                    .differences(&second.trace)
+                    .first()
+                    .map(|d| d.index);
                 let message = match step {
                     Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
                     None => format!("two runs with seed {} log different hazards", opts.seed),
@@ -585,7 +589,7 @@ pub fn check_trace(
         ..Model::default()
     };
     let mut out = Vec::new();
-    let hazards = trace.hazards.clone().unwrap_or_default();
+    let hazards = trace.hazards.as_deref().unwrap_or_default();
     let hazards_at = |i: usize| -> Vec<HazardKind> {
         hazards
             .iter()
