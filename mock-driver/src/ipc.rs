@@ -431,6 +431,7 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let exporter = block.owner;
+        let owner_base = block.owner_base;
         let exporter_exited = self.procs[exporter].exited;
         let freed_by_exporter = !block.owner_mapped && !exporter_exited;
         let offset_exported = block.exports.contains_key(&h.offset);
@@ -590,8 +591,15 @@ impl World {
                 return Ok(ret);
             }
         }
-        // Measured (explore run, case 54): only a new mapping is refused.
+        // Measured (explore run, case 54): only a new mapping is refused;
+        // where driver memory claimed the freed allocation's VA since, as
+        // for a stale handle (H100 recorded seed-4001 case 1721: freed while
+        // another importer maps it, then a ctx_create: NotPermitted).
         if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
+            let addr = owner_base.saturating_add(h.offset);
+            if self.free_va_claimed(exporter, addr) == Some(true) {
+                return Err(self.sem.reclaimed_export_error.into());
+            }
             return Err(ErrorKind::InvalidValue.into());
         }
         // Measured (2 x H200 explore cases 14, 16, 58; H100 case 67): after
@@ -715,23 +723,7 @@ impl World {
             return self.map_stale(p, (ctx, device), handle, h, block_id, (offset, size), flags);
         }
         let taken = proc.alloc_at(addr).is_some() || proc.region_at(addr).is_some();
-        let free = proc
-            .free_va
-            .range(..=addr)
-            .next_back()
-            .is_some_and(|(&b, f)| {
-                addr < b.saturating_add(f.span)
-                    && !proc
-                        .contexts
-                        .values()
-                        .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena))
-                    && !proc.va_claims.iter().any(|c| {
-                        c.at >= f.released
-                            && c.arena == f.arena
-                            && c.vmm
-                                .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
-                    })
-            });
+        let free = self.free_va_claimed(owner, addr) == Some(false);
         // VA a VMM reservation took since counts as free: legacy memory's
         // table does not know it (recorded seed-4001 case 1826: reserved
         // and mapped by the exporter, then InvalidValue).
@@ -740,6 +732,29 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         Err(self.sem.reclaimed_export_error.into())
+    }
+
+    /// Whether `addr` lies in VA `owner` released: `Some(true)` when driver
+    /// memory made since claims it (a `ctx_create` closing its arena, a live
+    /// VMM allocation, the process's first interprocess event:
+    /// `reclaimed_export_error`), `Some(false)` when it is simply free.
+    fn free_va_claimed(&self, owner: ProcessIndex, addr: u64) -> Option<bool> {
+        let proc = &self.procs[owner];
+        let (&b, f) = proc.free_va.range(..=addr).next_back()?;
+        if addr >= b.saturating_add(f.span) {
+            return None;
+        }
+        let by_context = proc
+            .contexts
+            .values()
+            .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena));
+        let by_memory = proc.va_claims.iter().any(|c| {
+            c.at >= f.released
+                && c.arena == f.arena
+                && c.vmm
+                    .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
+        });
+        Some(by_context || by_memory)
     }
 
     /// A new mapping of `block_id` for a stale handle (`open_stale`).
