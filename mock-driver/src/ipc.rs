@@ -596,8 +596,12 @@ impl World {
         // for a stale handle (H100 recorded seed-4001 case 1721: freed while
         // another importer maps it, then a ctx_create: NotPermitted).
         if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
+            // Or where the exporter has something else there now (seed-4001
+            // case 937: a 4 KiB allocation at the freed one's address).
             let addr = owner_base.saturating_add(h.offset);
-            if self.free_va_claimed(exporter, addr) == Some(true) {
+            let owner = &self.procs[exporter];
+            let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
+            if taken || self.free_va_claimed(exporter, addr) == Some(true) {
                 return Err(self.sem.reclaimed_export_error.into());
             }
             return Err(ErrorKind::InvalidValue.into());
