@@ -104,6 +104,13 @@ impl World {
             x.claimed_arena = Some(proc.arena);
             x.arena = proc.arena_seq;
         }
+        // The new context claims the free VA of the arena it closes
+        // (`reclaimed_export_error`).
+        proc.va_claims.push(crate::world::VaClaim {
+            at: proc.va_releases,
+            arena: proc.arena,
+            vmm: None,
+        });
         proc.arena = proc.arena_seq;
         Ok(c)
     }

@@ -748,17 +748,12 @@ impl World {
         if addr >= b.saturating_add(f.span) {
             return None;
         }
-        let by_context = proc
-            .contexts
-            .values()
-            .any(|c| c.born >= f.released && c.claimed_arena == Some(f.arena));
-        let by_memory = proc.va_claims.iter().any(|c| {
+        Some(proc.va_claims.iter().any(|c| {
             c.at >= f.released
                 && c.arena == f.arena
                 && c.vmm
                     .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
-        });
-        Some(by_context || by_memory)
+        }))
     }
 
     /// A new mapping of `block_id` for a stale handle (`open_stale`).

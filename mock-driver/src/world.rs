@@ -287,8 +287,8 @@ pub(crate) struct Process {
     pub unsynced: Vec<(u64, BlockId, u64, u64)>,
     /// Writes and sets made so far (numbers `unsynced` entries).
     pub writes: u64,
-    /// Driver-internal memory made since VA was released, which claims the
-    /// free VA of the arena it was made in for stale handles
+    /// Contexts and driver-internal memory made since VA was released, which
+    /// claim the free VA of the arena current then for stale handles
     /// (`reclaimed_export_error`).
     pub va_claims: Vec<VaClaim>,
     /// Peer access a context has enabled: (context, peer's physical device).

@@ -444,7 +444,10 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
             Some(StepOutcome::Ok {
                 value: ValueSummary::Bytes { pattern: y },
             }),
-        ) => pattern_len(x) == pattern_len(y),
+        ) => {
+            let len = |p: &str| properties::decode_pattern(p).map(|b| b.len());
+            len(x) == len(y)
+        }
         _ => false,
     };
     sim.differences(real)
@@ -471,18 +474,6 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
             )
         })
         .collect()
-}
-
-/// How many bytes a run-length encoded pattern (`ab*16 00*48`) stands for.
-fn pattern_len(pattern: &str) -> u64 {
-    pattern
-        .split_whitespace()
-        .map(|run| {
-            run.split_once('*')
-                .map_or(Some(1), |(_, n)| n.parse::<u64>().ok())
-                .unwrap_or(u64::MAX)
-        })
-        .fold(0u64, u64::saturating_add)
 }
 
 /// Run the exploration. `progress` is told after each case (cases done,

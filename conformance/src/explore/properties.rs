@@ -563,7 +563,8 @@ impl Model {
     }
 }
 
-fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
+/// The bytes a run-length encoded pattern (`ab*16 00*48`) stands for.
+pub(crate) fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     for run in pattern.split_whitespace() {
         let (b, n) = match run.split_once('*') {
