@@ -299,6 +299,14 @@ pub struct ExploreArgs {
     /// whole cases (shrinking needs the GPU) with both runs side by side.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "jobs", "first_case"])]
     pub replay: Vec<PathBuf>,
+    /// With --backend cuda: run scenario files (finding or case files, or
+    /// any scenario) again on both backends with fresh workers; a file that
+    /// still differs is shrunk against the real driver (at most
+    /// --shrink-runs-real runs) into OUT/recheck-NAME, and OUT/recheck.txt
+    /// says what each file did. The case, seed and dialect come from the
+    /// file's header, else --seed and --dialect.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "jobs", "first_case", "replay"])]
+    pub recheck: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -622,6 +630,9 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     if !a.replay.is_empty() {
         return cmd_explore_replay(a);
     }
+    if !a.recheck.is_empty() {
+        return cmd_explore_recheck(a);
+    }
     if a.record.is_some() && a.backend == BackendKind::Sim {
         return Err(UsageError(
             "--record keeps real traces: it needs --backend cuda".into(),
@@ -786,6 +797,57 @@ fn cmd_explore_replay(a: &ExploreArgs) -> CmdResult {
     } else {
         EXIT_FAILURES
     })
+}
+
+/// `explore --backend cuda --recheck FILE...`: files run again on both
+/// backends, the ones still differing shrunk against the real driver.
+fn cmd_explore_recheck(a: &ExploreArgs) -> CmdResult {
+    use crate::explore::{recheck, CaseId, Judge};
+    if a.backend == BackendKind::Sim {
+        return Err(UsageError(
+            "--recheck compares with the real driver: it needs --backend cuda".into(),
+        ));
+    }
+    // Fresh workers: what an earlier case left in a worker is not the file's.
+    let real = backend::make_with_reuse(a.backend, &SimSettings::default(), false)?;
+    let mut settings = a.sim.settings()?;
+    if settings.devices.is_none() {
+        settings.devices = real.info().device_count.filter(|&d| d > 0);
+    }
+    let sim = backend::make(BackendKind::Sim, &settings)?;
+    report::ensure_dir(&a.out)?;
+    let judge = Judge {
+        sim: sim.as_ref(),
+        real: Some(real.as_ref()),
+        step_timeout: Duration::from_millis(a.step_timeout_ms),
+    };
+    let default = CaseId {
+        index: 0,
+        seed: a.seed,
+        dialect: explore_dialects(a.dialect, a.backend)
+            .first()
+            .copied()
+            .unwrap_or(Dialect::Runtime),
+    };
+    let results = recheck::recheck_files(
+        &judge,
+        &a.recheck,
+        default,
+        a.shrink_runs_real,
+        &a.out,
+        &mut |path, r| say!("recheck {}: {}", path.display(), r.line()),
+    )
+    .map_err(UsageError)?;
+    let differing = results
+        .iter()
+        .filter(|(_, r)| matches!(r, recheck::Recheck::Differs(_)))
+        .count();
+    say!(
+        "{differing} of {} files still differ; reports: {}",
+        results.len(),
+        a.out.display()
+    );
+    Ok(if differing == 0 { EXIT_OK } else { EXIT_FAILURES })
 }
 
 /// `scenario --properties`: the exploration properties on the simulator.

@@ -10,6 +10,7 @@
 
 pub mod generate;
 pub mod properties;
+pub mod recheck;
 pub mod record;
 pub mod shrink;
 

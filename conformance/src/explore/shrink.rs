@@ -11,12 +11,12 @@ use proptest::strategy::ValueTree;
 use std::path::Path;
 
 /// Whether a line of scenario text is a step (not a declaration or comment).
-fn is_step(line: &str) -> bool {
+pub(crate) fn is_step(line: &str) -> bool {
     let t = line.trim_start();
     !(t.is_empty() || t.starts_with('#') || t.starts_with("devices") || t.starts_with("process "))
 }
 
-fn step_count(text: &str) -> usize {
+pub(crate) fn step_count(text: &str) -> usize {
     text.lines().filter(|l| is_step(l)).count()
 }
 
@@ -30,7 +30,6 @@ pub fn minimise(
     first: &Violation,
     budget: usize,
 ) -> Finding {
-    let property = first.property;
     let still_fails = |text: &str| -> Option<Violation> {
         judge
             .evaluate(text, id)
@@ -99,10 +98,24 @@ pub fn minimise(
         }
     }
     let body = lines.join("\n") + "\n";
-    // Once more below a header's worth of lines, so the message's line
-    // numbers are the file's.
+    finding_from(judge, id, &body, first, why, original_steps)
+}
+
+/// The finding for a shrunk `body` that breaks `first`'s property (`why`
+/// the last violation seen): evaluated once more below a header's worth of
+/// lines, so the message's line numbers are the file's, and with a real
+/// backend ending with both runs step by step.
+pub(crate) fn finding_from(
+    judge: &Judge<'_>,
+    id: CaseId,
+    body: &str,
+    first: &Violation,
+    mut why: Violation,
+    original_steps: usize,
+) -> Finding {
+    let property = first.property;
     let placeholder = "#\n".repeat(HEADER_LINES - 1) + "\n";
-    let last = judge.evaluate(&(placeholder + &body), id);
+    let last = judge.evaluate(&(placeholder + body), id);
     if let Some(v) = last
         .violations
         .iter()
@@ -110,7 +123,6 @@ pub fn minimise(
     {
         why = v.clone();
     }
-    // With a real backend, the file ends with both runs step by step.
     let both = match (&last.sim_trace, &last.real_trace) {
         (Some(a), Some(b)) if property == Property::Differential => super::side_by_side(a, b),
         _ => String::new(),
@@ -124,8 +136,8 @@ pub fn minimise(
         property: property.name().to_string(),
         message: why.message.clone(),
         original_steps,
-        steps: step_count(&body),
-        scenario: finding_header(id, property, &why.message, real) + &body + &both,
+        steps: step_count(body),
+        scenario: finding_header(id, property, &why.message, real) + body + &both,
         file: None,
         signature: first.signature.clone(),
         repeats: 0,

@@ -539,6 +539,14 @@ struct Owned {
     /// `EnablePeerAccess` was asked for: `Reset` does not undo it, so the
     /// worker is not reused (a later machine would find access enabled).
     peer_access: bool,
+    /// An interprocess event was created or an event handle opened (even if
+    /// the call failed): the process's first one makes driver state that
+    /// lives as long as the process (a descriptor, shared event memory that
+    /// claims freed VA). `Reset` cannot undo it, and a later machine would
+    /// see it (recorded seed-4001 cases 139, 510, 593, 794 differed on a
+    /// reused worker and agreed with the simulator on fresh ones), so the
+    /// worker is not reused.
+    interprocess_events: bool,
     /// Events created or opened and not destroyed -> their context.
     events: HashMap<u64, u64>,
 }
@@ -553,6 +561,7 @@ impl Owned {
             && self.vmm_reservations.is_empty()
             && self.fds.is_empty()
             && !self.peer_access
+            && !self.interprocess_events
             && self.events.is_empty()
     }
 
@@ -666,6 +675,11 @@ impl Worker {
     fn call_tracked(&mut self, d: Api, request: Request) -> Response {
         if matches!(request, Request::EnablePeerAccess { .. }) {
             self.owned.peer_access = true;
+        }
+        if matches!(request, Request::IpcOpenEventHandle { .. })
+            || matches!(request, Request::EventCreate { flags } if flags & crate::driver::event_flags::INTERPROCESS != 0)
+        {
+            self.owned.interprocess_events = true;
         }
         let track = match &request {
             Request::Alloc { kind, .. } => Track::Alloc(free_kind(*kind)),
