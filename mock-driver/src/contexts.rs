@@ -106,11 +106,7 @@ impl World {
         }
         // The new context claims the free VA of the arena it closes
         // (`reclaimed_export_error`).
-        proc.va_claims.push(crate::world::VaClaim {
-            at: proc.va_releases,
-            arena: proc.arena,
-            vmm: None,
-        });
+        proc.claim_free_va(None);
         proc.arena = proc.arena_seq;
         Ok(c)
     }
@@ -151,8 +147,12 @@ impl World {
         }
         // A sticky error stops the call only after that check (H100,
         // recorded seed-3001 cases 222, 1352: destroying the primary
-        // context after a fault is cudaErrorDeviceUninitialized, not 700).
-        if self.procs[p].sticky {
+        // context after a fault is cudaErrorDeviceUninitialized, not 700),
+        // and never stops destroying a created context: the process stays
+        // poisoned (recorded seed-5001 case 88, the context the kernel
+        // faulted in, runtime; shrunk and re-run on fresh workers
+        // 2026-11-24).
+        if self.procs[p].sticky && primary {
             return Err(ErrorKind::IllegalAddress.into());
         }
         self.release_context(p, ctx, true);

@@ -60,6 +60,10 @@ pub(crate) struct Core {
     /// (`event_exporter_exit`): only cached re-opens still succeed.
     pub exit_released: bool,
     pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
+    /// The context it was made in, and (interprocess events) its slot in
+    /// that context's pool of event memory (`ipc_get_event_handle`).
+    pub ctx: CtxKey,
+    pub slot: Option<u32>,
 }
 
 /// A process's event: its own, or one it opened from a handle.
@@ -246,6 +250,8 @@ impl World {
                 exporter_destroyed: false,
                 exit_released: false,
                 handle: None,
+                ctx,
+                slot: (flags & INTERPROCESS != 0).then(|| self.free_event_slot(p, ctx)),
             },
         );
         if flags & INTERPROCESS != 0 {
@@ -298,12 +304,7 @@ impl World {
     /// cases 139, 1124: the creation took 53 us, as in `driver_fds`).
     fn claim_event_memory(&mut self, p: ProcessIndex) {
         if self.events.shared_memory.insert(p) {
-            let proc = &mut self.procs[p];
-            proc.va_claims.push(crate::world::VaClaim {
-                at: proc.va_releases,
-                arena: proc.arena,
-                vmm: None,
-            });
+            self.procs[p].claim_free_va(None);
         }
     }
 
@@ -470,19 +471,22 @@ impl World {
             && self.event_ctx(p, id) != Some(ctx)
         {
             // A context with interprocess-event state of its own answers
-            // with other bytes (H100 recorded seed-4001 case 336); what they
-            // open is unmeasured: here they name no event.
-            let mut bytes = core
-                .handle
-                .unwrap_or_else(|| self.handle_bytes(core.owner, 0));
-            let salt = hash(self.seed, &[0x4558, p as u64, ctx, core_id]);
-            bytes[4..8].copy_from_slice(&((salt as u32) | 1).to_le_bytes());
+            // with its own pool's bytes for the event's slot (H100 recorded
+            // seed-4001 case 336: other bytes than the event's own context
+            // gives; seed-5001 case 1053: the same bytes as that context's
+            // own event in that slot). What they open is unmeasured: the
+            // event that gave those bytes from its own context, if any.
+            let bytes = self.handle_bytes(core.owner, p, ctx, core.slot.unwrap_or(0));
             return Ok(IpcEventHandle(bytes));
         }
         if let Some(bytes) = core.handle {
             return Ok(IpcEventHandle(bytes));
         }
-        let bytes = self.handle_bytes(core.owner, self.events.by_handle.len());
+        // The bytes name the context's pool and the event's slot there: an
+        // event made after an exported one was destroyed gets its bytes
+        // (H100 recorded seed-5001 case 1041, shrunk and re-run on fresh
+        // workers 2026-11-24); the old handle then opens the new event.
+        let bytes = self.handle_bytes(core.owner, p, core.ctx, core.slot.unwrap_or(0));
         self.events.by_handle.insert(bytes, core_id);
         if let Some(c) = self.events.cores.get_mut(&core_id) {
             c.handle = Some(bytes);
@@ -490,14 +494,40 @@ impl World {
         Ok(IpcEventHandle(bytes))
     }
 
-    /// Shaped like the measured handles: a per-exporter word, a 1, and a
-    /// slot number counting down per exported event (H100 / 580.159.04).
-    fn handle_bytes(&self, owner: ProcessIndex, exported: usize) -> [u8; IPC_HANDLE_SIZE] {
+    /// The lowest slot of `(p, ctx)`'s pool no live interprocess event
+    /// holds (an exported event its exporter destroyed gives its slot up).
+    fn free_event_slot(&self, p: ProcessIndex, ctx: CtxKey) -> u32 {
+        let taken: BTreeSet<u32> = self
+            .events
+            .cores
+            .values()
+            .filter(|c| c.owner == p && c.ctx == ctx && !c.exporter_destroyed)
+            .filter_map(|c| c.slot)
+            .collect();
+        (0..).find(|s| !taken.contains(s)).unwrap_or(0)
+    }
+
+    /// Shaped like the measured handles: a per-exporter word, a word naming
+    /// the context's pool (zero for the primary context; which bytes differ
+    /// for another context is unmeasured), a 1, and the slot counting down
+    /// (H100 / 580.159.04).
+    fn handle_bytes(
+        &self,
+        owner: ProcessIndex,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        slot: u32,
+    ) -> [u8; IPC_HANDLE_SIZE] {
         let mut bytes = [0u8; IPC_HANDLE_SIZE];
         let tag = (hash(self.seed, &[0x4556, owner as u64]) & 0xffff) as u32 | 1;
         bytes[0..4].copy_from_slice(&tag.to_le_bytes());
+        let primary = self.procs[p].contexts.get(&ctx).is_none_or(|c| c.primary);
+        if !primary {
+            let pool = hash(self.seed, &[0x4558, p as u64, ctx]) as u32 | 1;
+            bytes[4..8].copy_from_slice(&pool.to_le_bytes());
+        }
         bytes[8] = 1;
-        let slot = 0x0fff_u32.saturating_sub(exported as u32);
+        let slot = 0x0fff_u32.saturating_sub(slot);
         bytes[16..20].copy_from_slice(&slot.to_le_bytes());
         bytes
     }

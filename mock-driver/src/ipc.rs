@@ -27,7 +27,7 @@ use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
     Reopen, StaleHandle,
 };
-use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World};
+use crate::world::{BlockId, BLOCK, Fail, Mapping, MutantId, Region, SimResult, World};
 use ipc_harness::{
     ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -369,8 +369,37 @@ impl World {
         // block through another allocation's handle).
         let Some(h) = decode(self.seed, handle).or_else(|| {
             let h = decode_fields(self.seed, handle);
-            let (ctx, _) = self.current_ctx(p).ok()?;
+            // Nor for an export freed since whose VA driver memory claimed:
+            // that refusal comes first (H100 recorded seed-5001 cases 776,
+            // 883: byte 24 flipped, the VA claimed by a VMM allocation or a
+            // context since the free: NotPermitted); where the exporter
+            // exported another allocation there the word is read (seed-3001
+            // case 1145: InvalidValue).
+            if let Some(f) = self.freed_exports.get(&h.object).filter(|_| h.checked) {
+                let addr = f.base.saturating_add(h.offset);
+                let claimed = f
+                    .released
+                    .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
+                    || self.free_va_claimed(f.owner, addr) == Some(true);
+                if claimed {
+                    return Some(h);
+                }
+            }
             let block = *self.export_ids.get(&h.object)?;
+            // Byte 24 alone is not read for an allocation of blocks of its
+            // own whose size is not a multiple of the 2 MiB block (H100,
+            // 2026-11-24, fresh workers: 2 MiB + 1 and 3 MiB open with it
+            // flipped; 1000 B, 4 KiB, 22980 B, 1, 2, 4, 6 and 16 MiB are
+            // InvalidValue; recorded seed-4001 case 986).
+            let odd_size = self.blocks.get(&block).is_some_and(|b| {
+                b.exports
+                    .get(&h.offset)
+                    .is_some_and(|&size| size > BLOCK && size % BLOCK != 0)
+            });
+            if h.checked && odd_size && u32_at(&handle.0, 24) >> 8 == FORMAT >> 8 {
+                return Some(h);
+            }
+            let (ctx, _) = self.current_ctx(p).ok()?;
             let mapped = self.procs[p]
                 .imports
                 .range((ctx, block, 0)..=(ctx, block, u64::MAX))
@@ -403,12 +432,22 @@ impl World {
         // The block was freed and nobody maps it: what the exporter has at its
         // address decides (`stale_handle`); a damaged check word is refused
         // first (recorded seed-3001 case 1145).
-        if let Some(&(owner, old_base)) = self.freed_exports.get(&h.object) {
+        if let Some(&freed) = self.freed_exports.get(&h.object) {
             if !h.checked {
                 return Err(self.sem.garbage_handle_error.into());
             }
-            let addr = old_base.saturating_add(h.offset);
-            return self.open_stale(p, (ctx, device), handle, &h, owner, addr, flags);
+            let addr = freed.base.saturating_add(h.offset);
+            // Driver memory made while that VA was free claims it whatever
+            // the exporter placed there since: an exported allocation, a
+            // VMM reservation (H100 recorded seed-5001 cases 37, 399, seed
+            // 4001 case 915, shrunk and re-run on fresh workers 2026-11-24).
+            if freed
+                .released
+                .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
+            {
+                return Err(self.sem.reclaimed_export_error.into());
+            }
+            return self.open_stale(p, (ctx, device), handle, &h, freed.owner, addr, flags);
         }
         // An object the driver does not know: never made, or its exporter exited.
         let Some(&block_id) = self.export_ids.get(&h.object) else {
@@ -432,6 +471,7 @@ impl World {
         };
         let exporter = block.owner;
         let owner_base = block.owner_base;
+        let block_released = block.owner_released;
         let exporter_exited = self.procs[exporter].exited;
         let freed_by_exporter = !block.owner_mapped && !exporter_exited;
         let offset_exported = block.exports.contains_key(&h.offset);
@@ -601,7 +641,9 @@ impl World {
             let addr = owner_base.saturating_add(h.offset);
             let owner = &self.procs[exporter];
             let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
-            if taken || self.free_va_claimed(exporter, addr) == Some(true) {
+            let claimed = block_released
+                .is_some_and(|r| self.claimed_since_release(exporter, addr, r));
+            if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
                 return Err(self.sem.reclaimed_export_error.into());
             }
             return Err(ErrorKind::InvalidValue.into());
@@ -736,6 +778,19 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         Err(self.sem.reclaimed_export_error.into())
+    }
+
+    /// Whether driver memory `owner` made after release stamp `released`
+    /// claimed `addr` while it was free, and still lives.
+    fn claimed_since_release(&self, owner: ProcessIndex, addr: u64, released: u64) -> bool {
+        self.procs[owner].va_claims.iter().any(|c| {
+            c.at >= released
+                && c.spans
+                    .iter()
+                    .any(|&(b, len)| addr >= b && addr < b.saturating_add(len))
+                && c.vmm
+                    .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
+        })
     }
 
     /// Whether `addr` lies in VA `owner` released: `Some(true)` when driver

@@ -172,6 +172,7 @@ impl World {
                 export_id: None,
                 serials: BTreeMap::new(),
                 reuses: 0,
+                owner_released: None,
             },
         );
         self.procs[p].regions.insert(

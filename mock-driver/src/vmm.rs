@@ -252,6 +252,7 @@ impl World {
                 export_id: None,
                 serials: BTreeMap::new(),
                 reuses: 0,
+                owner_released: None,
             },
         );
         let phys = self.vmm.next_phys;
@@ -272,12 +273,7 @@ impl World {
         // an exported descriptor keeps the memory (H100 recorded seed-4001
         // cases 15, 288, 739, 263; seed-5001 cases 572, 826).
         let handle = self.new_handle(p, phys, false);
-        let proc = &mut self.procs[p];
-        proc.va_claims.push(crate::world::VaClaim {
-            at: proc.va_releases,
-            arena: proc.arena,
-            vmm: Some((phys, handle)),
-        });
+        self.procs[p].claim_free_va(Some((phys, handle)));
         Ok(handle)
     }
 
@@ -335,7 +331,12 @@ impl World {
         match self.vp(p).fds.get(&fd.0).copied() {
             Some(FdObject::Allocation(phys)) if self.vmm.phys.contains_key(&phys) => {
                 self.add_ref(phys);
-                Ok(self.new_handle(p, phys, true))
+                // An imported allocation claims free VA as a created one
+                // does (H100 recorded seed-5001 case 285, seed-4001 case
+                // 915, shrunk and re-run on fresh workers 2026-11-24).
+                let handle = self.new_handle(p, phys, true);
+                self.procs[p].claim_free_va(Some((phys, handle)));
+                Ok(handle)
             }
             _ => Err(bad.into()),
         }

@@ -300,7 +300,7 @@ pub(crate) struct Process {
 
 /// Driver-internal memory that claims the free VA of an arena
 /// (`Process::va_claims`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct VaClaim {
     /// `Process::va_releases` when it was made: VA released up to then.
     pub at: u64,
@@ -309,6 +309,21 @@ pub(crate) struct VaClaim {
     /// The VMM allocation (physical id, this process's handle) whose life
     /// the claim lasts; `None`: for the process's life.
     pub vmm: Option<(u64, u64)>,
+    /// The spans of that arena that were free then, `(base, len)`: a freed
+    /// export's address among them stays claimed after something else is
+    /// placed there (`World::claimed_since_release`).
+    pub spans: Vec<(u64, u64)>,
+}
+
+/// An exported block nobody maps any more (`World::freed_exports`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FreedExport {
+    pub owner: ProcessIndex,
+    /// Where the owner mapped the block.
+    pub base: u64,
+    /// `Process::va_releases` after the owner released that VA (`None`:
+    /// not released by a free, e.g. kept while a neighbour lived).
+    pub released: Option<u64>,
 }
 
 /// Physical memory: what exporters allocate and importers map.
@@ -347,6 +362,8 @@ pub(crate) struct Block {
     pub serials: BTreeMap<u64, u64>,
     /// Allocations placed in reused slots so far.
     pub reuses: u64,
+    /// `Process::va_releases` after the owner released the block's VA.
+    pub owner_released: Option<u64>,
 }
 
 pub(crate) struct World {
@@ -366,7 +383,7 @@ pub(crate) struct World {
     /// Export ids of blocks their (living) exporter freed and that nobody
     /// maps any more: the owner and where it mapped the block (a handle then
     /// reaches what the owner has at that address: `stale_handle`).
-    pub freed_exports: BTreeMap<u32, (ProcessIndex, u64)>,
+    pub freed_exports: BTreeMap<u32, FreedExport>,
     pub hazards: HazardLog,
     /// VMM allocations, handles, descriptors and mappings (`vmm.rs`).
     pub vmm: crate::vmm::VmmState,
@@ -634,6 +651,25 @@ impl Process {
             .map(|i| i as u32)
     }
 
+    /// Driver memory made now (a context, the shared event memory, a VMM
+    /// allocation `vmm` while its handle lives) claims the VA free in the
+    /// current arena (`reclaimed_export_error`).
+    pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>) {
+        let arena = self.arena;
+        let spans = self
+            .free_va
+            .iter()
+            .filter(|(_, f)| f.arena == arena)
+            .map(|(&b, f)| (b, f.span))
+            .collect();
+        self.va_claims.push(VaClaim {
+            at: self.va_releases,
+            arena,
+            vmm,
+            spans,
+        });
+    }
+
     /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
     pub(crate) fn release_va(&mut self, base: u64, len: u64, pool: VaPool) {
         let arena = self.reserved.remove(&base).unwrap_or(self.arena);
@@ -738,7 +774,14 @@ impl World {
         if let Some(id) = b.export_id {
             self.export_ids.remove(&id);
             if exporter_alive {
-                self.freed_exports.insert(id, (b.owner, b.owner_base));
+                self.freed_exports.insert(
+                    id,
+                    FreedExport {
+                        owner: b.owner,
+                        base: b.owner_base,
+                        released: b.owner_released,
+                    },
+                );
             }
         }
         if matches!(b.kind, MemKind::Device | MemKind::StreamOrdered) {
@@ -972,6 +1015,10 @@ impl World {
                 proc.release_va(owner_base, r.len, pool);
             }
             proc.packing.retain(|_, b| *b != a.block);
+            let released = proc.va_releases;
+            if let Some(b) = self.blocks.get_mut(&a.block) {
+                b.owner_released = Some(released);
+            }
             self.maybe_release(a.block);
         }
     }
@@ -1062,7 +1109,7 @@ impl World {
             .filter(|(_, b)| b.owner == p)
             .map(|(&id, _)| id)
             .collect();
-        self.freed_exports.retain(|_, (owner, _)| *owner != p);
+        self.freed_exports.retain(|_, f| f.owner != p);
         // Exited before releasing, so blocks kept for their export go too.
         self.procs[p].exited = true;
         for id in owned {
