@@ -472,6 +472,7 @@ impl World {
         let exporter = block.owner;
         let owner_base = block.owner_base;
         let block_released = block.owner_released;
+        let block_ctx = block.owner_ctx;
         let exporter_exited = self.procs[exporter].exited;
         let freed_by_exporter = !block.owner_mapped && !exporter_exited;
         let offset_exported = block.exports.contains_key(&h.offset);
@@ -635,7 +636,14 @@ impl World {
         // where driver memory claimed the freed allocation's VA since, as
         // for a stale handle (H100 recorded seed-4001 case 1721: freed while
         // another importer maps it, then a ctx_create: NotPermitted).
-        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused {
+        // The exporter itself, through a copy whose process field is
+        // damaged, from a context other than the block's, maps the block
+        // it freed anew, claimed VA or not (H100 recorded seed-3001 case
+        // 890, shrunk by `explore --recheck` on fresh workers 2026-11-24);
+        // from the block's own context it is refused as for anyone (case
+        // 405).
+        let own_other_context = p == exporter && ctx != block_ctx;
+        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused && !own_other_context {
             // Or where the exporter has something else there now (seed-4001
             // case 937: a 4 KiB allocation at the freed one's address).
             let addr = owner_base.saturating_add(h.offset);

@@ -173,6 +173,7 @@ impl World {
                 serials: BTreeMap::new(),
                 reuses: 0,
                 owner_released: None,
+                owner_ctx: pool.ctx,
             },
         );
         self.procs[p].regions.insert(

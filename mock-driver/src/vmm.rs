@@ -253,6 +253,7 @@ impl World {
                 serials: BTreeMap::new(),
                 reuses: 0,
                 owner_released: None,
+                owner_ctx: 0,
             },
         );
         let phys = self.vmm.next_phys;

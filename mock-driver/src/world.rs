@@ -364,6 +364,8 @@ pub(crate) struct Block {
     pub reuses: u64,
     /// `Process::va_releases` after the owner released the block's VA.
     pub owner_released: Option<u64>,
+    /// The owner's context the block was allocated in.
+    pub owner_ctx: CtxKey,
 }
 
 pub(crate) struct World {
