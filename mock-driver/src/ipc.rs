@@ -10,7 +10,7 @@
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
 //! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
 //! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (recorded seed 3001 cases 965, 1045) |
-//! | 24..28 | format word `0x200` | InvalidValue (not read where the context maps the block already: recorded seed 3001 case 804), after the one-context rule and the exporter's exit (2 x H200 case 81; recorded seed 3001 case 9) |
+//! | 24..28 | format word `0x200` | InvalidValue (not read where the context maps the block already: recorded seed 3001 case 804), after the one-context rule and the exporter's exit (2 x H200 case 81; recorded seed 3001 case 9); byte 24 alone is not read for an allocation over 2 MiB of odd size (3 MiB: H100 2026-11-24), nor the word for a freed export whose VA was claimed (seed 5001 cases 776, 883) |
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped; where the context maps the block, a new mapping if the range overlaps nothing opened there (recorded seed 3001 case 340) |
 //! | 31 | padding | ignored |
 //! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (recorded seed 3001 cases 55, 363, 585, 876) |
@@ -27,7 +27,7 @@ use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
     Reopen, StaleHandle,
 };
-use crate::world::{BlockId, BLOCK, Fail, Mapping, MutantId, Region, SimResult, World};
+use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
 use ipc_harness::{
     ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -643,14 +643,15 @@ impl World {
         // from the block's own context it is refused as for anyone (case
         // 405).
         let own_other_context = p == exporter && ctx != block_ctx;
-        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused && !own_other_context {
+        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused && !own_other_context
+        {
             // Or where the exporter has something else there now (seed-4001
             // case 937: a 4 KiB allocation at the freed one's address).
             let addr = owner_base.saturating_add(h.offset);
             let owner = &self.procs[exporter];
             let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
-            let claimed = block_released
-                .is_some_and(|r| self.claimed_since_release(exporter, addr, r));
+            let claimed =
+                block_released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
             if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
                 return Err(self.sem.reclaimed_export_error.into());
             }
