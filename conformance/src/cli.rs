@@ -847,7 +847,11 @@ fn cmd_explore_recheck(a: &ExploreArgs) -> CmdResult {
         results.len(),
         a.out.display()
     );
-    Ok(if differing == 0 { EXIT_OK } else { EXIT_FAILURES })
+    Ok(if differing == 0 {
+        EXIT_OK
+    } else {
+        EXIT_FAILURES
+    })
 }
 
 /// `scenario --properties`: the exploration properties on the simulator.

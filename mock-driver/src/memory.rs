@@ -482,17 +482,24 @@ impl World {
                 } else {
                     // A freed allocation (recorded seed-3001 cases 580, 854,
                     // 1105, seed-4001 case 1516): freed while another
-                    // context was current, it faults everywhere; else its
-                    // own context also reads zeros once a context was
-                    // created after the free.
+                    // context was current, it faults everywhere until that
+                    // context is destroyed, and reads zeros everywhere
+                    // after (probes 2026-11-24, recorded seed-4001 case
+                    // 948, seed-5001 case 718); else its own context also
+                    // reads zeros once a context was created after the free.
                     let later = proc
                         .contexts
                         .values()
                         .any(|c| c.born >= released && !c.primary);
-                    free.released_in == Some(pool.ctx)
-                        && (born >= released
-                            || (pool.ctx == ctx
-                                && (later || self.scratch_covers(p, ctx, device, ptr, end, len))))
+                    let other_gone = free.released_in.is_some_and(|c| {
+                        c != pool.ctx && !proc.contexts.get(&c).is_some_and(|c| c.alive)
+                    });
+                    other_gone
+                        || (free.released_in == Some(pool.ctx)
+                            && (born >= released
+                                || (pool.ctx == ctx
+                                    && (later
+                                        || self.scratch_covers(p, ctx, device, ptr, end, len)))))
                 }
             }
         };

@@ -228,7 +228,10 @@ b: read p 0 8 => any
         let id = case_of(PADDED_REOPEN, 0, 1, Dialect::Runtime);
         assert_eq!((id.index, id.seed, id.dialect), (7, 99, Dialect::Driver));
         let plain = case_of("devices 1\n", 3, 5, Dialect::Runtime);
-        assert_eq!((plain.index, plain.seed, plain.dialect), (3, 5, Dialect::Runtime));
+        assert_eq!(
+            (plain.index, plain.seed, plain.dialect),
+            (3, 5, Dialect::Runtime)
+        );
     }
 
     #[test]
@@ -248,7 +251,13 @@ b: read p 0 8 => any
         };
         assert_eq!(f.original_steps, 11);
         assert_eq!(f.steps, 5, "{}", f.scenario);
-        for kept in ["m = malloc 1000", "h = ipc_get m", "send h", "p = ipc_open", "q = ipc_open"] {
+        for kept in [
+            "m = malloc 1000",
+            "h = ipc_get m",
+            "send h",
+            "p = ipc_open",
+            "q = ipc_open",
+        ] {
             assert!(f.scenario.contains(kept), "{kept} missing:\n{}", f.scenario);
         }
         assert!(f.scenario.contains("# case 7 (seed 99), dialect driver."));
@@ -265,9 +274,17 @@ b: read p 0 8 => any
             step_timeout: Duration::from_secs(5),
         };
         let id = case_of(PADDED_REOPEN, 0, 1, Dialect::Runtime);
-        assert!(matches!(recheck(&judge, PADDED_REOPEN, id, 50), Recheck::Agrees));
         assert!(matches!(
-            recheck(&judge, "devices 1\nprocess a device=0\na: frobnicate\n", id, 50),
+            recheck(&judge, PADDED_REOPEN, id, 50),
+            Recheck::Agrees
+        ));
+        assert!(matches!(
+            recheck(
+                &judge,
+                "devices 1\nprocess a device=0\na: frobnicate\n",
+                id,
+                50
+            ),
             Recheck::Invalid(_)
         ));
     }
@@ -294,15 +311,23 @@ b: read p 0 8 => any
             dialect: Dialect::Runtime,
         };
         let mut seen = 0;
-        let r = recheck_files(&judge, &[case, missing], default_id, 100, &out, &mut |_, _| {
-            seen += 1
-        })
+        let r = recheck_files(
+            &judge,
+            &[case, missing],
+            default_id,
+            100,
+            &out,
+            &mut |_, _| seen += 1,
+        )
         .unwrap();
         assert_eq!(seen, 2);
         assert!(matches!(r[0].1, Recheck::Differs(_)));
         assert!(matches!(r[1].1, Recheck::Invalid(_)));
         let list = std::fs::read_to_string(out.join("recheck.txt")).unwrap();
-        assert!(list.contains("case7.ipc: still differs (5 of 11 steps"), "{list}");
+        assert!(
+            list.contains("case7.ipc: still differs (5 of 11 steps"),
+            "{list}"
+        );
         assert!(list.contains("missing.ipc: invalid: cannot read"), "{list}");
         assert!(out.join("recheck-case7.ipc").exists());
         let _ = std::fs::remove_dir_all(&dir);
