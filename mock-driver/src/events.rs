@@ -474,9 +474,23 @@ impl World {
             // with its own pool's bytes for the event's slot (H100 recorded
             // seed-4001 case 336: other bytes than the event's own context
             // gives; seed-5001 case 1053: the same bytes as that context's
-            // own event in that slot). What they open is unmeasured: the
-            // event that gave those bytes from its own context, if any.
-            let bytes = self.handle_bytes(core.owner, p, ctx, core.slot.unwrap_or(0));
+            // own event in that slot). They open the event of that slot in
+            // the current context's pool, if there is one (seed-7001 case
+            // 861, shrunk by `explore --recheck` on fresh workers
+            // 2026-11-24: opened where the simulator said MapFailed).
+            let slot = core.slot.unwrap_or(0);
+            let bytes = self.handle_bytes(core.owner, p, ctx, slot);
+            let holder = self
+                .events
+                .cores
+                .iter()
+                .find(|(_, c)| {
+                    c.owner == p && c.ctx == ctx && c.slot == Some(slot) && !c.exporter_destroyed
+                })
+                .map(|(&id, _)| id);
+            if let Some(id) = holder.filter(|_| core.owner == p) {
+                self.events.by_handle.insert(bytes, id);
+            }
             return Ok(IpcEventHandle(bytes));
         }
         if let Some(bytes) = core.handle {

@@ -329,6 +329,23 @@ impl World {
             return Err(self.sem.open_in_exporter.into());
         }
         let fresh_mapping = match self.known_variant(p, handle) {
+            // The table's entry was opened with another process field: the
+            // one-context rule, which reads this handle's field, comes
+            // first (H100 recorded seed-7001 case 41, shrunk by `explore
+            // --recheck` on fresh workers 2026-11-24: the original handle
+            // from a second context where a copy with a damaged process
+            // field is open there is InvalidHandle; seed-4001 case 80: in
+            // the first context it re-opens the copy's mapping).
+            Variant::Original(same) if same.0[8..16] != handle.0[8..16] => {
+                if let (Ok((ctx, device)), ExportRule::Refuse(kind)) =
+                    (self.current_ctx(p), self.second_context_rule())
+                {
+                    if self.second_context_clash(p, ctx, device, tag, None) {
+                        return Err(kind.into());
+                    }
+                }
+                return self.ipc_open(p, &same, flags, out);
+            }
             Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
             Variant::NewMapping => true,
             Variant::None | Variant::OtherSize => false,
@@ -463,6 +480,23 @@ impl World {
         if !h.checked {
             if exited(self) {
                 return Err(ErrorKind::InvalidHandle.into());
+            }
+            // A damaged check word is NotPermitted where the exporter held
+            // one VMM allocation handle (made or imported) when the block
+            // was made and holds any still (H100 recorded seed-5001 case
+            // 966, seed-7001 cases 934, 997, shrunk by `explore --recheck`
+            // on fresh workers 2026-11-24; 934 imported a second one later).
+            // Inferred: InvalidValue where the VMM allocation came after the
+            // block (seed-4001 cases 400, 736, seed-5001 case 155) or the
+            // exporter held two handles then, its own export imported again
+            // (seed-4001 case 1905, seed-5001 case 877); the mechanism is
+            // unknown.
+            let one_vmm_since = self
+                .blocks
+                .get(&block_id)
+                .is_some_and(|b| b.owner_vmm_handles == 1 && self.vmm_handles_held(b.owner) > 0);
+            if one_vmm_since {
+                return Err(self.sem.reclaimed_export_error.into());
             }
             return Err(self.sem.garbage_handle_error.into());
         }

@@ -254,6 +254,7 @@ impl World {
                 reuses: 0,
                 owner_released: None,
                 owner_ctx: 0,
+                owner_vmm_handles: 0,
             },
         );
         let phys = self.vmm.next_phys;
@@ -276,6 +277,11 @@ impl World {
         let handle = self.new_handle(p, phys, false);
         self.procs[p].claim_free_va(Some((phys, handle)));
         Ok(handle)
+    }
+
+    /// VMM allocation handles `p` holds, made or imported, not released.
+    pub(crate) fn vmm_handles_held(&self, p: ProcessIndex) -> usize {
+        self.vmm.procs.get(p).map_or(0, |vp| vp.handles.len())
     }
 
     /// `p` still holds VMM allocation handle `h` of `phys` (`va_claims`).

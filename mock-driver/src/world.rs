@@ -366,6 +366,8 @@ pub(crate) struct Block {
     pub owner_released: Option<u64>,
     /// The owner's context the block was allocated in.
     pub owner_ctx: CtxKey,
+    /// VMM allocation handles the owner held when the block was made.
+    pub owner_vmm_handles: usize,
 }
 
 pub(crate) struct World {
