@@ -106,7 +106,7 @@ impl World {
         }
         // The new context claims the free VA of the arena it closes
         // (`reclaimed_export_error`).
-        proc.claim_free_va(None);
+        proc.claim_free_va(None, false);
         proc.arena = proc.arena_seq;
         Ok(c)
     }

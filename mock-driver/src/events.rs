@@ -304,7 +304,7 @@ impl World {
     /// cases 139, 1124: the creation took 53 us, as in `driver_fds`).
     fn claim_event_memory(&mut self, p: ProcessIndex) {
         if self.events.shared_memory.insert(p) {
-            self.procs[p].claim_free_va(None);
+            self.procs[p].claim_free_va(None, true);
         }
     }
 

@@ -487,10 +487,10 @@ impl World {
             // 966, seed-7001 cases 934, 997, shrunk by `explore --recheck`
             // on fresh workers 2026-11-24; 934 imported a second one later).
             // Inferred: InvalidValue where the VMM allocation came after the
-            // block (seed-4001 cases 400, 736, seed-5001 case 155) or the
+            // block (seed-4001 cases 400, 736, seed-5001 case 155), the
             // exporter held two handles then, its own export imported again
-            // (seed-4001 case 1905, seed-5001 case 877); the mechanism is
-            // unknown.
+            // (seed-4001 case 1905, seed-5001 case 877), or a VA reservation
+            // (seed-7001 case 1655); the mechanism is unknown.
             let one_vmm_since = self
                 .blocks
                 .get(&block_id)
@@ -845,6 +845,11 @@ impl World {
         let (&b, f) = proc.free_va.range(..=addr).next_back()?;
         if addr >= b.saturating_add(f.span) {
             return None;
+        }
+        // Released while another context was current: never claimed
+        // (`Process::claim_free_va`, recorded seed-7001 case 1310).
+        if f.released_in.is_some_and(|c| c != f.pool.ctx) {
+            return Some(false);
         }
         Some(proc.va_claims.iter().any(|c| {
             c.at >= f.released

@@ -138,7 +138,13 @@ impl World {
                 return Err(ErrorKind::OutOfMemory.into());
             }
         }
-        let vmm_handles = self.vmm_handles_held(p);
+        // (`owner_vmm_handles`: a process holding a VMM reservation counts
+        // none, recorded seed-7001 case 1655.)
+        let vmm_handles = if self.vmm_reserves_any(p) {
+            0
+        } else {
+            self.vmm_handles_held(p)
+        };
         // A device allocation larger than one 2 MiB block claims the VA free
         // in the current arena, as driver memory does (H100 recorded
         // seed-7001 case 7, shrunk by `explore --recheck` on fresh workers
@@ -148,7 +154,13 @@ impl World {
         // with the allocation is not decided by the recordings: here it
         // lasts.
         if kind == MemKind::Device && size > crate::world::BLOCK {
-            self.procs[p].claim_free_va(None);
+            self.procs[p].claim_free_va(None, false);
+        }
+        // So does a stream-ordered allocation that needs a block of the
+        // pool's (recorded seed-7001 case 1542: cudaMallocAsync after an
+        // export freed while mapped was closed: NotPermitted).
+        if kind == MemKind::StreamOrdered {
+            self.procs[p].claim_free_va(None, false);
         }
         let pool = VaPool {
             ctx: self.current_ctx(p)?.0,
@@ -476,8 +488,19 @@ impl World {
             return None;
         }
         let (ctx, device) = self.current_ctx(p).ok()?;
+        // The shared event memory, made while the VA was free (`VaClaim`),
+        // is mapped there: a kernel of the releasing context reads it
+        // (zeros; recorded seed-7001 case 1543, a closed mapping's VA).
+        let claimed = proc.va_claims.iter().any(|c| {
+            c.maps
+                && c.at >= released
+                && c.spans
+                    .iter()
+                    .any(|&(b, l)| ptr >= b && end <= b.saturating_add(l))
+        }) && pool.ctx == ctx;
         let visible = match self.sem.stale_kernel_read {
             StaleKernelRead::Fault => false,
+            StaleKernelRead::Remapped if claimed => true,
             StaleKernelRead::Zeros => true,
             // Measured (H100, 580.159.04): a context made after the release
             // reads zeros there (explore 2026-11-23 seed 2027 cases 103,

@@ -275,8 +275,16 @@ impl World {
         // an exported descriptor keeps the memory (H100 recorded seed-4001
         // cases 15, 288, 739, 263; seed-5001 cases 572, 826).
         let handle = self.new_handle(p, phys, false);
-        self.procs[p].claim_free_va(Some((phys, handle)));
+        self.procs[p].claim_free_va(Some((phys, handle)), false);
         Ok(handle)
+    }
+
+    /// `p` holds a VA reservation.
+    pub(crate) fn vmm_reserves_any(&self, p: ProcessIndex) -> bool {
+        self.vmm
+            .procs
+            .get(p)
+            .is_some_and(|vp| !vp.reservations.is_empty())
     }
 
     /// VMM allocation handles `p` holds, made or imported, not released.
@@ -342,7 +350,7 @@ impl World {
                 // does (H100 recorded seed-5001 case 285, seed-4001 case
                 // 915, shrunk and re-run on fresh workers 2026-11-24).
                 let handle = self.new_handle(p, phys, true);
-                self.procs[p].claim_free_va(Some((phys, handle)));
+                self.procs[p].claim_free_va(Some((phys, handle)), false);
                 Ok(handle)
             }
             _ => Err(bad.into()),

@@ -313,6 +313,10 @@ pub(crate) struct VaClaim {
     /// export's address among them stays claimed after something else is
     /// placed there (`World::claimed_since_release`).
     pub spans: Vec<(u64, u64)>,
+    /// The memory is mapped over those spans: a kernel of the releasing
+    /// context reads it (the shared event memory: recorded seed-7001 case
+    /// 1543; a 3 MiB malloc's claim maps nothing there, case 1859).
+    pub maps: bool,
 }
 
 /// An exported block nobody maps any more (`World::freed_exports`).
@@ -658,12 +662,16 @@ impl Process {
     /// Driver memory made now (a context, the shared event memory, a VMM
     /// allocation `vmm` while its handle lives) claims the VA free in the
     /// current arena (`reclaimed_export_error`).
-    pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>) {
+    pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>, maps: bool) {
         let arena = self.arena;
+        // VA released while another context was current is not claimed
+        // (recorded seed-7001 case 1310: freed from a created context later
+        // destroyed, then a VMM import: InvalidValue).
         let spans = self
             .free_va
             .iter()
             .filter(|(_, f)| f.arena == arena)
+            .filter(|(_, f)| f.released_in.is_none_or(|c| c == f.pool.ctx))
             .map(|(&b, f)| (b, f.span))
             .collect();
         self.va_claims.push(VaClaim {
@@ -671,6 +679,7 @@ impl Process {
             arena,
             vmm,
             spans,
+            maps,
         });
     }
 
