@@ -235,12 +235,12 @@ fn run_probe(worker: &WorkerCommand) -> ProbeOutcome {
 pub const NO_LIBCUDA: &str = "libcuda.so not found: the NVIDIA driver's CUDA library could not \
                               be loaded (no NVIDIA driver installed, or not on the loader path)";
 
-/// Whether a host that probed as `report` can run `spec`: `NotSupported`
-/// with the reason when it cannot.
 /// Why the CUDA backend runs no HIP process.
 pub const HIP_UNSUPPORTED: &str =
     "no AMD GPU / HIP backend: the hip dialect runs on the simulator only";
 
+/// Whether a host that probed as `report` can run `spec`: `NotSupported`
+/// with the reason when it cannot.
 pub fn check_requirements(report: &ProbeReport, spec: &MachineSpec) -> Result<(), StartError> {
     let unsupported = |m: String| Err(StartError::NotSupported(m));
     if spec.dialect == Dialect::Hip {
