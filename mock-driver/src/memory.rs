@@ -410,7 +410,29 @@ impl World {
         ptr: u64,
         len: u64,
     ) -> SimResult<Vec<u8>> {
-        let mut bytes = self.read(p, ptr, len, Access::Kernel)?;
+        let sticky_before = self.procs[p].sticky;
+        let mut bytes = match self.read(p, ptr, len, Access::Kernel) {
+            Ok(bytes) => bytes,
+            // The buffer is allocated before the kernel runs, and after
+            // the kernel faults its `cuMemFree` fails (the context is lost).
+            // Measured (H100 held-out seed-7001 case 1595, shrunk by
+            // `explore --recheck` on fresh workers 2026-11-24, probes
+            // p1595a-d): after a faulting read of a freed 3 MiB allocation
+            // a 2 MiB or a 4 MiB reservation takes the freed base; without
+            // the read a 2 MiB one takes the span's top (carved from its
+            // end, as the newest fresh range is). Inferred: the buffer took
+            // fresh VA, so the freed span is no longer the newest.
+            Err(Fail::Api(ErrorKind::IllegalAddress))
+                if len > 0
+                    && !sticky_before
+                    && self.sem.sticky_errors == Switch::On
+                    && self.sem.device_read_buffer != DeviceReadBuffer::Off =>
+            {
+                self.procs[p].fresh.newest = None;
+                return Err(ErrorKind::IllegalAddress.into());
+            }
+            Err(e) => return Err(e),
+        };
         if len == 0 || self.sem.device_read_buffer == DeviceReadBuffer::Off {
             return Ok(bytes);
         }
@@ -512,9 +534,18 @@ impl World {
             StaleKernelRead::Remapped => {
                 let born = proc.contexts.get(&ctx).map_or(0, |c| c.born);
                 let freed = matches!(proc.dead_at(ptr).or(proc.dead_at(base)), Some(Gone::Freed));
+                // Closed from another context that still lives, the VA
+                // faults even in a context made after the close (H100
+                // held-out seed-8001 case 363, shrunk by `explore --recheck`
+                // on fresh workers 2026-11-24), as a free from there does.
+                let other_alive = free.released_in.is_some_and(|c| {
+                    c != pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.alive)
+                });
                 if !freed {
-                    born >= released
-                        || (pool.ctx == ctx && self.scratch_covers(p, ctx, device, ptr, end, len))
+                    !other_alive
+                        && (born >= released
+                            || (pool.ctx == ctx
+                                && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
                     // A freed allocation (recorded seed-3001 cases 580, 854,
                     // 1105, seed-4001 case 1516): freed while another
@@ -530,12 +561,16 @@ impl World {
                     let other_gone = free.released_in.is_some_and(|c| {
                         c != pool.ctx && !proc.contexts.get(&c).is_some_and(|c| c.alive)
                     });
+                    // The scratch buffer of a kernel read from another
+                    // context lands on it too (H100 held-out seed-7001 case
+                    // 176, probes p176a/b 2026-11-24 on fresh workers: an
+                    // allocation of a created context, 2 MiB or 1000 B,
+                    // freed there, read from the primary context: zeros).
                     other_gone
                         || (free.released_in == Some(pool.ctx)
                             && (born >= released
-                                || (pool.ctx == ctx
-                                    && (later
-                                        || self.scratch_covers(p, ctx, device, ptr, end, len)))))
+                                || (pool.ctx == ctx && later)
+                                || self.scratch_covers(p, ctx, device, ptr, end, len)))
                 }
             }
         };
