@@ -600,11 +600,24 @@ impl World {
         if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
             let proc = &self.procs[p];
             // A mapping a stale handle made is its own (`open_stale`).
+            // Only a mapping opened with this serial (bytes 40..48) is
+            // shared: a handle whose offset and serial both differ from
+            // every one this context opened maps the block again (H100
+            // recorded seed-5001 case 603: a 1000-byte handle with byte 28
+            // flipped, where the mapping came from a copy with byte 40
+            // flipped: ok, a new address).
+            let serial = serial_of(handle);
             let first = proc
                 .imports
                 .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
                 .map(|&(_, _, base)| base)
-                .find(|b| !self.stale_mapping(p, *b));
+                .filter(|b| !self.stale_mapping(p, *b))
+                .find(|b| {
+                    proc.regions
+                        .get(b)
+                        .and_then(|r| r.import.as_ref())
+                        .is_none_or(|m| m.opened.iter().any(|o| serial_of(o) == serial))
+                });
             let own = proc
                 .imports
                 .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
