@@ -605,7 +605,9 @@ impl World {
             // every one this context opened maps the block again (H100
             // recorded seed-5001 case 603: a 1000-byte handle with byte 28
             // flipped, where the mapping came from a copy with byte 40
-            // flipped: ok, a new address).
+            // flipped: ok, a new address). Under `handle_stable=per-call`
+            // every ipc_get writes a new serial: it names nothing there.
+            let serials = self.sem.handle_stable == HandleStability::SameBytes;
             let serial = serial_of(handle);
             let first = proc
                 .imports
@@ -616,7 +618,7 @@ impl World {
                     proc.regions
                         .get(b)
                         .and_then(|r| r.import.as_ref())
-                        .is_none_or(|m| m.opened.iter().any(|o| serial_of(o) == serial))
+                        .is_none_or(|m| !serials || m.opened.iter().any(|o| serial_of(o) == serial))
                 });
             let own = proc
                 .imports
