@@ -230,23 +230,26 @@ fn every_documented_return_is_a_seed_or_a_clause_of_its_dialect() {
 fn the_generator_reaches_the_interesting_states() {
     let backend = SimBackend::default();
     let opts = ExploreOptions {
-        cases: 400,
+        cases: 800,
         seed: 5,
         ..ExploreOptions::default()
     };
     let s = explore::explore(&opts, &judge(&backend), None, &mut |_, _| {});
     let r = s.reached;
     eprintln!("{r:?}");
-    assert!(r.reopens > 100, "{r:?}");
-    assert!(r.closes_after_exporter_exit > 50, "{r:?}");
-    assert!(r.suballocated_neighbours > 100, "{r:?}");
-    assert!(r.second_contexts > 100, "{r:?}");
-    assert!(r.bad_handles > 50, "{r:?}");
-    assert!(r.event_opens > 50, "{r:?}");
-    assert!(r.vmm_imports > 50, "{r:?}");
-    assert!(r.cross_device_opens > 20, "{r:?}");
+    // Per 400 cases (seeds 1-6, 2026-11-24): about 210 re-opens, 50 closes
+    // after the exporter exited (39-69), 120 bad handles; the bounds sit
+    // well below twice those.
+    assert!(r.reopens > 200, "{r:?}");
+    assert!(r.closes_after_exporter_exit > 60, "{r:?}");
+    assert!(r.suballocated_neighbours > 200, "{r:?}");
+    assert!(r.second_contexts > 200, "{r:?}");
+    assert!(r.bad_handles > 100, "{r:?}");
+    assert!(r.event_opens > 100, "{r:?}");
+    assert!(r.vmm_imports > 100, "{r:?}");
+    assert!(r.cross_device_opens > 40, "{r:?}");
     // Cases of about the requested length.
-    assert!(s.steps > 400 * 16, "{} steps", s.steps);
+    assert!(s.steps > 800 * 16, "{} steps", s.steps);
 }
 
 #[test]
@@ -494,40 +497,62 @@ fn the_explore_command_reports_and_exits_0_without_findings() {
     assert_eq!(code(&bad), 2);
 }
 
-/// Persisted failing seeds: every case that once broke a property on the
-/// simulator is generated again and must keep them all now.
+/// Persisted failing cases: every generated case that once broke a property
+/// on the simulator, kept as scenario text (`tests/explore-regressions/`,
+/// headed like a finding file: `# case N (seed S), dialect D.`), must keep
+/// them all now. A finding file of `explore` can be dropped in as it is.
 #[test]
-fn persisted_failing_seeds_keep_every_property() {
-    let list = include_str!("explore-regressions.txt");
+fn persisted_failing_cases_keep_every_property() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/explore-regressions");
     let backend = SimBackend::default();
     let j = judge(&backend);
-    let mut n = 0;
-    for line in list
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-    {
-        let mut words = line.split_whitespace();
-        let seed: u64 = words.next().and_then(|s| s.parse().ok()).expect("a seed");
-        let dialect = match words.next() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/explore-regressions")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ipc"))
+        .collect();
+    files.sort();
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("readable");
+        let header = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# case "))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: no `# case N (seed S), dialect D.` line",
+                    path.display()
+                )
+            });
+        let seed: u64 = header
+            .split_once("(seed ")
+            .and_then(|(_, r)| r.split_once(')'))
+            .and_then(|(s, _)| s.parse().ok())
+            .unwrap_or_else(|| panic!("{}: no seed in `{header}`", path.display()));
+        let dialect = match header
+            .rsplit("dialect ")
+            .next()
+            .map(|d| d.trim_end_matches('.'))
+        {
             Some("driver") => Dialect::Driver,
             Some("hip") => Dialect::Hip,
-            _ => Dialect::Runtime,
+            Some("runtime") => Dialect::Runtime,
+            other => panic!("{}: dialect {other:?}", path.display()),
         };
         let id = CaseId {
             index: 0,
             seed,
             dialect,
         };
-        let text = generate::lower(&explore::case_tree(id, 32).current(), 32, "").text;
         let eval = j.evaluate(&text, id);
         assert!(
             eval.violations.is_empty(),
-            "{line}: {:?}\n{text}",
+            "{}: {:?}\n{text}",
+            path.display(),
             eval.violations
         );
-        n += 1;
     }
-    assert!(n >= 10, "{n} persisted seeds");
+    assert!(files.len() >= 50, "{} persisted cases", files.len());
 }
 
 /// The side-by-side lines of a finding mark differences as the differential
