@@ -512,7 +512,6 @@ impl World {
         let owner_base = block.owner_base;
         let block_released = block.owner_released;
         let block_ctx = block.owner_ctx;
-        let block_serial = block.serials.get(&h.offset).copied().unwrap_or(0);
         let exporter_exited = self.procs[exporter].exited;
         let freed_by_exporter = !block.owner_mapped && !exporter_exited;
         let offset_exported = block.exports.contains_key(&h.offset);
@@ -714,6 +713,11 @@ impl World {
             // opened by a new importer while the first still maps the
             // freed block, the exporter's next allocation exported at its
             // address: ok).
+            let block_serial = self
+                .blocks
+                .get(&block_id)
+                .and_then(|b| b.serials.get(&h.offset).copied())
+                .unwrap_or(0);
             if serial_of(handle) != block_serial {
                 return self.open_stale(p, (ctx, device), handle, &h, exporter, addr, flags);
             }
@@ -885,7 +889,7 @@ impl World {
         }
         // Released while another context was current: never claimed
         // (`Process::claim_free_va`, recorded seed-7001 case 1310).
-        if f.released_in.is_some_and(|c| c != f.pool.ctx) {
+        if proc.released_elsewhere(f).is_some() {
             return Some(false);
         }
         Some(proc.va_claims.iter().any(|c| {

@@ -538,9 +538,8 @@ impl World {
                 // faults even in a context made after the close (H100
                 // held-out seed-8001 case 363, shrunk by `explore --recheck`
                 // on fresh workers 2026-11-24), as a free from there does.
-                let other_alive = free.released_in.is_some_and(|c| {
-                    c != pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.alive)
-                });
+                let elsewhere = proc.released_elsewhere(&free);
+                let other_alive = elsewhere == Some(true);
                 if !freed {
                     !other_alive
                         && (born >= released
@@ -558,9 +557,7 @@ impl World {
                         .contexts
                         .values()
                         .any(|c| c.born >= released && !c.primary);
-                    let other_gone = free.released_in.is_some_and(|c| {
-                        c != pool.ctx && !proc.contexts.get(&c).is_some_and(|c| c.alive)
-                    });
+                    let other_gone = elsewhere == Some(false);
                     // The scratch buffer of a kernel read from another
                     // context lands on it too (H100 held-out seed-7001 case
                     // 176, probes p176a/b 2026-11-24 on fresh workers: an
@@ -620,10 +617,7 @@ impl World {
         // InvalidValue (H100 recorded seed-7001 cases 306, 613, shrunk by
         // `explore --recheck` on fresh workers 2026-11-24), as kernel reads
         // fault there (`stale_kernel_read`).
-        let other_alive = free
-            .released_in
-            .is_some_and(|c| c != free.pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.alive));
-        if other_alive {
+        if proc.released_elsewhere(free) == Some(true) {
             return false;
         }
         let released = free.released;

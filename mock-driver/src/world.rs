@@ -471,6 +471,14 @@ impl Process {
         }
     }
 
+    /// Whether the context that released `f`, when it is not the one the
+    /// VA was reserved in, is still alive: `Some(alive)`; `None` when the
+    /// VA was released in its own context.
+    pub(crate) fn released_elsewhere(&self, f: &FreeVa) -> Option<bool> {
+        let c = f.released_in.filter(|&c| c != f.pool.ctx)?;
+        Some(self.contexts.get(&c).is_some_and(|c| c.alive))
+    }
+
     pub(crate) fn new(name: String, visible: Vec<u32>, seed: u64, index: usize) -> Process {
         let jitter = hash(seed, &[0x5641, index as u64]) % (VA_WINDOW / GIB / 2);
         let base = VA_ROOT
@@ -671,7 +679,7 @@ impl Process {
             .free_va
             .iter()
             .filter(|(_, f)| f.arena == arena)
-            .filter(|(_, f)| f.released_in.is_none_or(|c| c == f.pool.ctx))
+            .filter(|(_, f)| self.released_elsewhere(f).is_none())
             .map(|(&b, f)| (b, f.span))
             .collect();
         self.va_claims.push(VaClaim {
