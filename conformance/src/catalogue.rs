@@ -152,6 +152,79 @@ impl FromStr for ClauseKind {
     }
 }
 
+/// How far a user may build on what a clause judges, orthogonal to its
+/// [`ClauseKind`] (where the expectation came from).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    /// A public document promises every expectation the clause judges.
+    Contract,
+    /// The documents are silent, but widely used software depends on the
+    /// behaviour (named by the clause's `relied-on-by`).
+    ReliedOn,
+    /// What this driver happens to do: VA placement and reuse, which damaged
+    /// handle bytes are checked and in what order, undocumented error codes,
+    /// worker and process history, timing.
+    Incidental,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 3] = [Tier::Contract, Tier::ReliedOn, Tier::Incidental];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Contract => "contract",
+            Tier::ReliedOn => "relied-on",
+            Tier::Incidental => "incidental",
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Tier::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("bad tier '{s}' (expected contract, relied-on or incidental)"))
+    }
+}
+
+/// A list of tiers as a `--tiers` flag takes it: `all`, or tier names
+/// separated by commas (`contract,relied-on`). Duplicates are dropped; the
+/// result is in [`Tier::ALL`] order.
+pub fn parse_tiers(list: &str) -> Result<Vec<Tier>, String> {
+    let words: Vec<&str> = list.split(',').map(str::trim).collect();
+    if words.iter().all(|w| w.is_empty()) {
+        return Err(
+            "empty tier list (expected 'all' or a comma list of contract, relied-on, incidental)"
+                .to_string(),
+        );
+    }
+    let mut chosen = Vec::new();
+    for word in words {
+        match word {
+            "" => {
+                return Err(format!(
+                    "empty name in tier list '{list}' (expected 'all' or a comma list of \
+                     contract, relied-on, incidental)"
+                ))
+            }
+            "all" => chosen.extend(Tier::ALL),
+            name => chosen.push(name.parse::<Tier>()?),
+        }
+    }
+    chosen.sort();
+    chosen.dedup();
+    Ok(chosen)
+}
+
 /// What a clause needs from the machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Requirements {
@@ -170,6 +243,11 @@ pub struct Clause {
     pub title: String,
     /// `None` when missing or invalid (the clause is then broken).
     pub kind: Option<ClauseKind>,
+    /// `None` when missing or invalid (the clause is then broken).
+    pub tier: Option<Tier>,
+    /// Metadata `relied-on-by`: the projects and files that depend on the
+    /// behaviour; required for, and only allowed on, a `relied-on` clause.
+    pub relied_on_by: Option<String>,
     pub source: Option<String>,
     pub quote: Option<String>,
     pub doc: Option<String>,
@@ -275,6 +353,36 @@ impl Clause {
                 None
             }
         };
+        let tier = match meta.get("tier").map(|s| s.trim().to_string()) {
+            Some(t) if !t.is_empty() => match t.parse::<Tier>() {
+                Ok(tier) => Some(tier),
+                Err(e) => {
+                    problems.push(e);
+                    None
+                }
+            },
+            _ => {
+                problems.push(
+                    "missing metadata 'tier' (contract, relied-on or incidental)".to_string(),
+                );
+                None
+            }
+        };
+        let relied_on_by = meta
+            .get("relied-on-by")
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        match (tier, &relied_on_by) {
+            (Some(Tier::ReliedOn), None) => problems.push(
+                "a relied-on clause needs a 'relied-on-by' (the project and file that depend \
+                 on the behaviour)"
+                    .to_string(),
+            ),
+            (Some(tier @ (Tier::Contract | Tier::Incidental)), Some(_)) => problems.push(format!(
+                "'relied-on-by' belongs to a relied-on clause, not to a {tier} one"
+            )),
+            _ => {}
+        }
         let semantics = meta
             .get("semantics")
             .map(|s| {
@@ -297,6 +405,9 @@ impl Clause {
                 Err(e) => problems.push(format!("metadata 'dialects': {e}")),
             }
         }
+        if let Some(problem) = meta.get("source").as_deref().and_then(source_problem) {
+            problems.push(problem);
+        }
         if kind == Some(ClauseKind::MeasuredElsewhere) && meta.get("source").is_none() {
             problems.push(
                 "a measured-elsewhere clause needs a 'source' (the public measurement)".into(),
@@ -314,6 +425,8 @@ impl Clause {
             id,
             title,
             kind,
+            tier,
+            relied_on_by,
             source: meta.get("source"),
             quote: meta.get("quote"),
             doc: meta.get("doc"),
@@ -326,6 +439,22 @@ impl Clause {
             problems,
             scenario,
         }
+    }
+}
+
+/// Why a `source` is not citable, if it is not: a source names a public page
+/// by its URL, or says `none:` and why the documents do not apply (a local
+/// file name such as a copy of a reference page is not a source a reader can
+/// follow).
+fn source_problem(source: &str) -> Option<String> {
+    let source = source.trim();
+    if source.starts_with("none:") || source.contains("https://") || source.contains("http://") {
+        None
+    } else {
+        Some(format!(
+            "source '{source}' names no public page: give its URL (https://...) or \
+             'none: why the documents do not apply'"
+        ))
     }
 }
 
@@ -459,6 +588,8 @@ impl Catalogue {
                         id: fallback,
                         title: String::new(),
                         kind: None,
+                        tier: None,
+                        relied_on_by: None,
                         source: None,
                         quote: None,
                         doc: None,
@@ -574,7 +705,10 @@ mod tests {
     use super::*;
 
     fn header(id: &str, title: &str, kind: &str) -> String {
-        format!("# id: {id}\n# title: {title}\n# kind: {kind}\n\ndevices 1\nprocess a device=0\n")
+        format!(
+            "# id: {id}\n# title: {title}\n# kind: {kind}\n# tier: contract\n\n\
+             devices 1\nprocess a device=0\n"
+        )
     }
 
     #[test]
@@ -607,6 +741,139 @@ mod tests {
     }
 
     #[test]
+    fn tiers_parse_and_name_the_valid_ones_when_wrong() {
+        assert_eq!("contract".parse(), Ok(Tier::Contract));
+        assert_eq!("relied-on".parse(), Ok(Tier::ReliedOn));
+        assert_eq!("incidental".parse(), Ok(Tier::Incidental));
+        for t in Tier::ALL {
+            assert_eq!(t.to_string().parse(), Ok(t));
+            assert_eq!(
+                serde_json::to_string(&t).unwrap(),
+                format!("\"{}\"", t.as_str()),
+                "serde name and display name agree"
+            );
+        }
+        let err = "relied_on".parse::<Tier>().unwrap_err();
+        assert!(err.contains("bad tier 'relied_on'"), "{err}");
+        assert!(err.contains("contract, relied-on or incidental"), "{err}");
+    }
+
+    #[test]
+    fn tier_lists_take_all_or_comma_lists() {
+        assert_eq!(parse_tiers("all"), Ok(Tier::ALL.to_vec()));
+        assert_eq!(
+            parse_tiers("relied-on, contract"),
+            Ok(vec![Tier::Contract, Tier::ReliedOn])
+        );
+        assert_eq!(
+            parse_tiers("incidental,all,incidental"),
+            Ok(Tier::ALL.to_vec())
+        );
+        assert_eq!(parse_tiers("incidental"), Ok(vec![Tier::Incidental]));
+        let err = parse_tiers("contract,promised").unwrap_err();
+        assert!(err.contains("bad tier 'promised'"), "{err}");
+        assert!(err.contains("contract, relied-on or incidental"), "{err}");
+        for empty in ["", " ", ","] {
+            let err = parse_tiers(empty).unwrap_err();
+            assert!(err.contains("empty tier list"), "{empty:?}: {err}");
+        }
+        let err = parse_tiers("contract,,incidental").unwrap_err();
+        assert!(err.contains("empty name in tier list"), "{err}");
+    }
+
+    #[test]
+    fn a_clause_needs_a_valid_tier() {
+        let text = |tier_line: &str| {
+            format!(
+                "# id: mem.x\n# title: t\n# kind: measured\n{tier_line}\
+                 devices 1\nprocess a device=0\n"
+            )
+        };
+        let c = clause(&text("# tier: incidental\n"));
+        assert!(!c.is_broken(), "{:?}", c.problems);
+        assert_eq!(c.tier, Some(Tier::Incidental));
+        assert_eq!(c.relied_on_by, None);
+
+        let c = clause(&text(""));
+        assert!(c.is_broken());
+        assert_eq!(c.tier, None);
+        assert!(c
+            .problem_message()
+            .contains("missing metadata 'tier' (contract, relied-on or incidental)"));
+
+        let c = clause(&text("# tier: documented\n"));
+        assert!(c.is_broken());
+        assert!(c.problem_message().contains("bad tier 'documented'"));
+        assert_eq!(c.id, "mem.x", "a bad tier keeps the id");
+    }
+
+    #[test]
+    fn relied_on_names_who_relies_and_only_it_does() {
+        let text = |tier: &str, by: &str| {
+            format!(
+                "# id: mem.x\n# title: t\n# kind: measured\n# tier: {tier}\n{by}\
+                 devices 1\nprocess a device=0\n"
+            )
+        };
+        let c = clause(&text(
+            "relied-on",
+            "# relied-on-by: UCX src/uct/cuda/cuda_ipc/cuda_ipc_cache.c\n",
+        ));
+        assert!(!c.is_broken(), "{:?}", c.problems);
+        assert_eq!(c.tier, Some(Tier::ReliedOn));
+        assert_eq!(
+            c.relied_on_by.as_deref(),
+            Some("UCX src/uct/cuda/cuda_ipc/cuda_ipc_cache.c")
+        );
+
+        for by in ["", "# relied-on-by:   \n"] {
+            let c = clause(&text("relied-on", by));
+            assert!(c.is_broken(), "{by:?}");
+            assert!(
+                c.problem_message()
+                    .contains("a relied-on clause needs a 'relied-on-by'"),
+                "{}",
+                c.problem_message()
+            );
+        }
+
+        let c = clause(&text(
+            "contract",
+            "# relied-on-by: NCCL src/transport/p2p.cc\n",
+        ));
+        assert!(c.is_broken());
+        assert!(c
+            .problem_message()
+            .contains("'relied-on-by' belongs to a relied-on clause, not to a contract one"));
+    }
+
+    #[test]
+    fn a_source_is_a_public_page_or_says_none() {
+        let text = |source: &str| {
+            format!(
+                "# id: mem.x\n# title: t\n# kind: specified\n# tier: contract\n\
+                 # source: {source}\ndevices 1\nprocess a device=0\n"
+            )
+        };
+        for ok in [
+            "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcOpenMemHandle)",
+            "cudaDeviceCanAccessPeer (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__PEER.html)",
+            "none: the documents are silent",
+        ] {
+            let c = clause(&text(ok));
+            assert!(!c.is_broken(), "{ok}: {:?}", c.problems);
+            assert_eq!(c.source.as_deref(), Some(ok));
+        }
+        let c = clause(&text("cuda-runtime-cudaIpcOpenMemHandle.txt"));
+        assert!(c.is_broken());
+        let msg = c.problem_message();
+        assert!(
+            msg.contains("source 'cuda-runtime-cudaIpcOpenMemHandle.txt' names no public page"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn header_scan_recovers_metadata() {
         let m = MetaView::scan_header(
             "\n# id: mem.x\n# quote: first half\n# quote: second half\n# a comment\ndevices 1\n# id: late\n",
@@ -621,6 +888,8 @@ mod tests {
             id: id.into(),
             title: "t".into(),
             kind: Some(ClauseKind::Specified),
+            tier: Some(Tier::Contract),
+            relied_on_by: None,
             source: None,
             quote: None,
             doc: None,
@@ -676,7 +945,7 @@ mod tests {
         assert_eq!(c.area(), "mem");
 
         let c = clause(
-            "# id: a.b\n# title: t\n# kind: measured\n# semantics: x, y z\n\
+            "# id: a.b\n# title: t\n# kind: measured\n# tier: incidental\n# semantics: x, y z\n\
              # quote: one\n# quote: two\ndevices 2\nprocess a device=0\n",
         );
         assert!(!c.is_broken(), "{:?}", c.problems);
@@ -694,6 +963,7 @@ mod tests {
         assert!(msg.contains("missing metadata 'id'"), "{msg}");
         assert!(msg.contains("missing metadata 'title'"), "{msg}");
         assert!(msg.contains("missing metadata 'kind'"), "{msg}");
+        assert!(msg.contains("missing metadata 'tier'"), "{msg}");
         // The scenario itself parsed, so requirements are known.
         assert_eq!(c.requirements.devices, Some(1));
     }
@@ -725,7 +995,7 @@ mod tests {
         assert_eq!(c.id, "mem.bad");
         assert_eq!(c.title, "t");
         let msg = c.problem_message();
-        assert!(msg.starts_with("/c/mem/x.ipc:7:"), "{msg}");
+        assert!(msg.starts_with("/c/mem/x.ipc:8:"), "{msg}");
         assert_eq!(c.requirements.devices, None);
     }
 

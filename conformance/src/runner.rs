@@ -676,6 +676,8 @@ mod tests {
             id: id.into(),
             title: "t".into(),
             kind: None,
+            tier: None,
+            relied_on_by: None,
             source: None,
             quote: None,
             doc: None,
@@ -710,7 +712,7 @@ mod tests {
 
     #[test]
     fn a_backend_whose_start_panics_gives_broken_not_a_panic() {
-        let text = "# id: a.b\n# title: t\n# kind: specified\n\
+        let text = "# id: a.b\n# title: t\n# kind: specified\n# tier: contract\n\
                     devices 1\nprocess a device=0\na: device_count => any\n";
         let c = Clause::from_source(text, std::path::Path::new("a.ipc"), "a.ipc");
         assert!(!c.is_broken(), "{:?}", c.problems);

@@ -88,3 +88,34 @@ fn whole_catalogue() {
         failures.join("\n")
     );
 }
+
+/// Every clause states its tier (`# tier:`) on the line after its kind, so a
+/// reader finds where an expectation came from and how far it may be built
+/// on together.
+#[test]
+fn every_clause_states_its_tier_right_after_its_kind() {
+    let cat = Catalogue::load(&compiled_in_dir()).expect("the catalogue loads");
+    let mut misplaced = Vec::new();
+    for clause in &cat.clauses {
+        assert!(
+            clause.tier.is_some(),
+            "{}: {}",
+            clause.id,
+            clause.problem_message()
+        );
+        let text = std::fs::read_to_string(&clause.path).expect("the clause reads");
+        let lines: Vec<&str> = text.lines().collect();
+        let after_kind = lines
+            .iter()
+            .position(|l| l.starts_with("# kind:"))
+            .and_then(|i| lines.get(i + 1));
+        if !after_kind.is_some_and(|l| l.starts_with("# tier:")) {
+            misplaced.push(clause.path.display().to_string());
+        }
+    }
+    assert!(
+        misplaced.is_empty(),
+        "the tier does not follow the kind in:\n{}",
+        misplaced.join("\n")
+    );
+}

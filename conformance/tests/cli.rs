@@ -12,6 +12,7 @@ const GOOD: &str = "\
 # id: demo.open.basic
 # title: An importer reads what the exporter wrote
 # kind: specified
+# tier: contract
 
 devices 1
 process owner device=0
@@ -30,6 +31,7 @@ const NEEDS_MANY: &str = "\
 # id: demo.many.devices
 # title: Needs more devices than the simulator has
 # kind: measured
+# tier: incidental
 
 devices 64
 process a device=0

@@ -770,7 +770,7 @@ fn error_names_are_checked_in_both_dialects() {
     assert_eq!(code(&o), 1, "{text_out}");
     assert_eq!(v["classification_totals"]["UnexpectedFail"], 9);
     assert!(
-        text_out.contains("expected error cudaErrorInvalidValue, but the failing step (line 14) got error cudaErrorInvalidResourceHandle"),
+        text_out.contains("expected error cudaErrorInvalidValue, but the failing step (line 15) got error cudaErrorInvalidResourceHandle"),
         "{text_out}"
     );
     assert!(

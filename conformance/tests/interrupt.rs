@@ -23,6 +23,7 @@ fn slow_clause(i: usize, mib: usize) -> String {
         "# id: slow.read.c{i:04}\n\
          # title: A large read through an imported handle\n\
          # kind: measured\n\
+         # tier: incidental\n\
          devices 1\n\
          process owner device=0\n\
          process peer device=0\n\

@@ -18,6 +18,7 @@ const CLAUSE: &str = "\
 # id: test.open.injected
 # title: An importer opens a handle
 # kind: specified
+# tier: contract
 devices 1
 process owner device=0
 process peer device=0
