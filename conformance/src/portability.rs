@@ -152,7 +152,10 @@ pub fn profiles_text() -> String {
         }
         for (name, value) in settings {
             let tier = choice_tier(name).map_or("?", |c| c.tier.as_str());
-            let _ = writeln!(out, "    {name} = {value}    (measured: {tier})");
+            let _ = writeln!(
+                out,
+                "    {name} = {value}    (tier of the measured value: {tier})"
+            );
         }
         out.push('\n');
     }
