@@ -5,7 +5,7 @@
 //! in their constructors is a change in one small function.
 
 use ipc_harness::Backend;
-use ipc_mock_driver::{SemanticChoice, SimBackend, SimConfig};
+use ipc_mock_driver::{Profile, SemanticChoice, SimBackend, SimConfig};
 
 /// The subcommand the real backend spawns its workers with.
 pub const WORKER_SUBCOMMAND: &str = "worker";
@@ -35,11 +35,13 @@ pub struct SimSettings {
     pub devices: Option<u32>,
     /// `--semantics name=value,...`, in order.
     pub semantics: Vec<(String, String)>,
+    /// `--profile NAME`; `None` is `measured`.
+    pub profile: Option<Profile>,
 }
 
 impl SimSettings {
     pub fn is_default(&self) -> bool {
-        self.devices.is_none() && self.semantics.is_empty()
+        self.devices.is_none() && self.semantics.is_empty() && self.profile.is_none()
     }
 }
 
@@ -77,6 +79,9 @@ pub fn sim_config(settings: &SimSettings) -> Result<SimConfig, String> {
         }
         config.devices = devices;
     }
+    if let Some(profile) = settings.profile {
+        profile.apply(&mut config);
+    }
     // A choice set on the command line holds for every dialect, the hip
     // dialect's HIP profile included.
     for (name, value) in &settings.semantics {
@@ -111,7 +116,7 @@ pub fn make_with_reuse(
         BackendKind::Cuda => {
             if !sim.is_default() {
                 return Err(
-                    "--semantics and --sim-devices apply to the simulator only (--backend sim)"
+                    "--profile, --semantics and --sim-devices apply to the simulator only (--backend sim)"
                         .into(),
                 );
             }

@@ -154,47 +154,7 @@ impl FromStr for ClauseKind {
 
 /// How far a user may build on what a clause judges, orthogonal to its
 /// [`ClauseKind`] (where the expectation came from).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Tier {
-    /// A public document promises every expectation the clause judges.
-    Contract,
-    /// The documents are silent, but widely used software depends on the
-    /// behaviour (named by the clause's `relied-on-by`).
-    ReliedOn,
-    /// What this driver happens to do: VA placement and reuse, which damaged
-    /// handle bytes are checked and in what order, undocumented error codes,
-    /// worker and process history, timing.
-    Incidental,
-}
-
-impl Tier {
-    pub const ALL: [Tier; 3] = [Tier::Contract, Tier::ReliedOn, Tier::Incidental];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Contract => "contract",
-            Tier::ReliedOn => "relied-on",
-            Tier::Incidental => "incidental",
-        }
-    }
-}
-
-impl fmt::Display for Tier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Tier {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Tier::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("bad tier '{s}' (expected contract, relied-on or incidental)"))
-    }
-}
+pub use ipc_harness::Tier;
 
 /// A list of tiers as a `--tiers` flag takes it: `all`, or tier names
 /// separated by commas (`contract,relied-on`). Duplicates are dropped; the
@@ -754,8 +714,8 @@ mod tests {
             );
         }
         let err = "relied_on".parse::<Tier>().unwrap_err();
-        assert!(err.contains("bad tier 'relied_on'"), "{err}");
-        assert!(err.contains("contract, relied-on or incidental"), "{err}");
+        assert!(err.contains("unknown tier 'relied_on'"), "{err}");
+        assert!(err.contains("contract, relied-on, incidental"), "{err}");
     }
 
     #[test]
@@ -771,8 +731,11 @@ mod tests {
         );
         assert_eq!(parse_tiers("incidental"), Ok(vec![Tier::Incidental]));
         let err = parse_tiers("contract,promised").unwrap_err();
-        assert!(err.contains("bad tier 'promised'"), "{err}");
-        assert!(err.contains("contract, relied-on or incidental"), "{err}");
+        assert!(err.contains("unknown tier 'promised'"), "{err}");
+        assert!(
+            err.contains("valid: contract, relied-on, incidental"),
+            "{err}"
+        );
         for empty in ["", " ", ","] {
             let err = parse_tiers(empty).unwrap_err();
             assert!(err.contains("empty tier list"), "{empty:?}: {err}");
@@ -803,7 +766,7 @@ mod tests {
 
         let c = clause(&text("# tier: documented\n"));
         assert!(c.is_broken());
-        assert!(c.problem_message().contains("bad tier 'documented'"));
+        assert!(c.problem_message().contains("unknown tier 'documented'"));
         assert_eq!(c.id, "mem.x", "a bad tier keeps the id");
     }
 

@@ -81,6 +81,10 @@ pub enum Command {
     /// Merge the results.json files of shards (`run --shard K/N`) into one
     /// results.json, junit.xml and summary.md.
     Merge(crate::shard::MergeArgs),
+    /// Run scenario files under every simulator profile (measured,
+    /// documented, hip) and report, step by step, where outcomes differ and
+    /// which semantic choice (and tier) is behind it; exit 1 when any does.
+    Portability(crate::portability::PortabilityArgs),
     /// Internal: a worker process of the real backend.
     #[cfg(feature = "cuda")]
     #[command(hide = true)]
@@ -128,6 +132,10 @@ pub struct SimArgs {
     /// Devices of the simulated machine.
     #[arg(long, value_name = "N")]
     pub sim_devices: Option<u32>,
+    /// Simulator profile: measured (default), documented or hip (see
+    /// `semantics`); --semantics choices apply on top of it.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 impl SimArgs {
@@ -135,6 +143,12 @@ impl SimArgs {
         Ok(SimSettings {
             devices: self.sim_devices,
             semantics: backend::parse_semantics(&self.semantics)?,
+            profile: self
+                .profile
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .map_err(|e: String| format!("--profile: {e}"))?,
         })
     }
 }
@@ -357,6 +371,7 @@ pub fn run_cli(cli: Cli) -> u8 {
         Command::Explore(a) => cmd_explore(&a),
         Command::Diff(a) => crate::diff::command(&a).map_err(UsageError),
         Command::Merge(a) => crate::shard::command(&a).map_err(UsageError),
+        Command::Portability(a) => crate::portability::command(&a).map_err(UsageError),
         #[cfg(feature = "cuda")]
         Command::Worker(_) => {
             crate::interrupt::ignore_sigint_in_worker();
@@ -955,8 +970,10 @@ fn cmd_semantics() -> CmdResult {
         for line in c.description.lines() {
             say!("    {line}");
         }
+        say!("    tier {}", crate::portability::tier_text(c.name));
         say!("");
     }
+    say!("{}", crate::portability::profiles_text());
     Ok(EXIT_OK)
 }
 

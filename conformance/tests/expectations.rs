@@ -435,6 +435,7 @@ impl Alternating {
         let settings = |sem: &[&str]| SimSettings {
             devices: None,
             semantics: backend::parse_semantics(sem).unwrap(),
+            profile: None,
         };
         Alternating {
             failing: backend::make(BackendKind::Sim, &settings(&["reopen=new-mapping"])).unwrap(),
@@ -516,6 +517,7 @@ fn a_flaky_clause_that_always_fails_is_an_unexpected_fail() {
         &SimSettings {
             devices: None,
             semantics: backend::parse_semantics(&["reopen=new-mapping"]).unwrap(),
+            profile: None,
         },
     )
     .unwrap();

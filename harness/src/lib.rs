@@ -10,6 +10,7 @@ pub mod errors;
 pub mod machine;
 pub mod roles;
 pub mod scenario;
+pub mod tier;
 pub mod trace;
 
 #[cfg(feature = "cuda")]
@@ -18,4 +19,5 @@ pub mod cuda;
 pub use driver::*;
 pub use errors::{ApiError, Dialect, ErrorKind};
 pub use machine::*;
+pub use tier::Tier;
 pub use trace::{Status, Trace, Verdict};

@@ -52,6 +52,8 @@ mod memory;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 mod peers;
+pub mod portability;
+pub mod profiles;
 #[cfg(test)]
 mod robustness;
 mod seed;
@@ -63,7 +65,8 @@ mod world;
 pub use machine::{SimMachine, SimProcess};
 #[cfg(feature = "mutants")]
 pub use mutants::Mutant;
-pub use semantics::{Profile, SemanticChoice, Semantics};
+pub use profiles::{Profile, Tier};
+pub use semantics::{SemanticChoice, Semantics};
 
 use crate::hazards::HazardLog;
 use crate::world::{Process, World};

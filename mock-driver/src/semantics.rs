@@ -706,25 +706,7 @@ semantics! {
         "Error for enable_peer of the current context's own device (measured on 2 x H200: PeerAccessUnsupported)";
 }
 
-/// Which vendor's behaviour a set of defaults follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Profile {
-    /// Measured NVIDIA hardware (the defaults).
-    Cuda,
-    /// HIP as ROCm's sources implement it (ROCm/clr hipamd/src/hip_memory.cpp);
-    /// no AMD hardware measured it here.
-    Hip,
-}
-
 impl Semantics {
-    /// The defaults of `profile`.
-    pub fn profile(profile: Profile) -> Semantics {
-        match profile {
-            Profile::Cuda => Semantics::default(),
-            Profile::Hip => Semantics::hip_profile(),
-        }
-    }
-
     /// The choices where HIP's source-level behaviour differs from the
     /// measured CUDA defaults. Each is cited in docs/semantics.md; the
     /// source is ROCm/clr `hipamd/src/hip_memory.cpp` (hipIpcGetMemHandle,

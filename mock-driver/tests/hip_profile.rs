@@ -31,8 +31,14 @@ fn the_hip_profile_changes_only_the_choices_rocm_sources_decide() {
             "interior_handle"
         ]
     );
-    assert_eq!(Semantics::profile(Profile::Cuda), Semantics::default());
-    assert_eq!(Semantics::profile(Profile::Hip), Semantics::hip_profile());
+    assert_eq!(
+        Profile::Measured.semantics(Dialect::Runtime),
+        Semantics::default()
+    );
+    assert_eq!(
+        Profile::Hip.semantics(Dialect::Runtime),
+        Semantics::hip_profile()
+    );
     assert_eq!(SimConfig::default().hip_semantics, Semantics::hip_profile());
 }
 

@@ -195,6 +195,7 @@ mod tests {
                 .iter()
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect(),
+            profile: None,
         };
         backend::make(BackendKind::Sim, &s).unwrap()
     }
