@@ -4,8 +4,8 @@ use super::pool::{WorkerKey, WorkerPool, POOLED_NAME};
 use super::protocol::{
     recv_frame, send_message, ProtocolError, Reply, Request, Response, WireError, WireValue,
 };
+use super::spawn::WorkerCommand;
 use super::worker::WORKER_FD_ENV;
-use super::WorkerCommand;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
     EventId, Fd, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
@@ -689,7 +689,7 @@ impl CudaMachine {
         spec: &MachineSpec,
         mut pool: Option<&mut WorkerPool>,
     ) -> Result<CudaMachine, StartError> {
-        let base_env = super::backend::worker_env();
+        let base_env = super::spawn::worker_env();
         let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let plans = spec
             .processes
@@ -913,7 +913,7 @@ fn plan(
     let mut env = base_env.to_vec();
     let visible = match &p.visible_devices {
         Some(visible) => {
-            let value = super::backend::child_visible_devices(parent_visible, visible)
+            let value = super::spawn::child_visible_devices(parent_visible, visible)
                 .map_err(|e| StartError::NotSupported(format!("process '{}': {e}", p.name)))?;
             env.push(("CUDA_VISIBLE_DEVICES".into(), value.clone().into()));
             Some(value)
