@@ -5,6 +5,7 @@
 //! Dependencies point one way: `ipc-mock-driver` and `ipc-conformance`
 //! depend on this crate; it depends on neither.
 
+pub mod calls;
 pub mod driver;
 pub mod errors;
 pub mod machine;
@@ -16,6 +17,7 @@ pub mod trace;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
+pub use calls::{Call, CallKind};
 pub use driver::*;
 pub use errors::{ApiError, Dialect, ErrorKind};
 pub use machine::*;

@@ -186,6 +186,12 @@ pub trait Backend {
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError>;
     /// Whether `Machine::hazards` returns a log on this backend.
     fn has_hazard_log(&self) -> bool;
+    /// The dialects this backend's machines speak; `start` refuses a spec
+    /// in any other as NotSupported. Every dialect unless a backend says
+    /// otherwise (the simulator speaks all three).
+    fn dialects(&self) -> &[Dialect] {
+        &Dialect::ALL
+    }
     /// The value of the semantic choice `name` that machines of `dialect`
     /// run with, spelled as `--semantics` takes it (the simulator's profile
     /// of that dialect); `None` for a backend without choices (real

@@ -205,7 +205,10 @@ fn api_errors_come_back_in_the_process_dialect() {
     let answers = [ok(), Err(WireError::Api(700)), Ok(Reply::Count(2))];
     let requests = [
         init(d),
-        Request::DeviceRead { ptr: 1, len: 16 },
+        Request::DeviceRead {
+            ptr: ipc_harness::DevicePtr(1),
+            len: 16,
+        },
         Request::DeviceCount,
         Request::Exit,
     ];

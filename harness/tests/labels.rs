@@ -16,10 +16,15 @@ use ipc_harness::scenario::{execute_on, parse, ExecOptions, Execution};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
-    DriverResult, ErrorKind, EventId, Fd, FreeKind, HandleTypes, Hazard, IpcEventHandle,
-    IpcMemHandle, Machine, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex,
-    ShareableHandleType, Status, VmmHandle,
+    DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
+    IpcEventHandle, IpcMemHandle, Machine, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex,
+    ShareableHandleType, Status, VmmAccess, VmmHandle,
 };
+/// What this fake answers to the VMM and descriptor calls it does not model.
+fn vmm_not_modelled() -> DriverError {
+    DriverError::Harness("this backend does not implement the VMM calls".to_string())
+}
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
@@ -265,6 +270,39 @@ impl Driver for Heap {
         } else {
             Err(self.err(ErrorKind::InvalidValue))
         }
+    }
+    // --- VMM and descriptors: not modelled by this fake ---
+    fn vmm_granularity(
+        &mut self,
+        _: DeviceOrdinal,
+        _: HandleTypes,
+        _: GranularityKind,
+    ) -> DriverResult<u64> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_reserve(&mut self, _: u64) -> DriverResult<DevicePtr> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_map(&mut self, _: DevicePtr, _: u64, _: u64, _: VmmHandle) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_set_access(
+        &mut self,
+        _: DevicePtr,
+        _: u64,
+        _: DeviceOrdinal,
+        _: VmmAccess,
+    ) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_unmap(&mut self, _: DevicePtr, _: u64) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_address_free(&mut self, _: DevicePtr, _: u64) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
+        Err(vmm_not_modelled())
     }
 }
 

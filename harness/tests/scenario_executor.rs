@@ -6,10 +6,16 @@ use ipc_harness::scenario::{execute, execute_on, parse, ExecOptions, Execution};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{
     ApiError, Backend, BackendInfo, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect,
-    Driver, DriverError, DriverResult, ErrorKind, EventId, FreeKind, Hazard, IpcEventHandle,
-    IpcMemHandle, Machine, MachineSpec, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex,
-    StartError, Status,
+    Driver, DriverError, DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind,
+    HandleTypes, Hazard, IpcEventHandle, IpcMemHandle, Machine, MachineSpec, MemKind, MemoryType,
+    OutArg, PointerInfo, ProcessIndex, ShareableHandleType, StartError, Status, VmmAccess,
+    VmmHandle,
 };
+/// What this fake answers to the VMM and descriptor calls it does not model.
+fn vmm_not_modelled() -> DriverError {
+    DriverError::Harness("this backend does not implement the VMM calls".to_string())
+}
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
@@ -195,6 +201,54 @@ impl Driver for Fake {
     }
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
+    }
+    // --- VMM and descriptors: not modelled by this fake ---
+    fn vmm_granularity(
+        &mut self,
+        _: DeviceOrdinal,
+        _: HandleTypes,
+        _: GranularityKind,
+    ) -> DriverResult<u64> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_create(&mut self, _: DeviceOrdinal, _: u64, _: HandleTypes) -> DriverResult<VmmHandle> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_export(&mut self, _: VmmHandle, _: ShareableHandleType) -> DriverResult<Fd> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_import(&mut self, _: Fd) -> DriverResult<VmmHandle> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_reserve(&mut self, _: u64) -> DriverResult<DevicePtr> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_map(&mut self, _: DevicePtr, _: u64, _: u64, _: VmmHandle) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_set_access(
+        &mut self,
+        _: DevicePtr,
+        _: u64,
+        _: DeviceOrdinal,
+        _: VmmAccess,
+    ) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_unmap(&mut self, _: DevicePtr, _: u64) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_address_free(&mut self, _: DevicePtr, _: u64) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn vmm_release(&mut self, _: VmmHandle) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn fd_close(&mut self, _: Fd) -> DriverResult<()> {
+        Err(vmm_not_modelled())
+    }
+    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
+        Err(vmm_not_modelled())
     }
 }
 

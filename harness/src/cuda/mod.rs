@@ -95,11 +95,12 @@ mod local;
 mod pool;
 mod process;
 pub mod protocol;
+mod spawn;
 pub mod worker;
 
 pub use backend::{
-    check_requirements, child_visible_devices, kernel_driver_version, parse_nvidia_version,
-    version_string, CudaBackend, ProbeOutcome, WorkerCommand, NO_LIBCUDA, PROBE_TIMEOUT,
+    check_requirements, kernel_driver_version, parse_nvidia_version, version_string, CudaBackend,
+    ProbeOutcome, CUDA_BACKEND_DIALECTS, NO_LIBCUDA, PROBE_TIMEOUT,
 };
 pub use local::LocalCudaDriver;
 pub use pool::{PoolStats, DEFAULT_POOL_SIZE};
@@ -108,4 +109,5 @@ pub use process::{
     WORKER_FD,
 };
 pub use protocol::{ProbeReport, Reply, Request, Response, WireError};
+pub use spawn::{child_visible_devices, WorkerCommand};
 pub use worker::{worker_main, EXIT_BAD_SETUP, EXIT_PROTOCOL, WORKER_FD_ENV};

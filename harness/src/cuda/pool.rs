@@ -36,7 +36,7 @@
 
 use super::process::{WorkerProxy, MIN_INIT_TIMEOUT};
 use super::protocol::Request;
-use super::WorkerCommand;
+use super::spawn::WorkerCommand;
 use crate::errors::Dialect;
 use std::collections::VecDeque;
 use std::ffi::OsString;

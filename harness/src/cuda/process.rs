@@ -2,10 +2,10 @@
 
 use super::pool::{WorkerKey, WorkerPool, POOLED_NAME};
 use super::protocol::{
-    recv_frame, send_message, ProtocolError, Reply, Request, Response, WireError,
+    recv_frame, send_message, ProtocolError, Reply, Request, Response, WireError, WireValue,
 };
+use super::spawn::WorkerCommand;
 use super::worker::WORKER_FD_ENV;
-use super::WorkerCommand;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
     EventId, Fd, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
@@ -593,8 +593,6 @@ impl Drop for WorkerProxy {
     }
 }
 
-impl WorkerProxy {}
-
 fn unexpected(what: &str, reply: Reply) -> DriverError {
     DriverError::Harness(format!("unexpected answer to {what}: {reply:?}"))
 }
@@ -607,15 +605,6 @@ pub(crate) trait RequestChannel {
     fn channel_dialect(&self) -> Dialect;
     /// One request, its reply or the error it became.
     fn request(&mut self, request: Request) -> DriverResult<Reply>;
-
-    /// A request whose answer is `Unit`.
-    fn request_unit(&mut self, request: Request) -> DriverResult<()> {
-        let name = request.name();
-        match self.request(request)? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected(name, r)),
-        }
-    }
 }
 
 impl RequestChannel for WorkerProxy {
@@ -628,358 +617,31 @@ impl RequestChannel for WorkerProxy {
     }
 }
 
-impl<T: RequestChannel> Driver for T {
-    fn dialect(&self) -> Dialect {
-        self.channel_dialect()
-    }
-
-    fn device_count(&mut self) -> DriverResult<u32> {
-        match self.request(Request::DeviceCount)? {
-            Reply::Count(n) => Ok(n),
-            r => Err(unexpected("device_count", r)),
+macro_rules! define_request_channel_driver {
+    ($(
+        $(#[$doc:meta])*
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+    )*) => {
+        /// Every call is one request; its reply must be the variant of the
+        /// call's return type.
+        impl<T: RequestChannel> Driver for T {
+            fn dialect(&self) -> Dialect {
+                self.channel_dialect()
+            }
+            $(
+                fn $method(&mut self $($(, $arg: $($ty)? $(&[$elem])?)*)?) -> DriverResult<$ret> {
+                    let request = Request::$Variant $({
+                        $( $arg: $crate::driver_call_to_owned!($arg $(, $owned)?) ),*
+                    })?;
+                    <$ret as WireValue>::from_reply(self.request(request)?)
+                        .map_err(|reply| unexpected(stringify!($method), reply))
+                }
+            )*
         }
-    }
-
-    fn device_attribute(
-        &mut self,
-        device: DeviceOrdinal,
-        attr: DeviceAttribute,
-    ) -> DriverResult<i64> {
-        match self.request(Request::DeviceAttribute { device, attr })? {
-            Reply::Int(v) => Ok(v),
-            r => Err(unexpected("device_attribute", r)),
-        }
-    }
-
-    fn can_access_peer(&mut self, device: DeviceOrdinal, peer: DeviceOrdinal) -> DriverResult<i64> {
-        match self.request(Request::CanAccessPeer { device, peer })? {
-            Reply::Int(v) => Ok(v),
-            r => Err(unexpected("can_access_peer", r)),
-        }
-    }
-
-    fn enable_peer_access(&mut self, peer: DeviceOrdinal) -> DriverResult<()> {
-        match self.request(Request::EnablePeerAccess { peer })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("enable_peer_access", r)),
-        }
-    }
-
-    fn set_device(&mut self, device: DeviceOrdinal) -> DriverResult<()> {
-        match self.request(Request::SetDevice { device })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("set_device", r)),
-        }
-    }
-
-    fn primary_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
-        match self.request(Request::PrimaryContext { device })? {
-            Reply::Context(c) => Ok(ContextId(c)),
-            r => Err(unexpected("primary_context", r)),
-        }
-    }
-
-    fn create_context(&mut self, device: DeviceOrdinal) -> DriverResult<ContextId> {
-        match self.request(Request::CreateContext { device })? {
-            Reply::Context(c) => Ok(ContextId(c)),
-            r => Err(unexpected("create_context", r)),
-        }
-    }
-
-    fn set_current_context(&mut self, ctx: ContextId) -> DriverResult<()> {
-        match self.request(Request::SetCurrentContext { ctx: ctx.0 })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("set_current_context", r)),
-        }
-    }
-
-    fn current_context(&mut self) -> DriverResult<Option<ContextId>> {
-        match self.request(Request::CurrentContext)? {
-            Reply::CurrentContext(c) => Ok(c.map(ContextId)),
-            r => Err(unexpected("current_context", r)),
-        }
-    }
-
-    fn destroy_context(&mut self, ctx: ContextId) -> DriverResult<()> {
-        match self.request(Request::DestroyContext { ctx: ctx.0 })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("destroy_context", r)),
-        }
-    }
-
-    fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {
-        match self.request(Request::Alloc { kind, size })? {
-            Reply::Ptr(p) => Ok(DevicePtr(p)),
-            r => Err(unexpected("alloc", r)),
-        }
-    }
-
-    fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
-        match self.request(Request::Free { kind, ptr: ptr.0 })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("free", r)),
-        }
-    }
-
-    fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
-        match self.request(Request::Memset {
-            ptr: ptr.0,
-            value,
-            len,
-        })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("memset", r)),
-        }
-    }
-
-    fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
-        match self.request(Request::Write {
-            ptr: ptr.0,
-            bytes: bytes.to_vec(),
-        })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("write", r)),
-        }
-    }
-
-    fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
-        match self.request(Request::Read { ptr: ptr.0, len })? {
-            Reply::Bytes(b) => Ok(b),
-            r => Err(unexpected("read", r)),
-        }
-    }
-
-    fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
-        match self.request(Request::DeviceRead { ptr: ptr.0, len })? {
-            Reply::Bytes(b) => Ok(b),
-            r => Err(unexpected("device_read", r)),
-        }
-    }
-
-    fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
-        match self.request(Request::AddressRange { ptr: ptr.0 })? {
-            Reply::Range { base, size } => Ok((DevicePtr(base), size)),
-            r => Err(unexpected("address_range", r)),
-        }
-    }
-
-    fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
-        match self.request(Request::PointerInfo { ptr: ptr.0 })? {
-            Reply::PointerInfo(p) => Ok(p),
-            r => Err(unexpected("pointer_info", r)),
-        }
-    }
-
-    fn ipc_get_mem_handle(&mut self, ptr: DevicePtr, out: OutArg) -> DriverResult<IpcMemHandle> {
-        match self.request(Request::IpcGetMemHandle { ptr: ptr.0, out })? {
-            Reply::Handle(h) => Ok(h),
-            r => Err(unexpected("ipc_get_mem_handle", r)),
-        }
-    }
-
-    fn ipc_open_mem_handle(
-        &mut self,
-        handle: IpcMemHandle,
-        flags: u32,
-        out: OutArg,
-    ) -> DriverResult<DevicePtr> {
-        match self.request(Request::IpcOpenMemHandle { handle, flags, out })? {
-            Reply::Ptr(p) => Ok(DevicePtr(p)),
-            r => Err(unexpected("ipc_open_mem_handle", r)),
-        }
-    }
-
-    fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
-        match self.request(Request::IpcCloseMemHandle { ptr: ptr.0 })? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("ipc_close_mem_handle", r)),
-        }
-    }
-
-    // --- VMM ---
-    fn vmm_granularity(
-        &mut self,
-        device: DeviceOrdinal,
-        types: HandleTypes,
-        kind: GranularityKind,
-    ) -> DriverResult<u64> {
-        match self.request(Request::VmmGranularity {
-            device,
-            types,
-            kind,
-        })? {
-            Reply::Int(g) => Ok(g as u64),
-            r => Err(unexpected("vmm_granularity", r)),
-        }
-    }
-
-    fn vmm_create(
-        &mut self,
-        device: DeviceOrdinal,
-        size: u64,
-        types: HandleTypes,
-    ) -> DriverResult<VmmHandle> {
-        match self.request(Request::VmmCreate {
-            device,
-            size,
-            types,
-        })? {
-            Reply::VmmHandle(h) => Ok(VmmHandle(h)),
-            r => Err(unexpected("vmm_create", r)),
-        }
-    }
-
-    fn vmm_export(&mut self, handle: VmmHandle, ty: ShareableHandleType) -> DriverResult<Fd> {
-        match self.request(Request::VmmExport {
-            handle: handle.0,
-            ty,
-        })? {
-            Reply::Fd(fd) => Ok(Fd(fd)),
-            r => Err(unexpected("vmm_export", r)),
-        }
-    }
-
-    fn vmm_import(&mut self, fd: Fd) -> DriverResult<VmmHandle> {
-        match self.request(Request::VmmImport { fd: fd.0 })? {
-            Reply::VmmHandle(h) => Ok(VmmHandle(h)),
-            r => Err(unexpected("vmm_import", r)),
-        }
-    }
-
-    fn vmm_reserve(&mut self, size: u64) -> DriverResult<DevicePtr> {
-        match self.request(Request::VmmReserve { size })? {
-            Reply::Ptr(p) => Ok(DevicePtr(p)),
-            r => Err(unexpected("vmm_reserve", r)),
-        }
-    }
-
-    fn vmm_map(
-        &mut self,
-        va: DevicePtr,
-        size: u64,
-        offset: u64,
-        handle: VmmHandle,
-    ) -> DriverResult<()> {
-        self.request_unit(Request::VmmMap {
-            va: va.0,
-            size,
-            offset,
-            handle: handle.0,
-        })
-    }
-
-    fn vmm_set_access(
-        &mut self,
-        va: DevicePtr,
-        size: u64,
-        device: DeviceOrdinal,
-        access: VmmAccess,
-    ) -> DriverResult<()> {
-        self.request_unit(Request::VmmSetAccess {
-            va: va.0,
-            size,
-            device,
-            access,
-        })
-    }
-
-    fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
-        self.request_unit(Request::VmmUnmap { va: va.0, size })
-    }
-
-    fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
-        self.request_unit(Request::VmmAddressFree { va: va.0, size })
-    }
-
-    fn vmm_release(&mut self, handle: VmmHandle) -> DriverResult<()> {
-        self.request_unit(Request::VmmRelease { handle: handle.0 })
-    }
-
-    fn fd_close(&mut self, fd: Fd) -> DriverResult<()> {
-        self.request_unit(Request::FdClose { fd: fd.0 })
-    }
-
-    fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
-        match self.request(Request::FdOpenNullDevice)? {
-            Reply::Fd(fd) => Ok(Fd(fd)),
-            r => Err(unexpected("fd_open_null_device", r)),
-        }
-    }
-
-    fn synchronize(&mut self) -> DriverResult<()> {
-        match self.request(Request::Synchronize)? {
-            Reply::Unit => Ok(()),
-            r => Err(unexpected("synchronize", r)),
-        }
-    }
-
-    fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
-        match self.request(Request::EventCreate { flags })? {
-            Reply::Event(e) => Ok(EventId(e)),
-            r => Err(unexpected("event_create", r)),
-        }
-    }
-
-    fn event_record(&mut self, event: EventId) -> DriverResult<()> {
-        self.request_unit(Request::EventRecord { event: event.0 })
-    }
-
-    fn event_query(&mut self, event: EventId) -> DriverResult<()> {
-        self.request_unit(Request::EventQuery { event: event.0 })
-    }
-
-    fn event_synchronize(&mut self, event: EventId) -> DriverResult<()> {
-        self.request_unit(Request::EventSynchronize { event: event.0 })
-    }
-
-    fn stream_wait_event(&mut self, event: EventId) -> DriverResult<()> {
-        self.request_unit(Request::StreamWaitEvent { event: event.0 })
-    }
-
-    fn event_elapsed(&mut self, start: EventId, end: EventId) -> DriverResult<f32> {
-        match self.request(Request::EventElapsed {
-            start: start.0,
-            end: end.0,
-        })? {
-            Reply::ElapsedMs(bits) => Ok(f32::from_bits(bits)),
-            r => Err(unexpected("event_elapsed", r)),
-        }
-    }
-
-    fn event_destroy(&mut self, event: EventId) -> DriverResult<()> {
-        self.request_unit(Request::EventDestroy { event: event.0 })
-    }
-
-    fn ipc_get_event_handle(
-        &mut self,
-        event: EventId,
-        out: OutArg,
-    ) -> DriverResult<IpcEventHandle> {
-        match self.request(Request::IpcGetEventHandle {
-            event: event.0,
-            out,
-        })? {
-            Reply::EventHandle(h) => Ok(h),
-            r => Err(unexpected("ipc_get_event_handle", r)),
-        }
-    }
-
-    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
-        match self.request(Request::IpcOpenEventHandle { handle })? {
-            Reply::Event(e) => Ok(EventId(e)),
-            r => Err(unexpected("ipc_open_event_handle", r)),
-        }
-    }
-
-    fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
-        self.request_unit(Request::SlowFill {
-            ptr: ptr.0,
-            value,
-            len,
-            micros,
-        })
-    }
+    };
 }
+
+crate::for_each_driver_call!(define_request_channel_driver);
 
 /// A running set of worker processes, one per [`crate::ProcessSpec`].
 ///
@@ -1027,7 +689,7 @@ impl CudaMachine {
         spec: &MachineSpec,
         mut pool: Option<&mut WorkerPool>,
     ) -> Result<CudaMachine, StartError> {
-        let base_env = super::backend::worker_env();
+        let base_env = super::spawn::worker_env();
         let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
         let plans = spec
             .processes
@@ -1251,7 +913,7 @@ fn plan(
     let mut env = base_env.to_vec();
     let visible = match &p.visible_devices {
         Some(visible) => {
-            let value = super::backend::child_visible_devices(parent_visible, visible)
+            let value = super::spawn::child_visible_devices(parent_visible, visible)
                 .map_err(|e| StartError::NotSupported(format!("process '{}': {e}", p.name)))?;
             env.push(("CUDA_VISIBLE_DEVICES".into(), value.clone().into()));
             Some(value)

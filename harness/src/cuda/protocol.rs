@@ -25,9 +25,11 @@
 //! reuses workers) releases everything the worker's requests created and is
 //! answered with [`Reply::Clean`] when nothing is left.
 
+use crate::calls::CallKind;
 use crate::driver::{
-    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
-    OutArg, PointerInfo, ShareableHandleType, VmmAccess,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverResult, EventId, Fd,
+    FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
+    PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use nix::errno::Errno;
@@ -74,253 +76,131 @@ pub enum ProtocolError {
 // Messages
 // --------------------------------------------------------------------------
 
-/// One API call (or control message) for a worker. Mirrors [`crate::Driver`].
-/// Pointers and contexts travel as raw `u64`s.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Request {
-    /// Report versions, device count and the first device's identity.
-    /// Needs no `Init`; used by the backend's one-off probe worker.
-    Probe,
-    /// First request of a machine's worker: choose the dialect and make
-    /// `device` current (`cudaSetDevice`, or primary context + `cuCtxSetCurrent`).
-    Init {
-        dialect: Dialect,
-        device: u32,
-    },
-    DeviceCount,
-    DeviceAttribute {
-        device: u32,
-        attr: DeviceAttribute,
-    },
-    CanAccessPeer {
-        device: u32,
-        peer: u32,
-    },
-    EnablePeerAccess {
-        peer: u32,
-    },
-    SetDevice {
-        device: u32,
-    },
-    PrimaryContext {
-        device: u32,
-    },
-    CreateContext {
-        device: u32,
-    },
-    SetCurrentContext {
-        ctx: u64,
-    },
-    CurrentContext,
-    DestroyContext {
-        ctx: u64,
-    },
-    Alloc {
-        kind: MemKind,
-        size: u64,
-    },
-    Free {
-        kind: FreeKind,
-        ptr: u64,
-    },
-    Memset {
-        ptr: u64,
-        value: u8,
-        len: u64,
-    },
-    Write {
-        ptr: u64,
-        #[serde(with = "hex_bytes")]
-        bytes: Vec<u8>,
-    },
-    Read {
-        ptr: u64,
-        len: u64,
-    },
-    DeviceRead {
-        ptr: u64,
-        len: u64,
-    },
-    AddressRange {
-        ptr: u64,
-    },
-    PointerInfo {
-        ptr: u64,
-    },
-    IpcGetMemHandle {
-        ptr: u64,
-        out: OutArg,
-    },
-    IpcOpenMemHandle {
-        handle: IpcMemHandle,
-        flags: u32,
-        out: OutArg,
-    },
-    IpcCloseMemHandle {
-        ptr: u64,
-    },
-    Synchronize,
-    // --- VMM ---
-    VmmGranularity {
-        device: u32,
-        types: HandleTypes,
-        kind: GranularityKind,
-    },
-    VmmCreate {
-        device: u32,
-        size: u64,
-        types: HandleTypes,
-    },
-    VmmExport {
-        handle: u64,
-        ty: ShareableHandleType,
-    },
-    VmmImport {
-        fd: i32,
-    },
-    VmmReserve {
-        size: u64,
-    },
-    VmmMap {
-        va: u64,
-        size: u64,
-        offset: u64,
-        handle: u64,
-    },
-    VmmSetAccess {
-        va: u64,
-        size: u64,
-        device: u32,
-        access: VmmAccess,
-    },
-    VmmUnmap {
-        va: u64,
-        size: u64,
-    },
-    VmmAddressFree {
-        va: u64,
-        size: u64,
-    },
-    VmmRelease {
-        handle: u64,
-    },
-    FdClose {
-        fd: i32,
-    },
-    FdOpenNullDevice,
-    /// Answered with `Ok(Unit)` and descriptor `fd` attached (`SCM_RIGHTS`);
-    /// `InvalidValue` when the worker holds no such descriptor.
-    SendFd {
-        fd: i32,
-    },
-    /// Sent with one descriptor attached; answered with `Reply::Fd`, the
-    /// number the worker now has for it.
-    ReceiveFd,
-    /// Release everything this worker's requests created (IPC mappings,
-    /// allocations, created contexts), make the `Init` device's primary
-    /// context current again and synchronize. Answered with
-    /// [`Reply::Clean`] only when every release call and the synchronize
-    /// succeeded and nothing is left; with an error otherwise. Sent only by
-    /// a backend that reuses workers ([`crate::cuda::CudaBackend::with_worker_reuse`]).
-    Reset,
-    /// Answered with `Ok(Unit)`; then the worker exits with status 0 without
-    /// another API call (the OS and driver reclaim its resources).
-    Exit,
-    // --- events: `event` is the raw `cudaEvent_t` / `CUevent` the worker
-    // returned; the worker refuses ids it did not hand out or already destroyed.
-    EventCreate {
-        flags: u32,
-    },
-    EventRecord {
-        event: u64,
-    },
-    EventQuery {
-        event: u64,
-    },
-    EventSynchronize {
-        event: u64,
-    },
-    StreamWaitEvent {
-        event: u64,
-    },
-    EventElapsed {
-        start: u64,
-        end: u64,
-    },
-    EventDestroy {
-        event: u64,
-    },
-    IpcGetEventHandle {
-        event: u64,
-        out: OutArg,
-    },
-    IpcOpenEventHandle {
-        handle: IpcEventHandle,
-    },
-    SlowFill {
-        ptr: u64,
-        value: u8,
-        len: u64,
-        micros: u64,
-    },
+macro_rules! define_requests {
+    ($(
+        $(#[$doc:meta])*
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+    )*) => {
+        /// One API call (or control message) for a worker: a variant per
+        /// [`crate::Driver`] method, from the table in `calls.rs`, and the
+        /// control messages. Pointers, contexts, events and handles travel as
+        /// their raw numbers.
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum Request {
+            /// Report versions, device count and the first device's identity.
+            /// Needs no `Init`; used by the backend's one-off probe worker.
+            Probe,
+            /// First request of a machine's worker: choose the dialect and make
+            /// `device` current (`cudaSetDevice`, or primary context + `cuCtxSetCurrent`).
+            Init { dialect: Dialect, device: u32 },
+            /// Answered with `Ok(Unit)` and descriptor `fd` attached (`SCM_RIGHTS`);
+            /// `InvalidValue` when the worker holds no such descriptor.
+            SendFd { fd: i32 },
+            /// Sent with one descriptor attached; answered with `Reply::Fd`, the
+            /// number the worker now has for it.
+            ReceiveFd,
+            /// Release everything this worker's requests created (IPC mappings,
+            /// allocations, created contexts), make the `Init` device's primary
+            /// context current again and synchronize. Answered with
+            /// [`Reply::Clean`] only when every release call and the synchronize
+            /// succeeded and nothing is left; with an error otherwise. Sent only by
+            /// a backend that reuses workers ([`crate::cuda::CudaBackend::with_worker_reuse`]).
+            Reset,
+            /// Answered with `Ok(Unit)`; then the worker exits with status 0 without
+            /// another API call (the OS and driver reclaim its resources).
+            Exit,
+            $(
+                $(#[$doc])*
+                $Variant $({ $( $(#[$attr])* $arg: $($ty)? $($owned)? ),* })?,
+            )*
+        }
+
+        impl Request {
+            /// A short name for messages ("the worker died during ipc_open_mem_handle").
+            pub fn name(&self) -> &'static str {
+                match self {
+                    Request::Probe => "probe",
+                    Request::Init { .. } => "init",
+                    Request::SendFd { .. } => "send_fd",
+                    Request::ReceiveFd => "receive_fd",
+                    Request::Reset => "reset",
+                    Request::Exit => "exit",
+                    $( Request::$Variant { .. } => stringify!($method), )*
+                }
+            }
+
+            /// The driver call this request makes; `None` for a control message.
+            pub fn call_kind(&self) -> Option<CallKind> {
+                match self {
+                    $( Request::$Variant { .. } => Some(CallKind::$Variant), )*
+                    _ => None,
+                }
+            }
+
+            /// Makes the call this request names on `driver` and encodes its
+            /// value as the reply; `None` for a control message.
+            pub fn call_on(self, driver: &mut dyn Driver) -> Option<DriverResult<Reply>> {
+                match self {
+                    $(
+                        Request::$Variant $({ $($arg),* })? => Some(
+                            driver
+                                .$method($($( $crate::driver_call_pass!($arg $(, $owned)?) ),*)?)
+                                .map(WireValue::into_reply),
+                        ),
+                    )*
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
-impl Request {
-    /// A short name for messages ("the worker died during ipc_open_mem_handle").
-    pub fn name(&self) -> &'static str {
-        match self {
-            Request::Probe => "probe",
-            Request::Init { .. } => "init",
-            Request::DeviceCount => "device_count",
-            Request::DeviceAttribute { .. } => "device_attribute",
-            Request::CanAccessPeer { .. } => "can_access_peer",
-            Request::EnablePeerAccess { .. } => "enable_peer_access",
-            Request::SetDevice { .. } => "set_device",
-            Request::PrimaryContext { .. } => "primary_context",
-            Request::CreateContext { .. } => "create_context",
-            Request::SetCurrentContext { .. } => "set_current_context",
-            Request::CurrentContext => "current_context",
-            Request::DestroyContext { .. } => "destroy_context",
-            Request::Alloc { .. } => "alloc",
-            Request::Free { .. } => "free",
-            Request::Memset { .. } => "memset",
-            Request::Write { .. } => "write",
-            Request::Read { .. } => "read",
-            Request::DeviceRead { .. } => "device_read",
-            Request::AddressRange { .. } => "address_range",
-            Request::PointerInfo { .. } => "pointer_info",
-            Request::IpcGetMemHandle { .. } => "ipc_get_mem_handle",
-            Request::IpcOpenMemHandle { .. } => "ipc_open_mem_handle",
-            Request::IpcCloseMemHandle { .. } => "ipc_close_mem_handle",
-            Request::Synchronize => "synchronize",
-            Request::VmmGranularity { .. } => "vmm_granularity",
-            Request::VmmCreate { .. } => "vmm_create",
-            Request::VmmExport { .. } => "vmm_export",
-            Request::VmmImport { .. } => "vmm_import",
-            Request::VmmReserve { .. } => "vmm_reserve",
-            Request::VmmMap { .. } => "vmm_map",
-            Request::VmmSetAccess { .. } => "vmm_set_access",
-            Request::VmmUnmap { .. } => "vmm_unmap",
-            Request::VmmAddressFree { .. } => "vmm_address_free",
-            Request::VmmRelease { .. } => "vmm_release",
-            Request::FdClose { .. } => "fd_close",
-            Request::FdOpenNullDevice => "fd_open_null_device",
-            Request::SendFd { .. } => "send_fd",
-            Request::ReceiveFd => "receive_fd",
-            Request::Reset => "reset",
-            Request::Exit => "exit",
-            Request::EventCreate { .. } => "event_create",
-            Request::EventRecord { .. } => "event_record",
-            Request::EventQuery { .. } => "event_query",
-            Request::EventSynchronize { .. } => "event_synchronize",
-            Request::StreamWaitEvent { .. } => "stream_wait_event",
-            Request::EventElapsed { .. } => "event_elapsed",
-            Request::EventDestroy { .. } => "event_destroy",
-            Request::IpcGetEventHandle { .. } => "ipc_get_event_handle",
-            Request::IpcOpenEventHandle { .. } => "ipc_open_event_handle",
-            Request::SlowFill { .. } => "slow_fill",
+crate::for_each_driver_call!(define_requests);
+
+/// A value a driver call returns, as it travels in a [`Reply`]. Each return
+/// type of the call table has one reply variant.
+pub trait WireValue: Sized {
+    fn into_reply(self) -> Reply;
+    /// The value, or the reply back when it is another variant.
+    fn from_reply(reply: Reply) -> Result<Self, Reply>;
+}
+
+macro_rules! wire_values {
+    ($( $ty:ty : |$v:ident| $into:expr, $pat:pat => $from:expr; )*) => {$(
+        impl WireValue for $ty {
+            fn into_reply(self) -> Reply {
+                let $v = self;
+                $into
+            }
+            fn from_reply(reply: Reply) -> Result<Self, Reply> {
+                match reply {
+                    $pat => Ok($from),
+                    other => Err(other),
+                }
+            }
         }
-    }
+    )*};
+}
+
+wire_values! {
+    (): |_unit| Reply::Unit, Reply::Unit => ();
+    u32: |n| Reply::Count(n), Reply::Count(n) => n;
+    i64: |n| Reply::Int(n), Reply::Int(n) => n;
+    u64: |n| Reply::Int(n as i64), Reply::Int(n) => n as u64;
+    f32: |ms| Reply::ElapsedMs(ms.to_bits()), Reply::ElapsedMs(bits) => f32::from_bits(bits);
+    Vec<u8>: |bytes| Reply::Bytes(bytes), Reply::Bytes(bytes) => bytes;
+    DevicePtr: |p| Reply::Ptr(p.0), Reply::Ptr(p) => DevicePtr(p);
+    (DevicePtr, u64): |range| Reply::Range { base: range.0 .0, size: range.1 },
+        Reply::Range { base, size } => (DevicePtr(base), size);
+    ContextId: |c| Reply::Context(c.0), Reply::Context(c) => ContextId(c);
+    Option<ContextId>: |c| Reply::CurrentContext(c.map(|c| c.0)),
+        Reply::CurrentContext(c) => c.map(ContextId);
+    PointerInfo: |info| Reply::PointerInfo(info), Reply::PointerInfo(info) => info;
+    IpcMemHandle: |h| Reply::Handle(h), Reply::Handle(h) => h;
+    VmmHandle: |h| Reply::VmmHandle(h.0), Reply::VmmHandle(h) => VmmHandle(h);
+    Fd: |fd| Reply::Fd(fd.0), Reply::Fd(fd) => Fd(fd);
+    EventId: |e| Reply::Event(e.0), Reply::Event(e) => EventId(e);
+    IpcEventHandle: |h| Reply::EventHandle(h), Reply::EventHandle(h) => h;
 }
 
 /// The value of a successful call.
@@ -672,32 +552,42 @@ mod tests {
             Request::SetDevice { device: 0 },
             Request::PrimaryContext { device: 0 },
             Request::CreateContext { device: 0 },
-            Request::SetCurrentContext { ctx: 0xdead_beef },
+            Request::SetCurrentContext {
+                ctx: ContextId(0xdead_beef),
+            },
             Request::CurrentContext,
-            Request::DestroyContext { ctx: u64::MAX },
+            Request::DestroyContext {
+                ctx: ContextId(u64::MAX),
+            },
             Request::Alloc {
                 kind: MemKind::StreamOrdered,
                 size: 2 << 20,
             },
             Request::Free {
                 kind: FreeKind::Host,
-                ptr: 0x7f00_0000_0000,
+                ptr: DevicePtr(0x7f00_0000_0000),
             },
             Request::Memset {
-                ptr: 1,
+                ptr: DevicePtr(1),
                 value: 0xab,
                 len: 16,
             },
             Request::Write {
-                ptr: 2,
+                ptr: DevicePtr(2),
                 bytes: vec![0, 1, 0xfe, 0xff],
             },
-            Request::Read { ptr: 3, len: 4096 },
-            Request::DeviceRead { ptr: 4, len: 1 },
-            Request::AddressRange { ptr: 5 },
-            Request::PointerInfo { ptr: 6 },
+            Request::Read {
+                ptr: DevicePtr(3),
+                len: 4096,
+            },
+            Request::DeviceRead {
+                ptr: DevicePtr(4),
+                len: 1,
+            },
+            Request::AddressRange { ptr: DevicePtr(5) },
+            Request::PointerInfo { ptr: DevicePtr(6) },
             Request::IpcGetMemHandle {
-                ptr: 7,
+                ptr: DevicePtr(7),
                 out: OutArg::Null,
             },
             Request::IpcOpenMemHandle {
@@ -705,7 +595,7 @@ mod tests {
                 flags: 1,
                 out: OutArg::Valid,
             },
-            Request::IpcCloseMemHandle { ptr: 8 },
+            Request::IpcCloseMemHandle { ptr: DevicePtr(8) },
             Request::Synchronize,
             Request::VmmGranularity {
                 device: 0,
@@ -718,48 +608,59 @@ mod tests {
                 types: HandleTypes(9),
             },
             Request::VmmExport {
-                handle: 0x1234,
+                handle: VmmHandle(0x1234),
                 ty: ShareableHandleType::Fabric,
             },
-            Request::VmmImport { fd: -1 },
+            Request::VmmImport { fd: Fd(-1) },
             Request::VmmReserve { size: 4 << 20 },
             Request::VmmMap {
-                va: 1 << 40,
+                va: DevicePtr(1 << 40),
                 size: 2 << 20,
                 offset: 0,
-                handle: 7,
+                handle: VmmHandle(7),
             },
             Request::VmmSetAccess {
-                va: 1 << 40,
+                va: DevicePtr(1 << 40),
                 size: 2 << 20,
                 device: 0,
                 access: VmmAccess::Read,
             },
-            Request::VmmUnmap { va: 8, size: 9 },
-            Request::VmmAddressFree { va: 8, size: 9 },
-            Request::VmmRelease { handle: 7 },
-            Request::FdClose { fd: 3 },
+            Request::VmmUnmap {
+                va: DevicePtr(8),
+                size: 9,
+            },
+            Request::VmmAddressFree {
+                va: DevicePtr(8),
+                size: 9,
+            },
+            Request::VmmRelease {
+                handle: VmmHandle(7),
+            },
+            Request::FdClose { fd: Fd(3) },
             Request::FdOpenNullDevice,
             Request::SendFd { fd: 5 },
             Request::ReceiveFd,
             Request::Reset,
             Request::Exit,
             Request::EventCreate { flags: 0x6 },
-            Request::EventRecord { event: 9 },
-            Request::EventQuery { event: 10 },
-            Request::EventSynchronize { event: 11 },
-            Request::StreamWaitEvent { event: 12 },
-            Request::EventElapsed { start: 13, end: 14 },
-            Request::EventDestroy { event: 15 },
+            Request::EventRecord { event: EventId(9) },
+            Request::EventQuery { event: EventId(10) },
+            Request::EventSynchronize { event: EventId(11) },
+            Request::StreamWaitEvent { event: EventId(12) },
+            Request::EventElapsed {
+                start: EventId(13),
+                end: EventId(14),
+            },
+            Request::EventDestroy { event: EventId(15) },
             Request::IpcGetEventHandle {
-                event: 16,
+                event: EventId(16),
                 out: OutArg::Null,
             },
             Request::IpcOpenEventHandle {
                 handle: IpcEventHandle([0xc9; 64]),
             },
             Request::SlowFill {
-                ptr: 17,
+                ptr: DevicePtr(17),
                 value: 0x5a,
                 len: 2 << 20,
                 micros: 300_000,
@@ -841,7 +742,7 @@ mod tests {
     #[test]
     fn bytes_travel_as_hex() {
         let json = serde_json::to_string(&Request::Write {
-            ptr: 1,
+            ptr: DevicePtr(1),
             bytes: vec![0xab, 0x01],
         })
         .unwrap();
@@ -981,16 +882,147 @@ mod tests {
     }
 
     #[test]
+    fn call_requests_keep_their_wire_text() {
+        // Requests travel as before the call table: raw numbers for
+        // pointers, contexts, handles, descriptors and events; no braces
+        // for calls without arguments.
+        let cases = [
+            (Request::DeviceCount, r#""DeviceCount""#),
+            (Request::FdOpenNullDevice, r#""FdOpenNullDevice""#),
+            (
+                Request::SetCurrentContext {
+                    ctx: ContextId(0xdead_beef),
+                },
+                r#"{"SetCurrentContext":{"ctx":3735928559}}"#,
+            ),
+            (
+                Request::VmmUnmap {
+                    va: DevicePtr(8),
+                    size: 9,
+                },
+                r#"{"VmmUnmap":{"va":8,"size":9}}"#,
+            ),
+            (
+                Request::Write {
+                    ptr: DevicePtr(2),
+                    bytes: vec![0, 1, 0xfe, 0xff],
+                },
+                r#"{"Write":{"ptr":2,"bytes":"0001feff"}}"#,
+            ),
+            (
+                Request::VmmImport { fd: Fd(-1) },
+                r#"{"VmmImport":{"fd":-1}}"#,
+            ),
+            (
+                Request::EventElapsed {
+                    start: EventId(13),
+                    end: EventId(14),
+                },
+                r#"{"EventElapsed":{"start":13,"end":14}}"#,
+            ),
+            (
+                Request::Free {
+                    kind: FreeKind::StreamOrdered,
+                    ptr: DevicePtr(5),
+                },
+                r#"{"Free":{"kind":"stream_ordered","ptr":5}}"#,
+            ),
+        ];
+        for (request, text) in cases {
+            assert_eq!(serde_json::to_string(&request).unwrap(), text);
+            assert_eq!(decode::<Request>(text.as_bytes()).unwrap(), request);
+        }
+    }
+
+    #[test]
+    fn every_call_request_is_named_after_its_driver_method() {
+        let mut seen = std::collections::HashSet::new();
+        for r in all_requests() {
+            match r.call_kind() {
+                Some(kind) => {
+                    assert_eq!(r.name(), kind.name());
+                    assert!(seen.insert(kind), "{kind:?} twice");
+                }
+                None => assert!(CallKind::from_name(r.name()).is_none(), "{}", r.name()),
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            CallKind::ALL.len(),
+            "all_requests misses a call"
+        );
+    }
+
+    #[test]
+    fn a_call_request_runs_on_a_driver_and_its_value_comes_back_in_the_reply() {
+        let mut driver = crate::driver::MockDriver::new();
+        driver
+            .expect_write()
+            .withf(|ptr, bytes| *ptr == DevicePtr(2) && bytes == [7, 8])
+            .returning(|_, _| Ok(()));
+        driver.expect_event_elapsed().returning(|_, _| Ok(2.5));
+        driver
+            .expect_address_range()
+            .returning(|p| Ok((DevicePtr(p.0 - 16), 64)));
+        driver.expect_current_context().returning(|| Ok(None));
+        driver
+            .expect_vmm_granularity()
+            .returning(|_, _, _| Ok(2 << 20));
+        let write = Request::Write {
+            ptr: DevicePtr(2),
+            bytes: vec![7, 8],
+        };
+        assert_eq!(write.call_on(&mut driver), Some(Ok(Reply::Unit)));
+        let elapsed = Request::EventElapsed {
+            start: EventId(1),
+            end: EventId(2),
+        };
+        assert_eq!(
+            elapsed.call_on(&mut driver),
+            Some(Ok(Reply::ElapsedMs(2.5f32.to_bits())))
+        );
+        let range = Request::AddressRange { ptr: DevicePtr(48) };
+        assert_eq!(
+            range.call_on(&mut driver),
+            Some(Ok(Reply::Range { base: 32, size: 64 }))
+        );
+        assert_eq!(
+            Request::CurrentContext.call_on(&mut driver),
+            Some(Ok(Reply::CurrentContext(None)))
+        );
+        let granularity = Request::VmmGranularity {
+            device: 0,
+            types: HandleTypes::POSIX_FD,
+            kind: GranularityKind::Minimum,
+        };
+        let reply = granularity.call_on(&mut driver).unwrap().unwrap();
+        assert_eq!(reply, Reply::Int(2 << 20));
+        assert_eq!(u64::from_reply(reply), Ok(2 << 20));
+        assert_eq!(Request::Reset.call_on(&mut driver), None);
+        assert_eq!(
+            EventId::from_reply(Reply::Unit),
+            Err(Reply::Unit),
+            "a reply of another type comes back as it was"
+        );
+    }
+
+    #[test]
     fn large_frames_cross_the_socket_intact() {
         let (a, b) = UnixStream::pair().unwrap();
         let bytes: Vec<u8> = (0..(3 << 20)).map(|i| (i * 7 % 251) as u8).collect();
         let msg = Request::Write {
-            ptr: 1,
+            ptr: DevicePtr(1),
             bytes: bytes.clone(),
         };
         let sender = std::thread::spawn(move || send_message(a.as_fd(), &msg, &[]).unwrap());
         let (back, _): (Request, _) = recv_message(b.as_fd()).unwrap();
         sender.join().unwrap();
-        assert_eq!(back, Request::Write { ptr: 1, bytes });
+        assert_eq!(
+            back,
+            Request::Write {
+                ptr: DevicePtr(1),
+                bytes
+            }
+        );
     }
 }

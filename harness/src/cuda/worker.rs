@@ -112,8 +112,9 @@ use super::protocol::{
     MAX_TRANSFER,
 };
 use crate::driver::{
-    DeviceAttribute, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
-    MemoryType, OutArg, PointerInfo, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE,
+    ContextId, DeviceAttribute, DevicePtr, EventId, Fd, FreeKind, GranularityKind, HandleTypes,
+    IpcEventHandle, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo, ShareableHandleType,
+    VmmAccess, VmmHandle, IPC_HANDLE_SIZE,
 };
 use crate::errors::Dialect;
 use std::collections::HashMap;
@@ -683,21 +684,21 @@ impl Worker {
         }
         let track = match &request {
             Request::Alloc { kind, .. } => Track::Alloc(free_kind(*kind)),
-            Request::Free { ptr, .. } => Track::Free(*ptr),
+            Request::Free { ptr, .. } => Track::Free(ptr.0),
             Request::IpcOpenMemHandle {
                 out: OutArg::Valid, ..
             } => Track::IpcOpen,
-            Request::IpcCloseMemHandle { ptr } => Track::IpcClose(*ptr),
+            Request::IpcCloseMemHandle { ptr } => Track::IpcClose(ptr.0),
             Request::CreateContext { .. } => Track::CreateContext,
-            Request::DestroyContext { ctx } => Track::DestroyContext(*ctx),
-            Request::VmmMap { va, size, .. } => Track::VmmMap(*va, *size),
-            Request::VmmUnmap { va, .. } => Track::VmmUnmap(*va),
+            Request::DestroyContext { ctx } => Track::DestroyContext(ctx.0),
+            Request::VmmMap { va, size, .. } => Track::VmmMap(va.0, *size),
+            Request::VmmUnmap { va, .. } => Track::VmmUnmap(va.0),
             Request::VmmReserve { size } => Track::VmmReserve(*size),
-            Request::VmmAddressFree { va, .. } => Track::VmmAddressFree(*va),
-            Request::VmmRelease { handle } => Track::VmmRelease(*handle),
-            Request::FdClose { fd } => Track::FdClose(*fd),
+            Request::VmmAddressFree { va, .. } => Track::VmmAddressFree(va.0),
+            Request::VmmRelease { handle } => Track::VmmRelease(handle.0),
+            Request::FdClose { fd } => Track::FdClose(fd.0),
             Request::EventCreate { .. } | Request::IpcOpenEventHandle { .. } => Track::EventMade,
-            Request::EventDestroy { event } => Track::EventDestroy(*event),
+            Request::EventDestroy { event } => Track::EventDestroy(event.0),
             _ => Track::Nothing,
         };
         // An event id this worker did not hand out (or already destroyed)
@@ -709,9 +710,9 @@ impl Worker {
             | Request::StreamWaitEvent { event }
             | Request::EventDestroy { event }
             | Request::IpcGetEventHandle { event, .. } => {
-                Some(*event).filter(|e| !self.owned.events.contains_key(e))
+                Some(event.0).filter(|e| !self.owned.events.contains_key(e))
             }
-            Request::EventElapsed { start, end } => [*start, *end]
+            Request::EventElapsed { start, end } => [start.0, end.0]
                 .into_iter()
                 .find(|e| !self.owned.events.contains_key(e)),
             _ => None,
@@ -1012,7 +1013,9 @@ impl Worker {
                     ffi::cuCtxCreate_v4(&mut ctx, null_mut(), 0, dev)?;
                     Ok(Reply::Context(ctx as u64))
                 }
-                Request::SetCurrentContext { ctx } => {
+                Request::SetCurrentContext {
+                    ctx: ContextId(ctx),
+                } => {
                     ffi::cuCtxSetCurrent(as_ptr(ctx))?;
                     Ok(Reply::Unit)
                 }
@@ -1023,7 +1026,9 @@ impl Worker {
                         (!ctx.is_null()).then_some(ctx as u64),
                     ))
                 }
-                Request::DestroyContext { ctx } => {
+                Request::DestroyContext {
+                    ctx: ContextId(ctx),
+                } => {
                     ffi::cuCtxDestroy_v2(as_ptr(ctx))?;
                     // Its module went with it; a later context may reuse the address.
                     self.kernels.remove(&(ctx as usize));
@@ -1031,15 +1036,25 @@ impl Worker {
                     Ok(Reply::Unit)
                 }
                 Request::Alloc { kind, size } => alloc(d, kind, size).map(Reply::Ptr),
-                Request::Free { kind, ptr } => free(d, kind, ptr).map(|()| Reply::Unit),
-                Request::Memset { ptr, value, len } => {
+                Request::Free {
+                    kind,
+                    ptr: DevicePtr(ptr),
+                } => free(d, kind, ptr).map(|()| Reply::Unit),
+                Request::Memset {
+                    ptr: DevicePtr(ptr),
+                    value,
+                    len,
+                } => {
                     match d {
                         Runtime => ffi::cudaMemset(as_ptr(ptr), value as c_int, len as usize)?,
                         Driver => ffi::cuMemsetD8_v2(ptr, value, len as usize)?,
                     }
                     Ok(Reply::Unit)
                 }
-                Request::Write { ptr, bytes } => {
+                Request::Write {
+                    ptr: DevicePtr(ptr),
+                    bytes,
+                } => {
                     if bytes.len() as u64 > MAX_TRANSFER {
                         return Err(harness(format!(
                             "a write of {} bytes exceeds the worker's limit of {MAX_TRANSFER} bytes",
@@ -1058,7 +1073,10 @@ impl Worker {
                     }
                     Ok(Reply::Unit)
                 }
-                Request::Read { ptr, len } => {
+                Request::Read {
+                    ptr: DevicePtr(ptr),
+                    len,
+                } => {
                     let mut buf = host_buffer(len)?;
                     let dst = buf.as_mut_ptr() as *mut c_void;
                     match d {
@@ -1072,8 +1090,13 @@ impl Worker {
                     }
                     Ok(Reply::Bytes(buf))
                 }
-                Request::DeviceRead { ptr, len } => self.device_read(ptr, len).map(Reply::Bytes),
-                Request::AddressRange { ptr } => {
+                Request::DeviceRead {
+                    ptr: DevicePtr(ptr),
+                    len,
+                } => self.device_read(ptr, len).map(Reply::Bytes),
+                Request::AddressRange {
+                    ptr: DevicePtr(ptr),
+                } => {
                     let (mut base, mut size): (DevPtr, usize) = (0, 0);
                     ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr)?;
                     Ok(Reply::Range {
@@ -1081,12 +1104,17 @@ impl Worker {
                         size: size as u64,
                     })
                 }
-                Request::PointerInfo { ptr } => match d {
+                Request::PointerInfo {
+                    ptr: DevicePtr(ptr),
+                } => match d {
                     Runtime => runtime_pointer_info(ptr),
                     Driver => driver_pointer_info(ptr),
                 }
                 .map(Reply::PointerInfo),
-                Request::IpcGetMemHandle { ptr, out } => {
+                Request::IpcGetMemHandle {
+                    ptr: DevicePtr(ptr),
+                    out,
+                } => {
                     let mut h = RawIpcHandle {
                         reserved: [0; IPC_HANDLE_SIZE],
                     };
@@ -1125,7 +1153,9 @@ impl Worker {
                         }
                     }
                 }
-                Request::IpcCloseMemHandle { ptr } => {
+                Request::IpcCloseMemHandle {
+                    ptr: DevicePtr(ptr),
+                } => {
                     match d {
                         Runtime => ffi::cudaIpcCloseMemHandle(as_ptr(ptr))?,
                         Driver => ffi::cuIpcCloseMemHandle(ptr)?,
@@ -1163,7 +1193,10 @@ impl Worker {
                     ffi::cuMemCreate(&mut h, size as usize, &prop, 0)?;
                     Ok(Reply::VmmHandle(h))
                 }
-                Request::VmmExport { handle, ty } => match ty {
+                Request::VmmExport {
+                    handle: VmmHandle(handle),
+                    ty,
+                } => match ty {
                     ShareableHandleType::PosixFd => {
                         let mut fd: c_int = -1;
                         ffi::cuMemExportToShareableHandle(
@@ -1187,7 +1220,7 @@ impl Worker {
                         ))
                     }
                 },
-                Request::VmmImport { fd } => {
+                Request::VmmImport { fd: Fd(fd) } => {
                     let mut h: u64 = 0;
                     // The descriptor travels in the pointer-sized argument.
                     ffi::cuMemImportFromShareableHandle(
@@ -1203,16 +1236,16 @@ impl Worker {
                     Ok(Reply::Ptr(va))
                 }
                 Request::VmmMap {
-                    va,
+                    va: DevicePtr(va),
                     size,
                     offset,
-                    handle,
+                    handle: VmmHandle(handle),
                 } => {
                     ffi::cuMemMap(va, size as usize, offset as usize, handle, 0)?;
                     Ok(Reply::Unit)
                 }
                 Request::VmmSetAccess {
-                    va,
+                    va: DevicePtr(va),
                     size,
                     device,
                     access,
@@ -1229,19 +1262,27 @@ impl Worker {
                     ffi::cuMemSetAccess(va, size as usize, &desc, 1)?;
                     Ok(Reply::Unit)
                 }
-                Request::VmmUnmap { va, size } => {
+                Request::VmmUnmap {
+                    va: DevicePtr(va),
+                    size,
+                } => {
                     ffi::cuMemUnmap(va, size as usize)?;
                     Ok(Reply::Unit)
                 }
-                Request::VmmAddressFree { va, size } => {
+                Request::VmmAddressFree {
+                    va: DevicePtr(va),
+                    size,
+                } => {
                     ffi::cuMemAddressFree(va, size as usize)?;
                     Ok(Reply::Unit)
                 }
-                Request::VmmRelease { handle } => {
+                Request::VmmRelease {
+                    handle: VmmHandle(handle),
+                } => {
                     ffi::cuMemRelease(handle)?;
                     Ok(Reply::Unit)
                 }
-                Request::FdClose { fd } => {
+                Request::FdClose { fd: Fd(fd) } => {
                     // Only descriptors this worker holds: never its socket.
                     if !self.owned.fds.contains(&fd) {
                         return Err(WireError::Api(1));
@@ -1271,35 +1312,46 @@ impl Worker {
                     }
                     Ok(Reply::Event(e as u64))
                 }
-                Request::EventRecord { event } => {
+                Request::EventRecord {
+                    event: EventId(event),
+                } => {
                     match d {
                         Runtime => ffi::cudaEventRecord(as_ptr(event), null_mut())?,
                         Driver => ffi::cuEventRecord(as_ptr(event), null_mut())?,
                     }
                     Ok(Reply::Unit)
                 }
-                Request::EventQuery { event } => {
+                Request::EventQuery {
+                    event: EventId(event),
+                } => {
                     match d {
                         Runtime => ffi::cudaEventQuery(as_ptr(event))?,
                         Driver => ffi::cuEventQuery(as_ptr(event))?,
                     }
                     Ok(Reply::Unit)
                 }
-                Request::EventSynchronize { event } => {
+                Request::EventSynchronize {
+                    event: EventId(event),
+                } => {
                     match d {
                         Runtime => ffi::cudaEventSynchronize(as_ptr(event))?,
                         Driver => ffi::cuEventSynchronize(as_ptr(event))?,
                     }
                     Ok(Reply::Unit)
                 }
-                Request::StreamWaitEvent { event } => {
+                Request::StreamWaitEvent {
+                    event: EventId(event),
+                } => {
                     match d {
                         Runtime => ffi::cudaStreamWaitEvent(null_mut(), as_ptr(event), 0)?,
                         Driver => ffi::cuStreamWaitEvent(null_mut(), as_ptr(event), 0)?,
                     }
                     Ok(Reply::Unit)
                 }
-                Request::EventElapsed { start, end } => {
+                Request::EventElapsed {
+                    start: EventId(start),
+                    end: EventId(end),
+                } => {
                     let mut ms: f32 = 0.0;
                     match d {
                         Runtime => ffi::cudaEventElapsedTime(&mut ms, as_ptr(start), as_ptr(end))?,
@@ -1307,11 +1359,16 @@ impl Worker {
                     }
                     Ok(Reply::ElapsedMs(ms.to_bits()))
                 }
-                Request::EventDestroy { event } => {
+                Request::EventDestroy {
+                    event: EventId(event),
+                } => {
                     event_destroy(d, event)?;
                     Ok(Reply::Unit)
                 }
-                Request::IpcGetEventHandle { event, out } => {
+                Request::IpcGetEventHandle {
+                    event: EventId(event),
+                    out,
+                } => {
                     let mut h = RawIpcHandle {
                         reserved: [0; IPC_HANDLE_SIZE],
                     };
@@ -1339,7 +1396,7 @@ impl Worker {
                     Ok(Reply::Event(e as u64))
                 }
                 Request::SlowFill {
-                    ptr,
+                    ptr: DevicePtr(ptr),
                     value,
                     len,
                     micros,

@@ -1,0 +1,251 @@
+//! Every driver call, defined once.
+//!
+//! [`for_each_driver_call!`] holds the table: one row per API call, with its
+//! `Driver` method name, its wire name (the worker protocol's `Request`
+//! variant, also the [`CallKind`]), its arguments and its return type. Each
+//! consumer passes the name of its own generator macro and gets the rows:
+//!
+//! - here: the [`Driver`](crate::Driver) trait (every method required),
+//!   [`CallKind`] and [`Call`] (one call with its owned arguments);
+//! - `cuda/protocol.rs`: the worker protocol's `Request` and its dispatch
+//!   onto any `Driver`; `cuda/process.rs`: the proxy `Driver` that sends a
+//!   `Request` and decodes the `Reply`;
+//! - `roles/driver.rs`: `RoleDriver`, whose every call passes through one hook.
+//!
+//! Row syntax: `doc comments, method WireName(args) -> Return;`. A call
+//! without arguments has no parentheses (its request is a unit variant on
+//! the wire). An argument's type is one identifier (a `Copy` type), or a
+//! borrowed slice with the owned type it travels as
+//! (`bytes: &[u8] as Vec<u8>`): the trait's argument types reach mockall
+//! as plain tokens that way. Attributes on an argument apply to its field
+//! in the wire request only.
+//!
+//! The order of the rows is the order of [`CallKind`] (it sorts call counts).
+
+/// Calls `$generator!` with the table of driver calls (see the module docs
+/// of `ipc_harness::calls`).
+#[macro_export]
+macro_rules! for_each_driver_call {
+    ($generator:ident) => {
+        $generator! {
+            // --- devices -------------------------------------------------
+            /// `cudaGetDeviceCount` / `cuDeviceGetCount`.
+            device_count DeviceCount -> u32;
+            /// `cudaDeviceGetAttribute` / `cuDeviceGetAttribute`.
+            device_attribute DeviceAttribute(device: DeviceOrdinal, attr: DeviceAttribute) -> i64;
+            // --- contexts ------------------------------------------------
+            /// `cudaSetDevice` (runtime) / retain primary context + `cuCtxSetCurrent` (driver).
+            set_device SetDevice(device: DeviceOrdinal) -> ();
+            /// `cuDevicePrimaryCtxRetain` (both dialects: the runtime has no equivalent).
+            primary_context PrimaryContext(device: DeviceOrdinal) -> ContextId;
+            /// `cuCtxCreate`: a second, non-primary context on `device`; it becomes current.
+            create_context CreateContext(device: DeviceOrdinal) -> ContextId;
+            /// `cuCtxSetCurrent`.
+            set_current_context SetCurrentContext(ctx: ContextId) -> ();
+            /// `cuCtxGetCurrent`; `None` when no context is current.
+            current_context CurrentContext -> Option<ContextId>;
+            /// `cuCtxDestroy`.
+            destroy_context DestroyContext(ctx: ContextId) -> ();
+            // --- allocations ---------------------------------------------
+            /// `cudaMalloc*` / `cuMemAlloc*` of `kind` (see [`MemKind`]).
+            alloc Alloc(kind: MemKind, size: u64) -> DevicePtr;
+            /// `cudaFree*` / `cuMemFree*` of `kind` (see [`FreeKind`]).
+            free Free(kind: FreeKind, ptr: DevicePtr) -> ();
+            /// `cudaDeviceSynchronize` / `cuCtxSynchronize`: wait for this process's
+            /// work. A copy from pageable host memory may return before the bytes
+            /// reach the device, so another process can read stale data without it.
+            synchronize Synchronize -> ();
+            // --- data ----------------------------------------------------
+            /// `cudaMemset` / `cuMemsetD8`.
+            memset Memset(ptr: DevicePtr, value: u8, len: u64) -> ();
+            /// Host-to-device `cudaMemcpy` / `cuMemcpyHtoD`.
+            write Write(ptr: DevicePtr, #[serde(with = "hex_bytes")] bytes: &[u8] as Vec<u8>) -> ();
+            /// Device-to-host `cudaMemcpy` / `cuMemcpyDtoH`.
+            read Read(ptr: DevicePtr, len: u64) -> Vec<u8>;
+            /// What a kernel reading `[ptr, ptr+len)` sees: a copy kernel into a
+            /// scratch buffer, then copied back. Can differ from what memcpy allows.
+            device_read DeviceRead(ptr: DevicePtr, len: u64) -> Vec<u8>;
+            // --- queries -------------------------------------------------
+            /// `cuMemGetAddressRange`: base and size of the allocation containing `ptr`.
+            address_range AddressRange(ptr: DevicePtr) -> (DevicePtr, u64);
+            /// `cudaPointerGetAttributes` / `cuPointerGetAttribute`.
+            pointer_info PointerInfo(ptr: DevicePtr) -> PointerInfo;
+            // --- legacy IPC ----------------------------------------------
+            /// `cudaIpcGetMemHandle` / `cuIpcGetMemHandle`.
+            ipc_get_mem_handle IpcGetMemHandle(ptr: DevicePtr, out: OutArg) -> IpcMemHandle;
+            /// `cudaIpcOpenMemHandle` / `cuIpcOpenMemHandle`.
+            ipc_open_mem_handle IpcOpenMemHandle(handle: IpcMemHandle, flags: u32, out: OutArg) -> DevicePtr;
+            /// `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`.
+            ipc_close_mem_handle IpcCloseMemHandle(ptr: DevicePtr) -> ();
+            // --- peers (several devices) ---------------------------------
+            /// `cudaDeviceCanAccessPeer` / `cuDeviceCanAccessPeer`: 1 when `device`
+            /// can access memory on `peer`, else 0.
+            can_access_peer CanAccessPeer(device: DeviceOrdinal, peer: DeviceOrdinal) -> i64;
+            /// `cudaDeviceEnablePeerAccess(peer, 0)` / `cuCtxEnablePeerAccess` with
+            /// `peer`'s primary context: the current context may access `peer`'s memory.
+            enable_peer_access EnablePeerAccess(peer: DeviceOrdinal) -> ();
+            // --- VMM -----------------------------------------------------
+            // The virtual memory management calls exist only in the driver API;
+            // a runtime-dialect program calls the same `cu*` functions, so both
+            // dialects make the same calls (errors are still named per dialect).
+            /// `cuMemGetAllocationGranularity` for a pinned device allocation on
+            /// `device` requesting `types`.
+            vmm_granularity VmmGranularity(device: DeviceOrdinal, types: HandleTypes, kind: GranularityKind) -> u64;
+            /// `cuMemCreate` (pinned, on `device`, `requestedHandleTypes = types`).
+            vmm_create VmmCreate(device: DeviceOrdinal, size: u64, types: HandleTypes) -> VmmHandle;
+            /// `cuMemExportToShareableHandle(.., flags = 0)`. Only POSIX fds are
+            /// carried; a fabric export that succeeds is a harness error.
+            vmm_export VmmExport(handle: VmmHandle, ty: ShareableHandleType) -> Fd;
+            /// `cuMemImportFromShareableHandle(.., CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)`.
+            vmm_import VmmImport(fd: Fd) -> VmmHandle;
+            /// `cuMemAddressReserve(.., size, alignment 0, addr 0, flags 0)`.
+            vmm_reserve VmmReserve(size: u64) -> DevicePtr;
+            /// `cuMemMap(va, size, offset, handle, 0)`.
+            vmm_map VmmMap(va: DevicePtr, size: u64, offset: u64, handle: VmmHandle) -> ();
+            /// `cuMemSetAccess` with one descriptor for `device`.
+            vmm_set_access VmmSetAccess(va: DevicePtr, size: u64, device: DeviceOrdinal, access: VmmAccess) -> ();
+            /// `cuMemUnmap`.
+            vmm_unmap VmmUnmap(va: DevicePtr, size: u64) -> ();
+            /// `cuMemAddressFree`.
+            vmm_address_free VmmAddressFree(va: DevicePtr, size: u64) -> ();
+            /// `cuMemRelease`.
+            vmm_release VmmRelease(handle: VmmHandle) -> ();
+            /// `close(2)` of a descriptor in this process (an `EBADF` is `InvalidValue`).
+            fd_close FdClose(fd: Fd) -> ();
+            /// `open("/dev/null", O_RDWR)`: a descriptor that is not CUDA's.
+            fd_open_null_device FdOpenNullDevice -> Fd;
+            // --- events --------------------------------------------------
+            /// `cudaEventCreateWithFlags` / `cuEventCreate` (flags: [`event_flags`](crate::driver::event_flags)).
+            event_create EventCreate(flags: u32) -> EventId;
+            /// `cudaEventRecord` / `cuEventRecord` on the default stream.
+            event_record EventRecord(event: EventId) -> ();
+            /// `cudaEventQuery` / `cuEventQuery`: `Ok` when complete, `NotReady` otherwise.
+            event_query EventQuery(event: EventId) -> ();
+            /// `cudaEventSynchronize` / `cuEventSynchronize`.
+            event_synchronize EventSynchronize(event: EventId) -> ();
+            /// `cudaStreamWaitEvent` / `cuStreamWaitEvent` on the default stream.
+            stream_wait_event StreamWaitEvent(event: EventId) -> ();
+            /// `cudaEventElapsedTime` / `cuEventElapsedTime`, in milliseconds.
+            event_elapsed EventElapsed(start: EventId, end: EventId) -> f32;
+            /// `cudaEventDestroy` / `cuEventDestroy`.
+            event_destroy EventDestroy(event: EventId) -> ();
+            /// `cudaIpcGetEventHandle` / `cuIpcGetEventHandle`.
+            ipc_get_event_handle IpcGetEventHandle(event: EventId, out: OutArg) -> IpcEventHandle;
+            /// `cudaIpcOpenEventHandle` / `cuIpcOpenEventHandle`.
+            ipc_open_event_handle IpcOpenEventHandle(handle: IpcEventHandle) -> EventId;
+            /// Long work on the default stream: a kernel that busy-waits `micros`
+            /// microseconds (on the GPU's global timer), then writes `value` to
+            /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.
+            slow_fill SlowFill(ptr: DevicePtr, value: u8, len: u64, micros: u64) -> ();
+        }
+    };
+}
+
+/// An argument made owned: itself, or (passed by reference) the owned
+/// type the table names after `as`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! driver_call_to_owned {
+    ($arg:expr) => {
+        $arg
+    };
+    ($arg:expr, $owned:ty) => {
+        <$owned>::from($arg)
+    };
+}
+
+/// An owned argument passed to a `Driver` method (by reference where the
+/// method borrows it).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! driver_call_pass {
+    ($arg:expr) => {
+        $arg
+    };
+    ($arg:expr, $owned:ty) => {
+        &$arg
+    };
+}
+
+/// A second copy of an owned argument (a clone where the table names an
+/// owned type, since only by-reference arguments are not `Copy`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! driver_call_duplicate {
+    ($arg:expr) => {
+        $arg
+    };
+    ($arg:expr, $owned:ty) => {
+        $arg.clone()
+    };
+}
+
+macro_rules! define_driver_trait_and_kinds {
+    ($(
+        $(#[$doc:meta])*
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+    )*) => {
+        /// One OS process's view of the driver. Each method is one API call in
+        /// the process's dialect; see the scenario language docs for the
+        /// mapping. The methods come from the table in `calls.rs`; every one
+        /// is required.
+        #[cfg_attr(any(test, feature = "mock"), mockall::automock)]
+        pub trait Driver {
+            /// The dialect this process speaks; fixed for its lifetime.
+            fn dialect(&self) -> Dialect;
+            $(
+                $(#[$doc])*
+                fn $method(&mut self $($(, $arg: $($ty)? $(&[$elem])?)*)?) -> DriverResult<$ret>;
+            )*
+        }
+
+        /// One kind of driver call (a [`Driver`] method), for fault points and
+        /// call counts.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum CallKind {
+            $( $Variant, )*
+        }
+
+        impl CallKind {
+            /// Every call, in table order.
+            pub const ALL: &'static [CallKind] = &[$( CallKind::$Variant, )*];
+
+            /// The `Driver` method's name (`ipc_open_mem_handle`).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( CallKind::$Variant => stringify!($method), )*
+                }
+            }
+
+            /// The call of that method name.
+            pub fn from_name(name: &str) -> Option<CallKind> {
+                CallKind::ALL.iter().copied().find(|k| k.name() == name)
+            }
+        }
+
+        /// One driver call with its arguments (owned).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Call {
+            $( $Variant $({ $( $arg: $($ty)? $($owned)? ),* })?, )*
+        }
+
+        impl Call {
+            pub fn kind(&self) -> CallKind {
+                match self {
+                    $( Call::$Variant { .. } => CallKind::$Variant, )*
+                }
+            }
+        }
+    };
+}
+
+use crate::driver::{
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
+    GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
+    ShareableHandleType, VmmAccess, VmmHandle,
+};
+use crate::errors::Dialect;
+use serde::{Deserialize, Serialize};
+
+for_each_driver_call!(define_driver_trait_and_kinds);
