@@ -3,6 +3,7 @@
 //! in-process driver on the real backend), and its effect on allocations and
 //! mappings recorded for the final state.
 
+use super::ledger::{self, Answered, CallBy};
 use super::{Fault, ProcessState};
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
@@ -160,22 +161,36 @@ impl RoleDriver {
         *n += 1;
         let n = *n;
         if let Some(fault) = self.faults.iter().find(|f| f.call == kind && f.nth == n) {
+            self.state.ledger.faulted(kind, fault.error); // ledger: injected fault
             return Err(ApiError::new(self.dialect, fault.error).into());
         }
-        self.forward(kind, f)
+        let result = self.forward(kind, CallBy::Role, f);
+        self.state.ledger.answered(kind, &result); // ledger: what reached the role
+        result
     }
 
-    /// A call that is neither counted nor subject to faults (the harness's
-    /// own queries).
-    fn forward<T, F>(&mut self, kind: CallKind, f: F) -> DriverResult<T>
+    /// Runs a call through the gate; a harness query (`CallBy::Harness`) is
+    /// neither counted nor subject to faults.
+    fn forward<T, F>(&mut self, kind: CallKind, by: CallBy, f: F) -> DriverResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut dyn Driver) -> DriverResult<T> + Send + 'static,
     {
+        // ledger: every answer carries its event-list line.
         let answer = self.gate.call(
             kind,
-            Box::new(move |d| Box::new(f(d)) as Box<dyn Any + Send>),
+            Box::new(move |d| {
+                let result = f(d);
+                Box::new(Answered {
+                    line: ledger::describe(by, kind, &result),
+                    value: Box::new(result),
+                }) as Box<dyn Any + Send>
+            }),
         );
+        let answer = answer.map(|a| match a.downcast::<Answered>() {
+            Ok(answered) => answered.value,
+            Err(other) => other,
+        });
         match answer.map(|a| a.downcast::<DriverResult<T>>()) {
             Some(Ok(result)) => *result,
             Some(Err(_)) => Err(DriverError::Harness(format!(
@@ -295,7 +310,13 @@ impl Driver for RoleDriver {
         let mapped_len = if known {
             None
         } else {
-            self.forward(CallKind::AddressRange, move |d| d.address_range(ptr))
+            let range = self.forward(CallKind::AddressRange, CallBy::Harness, move |d| {
+                d.address_range(ptr)
+            });
+            self.state
+                .ledger
+                .harness_call(CallKind::AddressRange, &range); // ledger
+            range
                 .ok()
                 .map(|(base, size)| size.saturating_sub(ptr.0.saturating_sub(base.0)))
         };
@@ -353,21 +374,29 @@ impl Driver for RoleDriver {
         size: u64,
         types: HandleTypes,
     ) -> DriverResult<VmmHandle> {
-        self.call(CallKind::VmmCreate, move |d| {
+        let h = self.call(CallKind::VmmCreate, move |d| {
             d.vmm_create(device, size, types)
-        })
+        })?;
+        self.state.ledger.held.vmm_handles.insert(h.0); // ledger
+        Ok(h)
     }
 
     fn vmm_export(&mut self, handle: VmmHandle, ty: ShareableHandleType) -> DriverResult<Fd> {
-        self.call(CallKind::VmmExport, move |d| d.vmm_export(handle, ty))
+        let fd = self.call(CallKind::VmmExport, move |d| d.vmm_export(handle, ty))?;
+        self.state.ledger.held.fds.insert(fd.0); // ledger
+        Ok(fd)
     }
 
     fn vmm_import(&mut self, fd: Fd) -> DriverResult<VmmHandle> {
-        self.call(CallKind::VmmImport, move |d| d.vmm_import(fd))
+        let h = self.call(CallKind::VmmImport, move |d| d.vmm_import(fd))?;
+        self.state.ledger.held.vmm_handles.insert(h.0); // ledger
+        Ok(h)
     }
 
     fn vmm_reserve(&mut self, size: u64) -> DriverResult<DevicePtr> {
-        self.call(CallKind::VmmReserve, move |d| d.vmm_reserve(size))
+        let va = self.call(CallKind::VmmReserve, move |d| d.vmm_reserve(size))?;
+        self.state.ledger.held.reservations.insert(va.0, size); // ledger
+        Ok(va)
     }
 
     fn vmm_map(
@@ -379,7 +408,9 @@ impl Driver for RoleDriver {
     ) -> DriverResult<()> {
         self.call(CallKind::VmmMap, move |d| {
             d.vmm_map(va, size, offset, handle)
-        })
+        })?;
+        self.state.ledger.held.vmm_mappings.insert(va.0, size); // ledger
+        Ok(())
     }
 
     fn vmm_set_access(
@@ -395,30 +426,42 @@ impl Driver for RoleDriver {
     }
 
     fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
-        self.call(CallKind::VmmUnmap, move |d| d.vmm_unmap(va, size))
+        self.call(CallKind::VmmUnmap, move |d| d.vmm_unmap(va, size))?;
+        self.state.ledger.held.vmm_mappings.remove(&va.0); // ledger
+        Ok(())
     }
 
     fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
         self.call(CallKind::VmmAddressFree, move |d| {
             d.vmm_address_free(va, size)
-        })
+        })?;
+        self.state.ledger.held.reservations.remove(&va.0); // ledger
+        Ok(())
     }
 
     fn vmm_release(&mut self, handle: VmmHandle) -> DriverResult<()> {
-        self.call(CallKind::VmmRelease, move |d| d.vmm_release(handle))
+        self.call(CallKind::VmmRelease, move |d| d.vmm_release(handle))?;
+        self.state.ledger.held.vmm_handles.remove(&handle.0); // ledger
+        Ok(())
     }
 
     fn fd_close(&mut self, fd: Fd) -> DriverResult<()> {
-        self.call(CallKind::FdClose, move |d| d.fd_close(fd))
+        self.call(CallKind::FdClose, move |d| d.fd_close(fd))?;
+        self.state.ledger.held.fds.remove(&fd.0); // ledger
+        Ok(())
     }
 
     fn fd_open_null_device(&mut self) -> DriverResult<Fd> {
-        self.call(CallKind::FdOpenNullDevice, move |d| d.fd_open_null_device())
+        let fd = self.call(CallKind::FdOpenNullDevice, move |d| d.fd_open_null_device())?;
+        self.state.ledger.held.fds.insert(fd.0); // ledger
+        Ok(fd)
     }
 
     // --- events ---
     fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
-        self.call(CallKind::EventCreate, move |d| d.event_create(flags))
+        let e = self.call(CallKind::EventCreate, move |d| d.event_create(flags))?;
+        self.state.ledger.held.events.insert(e.0); // ledger
+        Ok(e)
     }
 
     fn event_record(&mut self, event: EventId) -> DriverResult<()> {
@@ -446,7 +489,11 @@ impl Driver for RoleDriver {
     }
 
     fn event_destroy(&mut self, event: EventId) -> DriverResult<()> {
-        self.call(CallKind::EventDestroy, move |d| d.event_destroy(event))
+        self.call(CallKind::EventDestroy, move |d| d.event_destroy(event))?;
+        let held = &mut self.state.ledger.held; // ledger
+        held.events.remove(&event.0);
+        held.imported_events.remove(&event.0);
+        Ok(())
     }
 
     fn ipc_get_event_handle(
@@ -460,9 +507,11 @@ impl Driver for RoleDriver {
     }
 
     fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
-        self.call(CallKind::IpcOpenEventHandle, move |d| {
+        let e = self.call(CallKind::IpcOpenEventHandle, move |d| {
             d.ipc_open_event_handle(handle)
-        })
+        })?;
+        self.state.ledger.held.imported_events.insert(e.0); // ledger
+        Ok(e)
     }
 
     fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {

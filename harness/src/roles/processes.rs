@@ -134,7 +134,7 @@ impl PeerLink for SocketLink {
             },
             &fds,
         )
-        .map_err(|e| RoleError(format!("lost the parent: {e}")))
+        .map_err(|e| super::fail(format!("lost the parent: {e}")))
     }
 
     fn recv(&mut self, from: Option<usize>) -> Result<(usize, Message), RoleError> {
@@ -150,8 +150,8 @@ impl PeerLink for SocketLink {
                 None => self.ended.iter().filter(|&&e| !e).count() <= 1,
             };
             if others_ended {
-                return Err(RoleError(
-                    "the peer(s) this role waits for have ended and sent nothing more".into(),
+                return Err(super::fail(
+                    "the peer(s) this role waits for have ended and sent nothing more",
                 ));
             }
             match recv_message::<FromParent>(self.sock.as_fd()) {
@@ -163,7 +163,7 @@ impl PeerLink for SocketLink {
                         *e = true;
                     }
                 }
-                Err(e) => return Err(RoleError(format!("lost the parent: {e}"))),
+                Err(e) => return Err(super::fail(format!("lost the parent: {e}"))),
             }
         }
     }
