@@ -455,7 +455,7 @@ impl RunReport {
             }
             for e in s.unexpected_errors() {
                 out.push(format!(
-                    "ignored error in {role}: {e}, and the role did not declare it with expect_error"
+                    "undeclared driver error in {role}: {e} (ignored or handled, but not declared with expect_error)"
                 ));
             }
         }
