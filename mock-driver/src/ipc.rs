@@ -1101,7 +1101,11 @@ impl World {
         };
         let open_here = self.procs[p]
             .region_at(ptr)
-            .and_then(|(base, r)| r.import.as_ref().map(|m| (base, m.opens.contains_key(&ptr))))
+            .and_then(|(base, r)| {
+                r.import
+                    .as_ref()
+                    .map(|m| (base, m.opens.contains_key(&ptr)))
+            })
             .and_then(|(base, open)| open.then_some(base));
         let Some(base) = open_here else {
             self.close_unopened(p, ptr);
@@ -1159,7 +1163,9 @@ impl World {
             let holder = (0..self.procs.len()).find(|&q| {
                 q != p
                     && self.procs[q].region_at(ptr).is_some_and(|(_, r)| {
-                        r.import.as_ref().is_some_and(|m| m.opens.contains_key(&ptr))
+                        r.import
+                            .as_ref()
+                            .is_some_and(|m| m.opens.contains_key(&ptr))
                     })
             });
             if let Some(q) = holder {

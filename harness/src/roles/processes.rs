@@ -35,7 +35,7 @@ enum FromChild {
     },
     Done {
         outcome: RoleOutcome,
-        state: ProcessState,
+        state: Box<ProcessState>,
     },
 }
 
@@ -104,7 +104,14 @@ pub(crate) fn serve_role(set: &RoleSet, opts: &RunOptions, role: &str) -> ! {
             (outcome, std::mem::take(&mut ctx.driver.state))
         }
     };
-    let status = match send_message(sock.as_fd(), &FromChild::Done { outcome, state }, &[]) {
+    let status = match send_message(
+        sock.as_fd(),
+        &FromChild::Done {
+            outcome,
+            state: Box::new(state),
+        },
+        &[],
+    ) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("ipc-harness role process: cannot report to the parent: {e}");
@@ -314,7 +321,7 @@ pub(crate) fn run_parent(set: &RoleSet, opts: &RunOptions) -> Result<RunReport, 
                 if outcomes[i].is_none() {
                     events.push(format!("{} ends: {outcome:?}", names[i]));
                     outcomes[i] = Some(outcome);
-                    states[i] = state;
+                    states[i] = *state;
                     ended(i, &procs, &outcomes);
                 }
             }

@@ -87,7 +87,7 @@ enum Post {
     },
     Done {
         outcome: RoleOutcome,
-        state: ProcessState,
+        state: Box<ProcessState>,
     },
 }
 
@@ -232,7 +232,7 @@ pub(crate) fn run(
             .name(format!("role-{}", names[i]))
             .spawn(move || {
                 let outcome = play(&body, &mut ctx);
-                let state = std::mem::take(&mut ctx.driver.state);
+                let state = Box::new(std::mem::take(&mut ctx.driver.state));
                 let _ = done_posts.send((i, Post::Done { outcome, state }));
             });
         if let Err(e) = spawned {
@@ -373,7 +373,7 @@ pub(crate) fn run(
                 done[i] = true;
                 procs.exit(i);
                 outcomes[i] = Some(outcome);
-                states[i] = state;
+                states[i] = *state;
             }
         }
     }
