@@ -106,16 +106,30 @@ pub enum HazardKind {
     /// operations on the imported event after the exported event has been
     /// freed with cudaEventDestroy will result in undefined behavior").
     EventAfterExporterDestroy,
-    /// A copy or kernel read bytes another process wrote (`cudaMemcpy` from
-    /// pageable memory, `cudaMemset`) with no synchronisation by the writer
-    /// since: those calls may return before the device has the bytes ("the
-    /// DMA to final destination may not have completed", API
-    /// synchronization behavior), so the reader sees old or new bytes.
+    /// A copy or kernel read bytes whose latest write, by another process
+    /// (a copy from pageable memory, a memset, a kernel such as
+    /// `slow_fill`), is not ordered before the read: the writer did not
+    /// synchronise with the host since, and the reader neither synchronised
+    /// on nor stream-waited for an event recorded after the write. Those
+    /// calls return before the device has the bytes ("the DMA to final
+    /// destination may not have completed", API synchronization behavior;
+    /// a kernel launch is asynchronous), so the reader sees old or new bytes.
     UnsynchronizedRead,
+    /// `cudaIpcCloseMemHandle` of a pointer this process opened, with no
+    /// open of it outstanding (closed as often as opened already).
+    DoubleClose,
+    /// `cudaIpcCloseMemHandle` of a pointer this process never opened (its
+    /// own allocation, NULL, or another process's mapping address): the
+    /// close reaches nothing, and the mapping it meant stays open.
+    ForeignClose,
+    /// `cudaFree` of a pointer this process already freed ("if
+    /// cudaFree(devPtr) has already been called before, an error is
+    /// returned").
+    DoubleFree,
 }
 
 impl HazardKind {
-    pub const ALL: [HazardKind; 8] = [
+    pub const ALL: [HazardKind; 11] = [
         HazardKind::FreeWhileMapped,
         HazardKind::AccessAfterClose,
         HazardKind::AccessAfterFree,
@@ -124,6 +138,9 @@ impl HazardKind {
         HazardKind::MappingLeakedAtExit,
         HazardKind::EventAfterExporterDestroy,
         HazardKind::UnsynchronizedRead,
+        HazardKind::DoubleClose,
+        HazardKind::ForeignClose,
+        HazardKind::DoubleFree,
     ];
 
     /// Spelling in scenario files (`expect hazard free-while-mapped`).
@@ -137,6 +154,9 @@ impl HazardKind {
             HazardKind::MappingLeakedAtExit => "mapping-leaked-at-exit",
             HazardKind::EventAfterExporterDestroy => "event-after-exporter-destroy",
             HazardKind::UnsynchronizedRead => "unsynchronized-read",
+            HazardKind::DoubleClose => "double-close",
+            HazardKind::ForeignClose => "foreign-close",
+            HazardKind::DoubleFree => "double-free",
         }
     }
 

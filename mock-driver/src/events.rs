@@ -162,7 +162,16 @@ impl World {
     /// Process `p` exits: its events go; handles of events it exported stop
     /// opening where `event_exporter_exit` says the exit releases them.
     pub(crate) fn events_exit(&mut self, p: ProcessIndex) {
-        let refused = match self.sem.event_exporter_exit {
+        // A crash skips the runtime's teardown at exit, which is what
+        // releases the event (event.lifetime.open-after-exporter-crash).
+        let crashed = self.procs.get(p).is_some_and(|q| q.crashed)
+            && !self.mutant(MutantId::EventRefusedAfterExporterCrash);
+        let rule = if crashed {
+            self.sem.event_exporter_crash
+        } else {
+            self.sem.event_exporter_exit
+        };
+        let refused = match rule {
             EventExporterExit::ByDialect => self.dialect == Dialect::Runtime,
             EventExporterExit::Opens => false,
             EventExporterExit::Refused => true,
@@ -341,7 +350,7 @@ impl World {
             self.events.clock = self.events.clock.max(t);
             self.settle();
         }
-        self.writes_seen(core);
+        self.writes_seen(p, core);
         Ok(())
     }
 
@@ -366,20 +375,22 @@ impl World {
             let tail = self.events.tails.entry(p).or_insert(0);
             *tail = (*tail).max(t);
         }
-        self.writes_seen(core);
+        self.writes_seen(p, core);
         Ok(())
     }
 
     /// Waiting for an event (on the host or in a stream) orders what its
     /// recorder wrote before the record ahead of the waiter's later reads:
-    /// the IPC events' purpose. (Counted as visible to every process: the
-    /// simulator logs `unsynchronized-read` only where no ordering exists.)
-    fn writes_seen(&mut self, core: u64) {
+    /// the IPC events' purpose. The order holds for the waiting process
+    /// only (happens-before over processes); the writer's own host
+    /// synchronization (`synced`) orders its writes for every process.
+    fn writes_seen(&mut self, waiter: ProcessIndex, core: u64) {
         let Some((r, upto)) = self.events.cores.get(&core).and_then(|c| c.covers) else {
             return;
         };
-        if let Some(proc) = self.procs.get_mut(r) {
-            proc.unsynced.retain(|w| w.0 > upto);
+        if let Some(proc) = self.procs.get_mut(waiter) {
+            let seen = proc.seen.entry(r).or_insert(0);
+            *seen = (*seen).max(upto);
         }
     }
 
@@ -613,6 +624,13 @@ impl World {
         let done_at = start.saturating_add(micros.saturating_mul(1000));
         self.events.tails.insert(p, done_at);
         if let Some((block, offset)) = target {
+            // A kernel's write is ordered for other processes only by a wait
+            // on an event recorded after it, or the writer's host sync.
+            if !self.mutant(MutantId::KernelWritesUnordered) {
+                let proc = &mut self.procs[p];
+                proc.writes += 1;
+                proc.unsynced.push((proc.writes, block, offset, len));
+            }
             self.events.pending.push(PendingFill {
                 done_at,
                 block,

@@ -29,7 +29,7 @@ use crate::semantics::{
 };
 use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
 use ipc_harness::{
-    ErrorKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
+    ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -675,6 +675,7 @@ impl World {
                     return Err(ErrorKind::AlreadyMapped.into());
                 }
                 let ret = base + ret_offset;
+                self.procs[p].opened_ptrs.insert(ret);
                 if let Some(m) = self.procs[p]
                     .regions
                     .get_mut(&base)
@@ -805,6 +806,7 @@ impl World {
             },
         );
         proc.imports.insert((ctx, block_id, base));
+        proc.opened_ptrs.insert(ret);
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.importers = b.importers.saturating_add(1);
         }
@@ -978,6 +980,7 @@ impl World {
         let n = m.opens.entry(ret).or_insert(0);
         *n = n.saturating_add(1);
         m.closed.remove(&offset);
+        self.procs[p].opened_ptrs.insert(ret);
         Some(ret)
     }
 
@@ -1096,10 +1099,19 @@ impl World {
         } else {
             self.sem.close_unopened
         };
-        let proc = &mut self.procs[p];
-        let Some((base, _)) = proc.region_at(ptr) else {
+        let open_here = self.procs[p]
+            .region_at(ptr)
+            .and_then(|(base, r)| {
+                r.import
+                    .as_ref()
+                    .map(|m| (base, m.opens.contains_key(&ptr)))
+            })
+            .and_then(|(base, open)| open.then_some(base));
+        let Some(base) = open_here else {
+            self.close_unopened(p, ptr);
             return Err(unopened.into());
         };
+        let proc = &mut self.procs[p];
         let Some(m) = proc.regions.get_mut(&base).and_then(|r| r.import.as_mut()) else {
             return Err(unopened.into());
         };
@@ -1127,6 +1139,39 @@ impl World {
             self.unmap_import(p, base);
         }
         Ok(())
+    }
+
+    /// `ipc_close` of `ptr` with no open of it outstanding in `p`: a
+    /// `double-close` if `p` opened it before, else a `foreign-close`. The
+    /// close reaches nothing: another process's mapping at the same address
+    /// is that process's alone (mem.close.foreign-pointer).
+    fn close_unopened(&mut self, p: ProcessIndex, ptr: u64) {
+        if self.procs[p].opened_ptrs.contains(&ptr) {
+            self.hazard(
+                HazardKind::DoubleClose,
+                p,
+                format!("cudaIpcCloseMemHandle({ptr:#x}): every open of it in this process is closed already"),
+            );
+        } else {
+            self.hazard(
+                HazardKind::ForeignClose,
+                p,
+                format!("cudaIpcCloseMemHandle({ptr:#x}): this process never opened that pointer"),
+            );
+        }
+        if self.mutant(MutantId::ForeignCloseClosesOtherMapping) {
+            let holder = (0..self.procs.len()).find(|&q| {
+                q != p
+                    && self.procs[q].region_at(ptr).is_some_and(|(_, r)| {
+                        r.import
+                            .as_ref()
+                            .is_some_and(|m| m.opens.contains_key(&ptr))
+                    })
+            });
+            if let Some(q) = holder {
+                let _ = self.close(q, ptr);
+            }
+        }
     }
 }
 

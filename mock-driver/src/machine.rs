@@ -68,6 +68,7 @@ impl SimProcess {
             }
             Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
             Err(Fail::Crash { signal, detail }) => {
+                w.procs[p].crashed = true;
                 w.exit_process(p, false);
                 Err(DriverError::Lost(ProcessLoss::Crashed {
                     signal: Some(signal),

@@ -239,6 +239,7 @@ impl World {
                 return Err(ErrorKind::InvalidValue.into());
             }
             self.free_allocation(p, ptr, true);
+            self.procs[p].freed_ptrs.insert(ptr);
             return Ok(());
         }
         let in_mapping = self.procs[p]
@@ -254,6 +255,16 @@ impl World {
                 FreeOfIpcPointer::Error(k) => Err(k.into()),
                 FreeOfIpcPointer::Unmaps => self.close(p, ptr),
             };
+        }
+        if self.procs[p].freed_ptrs.contains(&ptr) {
+            self.hazard(
+                HazardKind::DoubleFree,
+                p,
+                format!("cudaFree({ptr:#x}): this process already freed it"),
+            );
+            if self.mutant(MutantId::DoubleFreeSucceeds) {
+                return Ok(());
+            }
         }
         Err(ErrorKind::InvalidValue.into())
     }
@@ -340,19 +351,22 @@ impl World {
         len: u64,
     ) {
         let end = off.saturating_add(len);
+        let seen = &self.procs[p].seen;
         let writer = self.procs.iter().enumerate().find_map(|(q, proc)| {
+            let waited_for = seen.get(&q).copied().unwrap_or(0);
             (q != p
-                && proc
-                    .unsynced
-                    .iter()
-                    .any(|&(_, b, o, l)| b == id && o < end && off < o.saturating_add(l)))
+                && proc.unsynced.iter().any(|&(n, b, o, l)| {
+                    n > waited_for && b == id && o < end && off < o.saturating_add(l)
+                }))
             .then(|| proc.name.clone())
         });
         if let Some(writer) = writer {
             self.hazards.record(
                 HazardKind::UnsynchronizedRead,
                 p,
-                format!("{writer} wrote these bytes and has not synchronised since"),
+                format!(
+                    "{writer} wrote these bytes and the read is not ordered after it (no host synchronization by the writer, no wait on an event recorded after the write)"
+                ),
             );
         }
     }

@@ -26,10 +26,21 @@ pub enum Mutant {
     LeakNotLogged,
     /// `ipc_get_event` accepts an event created without the interprocess flag.
     EventWithoutInterprocessFlag,
+    /// `ipc_close` of a pointer this process never opened closes another
+    /// process's mapping at that address.
+    ForeignCloseClosesOtherMapping,
+    /// `free` of an already freed pointer succeeds.
+    DoubleFreeSucceeds,
+    /// A kernel's writes (`slow_fill`) are not tracked for ordering: a read
+    /// that races with one is not logged as `unsynchronized-read`.
+    KernelWritesUnordered,
+    /// A handle of an event whose exporter crashed is refused as after an
+    /// exit (the runtime's teardown is taken to run on a crash too).
+    EventRefusedAfterExporterCrash,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 10] = [
+    pub const ALL: [Mutant; 14] = [
         Mutant::CloseDoesNotDecrement,
         Mutant::SecondContextAllowed,
         Mutant::SubAllocationsNotShared,
@@ -40,6 +51,10 @@ impl Mutant {
         Mutant::PanicOnDamagedOffset,
         Mutant::LeakNotLogged,
         Mutant::EventWithoutInterprocessFlag,
+        Mutant::ForeignCloseClosesOtherMapping,
+        Mutant::DoubleFreeSucceeds,
+        Mutant::KernelWritesUnordered,
+        Mutant::EventRefusedAfterExporterCrash,
     ];
 }
 

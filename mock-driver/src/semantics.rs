@@ -677,6 +677,8 @@ semantics! {
         "ipc_open_event of a handle whose exporter destroyed the event or exited (hazard logged): allow, or an error";
     event_exporter_exit: EventExporterExit = EventExporterExit::ByDialect,
         "ipc_open_event of a handle whose exporter process exited";
+    event_exporter_crash: EventExporterExit = EventExporterExit::Opens,
+        "ipc_open_event of a handle whose exporter process crashed (the runtime's teardown at exit did not run)";
     event_get_imported: ExportRule = ExportRule::Refuse(ErrorKind::InvalidHandle),
         "ipc_get_event of an event opened from a handle: an error, or allow (the handle it was opened from)";
     event_other_context: EventOtherContext = EventOtherContext::Crash,

@@ -287,6 +287,19 @@ pub(crate) struct Process {
     pub unsynced: Vec<(u64, BlockId, u64, u64)>,
     /// Writes and sets made so far (numbers `unsynced` entries).
     pub writes: u64,
+    /// Happens-before: per writer process, the newest of its write numbers
+    /// this process waited for (an event synchronize or stream wait on an
+    /// event recorded after them); its later reads of those bytes are ordered.
+    pub seen: BTreeMap<ProcessIndex, u64>,
+    /// Pointers `ipc_open` returned in this process (`double-close` versus
+    /// `foreign-close`).
+    pub opened_ptrs: BTreeSet<u64>,
+    /// Allocation bases this process freed and has not been given again
+    /// (`double-free`).
+    pub freed_ptrs: BTreeSet<u64>,
+    /// The process crashed rather than exited: the runtime's teardown at exit
+    /// did not run (`event_exporter_crash`).
+    pub crashed: bool,
     /// Contexts and driver-internal memory made since VA was released, which
     /// claim the free VA of the arena current then for stale handles
     /// (`reclaimed_export_error`).
@@ -434,6 +447,10 @@ pub(crate) enum MutantId {
     PanicOnDamagedOffset,
     LeakNotLogged,
     EventWithoutInterprocessFlag,
+    ForeignCloseClosesOtherMapping,
+    DoubleFreeSucceeds,
+    KernelWritesUnordered,
+    EventRefusedAfterExporterCrash,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -513,6 +530,10 @@ impl Process {
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
+            seen: BTreeMap::new(),
+            opened_ptrs: BTreeSet::new(),
+            freed_ptrs: BTreeSet::new(),
+            crashed: false,
             va_claims: Vec::new(),
             peer_enabled: BTreeSet::new(),
             peer_links: BTreeSet::new(),

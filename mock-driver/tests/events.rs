@@ -160,12 +160,21 @@ fn importer_waits_for_the_exporters_long_work() {
         err(m.driver(1).event_query(s.peer_event)),
         ErrorKind::NotReady
     );
-    // Without a wait, the work has not landed.
+    // Without a wait, the work has not landed, and the read is not ordered
+    // after the kernel (event.order.kernel-write-without-wait).
     assert_eq!(m.driver(1).read(s.peer_buf, 4).unwrap(), vec![0; 4]);
+    assert_eq!(
+        hazard_kinds(m.as_ref()),
+        vec![HazardKind::UnsynchronizedRead]
+    );
     m.driver(1).event_synchronize(s.peer_event).unwrap();
     m.driver(1).event_query(s.peer_event).unwrap();
+    // After the wait, the read is ordered: no new hazard.
     assert_eq!(m.driver(1).read(s.peer_buf, 4).unwrap(), vec![0x5a; 4]);
-    assert!(hazard_kinds(m.as_ref()).is_empty());
+    assert_eq!(
+        hazard_kinds(m.as_ref()),
+        vec![HazardKind::UnsynchronizedRead]
+    );
 }
 
 #[test]

@@ -369,7 +369,7 @@ pub fn consumer_role(ctx: &mut RoleCtx, variant: Variant) -> Result<serde_json::
             .and_then(|a| Ok((a, pool.acquire(ctx.driver(), o)?)))
         {
             Ok((a, b)) => leases.extend([a, b]),
-            Err(e) => refused.push((o.id, e.0)),
+            Err(e) => refused.push((o.id, e.message)),
         }
     }
     let mut wrong = Vec::new();

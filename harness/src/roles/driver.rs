@@ -3,6 +3,7 @@
 //! in-process driver on the real backend), and its effect on allocations and
 //! mappings recorded for the final state.
 
+use super::ledger::{self, Answered, CallBy};
 use super::{Fault, ProcessState};
 use crate::calls::Call;
 use crate::driver::{
@@ -65,18 +66,72 @@ impl RoleDriver {
         *n += 1;
         let n = *n;
         if let Some(fault) = self.faults.iter().find(|f| f.call == kind && f.nth == n) {
+            self.state.ledger.faulted(kind, fault.error); // ledger: injected fault
             return Err(ApiError::new(self.dialect, fault.error).into());
         }
-        self.forward(kind, f)
+        let result = self.forward(kind, CallBy::Role, f);
+        self.state.ledger.answered(kind, &result); // ledger: what reached the role
+        result
     }
 
     /// What a call changed in this process's state: allocations made and
-    /// freed, IPC mappings opened and closed (with the range each reaches).
+    /// freed, IPC mappings opened and closed (with the range each reaches),
+    /// and what the ledger's leak check counts as held at the end (events,
+    /// imported events, VMM handles, reservations and mappings, descriptors).
     fn record_effect<T: Any>(&mut self, call: &Call, result: DriverResult<T>) -> DriverResult<T> {
         let Ok(value) = &result else {
             return result;
         };
-        let returned_ptr = (value as &dyn Any).downcast_ref::<DevicePtr>().copied();
+        let value = value as &dyn Any;
+        let returned_ptr = value.downcast_ref::<DevicePtr>().copied();
+        let held = &mut self.state.ledger.held;
+        match call {
+            Call::VmmCreate { .. } | Call::VmmImport { .. } => {
+                if let Some(h) = value.downcast_ref::<VmmHandle>() {
+                    held.vmm_handles.insert(h.0);
+                }
+            }
+            Call::VmmRelease { handle } => {
+                held.vmm_handles.remove(&handle.0);
+            }
+            Call::VmmExport { .. } | Call::FdOpenNullDevice => {
+                if let Some(fd) = value.downcast_ref::<Fd>() {
+                    held.fds.insert(fd.0);
+                }
+            }
+            Call::FdClose { fd } => {
+                held.fds.remove(&fd.0);
+            }
+            Call::VmmReserve { size } => {
+                if let Some(va) = returned_ptr {
+                    held.reservations.insert(va.0, *size);
+                }
+            }
+            Call::VmmAddressFree { va, .. } => {
+                held.reservations.remove(&va.0);
+            }
+            Call::VmmMap { va, size, .. } => {
+                held.vmm_mappings.insert(va.0, *size);
+            }
+            Call::VmmUnmap { va, .. } => {
+                held.vmm_mappings.remove(&va.0);
+            }
+            Call::EventCreate { .. } => {
+                if let Some(e) = value.downcast_ref::<EventId>() {
+                    held.events.insert(e.0);
+                }
+            }
+            Call::IpcOpenEventHandle { .. } => {
+                if let Some(e) = value.downcast_ref::<EventId>() {
+                    held.imported_events.insert(e.0);
+                }
+            }
+            Call::EventDestroy { event } => {
+                held.events.remove(&event.0);
+                held.imported_events.remove(&event.0);
+            }
+            _ => {}
+        }
         match (call, returned_ptr) {
             (Call::Alloc { size, .. }, Some(ptr)) => {
                 self.state.allocations.insert(ptr.0, *size);
@@ -105,7 +160,13 @@ impl RoleDriver {
         let mapped_len = if known {
             None
         } else {
-            self.forward(CallKind::AddressRange, move |d| d.address_range(ptr))
+            let range = self.forward(CallKind::AddressRange, CallBy::Harness, move |d| {
+                d.address_range(ptr)
+            });
+            self.state
+                .ledger
+                .harness_call(CallKind::AddressRange, &range); // ledger
+            range
                 .ok()
                 .map(|(base, size)| size.saturating_sub(ptr.0.saturating_sub(base.0)))
         };
@@ -119,17 +180,28 @@ impl RoleDriver {
         m.open_count += 1;
     }
 
-    /// A call that is neither counted nor subject to faults (the harness's
-    /// own queries).
-    fn forward<T, F>(&mut self, kind: CallKind, f: F) -> DriverResult<T>
+    /// Runs a call through the gate; a harness query (`CallBy::Harness`) is
+    /// neither counted nor subject to faults.
+    fn forward<T, F>(&mut self, kind: CallKind, by: CallBy, f: F) -> DriverResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut dyn Driver) -> DriverResult<T> + Send + 'static,
     {
+        // ledger: every answer carries its event-list line.
         let answer = self.gate.call(
             kind,
-            Box::new(move |d| Box::new(f(d)) as Box<dyn Any + Send>),
+            Box::new(move |d| {
+                let result = f(d);
+                Box::new(Answered {
+                    line: ledger::describe(by, kind, &result),
+                    value: Box::new(result),
+                }) as Box<dyn Any + Send>
+            }),
         );
+        let answer = answer.map(|a| match a.downcast::<Answered>() {
+            Ok(answered) => answered.value,
+            Err(other) => other,
+        });
         match answer.map(|a| a.downcast::<DriverResult<T>>()) {
             Some(Ok(result)) => *result,
             Some(Err(_)) => Err(DriverError::Harness(format!(

@@ -23,6 +23,7 @@
 //! as seen through its driver calls. See `docs/testing-your-code.md`.
 
 mod driver;
+mod ledger;
 #[cfg(feature = "cuda")]
 mod processes;
 mod scheduler;
@@ -32,8 +33,9 @@ pub mod strategies;
 mod tests;
 
 pub use driver::{CallKind, RoleDriver};
+pub use ledger::{CallBy, Held, Kept, Leak, Ledger, ReachedError, RoleFailure};
 
-use crate::driver::{Driver, IpcMemHandle};
+use crate::driver::{Driver, IpcEventHandle, IpcMemHandle};
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::{Backend, Hazard, HazardKind, MachineSpec, ProcessSpec, StartError};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -56,25 +58,52 @@ pub type RoleResult = Result<serde_json::Value, RoleError>;
 
 pub(crate) type RoleBody = Arc<dyn Fn(&mut RoleCtx) -> RoleResult + Send + Sync>;
 
-/// Why a role failed. Any error converts into it with `?`.
+/// Why a role failed. Any error converts into it with `?`; a driver error
+/// keeps its dialect-neutral [`ErrorKind`] (and the report adds the call).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoleError(pub String);
+pub struct RoleError {
+    pub message: String,
+    pub kind: Option<ErrorKind>,
+    pub call: Option<CallKind>,
+}
 
-impl<E: std::error::Error> From<E> for RoleError {
+impl<E: std::error::Error + 'static> From<E> for RoleError {
     fn from(e: E) -> Self {
-        RoleError(e.to_string())
+        let kind = match (&e as &dyn std::any::Any).downcast_ref::<crate::driver::DriverError>() {
+            Some(crate::driver::DriverError::Api(api)) => api.kind(),
+            _ => None,
+        };
+        RoleError {
+            message: e.to_string(),
+            kind,
+            call: None,
+        }
     }
 }
 
 impl fmt::Display for RoleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
 /// A role's failure with a message, for `return Err(fail("..."))`.
 pub fn fail(message: impl Into<String>) -> RoleError {
-    RoleError(message.into())
+    RoleError {
+        message: message.into(),
+        kind: None,
+        call: None,
+    }
+}
+
+/// A role's failure that names the driver error it stands for, so tests
+/// match the kind (`fail_with(ErrorKind::TooManyPeers, "no slot")`).
+pub fn fail_with(kind: ErrorKind, message: impl Into<String>) -> RoleError {
+    RoleError {
+        message: message.into(),
+        kind: Some(kind),
+        call: None,
+    }
 }
 
 /// What one peer sends another: bytes and, optionally, file descriptors.
@@ -100,6 +129,16 @@ impl Message {
     /// The 64 bytes as a handle, if the message is exactly one.
     pub fn as_handle(&self) -> Option<IpcMemHandle> {
         IpcMemHandle::from_slice(&self.bytes)
+    }
+
+    /// A message carrying one IPC event handle's 64 bytes.
+    pub fn event_handle(handle: IpcEventHandle) -> Message {
+        Message::bytes(handle.0.to_vec())
+    }
+
+    /// The 64 bytes as an event handle, if the message is exactly one.
+    pub fn as_event_handle(&self) -> Option<IpcEventHandle> {
+        IpcEventHandle::from_slice(&self.bytes)
     }
 
     /// A serde value, JSON-encoded.
@@ -137,6 +176,19 @@ impl RoleCtx {
     /// The driver as this role's process sees it.
     pub fn driver(&mut self) -> &mut dyn Driver {
         &mut self.driver
+    }
+
+    /// Declares that one driver error of `kind` is expected: the next one
+    /// this role's calls get is not held against a clean report (each
+    /// declaration covers one error).
+    pub fn expect_error(&mut self, kind: ErrorKind) {
+        self.driver.state.ledger.expecting.push(kind);
+    }
+
+    /// Declares that the role keeps `what` past its end on purpose: it is
+    /// not reported as a leak.
+    pub fn keep(&mut self, what: Kept) {
+        self.driver.state.ledger.kept.push(what);
     }
 
     fn peer(&self, name: &str) -> Result<usize, RoleError> {
@@ -184,8 +236,9 @@ impl RoleCtx {
 pub enum RoleOutcome {
     /// The closure returned `Ok`.
     Ok(serde_json::Value),
-    /// The closure returned `Err`.
-    Failed(String),
+    /// The closure returned `Err`: the message, and the call and error
+    /// kind when a driver error caused it.
+    Failed(RoleFailure),
     /// The closure panicked (message).
     Panicked(String),
     /// The role's process died or never answered (real backend), or the run
@@ -201,6 +254,14 @@ impl RoleOutcome {
     pub fn value(&self) -> Option<&serde_json::Value> {
         match self {
             RoleOutcome::Ok(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The failure, when the closure returned `Err`.
+    pub fn failure(&self) -> Option<&RoleFailure> {
+        match self {
+            RoleOutcome::Failed(f) => Some(f),
             _ => None,
         }
     }
@@ -229,6 +290,9 @@ pub struct ProcessState {
     pub opened: Vec<(u64, Option<u64>)>,
     /// Driver calls made, by kind (injected faults included).
     pub calls: BTreeMap<CallKind, usize>,
+    /// Every call with who made it and what it returned, the errors that
+    /// reached the role, the events, VMM objects and descriptors it holds.
+    pub ledger: Ledger,
 }
 
 impl ProcessState {
@@ -363,16 +427,58 @@ impl RunReport {
             .collect()
     }
 
-    /// Every role ended `Ok` and the hazard log (if any) is empty.
+    /// Every role ended `Ok`, the hazard log (if any) is empty, no role
+    /// left anything it did not declare kept (`RoleCtx::keep`), and no
+    /// driver error reached a role's code undeclared (`RoleCtx::expect_error`).
     pub fn is_clean(&self) -> bool {
-        self.all_ok() && self.hazards.as_ref().is_none_or(|h| h.is_empty())
+        self.problems().is_empty()
     }
 
-    /// Panics with the whole report (seed and schedule included, to replay
-    /// it) unless [`RunReport::is_clean`].
+    /// Why the run is not clean, one line per problem, each naming the bug.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (role, outcome) in &self.outcomes {
+            match outcome {
+                RoleOutcome::Ok(_) => {}
+                RoleOutcome::Failed(f) => out.push(format!("role {role} failed: {f}")),
+                RoleOutcome::Panicked(m) => out.push(format!("role {role} panicked: {m}")),
+                RoleOutcome::Lost(m) => out.push(format!("role {role} was lost: {m}")),
+            }
+        }
+        for h in self.hazards.iter().flatten() {
+            let who = self.roles.get(h.process).map_or("?", String::as_str);
+            out.push(format!("hazard {} in {who}: {}", h.kind.name(), h.detail));
+        }
+        for (role, s) in &self.final_state {
+            for leak in s.leaks() {
+                out.push(format!("leak in {role}: {leak}"));
+            }
+            for e in s.unexpected_errors() {
+                out.push(format!(
+                    "undeclared driver error in {role}: {e} (ignored or handled, but not declared with expect_error)"
+                ));
+            }
+        }
+        out
+    }
+
+    /// Panics with the problems and the whole report (seed and schedule
+    /// included, to replay it) unless [`RunReport::is_clean`].
     #[track_caller]
     pub fn assert_clean(&self) {
-        assert!(self.is_clean(), "the run was not clean:\n{self}");
+        let problems = self.problems();
+        assert!(
+            problems.is_empty(),
+            "the run was not clean:\n  {}\n{self}",
+            problems.join("\n  ")
+        );
+    }
+
+    /// The error kind a role's failure carries, if it failed with one.
+    pub fn failed_with(&self, role: &str) -> Option<ErrorKind> {
+        self.outcome(role)
+            .and_then(RoleOutcome::failure)
+            .and_then(|f| f.kind)
     }
 }
 

@@ -35,7 +35,7 @@ enum FromChild {
     },
     Done {
         outcome: RoleOutcome,
-        state: ProcessState,
+        state: Box<ProcessState>,
     },
 }
 
@@ -104,7 +104,14 @@ pub(crate) fn serve_role(set: &RoleSet, opts: &RunOptions, role: &str) -> ! {
             (outcome, std::mem::take(&mut ctx.driver.state))
         }
     };
-    let status = match send_message(sock.as_fd(), &FromChild::Done { outcome, state }, &[]) {
+    let status = match send_message(
+        sock.as_fd(),
+        &FromChild::Done {
+            outcome,
+            state: Box::new(state),
+        },
+        &[],
+    ) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("ipc-harness role process: cannot report to the parent: {e}");
@@ -134,7 +141,7 @@ impl PeerLink for SocketLink {
             },
             &fds,
         )
-        .map_err(|e| RoleError(format!("lost the parent: {e}")))
+        .map_err(|e| super::fail(format!("lost the parent: {e}")))
     }
 
     fn recv(&mut self, from: Option<usize>) -> Result<(usize, Message), RoleError> {
@@ -150,8 +157,8 @@ impl PeerLink for SocketLink {
                 None => self.ended.iter().filter(|&&e| !e).count() <= 1,
             };
             if others_ended {
-                return Err(RoleError(
-                    "the peer(s) this role waits for have ended and sent nothing more".into(),
+                return Err(super::fail(
+                    "the peer(s) this role waits for have ended and sent nothing more",
                 ));
             }
             match recv_message::<FromParent>(self.sock.as_fd()) {
@@ -163,7 +170,7 @@ impl PeerLink for SocketLink {
                         *e = true;
                     }
                 }
-                Err(e) => return Err(RoleError(format!("lost the parent: {e}"))),
+                Err(e) => return Err(super::fail(format!("lost the parent: {e}"))),
             }
         }
     }
@@ -314,7 +321,7 @@ pub(crate) fn run_parent(set: &RoleSet, opts: &RunOptions) -> Result<RunReport, 
                 if outcomes[i].is_none() {
                     events.push(format!("{} ends: {outcome:?}", names[i]));
                     outcomes[i] = Some(outcome);
-                    states[i] = state;
+                    states[i] = *state;
                     ended(i, &procs, &outcomes);
                 }
             }

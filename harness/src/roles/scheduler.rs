@@ -87,12 +87,12 @@ enum Post {
     },
     Done {
         outcome: RoleOutcome,
-        state: ProcessState,
+        state: Box<ProcessState>,
     },
 }
 
 fn stopped() -> RoleError {
-    RoleError("the run was stopped (timeout or harness failure)".into())
+    super::fail("the run was stopped (timeout or harness failure)")
 }
 
 struct SimGate {
@@ -187,7 +187,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 pub(crate) fn play(body: &super::RoleBody, ctx: &mut RoleCtx) -> RoleOutcome {
     match catch_unwind(AssertUnwindSafe(|| body(ctx))) {
         Ok(Ok(v)) => RoleOutcome::Ok(v),
-        Ok(Err(e)) => RoleOutcome::Failed(e.0),
+        Ok(Err(e)) => super::ledger::failed(e, &ctx.driver.state),
         Err(p) => RoleOutcome::Panicked(panic_message(p.as_ref())),
     }
 }
@@ -232,7 +232,7 @@ pub(crate) fn run(
             .name(format!("role-{}", names[i]))
             .spawn(move || {
                 let outcome = play(&body, &mut ctx);
-                let state = std::mem::take(&mut ctx.driver.state);
+                let state = Box::new(std::mem::take(&mut ctx.driver.state));
                 let _ = done_posts.send((i, Post::Done { outcome, state }));
             });
         if let Err(e) = spawned {
@@ -295,7 +295,7 @@ pub(crate) fn run(
             events.push(format!("deadlock: {stuck:?} all wait to receive"));
             for (i, slot) in pending.iter_mut().enumerate() {
                 if let Some(Post::Recv { reply, .. }) = slot.take() {
-                    let _ = reply.send(Err(RoleError(format!(
+                    let _ = reply.send(Err(super::fail(format!(
                         "deadlock: '{}' waits to receive, as does every other running role ({stuck:?})",
                         names[i]
                     ))));
@@ -314,7 +314,10 @@ pub(crate) fn run(
                 let driver = procs.driver(i);
                 match catch_unwind(AssertUnwindSafe(|| call(driver))) {
                     Ok(answer) => {
-                        events.push(format!("{step}: {} {kind:?}", names[i]));
+                        // ledger: the line says who called and what it returned.
+                        let what = super::ledger::line_of(answer.as_ref())
+                            .map_or_else(|| format!("{kind:?}"), str::to_string);
+                        events.push(format!("{step}: {} {what}", names[i]));
                         let _ = reply.send(answer);
                     }
                     Err(p) => events.push(format!(
@@ -330,7 +333,7 @@ pub(crate) fn run(
                         "{step}: {} -> {}: refused, ended",
                         names[i], names[to]
                     ));
-                    let _ = reply.send(Err(RoleError(format!(
+                    let _ = reply.send(Err(super::fail(format!(
                         "'{}' sent to '{}', which has already ended",
                         names[i], names[to]
                     ))));
@@ -358,7 +361,7 @@ pub(crate) fn run(
                     None => {
                         let peer = from.map_or("?", |f| names[f].as_str());
                         events.push(format!("{step}: {} <- {peer}: ended", names[i]));
-                        let _ = reply.send(Err(RoleError(format!(
+                        let _ = reply.send(Err(super::fail(format!(
                             "'{}' waits for '{peer}', which has ended and sent nothing more",
                             names[i]
                         ))));
@@ -370,7 +373,7 @@ pub(crate) fn run(
                 done[i] = true;
                 procs.exit(i);
                 outcomes[i] = Some(outcome);
-                states[i] = state;
+                states[i] = *state;
             }
         }
     }

@@ -25,7 +25,7 @@ fn roles_that_all_wait_to_receive_get_a_deadlock_error_not_a_hang() {
     let report = run(&set, &RunOptions::seeded(1));
     for role in ["a", "b"] {
         match report.outcome(role) {
-            Some(RoleOutcome::Failed(m)) => assert!(m.contains("deadlock"), "{m}"),
+            Some(RoleOutcome::Failed(m)) => assert!(m.message.contains("deadlock"), "{m}"),
             other => panic!("{role}: {other:?}"),
         }
     }
@@ -44,7 +44,7 @@ fn a_panicking_role_is_an_outcome_and_its_waiting_peer_is_told() {
         Some(&RoleOutcome::Panicked("boom".into()))
     );
     match report.outcome("b") {
-        Some(RoleOutcome::Failed(m)) => assert!(m.contains("ended"), "{m}"),
+        Some(RoleOutcome::Failed(m)) => assert!(m.message.contains("ended"), "{m}"),
         other => panic!("{other:?}"),
     }
 }
@@ -77,7 +77,7 @@ fn bad_declarations_are_harness_errors() {
         Err(StartError::Harness(m)) if m.contains("ghost")
     ));
     match run(&one, &RunOptions::seeded(0)).outcome("a") {
-        Some(RoleOutcome::Failed(m)) => assert!(m.contains("unknown role 'nobody'"), "{m}"),
+        Some(RoleOutcome::Failed(m)) => assert!(m.message.contains("unknown role 'nobody'"), "{m}"),
         other => panic!("{other:?}"),
     }
 }

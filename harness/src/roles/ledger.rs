@@ -1,0 +1,287 @@
+//! The roles bookkeeping behind a clean report: who made each driver call
+//! (the role or the harness) and what it returned, the driver errors that
+//! reached the role's code and whether the role declared them expected, the
+//! resources the role still holds at its end, and a role failure's call and
+//! dialect-neutral [`ErrorKind`].
+//!
+//! `RoleDriver` calls in here from a few marked places (`ledger:`); every
+//! rule lives here.
+
+use super::{CallKind, ProcessState, RoleOutcome};
+use crate::driver::{DriverError, DriverResult};
+use crate::errors::ErrorKind;
+use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// Who made a driver call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallBy {
+    /// The role's own code, through `ctx.driver()`.
+    Role,
+    /// The harness, for its own bookkeeping (the range of a new mapping).
+    Harness,
+}
+
+/// A driver call's answer with the line that describes it in the run's
+/// event list (`RoleDriver::forward` wraps every call's answer in one).
+pub(crate) struct Answered {
+    pub line: String,
+    pub value: Box<dyn Any + Send>,
+}
+
+/// The event-list text of one call: who made it and what it returned.
+pub(crate) fn describe<T>(by: CallBy, kind: CallKind, result: &DriverResult<T>) -> String {
+    let who = match by {
+        CallBy::Role => "",
+        CallBy::Harness => " (harness)",
+    };
+    match result {
+        Ok(_) => format!("{kind:?}{who} -> ok"),
+        Err(e) => format!("{kind:?}{who} -> {e}"),
+    }
+}
+
+/// The line an answer carries, for the scheduler's event list.
+pub(crate) fn line_of(answer: &(dyn Any + Send)) -> Option<&str> {
+    answer.downcast_ref::<Answered>().map(|a| a.line.as_str())
+}
+
+/// `NotReady` is a status, not an error ("this result is not actually an
+/// error", cudaEventQuery): polling code sees it by design.
+fn is_status(kind: ErrorKind) -> bool {
+    kind == ErrorKind::NotReady
+}
+
+/// A driver error that reached the role's code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachedError {
+    pub call: CallKind,
+    /// `None` for a code the error table does not know.
+    pub kind: Option<ErrorKind>,
+    /// The dialect's own words (`cudaErrorInvalidValue (1)`).
+    pub message: String,
+    /// The role declared it with `RoleCtx::expect_error` first.
+    pub expected: bool,
+}
+
+impl fmt::Display for ReachedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = self
+            .kind
+            .map_or_else(|| "an unknown error".to_string(), |k| format!("{k:?}"));
+        write!(f, "{:?} returned {kind} ({})", self.call, self.message)
+    }
+}
+
+/// Resources a process holds beyond allocations and memory mappings
+/// (those are in `ProcessState::allocations` and `mappings`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// Events the role created and did not destroy.
+    pub events: BTreeSet<u64>,
+    /// Events opened from an IPC event handle and not destroyed.
+    pub imported_events: BTreeSet<u64>,
+    /// VMM allocation handles (`cuMemCreate`, `cuMemImportFromShareableHandle`) not released.
+    pub vmm_handles: BTreeSet<u64>,
+    /// VMM mappings (`cuMemMap`) not unmapped: address -> size.
+    pub vmm_mappings: BTreeMap<u64, u64>,
+    /// VA reservations (`cuMemAddressReserve`) not freed: address -> size.
+    pub reservations: BTreeMap<u64, u64>,
+    /// Descriptors the role's driver calls gave it and it did not close.
+    pub fds: BTreeSet<i32>,
+}
+
+/// What a role declares it keeps on purpose at its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kept {
+    Allocation(u64),
+    Mapping(u64),
+    Event(u64),
+    ImportedEvent(u64),
+    VmmHandle(u64),
+    VmmMapping(u64),
+    Reservation(u64),
+    Fd(i32),
+    /// Everything the role holds (a long-lived service).
+    Everything,
+}
+
+/// What the role's bookkeeping adds to its `ProcessState`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Every call, in order: who made it, and the event-list text.
+    pub calls: Vec<(CallBy, String)>,
+    /// Driver errors that reached the role's code (injected faults and
+    /// `NotReady` statuses are not among them).
+    pub errors: Vec<ReachedError>,
+    /// Error kinds the role declared expected and no error consumed yet.
+    pub expecting: Vec<ErrorKind>,
+    pub held: Held,
+    pub kept: Vec<Kept>,
+    /// The last error a role's call got, for a failure's `call` and `kind`.
+    pub last_error: Option<(CallKind, Option<ErrorKind>)>,
+}
+
+impl Ledger {
+    /// `ledger:` a role's call returned `result` (not an injected fault).
+    pub(crate) fn answered<T>(&mut self, kind: CallKind, result: &DriverResult<T>) {
+        self.calls
+            .push((CallBy::Role, describe(CallBy::Role, kind, result)));
+        let Err(e) = result else {
+            return;
+        };
+        let error_kind = match e {
+            DriverError::Api(api) => api.kind(),
+            _ => None,
+        };
+        self.last_error = Some((kind, error_kind));
+        let DriverError::Api(_) = e else {
+            return;
+        };
+        if error_kind.is_some_and(is_status) {
+            return;
+        }
+        let expected = match self.expecting.iter().position(|k| Some(*k) == error_kind) {
+            Some(i) => {
+                self.expecting.remove(i);
+                true
+            }
+            None => false,
+        };
+        self.errors.push(ReachedError {
+            call: kind,
+            kind: error_kind,
+            message: e.to_string(),
+            expected,
+        });
+    }
+
+    /// `ledger:` an injected fault answered a role's call.
+    pub(crate) fn faulted(&mut self, kind: CallKind, error: ErrorKind) {
+        self.calls.push((
+            CallBy::Role,
+            format!("{kind:?} -> {error:?} (injected fault)"),
+        ));
+        self.last_error = Some((kind, Some(error)));
+    }
+
+    /// `ledger:` the harness made a call of its own.
+    pub(crate) fn harness_call<T>(&mut self, kind: CallKind, result: &DriverResult<T>) {
+        self.calls
+            .push((CallBy::Harness, describe(CallBy::Harness, kind, result)));
+    }
+
+    fn keeps(&self, what: Kept) -> bool {
+        self.kept.contains(&Kept::Everything) || self.kept.contains(&what)
+    }
+}
+
+/// One thing a role left behind that it did not declare kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leak {
+    pub what: Kept,
+    /// Bytes (allocations, mappings, reservations), where known.
+    pub size: Option<u64>,
+}
+
+impl fmt::Display for Leak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let size = self
+            .size
+            .map(|s| format!(" ({s} bytes)"))
+            .unwrap_or_default();
+        match self.what {
+            Kept::Allocation(p) => write!(f, "allocation {p:#x}{size} never freed"),
+            Kept::Mapping(p) => write!(f, "IPC mapping {p:#x}{size} never closed"),
+            Kept::Event(e) => write!(f, "event {e:#x} never destroyed"),
+            Kept::ImportedEvent(e) => {
+                write!(f, "event {e:#x} opened from an IPC handle never destroyed")
+            }
+            Kept::VmmHandle(h) => write!(f, "VMM handle {h:#x} never released"),
+            Kept::VmmMapping(p) => write!(f, "VMM mapping {p:#x}{size} never unmapped"),
+            Kept::Reservation(p) => write!(f, "VA reservation {p:#x}{size} never freed"),
+            Kept::Fd(d) => write!(f, "descriptor {d} never closed"),
+            Kept::Everything => f.write_str("everything"),
+        }
+    }
+}
+
+impl ProcessState {
+    /// What this process still holds at its end that its role did not
+    /// declare kept (`RoleCtx::keep`).
+    pub fn leaks(&self) -> Vec<Leak> {
+        let l = &self.ledger;
+        let mut out = Vec::new();
+        let mut add = |what: Kept, size: Option<u64>| {
+            if !l.keeps(what) {
+                out.push(Leak { what, size });
+            }
+        };
+        for (&p, &size) in &self.allocations {
+            add(Kept::Allocation(p), Some(size));
+        }
+        for (&p, m) in &self.mappings {
+            add(Kept::Mapping(p), m.mapped_len);
+        }
+        for &e in &l.held.events {
+            add(Kept::Event(e), None);
+        }
+        for &e in &l.held.imported_events {
+            add(Kept::ImportedEvent(e), None);
+        }
+        for &h in &l.held.vmm_handles {
+            add(Kept::VmmHandle(h), None);
+        }
+        for (&p, &size) in &l.held.vmm_mappings {
+            add(Kept::VmmMapping(p), Some(size));
+        }
+        for (&p, &size) in &l.held.reservations {
+            add(Kept::Reservation(p), Some(size));
+        }
+        for &d in &l.held.fds {
+            add(Kept::Fd(d), None);
+        }
+        out
+    }
+
+    /// Driver errors that reached the role's code undeclared.
+    pub fn unexpected_errors(&self) -> Vec<&ReachedError> {
+        self.ledger.errors.iter().filter(|e| !e.expected).collect()
+    }
+}
+
+/// A role's failure: its message and, when a driver error caused it, the
+/// call and the dialect-neutral kind (match kinds, not strings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleFailure {
+    pub message: String,
+    pub call: Option<CallKind>,
+    pub kind: Option<ErrorKind>,
+}
+
+impl fmt::Display for RoleFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.call, self.kind) {
+            (Some(c), Some(k)) => write!(f, "{c:?} failed with {k:?}: {}", self.message),
+            (None, Some(k)) => write!(f, "{k:?}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
+    }
+}
+
+/// The outcome of a role whose closure returned `Err(error)`: the call is
+/// the role's last failed driver call when its kind is the error's.
+pub(crate) fn failed(error: super::RoleError, state: &ProcessState) -> RoleOutcome {
+    let call = match (error.kind, state.ledger.last_error) {
+        (Some(k), Some((call, Some(last)))) if k == last => Some(call),
+        _ => None,
+    };
+    RoleOutcome::Failed(RoleFailure {
+        message: error.message,
+        call: error.call.or(call),
+        kind: error.kind,
+    })
+}
