@@ -11,6 +11,7 @@ pub mod machine;
 pub mod roles;
 pub mod scenario;
 pub mod trace;
+pub mod trace_record;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
