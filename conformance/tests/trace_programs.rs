@@ -337,3 +337,48 @@ fn check_of_a_missing_directory_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
 }
+
+/// Every committed trace under reports/traces/ (GPU runs of
+/// tracer/validation/run.sh, and the stand-in runs) keeps its verdict:
+/// check's exit code and hazard kinds as `expected.txt` records them.
+#[test]
+fn committed_traces_keep_their_verdicts() {
+    let base = root().join("reports/traces");
+    let mut checked = 0;
+    for machine in std::fs::read_dir(&base).unwrap().flatten() {
+        for run in std::fs::read_dir(machine.path()).unwrap().flatten() {
+            let expected_file = run.path().join("expected.txt");
+            let Ok(expected) = std::fs::read_to_string(&expected_file) else {
+                continue;
+            };
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("committed-{}", std::process::id()))
+                .join(run.file_name());
+            let output = Command::new(bin())
+                .arg("check")
+                .arg(run.path())
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("check.json")).unwrap())
+                    .unwrap();
+            let mut kinds = hazard_kinds(&report);
+            kinds.sort();
+            kinds.dedup();
+            let got = format!(
+                "exit {}\nhazards {}\n",
+                output.status.code().unwrap_or(-1),
+                kinds.join(" ")
+            );
+            assert_eq!(got, expected, "{}", run.path().display());
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 6,
+        "only {checked} committed traces under {}",
+        base.display()
+    );
+}

@@ -18,7 +18,9 @@ pub const FILE_SUFFIX: &str = ".jsonl";
 /// The environment variable naming the directory the tracer writes to.
 pub const DIR_ENV: &str = "IPC_TRACE_DIR";
 
-/// One line of a trace file.
+/// One line of a trace file. (Lines are made and dropped one at a time, so
+/// the size of the call variant costs nothing worth a box.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TraceLine {
