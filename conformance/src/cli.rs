@@ -85,6 +85,12 @@ pub enum Command {
     /// documented, hip) and report, step by step, where outcomes differ and
     /// which semantic choice (and tier) is behind it; exit 1 when any does.
     Portability(crate::portability::PortabilityArgs),
+    /// Run a program with the IPC tracer preloaded (every process it starts
+    /// too): per-process records of its driver calls under --out.
+    Trace(crate::trace_cmd::TraceArgs),
+    /// Judge a traced program's IPC: hazards, ignored errors, a replayable
+    /// scenario (exit 1 on a hazard).
+    Check(crate::trace_check::CheckArgs),
     /// Internal: a worker process of the real backend.
     #[cfg(feature = "cuda")]
     #[command(hide = true)]
@@ -372,6 +378,8 @@ pub fn run_cli(cli: Cli) -> u8 {
         Command::Diff(a) => crate::diff::command(&a).map_err(UsageError),
         Command::Merge(a) => crate::shard::command(&a).map_err(UsageError),
         Command::Portability(a) => crate::portability::command(&a).map_err(UsageError),
+        Command::Trace(a) => crate::trace_cmd::command(&a).map_err(UsageError),
+        Command::Check(a) => crate::trace_check::command(&a).map_err(UsageError),
         #[cfg(feature = "cuda")]
         Command::Worker(_) => {
             crate::interrupt::ignore_sigint_in_worker();

@@ -28,6 +28,8 @@ pub mod report;
 pub mod runner;
 pub mod shard;
 pub mod sysinfo;
+pub mod trace_check;
+pub mod trace_cmd;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};
 pub use filter::Filter;

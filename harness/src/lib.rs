@@ -13,6 +13,7 @@ pub mod roles;
 pub mod scenario;
 pub mod tier;
 pub mod trace;
+pub mod trace_record;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -1,0 +1,384 @@
+//! `ipc-conformance trace` and `check` on real programs: small C programs
+//! (and a Python one) built here with `cc`, run against a stand-in libcuda
+//! (tracer/tests/fake/libcuda.c) first on the library path. The correct
+//! programs must trace clean and each broken variant must be flagged with
+//! the hazard that names its bug.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ipc-conformance"))
+}
+
+/// The tracer library, built next to the binary (cargo does not build a
+/// cdylib for a binary's tests by itself).
+fn tracer() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = bin().parent().unwrap().to_path_buf();
+            let mut cmd = Command::new(env!("CARGO"));
+            cmd.args(["build", "-q", "-p", "ipc-tracer"])
+                .current_dir(root());
+            if dir.ends_with("release") {
+                cmd.arg("--release");
+            }
+            let target = dir.parent().unwrap();
+            let status = cmd
+                .env("CARGO_TARGET_DIR", target)
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building ipc-tracer failed");
+            let lib = dir.join("libipc_tracer.so");
+            assert!(lib.is_file(), "{} was not built", lib.display());
+            lib
+        })
+        .clone()
+}
+
+/// A scratch directory with the fake libcuda and the test programs, or
+/// `None` (printed as SKIPPED) when there is no C compiler.
+fn workdir() -> Option<PathBuf> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if Command::new("cc").arg("--version").output().is_err() {
+            eprintln!("SKIPPED: no C compiler (cc) to build the traced test programs");
+            return None;
+        }
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("trace-programs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = root().join("tracer/tests");
+        let cc = |args: &[&str]| {
+            let out = Command::new("cc")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "cc {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let fake = src.join("fake/libcuda.c");
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            "libcuda.so.1",
+            fake.to_str().unwrap(),
+        ]);
+        std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).unwrap();
+        let pair = src.join("programs/ipc_pair.c");
+        cc(&["-o", "ipc_pair", pair.to_str().unwrap(), "-L.", "-lcuda"]);
+        let pa = src.join("programs/procaddress.c");
+        cc(&["-o", "procaddress", pa.to_str().unwrap(), "-ldl"]);
+        Some(dir)
+    })
+    .clone()
+}
+
+fn trace(dir: &Path, name: &str, cmd: &[&str]) -> (Output, PathBuf) {
+    let out = dir.join(name);
+    let _ = std::fs::remove_dir_all(&out);
+    let output = Command::new(bin())
+        .arg("trace")
+        .arg("--out")
+        .arg(&out)
+        .arg("--tracer")
+        .arg(tracer())
+        .arg("--")
+        .args(cmd)
+        .current_dir(dir)
+        .env("LD_LIBRARY_PATH", dir)
+        .output()
+        .unwrap();
+    (output, out)
+}
+
+fn check(traces: &Path) -> (i32, serde_json::Value) {
+    let output = Command::new(bin())
+        .arg("check")
+        .arg(traces)
+        .output()
+        .unwrap();
+    let code = output.status.code().unwrap_or(-1);
+    let report = std::fs::read_to_string(traces.join("check.json"))
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (code, report)
+}
+
+fn hazard_kinds(report: &serde_json::Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["class"] == "hazard")
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn traced_and_checked(variant: &str) -> Option<(i32, serde_json::Value)> {
+    let dir = workdir()?;
+    let (output, traces) = trace(&dir, &format!("pair-{variant}"), &["./ipc_pair", variant]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    Some(check(&traces))
+}
+
+#[test]
+fn the_correct_program_traces_clean_and_replays_on_the_simulator() {
+    let Some((code, report)) = traced_and_checked("ok") else {
+        return;
+    };
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["verdict"], "clean");
+    assert_eq!(report["processes"].as_array().unwrap().len(), 2);
+    for run in report["simulator"].as_array().unwrap() {
+        assert_eq!(
+            run["status"], "Pass",
+            "the replay answers as the driver did: {run}"
+        );
+    }
+    let dir = workdir().unwrap();
+    let replay = std::fs::read_to_string(dir.join("pair-ok/replay.ipc")).unwrap();
+    for step in [
+        "= ipc_get p1_a1",
+        "send p1_h1 -> p2",
+        "= ipc_open p1_h1",
+        "ipc_close p2_q1",
+        "stream_wait",
+    ] {
+        assert!(replay.contains(step), "replay lacks '{step}':\n{replay}");
+    }
+}
+
+#[test]
+fn each_broken_variant_is_flagged_with_the_hazard_that_names_its_bug() {
+    for (variant, hazard) in [
+        ("free-before-close", "free-while-mapped"),
+        ("no-wait", "unsynchronized-read"),
+        ("double-close", "double-close"),
+        ("leak", "mapping-leaked-at-exit"),
+    ] {
+        let Some((code, report)) = traced_and_checked(variant) else {
+            return;
+        };
+        assert_eq!(code, 1, "{variant}: {report:#}");
+        assert!(
+            hazard_kinds(&report).contains(&hazard.to_string()),
+            "{variant} should be flagged {hazard}: {report:#}"
+        );
+    }
+}
+
+#[test]
+fn a_failing_open_carried_on_past_is_an_ignored_error() {
+    let Some((_, report)) = traced_and_checked("ignored-error") else {
+        return;
+    };
+    let ignored: Vec<&serde_json::Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["class"] == "ignored-error")
+        .collect();
+    assert!(!ignored.is_empty(), "{report:#}");
+    assert!(ignored[0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("cuIpcOpenMemHandle"));
+}
+
+#[test]
+fn vmm_sharing_over_a_descriptor_traces_clean() {
+    let Some((code, report)) = traced_and_checked("vmm") else {
+        return;
+    };
+    assert_eq!(code, 0, "{report:#}");
+    let dir = workdir().unwrap();
+    let replay = std::fs::read_to_string(dir.join("pair-vmm/replay.ipc")).unwrap();
+    assert!(replay.contains("= send_fd p1_f1 -> p2"), "{replay}");
+    assert!(replay.contains("= vmm_import p2_f1"), "{replay}");
+    for run in report["simulator"].as_array().unwrap() {
+        assert_eq!(run["status"], "Pass", "{run}");
+    }
+}
+
+#[test]
+fn calls_through_dlsym_and_cu_get_proc_address_are_recorded() {
+    let Some(dir) = workdir() else { return };
+    let (output, traces) = trace(&dir, "traces-procaddress", &["./procaddress"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let file = std::fs::read_dir(&traces)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(file).unwrap();
+    let calls: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "call")
+        .map(|v| v["call"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        calls,
+        ["cuMemAlloc_v2", "cuIpcGetMemHandle", "cuMemFree_v2"]
+    );
+}
+
+#[test]
+fn tracing_a_program_without_cuda_records_nothing_and_exits_0() {
+    let Some(dir) = workdir() else { return };
+    for cmd in [&["true"][..], &["sh", "-c", "echo hello"][..]] {
+        let (output, traces) = trace(&dir, "nothing", cmd);
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("nothing was recorded"), "{stdout}");
+        let checked = Command::new(bin())
+            .arg("check")
+            .arg(&traces)
+            .output()
+            .unwrap();
+        assert_eq!(checked.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&checked.stdout).contains("nothing was recorded"));
+    }
+}
+
+#[test]
+fn a_program_that_crashes_leaves_a_readable_trace() {
+    let Some(dir) = workdir() else { return };
+    let (output, traces) = trace(&dir, "crash", &["./ipc_pair", "crash"]);
+    // SIGSEGV: 128 + 11.
+    assert_eq!(output.status.code(), Some(139), "{output:?}");
+    let (code, report) = check(&traces);
+    assert_eq!(code, 0, "{report:#}");
+    let exporter = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["end"] == "no exit record")
+        .expect("the crashed process has no exit record");
+    assert!(exporter["unreadable_lines"].as_array().unwrap().is_empty());
+    assert!(exporter["calls"].as_u64().unwrap() >= 6, "{exporter}");
+}
+
+#[test]
+fn a_tracer_that_cannot_write_says_so_once_and_the_program_goes_on() {
+    let Some(dir) = workdir() else { return };
+    let output = Command::new(dir.join("ipc_pair"))
+        .arg("ok")
+        .current_dir(&dir)
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("LD_PRELOAD", tracer())
+        .env("IPC_TRACE_DIR", dir.join("no/such/dir"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Once per process: the exporter and its child.
+    assert_eq!(stderr.matches("recording stopped").count(), 2, "{stderr}");
+}
+
+#[test]
+fn the_python_ctypes_program_and_its_broken_variants() {
+    let Some(dir) = workdir() else { return };
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no python3 for the ctypes program");
+        return;
+    }
+    let script = root().join("tracer/validation/ipc_ctypes.py");
+    for (variant, hazard) in [
+        ("ok", None),
+        ("free-before-close", Some("free-while-mapped")),
+        ("no-wait", Some("unsynchronized-read")),
+        ("double-close", Some("double-close")),
+        ("leak", Some("mapping-leaked-at-exit")),
+    ] {
+        let (output, traces) = trace(
+            &dir,
+            &format!("py-{variant}"),
+            &["python3", script.to_str().unwrap(), variant],
+        );
+        assert_eq!(output.status.code(), Some(0), "{variant}: {output:?}");
+        let (code, report) = check(&traces);
+        match hazard {
+            None => assert_eq!(code, 0, "{variant}: {report:#}"),
+            Some(h) => {
+                assert_eq!(code, 1, "{variant}: {report:#}");
+                assert!(
+                    hazard_kinds(&report).contains(&h.to_string()),
+                    "{variant}: {report:#}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn check_of_a_missing_directory_is_a_usage_error() {
+    let output = Command::new(bin())
+        .args(["check", "/no/such/trace/dir"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
+}
+
+/// Every committed trace under reports/traces/ (GPU runs of
+/// tracer/validation/run.sh, and the stand-in runs) keeps its verdict:
+/// check's exit code and hazard kinds as `expected.txt` records them.
+#[test]
+fn committed_traces_keep_their_verdicts() {
+    let base = root().join("reports/traces");
+    let mut checked = 0;
+    for machine in std::fs::read_dir(&base).unwrap().flatten() {
+        for run in std::fs::read_dir(machine.path()).unwrap().flatten() {
+            let expected_file = run.path().join("expected.txt");
+            let Ok(expected) = std::fs::read_to_string(&expected_file) else {
+                continue;
+            };
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("committed-{}", std::process::id()))
+                .join(run.file_name());
+            let output = Command::new(bin())
+                .arg("check")
+                .arg(run.path())
+                .arg("--out")
+                .arg(&out)
+                .output()
+                .unwrap();
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join("check.json")).unwrap())
+                    .unwrap();
+            let mut kinds = hazard_kinds(&report);
+            kinds.sort();
+            kinds.dedup();
+            let got = format!(
+                "exit {}\nhazards {}\n",
+                output.status.code().unwrap_or(-1),
+                kinds.join(" ")
+            );
+            assert_eq!(got, expected, "{}", run.path().display());
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 6,
+        "only {checked} committed traces under {}",
+        base.display()
+    );
+}
