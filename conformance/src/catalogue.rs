@@ -351,7 +351,7 @@ pub fn is_valid_id(id: &str) -> bool {
 
 /// Parse with the harness parser; a parser panic becomes a message too.
 fn guarded_parse(source: &str, path: &Path) -> Result<Scenario, String> {
-    match crate::runner::guarded(|| scenario::parse(source, path)) {
+    match crate::guard::guarded(|| scenario::parse(source, path)) {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!(

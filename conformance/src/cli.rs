@@ -7,12 +7,14 @@
 use crate::backend::{self, BackendKind, SimSettings};
 use crate::catalogue::{self, Catalogue, Clause};
 use crate::differential;
+use crate::exit::{EXIT_FAILURES, EXIT_OK, EXIT_PANIC, EXIT_USAGE};
 use crate::expectations::{self, Expectations};
 use crate::filter::Filter;
+use crate::guard::guarded;
+use crate::model::{self, RunReport};
 use crate::report::{self, text};
-use crate::runner::{self, guarded, Console, Observer, RunConfig, RunReport};
+use crate::runner::{self, Console, Observer, RunConfig};
 use crate::sysinfo;
-use crate::{EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipc_harness::scenario::{self, ExecOptions};
 use ipc_harness::{Backend, Dialect, Status};
@@ -356,7 +358,9 @@ pub fn run_cli(cli: Cli) -> u8 {
         Command::Summary(a) => cmd_summary(&a),
         Command::Explore(a) => cmd_explore(&a),
         Command::Diff(a) => crate::diff::command(&a).map_err(UsageError),
-        Command::Merge(a) => crate::shard::command(&a).map_err(UsageError),
+        Command::Merge(a) => crate::shard::command(&a)
+            .map(|report| exit_code(&report))
+            .map_err(UsageError),
         #[cfg(feature = "cuda")]
         Command::Worker(_) => {
             crate::interrupt::ignore_sigint_in_worker();
@@ -370,8 +374,8 @@ pub fn run_cli(cli: Cli) -> u8 {
             EXIT_USAGE
         }
         Err(panic) => {
-            warn!("ipc-conformance: internal error: {panic}");
-            EXIT_USAGE
+            warn!("ipc-conformance: internal error (a bug): {panic}");
+            EXIT_PANIC
         }
     }
 }
@@ -509,6 +513,7 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
         step_timeout: Duration::from_millis(a.step_timeout_ms),
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
+        retries: runner::RetryPolicy::default(),
     };
     // SIGINT/SIGTERM: finish the clause in progress, report, exit 130.
     let signals = crate::interrupt::install()?;
@@ -516,11 +521,14 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
         expect.as_ref(),
         Console::new(a.quiet, cfg.dialects.len() > 1),
         backend.as_ref(),
-        &clauses,
         &cfg,
         a.flaky_retries,
         a.quiet,
     ));
+    let cfg = RunConfig {
+        retries: console.0.retry_policy(),
+        ..cfg
+    };
     let mut report = runner::run_clauses(&clauses, backend.as_ref(), &cfg, &mut console);
     console.0.finish(&mut report);
     report.run.shard = a.shard.map(|s| s.to_string());
@@ -541,7 +549,23 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
         );
         return Ok(crate::interrupt::EXIT_INTERRUPTED);
     }
-    Ok(report.exit_code())
+    Ok(exit_code(&report))
+}
+
+/// The exit code of a finished run: with expectations (the report is
+/// classified), the gate's verdict; without, 0 when every result is Pass
+/// or NotSupported. Either way 1 otherwise.
+pub fn exit_code(report: &RunReport) -> u8 {
+    let ok = if report.classification_totals.is_some() {
+        model::gate_passed(&report.results)
+    } else {
+        report.results.iter().all(|r| r.status.is_success())
+    };
+    if ok {
+        EXIT_OK
+    } else {
+        EXIT_FAILURES
+    }
 }
 
 fn print_run_footer(report: &RunReport, out: &Path) {
@@ -554,7 +578,7 @@ fn print_run_footer(report: &RunReport, out: &Path) {
         run.dialect,
         run.seed
     );
-    let (start, steps, shutdown) = runner::time_split(&report.results);
+    let (start, steps, shutdown) = model::time_split(&report.results);
     say!(
         "time: machine start {}, steps {}, shutdown {}",
         sysinfo::human_ms(start),
@@ -973,7 +997,7 @@ impl Observer for ProgressOnly {
     fn clause_started(&mut self, clause: &Clause, dialect: Dialect) {
         self.0.clause_started(clause, dialect)
     }
-    fn clause_finished(&mut self, _r: &runner::ClauseResult) {
+    fn clause_finished(&mut self, _r: &model::ClauseResult, _attempts: &[model::Attempt]) {
         self.0.tick();
     }
     fn end(&mut self) {
@@ -994,6 +1018,7 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
         step_timeout: Duration::from_millis(a.step_timeout_ms),
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
+        retries: runner::RetryPolicy::default(),
     };
     let several = cfg.dialects.len() > 1;
     let mut sim_report = runner::run_clauses(
@@ -1069,7 +1094,7 @@ fn cmd_summary(a: &SummaryArgs) -> CmdResult {
             let _ = std::io::stdout().lock().write_all(md.as_bytes());
         }
     }
-    let all_ok = runs.iter().all(|r| r.exit_code() == EXIT_OK);
+    let all_ok = runs.iter().all(|r| exit_code(r) == EXIT_OK);
     Ok(if all_ok { EXIT_OK } else { EXIT_FAILURES })
 }
 
@@ -1152,6 +1177,45 @@ mod tests {
             let err = Cli::try_parse_from(&args).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{args:?}");
         }
+    }
+
+    #[test]
+    fn exit_code_policy() {
+        use crate::expectations::{Classification, ExpectationRecord};
+        use crate::model::fixtures;
+        use Status::*;
+        let code = |ss: &[Status]| {
+            let rs = ss
+                .iter()
+                .map(|&s| fixtures::result("a.b", s, Dialect::Runtime, "sim"))
+                .collect();
+            exit_code(&fixtures::run("sim", "runtime", rs))
+        };
+        assert_eq!(code(&[]), 0);
+        assert_eq!(code(&[Pass, NotSupported, Pass]), 0);
+        for bad in [Fail, Crash, Timeout, Broken] {
+            assert_eq!(code(&[Pass, bad, NotSupported]), 1, "{bad:?}");
+        }
+        // Classified, the gate decides: an expected failure exits 0, and a
+        // Broken result fails whatever its record says.
+        let classified = |status: Status, classification: Classification| {
+            let mut r = fixtures::result("a.b", status, Dialect::Runtime, "sim");
+            r.expectation = Some(ExpectationRecord {
+                classification,
+                entry: Some(1),
+                line: Some(1),
+                expected: None,
+                error: None,
+                reason: Some("known".into()),
+                link: None,
+                detail: String::new(),
+                attempts: Vec::new(),
+            });
+            exit_code(&fixtures::run("sim", "runtime", vec![r]))
+        };
+        assert_eq!(classified(Fail, Classification::ExpectedFail), 0);
+        assert_eq!(classified(Pass, Classification::UnexpectedPass), 1);
+        assert_eq!(classified(Broken, Classification::ExpectedFail), 1);
     }
 
     #[test]

@@ -19,27 +19,19 @@ pub mod catalogue;
 pub mod cli;
 pub mod diff;
 pub mod differential;
+pub mod exit;
 pub mod expectations;
 pub mod explore;
 pub mod filter;
+pub mod guard;
 pub mod interrupt;
+pub mod model;
 pub mod report;
 pub mod runner;
 pub mod shard;
 pub mod sysinfo;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};
+pub use exit::{EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
 pub use filter::Filter;
-pub use runner::{ClauseResult, RunInfo, RunReport};
-
-/// The version of this tool, recorded in every report.
-pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Exit code: every clause Pass or NotSupported.
-pub const EXIT_OK: u8 = 0;
-/// Exit code: some clause failed (Fail, Crash, Timeout, Broken), or a
-/// differential run found a difference.
-pub const EXIT_FAILURES: u8 = 1;
-/// Exit code: usage or I/O error (bad arguments, unreadable directories,
-/// unwritable output).
-pub const EXIT_USAGE: u8 = 2;
+pub use model::{ClauseResult, RunInfo, RunReport, TOOL_VERSION};
