@@ -547,6 +547,7 @@ pub struct DiffArgs {
     /// The later results.json.
     #[arg(value_name = "NEW_JSON")]
     pub new: PathBuf,
+    /// How to print the comparison.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Write the report to FILE (atomically) instead of stdout; the totals

@@ -1106,7 +1106,7 @@ impl Observer for Gate<'_> {
             let mut classified = r.clone();
             classified.expectation = Some(rec);
             self.console
-                .print(&result_lines(&classified, a.show_dialect));
+                .print_result(&result_lines(&classified, a.show_dialect));
         }
     }
 

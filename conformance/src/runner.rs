@@ -350,6 +350,20 @@ pub fn result_lines(r: &ClauseResult, show_dialect: bool) -> String {
     out
 }
 
+/// `text` with its leading status label (`PASS`, `FAIL`, ...) in ANSI
+/// colour: green for Pass, yellow for NotSupported, red otherwise.
+pub fn paint_status(text: &str) -> String {
+    let label_end = text.find(' ').unwrap_or(text.len());
+    let (label, rest) = text.split_at(label_end);
+    let code = match label {
+        "PASS" => "32",
+        "NOTSUP" => "33",
+        "FAIL" | "CRASH" | "TIMEOUT" | "BROKEN" => "31",
+        _ => return text.to_string(),
+    };
+    format!("\x1b[{code}m{label}\x1b[0m{rest}")
+}
+
 /// Progress bar on stderr (only on a terminal, never with `quiet`) and one
 /// line per result (stdout, or above the bar). `quiet` also drops the lines
 /// of Pass and NotSupported results.
@@ -357,6 +371,7 @@ pub struct Console {
     bar: ProgressBar,
     quiet: bool,
     show_dialect: bool,
+    color: bool,
 }
 
 impl Console {
@@ -377,6 +392,23 @@ impl Console {
             bar,
             quiet,
             show_dialect,
+            color: false,
+        }
+    }
+
+    /// Colour the status label of each result line (`--color`).
+    pub fn with_color(mut self, color: bool) -> Console {
+        self.color = color;
+        self
+    }
+
+    /// Print a result's lines ([`result_lines`]), its status label coloured
+    /// when colour is on.
+    pub fn print_result(&self, text: &str) {
+        if self.color {
+            self.print(&paint_status(text));
+        } else {
+            self.print(text);
         }
     }
 
@@ -415,7 +447,7 @@ impl Observer for Console {
         if self.quiet && r.status.is_success() {
             return;
         }
-        self.print(&result_lines(r, self.show_dialect));
+        self.print_result(&result_lines(r, self.show_dialect));
     }
 
     fn end(&mut self) {
@@ -581,6 +613,20 @@ mod tests {
             .unwrap()
             .contains("info exploded"));
         assert_eq!(report.totals["Broken"], Dialect::ALL.len());
+    }
+
+    #[test]
+    fn paint_status_colours_only_the_label() {
+        assert_eq!(
+            paint_status("PASS    a.b (0.3 ms)"),
+            "\x1b[32mPASS\x1b[0m    a.b (0.3 ms)"
+        );
+        assert_eq!(
+            paint_status("FAIL    a.b (1 ms)\n        why"),
+            "\x1b[31mFAIL\x1b[0m    a.b (1 ms)\n        why"
+        );
+        assert_eq!(paint_status("NOTSUP  a.b"), "\x1b[33mNOTSUP\x1b[0m  a.b");
+        assert_eq!(paint_status("reports: x"), "reports: x");
     }
 
     #[test]
