@@ -1,29 +1,48 @@
-//! Records the git revision the binary is built from, so a results file names
-//! what ran even when the binary runs in another checkout (a GPU host without
-//! cargo gets a carried binary and a copy of the tree whose `.git` may be stale).
+//! Embeds the clause catalogue (`clauses/**/*.ipc`) in the crate, so an
+//! installed `ipc-conformance` carries the catalogue it was built with
+//! (`catalogue::Catalogue::embedded`).
 
-use std::process::Command;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (out.status.success() && !s.is_empty()).then_some(s)
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read the clause folder {}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+            .path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|e| e == "ipc") {
+            out.push(path);
+        }
+    }
 }
 
 fn main() {
-    // Rebuild when HEAD moves: HEAD itself, the branch it points at, packed refs.
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
-            println!("cargo:rerun-if-changed={p}");
-        }
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let clauses = manifest.join("clauses");
+    // A folder here makes cargo re-run this script when anything below changes.
+    println!("cargo:rerun-if-changed=clauses");
+    let mut files = Vec::new();
+    collect(&clauses, &mut files);
+    // The order Catalogue::load reads a folder in.
+    files.sort();
+    let mut code = String::from("&[\n");
+    for path in &files {
+        let rel = path
+            .strip_prefix(&clauses)
+            .expect("below the clause folder");
+        let rel = rel
+            .components()
+            .map(|c| c.as_os_str().to_str().expect("clause paths are UTF-8"))
+            .collect::<Vec<_>>()
+            .join("/");
+        let abs = path.to_str().expect("clause paths are UTF-8");
+        let _ = writeln!(code, "    ({rel:?}, include_str!({abs:?})),");
     }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(p) = git(&["rev-parse", "--git-path", &branch]) {
-            println!("cargo:rerun-if-changed={p}");
-        }
-    }
-    println!("cargo:rerun-if-changed=build.rs");
-    if let Some(rev) = git(&["rev-parse", "HEAD"]) {
-        println!("cargo:rustc-env=IPC_BUILD_GIT_REVISION={rev}");
-    }
+    code.push(']');
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
+    std::fs::write(out.join("embedded_clauses.rs"), code).expect("OUT_DIR is writable");
 }

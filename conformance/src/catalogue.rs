@@ -9,16 +9,13 @@
 //!
 //! # Where the catalogue is
 //!
-//! [`locate`] resolves the clause directory, first match wins:
+//! [`locate`] picks the catalogue, first match wins:
 //!
 //! 1. `--clauses DIR` on the command line (used as given, must exist);
 //! 2. the environment variable `IPC_CONFORMANCE_CLAUSES` (must exist);
-//! 3. `conformance/clauses/` of the source tree the binary was built from
-//!    (`CARGO_MANIFEST_DIR` at compile time), when it still exists;
-//! 4. `clauses/` in the directory that holds the executable (a binary
-//!    carried to another machine together with its clauses);
-//! 5. `clauses/` in the current directory;
-//! 6. `conformance/clauses/` in the current directory (a checkout's root).
+//! 3. the catalogue compiled into the binary ([`Catalogue::embedded`]: the
+//!    `conformance/clauses/` it was built from, its files named by their
+//!    place in the repository), so an installed binary needs no files.
 
 use crate::filter::Filter;
 use ipc_harness::scenario::{self, Scenario};
@@ -32,10 +29,20 @@ use std::str::FromStr;
 /// Environment variable that points at the clause directory.
 pub const CLAUSES_ENV: &str = "IPC_CONFORMANCE_CLAUSES";
 
-/// The clause directory compiled into the binary.
+/// The source tree's clause directory (`CARGO_MANIFEST_DIR` at compile
+/// time), for tests and benches that read the files themselves.
 pub fn compiled_in_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clauses")
 }
+
+/// Where the embedded catalogue's files are said to be: their place in the
+/// source repository (results name `conformance/clauses/<area>/...`).
+pub const EMBEDDED_DIR: &str = "conformance/clauses";
+
+/// The catalogue compiled in by `build.rs`: (path below the clause
+/// directory, text), in the order [`Catalogue::load`] reads a directory.
+static EMBEDDED_CLAUSES: &[(&str, &str)] =
+    include!(concat!(env!("OUT_DIR"), "/embedded_clauses.rs"));
 
 /// Errors that stop the catalogue from loading at all (as opposed to one
 /// broken clause).
@@ -48,52 +55,42 @@ pub enum CatalogueError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("no clause directory found (tried: {})", .tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
-    NotFound { tried: Vec<PathBuf> },
 }
 
-/// Resolve the clause directory (see the module documentation for the order).
-pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, CatalogueError> {
+/// Which catalogue to load (see the module documentation for the order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClauseSource {
+    /// A clause directory on disk.
+    Dir(PathBuf),
+    /// The catalogue compiled into the binary.
+    Embedded,
+}
+
+impl ClauseSource {
+    /// Load the catalogue from this source.
+    pub fn load(&self) -> Result<Catalogue, CatalogueError> {
+        match self {
+            ClauseSource::Dir(dir) => Catalogue::load(dir),
+            ClauseSource::Embedded => Ok(Catalogue::embedded()),
+        }
+    }
+}
+
+/// Resolve the catalogue (see the module documentation for the order).
+pub fn locate(explicit: Option<&Path>) -> Result<ClauseSource, CatalogueError> {
     let env = std::env::var_os(CLAUSES_ENV).filter(|v| !v.is_empty());
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
-    let cwd = std::env::current_dir().ok();
-    locate_with(
-        explicit,
-        env.as_deref().map(Path::new),
-        &compiled_in_dir(),
-        exe_dir.as_deref(),
-        cwd.as_deref(),
-    )
+    locate_with(explicit, env.as_deref().map(Path::new))
 }
 
 /// [`locate`] with every input given (testable).
 pub fn locate_with(
     explicit: Option<&Path>,
     env: Option<&Path>,
-    compiled_in: &Path,
-    exe_dir: Option<&Path>,
-    cwd: Option<&Path>,
-) -> Result<PathBuf, CatalogueError> {
-    if let Some(dir) = explicit.or(env) {
-        return if dir.is_dir() {
-            Ok(dir.to_path_buf())
-        } else {
-            Err(CatalogueError::Missing(dir.to_path_buf()))
-        };
-    }
-    let mut tried = vec![compiled_in.to_path_buf()];
-    if let Some(exe) = exe_dir {
-        tried.push(exe.join("clauses"));
-    }
-    if let Some(cwd) = cwd {
-        tried.push(cwd.join("clauses"));
-        tried.push(cwd.join("conformance").join("clauses"));
-    }
-    match tried.iter().find(|p| p.is_dir()) {
-        Some(found) => Ok(found.clone()),
-        None => Err(CatalogueError::NotFound { tried }),
+) -> Result<ClauseSource, CatalogueError> {
+    match explicit.or(env) {
+        Some(dir) if dir.is_dir() => Ok(ClauseSource::Dir(dir.to_path_buf())),
+        Some(dir) => Err(CatalogueError::Missing(dir.to_path_buf())),
+        None => Ok(ClauseSource::Embedded),
     }
 }
 
@@ -440,7 +437,7 @@ pub fn is_valid_id(id: &str) -> bool {
 
 /// Parse with the harness parser; a parser panic becomes a message too.
 fn guarded_parse(source: &str, path: &Path) -> Result<Scenario, String> {
-    match crate::runner::guarded(|| scenario::parse(source, path)) {
+    match crate::guard::guarded(|| scenario::parse(source, path)) {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!(
@@ -526,6 +523,16 @@ impl Catalogue {
             (path, text)
         });
         Ok(Catalogue::from_sources(dir, sources))
+    }
+
+    /// The catalogue compiled into the binary, its files named below
+    /// [`EMBEDDED_DIR`].
+    pub fn embedded() -> Catalogue {
+        let dir = Path::new(EMBEDDED_DIR);
+        let sources = EMBEDDED_CLAUSES
+            .iter()
+            .map(|(rel, text)| (dir.join(rel), Ok(text.to_string())));
+        Catalogue::from_sources(dir, sources)
     }
 
     /// Build a catalogue from file texts (or read errors), validating ids
@@ -1015,31 +1022,39 @@ mod tests {
     }
 
     #[test]
-    fn locate_prefers_explicit_then_env_then_compiled_in() {
+    fn locate_prefers_explicit_then_env_then_the_embedded_catalogue() {
         let tmp = std::env::temp_dir().join(format!("ipc-conf-locate-{}", std::process::id()));
         let a = tmp.join("a");
         let b = tmp.join("b");
-        let exe = tmp.join("exe");
         std::fs::create_dir_all(&a).unwrap();
         std::fs::create_dir_all(&b).unwrap();
-        std::fs::create_dir_all(exe.join("clauses")).unwrap();
         let missing = tmp.join("missing");
-        assert_eq!(
-            locate_with(Some(&a), Some(&b), &missing, None, None).unwrap(),
-            a
-        );
-        assert_eq!(locate_with(None, Some(&b), &a, None, None).unwrap(), b);
+        let dir = |p: &Path| ClauseSource::Dir(p.to_path_buf());
+        assert_eq!(locate_with(Some(&a), Some(&b)).unwrap(), dir(&a));
+        assert_eq!(locate_with(None, Some(&b)).unwrap(), dir(&b));
         assert!(matches!(
-            locate_with(Some(&missing), None, &a, None, None),
+            locate_with(Some(&missing), Some(&a)),
             Err(CatalogueError::Missing(_))
         ));
-        assert_eq!(locate_with(None, None, &a, Some(&exe), None).unwrap(), a);
-        assert_eq!(
-            locate_with(None, None, &missing, Some(&exe), Some(&tmp)).unwrap(),
-            exe.join("clauses")
-        );
-        let err = locate_with(None, None, &missing, None, Some(&tmp)).unwrap_err();
-        assert!(err.to_string().contains("no clause directory found"));
+        assert!(matches!(
+            locate_with(None, Some(&missing)),
+            Err(CatalogueError::Missing(_))
+        ));
+        assert_eq!(locate_with(None, None).unwrap(), ClauseSource::Embedded);
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn the_embedded_catalogue_is_the_source_trees() {
+        let embedded = Catalogue::embedded();
+        let on_disk = Catalogue::load(&compiled_in_dir()).unwrap();
+        assert!(embedded.len() > 100, "{} clauses", embedded.len());
+        assert_eq!(embedded.len(), on_disk.len());
+        for (e, d) in embedded.clauses.iter().zip(&on_disk.clauses) {
+            assert_eq!((&e.id, &e.title, e.kind), (&d.id, &d.title, d.kind));
+            assert_eq!(e.scenario.is_some(), d.scenario.is_some(), "{}", e.id);
+            let rel = d.path.strip_prefix(compiled_in_dir()).unwrap();
+            assert_eq!(e.path, Path::new(EMBEDDED_DIR).join(rel));
+        }
     }
 }

@@ -7,12 +7,14 @@
 use crate::backend::{self, BackendKind, SimSettings};
 use crate::catalogue::{self, Catalogue, Clause};
 use crate::differential;
+use crate::exit::{EXIT_FAILURES, EXIT_OK, EXIT_PANIC, EXIT_USAGE};
 use crate::expectations::{self, Expectations};
 use crate::filter::Filter;
+use crate::guard::guarded;
+use crate::model::{self, RunReport};
 use crate::report::{self, text};
-use crate::runner::{self, guarded, Console, Observer, RunConfig, RunReport};
+use crate::runner::{self, Console, Observer, RunConfig};
 use crate::sysinfo;
-use crate::{EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipc_harness::scenario::{self, ExecOptions};
 use ipc_harness::{Backend, Dialect, Status};
@@ -35,6 +37,18 @@ macro_rules! warn {
     }};
 }
 
+/// The environment variables the tool reads, for `--help`.
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
+  IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 6; 0: no pool)
+  IPC_CONFORMANCE_REUSE_WORKERS  1: a reset CUDA worker serves the next machine (explore's default)
+  IPC_GIT_REVISION             revision recorded in results.json (default: the build's, else git)
+  CUDA_VISIBLE_DEVICES         the GPUs the real backend may use (each worker sees its own subset)
+  CUDA_HOME, CUDA_PATH         where the real backend looks for the CUDA libraries
+  NO_COLOR                     set: no colour (as --color never)
+  RUST_BACKTRACE               1: print the backtrace of a panic (exit 101)";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ipc-conformance",
@@ -43,18 +57,66 @@ macro_rules! warn {
     long_about = "Conformance suite for GPU inter-process memory sharing (CUDA IPC).\n\n\
         Clauses are scenario files (*.ipc) with a stable id; they run on the \
         simulator (sim) or on real GPUs (cuda).\n\n\
-        Clause directory, first match wins: --clauses DIR; $IPC_CONFORMANCE_CLAUSES; \
-        the source tree's conformance/clauses/ (compiled in); clauses/ next to the \
-        executable; ./clauses; ./conformance/clauses.\n\n\
+        Clauses, first match wins: --clauses DIR; $IPC_CONFORMANCE_CLAUSES; \
+        the catalogue compiled into this binary.\n\n\
         Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors; \
-        130 run interrupted (SIGINT/SIGTERM; the reports hold what ran)."
+        101 internal error (a bug: please report it); \
+        130 run interrupted (SIGINT/SIGTERM; the reports hold what ran).",
+    after_long_help = ENVIRONMENT_HELP
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Less output: no progress bar, no lines for passing clauses.
+    #[arg(long, short, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// More output: where the catalogue came from, the backend, and the
+    /// run's settings before it starts.
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Colour the status of each result: auto (on a terminal, unless
+    /// NO_COLOR is set), always, never.
+    #[arg(
+        long,
+        value_enum,
+        global = true,
+        default_value = "auto",
+        value_name = "WHEN"
+    )]
+    pub color: ColorChoice,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to colour output written to a stream that `is_terminal` or not.
+    pub fn enabled(self, is_terminal: bool) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// List the clauses: id, kind, devices required, title; broken clauses
     /// are flagged with their problems (exit 1 when any is listed).
@@ -70,10 +132,11 @@ pub enum Command {
     Differential(DifferentialArgs),
     /// Combine results.json files (e.g. sim and cuda runs) into one summary.md.
     Summary(SummaryArgs),
-    /// Generate random valid scenarios and check them: properties on the
-    /// simulator, and with --backend cuda the real driver against the
-    /// simulator. Findings are shrunk to minimal scenario files under --out
-    /// (exit 1 when there are any).
+    /// Generate random valid scenarios and check them (`generate`, the
+    /// default), judge the simulator against recorded real runs (`replay`),
+    /// or run finding files again on both backends (`recheck`). Findings
+    /// are shrunk to minimal scenario files under --out (exit 1 when there
+    /// are any).
     Explore(ExploreArgs),
     /// Compare two results.json files clause by clause (status, trace,
     /// added, removed); exit 1 when anything changed.
@@ -84,13 +147,16 @@ pub enum Command {
     /// Run scenario files under every simulator profile (measured,
     /// documented, hip) and report, step by step, where outcomes differ and
     /// which semantic choice (and tier) is behind it; exit 1 when any does.
-    Portability(crate::portability::PortabilityArgs),
+    Portability(PortabilityArgs),
     /// Run a program with the IPC tracer preloaded (every process it starts
     /// too): per-process records of its driver calls under --out.
     Trace(crate::trace_cmd::TraceArgs),
     /// Judge a traced program's IPC: hazards, ignored errors, a replayable
     /// scenario (exit 1 on a hazard).
     Check(crate::trace_check::CheckArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    /// on stdout.
+    Completions(CompletionsArgs),
     /// Internal: a worker process of the real backend.
     #[cfg(feature = "cuda")]
     #[command(hide = true)]
@@ -99,7 +165,9 @@ pub enum Command {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DialectArg {
+    /// CUDA runtime names (`cudaIpc*`, `cudaError*`).
     Runtime,
+    /// CUDA driver names (`cuIpc*`, `CUDA_ERROR_*`).
     Driver,
     /// HIP names (`hipIpc*`, `hipError*`); runs on the simulator under its
     /// HIP profile (no AMD backend: NotSupported on --backend cuda).
@@ -119,10 +187,60 @@ impl DialectArg {
     }
 }
 
+/// Where the scenarios run: `--backend` (the simulator by default) and
+/// `--dialect`.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// sim: the simulator (no GPU needed); cuda: real GPUs.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub backend: BackendKind,
+    /// The API names a scenario runs under: runtime, driver, hip, or all
+    /// (each clause once per dialect; `explore` alternates them case by
+    /// case, and with a real backend uses runtime and driver only).
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub dialect: DialectArg,
+}
+
+/// How each scenario runs: its seed and step timeout.
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// Seed of every nondeterministic choice (addresses, handle bytes; for
+    /// `explore`, the cases drawn); a failure's reproduce line names it.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// A step that takes longer is a Timeout (real backend).
+    #[arg(long, value_name = "MS", default_value_t = 20_000)]
+    pub step_timeout_ms: u64,
+}
+
+impl ExecArgs {
+    fn step_timeout(&self) -> Duration {
+        Duration::from_millis(self.step_timeout_ms)
+    }
+}
+
+/// `portability FILE...`.
+#[derive(Debug, Clone, Args)]
+pub struct PortabilityArgs {
+    /// Scenario files (clause files are scenarios too).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// API dialect(s) to run each file in (all: runtime, driver and hip).
+    #[arg(long, value_enum, default_value = "runtime")]
+    pub dialect: DialectArg,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Devices of the simulated machine.
+    #[arg(long, value_name = "N")]
+    pub sim_devices: Option<u32>,
+}
+
+/// Run the command: exit 0 when every file's outcomes agree under every
+/// profile, 1 when some differ; a file that does not parse is an error.
 #[derive(Debug, Clone, Args)]
 pub struct SelectArgs {
-    /// Clause directory (see the order in --help).
-    #[arg(long, value_name = "DIR")]
+    /// Clause directory instead of the catalogue compiled in.
+    #[arg(long, value_name = "DIR", env = catalogue::CLAUSES_ENV)]
     pub clauses: Option<PathBuf>,
     /// Select clauses by id glob (`mem.open.*`); comma-separated or
     /// repeated; a plain prefix `mem` selects `mem.*`.
@@ -170,26 +288,17 @@ pub struct ListArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    #[arg(long, value_enum, default_value = "sim")]
-    pub backend: BackendKind,
-    #[arg(long, value_enum, default_value = "runtime")]
-    pub dialect: DialectArg,
+    #[command(flatten)]
+    pub target: TargetArgs,
     #[command(flatten)]
     pub select: SelectArgs,
     /// Report directory.
     #[arg(long, value_name = "DIR", default_value = report::DEFAULT_OUT_DIR)]
     pub out: PathBuf,
-    /// Seed of every nondeterministic choice (addresses, handle bytes).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// A step that takes longer is a Timeout (real backend).
-    #[arg(long, value_name = "MS", default_value_t = 20_000)]
-    pub step_timeout_ms: u64,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     #[command(flatten)]
     pub sim: SimArgs,
-    /// No progress bar, no lines for passing clauses.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// Run only shard K of N: the selected clauses sorted by id and dealt
     /// round-robin (recorded as run.shard; combine shards with `merge`).
     #[arg(long, value_name = "K/N")]
@@ -216,14 +325,10 @@ pub struct ScenarioArgs {
     /// Scenario files.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value = "sim")]
-    pub backend: BackendKind,
-    #[arg(long, value_enum, default_value = "runtime")]
-    pub dialect: DialectArg,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    #[arg(long, value_name = "MS", default_value_t = 20_000)]
-    pub step_timeout_ms: u64,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     #[command(flatten)]
     pub sim: SimArgs,
     /// Also check the exploration properties (conservation, coherence,
@@ -238,6 +343,8 @@ pub struct DifferentialArgs {
     /// The real backend compared with the simulator.
     #[arg(long, value_enum, default_value = "cuda")]
     pub backend: BackendKind,
+    /// The API names a scenario runs under (all: each clause once per
+    /// dialect).
     #[arg(long, value_enum, default_value = "runtime")]
     pub dialect: DialectArg,
     #[command(flatten)]
@@ -245,36 +352,59 @@ pub struct DifferentialArgs {
     /// Report directory (differential.json, differential.md).
     #[arg(long, value_name = "DIR", default_value = report::DEFAULT_OUT_DIR)]
     pub out: PathBuf,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    #[arg(long, value_name = "MS", default_value_t = 20_000)]
-    pub step_timeout_ms: u64,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     /// Simulator side settings.
     #[command(flatten)]
     pub sim: SimArgs,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// Compare only shard K of N of the selected clauses (as `run --shard`).
     #[arg(long, value_name = "K/N")]
     pub shard: Option<crate::shard::Shard>,
 }
 
+/// `explore`: a mode, or the `generate` options directly (the default mode).
 #[derive(Debug, Clone, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ExploreArgs {
-    /// `sim`: properties only; `cuda`: each case also on the real driver,
+    #[command(subcommand)]
+    pub mode: Option<ExploreMode>,
+    #[command(flatten)]
+    pub generate: ExploreGenerateArgs,
+    /// Old spelling of `explore replay FILE...`.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = ["record", "jobs", "first_case"])]
+    pub replay: Vec<PathBuf>,
+    /// Old spelling of `explore recheck FILE...`.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = ["record", "jobs", "first_case", "replay"])]
+    pub recheck: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ExploreMode {
+    /// Generate random valid scenarios and check them: properties on the
+    /// simulator, and with --backend cuda the real driver against the
+    /// simulator (the default mode).
+    Generate(ExploreGenerateArgs),
+    /// Judge the simulator against recorded real runs (files written by
+    /// `generate --record`) instead of generating cases; needs no GPU.
+    /// Findings are whole cases (shrinking needs the GPU) with both runs
+    /// side by side.
+    Replay(ExploreReplayArgs),
+    /// With --backend cuda: run scenario files (finding or case files, or
+    /// any scenario) again on both backends with fresh workers; a file that
+    /// still differs is shrunk against the real driver (at most
+    /// --shrink-runs-real runs) into OUT/recheck-NAME, and OUT/recheck.txt
+    /// says what each file did. The case, seed and dialect come from the
+    /// file's header, else --seed and --dialect.
+    Recheck(ExploreRecheckArgs),
+}
+
+/// What every `explore` mode takes.
+#[derive(Debug, Clone, Args)]
+pub struct ExploreCommonArgs {
+    /// sim: properties only; cuda: each case also on the real driver,
     /// compared with the simulator.
     #[arg(long, value_enum, default_value = "sim")]
     pub backend: BackendKind,
-    /// Generated cases.
-    #[arg(long, default_value_t = 1000)]
-    pub cases: u64,
-    /// Seed of the whole exploration (case K uses a seed derived from it).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Steps per generated scenario, at most.
-    #[arg(long, value_name = "K", default_value_t = 32)]
-    pub max_steps: usize,
     /// `all` alternates the dialects case by case: runtime, driver and hip
     /// on the simulator (hip under its HIP profile, judged by HIP's own
     /// documented returns and the profile's choices); with a real backend
@@ -282,24 +412,34 @@ pub struct ExploreArgs {
     /// all be NotSupported, and recorded GPU runs keep their numbering).
     #[arg(long, value_enum, default_value = "runtime")]
     pub dialect: DialectArg,
+    #[command(flatten)]
+    pub exec: ExecArgs,
     /// Where findings (minimal scenario files), summary.json and summary.md go.
     #[arg(long, value_name = "DIR", default_value = "reports/latest/explore")]
     pub out: PathBuf,
-    #[arg(long, value_name = "MS", default_value_t = 20_000)]
-    pub step_timeout_ms: u64,
     /// Simulator side settings.
     #[command(flatten)]
     pub sim: SimArgs,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Start no new case after this many seconds (the summary says so).
-    #[arg(long, value_name = "S")]
-    pub time_limit_s: Option<u64>,
     /// Scenario runs a shrink may spend on one finding that needs the real
     /// backend (the simulator alone: 2000).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub shrink_runs_real: usize,
+}
+
+/// `explore generate`.
+#[derive(Debug, Clone, Args)]
+pub struct ExploreGenerateArgs {
+    #[command(flatten)]
+    pub common: ExploreCommonArgs,
+    /// Generated cases.
+    #[arg(long, default_value_t = 1000)]
+    pub cases: u64,
+    /// Steps per generated scenario, at most.
+    #[arg(long, value_name = "K", default_value_t = 32)]
+    pub max_steps: usize,
+    /// Start no new case after this many seconds (the summary says so).
+    #[arg(long, value_name = "S")]
+    pub time_limit_s: Option<u64>,
     /// Cases run at once, each thread with its own backends (with
     /// `--backend cuda`, its own worker processes on the same GPUs). Above 1
     /// the run is no longer reproducible as a whole: which case of a finding
@@ -311,22 +451,37 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub first_case: u64,
     /// With a real backend: append each case's scenario and real trace to
-    /// FILE (JSON lines) for `--replay`.
+    /// FILE (JSON lines) for `explore replay`.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
-    /// Judge the simulator against recorded real runs (files written by
-    /// `--record`) instead of generating cases; needs no GPU. Findings are
-    /// whole cases (shrinking needs the GPU) with both runs side by side.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "jobs", "first_case"])]
-    pub replay: Vec<PathBuf>,
-    /// With --backend cuda: run scenario files (finding or case files, or
-    /// any scenario) again on both backends with fresh workers; a file that
-    /// still differs is shrunk against the real driver (at most
-    /// --shrink-runs-real runs) into OUT/recheck-NAME, and OUT/recheck.txt
-    /// says what each file did. The case, seed and dialect come from the
-    /// file's header, else --seed and --dialect.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "jobs", "first_case", "replay"])]
-    pub recheck: Vec<PathBuf>,
+}
+
+/// `explore replay FILE...`.
+#[derive(Debug, Clone, Args)]
+pub struct ExploreReplayArgs {
+    /// Recorded runs (`generate --record` files, `.jsonl` or `.jsonl.gz`).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub common: ExploreCommonArgs,
+}
+
+/// `explore recheck FILE...`.
+#[derive(Debug, Clone, Args)]
+pub struct ExploreRecheckArgs {
+    /// Scenario files (finding or case files, or any scenario).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub common: ExploreCommonArgs,
+}
+
+/// `completions SHELL`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -359,6 +514,11 @@ impl<T: std::fmt::Display> From<T> for UsageError {
 
 type CmdResult = Result<u8, UsageError>;
 
+fn stdout_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal()
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -367,17 +527,31 @@ pub fn main() -> ExitCode {
 
 /// Run a parsed command line; returns the exit code.
 pub fn run_cli(cli: Cli) -> u8 {
+    let g = &cli.global;
     let outcome = guarded(|| match cli.command {
-        Command::List(a) => cmd_list(&a),
-        Command::Run(a) => cmd_run(&a),
+        Command::List(a) => cmd_list(&a, g),
+        Command::Run(a) => cmd_run(&a, g),
         Command::Scenario(a) => cmd_scenario(&a),
         Command::Semantics => cmd_semantics(),
-        Command::Differential(a) => cmd_differential(&a),
+        Command::Differential(a) => cmd_differential(&a, g),
         Command::Summary(a) => cmd_summary(&a),
-        Command::Explore(a) => cmd_explore(&a),
+        Command::Explore(a) => cmd_explore(&a, g),
+        Command::Completions(a) => cmd_completions(&a),
         Command::Diff(a) => crate::diff::command(&a).map_err(UsageError),
-        Command::Merge(a) => crate::shard::command(&a).map_err(UsageError),
-        Command::Portability(a) => crate::portability::command(&a).map_err(UsageError),
+        Command::Merge(a) => crate::shard::command(&a)
+            .map(|report| exit_code(&report))
+            .map_err(UsageError),
+        Command::Portability(a) => {
+            crate::portability::command(&crate::portability::PortabilityRun {
+                files: &a.files,
+                dialects: a.dialect.dialects(),
+                seed: a.exec.seed,
+                step_timeout: a.exec.step_timeout(),
+                sim_devices: a.sim_devices,
+                quiet: g.quiet,
+            })
+            .map_err(UsageError)
+        }
         Command::Trace(a) => crate::trace_cmd::command(&a).map_err(UsageError),
         Command::Check(a) => crate::trace_check::command(&a).map_err(UsageError),
         #[cfg(feature = "cuda")]
@@ -393,17 +567,38 @@ pub fn run_cli(cli: Cli) -> u8 {
             EXIT_USAGE
         }
         Err(panic) => {
-            warn!("ipc-conformance: internal error: {panic}");
-            EXIT_USAGE
+            warn!("ipc-conformance: internal error (a bug): {panic}");
+            EXIT_PANIC
         }
     }
 }
 
-fn load_catalogue(select: &SelectArgs) -> Result<(Catalogue, Filter), UsageError> {
+fn load_catalogue(select: &SelectArgs, g: &GlobalArgs) -> Result<(Catalogue, Filter), UsageError> {
     let filter = Filter::new(&select.filter)?;
-    let dir = catalogue::locate(select.clauses.as_deref())?;
-    let cat = Catalogue::load(&dir)?;
+    let source = catalogue::locate(select.clauses.as_deref())?;
+    let cat = source.load()?;
+    if g.verbose > 0 {
+        let from = match source {
+            catalogue::ClauseSource::Dir(_) => "directory",
+            catalogue::ClauseSource::Embedded => "compiled into this binary",
+        };
+        warn!(
+            "catalogue: {} clauses in {} ({from})",
+            cat.len(),
+            cat.dir.display()
+        );
+    }
     Ok((cat, filter))
+}
+
+/// `completions SHELL`: the completion script on stdout.
+fn cmd_completions(a: &CompletionsArgs) -> CmdResult {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "ipc-conformance", &mut out);
+    let _ = std::io::stdout().lock().write_all(&out);
+    Ok(EXIT_OK)
 }
 
 fn selected<'a>(cat: &'a Catalogue, filter: &Filter) -> Result<Vec<&'a Clause>, UsageError> {
@@ -426,8 +621,8 @@ fn selected<'a>(cat: &'a Catalogue, filter: &Filter) -> Result<Vec<&'a Clause>, 
 // ---------------------------------------------------------------------------
 // list
 
-fn cmd_list(a: &ListArgs) -> CmdResult {
-    let (cat, filter) = load_catalogue(&a.select)?;
+fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
+    let (cat, filter) = load_catalogue(&a.select, g)?;
     let clauses = cat.select(&filter);
     let broken = clauses.iter().filter(|c| c.is_broken()).count();
     let known: Vec<&str> = backend::semantic_choices().iter().map(|c| c.name).collect();
@@ -513,11 +708,11 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
 // ---------------------------------------------------------------------------
 // run
 
-fn cmd_run(a: &RunArgs) -> CmdResult {
-    let (cat, filter) = load_catalogue(&a.select)?;
+fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
+    let (cat, filter) = load_catalogue(&a.select, g)?;
     let clauses = selected(&cat, &filter)?;
     let clauses = crate::shard::apply(a.shard, clauses);
-    let backend = backend::make(a.backend, &a.sim.settings()?)?;
+    let backend = backend::make(a.target.backend, &a.sim.settings()?)?;
     // A bad expectations file is a usage error, before anything runs.
     let expect = a
         .expectations
@@ -527,23 +722,39 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
     // Fail on an unwritable --out before running anything.
     report::ensure_dir(&a.out)?;
     let cfg = RunConfig {
-        dialects: a.dialect.dialects(),
-        seed: a.seed,
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        dialects: a.target.dialect.dialects(),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
+        retries: runner::RetryPolicy::default(),
     };
+    if g.verbose > 0 {
+        warn!(
+            "run: {} clauses x {} dialect(s) on {}, seed {}, step timeout {} ms, reports to {}",
+            clauses.len(),
+            cfg.dialects.len(),
+            backend.name(),
+            cfg.seed,
+            a.exec.step_timeout_ms,
+            a.out.display()
+        );
+    }
     // SIGINT/SIGTERM: finish the clause in progress, report, exit 130.
     let signals = crate::interrupt::install()?;
     let mut console = crate::interrupt::Interruptible(expectations::Gate::new(
         expect.as_ref(),
-        Console::new(a.quiet, cfg.dialects.len() > 1),
+        Console::new(g.quiet, cfg.dialects.len() > 1)
+            .with_color(g.color.enabled(stdout_is_terminal())),
         backend.as_ref(),
-        &clauses,
         &cfg,
         a.flaky_retries,
-        a.quiet,
+        g.quiet,
     ));
+    let cfg = RunConfig {
+        retries: console.0.retry_policy(),
+        ..cfg
+    };
     let mut report = runner::run_clauses(&clauses, backend.as_ref(), &cfg, &mut console);
     console.0.finish(&mut report);
     report.run.shard = a.shard.map(|s| s.to_string());
@@ -564,7 +775,23 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
         );
         return Ok(crate::interrupt::EXIT_INTERRUPTED);
     }
-    Ok(report.exit_code())
+    Ok(exit_code(&report))
+}
+
+/// The exit code of a finished run: with expectations (the report is
+/// classified), the gate's verdict; without, 0 when every result is Pass
+/// or NotSupported. Either way 1 otherwise.
+pub fn exit_code(report: &RunReport) -> u8 {
+    let ok = if report.classification_totals.is_some() {
+        model::gate_passed(&report.results)
+    } else {
+        report.results.iter().all(|r| r.status.is_success())
+    };
+    if ok {
+        EXIT_OK
+    } else {
+        EXIT_FAILURES
+    }
 }
 
 fn print_run_footer(report: &RunReport, out: &Path) {
@@ -577,7 +804,7 @@ fn print_run_footer(report: &RunReport, out: &Path) {
         run.dialect,
         run.seed
     );
-    let (start, steps, shutdown) = runner::time_split(&report.results);
+    let (start, steps, shutdown) = model::time_split(&report.results);
     say!(
         "time: machine start {}, steps {}, shutdown {}",
         sysinfo::human_ms(start),
@@ -594,8 +821,8 @@ fn print_run_footer(report: &RunReport, out: &Path) {
 // scenario
 
 fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
-    let backend = backend::make(a.backend, &a.sim.settings()?)?;
-    let dialects = a.dialect.dialects();
+    let backend = backend::make(a.target.backend, &a.sim.settings()?)?;
+    let dialects = a.target.dialect.dialects();
     let mut all_ok = true;
     let clock = Instant::now();
     for file in &a.files {
@@ -627,7 +854,7 @@ fn cmd_scenario(a: &ScenarioArgs) -> CmdResult {
         "{} in {} (seed {})",
         if all_ok { "all passed" } else { "FAILED" },
         sysinfo::human_ms(sysinfo::millis(clock.elapsed())),
-        a.seed
+        a.exec.seed
     );
     Ok(if all_ok { EXIT_OK } else { EXIT_FAILURES })
 }
@@ -645,25 +872,33 @@ fn explore_dialects(dialect: DialectArg, backend: BackendKind) -> Vec<Dialect> {
     }
 }
 
-fn cmd_explore(a: &ExploreArgs) -> CmdResult {
+fn cmd_explore(a: &ExploreArgs, g: &GlobalArgs) -> CmdResult {
+    match &a.mode {
+        Some(ExploreMode::Generate(gen)) => cmd_explore_generate(gen, g),
+        Some(ExploreMode::Replay(r)) => cmd_explore_replay(&r.files, &r.common),
+        Some(ExploreMode::Recheck(r)) => cmd_explore_recheck(&r.files, &r.common),
+        // The old spellings: `explore --replay FILE`, `explore --recheck FILE`.
+        None if !a.replay.is_empty() => cmd_explore_replay(&a.replay, &a.generate.common),
+        None if !a.recheck.is_empty() => cmd_explore_recheck(&a.recheck, &a.generate.common),
+        None => cmd_explore_generate(&a.generate, g),
+    }
+}
+
+/// `explore generate` (and `explore` with no mode).
+fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
     use crate::explore::{self, ExploreOptions, Judge};
     if a.max_steps == 0 {
         return Err(UsageError("--max-steps must be at least 1".into()));
     }
-    if !a.replay.is_empty() {
-        return cmd_explore_replay(a);
-    }
-    if !a.recheck.is_empty() {
-        return cmd_explore_recheck(a);
-    }
-    if a.record.is_some() && a.backend == BackendKind::Sim {
+    let c = &a.common;
+    if a.record.is_some() && c.backend == BackendKind::Sim {
         return Err(UsageError(
             "--record keeps real traces: it needs --backend cuda".into(),
         ));
     }
-    let mut settings = a.sim.settings()?;
+    let mut settings = c.sim.settings()?;
     let make_real = || -> Result<Option<Box<dyn Backend>>, UsageError> {
-        match a.backend {
+        match c.backend {
             BackendKind::Sim => Ok(None),
             kind => Ok(Some(backend::make_with_reuse(
                 kind,
@@ -678,15 +913,15 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         settings.devices = r.info().device_count.filter(|&d| d > 0);
     }
     let sim = backend::make(BackendKind::Sim, &settings)?;
-    report::ensure_dir(&a.out)?;
+    report::ensure_dir(&c.out)?;
     let opts = ExploreOptions {
         cases: a.cases,
-        seed: a.seed,
+        seed: c.exec.seed,
         max_steps: a.max_steps,
-        dialects: explore_dialects(a.dialect, a.backend),
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        dialects: explore_dialects(c.dialect, c.backend),
+        step_timeout: c.exec.step_timeout(),
         time_limit: a.time_limit_s.map(Duration::from_secs),
-        shrink_runs_real: a.shrink_runs_real,
+        shrink_runs_real: c.shrink_runs_real,
         first_case: a.first_case,
         record: a.record.clone(),
         record_devices: settings.devices,
@@ -695,7 +930,7 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         max_devices: settings.devices.unwrap_or(2),
         ..ExploreOptions::default()
     };
-    let bar = if a.quiet {
+    let bar = if g.quiet {
         indicatif::ProgressBar::hidden()
     } else {
         indicatif::ProgressBar::new(a.cases)
@@ -718,7 +953,7 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         step_timeout: opts.step_timeout,
     };
     let summary = if a.jobs <= 1 {
-        explore::explore(&opts, &judge, Some(&a.out), &mut |d, f| show(d, f))
+        explore::explore(&opts, &judge, Some(&c.out), &mut |d, f| show(d, f))
     } else {
         // Each further thread makes its own backends (and worker processes).
         let make = || -> Result<explore::Backends, String> {
@@ -726,14 +961,14 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
             let sim = backend::make(BackendKind::Sim, &settings).map_err(|e| e.to_string())?;
             Ok((sim, real))
         };
-        explore::explore_parallel(&opts, a.jobs, &judge, &make, Some(&a.out), &show)
+        explore::explore_parallel(&opts, a.jobs, &judge, &make, Some(&c.out), &show)
     };
     bar.finish_and_clear();
-    write_explore_summary(&summary, &a.out)?;
+    write_explore_summary(&summary, &c.out)?;
     if summary.stopped_early {
         say!("stopped by --time-limit-s before {} cases", a.cases);
     }
-    say!("reports: {} (summary.json, summary.md)", a.out.display());
+    say!("reports: {} (summary.json, summary.md)", c.out.display());
     Ok(if summary.findings.is_empty() {
         EXIT_OK
     } else {
@@ -770,11 +1005,11 @@ fn write_explore_summary(summary: &crate::explore::Summary, out: &Path) -> Resul
     Ok(())
 }
 
-/// `explore --replay FILE...`: the simulator against recorded real runs.
-fn cmd_explore_replay(a: &ExploreArgs) -> CmdResult {
+/// `explore replay FILE...`: the simulator against recorded real runs.
+fn cmd_explore_replay(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
     use crate::explore::{record, ExploreOptions};
     let mut records = Vec::new();
-    for f in &a.replay {
+    for f in files {
         records.extend(record::read(f).map_err(UsageError)?);
     }
     let settings = a.sim.settings()?;
@@ -789,12 +1024,11 @@ fn cmd_explore_replay(a: &ExploreArgs) -> CmdResult {
     };
     report::ensure_dir(&a.out)?;
     let opts = ExploreOptions {
-        seed: a.seed,
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
         ..ExploreOptions::default()
     };
-    let source = a
-        .replay
+    let source = files
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
@@ -822,9 +1056,9 @@ fn cmd_explore_replay(a: &ExploreArgs) -> CmdResult {
     })
 }
 
-/// `explore --backend cuda --recheck FILE...`: files run again on both
+/// `explore recheck --backend cuda FILE...`: files run again on both
 /// backends, the ones still differing shrunk against the real driver.
-fn cmd_explore_recheck(a: &ExploreArgs) -> CmdResult {
+fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
     use crate::explore::{recheck, CaseId, Judge};
     if a.backend == BackendKind::Sim {
         return Err(UsageError(
@@ -842,11 +1076,11 @@ fn cmd_explore_recheck(a: &ExploreArgs) -> CmdResult {
     let judge = Judge {
         sim: sim.as_ref(),
         real: Some(real.as_ref()),
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        step_timeout: a.exec.step_timeout(),
     };
     let default = CaseId {
         index: 0,
-        seed: a.seed,
+        seed: a.exec.seed,
         dialect: explore_dialects(a.dialect, a.backend)
             .first()
             .copied()
@@ -854,7 +1088,7 @@ fn cmd_explore_recheck(a: &ExploreArgs) -> CmdResult {
     };
     let results = recheck::recheck_files(
         &judge,
-        &a.recheck,
+        files,
         default,
         a.shrink_runs_real,
         &a.out,
@@ -886,8 +1120,8 @@ fn check_properties(
     let sim = backend::make(BackendKind::Sim, &a.sim.settings()?)?;
     let opts = ExecOptions {
         dialect,
-        seed: a.seed,
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
     };
     let (_, violations) = crate::explore::properties::check_on_sim(scenario, sim.as_ref(), &opts);
     for v in &violations {
@@ -908,14 +1142,14 @@ fn run_one_scenario(
 ) -> bool {
     let opts = ExecOptions {
         dialect,
-        seed: a.seed,
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
     };
     say!(
         "== {} [{dialect}] on {} (seed {})",
         file.display(),
         backend.name(),
-        a.seed
+        a.exec.seed
     );
     let (status, message) = match guarded(|| scenario::execute(scenario, backend, &opts)) {
         Ok(exec) => {
@@ -998,7 +1232,7 @@ impl Observer for ProgressOnly {
     fn clause_started(&mut self, clause: &Clause, dialect: Dialect) {
         self.0.clause_started(clause, dialect)
     }
-    fn clause_finished(&mut self, _r: &runner::ClauseResult) {
+    fn clause_finished(&mut self, _r: &model::ClauseResult, _attempts: &[model::Attempt]) {
         self.0.tick();
     }
     fn end(&mut self) {
@@ -1006,8 +1240,8 @@ impl Observer for ProgressOnly {
     }
 }
 
-fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
-    let (cat, filter) = load_catalogue(&a.select)?;
+fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
+    let (cat, filter) = load_catalogue(&a.select, g)?;
     let clauses = selected(&cat, &filter)?;
     let clauses = crate::shard::apply(a.shard, clauses);
     let sim = backend::make(BackendKind::Sim, &a.sim.settings()?)?;
@@ -1015,23 +1249,24 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
     report::ensure_dir(&a.out)?;
     let cfg = RunConfig {
         dialects: a.dialect.dialects(),
-        seed: a.seed,
-        step_timeout: Duration::from_millis(a.step_timeout_ms),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
+        retries: runner::RetryPolicy::default(),
     };
     let several = cfg.dialects.len() > 1;
     let mut sim_report = runner::run_clauses(
         &clauses,
         sim.as_ref(),
         &cfg,
-        &mut ProgressOnly(Console::new(a.quiet, several)),
+        &mut ProgressOnly(Console::new(g.quiet, several)),
     );
     let mut real_report = runner::run_clauses(
         &clauses,
         real.as_ref(),
         &cfg,
-        &mut ProgressOnly(Console::new(a.quiet, several)),
+        &mut ProgressOnly(Console::new(g.quiet, several)),
     );
     sim_report.run.shard = a.shard.map(|s| s.to_string());
     real_report.run.shard = sim_report.run.shard.clone();
@@ -1060,7 +1295,7 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
         "{} in {} (seed {})",
         differential::totals_line(&diff),
         sysinfo::human_ms(diff.duration_ms),
-        a.seed
+        a.exec.seed
     );
     say!(
         "reports: {} (differential.json, differential.md)",
@@ -1094,7 +1329,7 @@ fn cmd_summary(a: &SummaryArgs) -> CmdResult {
             let _ = std::io::stdout().lock().write_all(md.as_bytes());
         }
     }
-    let all_ok = runs.iter().all(|r| r.exit_code() == EXIT_OK);
+    let all_ok = runs.iter().all(|r| exit_code(r) == EXIT_OK);
     Ok(if all_ok { EXIT_OK } else { EXIT_FAILURES })
 }
 
@@ -1132,11 +1367,134 @@ mod tests {
         let Command::Run(a) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(a.backend, BackendKind::Sim);
-        assert_eq!(a.dialect, DialectArg::Runtime);
-        assert_eq!(a.seed, 1);
+        assert_eq!(a.target.backend, BackendKind::Sim);
+        assert_eq!(a.target.dialect, DialectArg::Runtime);
+        assert_eq!(a.exec.seed, 1);
+        assert_eq!(a.exec.step_timeout_ms, 20_000);
         assert_eq!(a.out, PathBuf::from("reports/latest"));
-        assert!(!a.quiet);
+        assert!(!cli.global.quiet);
+        assert_eq!(cli.global.verbose, 0);
+        assert_eq!(cli.global.color, ColorChoice::Auto);
+    }
+
+    #[test]
+    fn quiet_verbose_and_color_are_global() {
+        let cli =
+            Cli::try_parse_from(["ipc-conformance", "run", "-q", "--color", "never"]).unwrap();
+        assert!(cli.global.quiet);
+        assert_eq!(cli.global.color, ColorChoice::Never);
+        let cli = Cli::try_parse_from(["ipc-conformance", "-vv", "list"]).unwrap();
+        assert_eq!(cli.global.verbose, 2);
+        assert!(Cli::try_parse_from(["ipc-conformance", "run", "-q", "-v"]).is_err());
+        assert!(ColorChoice::Always.enabled(false));
+        assert!(!ColorChoice::Never.enabled(true));
+        assert!(!ColorChoice::Auto.enabled(false));
+    }
+
+    #[test]
+    fn explore_modes_are_subcommands_and_the_old_flags_still_parse() {
+        let mode = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Explore(a) = cli.command else {
+                panic!("not explore")
+            };
+            a
+        };
+        let a = mode(&["ipc-conformance", "explore", "--cases", "5"]);
+        assert!(a.mode.is_none());
+        assert_eq!(a.generate.cases, 5);
+        let a = mode(&[
+            "ipc-conformance",
+            "explore",
+            "generate",
+            "--cases",
+            "7",
+            "--seed",
+            "3",
+        ]);
+        let Some(ExploreMode::Generate(g)) = a.mode else {
+            panic!("not generate")
+        };
+        assert_eq!((g.cases, g.common.exec.seed), (7, 3));
+        let a = mode(&[
+            "ipc-conformance",
+            "explore",
+            "replay",
+            "r.jsonl",
+            "--out",
+            "o",
+        ]);
+        let Some(ExploreMode::Replay(r)) = a.mode else {
+            panic!("not replay")
+        };
+        assert_eq!(r.files, [PathBuf::from("r.jsonl")]);
+        assert_eq!(r.common.out, PathBuf::from("o"));
+        let a = mode(&[
+            "ipc-conformance",
+            "explore",
+            "recheck",
+            "--backend",
+            "cuda",
+            "f.ipc",
+        ]);
+        assert!(matches!(a.mode, Some(ExploreMode::Recheck(_))));
+        // The old spellings.
+        let a = mode(&["ipc-conformance", "explore", "--replay", "r.jsonl"]);
+        assert_eq!(a.replay, [PathBuf::from("r.jsonl")]);
+        let a = mode(&[
+            "ipc-conformance",
+            "explore",
+            "--backend",
+            "cuda",
+            "--recheck",
+            "f",
+        ]);
+        assert_eq!(a.recheck, [PathBuf::from("f")]);
+        for bad in [
+            vec!["ipc-conformance", "explore", "--replay", "r", "--jobs", "2"],
+            vec!["ipc-conformance", "explore", "replay"],
+            vec!["ipc-conformance", "explore", "replay", "r", "--cases", "3"],
+        ] {
+            assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn every_flag_and_subcommand_has_help() {
+        use clap::CommandFactory;
+        fn check(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if !sub.is_hide_set() && sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                check(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        check(&Cli::command(), "ipc-conformance", &mut missing);
+        assert!(missing.is_empty(), "no help: {missing:?}");
+    }
+
+    #[test]
+    fn the_environment_variables_are_in_the_help() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_long_help().to_string();
+        for var in [
+            "IPC_CONFORMANCE_CLAUSES",
+            "IPC_CONFORMANCE_WORKER_POOL",
+            "IPC_CONFORMANCE_REUSE_WORKERS",
+            "IPC_GIT_REVISION",
+            "CUDA_VISIBLE_DEVICES",
+            "NO_COLOR",
+        ] {
+            assert!(help.contains(var), "{var} missing from --help");
+        }
     }
 
     #[test]
@@ -1160,7 +1518,7 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(a.select.filter, ["a.*,b.*", "c"]);
-        assert_eq!(a.dialect.dialects(), Dialect::ALL.to_vec());
+        assert_eq!(a.target.dialect.dialects(), Dialect::ALL.to_vec());
         let s = a.sim.settings().unwrap();
         assert_eq!(s.devices, Some(4));
         assert_eq!(s.semantics.len(), 2);
@@ -1177,6 +1535,45 @@ mod tests {
             let err = Cli::try_parse_from(&args).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{args:?}");
         }
+    }
+
+    #[test]
+    fn exit_code_policy() {
+        use crate::expectations::{Classification, ExpectationRecord};
+        use crate::model::fixtures;
+        use Status::*;
+        let code = |ss: &[Status]| {
+            let rs = ss
+                .iter()
+                .map(|&s| fixtures::result("a.b", s, Dialect::Runtime, "sim"))
+                .collect();
+            exit_code(&fixtures::run("sim", "runtime", rs))
+        };
+        assert_eq!(code(&[]), 0);
+        assert_eq!(code(&[Pass, NotSupported, Pass]), 0);
+        for bad in [Fail, Crash, Timeout, Broken] {
+            assert_eq!(code(&[Pass, bad, NotSupported]), 1, "{bad:?}");
+        }
+        // Classified, the gate decides: an expected failure exits 0, and a
+        // Broken result fails whatever its record says.
+        let classified = |status: Status, classification: Classification| {
+            let mut r = fixtures::result("a.b", status, Dialect::Runtime, "sim");
+            r.expectation = Some(ExpectationRecord {
+                classification,
+                entry: Some(1),
+                line: Some(1),
+                expected: None,
+                error: None,
+                reason: Some("known".into()),
+                link: None,
+                detail: String::new(),
+                attempts: Vec::new(),
+            });
+            exit_code(&fixtures::run("sim", "runtime", vec![r]))
+        };
+        assert_eq!(classified(Fail, Classification::ExpectedFail), 0);
+        assert_eq!(classified(Pass, Classification::UnexpectedPass), 1);
+        assert_eq!(classified(Broken, Classification::ExpectedFail), 1);
     }
 
     #[test]

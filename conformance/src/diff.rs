@@ -13,9 +13,9 @@
 //! malformed input.
 
 use crate::catalogue::ClauseKind;
+use crate::model::{ClauseResult, RunInfo, RunReport};
 use crate::report::markdown::{cell, status_symbol};
 use crate::report::text::outcome_text;
-use crate::runner::{ClauseResult, RunInfo, RunReport};
 use ipc_harness::trace::{StepDifference, StepOutcome};
 use ipc_harness::{Dialect, Status, Trace};
 use serde::{Deserialize, Serialize};
@@ -104,9 +104,9 @@ pub struct RunDiff {
 impl RunDiff {
     pub fn exit_code(&self) -> u8 {
         if self.changed {
-            crate::EXIT_FAILURES
+            crate::exit::EXIT_FAILURES
         } else {
-            crate::EXIT_OK
+            crate::exit::EXIT_OK
         }
     }
 }
@@ -298,7 +298,7 @@ pub fn identity_rows(d: &RunDiff) -> Vec<IdentityRow> {
 /// `51 (50 Pass, 1 NotSupported)` from a `totals` object.
 fn totals_of(totals: &BTreeMap<String, usize>) -> String {
     let all: usize = totals.values().sum();
-    let parts: Vec<String> = crate::runner::ALL_STATUSES
+    let parts: Vec<String> = crate::model::ALL_STATUSES
         .iter()
         .filter_map(|s| {
             let n = totals.get(s.name()).copied().unwrap_or(0);
@@ -547,6 +547,7 @@ pub struct DiffArgs {
     /// The later results.json.
     #[arg(value_name = "NEW_JSON")]
     pub new: PathBuf,
+    /// How to print the comparison.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Write the report to FILE (atomically) instead of stdout; the totals
@@ -595,7 +596,7 @@ pub fn command(a: &DiffArgs) -> Result<u8, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures::{result, run};
+    use crate::model::fixtures::{result, run};
     use ipc_harness::trace::ValueSummary;
 
     fn pair() -> (RunReport, RunReport) {

@@ -10,10 +10,10 @@
 //!   result (a harness failure on either side).
 
 use crate::catalogue::ClauseKind;
+use crate::model::{ClauseResult, RunInfo, RunReport};
 use crate::report::markdown::{self, cell, status_symbol};
 use crate::report::text::outcome_text;
 use crate::report::ReportError;
-use crate::runner::{ClauseResult, RunInfo, RunReport};
 use crate::sysinfo;
 use ipc_harness::trace::StepDifference;
 use ipc_harness::{Dialect, Status, Trace};
@@ -84,9 +84,9 @@ impl DifferentialReport {
     /// 0 when no judged difference and nothing Broken, else 1.
     pub fn exit_code(&self) -> u8 {
         if self.totals.differing == 0 && self.totals.broken == 0 {
-            crate::EXIT_OK
+            crate::exit::EXIT_OK
         } else {
-            crate::EXIT_FAILURES
+            crate::exit::EXIT_FAILURES
         }
     }
 
@@ -361,7 +361,7 @@ pub fn to_markdown(report: &DifferentialReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures::{result, run, trace};
+    use crate::model::fixtures::{result, run, trace};
     use ipc_harness::trace::{StepOutcome, ValueSummary};
 
     fn with_second_step(mut r: ClauseResult, outcome: StepOutcome) -> ClauseResult {

@@ -20,7 +20,8 @@
 //! finish. They still end when the runner closes their socket or kills them.
 
 use crate::catalogue::Clause;
-use crate::runner::{ClauseResult, Observer};
+use crate::model::{Attempt, ClauseResult};
+use crate::runner::Observer;
 use ipc_harness::Dialect;
 use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -120,8 +121,8 @@ impl<O: Observer> Observer for Interruptible<O> {
     fn clause_started(&mut self, clause: &Clause, dialect: Dialect) {
         self.0.clause_started(clause, dialect)
     }
-    fn clause_finished(&mut self, result: &ClauseResult) {
-        self.0.clause_finished(result)
+    fn clause_finished(&mut self, result: &ClauseResult, attempts: &[Attempt]) {
+        self.0.clause_finished(result, attempts)
     }
     fn end(&mut self) {
         self.0.end()

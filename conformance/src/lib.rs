@@ -4,45 +4,49 @@
 //! `docs/scenario-language.md`) with metadata: a stable hierarchical id
 //! (`area.topic.case`), a title and a kind. This crate
 //!
-//! - loads and validates the catalogue of clauses ([`catalogue`]),
+//! - loads and validates the catalogue of clauses ([`catalogue`]; the
+//!   catalogue is compiled in),
 //! - selects clauses by id globs ([`filter`]),
 //! - runs them on a backend, never letting a panic escape ([`runner`]),
-//! - compares the simulator against a real backend ([`differential`]),
+//! - keeps what a run produced in one model ([`model`], `results.json`),
+//! - classifies results against an expectations file ([`expectations`]),
 //! - writes `results.json`, `junit.xml` and `summary.md` ([`report`]),
+//!   compares runs ([`diff`]) and merges shards ([`shard`]),
+//! - generates scenarios and judges the simulator ([`explore`]),
 //! - and drives all of it from the `ipc-conformance` command line ([`cli`]).
 //!
 //! The result vocabulary is [`ipc_harness::Status`]: Pass, Fail,
 //! NotSupported, Crash, Timeout, Broken.
+//!
+//! # API boundary
+//!
+//! The public modules are what the command line is built from, and what a
+//! program embedding the suite uses; the `ipc-conformance` command line and
+//! the `results.json` schema (`docs/results-schema.md`) are the stable
+//! surface. The differential comparison, panic capture, exit codes (see
+//! the `EXIT_*` constants) and host facts are internal.
 
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
 pub mod diff;
-pub mod differential;
+mod differential;
+mod exit;
 pub mod expectations;
 pub mod explore;
 pub mod filter;
+mod guard;
 pub mod interrupt;
+pub mod model;
 pub mod portability;
 pub mod report;
 pub mod runner;
 pub mod shard;
-pub mod sysinfo;
+mod sysinfo;
 pub mod trace_check;
 pub mod trace_cmd;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};
+pub use exit::{EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
 pub use filter::Filter;
-pub use runner::{ClauseResult, RunInfo, RunReport};
-
-/// The version of this tool, recorded in every report.
-pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Exit code: every clause Pass or NotSupported.
-pub const EXIT_OK: u8 = 0;
-/// Exit code: some clause failed (Fail, Crash, Timeout, Broken), or a
-/// differential run found a difference.
-pub const EXIT_FAILURES: u8 = 1;
-/// Exit code: usage or I/O error (bad arguments, unreadable directories,
-/// unwritable output).
-pub const EXIT_USAGE: u8 = 2;
+pub use model::{ClauseResult, RunInfo, RunReport, TOOL_VERSION};

@@ -3,11 +3,10 @@
 //! (docs/portability.md). The work is `ipc_mock_driver::portability`; this
 //! module reads the files and prints the verdicts.
 
-use crate::cli::DialectArg;
 use crate::report::text::outcome_text;
 use crate::{EXIT_FAILURES, EXIT_OK};
-use clap::Args;
 use ipc_harness::scenario::{self, ExecOptions, Scenario};
+use ipc_harness::Dialect;
 use ipc_mock_driver::portability::{check_scenario, ScenarioPortability};
 use ipc_mock_driver::profiles::{choice_tier, Profile};
 use ipc_mock_driver::SimConfig;
@@ -16,28 +15,18 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-#[derive(Debug, Clone, Args)]
-pub struct PortabilityArgs {
-    /// Scenario files (clause files are scenarios too).
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value = "runtime")]
-    pub dialect: DialectArg,
-    #[arg(long, default_value_t = 1)]
+/// What a `portability` run takes from its command line.
+pub struct PortabilityRun<'a> {
+    pub files: &'a [PathBuf],
+    pub dialects: Vec<Dialect>,
     pub seed: u64,
-    #[arg(long, value_name = "MS", default_value_t = 20_000)]
-    pub step_timeout_ms: u64,
-    /// Devices of the simulated machine.
-    #[arg(long, value_name = "N")]
+    pub step_timeout: Duration,
     pub sim_devices: Option<u32>,
     /// Print only the files whose outcome depends on the profile.
-    #[arg(long, short)]
     pub quiet: bool,
 }
 
-/// Run the command: exit 0 when every file's outcomes agree under every
-/// profile, 1 when some differ; a file that does not parse is an error.
-pub fn command(a: &PortabilityArgs) -> Result<u8, String> {
+pub fn command(a: &PortabilityRun) -> Result<u8, String> {
     let mut machine = SimConfig::default();
     if let Some(devices) = a.sim_devices {
         if devices == 0 {
@@ -58,11 +47,11 @@ pub fn command(a: &PortabilityArgs) -> Result<u8, String> {
     let mut differing = 0;
     let mut checked = 0;
     for (file, scenario) in &scenarios {
-        for dialect in a.dialect.dialects() {
+        for &dialect in &a.dialects {
             let opts = ExecOptions {
                 dialect,
                 seed: a.seed,
-                step_timeout: Duration::from_millis(a.step_timeout_ms),
+                step_timeout: a.step_timeout,
             };
             let report = check_scenario(scenario, &opts, &machine);
             checked += 1;

@@ -3,194 +3,25 @@
 //! Every clause runs inside [`guarded`]: a panic anywhere below (parser,
 //! executor, backend) becomes a [`Status::Broken`] result carrying the panic
 //! message and location, and the run goes on with the next clause.
+//!
+//! Re-runs happen here too: a result that did not pass runs again as often
+//! as [`RunConfig::retries`] says (an expectations file's `Flaky` entries),
+//! and the observer is told every attempt. Observers only watch; they never
+//! run a clause.
 
 use crate::catalogue::{Clause, ClauseKind};
+use crate::model::{Attempt, ClauseResult, RunInfo, RunReport, TOOL_VERSION};
 use crate::sysinfo;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ipc_harness::scenario::{self, ExecOptions};
-use ipc_harness::{Backend, BackendInfo, Dialect, Status, Trace};
-use serde::{Deserialize, Serialize};
-use std::any::Any;
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use ipc_harness::{Backend, BackendInfo, Dialect, Status};
+use std::fmt;
 use std::io::IsTerminal;
-use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::Once;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Version of the `results.json` schema (`docs/results-schema.md`).
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// The outcome of one clause in one dialect on one backend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClauseResult {
-    pub id: String,
-    pub title: String,
-    pub kind: Option<ClauseKind>,
-    /// The clause file.
-    pub path: String,
-    pub status: Status,
-    /// Why it is not Pass (empty for Pass). Failures name the seed.
-    pub message: String,
-    pub duration_ms: f64,
-    pub dialect: Dialect,
-    pub backend: String,
-    pub seed: u64,
-    /// `None` when the clause never ran (broken clause, panic).
-    pub trace: Option<Trace>,
-    /// How the result stands against `--expectations` (absent without).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expectation: Option<crate::expectations::ExpectationRecord>,
-}
-
-/// Facts about a run (`results.json` → `run`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunInfo {
-    pub tool_version: String,
-    /// `sim` or `cuda`.
-    pub backend: String,
-    /// `runtime`, `driver`, or `all` when both ran.
-    pub dialect: String,
-    pub seed: u64,
-    pub step_timeout_ms: u64,
-    pub git_revision: Option<String>,
-    /// RFC 3339, UTC.
-    pub started_at: String,
-    pub duration_ms: f64,
-    pub host: Option<String>,
-    /// `--filter` patterns; empty when every clause was selected.
-    pub filter: Vec<String>,
-    pub clauses_dir: Option<String>,
-    /// True when the run stopped before every selected clause ran.
-    pub interrupted: bool,
-    pub gpu_name: Option<String>,
-    pub compute_capability: Option<String>,
-    pub driver_version: Option<String>,
-    pub cuda_driver_version: Option<String>,
-    pub cuda_runtime_version: Option<String>,
-    pub device_count: Option<u32>,
-    /// Simulator semantic choices in force (empty on real hardware).
-    pub semantics: BTreeMap<String, String>,
-    /// `K/N` when this run is one shard (`run --shard`).
-    #[serde(default)]
-    pub shard: Option<String>,
-    /// Set by `merge`: the merged inputs and their shards.
-    #[serde(default)]
-    pub merged: Option<crate::shard::MergeInfo>,
-    /// The `--expectations` file (absent without).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expectations: Option<crate::expectations::ExpectationsRun>,
-}
-
-/// One `results.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunReport {
-    pub schema_version: u32,
-    pub run: RunInfo,
-    /// Count per status name; every status is present (zero included).
-    pub totals: BTreeMap<String, usize>,
-    /// Count per classification name when results were classified against
-    /// `--expectations` (absent without).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub classification_totals: Option<BTreeMap<String, usize>>,
-    pub results: Vec<ClauseResult>,
-}
-
-impl RunReport {
-    pub fn new(run: RunInfo, results: Vec<ClauseResult>) -> RunReport {
-        RunReport {
-            schema_version: SCHEMA_VERSION,
-            totals: totals(&results),
-            classification_totals: crate::expectations::classification_totals(&results),
-            run,
-            results,
-        }
-    }
-
-    /// [`exit_code`] of the results; with expectations, the gate's
-    /// ([`crate::expectations::gate_exit_code`]).
-    pub fn exit_code(&self) -> u8 {
-        if self.classification_totals.is_some() {
-            return crate::expectations::gate_exit_code(&self.results);
-        }
-        exit_code(&self.results)
-    }
-
-    /// `12 clauses: 10 Pass, 2 NotSupported`.
-    pub fn totals_line(&self) -> String {
-        totals_line(&self.results)
-    }
-}
-
-/// Count per status name, every status present.
-pub fn totals(results: &[ClauseResult]) -> BTreeMap<String, usize> {
-    let mut t: BTreeMap<String, usize> = ALL_STATUSES
-        .iter()
-        .map(|s| (s.name().to_string(), 0))
-        .collect();
-    for r in results {
-        *t.entry(r.status.name().to_string()).or_default() += 1;
-    }
-    t
-}
-
-/// Milliseconds spent starting machines (processes and contexts), running
-/// steps, and shutting machines down, over all results.
-pub fn time_split(results: &[ClauseResult]) -> (f64, f64, f64) {
-    results
-        .iter()
-        .filter_map(|r| r.trace.as_ref())
-        .fold((0.0, 0.0, 0.0), |(a, b, c), t| {
-            let ms = |us: u64| us as f64 / 1000.0;
-            (
-                a + ms(t.timing.start_us),
-                b + ms(t.timing.steps_us),
-                c + ms(t.timing.shutdown_us),
-            )
-        })
-}
-
-pub fn totals_line(results: &[ClauseResult]) -> String {
-    let t = totals(results);
-    let parts: Vec<String> = ALL_STATUSES
-        .iter()
-        .filter_map(|s| {
-            let n = t[s.name()];
-            (n > 0).then(|| format!("{n} {}", s.name()))
-        })
-        .collect();
-    let noun = if results.len() == 1 {
-        "result"
-    } else {
-        "results"
-    };
-    if parts.is_empty() {
-        format!("0 {noun}")
-    } else {
-        format!("{} {noun}: {}", results.len(), parts.join(", "))
-    }
-}
-
-/// Every status, in report order.
-pub const ALL_STATUSES: [Status; 6] = [
-    Status::Pass,
-    Status::Fail,
-    Status::NotSupported,
-    Status::Crash,
-    Status::Timeout,
-    Status::Broken,
-];
-
-/// The exit-code policy: 0 when every result is Pass or NotSupported, 1
-/// otherwise.
-pub fn exit_code(results: &[ClauseResult]) -> u8 {
-    if results.iter().all(|r| r.status.is_success()) {
-        crate::EXIT_OK
-    } else {
-        crate::EXIT_FAILURES
-    }
-}
+pub use crate::guard::guarded;
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -202,6 +33,39 @@ pub struct RunConfig {
     /// For the report only (selection happens before).
     pub filter: Vec<String>,
     pub clauses_dir: Option<PathBuf>,
+    /// How many more times a result that did not pass runs.
+    pub retries: RetryPolicy,
+}
+
+/// How many more times a result that did not pass (Fail, Crash, Timeout)
+/// runs, asked of each such result; re-running stops at the first attempt
+/// whose status differs from the first's. The default re-runs nothing.
+#[derive(Clone, Default)]
+pub struct RetryPolicy(Option<Arc<RetriesFor>>);
+
+/// The number of re-runs allowed for a result.
+type RetriesFor = dyn Fn(&ClauseResult) -> u32 + Send + Sync;
+
+impl RetryPolicy {
+    /// Re-run a result up to `retries(result)` more times.
+    pub fn new(retries: impl Fn(&ClauseResult) -> u32 + Send + Sync + 'static) -> RetryPolicy {
+        RetryPolicy(Some(Arc::new(retries)))
+    }
+
+    /// The re-runs allowed for `result`.
+    pub fn retries_for(&self, result: &ClauseResult) -> u32 {
+        self.0.as_ref().map_or(0, |f| f(result))
+    }
+}
+
+impl fmt::Debug for RetryPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RetryPolicy(per result)"
+        } else {
+            "RetryPolicy(none)"
+        })
+    }
 }
 
 impl Default for RunConfig {
@@ -212,6 +76,7 @@ impl Default for RunConfig {
             step_timeout: ExecOptions::default().step_timeout,
             filter: Vec::new(),
             clauses_dir: None,
+            retries: RetryPolicy::default(),
         }
     }
 }
@@ -238,11 +103,14 @@ impl RunConfig {
     }
 }
 
-/// Receives results as they come (progress display).
+/// Receives results as they come (progress display). An observer watches
+/// the run; it never runs a clause itself.
 pub trait Observer {
     fn begin(&mut self, _total: usize) {}
     fn clause_started(&mut self, _clause: &Clause, _dialect: Dialect) {}
-    fn clause_finished(&mut self, _result: &ClauseResult) {}
+    /// A clause finished: `result` is its first attempt, `attempts` every
+    /// attempt, the first included (more than one only when re-run).
+    fn clause_finished(&mut self, _result: &ClauseResult, _attempts: &[Attempt]) {}
     fn end(&mut self) {}
     /// Asked before each clause; `true` stops the run there (interrupted).
     fn stop_requested(&mut self) -> bool {
@@ -348,6 +216,30 @@ fn with_seed(message: String, seed: u64) -> String {
     }
 }
 
+/// Re-run a result that did not pass, up to `retries` times, stopping at
+/// the first attempt whose status differs from the first's. Returns every
+/// attempt, the first included. Pass, NotSupported and Broken are not
+/// re-run.
+pub fn attempts_with_retries(
+    first: &ClauseResult,
+    retries: u32,
+    mut rerun: impl FnMut() -> ClauseResult,
+) -> Vec<Attempt> {
+    let mut attempts = vec![Attempt::of(first)];
+    if !matches!(first.status, Status::Fail | Status::Crash | Status::Timeout) {
+        return attempts;
+    }
+    for _ in 0..retries {
+        let again = rerun();
+        let differs = again.status != first.status;
+        attempts.push(Attempt::of(&again));
+        if differs {
+            break;
+        }
+    }
+    attempts
+}
+
 /// Run `clauses` once per configured dialect and build the report.
 pub fn run_clauses(
     clauses: &[&Clause],
@@ -374,13 +266,16 @@ pub fn run_clauses(
             }
             observer.clause_started(clause, dialect);
             let r = run_clause(clause, backend, dialect, opts.seed, opts.step_timeout);
-            observer.clause_finished(&r);
+            let attempts = attempts_with_retries(&r, cfg.retries.retries_for(&r), || {
+                run_clause(clause, backend, dialect, opts.seed, opts.step_timeout)
+            });
+            observer.clause_finished(&r, &attempts);
             results.push(r);
         }
     }
     observer.end();
     let run = RunInfo {
-        tool_version: crate::TOOL_VERSION.to_string(),
+        tool_version: TOOL_VERSION.to_string(),
         backend: if info.backend.is_empty() {
             backend.name().to_string()
         } else {
@@ -408,65 +303,6 @@ pub fn run_clauses(
         expectations: None,
     };
     RunReport::new(run, results)
-}
-
-// ---------------------------------------------------------------------------
-// Panics
-
-thread_local! {
-    static CAPTURING: Cell<bool> = const { Cell::new(false) };
-    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
-}
-
-static HOOK: Once = Once::new();
-
-/// Chains a panic hook that, on threads inside [`guarded`], records the
-/// message and location instead of printing them (printing still happens
-/// when `RUST_BACKTRACE` is set). Other threads see the previous hook.
-fn install_hook() {
-    HOOK.call_once(|| {
-        let previous = panic::take_hook();
-        panic::set_hook(Box::new(move |info| {
-            let capturing = CAPTURING.try_with(Cell::get).unwrap_or(false);
-            if capturing {
-                let msg = payload_message(info.payload());
-                let msg = match info.location() {
-                    Some(loc) => format!("{msg} (at {}:{})", loc.file(), loc.line()),
-                    None => msg,
-                };
-                let _ = LAST_PANIC.try_with(|l| *l.borrow_mut() = Some(msg));
-                if std::env::var_os("RUST_BACKTRACE").is_some() {
-                    previous(info);
-                }
-            } else {
-                previous(info);
-            }
-        }));
-    });
-}
-
-fn payload_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic with a non-string payload".to_string()
-    }
-}
-
-/// Run `f`; a panic becomes `Err(message with location)`.
-pub fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    install_hook();
-    let was = CAPTURING.with(|c| c.replace(true));
-    LAST_PANIC.with(|l| l.borrow_mut().take());
-    let result = panic::catch_unwind(AssertUnwindSafe(f));
-    CAPTURING.with(|c| c.set(was));
-    result.map_err(|payload| {
-        LAST_PANIC
-            .with(|l| l.borrow_mut().take())
-            .unwrap_or_else(|| payload_message(payload.as_ref()))
-    })
 }
 
 // ---------------------------------------------------------------------------
@@ -514,6 +350,20 @@ pub fn result_lines(r: &ClauseResult, show_dialect: bool) -> String {
     out
 }
 
+/// `text` with its leading status label (`PASS`, `FAIL`, ...) in ANSI
+/// colour: green for Pass, yellow for NotSupported, red otherwise.
+pub fn paint_status(text: &str) -> String {
+    let label_end = text.find(' ').unwrap_or(text.len());
+    let (label, rest) = text.split_at(label_end);
+    let code = match label {
+        "PASS" => "32",
+        "NOTSUP" => "33",
+        "FAIL" | "CRASH" | "TIMEOUT" | "BROKEN" => "31",
+        _ => return text.to_string(),
+    };
+    format!("\x1b[{code}m{label}\x1b[0m{rest}")
+}
+
 /// Progress bar on stderr (only on a terminal, never with `quiet`) and one
 /// line per result (stdout, or above the bar). `quiet` also drops the lines
 /// of Pass and NotSupported results.
@@ -521,6 +371,7 @@ pub struct Console {
     bar: ProgressBar,
     quiet: bool,
     show_dialect: bool,
+    color: bool,
 }
 
 impl Console {
@@ -541,6 +392,23 @@ impl Console {
             bar,
             quiet,
             show_dialect,
+            color: false,
+        }
+    }
+
+    /// Colour the status label of each result line (`--color`).
+    pub fn with_color(mut self, color: bool) -> Console {
+        self.color = color;
+        self
+    }
+
+    /// Print a result's lines ([`result_lines`]), its status label coloured
+    /// when colour is on.
+    pub fn print_result(&self, text: &str) {
+        if self.color {
+            self.print(&paint_status(text));
+        } else {
+            self.print(text);
         }
     }
 
@@ -574,12 +442,12 @@ impl Observer for Console {
         }
     }
 
-    fn clause_finished(&mut self, r: &ClauseResult) {
+    fn clause_finished(&mut self, r: &ClauseResult, _attempts: &[Attempt]) {
         self.bar.inc(1);
         if self.quiet && r.status.is_success() {
             return;
         }
-        self.print(&result_lines(r, self.show_dialect));
+        self.print_result(&result_lines(r, self.show_dialect));
     }
 
     fn end(&mut self) {
@@ -590,6 +458,8 @@ impl Observer for Console {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{totals, totals_line};
+    use ipc_harness::Trace;
     use ipc_harness::{Machine, MachineSpec, StartError};
 
     pub(crate) fn result(id: &str, status: Status) -> ClauseResult {
@@ -610,20 +480,6 @@ mod tests {
             seed: 7,
             trace: Some(Trace::default()),
             expectation: None,
-        }
-    }
-
-    #[test]
-    fn exit_code_policy() {
-        use Status::*;
-        let code = |ss: &[Status]| {
-            let rs: Vec<_> = ss.iter().map(|&s| result("a.b", s)).collect();
-            exit_code(&rs)
-        };
-        assert_eq!(code(&[]), 0);
-        assert_eq!(code(&[Pass, NotSupported, Pass]), 0);
-        for bad in [Fail, Crash, Timeout, Broken] {
-            assert_eq!(code(&[Pass, bad, NotSupported]), 1, "{bad:?}");
         }
     }
 
@@ -759,7 +615,20 @@ mod tests {
             .unwrap()
             .contains("info exploded"));
         assert_eq!(report.totals["Broken"], Dialect::ALL.len());
-        assert_eq!(report.exit_code(), 1);
+    }
+
+    #[test]
+    fn paint_status_colours_only_the_label() {
+        assert_eq!(
+            paint_status("PASS    a.b (0.3 ms)"),
+            "\x1b[32mPASS\x1b[0m    a.b (0.3 ms)"
+        );
+        assert_eq!(
+            paint_status("FAIL    a.b (1 ms)\n        why"),
+            "\x1b[31mFAIL\x1b[0m    a.b (1 ms)\n        why"
+        );
+        assert_eq!(paint_status("NOTSUP  a.b"), "\x1b[33mNOTSUP\x1b[0m  a.b");
+        assert_eq!(paint_status("reports: x"), "reports: x");
     }
 
     #[test]

@@ -23,9 +23,8 @@
 //! two inputs.
 
 use crate::catalogue::Clause;
-use crate::runner::{ClauseResult, RunInfo, RunReport};
+use crate::model::{ClauseResult, MergeInfo, MergedInput, RunInfo, RunReport};
 use ipc_harness::Dialect;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -102,28 +101,6 @@ pub fn apply(shard: Option<Shard>, clauses: Vec<&Clause>) -> Vec<&Clause> {
 
 // ---------------------------------------------------------------------------
 // Merge
-
-/// What `merge` records in `run.merged`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MergeInfo {
-    /// The inputs' shards (`1/4`, ...), sorted; empty when no input was a shard.
-    pub shards: Vec<String>,
-    /// The merged files, in command-line order.
-    pub inputs: Vec<MergedInput>,
-}
-
-/// One merged `results.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergedInput {
-    pub path: String,
-    pub shard: Option<String>,
-    pub host: Option<String>,
-    pub started_at: String,
-    pub duration_ms: f64,
-    pub interrupted: bool,
-    /// Number of results it contributed.
-    pub results: usize,
-}
 
 /// Run-info fields that must agree between merged inputs (unless forced).
 pub const IDENTITY_FIELDS: [&str; 14] = [
@@ -364,38 +341,6 @@ pub fn merge(inputs: Vec<(String, RunReport)>, force: bool) -> Result<Merged, St
     })
 }
 
-/// Lines for `summary.md` about shards, merges and interruptions, one per
-/// fact: `run 1: shard 2/4 of the selected clauses`, `run 1: merged from 4
-/// files (shards 1/4, 2/4, 3/4, 4/4)`, `run 1: **interrupted**: ...`.
-pub fn run_notes(runs: &[RunReport]) -> Vec<String> {
-    let mut notes = Vec::new();
-    for (i, r) in runs.iter().enumerate() {
-        let n = i + 1;
-        if let Some(shard) = &r.run.shard {
-            notes.push(format!("run {n}: shard {shard} of the selected clauses"));
-        }
-        if let Some(m) = &r.run.merged {
-            notes.push(format!(
-                "run {n}: merged from {} file{}{}",
-                m.inputs.len(),
-                if m.inputs.len() == 1 { "" } else { "s" },
-                if m.shards.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (shards {})", m.shards.join(", "))
-                }
-            ));
-        }
-        if r.run.interrupted {
-            notes.push(format!(
-                "run {n}: **interrupted**: only the {} results that ran are reported",
-                r.results.len()
-            ));
-        }
-    }
-    notes
-}
-
 // ---------------------------------------------------------------------------
 // `ipc-conformance merge`
 
@@ -415,8 +360,9 @@ pub struct MergeArgs {
     pub force: bool,
 }
 
-/// Run `merge`; `Err` is a usage or I/O error (exit 2).
-pub fn command(a: &MergeArgs) -> Result<u8, String> {
+/// Run `merge` and return the merged report (its exit code is the command
+/// line's to decide); `Err` is a usage or I/O error (exit 2).
+pub fn command(a: &MergeArgs) -> Result<RunReport, String> {
     let mut inputs = Vec::new();
     for path in &a.results {
         inputs.push((path.display().to_string(), crate::diff::load(path)?));
@@ -445,7 +391,7 @@ pub fn command(a: &MergeArgs) -> Result<u8, String> {
         "reports: {} (results.json, junit.xml, summary.md)",
         a.out.display()
     ));
-    Ok(report.exit_code())
+    Ok(merged.report)
 }
 
 fn write_merged(out: &Path, merged: &Merged) -> Result<(), String> {
@@ -467,7 +413,7 @@ fn say(line: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures::{result, run};
+    use crate::model::fixtures::{result, run};
     use ipc_harness::Status;
 
     #[test]
@@ -622,7 +568,7 @@ mod tests {
     fn summary_notes_shards_merges_and_interruptions() {
         let mut a = shard_run(Some("1/2"), &["a.x"]);
         assert_eq!(
-            run_notes(std::slice::from_ref(&a)),
+            crate::report::markdown::run_notes(std::slice::from_ref(&a)),
             ["run 1: shard 1/2 of the selected clauses"]
         );
         a.run.interrupted = true;
@@ -638,7 +584,7 @@ mod tests {
             "{md}"
         );
         assert!(!shard_run(None, &["a.x"]).run.interrupted);
-        assert!(run_notes(&[shard_run(None, &["a.x"])]).is_empty());
+        assert!(crate::report::markdown::run_notes(&[shard_run(None, &["a.x"])]).is_empty());
     }
 
     #[test]

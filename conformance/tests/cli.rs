@@ -466,3 +466,71 @@ fn cuda_without_the_feature_is_a_clear_error() {
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("`cuda` feature"));
 }
+
+/// An installed binary carries its catalogue: `run` from a folder with no
+/// clauses anywhere near uses the one compiled in, and names its files by
+/// their place in the repository.
+#[test]
+fn run_from_an_empty_directory_uses_the_embedded_catalogue() {
+    let empty = scratch("embedded");
+    let o = Command::new(BIN)
+        .args(["-v", "run", "--filter", "mem.open", "-q", "--out", "out"])
+        .current_dir(&empty)
+        .env_remove("IPC_CONFORMANCE_CLAUSES")
+        .env("IPC_GIT_REVISION", "test-revision")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("compiled into this binary"),
+        "{}",
+        stderr(&o)
+    );
+    let v = read_json(&empty.join("out/results.json"));
+    assert_eq!(v["run"]["clauses_dir"], "conformance/clauses");
+    let results = v["results"].as_array().unwrap();
+    assert!(!results.is_empty());
+    for r in results {
+        let path = r["path"].as_str().unwrap();
+        assert!(path.starts_with("conformance/clauses/mem/"), "{path}");
+        assert!(r["id"].as_str().unwrap().starts_with("mem.open."));
+    }
+}
+
+#[test]
+fn clauses_env_still_overrides_the_embedded_catalogue() {
+    let dir = clauses("env", false);
+    let o = Command::new(BIN)
+        .args(["list"])
+        .env("IPC_CONFORMANCE_CLAUSES", &dir)
+        .output()
+        .expect("the binary runs");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains(dir.to_str().unwrap()), "{}", stdout(&o));
+}
+
+#[test]
+fn completions_print_a_script_for_the_shell() {
+    let o = run(&["completions", "bash"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let script = stdout(&o);
+    assert!(script.contains("ipc-conformance"), "{script}");
+    assert!(script.contains("explore"), "{script}");
+    assert_eq!(code(&run(&["completions", "tcsh-9"])), 2);
+}
+
+#[test]
+fn explore_replay_is_a_subcommand_and_the_old_flag_still_works() {
+    let out = scratch("replay-missing");
+    let missing = out.join("missing.jsonl");
+    for args in [
+        vec!["explore", "replay", missing.to_str().unwrap()],
+        vec!["explore", "--replay", missing.to_str().unwrap()],
+    ] {
+        let mut args = args;
+        args.extend(["-q", "--out", out.to_str().unwrap()]);
+        let o = run(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("missing.jsonl"), "{}", stderr(&o));
+    }
+}

@@ -3,8 +3,9 @@
 mod common;
 use common::scratch;
 use ipc_conformance::catalogue::{Catalogue, Clause};
+use ipc_conformance::model::{Attempt, ClauseResult};
 use ipc_conformance::report;
-use ipc_conformance::runner::{self, ClauseResult, Observer, RunConfig};
+use ipc_conformance::runner::{self, Observer, RunConfig};
 use ipc_harness::Dialect;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -157,7 +158,7 @@ fn sigterm_stops_after_the_current_clause_and_reports() {
 struct StopAfter(usize, usize);
 
 impl Observer for StopAfter {
-    fn clause_finished(&mut self, _r: &ClauseResult) {
+    fn clause_finished(&mut self, _r: &ClauseResult, _attempts: &[Attempt]) {
         self.1 += 1;
     }
     fn stop_requested(&mut self) -> bool {

@@ -18,12 +18,19 @@ use ipc_harness::{
 };
 use std::time::{Duration, Instant};
 
-/// The worker program, when this binary is started as a worker.
+/// The worker program when the backend starts this binary as a worker
+/// (`IPC_HARNESS_WORKER_FD` set). Run as a plain test it checks the other
+/// side of that rule: a process the backend did not start refuses to serve.
 #[test]
 fn worker_entry() {
     if std::env::var_os(WORKER_FD_ENV).is_some() {
         std::process::exit(worker_main());
     }
+    assert_ne!(
+        worker_main(),
+        0,
+        "without the worker descriptor, worker_main must refuse to serve"
+    );
 }
 
 fn test_worker() -> WorkerCommand {

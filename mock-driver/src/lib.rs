@@ -10,7 +10,10 @@
 //! The model, briefly:
 //! - Each process has its own 1 TiB address window at a seed-shifted base;
 //!   VA is handed out in 2 MiB steps with a 2 MiB unmapped guard after each
-//!   reservation and is never reused, so stale and foreign pointers fault.
+//!   reservation. Released VA is handed out again as measured hardware does
+//!   ([`Semantics::va_reuse`], top-down by default), so a stale pointer may
+//!   land on a newer allocation; `va_reuse=never` keeps stale and foreign
+//!   pointers faulting.
 //! - Allocations live in physical blocks (2 MiB granular; pinned host 4 KiB);
 //!   small device allocations share a block ([`Semantics::suballocation`]).
 //!   A block dies when its owner freed everything in it and no importer maps it.

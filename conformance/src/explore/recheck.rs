@@ -6,9 +6,9 @@
 //! steps) and written out as a minimal finding; one that now agrees shows
 //! that what differed was not in the scenario (worker history, a race).
 
+use super::case::{CaseId, Finding, Judge};
 use super::properties::Property;
 use super::shrink::{finding_from, is_step, step_count};
-use super::{CaseId, Finding, Judge};
 use crate::report;
 use ipc_harness::errors::Dialect;
 use ipc_harness::scenario;

@@ -7,7 +7,7 @@
 //! (the simulator) is re-run at every commit: a simulator change that
 //! breaks agreement with any recorded case shows up in CI.
 
-use super::{
+use super::case::{
     differences, finding_header, side_by_side, CaseId, DifferingCase, Evaluation, ExploreOptions,
     Finding, Summary, HEADER_LINES,
 };

@@ -3,9 +3,9 @@
 //! actions), then deleting single steps from the scenario text while it
 //! still parses and still fails.
 
+use super::case::{finding_header, CaseId, Finding, Judge, HEADER_LINES};
 use super::generate::{self, Program};
 use super::properties::{Property, Violation};
-use super::{finding_header, CaseId, Finding, Judge, HEADER_LINES};
 use ipc_harness::scenario;
 use proptest::strategy::ValueTree;
 use std::path::Path;
@@ -124,7 +124,7 @@ pub(crate) fn finding_from(
         why = v.clone();
     }
     let both = match (&last.sim_trace, &last.real_trace) {
-        (Some(a), Some(b)) if property == Property::Differential => super::side_by_side(a, b),
+        (Some(a), Some(b)) if property == Property::Differential => super::case::side_by_side(a, b),
         _ => String::new(),
     };
     let real = judge

@@ -1,8 +1,8 @@
 //! `results.json`: the machine-readable record of a run. The schema is
 //! documented in `docs/results-schema.md`.
 
-use super::ReportError;
-use crate::runner::{RunReport, SCHEMA_VERSION};
+use super::error::ReportError;
+use crate::model::{RunReport, SCHEMA_VERSION};
 
 /// Pretty-printed JSON with a trailing newline.
 pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
@@ -33,7 +33,7 @@ pub fn from_str(text: &str) -> Result<RunReport, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures;
+    use crate::model::fixtures;
     use serde_json::Value;
 
     #[test]

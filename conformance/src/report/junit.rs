@@ -3,13 +3,14 @@
 //! Broken are `error`s; NotSupported is `skipped`. Each case's system-out
 //! holds the trace, step by step.
 
-use super::ReportError;
+use super::error::ReportError;
 use crate::catalogue::area_of;
+use crate::model::{Classification, ClauseResult, RunReport};
 use crate::report::text;
-use crate::runner::{ClauseResult, RunReport};
 use ipc_harness::Status;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::time::Duration;
 
 pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
@@ -72,7 +73,7 @@ fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
         Status::Crash | Status::Timeout | Status::Broken => non_success(NonSuccessKind::Error, r),
     };
     // With expectations: expected failures pass, unexpected passes fail.
-    let (status, note) = crate::expectations::junit_status(r, status);
+    let (status, note) = junit_status(r, status);
     let name = if several_dialects {
         format!("{} [{}]", r.id, r.dialect)
     } else {
@@ -89,6 +90,41 @@ fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
     case
 }
 
+/// The junit status of a classified result, and a note for its system-out:
+/// an expected failure or a Flaky result is a passing test case with a note;
+/// an unexpected pass is a failure `unexpected pass: <reason>`; anything
+/// else keeps `status` (the status's own mapping).
+pub fn junit_status(r: &ClauseResult, status: TestCaseStatus) -> (TestCaseStatus, String) {
+    let Some(rec) = &r.expectation else {
+        return (status, String::new());
+    };
+    let reason = rec.reason.as_deref().unwrap_or("");
+    let mut note = format!("expectation: {}\n", text::describe(rec));
+    match rec.classification {
+        Classification::ExpectedFail | Classification::Flaky => {
+            let _ = writeln!(note, "{}: {}", r.status.name(), r.message);
+            for (i, a) in rec.attempts.iter().enumerate() {
+                let _ = writeln!(note, "attempt {}: {} {}", i + 1, a.status.name(), a.message);
+            }
+            (TestCaseStatus::success(), note)
+        }
+        Classification::UnexpectedPass => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            let message = format!("unexpected pass: {reason}");
+            s.set_message(message.as_str())
+                .set_type("UnexpectedPass")
+                .set_description(text::describe(rec));
+            (s, note)
+        }
+        Classification::UnexpectedFail | Classification::NotSupported | Classification::Pass
+            if rec.entry.is_some() || !rec.detail.is_empty() =>
+        {
+            (status, note)
+        }
+        _ => (status, String::new()),
+    }
+}
+
 fn non_success(kind: NonSuccessKind, r: &ClauseResult) -> TestCaseStatus {
     let mut s = TestCaseStatus::non_success(kind);
     s.set_message(r.message.as_str())
@@ -100,7 +136,7 @@ fn non_success(kind: NonSuccessKind, r: &ClauseResult) -> TestCaseStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures;
+    use crate::model::fixtures;
     use ipc_harness::Dialect;
 
     #[test]

@@ -2,7 +2,7 @@
 //! runtime + sim driver, sim + cuda, ...): the runs, their totals, a
 //! clause-by-backend matrix and the problems.
 
-use crate::runner::{ClauseResult, RunReport, ALL_STATUSES};
+use crate::model::{gate_passed, Classification, ClauseResult, RunReport, ALL_STATUSES};
 use crate::sysinfo;
 use ipc_harness::{Dialect, Status};
 use std::collections::{BTreeMap, BTreeSet};
@@ -198,7 +198,7 @@ pub fn summary(runs: &[RunReport]) -> String {
             let _ = writeln!(out, "- run {i}: {}", pairs.join(", "));
         }
     }
-    let notes = crate::shard::run_notes(runs);
+    let notes = run_notes(runs);
     if !notes.is_empty() {
         out.push('\n');
         for note in notes {
@@ -230,7 +230,7 @@ pub fn summary(runs: &[RunReport]) -> String {
         let _ = writeln!(out, " {} |", r.results.len());
     }
 
-    out.push_str(&crate::expectations::markdown_section(runs));
+    out.push_str(&expectations_section(runs));
 
     out.push_str("\n## Clauses\n\n");
     out.push_str(&matrix(runs));
@@ -263,10 +263,138 @@ pub fn summary(runs: &[RunReport]) -> String {
     out
 }
 
+/// Lines for `summary.md` about shards, merges and interruptions, one per
+/// fact: `run 1: shard 2/4 of the selected clauses`, `run 1: merged from 4
+/// files (shards 1/4, 2/4, 3/4, 4/4)`, `run 1: **interrupted**: ...`.
+pub fn run_notes(runs: &[RunReport]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let n = i + 1;
+        if let Some(shard) = &r.run.shard {
+            notes.push(format!("run {n}: shard {shard} of the selected clauses"));
+        }
+        if let Some(m) = &r.run.merged {
+            notes.push(format!(
+                "run {n}: merged from {} file{}{}",
+                m.inputs.len(),
+                if m.inputs.len() == 1 { "" } else { "s" },
+                if m.shards.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (shards {})", m.shards.join(", "))
+                }
+            ));
+        }
+        if r.run.interrupted {
+            notes.push(format!(
+                "run {n}: **interrupted**: only the {} results that ran are reported",
+                r.results.len()
+            ));
+        }
+    }
+    notes
+}
+
+/// The `## Expectations` section of summary.md: totals per classification
+/// per run and every unexpected, expected-failing and Flaky result with its
+/// reason. Empty when no run used an expectations file.
+pub fn expectations_section(runs: &[RunReport]) -> String {
+    if runs.iter().all(|r| r.classification_totals.is_none()) {
+        return String::new();
+    }
+    let mut out = String::from("\n## Expectations\n\n| run | file |");
+    for c in Classification::ALL {
+        let _ = write!(out, " {} {} |", c.symbol(), c.name());
+    }
+    out.push_str(" gate |\n| --- | --- |");
+    for _ in Classification::ALL {
+        out.push_str(" ---: |");
+    }
+    out.push_str(" --- |\n");
+    for (i, r) in runs.iter().enumerate() {
+        let Some(totals) = &r.classification_totals else {
+            continue;
+        };
+        let file = r
+            .run
+            .expectations
+            .as_ref()
+            .map(|e| e.file.as_str())
+            .unwrap_or("—");
+        let _ = write!(
+            out,
+            "| {} ({} {}) | {} |",
+            i + 1,
+            cell(&r.run.backend),
+            cell(&r.run.dialect),
+            cell(file)
+        );
+        for c in Classification::ALL {
+            let _ = write!(out, " {} |", totals.get(c.name()).copied().unwrap_or(0));
+        }
+        let gate = if gate_passed(&r.results) {
+            "passed"
+        } else {
+            "**FAILED**"
+        };
+        let _ = writeln!(out, " {gate} |");
+    }
+    let sections = [
+        (
+            "Unexpected results (these fail the gate)",
+            &[
+                Classification::UnexpectedFail,
+                Classification::UnexpectedPass,
+            ][..],
+        ),
+        ("Expected failures", &[Classification::ExpectedFail][..]),
+        ("Flaky", &[Classification::Flaky][..]),
+    ];
+    for (title, classes) in sections {
+        let mut lines = Vec::new();
+        for r in runs.iter().flat_map(|run| run.results.iter()) {
+            let Some(rec) = &r.expectation else {
+                continue;
+            };
+            if !classes.contains(&rec.classification) {
+                continue;
+            }
+            let mut line = format!(
+                "- {} `{}` ({} {}) {}",
+                rec.classification.symbol(),
+                r.id,
+                r.backend,
+                r.dialect,
+                rec.classification
+            );
+            let first = r.message.lines().next().unwrap_or("");
+            if !first.is_empty() {
+                let _ = write!(line, ": {}", first);
+            }
+            if !rec.detail.is_empty() {
+                let _ = write!(line, " — {}", rec.detail);
+            }
+            if let (Some(n), Some(reason)) = (rec.entry, &rec.reason) {
+                let _ = write!(line, " — entry {n}: {reason}");
+                if let Some(link) = &rec.link {
+                    let _ = write!(line, " ([link]({link}))");
+                }
+            }
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        if !lines.is_empty() {
+            let _ = write!(out, "\n### {title}\n\n{}\n", lines.join("\n"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures::{self, result, run};
+    use crate::model::fixtures::{self, result, run};
 
     #[test]
     fn summary_of_one_run_has_info_totals_and_matrix() {

@@ -1,26 +1,21 @@
 //! Reports: `results.json` ([`json`]), `junit.xml` ([`junit`]) and
 //! `summary.md` ([`markdown`]), each written atomically.
 
+mod error;
 pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod text;
 
-use crate::runner::RunReport;
+pub use error::ReportError;
+
+use crate::model::RunReport;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// The default `--out` directory.
 pub const DEFAULT_OUT_DIR: &str = "reports/latest";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    #[error("cannot write {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("cannot serialize {what}: {message}")]
-    Serialize { what: String, message: String },
-}
 
 /// Write `bytes` to `path` so that readers see either the old file or the
 /// whole new one: write `NAME.tmp` in the same directory, fsync it, rename it
@@ -131,126 +126,10 @@ pub(crate) mod testutil {
 }
 
 #[cfg(test)]
-pub(crate) mod fixtures {
-    use crate::catalogue::ClauseKind;
-    use crate::runner::{ClauseResult, RunInfo, RunReport};
-    use ipc_harness::trace::{CheckResult, StepOutcome, StepRecord, ValueSummary};
-    use ipc_harness::{Dialect, Status, Trace};
-    use std::collections::BTreeMap;
-
-    pub fn trace() -> Trace {
-        Trace {
-            steps: vec![
-                StepRecord {
-                    index: 0,
-                    line: 12,
-                    process: "owner".into(),
-                    op: "a = malloc 2MiB".into(),
-                    api: None,
-                    outcome: StepOutcome::Ok {
-                        value: ValueSummary::Ptr {
-                            label: "owner.p1".into(),
-                        },
-                    },
-                    check: None,
-                    elapsed_us: 0,
-                },
-                StepRecord {
-                    index: 1,
-                    line: 13,
-                    process: "peer".into(),
-                    op: "p = ipc_open h".into(),
-                    api: None,
-                    outcome: StepOutcome::Error {
-                        code: 1,
-                        name: "cudaErrorInvalidValue".into(),
-                    },
-                    check: Some(CheckResult {
-                        passed: false,
-                        expected: "ok".into(),
-                        message: "expected ok, got cudaErrorInvalidValue".into(),
-                    }),
-                    elapsed_us: 0,
-                },
-            ],
-            hazard_checks: vec![],
-            hazards: Some(vec![]),
-            timing: Default::default(),
-        }
-    }
-
-    pub fn result(id: &str, status: Status, dialect: Dialect, backend: &str) -> ClauseResult {
-        ClauseResult {
-            id: id.into(),
-            title: format!("title of {id} <&>"),
-            kind: Some(ClauseKind::Specified),
-            path: format!("clauses/{id}.ipc"),
-            status,
-            message: match status {
-                Status::Pass => String::new(),
-                _ => format!("{id}.ipc:13: expected ok, got cudaErrorInvalidValue (seed 1)"),
-            },
-            duration_ms: 0.5,
-            dialect,
-            backend: backend.into(),
-            seed: 1,
-            trace: Some(trace()),
-            expectation: None,
-        }
-    }
-
-    pub fn run(backend: &str, dialect: &str, results: Vec<ClauseResult>) -> RunReport {
-        RunReport::new(
-            RunInfo {
-                tool_version: "0.1.0".into(),
-                backend: backend.into(),
-                dialect: dialect.into(),
-                seed: 1,
-                step_timeout_ms: 20_000,
-                git_revision: Some("abc123".into()),
-                started_at: "2026-11-01T03:57:44.250Z".into(),
-                duration_ms: 12.5,
-                host: Some("ci-host".into()),
-                filter: vec!["mem.*".into()],
-                clauses_dir: Some("conformance/clauses".into()),
-                interrupted: false,
-                gpu_name: None,
-                compute_capability: None,
-                driver_version: None,
-                cuda_driver_version: None,
-                cuda_runtime_version: None,
-                device_count: Some(2),
-                semantics: BTreeMap::from([("close_last_unmaps".into(), "true".into())]),
-                shard: None,
-                merged: None,
-                expectations: None,
-            },
-            results,
-        )
-    }
-
-    /// A sim run with one result of each status.
-    pub fn mixed_run() -> RunReport {
-        use Status::*;
-        run(
-            "sim",
-            "runtime",
-            vec![
-                result("mem.open.refcount", Pass, Dialect::Runtime, "sim"),
-                result("mem.open.twice", Fail, Dialect::Runtime, "sim"),
-                result("ctx.peer.needs-two", NotSupported, Dialect::Runtime, "sim"),
-                result("ctx.crash.x", Crash, Dialect::Runtime, "sim"),
-                result("handle.slow.y", Timeout, Dialect::Runtime, "sim"),
-                result("handle.broken.z", Broken, Dialect::Runtime, "sim"),
-            ],
-        )
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::testutil::TempDir;
     use super::*;
+    use crate::model::fixtures;
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_tmp() {

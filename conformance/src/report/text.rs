@@ -1,8 +1,10 @@
 //! Plain-text rendering of traces and outcomes, shared by the console,
 //! `junit.xml` and the differential report.
 
+use crate::model::ExpectationRecord;
 use ipc_harness::trace::{CheckResult, StepOutcome, StepRecord, ValueSummary};
 use ipc_harness::Trace;
+use std::fmt::Write as _;
 
 /// `ok ptr owner.p1`, `error cudaErrorInvalidValue (1)`, `crash: ...`.
 pub fn outcome_text(outcome: &StepOutcome) -> String {
@@ -91,10 +93,31 @@ pub fn trace_text(trace: &Trace) -> String {
     out
 }
 
+/// `ExpectedFail (entry 2: driver 580 refuses ...)`, with the detail where
+/// there is one.
+pub fn describe(rec: &ExpectationRecord) -> String {
+    let mut parts = Vec::new();
+    if !rec.detail.is_empty() {
+        parts.push(rec.detail.clone());
+    }
+    if let (Some(n), Some(reason)) = (rec.entry, &rec.reason) {
+        let mut s = format!("entry {n}: {reason}");
+        if let Some(link) = &rec.link {
+            let _ = write!(s, " <{link}>");
+        }
+        parts.push(s);
+    }
+    if parts.is_empty() {
+        rec.classification.name().to_string()
+    } else {
+        format!("{} ({})", rec.classification, parts.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::fixtures;
+    use crate::model::fixtures;
 
     #[test]
     fn trace_text_lists_steps_and_checks() {

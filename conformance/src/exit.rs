@@ -1,0 +1,14 @@
+//! The exit codes of `ipc-conformance`. Which one a command ends with is
+//! decided by the command line ([`crate::cli`]); the commands that compare
+//! (`diff`, `differential`) say so through these too.
+
+/// Exit code: every clause Pass or NotSupported.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: some clause failed (Fail, Crash, Timeout, Broken), or a
+/// differential run found a difference.
+pub const EXIT_FAILURES: u8 = 1;
+/// Exit code: usage or I/O error (bad arguments, unreadable directories,
+/// unwritable output).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: the tool itself panicked (a bug), as Rust programs do.
+pub const EXIT_PANIC: u8 = 101;

@@ -1,0 +1,535 @@
+//! One generated case: its identity ([`CaseId`]), what the exploration is
+//! asked to do ([`ExploreOptions`]), how a case is judged ([`Judge`]), and
+//! what a failing case becomes ([`Finding`], its file header); with the
+//! exploration's [`Summary`]. The exploration (`explore/mod.rs`), shrinking,
+//! recording and rechecking all build on these; this file imports none of
+//! them.
+
+use super::generate::{self, GenStats, Program};
+use super::properties::{self, Property, Violation};
+use ipc_harness::scenario::{self, ExecOptions, Scenario};
+use ipc_harness::trace::{StepOutcome, ValueSummary};
+use ipc_harness::{Backend, Dialect, HazardKind, Status, Trace};
+use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What `explore` runs.
+#[derive(Debug, Clone)]
+pub struct ExploreOptions {
+    pub cases: u64,
+    pub seed: u64,
+    /// Steps per generated scenario, at most.
+    pub max_steps: usize,
+    /// Cases alternate between these dialects.
+    pub dialects: Vec<Dialect>,
+    pub step_timeout: Duration,
+    /// Scenario runs a shrink may spend on one finding (simulator only).
+    pub shrink_runs: usize,
+    /// Scenario runs a shrink may spend when each needs the real backend.
+    pub shrink_runs_real: usize,
+    /// Start no new case after this long.
+    pub time_limit: Option<Duration>,
+    /// The first case's number: a long run split over several calls goes on
+    /// where the last one stopped (`--first-case`).
+    pub first_case: u64,
+    /// Append each case's scenario and real trace here (JSON lines), so the
+    /// simulator can be judged against them later without the GPU.
+    pub record: Option<PathBuf>,
+    /// The real machine's device count, kept with each recorded case.
+    pub record_devices: Option<u32>,
+    /// Devices generated programs may use (the machine's; 2 at most).
+    pub max_devices: u32,
+}
+
+impl Default for ExploreOptions {
+    fn default() -> Self {
+        ExploreOptions {
+            cases: 1000,
+            seed: 1,
+            max_steps: 32,
+            dialects: vec![Dialect::Runtime],
+            step_timeout: Duration::from_secs(20),
+            shrink_runs: 2000,
+            shrink_runs_real: 40,
+            time_limit: None,
+            first_case: 0,
+            record: None,
+            record_devices: None,
+            max_devices: 2,
+        }
+    }
+}
+
+/// One case: its number, the seed of its program and run, its dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CaseId {
+    pub index: u64,
+    pub seed: u64,
+    pub dialect: Dialect,
+}
+
+/// A property broken by a case, with the minimal scenario that breaks it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub case: CaseId,
+    pub property: String,
+    pub message: String,
+    /// Steps of the generated scenario, and of the shrunk one.
+    pub original_steps: usize,
+    pub steps: usize,
+    /// The minimal scenario file (with a header saying how to replay it).
+    pub scenario: String,
+    /// Where it was written, if an output directory was given.
+    pub file: Option<PathBuf>,
+    /// What makes another case the same finding.
+    pub signature: String,
+    /// Later cases that broke the property the same way (not shrunk again).
+    pub repeats: u64,
+}
+
+/// The outcome of an exploration.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub backend: String,
+    pub seed: u64,
+    pub cases: u64,
+    pub steps: u64,
+    pub seconds: f64,
+    /// Cases on the real backend that were NotSupported (nothing compared).
+    pub not_compared: u64,
+    /// Steps compared between the simulator and the real backend.
+    pub compared_steps: u64,
+    /// Cases with at least one differing step (a finding or a repeat).
+    pub differing_cases: u64,
+    /// The number of the first case run.
+    pub first_case: u64,
+    pub findings: Vec<Finding>,
+    pub reached: Reached,
+    /// The time limit stopped the run before `--cases` cases.
+    pub stopped_early: bool,
+    /// `--replay`: each case that differs, with its first differing step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differing: Vec<DifferingCase>,
+    /// Writing the `--record` file failed (the run went on without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_error: Option<String>,
+}
+
+/// A recorded case the simulator does not answer as the real driver did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DifferingCase {
+    pub index: u64,
+    pub dialect: Dialect,
+    /// The first differing step: line, op, both outcomes.
+    pub first: String,
+}
+
+/// How often the generated scenarios reached the states the properties are about.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Reached {
+    pub opens: usize,
+    pub reopens: usize,
+    pub closes: usize,
+    pub exporter_exits: usize,
+    pub closes_after_exporter_exit: usize,
+    pub suballocated_neighbours: usize,
+    pub second_contexts: usize,
+    pub bad_handles: usize,
+    pub event_opens: usize,
+    pub vmm_imports: usize,
+    pub cross_device_opens: usize,
+}
+
+impl From<GenStats> for Reached {
+    fn from(s: GenStats) -> Reached {
+        Reached {
+            opens: s.opens,
+            reopens: s.reopens,
+            closes: s.closes,
+            exporter_exits: s.exporter_exits,
+            closes_after_exporter_exit: s.closes_after_exporter_exit,
+            suballocated_neighbours: s.suballocated_neighbours,
+            second_contexts: s.second_contexts,
+            bad_handles: s.bad_handles,
+            event_opens: s.event_opens,
+            vmm_imports: s.vmm_imports,
+            cross_device_opens: s.cross_device_opens,
+        }
+    }
+}
+
+impl Summary {
+    pub fn cases_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.cases as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// One line: cases, steps, throughput, findings.
+    pub fn line(&self) -> String {
+        format!(
+            "{} cases, {} steps in {:.2} s ({:.1} cases/s, {:.0} steps/s) on {}: {} finding{}",
+            self.cases,
+            self.steps,
+            self.seconds,
+            self.cases_per_second(),
+            if self.seconds > 0.0 {
+                self.steps as f64 / self.seconds
+            } else {
+                0.0
+            },
+            self.backend,
+            self.findings.len(),
+            if self.findings.len() == 1 { "" } else { "s" }
+        )
+    }
+
+    /// `summary.md`.
+    pub fn markdown(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::from("# explore\n\n");
+        let _ = writeln!(s, "{}\n", self.line());
+        let _ = writeln!(
+            s,
+            "Seed {} · first case {} · steps compared with the real backend: {} · cases not compared: {} · cases that differed: {}\n",
+            self.seed, self.first_case, self.compared_steps, self.not_compared, self.differing_cases
+        );
+        let r = &self.reached;
+        let _ = writeln!(s, "| reached | count |\n| --- | ---: |");
+        for (k, v) in [
+            ("opens", r.opens),
+            ("re-opens", r.reopens),
+            ("closes", r.closes),
+            ("exporter exits (with an open importer)", r.exporter_exits),
+            (
+                "closes after the exporter exited",
+                r.closes_after_exporter_exit,
+            ),
+            ("sub-allocated neighbours", r.suballocated_neighbours),
+            ("second contexts", r.second_contexts),
+            ("damaged or made-up handles", r.bad_handles),
+            ("interprocess event opens", r.event_opens),
+            ("VMM imports of a descriptor", r.vmm_imports),
+            ("opens of another device's memory", r.cross_device_opens),
+        ] {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        let _ = writeln!(s, "\n## Findings\n");
+        if self.findings.is_empty() {
+            s.push_str("None.\n");
+        }
+        for f in &self.findings {
+            let _ = writeln!(
+                s,
+                "- **{}** case {} (seed {}, {}), {} more case(s) alike: {} — {} of {} steps{}",
+                f.property,
+                f.case.index,
+                f.case.seed,
+                f.case.dialect,
+                f.repeats,
+                f.message,
+                f.steps,
+                f.original_steps,
+                f.file
+                    .as_ref()
+                    .map(|p| format!(", `{}`", p.display()))
+                    .unwrap_or_default()
+            );
+        }
+        s
+    }
+}
+
+/// splitmix64: the seed of case `index` of a run seeded with `seed`.
+pub fn case_seed(seed: u64, index: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(index.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A proptest runner whose draws depend only on `seed`.
+pub fn runner_for(seed: u64) -> TestRunner {
+    let mut bytes = [0u8; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&case_seed(seed, i as u64).to_le_bytes());
+    }
+    // XorShift, not ChaCha (since 2026-11-24): proptest forks the runner's
+    // RNG for every option a union passes over and seeds each fork from it,
+    // which with ChaCha was about 20 of a case's 130 us; a seed now gives
+    // another program than before (persisted cases are kept as text).
+    // The runner only draws trees: no failure is ever persisted from it (a
+    // persistence hook would be cloned with every fork of the runner, and
+    // proptest forks one for each option a union passes over).
+    let config = Config {
+        failure_persistence: None,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::XorShift, &bytes[..16]),
+    )
+}
+
+/// The program of case `id`, with its shrinkable tree.
+pub fn case_tree(id: CaseId, max_steps: usize) -> Box<dyn ValueTree<Value = Program>> {
+    case_tree_on(id, max_steps, 2)
+}
+
+/// [`case_tree`] for a machine of `max_devices` devices (1: no program
+/// needs a second one).
+pub fn case_tree_on(
+    id: CaseId,
+    max_steps: usize,
+    max_devices: u32,
+) -> Box<dyn ValueTree<Value = Program>> {
+    let mut runner = runner_for(id.seed);
+    // The strategy is built once per thread and shape (it holds no state
+    // between draws: each tree depends only on the runner's seed).
+    /// The strategy and the (max steps, devices) it was built for.
+    type Cached = Option<((usize, u32), BoxedStrategy<Program>)>;
+    thread_local! {
+        static STRATEGY: std::cell::RefCell<Cached> = const { std::cell::RefCell::new(None) };
+    }
+    let strategy = STRATEGY.with_borrow_mut(|cached| match cached {
+        Some((shape, s)) if *shape == (max_steps, max_devices) => s.clone(),
+        _ => {
+            let s = generate::program_strategy(max_steps, max_devices).boxed();
+            *cached = Some(((max_steps, max_devices), s.clone()));
+            s
+        }
+    });
+    // The strategy has no filters, so drawing a tree cannot be rejected.
+    match strategy.new_tree(&mut runner) {
+        Ok(t) => Box::new(t),
+        Err(_) => Box::new(proptest::strategy::Just(Program {
+            processes: 2,
+            devices: 1,
+            placement: vec![0, 0],
+            actions: Vec::new(),
+        })),
+    }
+}
+
+/// Everything one evaluation of a scenario needs.
+pub struct Judge<'a> {
+    pub sim: &'a dyn Backend,
+    pub real: Option<&'a dyn Backend>,
+    pub step_timeout: Duration,
+}
+
+/// What one evaluation saw.
+pub struct Evaluation {
+    pub violations: Vec<Violation>,
+    pub steps: usize,
+    pub compared_steps: usize,
+    /// The real backend could not run it (NotSupported).
+    pub not_compared: bool,
+    /// Both traces, for the side-by-side comment of a finding file.
+    pub sim_trace: Option<Trace>,
+    pub real_trace: Option<Trace>,
+}
+
+impl Judge<'_> {
+    /// Parse `text` and check it: properties on the simulator, and with a
+    /// real backend the differential.
+    pub fn evaluate(&self, text: &str, id: CaseId) -> Evaluation {
+        let scenario = match scenario::parse(text, Path::new("explore.ipc")) {
+            Ok(s) => s,
+            Err(e) => {
+                return Evaluation {
+                    violations: vec![Violation::new(
+                        Property::Robustness,
+                        None,
+                        format!("the generator wrote an invalid scenario: {e}"),
+                        "invalid scenario",
+                    )],
+                    steps: 0,
+                    compared_steps: 0,
+                    not_compared: false,
+                    sim_trace: None,
+                    real_trace: None,
+                }
+            }
+        };
+        self.evaluate_scenario(&scenario, id)
+    }
+
+    pub fn evaluate_scenario(&self, scenario: &Scenario, id: CaseId) -> Evaluation {
+        let opts = ExecOptions {
+            dialect: id.dialect,
+            seed: id.seed,
+            step_timeout: self.step_timeout,
+        };
+        let (trace, mut violations) = properties::check_on_sim(scenario, self.sim, &opts);
+        let mut eval = Evaluation {
+            violations: Vec::new(),
+            steps: scenario.steps.len(),
+            compared_steps: 0,
+            not_compared: false,
+            sim_trace: None,
+            real_trace: None,
+        };
+        if let (Some(real), Some(sim_trace)) = (self.real, &trace) {
+            let e = scenario::execute(scenario, real, &opts);
+            match e.verdict.status {
+                Status::NotSupported => eval.not_compared = true,
+                // A generated case may have no steps at all: nothing to compare.
+                _ if e.trace.steps.is_empty() && !scenario.steps.is_empty() => {
+                    violations.push(Violation::new(
+                        Property::Differential,
+                        None,
+                        format!(
+                            "the real backend did not run it: {:?} {}",
+                            e.verdict.status, e.verdict.message
+                        ),
+                        &format!("not run: {:?}", e.verdict.status),
+                    ))
+                }
+                _ => {
+                    eval.compared_steps = e.trace.steps.len();
+                    violations.extend(differences(sim_trace, &e.trace));
+                }
+            }
+            eval.real_trace = Some(e.trace);
+        }
+        eval.sim_trace = trace;
+        eval.violations = violations;
+        eval
+    }
+}
+
+/// The differential: every step whose observation differs (simulator left,
+/// real right).
+pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
+    let show = |o: &Option<StepOutcome>| match o {
+        Some(o) => crate::report::text::outcome_text(o),
+        None => "(no step)".to_string(),
+    };
+    // Outcomes without labels or bytes: ok, an error code, crash...
+    let class = |o: &Option<StepOutcome>| match o {
+        Some(StepOutcome::Ok { .. }) => "ok".to_string(),
+        Some(StepOutcome::Error { code, .. }) => format!("error {code}"),
+        Some(StepOutcome::Crash { .. }) => "crash".into(),
+        Some(StepOutcome::Timeout { .. }) => "timeout".into(),
+        Some(StepOutcome::Broken { .. }) => "broken".into(),
+        Some(StepOutcome::Skipped { .. }) => "skipped".into(),
+        None => "none".into(),
+    };
+    // Bytes another process wrote without synchronising are timing on the
+    // real driver (the simulator logs the read as `unsynchronized-read`):
+    // such a read must succeed on both sides with as many bytes, but which
+    // bytes it saw is not judged.
+    let racing = |i: usize| {
+        sim.hazards.as_ref().is_some_and(|hs| {
+            hs.iter()
+                .any(|h| h.step == Some(i) && h.kind == HazardKind::UnsynchronizedRead)
+        })
+    };
+    let same_length_bytes = |a: &Option<StepOutcome>, b: &Option<StepOutcome>| match (a, b) {
+        (
+            Some(StepOutcome::Ok {
+                value: ValueSummary::Bytes { pattern: x },
+            }),
+            Some(StepOutcome::Ok {
+                value: ValueSummary::Bytes { pattern: y },
+            }),
+        ) => {
+            let len = |p: &str| properties::decode_pattern(p).map(|b| b.len());
+            len(x) == len(y)
+        }
+        _ => false,
+    };
+    sim.differences(real)
+        .into_iter()
+        .filter(|d| !(racing(d.index) && same_length_bytes(&d.left, &d.right)))
+        .map(|d| {
+            let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
+            let keyword = call.split_whitespace().next().unwrap_or("");
+            Violation::new(
+                Property::Differential,
+                Some(d.index),
+                format!(
+                    "line {} '{}': simulator {}, real driver {}",
+                    d.line,
+                    d.op,
+                    show(&d.left),
+                    show(&d.right)
+                ),
+                &format!(
+                    "{keyword}: simulator {}, real {}",
+                    class(&d.left),
+                    class(&d.right)
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The steps of both runs side by side, as comment lines for the end of a
+/// finding file: what the real driver answered at every step, not only at
+/// the differing one (`!=` marks a difference).
+pub fn side_by_side(sim: &Trace, real: &Trace) -> String {
+    use crate::report::text::outcome_text;
+    let mut s =
+        String::from("\n# Both runs of the steps above (simulator | real driver; != differs):\n");
+    let n = sim.steps.len().max(real.steps.len());
+    for i in 0..n {
+        let (a, b) = (sim.steps.get(i), real.steps.get(i));
+        let step = a
+            .or(b)
+            .map(|st| (st.line, st.process.clone(), st.op.clone()));
+        let Some((line, process, op)) = step else {
+            continue;
+        };
+        let sa = a
+            .map(|x| outcome_text(&x.outcome))
+            .unwrap_or_else(|| "(no step)".into());
+        let sb = b
+            .map(|x| outcome_text(&x.outcome))
+            .unwrap_or_else(|| "(no step)".into());
+        // Marked by the differential's own test (two crashes with one
+        // signal are alike, whatever pid their text names).
+        let same = match (a, b) {
+            (Some(x), Some(y)) => x.outcome.same_observation(&y.outcome),
+            _ => false,
+        };
+        let mark = if same { "  " } else { "!=" };
+        s.push_str(&format!(
+            "# {mark} L{line} {process}: {op} -> {sa} | {sb}\n"
+        ));
+    }
+    s
+}
+
+/// Lines [`finding_header`] writes (four comments and a blank line).
+pub const HEADER_LINES: usize = 5;
+
+/// The header of a finding file: what broke and how to replay it.
+pub fn finding_header(id: CaseId, property: Property, message: &str, real: Option<&str>) -> String {
+    // A property finding shows itself with --properties; a differential one
+    // by running on the real backend.
+    let backend = match real {
+        Some(b) => format!(" --backend {b}"),
+        None => " --properties".to_string(),
+    };
+    format!(
+        "# Found by `ipc-conformance explore`: property {property}.\n\
+         # {message}\n\
+         # case {} (seed {}), dialect {}.\n\
+         # replay: ipc-conformance scenario FILE --seed {} --dialect {}{backend}\n\n",
+        id.index,
+        id.seed,
+        id.dialect,
+        id.seed,
+        id.dialect,
+        message = message.replace('\n', " ")
+    )
+}
