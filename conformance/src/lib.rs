@@ -17,6 +17,7 @@
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
+pub mod compressed;
 pub mod diff;
 pub mod differential;
 pub mod expectations;
