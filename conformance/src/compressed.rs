@@ -25,9 +25,7 @@ pub fn read_to_string(path: &Path) -> std::io::Result<String> {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..])
             .read_to_string(&mut text)
-            .map_err(|e| {
-                std::io::Error::new(e.kind(), format!("not gzipped UTF-8 text: {e}"))
-            })?;
+            .map_err(|e| std::io::Error::new(e.kind(), format!("not gzipped UTF-8 text: {e}")))?;
         Ok(text)
     } else {
         String::from_utf8(bytes)
@@ -55,10 +53,8 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "ipc-compressed-{}-{name}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("ipc-compressed-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir
