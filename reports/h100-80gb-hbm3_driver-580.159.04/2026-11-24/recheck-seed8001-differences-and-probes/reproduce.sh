@@ -1,18 +1,26 @@
+#!/bin/sh
+# Probe scenarios in both dialects for the rules of seed-7001 cases 176
+# and 1595 and seed-8001 cases 172 and 70, and `explore --recheck` on
+# fresh workers of the differing seed-8001 cases.
+# Run from the repository root, with a release build of `ipc-conformance` on
+# PATH and an NVIDIA GPU:
+#   sh reports/h100-80gb-hbm3_driver-580.159.04/2026-11-24/recheck-seed8001-differences-and-probes/reproduce.sh [DEST]
+# Writes its logs and reports to DEST (default: recheck-seed8001-differences-and-probes-out).
 set -u
-B=.carry/s9/ipc-conformance
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; nvcc --version | tail -2; cat .carry/s9/rev.txt; } > $OUT/machine.txt 2>&1
-mkdir -p /tmp/probes
+HERE=$(dirname "$0")
+DEST=${1:-recheck-seed8001-differences-and-probes-out}
+CLAUSES=conformance/clauses
+mkdir -p "$DEST"
+{ nvidia-smi --query-gpu=name,driver_version --format=csv; nvcc --version | tail -2; git rev-parse --short HEAD; } > "$DEST/machine.txt" 2>&1
 t0=$(date +%s)
-for f in .carry/s9/probe/*.ipc; do n=$(basename $f .ipc)
+for f in "$HERE"/probes/*.ipc; do n=$(basename "$f" .ipc)
   for d in runtime driver; do
-    echo "=== $n $d" >> /tmp/probes/probes.log
-    timeout 30 $B scenario $f --backend cuda --dialect $d >> /tmp/probes/probes.log 2>&1; echo "rc=$?" >> /tmp/probes/probes.log
+    echo "=== $n $d"; timeout 30 ipc-conformance scenario "$f" --backend cuda --dialect $d; echo "rc=$?"
   done
-done
-echo "probes $(( $(date +%s)-t0 ))s" >> $OUT/times.txt
-cp /tmp/probes/probes.log $OUT/
+done > "$DEST/probes.log" 2>&1
+echo "probes $(( $(date +%s)-t0 ))s" >> "$DEST/times.txt"
 t1=$(date +%s)
-IPC_CONFORMANCE_REUSE_WORKERS=0 timeout 420 $B explore --backend cuda -q --shrink-runs-real 40 --out /tmp/rC $(ls .carry/s9/recheck/*.ipc | sed 's/^/--recheck /') > $OUT/recheck.log 2>&1
-echo "recheck rc=$? $(( $(date +%s)-t1 ))s" >> $OUT/times.txt
-tar czf $OUT/recheck.tgz -C /tmp rC
-cat $OUT/times.txt; cat /tmp/rC/recheck.txt
+IPC_CONFORMANCE_REUSE_WORKERS=0 timeout 420 ipc-conformance explore --backend cuda -q --shrink-runs-real 40 --out "$DEST/recheck" \
+  $(ls "$HERE"/recheck-input/*.ipc | sed 's/^/--recheck /') > "$DEST/recheck.log" 2>&1
+echo "recheck rc=$? $(( $(date +%s)-t1 ))s" >> "$DEST/times.txt"
+cat "$DEST/times.txt" "$DEST/recheck/recheck.txt"

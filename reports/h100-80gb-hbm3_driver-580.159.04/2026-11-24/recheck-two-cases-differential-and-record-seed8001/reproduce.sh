@@ -1,19 +1,30 @@
+#!/bin/sh
+# `explore --recheck` on fresh workers of seed-7001 cases 176 and 1595,
+# the whole-catalogue differential, then a recorded explore run of seed
+# 8001 for what is left of about 555 s.
+# Run from the repository root, with a release build of `ipc-conformance` on
+# PATH and an NVIDIA GPU:
+#   sh reports/h100-80gb-hbm3_driver-580.159.04/2026-11-24/recheck-two-cases-differential-and-record-seed8001/reproduce.sh [DEST]
+# Writes its logs and reports to DEST (default: recheck-two-cases-differential-and-record-seed8001-out).
 set -u
-B=.carry/s8/ipc-conformance
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; nvcc --version | tail -2; cat .carry/s8/rev.txt; } > $OUT/machine.txt 2>&1
+HERE=$(dirname "$0")
+DEST=${1:-recheck-two-cases-differential-and-record-seed8001-out}
+CLAUSES=conformance/clauses
+mkdir -p "$DEST"
+{ nvidia-smi --query-gpu=name,driver_version --format=csv; nvcc --version | tail -2; git rev-parse --short HEAD; } > "$DEST/machine.txt" 2>&1
 t0=$(date +%s)
-IPC_CONFORMANCE_REUSE_WORKERS=0 timeout 150 $B explore --backend cuda -q --shrink-runs-real 30 --out /tmp/rC --recheck .carry/s8/recheck/case176.ipc --recheck .carry/s8/recheck/case1595.ipc > $OUT/recheck.log 2>&1
-echo "recheck rc=$? $(( $(date +%s)-t0 ))s" >> $OUT/times.txt
-tar czf $OUT/recheck.tgz -C /tmp rC
+IPC_CONFORMANCE_REUSE_WORKERS=0 timeout 150 ipc-conformance explore --backend cuda -q --shrink-runs-real 30 --out "$DEST/recheck" \
+  --recheck "$HERE/recheck-input/case176.ipc" --recheck "$HERE/recheck-input/case1595.ipc" > "$DEST/recheck.log" 2>&1
+echo "recheck rc=$? $(( $(date +%s)-t0 ))s" >> "$DEST/times.txt"
 t1=$(date +%s)
-timeout 260 $B differential --dialect all -q --out /tmp/diff > $OUT/differential.log 2>&1; echo "differential rc=$? $(( $(date +%s)-t1 ))s" >> $OUT/times.txt
-tar czf $OUT/differential.tgz -C /tmp diff
+timeout 260 ipc-conformance differential --clauses "$CLAUSES" --dialect all -q --out "$DEST/differential" > "$DEST/differential.log" 2>&1
+echo "differential rc=$? $(( $(date +%s)-t1 ))s" >> "$DEST/times.txt"
 el=$(( $(date +%s)-t0 )); left=$(( 555-el ))
 if [ $left -gt 60 ]; then
-t2=$(date +%s)
-IPC_CONFORMANCE_REUSE_WORKERS=1 timeout $((left+20)) $B explore --backend cuda --seed 8001 --dialect all --shrink-runs-real 0 --record /tmp/recorded-8001.jsonl --time-limit-s $left -q --out /tmp/e8001 > $OUT/explore-8001.log 2>&1
-echo "explore-8001 rc=$? $(( $(date +%s)-t2 ))s" >> $OUT/times.txt
-gzip -c /tmp/recorded-8001.jsonl > $OUT/recorded-8001.jsonl.gz
-cp /tmp/e8001/summary.json $OUT/summary-8001.json
+  t2=$(date +%s)
+  IPC_CONFORMANCE_REUSE_WORKERS=1 timeout $((left+20)) ipc-conformance explore --backend cuda --seed 8001 --dialect all --shrink-runs-real 0 \
+    --record "$DEST/recorded-8001.jsonl" --time-limit-s $left -q --out "$DEST/explore-8001" > "$DEST/explore-8001.log" 2>&1
+  echo "explore-8001 rc=$? $(( $(date +%s)-t2 ))s" >> "$DEST/times.txt"
+  gzip -9 "$DEST/recorded-8001.jsonl"
 fi
-cat $OUT/times.txt; cat /tmp/rC/recheck.txt; grep "^DIFF\|compared:" $OUT/differential.log; tail -2 $OUT/explore-8001.log
+cat "$DEST/times.txt" "$DEST/recheck/recheck.txt"; grep "^DIFF\|compared:" "$DEST/differential.log"
