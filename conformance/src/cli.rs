@@ -1310,7 +1310,7 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
 fn cmd_summary(a: &SummaryArgs) -> CmdResult {
     let mut runs = Vec::new();
     for path in &a.results {
-        let text = std::fs::read_to_string(path)
+        let text = crate::compressed::read_to_string(path)
             .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
         let run = report::json::from_str(&text)
             .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;

@@ -29,6 +29,7 @@
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
+pub mod compressed;
 pub mod diff;
 mod differential;
 mod exit;

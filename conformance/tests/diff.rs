@@ -300,7 +300,7 @@ fn malformed_input_exits_2_naming_the_file() {
     let bad_status = dir.join("bad-status.json");
     std::fs::write(&bad_status, v.to_string()).unwrap();
     let differential = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../reports/h100-80gb-hbm3_driver-580.159.04/differential/differential.json");
+        .join("../reports/h100-80gb-hbm3_driver-580.159.04/differential/differential.json.gz");
     let missing = dir.join("missing.json");
     let empty = dir.join("empty.json");
     std::fs::write(&empty, "").unwrap();
@@ -333,4 +333,49 @@ fn malformed_input_exits_2_naming_the_file() {
     // Usage errors are exit 2 as well.
     let o = diff(&good, &good, &["--format", "yaml"]);
     assert_eq!(code(&o), 2);
+}
+
+/// Committed reports may be gzipped: `diff`, `summary` and `merge` read a
+/// `results.json.gz` as they read the plain file.
+#[test]
+fn gzipped_results_read_as_the_plain_file() {
+    use std::io::Write;
+    let plain = h100("runtime");
+    let packed = scratch("gzipped").join("results.json.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+    std::fs::write(&packed, enc.finish().unwrap()).unwrap();
+
+    let o = diff(&plain, &packed, &[]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("no changes: 51 results compared"),
+        "{}",
+        stdout(&o)
+    );
+
+    let summary = |path: &Path| {
+        Command::new(BIN)
+            .arg("summary")
+            .arg(path)
+            .output()
+            .expect("the binary runs")
+    };
+    let (a, b) = (summary(&plain), summary(&packed));
+    assert_eq!(code(&a), 0, "{}", stderr(&a));
+    assert_eq!(code(&b), 0, "{}", stderr(&b));
+    assert!(stdout(&a).contains("Pass"), "{}", stdout(&a));
+    assert_eq!(stdout(&a), stdout(&b));
+
+    let out = scratch("gzipped-merge");
+    let m = Command::new(BIN)
+        .arg("merge")
+        .arg(&packed)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("the binary runs");
+    assert_eq!(code(&m), 0, "{}", stderr(&m));
+    let merged = load(&out.join("results.json"));
+    assert_eq!(merged["results"].as_array().map(Vec::len), Some(51));
 }

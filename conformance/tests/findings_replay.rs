@@ -353,24 +353,24 @@ fn recorded_gpu_runs_differ_only_where_known() {
 /// step by step (what `differential --backend cuda` checked on the day):
 /// results.json or differential.json files under reports/.
 const GPU_CLAUSE_RUNS: [&str; 8] = [
-    "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/differential/differential.json",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/new-clauses/results.json",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call4/placement-clauses/results.json",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call5/differential/differential.json",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call7/differential/differential.json",
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/call8/differential/differential.json",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/call9/differential/differential.json",
+    "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json.gz",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/differential/differential.json.gz",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/new-clauses/results.json",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/placement-clauses/results.json",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/run-and-differential-all-dialects/differential/differential.json.gz",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-after-event-and-vmm-rules/differential/differential.json.gz",
+    "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/catalogue-differential-all-dialects/differential/differential.json.gz",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-changed-clauses-and-corrupted-fields/differential/differential.json.gz",
 ];
 
 /// Steps of committed GPU clause runs the simulator's defaults do not
 /// reproduce, each with the reason: (run, clause id, dialect, why). The
 /// defaults follow the H100; these are other GPUs or runs that disagree.
 const GPU_CLAUSE_DEVIATIONS: [(&str, &str, &str, &str); 1] = [(
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/call8/differential/differential.json",
+    "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/catalogue-differential-all-dialects/differential/differential.json.gz",
     "mem.handle.corrupted-fields",
     "driver",
-    "2 x H200 call 8: a copy with byte 28 flipped opened at a new address; the same clause on the same GPUs (all-areas run) and on the H100 (calls 4, 5, 7) was AlreadyMapped",
+    "2 x H200, whole-catalogue differential of 2026-11-23: a copy with byte 28 flipped opened at a new address; the same clause on the same GPUs (all-areas run) and on the H100 (every whole-catalogue differential) was AlreadyMapped",
 )];
 
 /// The differential, offline: every clause that ran on the GPU (and still
@@ -391,7 +391,8 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
     let mut rewritten = Vec::new();
     let mut differing = Vec::new();
     for file in GPU_CLAUSE_RUNS {
-        let text = std::fs::read_to_string(root().join(file)).expect("readable");
+        let text =
+            ipc_conformance::compressed::read_to_string(&root().join(file)).expect("readable");
         let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
         let results = v
             .get("real_results")

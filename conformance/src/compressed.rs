@@ -1,0 +1,93 @@
+//! Reading report files that may be gzipped.
+//!
+//! Large committed reports (`results.json`, `differential.json`) are stored
+//! gzipped as `NAME.json.gz`; every command that reads a report takes
+//! either form.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The two bytes every gzip stream starts with (RFC 1952).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Read `path` as UTF-8 text, decompressing it when it is gzipped (told by
+/// its first bytes, not its name). A `path` that does not exist is read
+/// from `path.gz` when that exists, so a report's usual name finds its
+/// compressed copy. Errors are I/O errors: the caller names the file.
+pub fn read_to_string(path: &Path) -> std::io::Result<String> {
+    let bytes = match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::read(gz_sibling(path)).map_err(|_| e)?
+        }
+        other => other?,
+    };
+    if bytes.starts_with(&GZIP_MAGIC) {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("not gzipped UTF-8 text: {e}")))?;
+        Ok(text)
+    } else {
+        String::from_utf8(bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    }
+}
+
+/// `path` with `.gz` appended to its file name.
+fn gz_sibling(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".gz");
+    PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::{write::GzEncoder, Compression};
+    use std::io::Write;
+
+    fn gzip(text: &str) -> Vec<u8> {
+        let mut enc = GzEncoder::new(Vec::new(), Compression::default());
+        enc.write_all(text.as_bytes()).unwrap();
+        enc.finish().unwrap()
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("ipc-compressed-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn plain_and_gzipped_files_read_the_same() {
+        let dir = scratch("both");
+        let text = "{\"schema_version\": 1}\n";
+        std::fs::write(dir.join("plain.json"), text).unwrap();
+        std::fs::write(dir.join("packed.json.gz"), gzip(text)).unwrap();
+        assert_eq!(read_to_string(&dir.join("plain.json")).unwrap(), text);
+        assert_eq!(read_to_string(&dir.join("packed.json.gz")).unwrap(), text);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_is_read_from_its_gz_copy() {
+        let dir = scratch("sibling");
+        std::fs::write(dir.join("results.json.gz"), gzip("[1, 2]")).unwrap();
+        assert_eq!(read_to_string(&dir.join("results.json")).unwrap(), "[1, 2]");
+        let missing = read_to_string(&dir.join("absent.json")).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_truncated_gzip_stream_is_an_error_not_a_panic() {
+        let dir = scratch("truncated");
+        let packed = gzip(&"x".repeat(10_000));
+        std::fs::write(dir.join("cut.json.gz"), &packed[..packed.len() / 2]).unwrap();
+        let err = read_to_string(&dir.join("cut.json.gz")).unwrap_err();
+        assert!(err.to_string().contains("not gzipped UTF-8 text"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
