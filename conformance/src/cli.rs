@@ -738,11 +738,16 @@ fn write_explore_summary(summary: &crate::explore::Summary, out: &Path) -> Resul
     if let Some(e) = &summary.record_error {
         warn!("--record stopped: {e}");
     }
-    report::write_atomic(
-        &out.join("summary.json"),
-        serde_json::to_string_pretty(summary)?.as_bytes(),
-    )?;
-    report::write_atomic(&out.join("summary.md"), summary.markdown().as_bytes())?;
+    let json = serde_json::to_string_pretty(summary)?;
+    let markdown = summary.markdown();
+    crate::safe_fs::write_set(
+        out,
+        &[
+            ("summary.md", markdown.as_bytes()),
+            ("summary.json", json.as_bytes()),
+        ],
+    )
+    .map_err(report::ReportError::from)?;
     say!("{}", summary.line());
     Ok(())
 }
@@ -1023,14 +1028,16 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
             n.reason.lines().next().unwrap_or("")
         );
     }
-    report::write_atomic(
-        &a.out.join("differential.json"),
-        differential::to_json(&diff)?.as_bytes(),
-    )?;
-    report::write_atomic(
-        &a.out.join("differential.md"),
-        differential::to_markdown(&diff).as_bytes(),
-    )?;
+    let json = differential::to_json(&diff)?;
+    let markdown = differential::to_markdown(&diff);
+    crate::safe_fs::write_set(
+        &a.out,
+        &[
+            ("differential.md", markdown.as_bytes()),
+            ("differential.json", json.as_bytes()),
+        ],
+    )
+    .map_err(report::ReportError::from)?;
     say!(
         "{} in {} (seed {})",
         differential::totals_line(&diff),

@@ -25,6 +25,7 @@ pub mod filter;
 pub mod interrupt;
 pub mod report;
 pub mod runner;
+pub mod safe_fs;
 pub mod shard;
 pub mod sysinfo;
 

@@ -688,7 +688,8 @@ fn run_case(
     if let Some(dir) = out {
         let name = format!("{}-case{}.ipc", finding.property, id.index);
         let path = dir.join(name);
-        if std::fs::create_dir_all(dir).is_ok() && std::fs::write(&path, &finding.scenario).is_ok()
+        if std::fs::create_dir_all(dir).is_ok()
+            && crate::safe_fs::write_atomic(&path, finding.scenario.as_bytes()).is_ok()
         {
             finding.file = Some(path);
         }

@@ -62,11 +62,7 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(path: &Path, devices: Option<u32>) -> Recorder {
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
+        match crate::safe_fs::open_append(path) {
             Ok(f) => Recorder {
                 file: Some(f),
                 devices,
@@ -222,7 +218,10 @@ pub fn replay(
                             + &rec.scenario
                             + &side_by_side(a, b);
                         if std::fs::create_dir_all(&dir).is_ok() {
-                            let _ = std::fs::write(dir.join(format!("case{}.ipc", id.index)), text);
+                            let _ = crate::safe_fs::write_atomic(
+                                &dir.join(format!("case{}.ipc", id.index)),
+                                text.as_bytes(),
+                            );
                         }
                     }
                 }
@@ -242,7 +241,10 @@ pub fn replay(
                     + &side_by_side(&a, &b);
                 let dir = dir.join("all");
                 if std::fs::create_dir_all(&dir).is_ok() {
-                    let _ = std::fs::write(dir.join(format!("case{}.ipc", id.index)), text);
+                    let _ = crate::safe_fs::write_atomic(
+                        &dir.join(format!("case{}.ipc", id.index)),
+                        text.as_bytes(),
+                    );
                 }
             }
         }
@@ -320,7 +322,9 @@ fn push(
     };
     if let Some(dir) = out {
         let path = dir.join(format!("{}-case{}.ipc", f.property, id.index));
-        if std::fs::create_dir_all(dir).is_ok() && std::fs::write(&path, &f.scenario).is_ok() {
+        if std::fs::create_dir_all(dir).is_ok()
+            && crate::safe_fs::write_atomic(&path, f.scenario.as_bytes()).is_ok()
+        {
             f.file = Some(path);
         }
     }
