@@ -439,9 +439,9 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
             .unwrap_or(4)
             .max(4);
         say!(
-            "  {:<id_w$}  {:<kind_w$}  {:>3}  TITLE",
-            "ID",
-            "KIND",
+            "  {}  {}  {:>3}  TITLE",
+            pad("ID", id_w),
+            pad("KIND", kind_w),
             "DEV"
         );
         for c in &clauses {
@@ -453,8 +453,9 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
             let kind = c.kind.map(|k| k.as_str()).unwrap_or("?");
             let flag = if c.is_broken() { "!" } else { " " };
             say!(
-                "{flag} {:<id_w$}  {kind:<kind_w$}  {devices:>3}  {}",
-                c.id,
+                "{flag} {}  {}  {devices:>3}  {}",
+                pad(&c.id, id_w),
+                pad(kind, kind_w),
                 c.title
             );
             if c.is_broken() {
@@ -485,6 +486,18 @@ fn cmd_list(a: &ListArgs) -> CmdResult {
         );
     }
     Ok(if broken > 0 { EXIT_FAILURES } else { EXIT_OK })
+}
+
+/// `text` padded with spaces to `width` characters. A format width (`{:<w$}`)
+/// panics above 65,535; a clause id has no such bound.
+fn pad(text: &str, width: usize) -> String {
+    let mut s = String::with_capacity(width.max(text.len()));
+    s.push_str(text);
+    s.extend(std::iter::repeat_n(
+        ' ',
+        width.saturating_sub(text.chars().count()),
+    ));
+    s
 }
 
 // ---------------------------------------------------------------------------
@@ -626,6 +639,13 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     use crate::explore::{self, ExploreOptions, Judge};
     if a.max_steps == 0 {
         return Err(UsageError("--max-steps must be at least 1".into()));
+    }
+    if a.max_steps > crate::limits::MAX_EXPLORE_STEPS {
+        return Err(UsageError(format!(
+            "--max-steps {} is above the limit of {} steps",
+            a.max_steps,
+            crate::limits::MAX_EXPLORE_STEPS
+        )));
     }
     if !a.replay.is_empty() {
         return cmd_explore_replay(a);
@@ -1057,10 +1077,7 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
 fn cmd_summary(a: &SummaryArgs) -> CmdResult {
     let mut runs = Vec::new();
     for path in &a.results {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
-        let run = report::json::from_str(&text)
-            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+        let run = crate::diff::load(path)?;
         runs.push(run);
     }
     let md = report::markdown::summary(&runs);

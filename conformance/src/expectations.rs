@@ -502,7 +502,12 @@ const KEYS: [&str; 10] = [
 impl Expectations {
     /// Read and parse `path`.
     pub fn load(path: &Path) -> Result<Expectations, ExpectationsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ExpectationsError {
+        let text = crate::safe_fs::read_bounded_text(
+            path,
+            crate::limits::MAX_EXPECTATIONS_FILE_BYTES,
+            "an expectations file",
+        )
+        .map_err(|e| ExpectationsError {
             file: path.display().to_string(),
             problems: vec![Problem {
                 entry: None,

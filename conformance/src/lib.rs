@@ -23,6 +23,7 @@ pub mod expectations;
 pub mod explore;
 pub mod filter;
 pub mod interrupt;
+pub mod limits;
 pub mod report;
 pub mod runner;
 pub mod safe_fs;

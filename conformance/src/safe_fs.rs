@@ -242,6 +242,44 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Read a regular file of at most `limit` bytes. A FIFO, a device (a
+/// symlink to `/dev/zero`) or a folder is refused without blocking, and a
+/// longer file is an error naming the limit (`what` says which input).
+pub fn read_bounded(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a regular file ({what} must be one)"),
+        ));
+    }
+    let too_long = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("longer than the limit of {limit} bytes for {what}"),
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_long());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    io::Read::read_to_end(&mut io::Read::take(file, limit + 1), &mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_long());
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_bounded_text(path: &Path, limit: u64, what: &str) -> io::Result<String> {
+    String::from_utf8(read_bounded(path, limit, what)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +344,23 @@ mod tests {
             "{}",
             err.source
         );
+    }
+
+    #[test]
+    fn bounded_reads_refuse_devices_fifos_and_long_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let zero = dir.path().join("zero.ipc");
+        symlink("/dev/zero", &zero).unwrap();
+        let err = read_bounded(&zero, 10, "a clause file").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let fifo = dir.path().join("fifo.ipc");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(read_bounded(&fifo, 10, "a clause file").is_err());
+        let long = dir.path().join("long.ipc");
+        fs::write(&long, [b'x'; 11]).unwrap();
+        let err = read_bounded(&long, 10, "a clause file").unwrap_err();
+        assert!(err.to_string().contains("limit of 10 bytes"), "{err}");
+        assert_eq!(read_bounded(&long, 11, "a clause file").unwrap().len(), 11);
     }
 
     #[test]

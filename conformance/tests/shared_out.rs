@@ -49,8 +49,7 @@ fn planted_symlinks_in_the_out_folder_are_never_written_through() {
         assert!(meta.is_file(), "{name} is a regular file of this run");
     }
     let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert!(!v["results"].as_array().unwrap().is_empty());
 }
 
