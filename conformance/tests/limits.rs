@@ -244,3 +244,29 @@ fn list_prints_a_clause_id_longer_than_a_format_width() {
     assert!(stdout(&o).contains(&id));
     assert!(stdout(&o).contains("1 clause"));
 }
+
+#[test]
+fn a_large_expectations_file_is_read_in_linear_time() {
+    // Entries far apart (long comments between them): finding each key's
+    // line by counting from the start of the file cost time in the square
+    // of the file's size.
+    let padding = "# a comment line that only takes room in the file\n".repeat(60);
+    let mut text = String::new();
+    for i in 0..600 {
+        text.push_str(&padding);
+        text.push_str(&format!(
+            "[[expect]]\nclause = \"mem.x{i}\"\nbackend = \"cuda\"\noutcome = \"NotSupported\"\nreason = \"r\"\n"
+        ));
+    }
+    // The last entry is wrong: its line must still be found.
+    text.push_str("[[expect]]\nclause = \"mem.y\"\nbogus = \"1\"\n");
+    let bogus_line = text.lines().count();
+    let start = Instant::now();
+    let err = ipc_conformance::expectations::Expectations::parse(&text, Path::new("big.toml"))
+        .unwrap_err();
+    let elapsed = start.elapsed();
+    assert!(err.to_string().contains("bogus"), "{err}");
+    assert!(err.to_string().contains(&format!(":{bogus_line}")), "{err}");
+    eprintln!("{} bytes in {elapsed:?}", text.len());
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+}
