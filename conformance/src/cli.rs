@@ -1,7 +1,8 @@
 //! The `ipc-conformance` command line.
 //!
 //! Exit codes: 0 success (every clause Pass or NotSupported), 1 failures (or
-//! differences, or broken clauses in `list`), 2 usage and I/O errors. Bad
+//! differences, or broken clauses in `list`), 2 usage and I/O errors, 3 the
+//! requested backend cannot run at all (`run`, `differential`). Bad
 //! input never panics: it is a message on stderr and exit 2.
 
 use crate::backend::{self, BackendKind, SimSettings};
@@ -47,6 +48,8 @@ macro_rules! warn {
         the source tree's conformance/clauses/ (compiled in); clauses/ next to the \
         executable; ./clauses; ./conformance/clauses.\n\n\
         Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors; \
+        3 the requested backend cannot run at all (no driver, no device: every clause NotSupported; \
+        --allow-unsupported accepts it); \
         130 run interrupted (SIGINT/SIGTERM; the reports hold what ran)."
 )]
 pub struct Cli {
@@ -189,6 +192,10 @@ pub struct RunArgs {
         requires = "expectations"
     )]
     pub flaky_retries: u32,
+    /// Exit 0, not 3, when the backend cannot run at all (no driver, no
+    /// device: every clause NotSupported).
+    #[arg(long)]
+    pub allow_unsupported: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -238,6 +245,10 @@ pub struct DifferentialArgs {
     /// Compare only shard K of N of the selected clauses (as `run --shard`).
     #[arg(long, value_name = "K/N")]
     pub shard: Option<crate::shard::Shard>,
+    /// Exit 0, not 3, when the real backend cannot run at all (no driver,
+    /// no device: nothing compared).
+    #[arg(long)]
+    pub allow_unsupported: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -553,6 +564,15 @@ fn cmd_run(a: &RunArgs) -> CmdResult {
             crate::interrupt::interrupted_line(report.results.len(), total)
         );
         return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
+    let unavailable = crate::availability::unavailable(
+        &report.run.backend,
+        report.run.device_count,
+        &report.results,
+    );
+    if let (Some(why), false) = (unavailable, a.allow_unsupported) {
+        warn!("ipc-conformance: {why} (exit 3; --allow-unsupported accepts this)");
+        return Ok(crate::EXIT_BACKEND_UNAVAILABLE);
     }
     Ok(report.exit_code())
 }
@@ -1068,6 +1088,15 @@ fn cmd_differential(a: &DifferentialArgs) -> CmdResult {
         "reports: {} (differential.json, differential.md)",
         a.out.display()
     );
+    let unavailable = crate::availability::unavailable(
+        &diff.real.backend,
+        diff.real.device_count,
+        &diff.real_results,
+    );
+    if let (Some(why), false) = (unavailable, a.allow_unsupported) {
+        warn!("ipc-conformance: {why} (exit 3; --allow-unsupported accepts this)");
+        return Ok(crate::EXIT_BACKEND_UNAVAILABLE);
+    }
     Ok(diff.exit_code())
 }
 

@@ -14,6 +14,7 @@
 //! The result vocabulary is [`ipc_harness::Status`]: Pass, Fail,
 //! NotSupported, Crash, Timeout, Broken.
 
+pub mod availability;
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
@@ -45,3 +46,6 @@ pub const EXIT_FAILURES: u8 = 1;
 /// Exit code: usage or I/O error (bad arguments, unreadable directories,
 /// unwritable output).
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code 3: the requested backend cannot run at all (no driver, no
+/// device) and the user did not accept that (`--allow-unsupported`).
+pub use availability::EXIT_BACKEND_UNAVAILABLE;
