@@ -710,8 +710,12 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
         // Programs use the devices the machine has (the simulator's default
         // machine has two).
         max_devices: settings.devices.unwrap_or(2),
+        stop_on_signal: true,
         ..ExploreOptions::default()
     };
+    // SIGINT/SIGTERM: finish the case in progress, write the summary, exit
+    // 130, as `run` does.
+    let signals = crate::interrupt::install()?;
     let bar = if a.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -747,10 +751,20 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     };
     bar.finish_and_clear();
     write_explore_summary(&summary, &a.out)?;
+    drop(signals);
     if summary.stopped_early {
         say!("stopped by --time-limit-s before {} cases", a.cases);
     }
     say!("reports: {} (summary.json, summary.md)", a.out.display());
+    if summary.interrupted {
+        say!(
+            "interrupted by {} after {} of {} cases (the summary holds them)",
+            crate::interrupt::signal_name().unwrap_or("a signal"),
+            summary.cases,
+            a.cases
+        );
+        return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
     Ok(if summary.findings.is_empty() {
         EXIT_OK
     } else {
