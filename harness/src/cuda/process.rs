@@ -175,11 +175,23 @@ impl WorkerProxy {
         for (k, v) in env {
             command.env(k, v);
         }
+        let parent_pid = std::process::id() as nix::libc::pid_t;
         // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe calls (dup2, fcntl) on descriptor numbers.
+        // makes async-signal-safe calls (prctl, getppid, dup2, fcntl).
         unsafe {
             command.pre_exec(move || {
                 use nix::libc;
+                // A worker dies with its parent (a CI timeout's kill -9, a
+                // second Ctrl-C): it must not keep its GPU context under
+                // PID 1. The signal follows the thread that spawns, which
+                // is the thread owning the backend and its machines. A
+                // parent already gone before prctl is caught by getppid.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent_pid {
+                    return Err(std::io::Error::other("the parent exited"));
+                }
                 if child_fd == WORKER_FD {
                     let flags = libc::fcntl(child_fd, libc::F_GETFD);
                     if flags < 0
