@@ -95,6 +95,7 @@ mod local;
 mod pool;
 mod process;
 pub mod protocol;
+mod stop;
 pub mod worker;
 
 pub use backend::{
@@ -108,4 +109,5 @@ pub use process::{
     WORKER_FD,
 };
 pub use protocol::{ProbeReport, Reply, Request, Response, WireError};
+pub use stop::{clear_stop, request_stop, stop_requested, STOP_GRACE};
 pub use worker::{worker_main, EXIT_BAD_SETUP, EXIT_PROTOCOL, WORKER_FD_ENV};

@@ -315,7 +315,29 @@ impl WorkerProxy {
         if let Some(e) = self.stopped_error() {
             return Err(e);
         }
-        match self.replies.recv_timeout(timeout) {
+        // Wait in short slices so that a stop (SIGINT) cuts the wait to
+        // STOP_GRACE instead of the whole step timeout.
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut stop_deadline: Option<Instant> = None;
+        let received = loop {
+            let now = Instant::now();
+            if super::stop_requested() {
+                stop_deadline.get_or_insert(now + super::STOP_GRACE);
+            }
+            let until = stop_deadline.map_or(deadline, |s| s.min(deadline));
+            if now >= until {
+                break Err(RecvTimeoutError::Timeout);
+            }
+            match self
+                .replies
+                .recv_timeout((until - now).min(Duration::from_millis(100)))
+            {
+                Err(RecvTimeoutError::Timeout) => continue,
+                other => break other,
+            }
+        };
+        match received {
             Ok(Ok((payload, fds))) => match serde_json::from_slice::<Response>(&payload) {
                 Ok(Ok(reply)) => Ok((reply, fds)),
                 Ok(Err(WireError::Api(code))) => {
@@ -338,8 +360,9 @@ impl WorkerProxy {
             Ok(Err(e)) => Err(self.broken(format!("bad frame in answer to {what}: {e}"))),
             Err(RecvTimeoutError::Timeout) => {
                 self.kill_and_reap();
+                let waited = started.elapsed().min(timeout);
                 let loss = ProcessLoss::TimedOut {
-                    after_ms: timeout.as_millis().min(u64::MAX as u128) as u64,
+                    after_ms: waited.as_millis().min(u64::MAX as u128) as u64,
                 };
                 self.state = State::Lost(loss.clone());
                 Err(DriverError::Lost(loss))

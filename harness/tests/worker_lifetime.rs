@@ -1,5 +1,6 @@
-//! A worker dies with its parent: a parent killed with SIGKILL (a CI
-//! timeout) while a worker hangs leaves no worker behind under PID 1.
+//! Workers end when they should: a parent killed with SIGKILL (a CI
+//! timeout) while a worker hangs leaves no worker behind under PID 1, and a
+//! stop (SIGINT) does not wait a hung worker's whole step timeout.
 #![cfg(feature = "cuda")]
 
 use ipc_harness::cuda::{WorkerCommand, WorkerProxy};
@@ -82,4 +83,41 @@ fn a_worker_dies_when_its_parent_is_killed() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = std::fs::remove_file(&pid_file);
+}
+
+/// A stop (SIGINT in `run`) cuts a wait on a hung worker to the stop grace,
+/// not the step timeout, and the step is a Timeout.
+#[test]
+fn a_stop_ends_a_wait_on_a_hung_worker_within_the_grace() {
+    use ipc_harness::{DriverError, ProcessLoss};
+    if std::env::var_os(PARENT_ENV).is_some() {
+        return;
+    }
+    let hang = WorkerCommand::new("/bin/sh", ["-c", "exec sleep 600"]);
+    let mut proxy = WorkerProxy::spawn(
+        "hung",
+        Dialect::Runtime,
+        Duration::from_secs(60),
+        &hang,
+        &[],
+    )
+    .unwrap();
+    let stopper = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(300));
+        ipc_harness::cuda::request_stop();
+    });
+    let start = Instant::now();
+    let r = ipc_harness::Driver::device_count(&mut proxy);
+    let waited = start.elapsed();
+    stopper.join().unwrap();
+    ipc_harness::cuda::clear_stop();
+    assert!(
+        matches!(r, Err(DriverError::Lost(ProcessLoss::TimedOut { .. }))),
+        "{r:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "waited {waited:?} with a stop asked"
+    );
+    assert!(waited >= ipc_harness::cuda::STOP_GRACE, "{waited:?}");
 }
