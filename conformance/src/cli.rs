@@ -660,6 +660,13 @@ fn cmd_explore(a: &ExploreArgs) -> CmdResult {
     if a.max_steps == 0 {
         return Err(UsageError("--max-steps must be at least 1".into()));
     }
+    if a.jobs > crate::limits::MAX_EXPLORE_JOBS {
+        return Err(UsageError(format!(
+            "--jobs {} is above the limit of {} threads",
+            a.jobs,
+            crate::limits::MAX_EXPLORE_JOBS
+        )));
+    }
     if a.max_steps > crate::limits::MAX_EXPLORE_STEPS {
         return Err(UsageError(format!(
             "--max-steps {} is above the limit of {} steps",

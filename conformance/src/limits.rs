@@ -33,3 +33,7 @@ pub const MAX_EXPLORE_STEPS: usize = 1024;
 /// (`IPC_CONFORMANCE_WORKER_POOL`); each holds a GPU context, and a clause
 /// uses at most a handful at once.
 pub const MAX_WORKER_POOL: usize = 64;
+
+/// Most threads `explore --jobs` runs (each with its own backends and, on a
+/// real backend, its own worker processes).
+pub const MAX_EXPLORE_JOBS: usize = 256;

@@ -162,6 +162,21 @@ fn explore_refuses_max_steps_above_the_limit() {
     ]);
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("limit of 1024 steps"), "{}", stderr(&o));
+    let o = cli(&[
+        "explore",
+        "--cases",
+        "1",
+        "--jobs",
+        "100000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("limit of 256 threads"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[cfg(feature = "cuda")]
