@@ -30,6 +30,9 @@ use std::path::{Path, PathBuf};
 /// The lock file a report set is written under, in the report folder.
 pub const LOCK_FILE: &str = ".ipc-conformance.lock";
 
+/// How long [`DirLock`] waits for a lock another process holds.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The suffix of every temporary file (the prefix is `.NAME.`).
 const TMP_SUFFIX: &str = ".ipc-tmp";
 
@@ -165,11 +168,38 @@ impl DirLock {
                 ),
             });
         }
-        let lock = nix::fcntl::Flock::lock(file, how).map_err(|(_, errno)| PathError {
-            path: path.clone(),
-            source: io::Error::from(errno),
-        })?;
-        Ok(DirLock { _lock: lock })
+        // A writer holds the lock for milliseconds; a lock held much longer
+        // (another user's process in a shared folder) is an error, not a
+        // run that waits forever.
+        let nonblocking = match how {
+            nix::fcntl::FlockArg::LockShared => nix::fcntl::FlockArg::LockSharedNonblock,
+            _ => nix::fcntl::FlockArg::LockExclusiveNonblock,
+        };
+        let started = std::time::Instant::now();
+        let mut file = file;
+        loop {
+            match nix::fcntl::Flock::lock(file, nonblocking) {
+                Ok(lock) => return Ok(DirLock { _lock: lock }),
+                Err((f, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < LOCK_WAIT => {
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((_, errno)) => {
+                    let source = if errno == nix::errno::Errno::EWOULDBLOCK {
+                        io::Error::new(
+                            io::ErrorKind::WouldBlock,
+                            format!(
+                                "another process has held the lock for more than {} s",
+                                LOCK_WAIT.as_secs()
+                            ),
+                        )
+                    } else {
+                        io::Error::from(errno)
+                    };
+                    return Err(PathError { path, source });
+                }
+            }
+        }
     }
 }
 
