@@ -77,6 +77,12 @@ pub fn sim_config(settings: &SimSettings) -> Result<SimConfig, String> {
         if devices == 0 {
             return Err("--sim-devices must be at least 1".into());
         }
+        let limit = ipc_harness::scenario::limits::MAX_DEVICES;
+        if devices > limit {
+            return Err(format!(
+                "--sim-devices {devices} is above the limit of {limit} devices"
+            ));
+        }
         config.devices = devices;
     }
     if let Some(profile) = settings.profile {
@@ -135,9 +141,18 @@ fn cuda_backend(reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
     let backend = CudaBackend::new(worker);
     // Pre-started workers per (dialect, device); 0 starts each one on demand.
     let backend = match std::env::var(WORKER_POOL_ENV) {
-        Ok(v) => backend.with_pool_size(v.trim().parse().map_err(|_| {
-            format!("{WORKER_POOL_ENV}={v}: expected a number of idle workers (0 = no pool)")
-        })?),
+        Ok(v) => {
+            let limit = crate::limits::MAX_WORKER_POOL;
+            let size: usize = v.trim().parse().map_err(|_| {
+                format!("{WORKER_POOL_ENV}={v}: expected a number of idle workers (0 = no pool)")
+            })?;
+            if size > limit {
+                return Err(format!(
+                    "{WORKER_POOL_ENV}={v}: above the limit of {limit} idle workers"
+                ));
+            }
+            backend.with_pool_size(size)
+        }
         Err(_) => backend,
     };
     // Opt-in: IPC_CONFORMANCE_REUSE_WORKERS=1 pools cleanly reset workers again.

@@ -514,12 +514,15 @@ impl Catalogue {
         collect_ipc_files(dir, &mut files, 0)?;
         files.sort();
         let sources = files.into_iter().map(|path| {
-            let text = std::fs::read(&path)
-                .map_err(|e| format!("{}: cannot read file: {e}", path.display()))
-                .and_then(|bytes| {
-                    String::from_utf8(bytes)
-                        .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
-                });
+            let text = crate::safe_fs::read_bounded(
+                &path,
+                crate::limits::MAX_CLAUSE_FILE_BYTES,
+                "a clause file",
+            )
+            .map_err(|e| format!("{}: cannot read file: {e}", path.display()))
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
+            });
             (path, text)
         });
         Ok(Catalogue::from_sources(dir, sources))

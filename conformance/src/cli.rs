@@ -1,7 +1,8 @@
 //! The `ipc-conformance` command line.
 //!
 //! Exit codes: 0 success (every clause Pass or NotSupported), 1 failures (or
-//! differences, or broken clauses in `list`), 2 usage and I/O errors. Bad
+//! differences, or broken clauses in `list`), 2 usage and I/O errors, 3 the
+//! requested backend cannot run at all (`run`, `differential`). Bad
 //! input never panics: it is a message on stderr and exit 2.
 
 use crate::backend::{self, BackendKind, SimSettings};
@@ -60,6 +61,8 @@ Environment:
         Clauses, first match wins: --clauses DIR; $IPC_CONFORMANCE_CLAUSES; \
         the catalogue compiled into this binary.\n\n\
         Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors; \
+        3 the requested backend cannot run at all (no driver, no device: every clause NotSupported; \
+        --allow-unsupported accepts it); \
         101 internal error (a bug: please report it); \
         130 run interrupted (SIGINT/SIGTERM; the reports hold what ran).",
     after_long_help = ENVIRONMENT_HELP
@@ -318,6 +321,10 @@ pub struct RunArgs {
         requires = "expectations"
     )]
     pub flaky_retries: u32,
+    /// Exit 0, not 3, when the backend cannot run at all (no driver, no
+    /// device: every clause NotSupported).
+    #[arg(long)]
+    pub allow_unsupported: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -360,6 +367,10 @@ pub struct DifferentialArgs {
     /// Compare only shard K of N of the selected clauses (as `run --shard`).
     #[arg(long, value_name = "K/N")]
     pub shard: Option<crate::shard::Shard>,
+    /// Exit 0, not 3, when the real backend cannot run at all (no driver,
+    /// no device: nothing compared).
+    #[arg(long)]
+    pub allow_unsupported: bool,
 }
 
 /// `explore`: a mode, or the `generate` options directly (the default mode).
@@ -657,9 +668,9 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
             .unwrap_or(4)
             .max(4);
         say!(
-            "  {:<id_w$}  {:<kind_w$}  {:>3}  TITLE",
-            "ID",
-            "KIND",
+            "  {}  {}  {:>3}  TITLE",
+            pad("ID", id_w),
+            pad("KIND", kind_w),
             "DEV"
         );
         for c in &clauses {
@@ -671,8 +682,9 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
             let kind = c.kind.map(|k| k.as_str()).unwrap_or("?");
             let flag = if c.is_broken() { "!" } else { " " };
             say!(
-                "{flag} {:<id_w$}  {kind:<kind_w$}  {devices:>3}  {}",
-                c.id,
+                "{flag} {}  {}  {devices:>3}  {}",
+                pad(&c.id, id_w),
+                pad(kind, kind_w),
                 c.title
             );
             if c.is_broken() {
@@ -703,6 +715,18 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
         );
     }
     Ok(if broken > 0 { EXIT_FAILURES } else { EXIT_OK })
+}
+
+/// `text` padded with spaces to `width` characters. A format width (`{:<w$}`)
+/// panics above 65,535; a clause id has no such bound.
+fn pad(text: &str, width: usize) -> String {
+    let mut s = String::with_capacity(width.max(text.len()));
+    s.push_str(text);
+    s.extend(std::iter::repeat_n(
+        ' ',
+        width.saturating_sub(text.chars().count()),
+    ));
+    s
 }
 
 // ---------------------------------------------------------------------------
@@ -774,6 +798,15 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
             crate::interrupt::interrupted_line(report.results.len(), total)
         );
         return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
+    let unavailable = crate::availability::unavailable(
+        &report.run.backend,
+        report.run.device_count,
+        &report.results,
+    );
+    if let (Some(why), false) = (unavailable, a.allow_unsupported) {
+        warn!("ipc-conformance: {why} (exit 3; --allow-unsupported accepts this)");
+        return Ok(crate::EXIT_BACKEND_UNAVAILABLE);
     }
     Ok(exit_code(&report))
 }
@@ -891,6 +924,20 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
         return Err(UsageError("--max-steps must be at least 1".into()));
     }
     let c = &a.common;
+    if a.jobs > crate::limits::MAX_EXPLORE_JOBS {
+        return Err(UsageError(format!(
+            "--jobs {} is above the limit of {} threads",
+            a.jobs,
+            crate::limits::MAX_EXPLORE_JOBS
+        )));
+    }
+    if a.max_steps > crate::limits::MAX_EXPLORE_STEPS {
+        return Err(UsageError(format!(
+            "--max-steps {} is above the limit of {} steps",
+            a.max_steps,
+            crate::limits::MAX_EXPLORE_STEPS
+        )));
+    }
     if a.record.is_some() && c.backend == BackendKind::Sim {
         return Err(UsageError(
             "--record keeps real traces: it needs --backend cuda".into(),
@@ -928,8 +975,12 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
         // Programs use the devices the machine has (the simulator's default
         // machine has two).
         max_devices: settings.devices.unwrap_or(2),
+        stop_on_signal: true,
         ..ExploreOptions::default()
     };
+    // SIGINT/SIGTERM: finish the case in progress, write the summary, exit
+    // 130, as `run` does.
+    let signals = crate::interrupt::install()?;
     let bar = if g.quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -965,10 +1016,20 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
     };
     bar.finish_and_clear();
     write_explore_summary(&summary, &c.out)?;
+    drop(signals);
     if summary.stopped_early {
         say!("stopped by --time-limit-s before {} cases", a.cases);
     }
     say!("reports: {} (summary.json, summary.md)", c.out.display());
+    if summary.interrupted {
+        say!(
+            "interrupted by {} after {} of {} cases (the summary holds them)",
+            crate::interrupt::signal_name().unwrap_or("a signal"),
+            summary.cases,
+            a.cases
+        );
+        return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
     Ok(if summary.findings.is_empty() {
         EXIT_OK
     } else {
@@ -996,11 +1057,16 @@ fn write_explore_summary(summary: &crate::explore::Summary, out: &Path) -> Resul
     if let Some(e) = &summary.record_error {
         warn!("--record stopped: {e}");
     }
-    report::write_atomic(
-        &out.join("summary.json"),
-        serde_json::to_string_pretty(summary)?.as_bytes(),
-    )?;
-    report::write_atomic(&out.join("summary.md"), summary.markdown().as_bytes())?;
+    let json = serde_json::to_string_pretty(summary)?;
+    let markdown = summary.markdown();
+    crate::safe_fs::write_set(
+        out,
+        &[
+            ("summary.md", markdown.as_bytes()),
+            ("summary.json", json.as_bytes()),
+        ],
+    )
+    .map_err(report::ReportError::from)?;
     say!("{}", summary.line());
     Ok(())
 }
@@ -1283,14 +1349,16 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
             n.reason.lines().next().unwrap_or("")
         );
     }
-    report::write_atomic(
-        &a.out.join("differential.json"),
-        differential::to_json(&diff)?.as_bytes(),
-    )?;
-    report::write_atomic(
-        &a.out.join("differential.md"),
-        differential::to_markdown(&diff).as_bytes(),
-    )?;
+    let json = differential::to_json(&diff)?;
+    let markdown = differential::to_markdown(&diff);
+    crate::safe_fs::write_set(
+        &a.out,
+        &[
+            ("differential.md", markdown.as_bytes()),
+            ("differential.json", json.as_bytes()),
+        ],
+    )
+    .map_err(report::ReportError::from)?;
     say!(
         "{} in {} (seed {})",
         differential::totals_line(&diff),
@@ -1301,6 +1369,15 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
         "reports: {} (differential.json, differential.md)",
         a.out.display()
     );
+    let unavailable = crate::availability::unavailable(
+        &diff.real.backend,
+        diff.real.device_count,
+        &diff.real_results,
+    );
+    if let (Some(why), false) = (unavailable, a.allow_unsupported) {
+        warn!("ipc-conformance: {why} (exit 3; --allow-unsupported accepts this)");
+        return Ok(crate::EXIT_BACKEND_UNAVAILABLE);
+    }
     Ok(diff.exit_code())
 }
 
@@ -1310,10 +1387,7 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
 fn cmd_summary(a: &SummaryArgs) -> CmdResult {
     let mut runs = Vec::new();
     for path in &a.results {
-        let text = crate::compressed::read_to_string(path)
-            .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
-        let run = report::json::from_str(&text)
-            .map_err(|e| UsageError(format!("{}: {e}", path.display())))?;
+        let run = crate::diff::load(path)?;
         runs.push(run);
     }
     let md = report::markdown::summary(&runs);

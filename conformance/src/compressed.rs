@@ -11,21 +11,37 @@ use std::path::{Path, PathBuf};
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Read `path` as UTF-8 text, decompressing it when it is gzipped (told by
-/// its first bytes, not its name). A `path` that does not exist is read
-/// from `path.gz` when that exists, so a report's usual name finds its
-/// compressed copy. Errors are I/O errors: the caller names the file.
+/// its first bytes, not its name), with the results-file limit
+/// ([`crate::limits::MAX_RESULTS_FILE_BYTES`]) on both the stored and the
+/// decompressed size. A `path` that does not exist is read from `path.gz`
+/// when that exists, so a report's usual name finds its compressed copy.
+/// Errors are I/O errors: the caller names the file.
 pub fn read_to_string(path: &Path) -> std::io::Result<String> {
-    let bytes = match std::fs::read(path) {
+    read_to_string_bounded(path, crate::limits::MAX_RESULTS_FILE_BYTES, "a report file")
+}
+
+/// [`read_to_string`] with its own limit: `what` names the input in the
+/// error, and a gzip stream that inflates past `limit` is refused rather
+/// than read (a small file must not become gigabytes in memory).
+pub fn read_to_string_bounded(path: &Path, limit: u64, what: &str) -> std::io::Result<String> {
+    let bytes = match crate::safe_fs::read_bounded(path, limit, what) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::read(gz_sibling(path)).map_err(|_| e)?
+            crate::safe_fs::read_bounded(&gz_sibling(path), limit, what).map_err(|_| e)?
         }
         other => other?,
     };
     if bytes.starts_with(&GZIP_MAGIC) {
         let mut text = String::new();
         flate2::read::GzDecoder::new(&bytes[..])
+            .take(limit + 1)
             .read_to_string(&mut text)
             .map_err(|e| std::io::Error::new(e.kind(), format!("not gzipped UTF-8 text: {e}")))?;
+        if text.len() as u64 > limit {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("decompresses past the limit of {limit} bytes for {what}"),
+            ));
+        }
         Ok(text)
     } else {
         String::from_utf8(bytes)
@@ -78,6 +94,16 @@ mod tests {
         assert_eq!(read_to_string(&dir.join("results.json")).unwrap(), "[1, 2]");
         let missing = read_to_string(&dir.join("absent.json")).unwrap_err();
         assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_gzip_stream_that_inflates_past_the_limit_is_refused() {
+        let dir = scratch("bomb");
+        std::fs::write(dir.join("big.json.gz"), gzip(&"x".repeat(100_000))).unwrap();
+        let err =
+            read_to_string_bounded(&dir.join("big.json.gz"), 10_000, "a test file").unwrap_err();
+        assert!(err.to_string().contains("limit of 10000 bytes"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

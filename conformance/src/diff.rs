@@ -30,8 +30,12 @@ pub const DIFF_SCHEMA_VERSION: u32 = 1;
 /// (I/O error, JSON syntax error with line and column, missing or mistyped
 /// field, unsupported `schema_version`).
 pub fn load(path: &Path) -> Result<RunReport, String> {
-    let text = crate::compressed::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = crate::compressed::read_to_string_bounded(
+        path,
+        crate::limits::MAX_RESULTS_FILE_BYTES,
+        "a results.json",
+    )
+    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     crate::report::json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -10,5 +10,9 @@ pub const EXIT_FAILURES: u8 = 1;
 /// Exit code: usage or I/O error (bad arguments, unreadable directories,
 /// unwritable output).
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code: the requested backend cannot run at all (no driver, no
+/// device) and the user did not accept that (`--allow-unsupported`); the
+/// reports are written, every clause NotSupported.
+pub const EXIT_BACKEND_UNAVAILABLE: u8 = 3;
 /// Exit code: the tool itself panicked (a bug), as Rust programs do.
 pub const EXIT_PANIC: u8 = 101;

@@ -382,7 +382,12 @@ const KEYS: [&str; 10] = [
 impl Expectations {
     /// Read and parse `path`.
     pub fn load(path: &Path) -> Result<Expectations, ExpectationsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ExpectationsError {
+        let text = crate::safe_fs::read_bounded_text(
+            path,
+            crate::limits::MAX_EXPECTATIONS_FILE_BYTES,
+            "an expectations file",
+        )
+        .map_err(|e| ExpectationsError {
             file: path.display().to_string(),
             problems: vec![Problem {
                 entry: None,
@@ -419,20 +424,44 @@ impl Expectations {
     }
 }
 
-/// 1-based line of byte `offset` in `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+/// Line and column of byte offsets in one text, found by binary search in
+/// the newline offsets counted once (counting from the start of the file
+/// for every key made large files quadratic).
+struct LineIndex<'t> {
+    text: &'t str,
+    newlines: Vec<usize>,
 }
 
-fn column_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    let start = text[..end].rfind('\n').map(|i| i + 1).unwrap_or(0);
-    text[start..end].chars().count() + 1
+impl<'t> LineIndex<'t> {
+    fn new(text: &'t str) -> LineIndex<'t> {
+        let newlines = text
+            .bytes()
+            .enumerate()
+            .filter(|&(_, b)| b == b'\n')
+            .map(|(i, _)| i)
+            .collect();
+        LineIndex { text, newlines }
+    }
+
+    /// 1-based line of byte `offset`.
+    fn line(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        self.newlines.partition_point(|&n| n < end) + 1
+    }
+
+    /// 1-based column (in characters) of byte `offset`.
+    fn column(&self, offset: usize) -> usize {
+        let end = offset.min(self.text.len());
+        let line = self.line(end);
+        let start = if line == 1 {
+            0
+        } else {
+            self.newlines[line - 2] + 1
+        };
+        self.text
+            .get(start..end)
+            .map_or(1, |s| s.chars().count() + 1)
+    }
 }
 
 /// Entries sorted by where they appear (the table's own order is by key).
@@ -448,13 +477,14 @@ fn in_file_order<'a, 'i>(
 }
 
 fn parse_entries(text: &str) -> Result<Vec<Entry>, Vec<Problem>> {
+    let lines = LineIndex::new(text);
     let doc = DeTable::parse(text).map_err(|e| {
         let (line, message) = match e.span() {
             Some(span) => (
-                Some(line_of(text, span.start)),
+                Some(lines.line(span.start)),
                 format!(
                     "column {}: TOML syntax error: {}",
-                    column_of(text, span.start),
+                    lines.column(span.start),
                     e.message()
                 ),
             ),
@@ -469,7 +499,7 @@ fn parse_entries(text: &str) -> Result<Vec<Entry>, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut entries = Vec::new();
     for (key, value) in in_file_order(doc.get_ref()) {
-        let line = Some(line_of(text, key.span().start));
+        let line = Some(lines.line(key.span().start));
         if key.get_ref().as_ref() != "expect" {
             problems.push(Problem {
                 entry: None,
@@ -494,9 +524,9 @@ fn parse_entries(text: &str) -> Result<Vec<Entry>, Vec<Problem>> {
         };
         for (i, item) in array.iter().enumerate() {
             let index = i + 1;
-            let entry_line = line_of(text, item.span().start);
+            let entry_line = lines.line(item.span().start);
             match item.get_ref().as_table() {
-                Some(table) => match parse_entry(text, index, entry_line, table) {
+                Some(table) => match parse_entry(&lines, index, entry_line, table) {
                     Ok(e) => entries.push(e),
                     Err(mut ps) => {
                         ps.sort_by_key(|p| p.line);
@@ -522,7 +552,7 @@ fn parse_entries(text: &str) -> Result<Vec<Entry>, Vec<Problem>> {
 }
 
 fn parse_entry(
-    text: &str,
+    lines: &LineIndex<'_>,
     index: usize,
     entry_line: usize,
     table: &DeTable<'_>,
@@ -539,7 +569,7 @@ fn parse_entry(
     let mut values: BTreeMap<&str, (String, usize)> = BTreeMap::new();
     for (key, value) in in_file_order(table) {
         let name = key.get_ref().as_ref();
-        let line = line_of(text, key.span().start);
+        let line = lines.line(key.span().start);
         let Some(known) = KEYS.iter().find(|k| **k == name) else {
             problem(
                 line,

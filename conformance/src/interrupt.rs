@@ -14,6 +14,11 @@
 //! `SA_RESTART` keeps system calls of the clause in progress from failing
 //! with EINTR.
 //!
+//! A step of the real backend in progress when the signal comes waits at
+//! most `ipc_harness::cuda::STOP_GRACE` (2 s) more for its worker, not the
+//! whole step timeout; a worker that has not answered by then is killed and
+//! the step is a Timeout.
+//!
 //! Workers of the real backend (`ipc-conformance worker`) ignore SIGINT
 //! ([`ignore_sigint_in_worker`]): a Ctrl-C at a terminal reaches the whole
 //! foreground process group, and the clause in progress must be able to
@@ -35,6 +40,10 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 extern "C" fn on_signal(sig: nix::libc::c_int) {
     SIGNAL.store(sig, Ordering::SeqCst);
     REQUESTED.store(true, Ordering::SeqCst);
+    // A real backend's step in progress waits at most its stop grace more,
+    // not the whole step timeout (an atomic store as well).
+    #[cfg(feature = "cuda")]
+    ipc_harness::cuda::request_stop();
 }
 
 /// Whether a stop was requested since [`install`] (or [`reset`]).
@@ -63,6 +72,8 @@ pub fn request() {
 pub fn reset() {
     REQUESTED.store(false, Ordering::SeqCst);
     SIGNAL.store(0, Ordering::SeqCst);
+    #[cfg(feature = "cuda")]
+    ipc_harness::cuda::clear_stop();
 }
 
 /// The installed handlers; dropping it restores the previous ones.

@@ -26,6 +26,7 @@
 //! surface. The differential comparison, panic capture, exit codes (see
 //! the `EXIT_*` constants) and host facts are internal.
 
+pub mod availability;
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
@@ -38,16 +39,18 @@ pub mod explore;
 pub mod filter;
 mod guard;
 pub mod interrupt;
+pub mod limits;
 pub mod model;
 pub mod portability;
 pub mod report;
 pub mod runner;
+pub mod safe_fs;
 pub mod shard;
 mod sysinfo;
 pub mod trace_check;
 pub mod trace_cmd;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};
-pub use exit::{EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
+pub use exit::{EXIT_BACKEND_UNAVAILABLE, EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
 pub use filter::Filter;
 pub use model::{ClauseResult, RunInfo, RunReport, TOOL_VERSION};

@@ -45,6 +45,12 @@ impl Shard {
                 "shard {index}/{count}: the number of shards N must be at least 1"
             ));
         }
+        if count > crate::limits::MAX_SHARDS {
+            return Err(format!(
+                "shard {index}/{count}: N is above the limit of {} shards",
+                crate::limits::MAX_SHARDS
+            ));
+        }
         if index == 0 || index > count {
             return Err(format!(
                 "shard {index}/{count}: K must be between 1 and N (shards are numbered from 1)"
@@ -257,7 +263,12 @@ pub fn merge(inputs: Vec<(String, RunReport)>, force: bool) -> Result<Merged, St
                         res.id, res.dialect, inputs[j].0, path
                     ));
                 }
-                Some(_) => {}
+                Some(_) => {
+                    return Err(format!(
+                        "cannot merge: {} [{}] is in {} twice (a results.json holds each clause and dialect once)",
+                        res.id, res.dialect, path
+                    ));
+                }
                 None => {
                     owner.insert(k, i);
                 }

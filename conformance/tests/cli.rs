@@ -339,7 +339,9 @@ fn summary_combines_results_files() {
 }
 
 /// CI has no GPU: the real backend reports every clause NotSupported with
-/// the reason, and that is a success.
+/// the reason, writes the reports, and exits 3 (the backend cannot run at
+/// all), a success only with --allow-unsupported or expectations entries
+/// that expect NotSupported.
 #[cfg(feature = "cuda")]
 #[test]
 fn cuda_without_a_gpu_is_not_supported_everywhere() {
@@ -353,7 +355,54 @@ fn cuda_without_a_gpu_is_not_supported_everywhere() {
         // A machine with a GPU: nothing to check here.
         return;
     }
-    assert_eq!(code(&o), 0, "{text}{}", stderr(&o));
+    assert_eq!(code(&o), 3, "{text}{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot run at all") && stderr(&o).contains("--allow-unsupported"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[
+        "run",
+        "--backend",
+        "cuda",
+        "--allow-unsupported",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let expect = scratch("cuda-expect").join("cpu.toml");
+    std::fs::write(
+        &expect,
+        "[[expect]]\nclause = \"*\"\nbackend = \"cuda\"\noutcome = \"NotSupported\"\nreason = \"a CPU runner\"\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "run",
+        "--backend",
+        "cuda",
+        "--expectations",
+        expect.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let o = run(&[
+        "differential",
+        "--filter",
+        "mem.open",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let o = run(&[
+        "differential",
+        "--filter",
+        "mem.open",
+        "--allow-unsupported",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
     for r in results {
         assert_eq!(r["status"], "NotSupported", "{r}");
         assert!(!r["message"].as_str().unwrap().is_empty(), "{r}");
@@ -434,6 +483,7 @@ fn the_hip_dialect_is_not_supported_on_the_cuda_backend() {
         "hip",
         "--filter",
         "mem.open.*",
+        "--allow-unsupported",
         "--out",
         out.to_str().unwrap(),
     ]);

@@ -221,27 +221,43 @@ fn a_writer_that_fails_midway_leaves_complete_files() {
         &mut runner::Silent,
     );
 
-    // The second file cannot be written (its temp name is a directory):
-    // results.json is the new complete one, junit.xml the old one.
+    // One member of the set cannot be switched (a folder is in the way of
+    // junit.xml): nothing is, the old results.json and summary.md stay.
     let out = scratch("second-fails");
     std::fs::write(out.join("results.json"), old_report().to_string()).unwrap();
-    std::fs::write(out.join("junit.xml"), "<old/>").unwrap();
-    std::fs::create_dir(out.join("junit.xml.tmp")).unwrap();
+    std::fs::write(out.join("summary.md"), "old summary").unwrap();
+    std::fs::create_dir(out.join("junit.xml")).unwrap();
     let err = report::write_run(&out, &report).unwrap_err();
     assert!(err.to_string().contains("junit.xml"), "{err}");
-    let v = complete(&out.join("results.json"));
-    assert_eq!(v["results"].as_array().unwrap().len(), 3);
+    assert_eq!(complete(&out.join("results.json")), old_report());
     assert_eq!(
-        std::fs::read_to_string(out.join("junit.xml")).unwrap(),
-        "<old/>"
+        std::fs::read_to_string(out.join("summary.md")).unwrap(),
+        "old summary"
     );
+    assert_eq!(leftover_temporaries(&out), Vec::<String>::new());
 
-    // The first file cannot be written: the old results.json stays whole.
+    // A name planted where older versions put their temporary file is
+    // neither used nor in the way.
     let out = scratch("first-fails");
     std::fs::write(out.join("results.json"), old_report().to_string()).unwrap();
     std::fs::create_dir(out.join("results.json.tmp")).unwrap();
-    assert!(report::write_run(&out, &report).is_err());
-    assert_eq!(complete(&out.join("results.json")), old_report());
+    report::write_run(&out, &report).unwrap();
+    assert_eq!(
+        complete(&out.join("results.json"))["results"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+/// Temporary files (`.NAME.*.ipc-tmp`) in a report folder.
+fn leftover_temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".ipc-tmp"))
+        .collect()
 }
 
 /// SIGKILL (no handler can run) at many moments of a run, including while
@@ -283,4 +299,12 @@ fn a_killed_run_never_leaves_a_truncated_results_json() {
             "after {delay:?}: {v}"
         );
     }
+    // Temporary files a killed writer left are removed by the next run.
+    let o = Command::new(BIN)
+        .args(["run", "-q", "--clauses", clauses.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(leftover_temporaries(&out), Vec::<String>::new());
 }

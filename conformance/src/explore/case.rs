@@ -42,6 +42,10 @@ pub struct ExploreOptions {
     pub record_devices: Option<u32>,
     /// Devices generated programs may use (the machine's; 2 at most).
     pub max_devices: u32,
+    /// Start no new case once SIGINT or SIGTERM asked to stop
+    /// ([`crate::interrupt`]; the command line sets it, library callers
+    /// need not).
+    pub stop_on_signal: bool,
 }
 
 impl Default for ExploreOptions {
@@ -59,6 +63,7 @@ impl Default for ExploreOptions {
             record: None,
             record_devices: None,
             max_devices: 2,
+            stop_on_signal: false,
         }
     }
 }
@@ -110,6 +115,9 @@ pub struct Summary {
     pub reached: Reached,
     /// The time limit stopped the run before `--cases` cases.
     pub stopped_early: bool,
+    /// SIGINT or SIGTERM stopped the run after the case in progress.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// `--replay`: each case that differs, with its first differing step.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differing: Vec<DifferingCase>,
@@ -194,6 +202,12 @@ impl Summary {
         use std::fmt::Write;
         let mut s = String::from("# explore\n\n");
         let _ = writeln!(s, "{}\n", self.line());
+        if self.interrupted {
+            let _ = writeln!(
+                s,
+                "Interrupted (SIGINT or SIGTERM): the cases above are those that ran.\n"
+            );
+        }
         let _ = writeln!(
             s,
             "Seed {} · first case {} · steps compared with the real backend: {} · cases not compared: {} · cases that differed: {}\n",

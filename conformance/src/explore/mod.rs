@@ -44,6 +44,10 @@ pub fn explore(
             lock(&shared).summary.stopped_early = true;
             break;
         }
+        if opts.stop_on_signal && crate::interrupt::requested() {
+            lock(&shared).summary.interrupted = true;
+            break;
+        }
         run_case(opts, judge, index, &shared, out);
         let findings = lock(&shared).summary.findings.len();
         progress(index + 1 - opts.first_case, findings);
@@ -77,6 +81,10 @@ pub fn explore_parallel(
     let work = |judge: &Judge<'_>| loop {
         if opts.time_limit.is_some_and(|t| started.elapsed() >= t) {
             lock(&shared).summary.stopped_early = true;
+            break;
+        }
+        if opts.stop_on_signal && crate::interrupt::requested() {
+            lock(&shared).summary.interrupted = true;
             break;
         }
         let index = opts.first_case + next.fetch_add(1, Ordering::SeqCst);
@@ -233,7 +241,8 @@ fn run_case(
     if let Some(dir) = out {
         let name = format!("{}-case{}.ipc", finding.property, id.index);
         let path = dir.join(name);
-        if std::fs::create_dir_all(dir).is_ok() && std::fs::write(&path, &finding.scenario).is_ok()
+        if std::fs::create_dir_all(dir).is_ok()
+            && crate::safe_fs::write_atomic(&path, finding.scenario.as_bytes()).is_ok()
         {
             finding.file = Some(path);
         }

@@ -157,7 +157,11 @@ pub fn recheck_files(
     let mut results = Vec::new();
     let mut list = String::new();
     for (n, path) in files.iter().enumerate() {
-        let outcome = match std::fs::read_to_string(path) {
+        let outcome = match crate::safe_fs::read_bounded_text(
+            path,
+            ipc_harness::scenario::limits::MAX_SCENARIO_FILE_BYTES,
+            "a scenario file",
+        ) {
             Ok(text) => {
                 let id = case_of(&text, n as u64, default.seed, default.dialect);
                 recheck(judge, &text, id, budget)

@@ -62,11 +62,7 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(path: &Path, devices: Option<u32>) -> Recorder {
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
+        match crate::safe_fs::open_append(path) {
             Ok(f) => Recorder {
                 file: Some(f),
                 devices,
@@ -114,12 +110,26 @@ impl Recorder {
 /// Read a `--record` file (gzipped when its name ends in `.gz`). A malformed line is an error naming it; an
 /// unterminated last line (a run killed while writing) is left out.
 pub fn read(path: &Path) -> Result<Vec<Recorded>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    // Committed recordings are gzipped (`.gz`).
+    read_limited(path, crate::limits::MAX_RECORDING_BYTES)
+}
+
+/// [`read`] with `limit` on the file and on what it inflates to.
+pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<Recorded>, String> {
+    let bytes = crate::safe_fs::read_bounded(path, limit, "a recording")
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    // Committed recordings are gzipped (`.gz`); what they inflate to is
+    // bounded as the file itself is.
     let text = if path.extension().is_some_and(|x| x == "gz") {
         let mut s = String::new();
-        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s)
+        let mut inflated = std::io::Read::take(flate2::read::GzDecoder::new(&bytes[..]), limit + 1);
+        std::io::Read::read_to_string(&mut inflated, &mut s)
             .map_err(|e| format!("{}: not gzipped UTF-8 text: {e}", path.display()))?;
+        if s.len() as u64 > limit {
+            return Err(format!(
+                "{}: inflates to more than the limit of {limit} bytes for a recording",
+                path.display()
+            ));
+        }
         s
     } else {
         String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?
@@ -222,7 +232,10 @@ pub fn replay(
                             + &rec.scenario
                             + &side_by_side(a, b);
                         if std::fs::create_dir_all(&dir).is_ok() {
-                            let _ = std::fs::write(dir.join(format!("case{}.ipc", id.index)), text);
+                            let _ = crate::safe_fs::write_atomic(
+                                &dir.join(format!("case{}.ipc", id.index)),
+                                text.as_bytes(),
+                            );
                         }
                     }
                 }
@@ -242,7 +255,10 @@ pub fn replay(
                     + &side_by_side(&a, &b);
                 let dir = dir.join("all");
                 if std::fs::create_dir_all(&dir).is_ok() {
-                    let _ = std::fs::write(dir.join(format!("case{}.ipc", id.index)), text);
+                    let _ = crate::safe_fs::write_atomic(
+                        &dir.join(format!("case{}.ipc", id.index)),
+                        text.as_bytes(),
+                    );
                 }
             }
         }
@@ -320,9 +336,30 @@ fn push(
     };
     if let Some(dir) = out {
         let path = dir.join(format!("{}-case{}.ipc", f.property, id.index));
-        if std::fs::create_dir_all(dir).is_ok() && std::fs::write(&path, &f.scenario).is_ok() {
+        if std::fs::create_dir_all(dir).is_ok()
+            && crate::safe_fs::write_atomic(&path, f.scenario.as_bytes()).is_ok()
+        {
             f.file = Some(path);
         }
     }
     summary.findings.push(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_recording_that_inflates_past_the_limit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bomb.jsonl.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&vec![b'\n'; 64 * 1024]).unwrap();
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let err = read_limited(&path, 4096).unwrap_err();
+        assert!(err.contains("limit of 4096 bytes"), "{err}");
+        // Within the limit the same file is read (blank lines: no cases).
+        assert_eq!(read_limited(&path, 64 * 1024).unwrap().len(), 0);
+    }
 }

@@ -27,7 +27,11 @@ pub fn from_str(text: &str) -> Result<RunReport, String> {
         }
         None => return Err("no schema_version: not a results.json".into()),
     }
-    serde_json::from_value(value).map_err(|e| format!("not a results.json: {e}"))
+    let report: RunReport =
+        serde_json::from_value(value).map_err(|e| format!("not a results.json: {e}"))?;
+    // The totals are derived data: counted again from the results, so a
+    // file whose totals were edited or truncated cannot misreport.
+    Ok(RunReport::new(report.run, report.results))
 }
 
 #[cfg(test)]

@@ -10,57 +10,26 @@ pub mod text;
 pub use error::ReportError;
 
 use crate::model::RunReport;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The default `--out` directory.
 pub const DEFAULT_OUT_DIR: &str = "reports/latest";
 
 /// Write `bytes` to `path` so that readers see either the old file or the
-/// whole new one: write `NAME.tmp` in the same directory, fsync it, rename it
-/// over `path`, then fsync the directory (best effort).
+/// whole new one, never writing through a name planted in a shared folder
+/// (see [`crate::safe_fs`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let io_err = |source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let name = path.file_name().ok_or_else(|| {
-        io_err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path names no file",
-        ))
-    })?;
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let write = || -> io::Result<()> {
-        let mut f: File = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        Ok(())
-    };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&tmp);
-        return Err(io_err(e));
-    }
-    if let Some(dir) = path.parent() {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
+    crate::safe_fs::write_atomic(path, bytes).map_err(ReportError::from)
+}
+
+impl From<crate::safe_fs::PathError> for ReportError {
+    fn from(e: crate::safe_fs::PathError) -> Self {
+        ReportError::Io {
+            path: e.path,
+            source: e.source,
         }
     }
-    Ok(())
 }
 
 /// Create the output directory (and parents).
@@ -83,13 +52,15 @@ pub fn write_run(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportE
             markdown::summary(std::slice::from_ref(report)),
         ),
     ];
-    let mut written = Vec::new();
-    for (name, text) in files {
-        let path = dir.join(name);
-        write_atomic(&path, text.as_bytes())?;
-        written.push(path);
-    }
-    Ok(written)
+    // results.json last: the record readers act on is switched after the
+    // files derived from it.
+    let [results, junit, summary] = &files;
+    let set = [
+        (junit.0, junit.1.as_bytes()),
+        (summary.0, summary.1.as_bytes()),
+        (results.0, results.1.as_bytes()),
+    ];
+    Ok(crate::safe_fs::write_set(dir, &set)?)
 }
 
 #[cfg(test)]

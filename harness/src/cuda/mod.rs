@@ -96,6 +96,7 @@ mod pool;
 mod process;
 pub mod protocol;
 mod spawn;
+mod stop;
 pub mod worker;
 
 pub use backend::{
@@ -110,4 +111,5 @@ pub use process::{
 };
 pub use protocol::{ProbeReport, Reply, Request, Response, WireError};
 pub use spawn::{child_visible_devices, WorkerCommand};
+pub use stop::{clear_stop, request_stop, stop_requested, STOP_GRACE};
 pub use worker::{worker_main, EXIT_BAD_SETUP, EXIT_PROTOCOL, WORKER_FD_ENV};

@@ -175,11 +175,23 @@ impl WorkerProxy {
         for (k, v) in env {
             command.env(k, v);
         }
+        let parent_pid = std::process::id() as nix::libc::pid_t;
         // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe calls (dup2, fcntl) on descriptor numbers.
+        // makes async-signal-safe calls (prctl, getppid, dup2, fcntl).
         unsafe {
             command.pre_exec(move || {
                 use nix::libc;
+                // A worker dies with its parent (a CI timeout's kill -9, a
+                // second Ctrl-C): it must not keep its GPU context under
+                // PID 1. The signal follows the thread that spawns, which
+                // is the thread owning the backend and its machines. A
+                // parent already gone before prctl is caught by getppid.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent_pid {
+                    return Err(std::io::Error::other("the parent exited"));
+                }
                 if child_fd == WORKER_FD {
                     let flags = libc::fcntl(child_fd, libc::F_GETFD);
                     if flags < 0
@@ -303,7 +315,29 @@ impl WorkerProxy {
         if let Some(e) = self.stopped_error() {
             return Err(e);
         }
-        match self.replies.recv_timeout(timeout) {
+        // Wait in short slices so that a stop (SIGINT) cuts the wait to
+        // STOP_GRACE instead of the whole step timeout.
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let mut stop_deadline: Option<Instant> = None;
+        let received = loop {
+            let now = Instant::now();
+            if super::stop_requested() {
+                stop_deadline.get_or_insert(now + super::STOP_GRACE);
+            }
+            let until = stop_deadline.map_or(deadline, |s| s.min(deadline));
+            if now >= until {
+                break Err(RecvTimeoutError::Timeout);
+            }
+            match self
+                .replies
+                .recv_timeout((until - now).min(Duration::from_millis(100)))
+            {
+                Err(RecvTimeoutError::Timeout) => continue,
+                other => break other,
+            }
+        };
+        match received {
             Ok(Ok((payload, fds))) => match serde_json::from_slice::<Response>(&payload) {
                 Ok(Ok(reply)) => Ok((reply, fds)),
                 Ok(Err(WireError::Api(code))) => {
@@ -326,8 +360,9 @@ impl WorkerProxy {
             Ok(Err(e)) => Err(self.broken(format!("bad frame in answer to {what}: {e}"))),
             Err(RecvTimeoutError::Timeout) => {
                 self.kill_and_reap();
+                let waited = started.elapsed().min(timeout);
                 let loss = ProcessLoss::TimedOut {
-                    after_ms: timeout.as_millis().min(u64::MAX as u128) as u64,
+                    after_ms: waited.as_millis().min(u64::MAX as u128) as u64,
                 };
                 self.state = State::Lost(loss.clone());
                 Err(DriverError::Lost(loss))

@@ -287,6 +287,10 @@ enum ServeEnd {
 
 /// Answers requests until `Exit`, the end of the stream, or a broken stream.
 fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
+    // Most received descriptors a worker holds at once (a scenario passes a
+    // few): more are refused and closed, so the parent's requests, before
+    // `Init` or after, cannot exhaust the worker's descriptor table.
+    const MAX_HELD_FDS: usize = 256;
     let mut worker = Worker::default();
     loop {
         let mut attached: Vec<OwnedFd> = Vec::new();
@@ -321,6 +325,9 @@ fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
                 }
             }
             Ok(Request::ReceiveFd) => match attached.pop() {
+                Some(_) if worker.owned.fds.len() >= MAX_HELD_FDS => Err(harness(format!(
+                    "receive_fd: the worker already holds {MAX_HELD_FDS} descriptors, the limit"
+                ))),
                 Some(f) => {
                     let n = f.into_raw_fd();
                     worker.owned.fds.insert(n);
@@ -1756,6 +1763,25 @@ mod tests {
             assert_eq!(t.join().unwrap(), ServeEnd::Exit);
         }
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_worker_holds_a_bounded_number_of_received_descriptors() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let (sock, t) = in_process_worker();
+        for n in 0..256 {
+            send_message(sock.as_fd(), &Request::ReceiveFd, &[file.as_fd()]).unwrap();
+            let (r, _) = recv_message::<Response>(sock.as_fd()).unwrap();
+            assert!(matches!(r, Ok(Reply::Fd(_))), "descriptor {n}: {r:?}");
+        }
+        send_message(sock.as_fd(), &Request::ReceiveFd, &[file.as_fd()]).unwrap();
+        let (r, _) = recv_message::<Response>(sock.as_fd()).unwrap();
+        assert!(
+            matches!(&r, Err(WireError::Harness(m)) if m.contains("limit")),
+            "{r:?}"
+        );
+        assert_eq!(ask(&sock, &Request::Exit), Ok(Reply::Unit));
+        assert_eq!(t.join().unwrap(), ServeEnd::Exit);
     }
 
     #[test]

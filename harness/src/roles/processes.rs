@@ -206,11 +206,19 @@ fn spawn_role(
             child_visible_devices(parent.as_deref(), visible).map_err(std::io::Error::other)?;
         command.env("CUDA_VISIBLE_DEVICES", list);
     }
+    let parent_pid = std::process::id() as nix::libc::pid_t;
     // SAFETY: runs in the forked child before exec; only async-signal-safe
-    // calls (dup2, fcntl) on descriptor numbers.
+    // calls (prctl, getppid, dup2, fcntl).
     unsafe {
         command.pre_exec(move || {
             use nix::libc;
+            // A role process dies with the test that runs it (as workers do).
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent_pid {
+                return Err(std::io::Error::other("the parent exited"));
+            }
             if child_fd == WORKER_FD {
                 let flags = libc::fcntl(child_fd, libc::F_GETFD);
                 if flags < 0 || libc::fcntl(child_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0

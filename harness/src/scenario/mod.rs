@@ -9,6 +9,7 @@ pub mod ast;
 mod executor;
 mod expect;
 mod lexer;
+pub mod limits;
 mod parser;
 #[cfg(test)]
 mod tests;
@@ -102,13 +103,38 @@ pub fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
 }
 
 pub fn parse_file(path: &Path) -> Result<Scenario, ParseError> {
-    let source = std::fs::read_to_string(path).map_err(|e| ParseError {
+    let source = read_scenario_file(path).map_err(|e| ParseError {
         file: path.display().to_string(),
         line: 0,
         column: 0,
         message: format!("cannot read file: {e}"),
     })?;
     parse(&source, path)
+}
+
+/// The text of a scenario file: a regular file (not a FIFO or a device,
+/// which would block or never end) of at most
+/// [`limits::MAX_SCENARIO_FILE_BYTES`].
+fn read_scenario_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let limit = limits::MAX_SCENARIO_FILE_BYTES;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a scenario must be one)",
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("longer than the limit of {limit} bytes for a scenario file"),
+        ));
+    }
+    Ok(text)
 }
 
 /// Start a machine on `backend` and run the scenario on it.

@@ -352,6 +352,24 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         last = (lineno, raw);
         p.line(raw, lineno, &mut toks)?;
     }
+    // Bound reads keep their bytes until the run ends: bound their sum.
+    let mut kept: u64 = 0;
+    for step in &p.steps {
+        if let (Some(_), Op::Read { len, .. } | Op::DeviceRead { len, .. }) = (&step.bind, &step.op)
+        {
+            kept = kept.saturating_add(*len);
+            if kept > super::limits::MAX_BOUND_READ_BYTES {
+                return Err(ParseError {
+                    file,
+                    line: step.line,
+                    column: 1,
+                    message: format!(
+                        "the bound reads up to this line keep {kept} bytes, above the limit of 1GiB for a scenario"
+                    ),
+                });
+            }
+        }
+    }
     let Some((devices, _)) = p.devices else {
         return Err(ParseError {
             file,
@@ -433,6 +451,15 @@ impl<'f> Parser<'f> {
         let n = l.u32("a device count")?;
         if n == 0 {
             return Err(l.err(ncol, "a machine needs at least 1 device"));
+        }
+        if n > super::limits::MAX_DEVICES {
+            return Err(l.err(
+                ncol,
+                format!(
+                    "devices {n} is above the limit of {} devices",
+                    super::limits::MAX_DEVICES
+                ),
+            ));
         }
         l.expect_end("end of line")?;
         self.devices = Some((n, l.line));
@@ -543,6 +570,16 @@ impl<'f> Parser<'f> {
             ));
         }
         let name_tok = l.name("a process name")?;
+        // The bound also keeps the name lookups here and in every step short.
+        if self.processes.len() >= super::limits::MAX_PROCESSES {
+            return Err(l.err(
+                name_tok.col,
+                format!(
+                    "more than {} processes (the limit of a scenario)",
+                    super::limits::MAX_PROCESSES
+                ),
+            ));
+        }
         if let Some(i) = self.processes.iter().position(|p| p.name == name_tok.text) {
             return Err(l.err(
                 name_tok.col,
@@ -1148,7 +1185,14 @@ impl<'f> Parser<'f> {
             "read" | "device_read" => {
                 let ptr = self.ptr_arg(l, kw)?;
                 let offset = l.int("a byte offset")?;
+                let col = l.col();
                 let len = l.int("a length in bytes")?;
+                if len > super::limits::MAX_READ_BYTES {
+                    return Err(l.err(
+                        col,
+                        format!("'{kw}' of {len} bytes is above the limit of 256MiB for one read"),
+                    ));
+                }
                 if kw == "read" {
                     Op::Read { ptr, offset, len }
                 } else {

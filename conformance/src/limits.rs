@@ -1,0 +1,39 @@
+//! Bounds on sizes that come from input (files, arguments, environment).
+//! Each is far above what the catalogue, the committed reports and real
+//! runs use, and each error names the limit and the input that broke it.
+//! The scenario language's own bounds (devices, processes, reads) are in
+//! [`ipc_harness::scenario::limits`].
+
+/// Largest clause file (`*.ipc` in the catalogue); clauses are a few
+/// kilobytes.
+pub const MAX_CLAUSE_FILE_BYTES: u64 = 1 << 20;
+
+/// Largest `results.json` read by `diff`, `merge` and `summary` (a whole
+/// catalogue with traces on 2 GPUs is about 1.2 MB).
+pub const MAX_RESULTS_FILE_BYTES: u64 = 256 << 20;
+
+/// Largest expectations file (hand-written TOML; a few kilobytes).
+pub const MAX_EXPECTATIONS_FILE_BYTES: u64 = 16 << 20;
+
+/// Largest `--record` file once decompressed, for `explore --replay` (2,000
+/// real cases take about 7 MB; this is tens of thousands of GPU hours' worth
+/// of cases, and bounds a gzip bomb).
+pub const MAX_RECORDING_BYTES: u64 = 256 << 20;
+
+/// Most shards a run may be split into (`--shard K/N`, `run.shard` in a
+/// results.json): there are a few hundred clauses, so more shards than this
+/// would be empty.
+pub const MAX_SHARDS: u32 = 1024;
+
+/// Most steps of a generated case (`explore --max-steps`); cases are 32
+/// steps by default and shrinking costs grow with the square of the length.
+pub const MAX_EXPLORE_STEPS: usize = 1024;
+
+/// Most idle workers the real backend keeps per key
+/// (`IPC_CONFORMANCE_WORKER_POOL`); each holds a GPU context, and a clause
+/// uses at most a handful at once.
+pub const MAX_WORKER_POOL: usize = 64;
+
+/// Most threads `explore --jobs` runs (each with its own backends and, on a
+/// real backend, its own worker processes).
+pub const MAX_EXPLORE_JOBS: usize = 256;

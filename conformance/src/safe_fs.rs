@@ -1,0 +1,405 @@
+//! Writing into output folders that other jobs and other users may share.
+//!
+//! Rules kept by every file this tool writes into `--out`:
+//!
+//! - A file is first written to a fresh temporary name in the destination
+//!   folder, created with `O_CREAT | O_EXCL` and a random suffix (the
+//!   `tempfile` crate), so a name planted in advance (a symlink to a victim,
+//!   a FIFO, another run's half-written file) is never opened, let alone
+//!   truncated. The finished file is fsynced and renamed over the
+//!   destination; `rename(2)` replaces a planted symlink itself and never
+//!   writes through it. A reader sees the old file or the whole new one.
+//! - A report set (`results.json`, `junit.xml`, `summary.md`) is written by
+//!   [`write_set`]: every member is written in full to its temporary file
+//!   before any of them replaces its destination, under an exclusive
+//!   `flock` on [`LOCK_FILE`] in the folder. A write that fails (a full
+//!   disk, a file size limit) leaves the previous set untouched; two runs
+//!   writing the same folder take turns, and the folder ends with one run's
+//!   whole set. The switch itself is three renames in a row, `results.json`
+//!   last; a reader that must see the three files of one run takes the
+//!   lock shared ([`DirLock::shared`]) while it reads.
+//! - Temporary files left by a writer that was killed (`kill -9`) are
+//!   removed by the next [`write_set`] into the folder, under the lock.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The lock file a report set is written under, in the report folder.
+pub const LOCK_FILE: &str = ".ipc-conformance.lock";
+
+/// How long [`DirLock`] waits for a lock another process holds.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The suffix of every temporary file (the prefix is `.NAME.`).
+const TMP_SUFFIX: &str = ".ipc-tmp";
+
+/// An error with the path it concerns.
+#[derive(Debug)]
+pub struct PathError {
+    pub path: PathBuf,
+    pub source: io::Error,
+}
+
+fn at(path: &Path) -> impl FnOnce(io::Error) -> PathError + '_ {
+    move |source| PathError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn tmp_prefix(name: &std::ffi::OsStr) -> OsString {
+    let mut prefix = OsString::from(".");
+    prefix.push(name);
+    prefix.push(".");
+    prefix
+}
+
+/// A file written in full under a temporary name beside its destination,
+/// not yet in place. Dropping it removes the temporary file.
+pub struct Staged {
+    tmp: tempfile::NamedTempFile,
+    dest: PathBuf,
+}
+
+/// Write `bytes` to a fresh `O_EXCL` temporary file beside `dest` and fsync it.
+pub fn stage(dest: &Path, bytes: &[u8]) -> Result<Staged, PathError> {
+    let name = dest.file_name().ok_or_else(|| PathError {
+        path: dest.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
+    })?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&tmp_prefix(name))
+        .suffix(TMP_SUFFIX)
+        .tempfile_in(parent_of(dest))
+        .map_err(at(dest))?;
+    tmp.write_all(bytes).map_err(at(dest))?;
+    tmp.as_file().sync_all().map_err(at(dest))?;
+    Ok(Staged {
+        tmp,
+        dest: dest.to_path_buf(),
+    })
+}
+
+impl Staged {
+    /// Rename the staged file over its destination (a symlink there is
+    /// replaced, not followed).
+    pub fn commit(self) -> Result<(), PathError> {
+        let dest = self.dest;
+        self.tmp
+            .persist(&dest)
+            .map_err(|e| PathError {
+                path: dest.clone(),
+                source: e.error,
+            })
+            .map(drop)
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Write `bytes` to `path` atomically, never through a planted name.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PathError> {
+    stage(path, bytes)?.commit()?;
+    sync_dir(parent_of(path));
+    Ok(())
+}
+
+/// A `flock` on [`LOCK_FILE`] in a folder, released on drop.
+pub struct DirLock {
+    _lock: nix::fcntl::Flock<File>,
+}
+
+impl DirLock {
+    /// Take the folder's lock exclusively (writers), waiting for others.
+    pub fn exclusive(dir: &Path) -> Result<DirLock, PathError> {
+        Self::take(dir, nix::fcntl::FlockArg::LockExclusive)
+    }
+
+    /// Take the folder's lock shared (readers of a whole set).
+    pub fn shared(dir: &Path) -> Result<DirLock, PathError> {
+        Self::take(dir, nix::fcntl::FlockArg::LockShared)
+    }
+
+    fn take(dir: &Path, how: nix::fcntl::FlockArg) -> Result<DirLock, PathError> {
+        let path = dir.join(LOCK_FILE);
+        // O_NOFOLLOW: a symlink planted at the lock's name is refused;
+        // O_NONBLOCK: a FIFO planted there does not hang the open.
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o666)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path)
+            .or_else(|e| {
+                // A lock file another user created may be read-only to us;
+                // a shared or exclusive flock needs only a descriptor.
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    OpenOptions::new()
+                        .read(true)
+                        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+                        .open(&path)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(at(&path))?;
+        let meta = file.metadata().map_err(at(&path))?;
+        if !meta.is_file() {
+            return Err(PathError {
+                path,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the lock is not a regular file",
+                ),
+            });
+        }
+        // A writer holds the lock for milliseconds; a lock held much longer
+        // (another user's process in a shared folder) is an error, not a
+        // run that waits forever.
+        let nonblocking = match how {
+            nix::fcntl::FlockArg::LockShared => nix::fcntl::FlockArg::LockSharedNonblock,
+            _ => nix::fcntl::FlockArg::LockExclusiveNonblock,
+        };
+        let started = std::time::Instant::now();
+        let mut file = file;
+        loop {
+            match nix::fcntl::Flock::lock(file, nonblocking) {
+                Ok(lock) => return Ok(DirLock { _lock: lock }),
+                Err((f, nix::errno::Errno::EWOULDBLOCK)) if started.elapsed() < LOCK_WAIT => {
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((_, errno)) => {
+                    let source = if errno == nix::errno::Errno::EWOULDBLOCK {
+                        io::Error::new(
+                            io::ErrorKind::WouldBlock,
+                            format!(
+                                "another process has held the lock for more than {} s",
+                                LOCK_WAIT.as_secs()
+                            ),
+                        )
+                    } else {
+                        io::Error::from(errno)
+                    };
+                    return Err(PathError { path, source });
+                }
+            }
+        }
+    }
+}
+
+/// Remove temporary files of `names` that a killed writer left in `dir`.
+/// Call with the folder's exclusive lock held.
+fn remove_stale_temporaries(dir: &Path, names: &[&str]) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefixes: Vec<String> = names
+        .iter()
+        .map(|n| tmp_prefix(n.as_ref()).to_string_lossy().into_owned())
+        .collect();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(TMP_SUFFIX) && prefixes.iter().any(|p| name.starts_with(p.as_str())) {
+            // unlink removes a symlink itself, never its target.
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Write a set of files into `dir` as described in the module
+/// documentation: all staged first, then switched in the given order, under
+/// the folder's exclusive lock. Put the file readers treat as the record
+/// (`results.json`) last.
+pub fn write_set(dir: &Path, files: &[(&str, &[u8])]) -> Result<Vec<PathBuf>, PathError> {
+    let _lock = DirLock::exclusive(dir)?;
+    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+    remove_stale_temporaries(dir, &names);
+    let staged = files
+        .iter()
+        .map(|(name, bytes)| stage(&dir.join(name), bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    // A destination that cannot be replaced (a folder in its place) is
+    // found before anything is switched.
+    for s in &staged {
+        if fs::symlink_metadata(&s.dest).is_ok_and(|m| m.is_dir()) {
+            return Err(PathError {
+                path: s.dest.clone(),
+                source: io::Error::new(io::ErrorKind::IsADirectory, "a folder is in the way"),
+            });
+        }
+    }
+    let mut written = Vec::new();
+    for s in staged {
+        written.push(s.dest.clone());
+        s.commit()?;
+    }
+    sync_dir(dir);
+    Ok(written)
+}
+
+/// Open `path` for appending, refusing a symlink at its name (O_NOFOLLOW)
+/// and anything but a regular file.
+pub fn open_append(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+/// Read a regular file of at most `limit` bytes. A FIFO, a device (a
+/// symlink to `/dev/zero`) or a folder is refused without blocking, and a
+/// longer file is an error naming the limit (`what` says which input).
+pub fn read_bounded(path: &Path, limit: u64, what: &str) -> io::Result<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a regular file ({what} must be one)"),
+        ));
+    }
+    let too_long = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("longer than the limit of {limit} bytes for {what}"),
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_long());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    io::Read::read_to_end(&mut io::Read::take(file, limit + 1), &mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_long());
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as UTF-8 text.
+pub fn read_bounded_text(path: &Path, limit: u64, what: &str) -> io::Result<String> {
+    String::from_utf8(read_bounded(path, limit, what)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_planted_symlink_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim.txt");
+        fs::write(&victim, b"PRECIOUS").unwrap();
+        let out = dir.path().join("out");
+        fs::create_dir(&out).unwrap();
+        symlink(&victim, out.join("results.json")).unwrap();
+        symlink(&victim, out.join(".results.json.x.ipc-tmp")).unwrap();
+        write_set(&out, &[("results.json", b"new")]).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"PRECIOUS");
+        assert_eq!(fs::read(out.join("results.json")).unwrap(), b"new");
+        assert!(!fs::symlink_metadata(out.join("results.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(names(&out), [LOCK_FILE, "results.json"]);
+    }
+
+    #[test]
+    fn a_folder_in_the_way_switches_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        write_set(dir.path(), &[("a", b"old a"), ("b", b"old b")]).unwrap();
+        fs::create_dir(dir.path().join("c")).unwrap();
+        let err =
+            write_set(dir.path(), &[("a", b"new a"), ("c", b"c"), ("b", b"new b")]).unwrap_err();
+        assert!(err.path.ends_with("c"), "{:?}", err.path);
+        assert_eq!(fs::read(dir.path().join("a")).unwrap(), b"old a");
+        assert_eq!(fs::read(dir.path().join("b")).unwrap(), b"old b");
+        assert_eq!(names(dir.path()), [LOCK_FILE, "a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_planted_lock_symlink_or_fifo_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"x").unwrap();
+        let out = dir.path().join("out");
+        fs::create_dir(&out).unwrap();
+        symlink(&victim, out.join(LOCK_FILE)).unwrap();
+        let err = write_set(&out, &[("a", b"a")]).expect_err("refused");
+        assert!(err.path.ends_with(LOCK_FILE));
+        fs::remove_file(out.join(LOCK_FILE)).unwrap();
+        nix::unistd::mkfifo(&out.join(LOCK_FILE), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = write_set(&out, &[("a", b"a")]).expect_err("refused");
+        assert!(
+            err.source.to_string().contains("regular file"),
+            "{}",
+            err.source
+        );
+    }
+
+    #[test]
+    fn bounded_reads_refuse_devices_fifos_and_long_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let zero = dir.path().join("zero.ipc");
+        symlink("/dev/zero", &zero).unwrap();
+        let err = read_bounded(&zero, 10, "a clause file").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let fifo = dir.path().join("fifo.ipc");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(read_bounded(&fifo, 10, "a clause file").is_err());
+        let long = dir.path().join("long.ipc");
+        fs::write(&long, [b'x'; 11]).unwrap();
+        let err = read_bounded(&long, 10, "a clause file").unwrap_err();
+        assert!(err.to_string().contains("limit of 10 bytes"), "{err}");
+        assert_eq!(read_bounded(&long, 11, "a clause file").unwrap().len(), 11);
+    }
+
+    #[test]
+    fn append_refuses_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"x").unwrap();
+        symlink(&victim, dir.path().join("rec.jsonl")).unwrap();
+        assert!(open_append(&dir.path().join("rec.jsonl")).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"x");
+    }
+}
