@@ -352,7 +352,7 @@ fn recorded_gpu_runs_differ_only_where_known() {
 /// Clause runs on real GPUs whose traces today's simulator must reproduce
 /// step by step (what `differential --backend cuda` checked on the day):
 /// results.json or differential.json files under reports/.
-const GPU_CLAUSE_RUNS: [&str; 8] = [
+const GPU_CLAUSE_RUNS: [&str; 10] = [
     "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/new-clauses/results.json",
@@ -361,17 +361,27 @@ const GPU_CLAUSE_RUNS: [&str; 8] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-after-event-and-vmm-rules/differential/differential.json.gz",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/catalogue-differential-all-dialects/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-changed-clauses-and-corrupted-fields/differential/differential.json.gz",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/catalogue-differential/differential.json.gz",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/crash-clauses/results.json",
 ];
 
 /// Steps of committed GPU clause runs the simulator's defaults do not
 /// reproduce, each with the reason: (run, clause id, dialect, why). The
 /// defaults follow the H100; these are other GPUs or runs that disagree.
-const GPU_CLAUSE_DEVIATIONS: [(&str, &str, &str, &str); 1] = [(
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/catalogue-differential-all-dialects/differential/differential.json.gz",
-    "mem.handle.corrupted-fields",
-    "driver",
-    "2 x H200, whole-catalogue differential of 2026-11-23: a copy with byte 28 flipped opened at a new address; the same clause on the same GPUs (all-areas run) and on the H100 (every whole-catalogue differential) was AlreadyMapped",
-)];
+const GPU_CLAUSE_DEVIATIONS: [(&str, &str, &str, &str); 2] = [
+    (
+        "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/catalogue-differential-all-dialects/differential/differential.json.gz",
+        "mem.handle.corrupted-fields",
+        "driver",
+        "2 x H200, whole-catalogue differential of 2026-11-23: a copy with byte 28 flipped opened at a new address; the same clause on the same GPUs (all-areas run) and on the H100 (every whole-catalogue differential) was AlreadyMapped",
+    ),
+    (
+        "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/catalogue-differential/differential.json.gz",
+        "mem.lifetime.exporter-exit-before-format",
+        "runtime",
+        "H100, whole-catalogue differential of 2026-11-25: the damaged copy's opens after the exporter's exit were InvalidValue, not InvalidHandle; three fresh runs of the clause the same day, and every earlier run on the H100 and the 2 x H200, gave InvalidHandle (2026-11-25/exit-before-format-reruns)",
+    ),
+];
 
 /// The differential, offline: every clause that ran on the GPU (and still
 /// exists) gives the same observation at every step on the simulator, so a

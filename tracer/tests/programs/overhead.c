@@ -5,6 +5,8 @@
 #include <time.h>
 
 int cuInit(unsigned);
+int cuDevicePrimaryCtxRetain(void **, int);
+int cuCtxSetCurrent(void *);
 int cuEventCreate(void **, unsigned);
 int cuEventQuery(void *);
 
@@ -12,8 +14,13 @@ int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 1000000;
     void *e;
     struct timespec a, b;
-    cuInit(0);
-    cuEventCreate(&e, 2);
+    void *ctx;
+    /* A real driver needs a current context before an event exists. */
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx) ||
+        cuEventCreate(&e, 2)) {
+        fprintf(stderr, "overhead: no CUDA context or event\n");
+        return 1;
+    }
     cuEventQuery(e); /* resolve and open the trace file before timing */
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (long i = 0; i < n; i++) cuEventQuery(e);
