@@ -255,6 +255,21 @@ fn topology_is_declared_before_processes() {
     assert_eq!(ok("devices 1\nprocess a device=0\n").topology, None);
 }
 
+#[test]
+fn semantics_are_declared_before_processes_in_file_order() {
+    let s = ok(
+        "devices 1\nsemantics reopen=new-mapping, close_unopened=NotMapped\nprocess a device=0\n",
+    );
+    assert_eq!(
+        s.semantics,
+        vec![
+            ("reopen".to_string(), "new-mapping".to_string()),
+            ("close_unopened".to_string(), "NotMapped".to_string()),
+        ]
+    );
+    assert!(ok("devices 1\nprocess a device=0\n").semantics.is_empty());
+}
+
 #[rstest]
 #[case::after_process(
     "devices 2\nprocess a device=0\ntopology peers=all\n",
