@@ -237,3 +237,8 @@ fn a_bad_scenario_semantics_line_is_broken_with_the_valid_choices(
         .message
         .contains(&format!("in the scenario's '{line}'")));
 }
+
+#[test]
+fn the_default_config_runs_the_default_semantics() {
+    assert_eq!(SimConfig::default().semantics, Semantics::default());
+}
