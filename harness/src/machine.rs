@@ -80,6 +80,29 @@ pub struct MachineSpec {
     /// takes the backend's own (the simulator's default is all-peer, unlimited).
     #[serde(default)]
     pub topology: Option<Topology>,
+    /// Simulator semantic choices the scenario asks for (`semantics
+    /// name=value,...`), as `(name, value)` in file order, applied on top of
+    /// the simulator's own; empty takes the backend's. The harness does not
+    /// know the names: the simulator checks them when it starts the machine,
+    /// and real backends refuse a spec that carries any (NotSupported).
+    #[serde(default)]
+    pub semantics: Vec<(String, String)>,
+}
+
+impl MachineSpec {
+    /// The `semantics` line that declares the spec's semantic choices
+    /// (canonical form); `None` when it carries none.
+    pub fn semantics_line(&self) -> Option<String> {
+        if self.semantics.is_empty() {
+            return None;
+        }
+        let settings: Vec<String> = self
+            .semantics
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        Some(format!("semantics {}", settings.join(",")))
+    }
 }
 
 /// Undefined behaviour the simulator saw (the real backend has no hazard log).

@@ -33,6 +33,7 @@ fn spec_of(dialect: Dialect, processes: &[(&str, Option<Vec<u32>>)]) -> MachineS
         seed: 7,
         step_timeout: STEP,
         topology: None,
+        semantics: Vec::new(),
     }
 }
 

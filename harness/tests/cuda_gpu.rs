@@ -69,6 +69,7 @@ fn spec(dialect: Dialect, names: &[&str]) -> MachineSpec {
         seed: 1,
         step_timeout: Duration::from_secs(30),
         topology: None,
+        semantics: Vec::new(),
     }
 }
 

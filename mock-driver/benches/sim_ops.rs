@@ -23,6 +23,7 @@ fn machine() -> (Box<dyn Machine>, DevicePtr, IpcMemHandle) {
         seed: 1,
         step_timeout: Duration::from_secs(5),
         topology: None,
+        semantics: Vec::new(),
     };
     let mut m = SimBackend::default().start(&spec).expect("start");
     let a = m.driver(0).alloc(MemKind::Device, 2 << 20).expect("alloc");

@@ -35,6 +35,7 @@
 //!     seed: 7,
 //!     step_timeout: Duration::from_secs(5),
 //!     topology: None,
+//!     semantics: Vec::new(),
 //! };
 //! let mut m = SimBackend::default().start(&spec).unwrap();
 //! let a = m.driver(0).alloc(MemKind::Device, 2 << 20).unwrap();
@@ -155,7 +156,16 @@ impl SimBackend {
                 spec.devices, devices
             )));
         }
-        let sem = cfg.semantics_for(spec.dialect);
+        // A scenario's `semantics` line overrides the dialect's choices.
+        let mut sem = cfg.semantics_for(spec.dialect).clone();
+        for (name, value) in &spec.semantics {
+            sem.set(name, value).map_err(|e| {
+                StartError::Harness(format!(
+                    "{e}, in the scenario's '{}'",
+                    spec.semantics_line().unwrap_or_default()
+                ))
+            })?;
+        }
         let mut procs = Vec::with_capacity(spec.processes.len());
         for (i, ps) in spec.processes.iter().enumerate() {
             let visible: Vec<u32> = match &ps.visible_devices {
@@ -194,7 +204,7 @@ impl SimBackend {
             seed: spec.seed,
             dialect: spec.dialect,
             topology,
-            sem: sem.clone(),
+            sem,
             procs,
             blocks: BTreeMap::new(),
             next_block: 0,

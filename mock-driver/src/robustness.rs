@@ -86,6 +86,7 @@ fn walk(seed: u64) {
         seed,
         step_timeout: Duration::from_secs(1),
         topology: None,
+        semantics: Vec::new(),
     };
     let backend = SimBackend::new(config);
     let world = backend.world(&spec).expect("valid spec");

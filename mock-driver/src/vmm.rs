@@ -696,6 +696,7 @@ mod tests {
             seed: 3,
             step_timeout: Duration::from_secs(1),
             topology: None,
+            semantics: Vec::new(),
         };
         SimMachine::new(SimBackend::default().world(&spec).expect("valid spec"))
     }

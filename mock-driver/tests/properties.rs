@@ -618,6 +618,7 @@ fn start(prog: &Program) -> Box<dyn Machine> {
         seed: prog.seed,
         step_timeout: Duration::from_secs(5),
         topology: None,
+        semantics: Vec::new(),
     };
     match SimBackend::new(SimConfig::default()).start(&spec) {
         Ok(m) => m,

@@ -176,3 +176,69 @@ fn backend_info_reports_the_semantics_in_force() {
     assert_eq!(b.config().devices, 4);
     assert_eq!(SimBackend::default().config(), &SimConfig::default());
 }
+
+/// A scenario's `semantics` line: the same run gives what that choice gives,
+/// on top of the dialect's profile, and leaves the backend's config alone.
+#[test]
+fn a_scenario_semantics_line_overrides_the_configured_choice() {
+    use ipc_harness::scenario::{execute, parse, ExecOptions};
+    use ipc_harness::{Dialect, Status};
+    let text = |semantics: &str| {
+        format!(
+            "devices 1\n{semantics}\nprocess owner device=0\nprocess peer device=0\n\
+             owner: a = malloc 2MiB\nowner: h = ipc_get a\nowner: send h -> peer\n\
+             peer: p = ipc_open h\npeer: q = ipc_open h => AlreadyMapped\n"
+        )
+    };
+    let sim = SimBackend::default();
+    for dialect in [Dialect::Runtime, Dialect::Driver, Dialect::Hip] {
+        let opts = ExecOptions {
+            dialect,
+            ..ExecOptions::default()
+        };
+        let chosen = parse(&text("semantics reopen=error"), "chosen.ipc".as_ref()).unwrap();
+        let run = execute(&chosen, &sim, &opts);
+        assert_eq!(
+            run.verdict.status,
+            Status::Pass,
+            "{dialect:?}: {}",
+            run.verdict.message
+        );
+        // Without the line the default (refcount) holds, so the step fails.
+        let plain = parse(&text(""), "plain.ipc".as_ref()).unwrap();
+        assert_eq!(execute(&plain, &sim, &opts).verdict.status, Status::Fail);
+    }
+    assert_eq!(sim.config().semantics, Semantics::default());
+}
+
+#[rstest]
+#[case::unknown_name("semantics reopn=error", "unknown semantic 'reopn' (known: ")]
+#[case::unknown_value(
+    "semantics reopen=sometimes",
+    "semantic 'reopen' has no value 'sometimes' (allowed: refcount, new-mapping, error)"
+)]
+fn a_bad_scenario_semantics_line_is_broken_with_the_valid_choices(
+    #[case] line: &str,
+    #[case] message: &str,
+) {
+    use ipc_harness::scenario::{execute, parse, ExecOptions};
+    use ipc_harness::Status;
+    let text = format!("devices 1\n{line}\nprocess a device=0\na: device_count\n");
+    let scenario = parse(&text, "bad.ipc".as_ref()).unwrap();
+    let run = execute(&scenario, &SimBackend::default(), &ExecOptions::default());
+    assert_eq!(run.verdict.status, Status::Broken);
+    assert!(
+        run.verdict.message.contains(message),
+        "{}",
+        run.verdict.message
+    );
+    assert!(run
+        .verdict
+        .message
+        .contains(&format!("in the scenario's '{line}'")));
+}
+
+#[test]
+fn the_default_config_runs_the_default_semantics() {
+    assert_eq!(SimConfig::default().semantics, Semantics::default());
+}

@@ -225,6 +225,11 @@ pub fn check_requirements(report: &ProbeReport, spec: &MachineSpec) -> Result<()
             t.describe()
         ));
     }
+    if let Some(line) = spec.semantics_line() {
+        return unsupported(format!(
+            "the scenario chooses simulator semantics ('{line}'); real hardware's are its own"
+        ));
+    }
     if !report.libcuda {
         return unsupported(format!("{NO_LIBCUDA} (in the worker process)"));
     }
@@ -368,6 +373,7 @@ mod tests {
             seed: 1,
             step_timeout: Duration::from_secs(5),
             topology: None,
+            semantics: Vec::new(),
         }
     }
 
@@ -446,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn hip_processes_and_simulated_topologies_are_not_supported() {
+    fn hip_processes_and_simulated_topologies_and_semantics_are_not_supported() {
         assert_eq!(
             reason(check_requirements(&h100(), &spec(1, Dialect::Hip, None))),
             HIP_UNSUPPORTED
@@ -459,6 +465,10 @@ mod tests {
         });
         assert!(reason(check_requirements(&h100(), &with_topology))
             .contains("'topology peers=all peer_budget=8'"));
+        let mut with_semantics = spec(1, Dialect::Driver, None);
+        with_semantics.semantics = vec![("reopen".into(), "new-mapping".into())];
+        assert!(reason(check_requirements(&h100(), &with_semantics))
+            .contains("chooses simulator semantics ('semantics reopen=new-mapping')"));
     }
 
     #[test]

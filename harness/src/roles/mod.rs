@@ -598,6 +598,7 @@ impl RoleSet {
             seed: opts.seed,
             step_timeout: opts.timeout,
             topology: None,
+            semantics: Vec::new(),
         }
     }
 

@@ -694,6 +694,7 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
         seed: opts.seed,
         step_timeout: opts.step_timeout,
         topology: scenario.topology.clone(),
+        semantics: scenario.semantics.clone(),
     };
     let started = Instant::now();
     match backend.start(&spec) {

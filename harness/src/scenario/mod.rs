@@ -37,6 +37,9 @@ pub struct Scenario {
     pub devices: u32,
     /// `topology ...`: a simulated topology (simulator only).
     pub topology: Option<crate::machine::Topology>,
+    /// `semantics name=value,...`: simulator semantic choices (simulator
+    /// only), `(name, value)` in file order; empty when there is no such line.
+    pub semantics: Vec<(String, String)>,
     pub processes: Vec<ProcessSpec>,
     /// The steps, in file order.
     pub steps: Vec<Step>,

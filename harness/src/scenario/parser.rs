@@ -43,6 +43,8 @@ struct Parser<'f> {
     devices: Option<(u32, usize)>,
     /// `topology ...` and its line.
     topology: Option<(Topology, usize)>,
+    /// `semantics ...`: the `(name, value)` settings and the line.
+    semantics: Option<(Vec<(String, String)>, usize)>,
     processes: Vec<ProcessSpec>,
     process_lines: Vec<usize>,
     exited: Vec<Option<usize>>,
@@ -333,6 +335,7 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         seen_statement: false,
         devices: None,
         topology: None,
+        semantics: None,
         processes: Vec::new(),
         process_lines: Vec::new(),
         exited: Vec::new(),
@@ -383,6 +386,7 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         meta: p.meta,
         devices,
         topology: p.topology.map(|t| t.0),
+        semantics: p.semantics.map(|s| s.0).unwrap_or_default(),
         processes: p.processes,
         steps: p.steps,
         hazard_expectations: p.hazards,
@@ -427,6 +431,7 @@ impl<'f> Parser<'f> {
             "devices" if first.is_word() => self.devices_decl(&mut l),
             "process" if first.is_word() => self.process_decl(&mut l),
             "topology" if first.is_word() => self.topology_decl(&mut l),
+            "semantics" if first.is_word() => self.semantics_decl(&mut l),
             "expect" if first.is_word() => self.hazard_decl(&mut l),
             _ => {
                 if self.processes.iter().any(|p| p.name == first.text) {
@@ -558,6 +563,39 @@ impl<'f> Parser<'f> {
             }
         }
         self.topology = Some((topology, l.line));
+        Ok(())
+    }
+
+    /// `semantics NAME=VALUE[,NAME=VALUE...]`: after `devices`, before every
+    /// `process`, at most once, each name once. The names and values are the
+    /// simulator's (`ipc-conformance semantics`); the simulator checks them
+    /// when it starts the machine, the harness only their form.
+    fn semantics_decl(&mut self, l: &mut Line) -> PResult<()> {
+        l.pos += 1;
+        if let Some((_, line)) = self.semantics {
+            return Err(l.err(
+                1,
+                format!("duplicate 'semantics' declaration (first at line {line})"),
+            ));
+        }
+        if !self.processes.is_empty() {
+            return Err(l.err(1, "'semantics' must come before the first 'process'"));
+        }
+        let mut settings: Vec<(String, String)> = Vec::new();
+        loop {
+            let name = l.next_word("a semantic choice 'NAME=VALUE'")?;
+            if settings.iter().any(|(n, _)| n == name.text) {
+                return Err(l.err(name.col, format!("semantic '{}' is set twice", name.text)));
+            }
+            l.expect_punct("=", "'=' after the semantic's name")?;
+            let value = l.next_word(&format!("a value for semantic '{}'", name.text))?;
+            settings.push((name.text.to_string(), value.text.to_string()));
+            if l.at_end() {
+                break;
+            }
+            l.expect_punct(",", "',' between semantic choices, or end of line")?;
+        }
+        self.semantics = Some((settings, l.line));
         Ok(())
     }
 

@@ -28,6 +28,7 @@ pub fn spec(procs: Vec<ProcessSpec>, seed: u64, dialect: Dialect) -> MachineSpec
         seed,
         step_timeout: Duration::from_secs(5),
         topology: None,
+        semantics: Vec::new(),
     }
 }
 
