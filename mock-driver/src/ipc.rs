@@ -27,7 +27,7 @@ use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
     Reopen, StaleHandle,
 };
-use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
+use crate::world::{BlockId, CtxKey, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
 use ipc_harness::{
     ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -307,6 +307,9 @@ impl World {
         }
     }
 
+    /// `cuIpcOpenMemHandle`: the driver's checks in the order the hardware
+    /// showed them, each a named rule below that answers or lets the open go
+    /// on; a handle that passes them all maps its block anew (`map_new`).
     pub(crate) fn ipc_open(
         &mut self,
         p: ProcessIndex,
@@ -314,241 +317,348 @@ impl World {
         flags: u32,
         out: OutArg,
     ) -> SimResult<u64> {
-        if out == OutArg::Null {
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        if !self.open_flags_ok(flags) {
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        if *handle == IpcMemHandle::ZERO {
-            return Err(self.sem.zero_handle_error.into());
-        }
-        // The own-process check comes first and reads the handle's process
-        // field only, before the format and memory-type words and before the
-        // context's table of opened handles (mem.open.own-process-field,
-        // mem.open.own-process-before-format,
-        // mem.open.own-process-before-open-table).
+        self.open_arguments_rule(handle, flags, out)?;
         let tag = raw_process_tag(handle);
-        if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
-            self.current_ctx(p)?;
-            return Err(self.sem.open_in_exporter.into());
-        }
-        let fresh_mapping = match self.known_variant(p, handle) {
-            // The table's entry was opened with another process field: the
-            // one-context rule, which reads this handle's field, comes first.
-            // From a second context, where a copy with a damaged process field
-            // is open, the original handle is InvalidHandle; from the first
-            // context it re-opens the copy's mapping
-            // (mem.context.second-context-process-field,
-            // mem.handle.copy-of-open-handle-table).
-            Variant::Original(same) if same.0[8..16] != handle.0[8..16] => {
-                if let (Ok((ctx, device)), ExportRule::Refuse(kind)) =
-                    (self.current_ctx(p), self.second_context_rule())
-                {
-                    if self.second_context_clash(p, ctx, device, tag, None) {
-                        return Err(kind.into());
-                    }
-                }
-                return self.ipc_open(p, &same, flags, out);
+        self.own_process_rule(p, tag)?;
+        let variant = self.known_variant(p, handle);
+        let fresh_mapping = match &variant {
+            Variant::Original(same) => {
+                return self.open_copy_of_open_handle(p, handle, same, flags, out)
             }
-            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
             Variant::NewMapping => true,
             Variant::None | Variant::OtherSize => false,
         };
-        // The memory-type word (bytes 32..37) is read right after the table: a
-        // damaged one is InvalidValue even from a second context, after the
-        // exporter exited, or where the table found a copy with another size
-        // field (mem.handle.memory-type-before-context-rules).
-        if handle.0[32..37] != MEMORY_TYPE {
-            return Err(self.sem.garbage_handle_error.into());
-        }
-        if matches!(self.known_variant(p, handle), Variant::OtherSize) {
-            return Err(ErrorKind::AlreadyMapped.into());
-        }
-        // The one-context-per-exporter rule reads the same field, also before
-        // the format word (mem.context.second-context-before-format); so does
-        // the exporter's exit (mem.lifetime.exporter-exit-before-format).
-        if decode(self.seed, handle).is_none() {
-            if let Ok((ctx, device)) = self.current_ctx(p) {
-                if let ExportRule::Refuse(kind) = self.second_context_rule() {
-                    if self.second_context_clash(p, ctx, device, tag, None) {
-                        return Err(kind.into());
-                    }
-                }
-            }
-            let exited = (0..self.procs.len())
-                .any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
-            if exited {
-                return Err(self.sem.dead_handle_error.into());
-            }
-        }
-        // A damaged format word is InvalidValue unless the handle's object and
-        // check word name a block this context maps already: then the word is
-        // not read (mem.handle.format-word-unread-when-mapped).
-        let Some(h) = decode(self.seed, handle).or_else(|| {
-            let h = decode_fields(self.seed, handle);
-            // Nor for an export freed since whose VA driver memory claimed:
-            // that refusal (NotPermitted) comes first; where the exporter
-            // exported another allocation there the word is read
-            // (mem.handle.format-word-after-claim).
-            if let Some(f) = self.freed_exports.get(&h.object).filter(|_| h.checked) {
-                let addr = f.base.saturating_add(h.offset);
-                let claimed = f
-                    .released
-                    .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
-                    || self.free_va_claimed(f.owner, addr) == Some(true);
-                if claimed {
-                    return Some(h);
-                }
-            }
-            let block = *self.export_ids.get(&h.object)?;
-            // Byte 24 alone is not read for an allocation of blocks of its own
-            // whose size is not a multiple of the 2 MiB block: 2 MiB + 1 and 3
-            // MiB open with it flipped, whole blocks and allocations within
-            // one block are InvalidValue (mem.handle.format-byte-odd-size).
-            let odd_size = self.blocks.get(&block).is_some_and(|b| {
-                b.exports
-                    .get(&h.offset)
-                    .is_some_and(|&size| size > BLOCK && size % BLOCK != 0)
-            });
-            if h.checked && odd_size && u32_at(&handle.0, 24) >> 8 == FORMAT >> 8 {
-                return Some(h);
-            }
-            let (ctx, _) = self.current_ctx(p).ok()?;
-            let mapped = self.procs[p]
-                .imports
-                .range((ctx, block, 0)..=(ctx, block, u64::MAX))
-                .next()
-                .is_some();
-            (h.checked && mapped).then_some(h)
-        }) else {
-            return Err(self.sem.garbage_handle_error.into());
-        };
+        self.memory_type_rule(handle, &variant)?;
+        self.undecoded_handle_rule(p, handle, tag)?;
+        let h = self.format_word_rule(p, handle)?;
         let (ctx, device) = self.current_ctx(p)?;
-        // The one-context-per-exporter rule comes before the object and check
-        // words too: a damaged check word from a second context is
-        // InvalidHandle, not InvalidValue
-        // (mem.context.second-context-before-check-word).
-        if let ExportRule::Refuse(kind) = self.second_context_rule() {
-            let block_device = self
-                .export_ids
-                .get(&h.object)
-                .and_then(|b| self.blocks.get(b))
-                .map(|b| b.device);
-            if self.second_context_clash(p, ctx, device, h.exporter_tag, block_device) {
-                return Err(kind.into());
-            }
-        }
-        // A handle that already opened what its freed block's address holds
-        // now re-opens that mapping, also after the exporter exited
-        // (`stale_handle=by-address`,
-        // mem.lifetime.stale-handle-opens-new-export).
+        self.one_context_before_check_word_rule(p, (ctx, device), &h)?;
         if let Some(ret) = self.reopen_stale(p, ctx, handle, h.object) {
             return Ok(ret);
         }
-        // The block was freed and nobody maps it: what the exporter has at its
-        // address decides (`stale_handle`,
-        // mem.lifetime.stale-handle-opens-new-export); a damaged check word is
-        // refused first.
         if let Some(&freed) = self.freed_exports.get(&h.object) {
-            if !h.checked {
-                return Err(self.sem.garbage_handle_error.into());
-            }
-            let addr = freed.base.saturating_add(h.offset);
-            // Driver memory made while that VA was free claims it whatever the
-            // exporter placed there since, an exported allocation or a VMM
-            // reservation (mem.lifetime.freed-export-claimed-then-reused,
-            // mem.lifetime.freed-export-claimed-before-reservation).
-            if freed
-                .released
-                .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
-            {
-                return Err(self.sem.reclaimed_export_error.into());
-            }
-            return self.open_stale(p, (ctx, device), handle, &h, freed.owner, addr, flags);
+            return self.open_freed_export(p, (ctx, device), handle, &h, freed, flags);
         }
         // An object the driver does not know: never made, or its exporter exited.
         let Some(&block_id) = self.export_ids.get(&h.object) else {
             return Err(self.sem.dead_handle_error.into());
         };
-        // After the exporter exited a copy with another check word is dead, as
-        // any copy the context's table does not find
-        // (mem.lifetime.damaged-handle-after-exporter-exit).
-        let exited = |w: &World| {
-            w.blocks
-                .get(&block_id)
-                .is_some_and(|b| w.procs[b.owner].exited)
-        };
-        if !h.checked {
-            if exited(self) {
-                return Err(ErrorKind::InvalidHandle.into());
-            }
-            // A damaged check word is NotPermitted where the exporter held one
-            // VMM allocation handle (made or imported) when the block was made
-            // and holds any still (mem.handle.check-word-with-vmm-allocation).
-            // Inferred, the mechanism unknown: InvalidValue where the VMM
-            // allocation came after the block, where the exporter held two
-            // handles then, its own export imported again
-            // (mem.handle.check-word-with-two-vmm-handles), or where it holds
-            // a VA reservation.
-            let one_vmm_since = self
-                .blocks
-                .get(&block_id)
-                .is_some_and(|b| b.owner_vmm_handles == 1 && self.vmm_handles_held(b.owner) > 0);
-            if one_vmm_since {
-                return Err(self.sem.reclaimed_export_error.into());
-            }
-            return Err(self.sem.garbage_handle_error.into());
-        }
+        self.damaged_check_word_rule(block_id, &h)?;
         let Some(block) = self.blocks.get(&block_id) else {
             return Err(self.sem.dead_handle_error.into());
         };
-        let exporter = block.owner;
-        let owner_base = block.owner_base;
-        let block_released = block.owner_released;
-        let block_ctx = block.owner_ctx;
-        let exporter_exited = self.procs[exporter].exited;
-        let freed_by_exporter = !block.owner_mapped && !exporter_exited;
-        let offset_exported = block.exports.contains_key(&h.offset);
-        let exported: BTreeSet<u64> = block.exports.keys().copied().collect();
-        // An offset no export names: the H100 (580.159.04) refuses it with
-        // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
-        // but opens it for a 1000-byte one at the start of a shared block
-        // (mem.handle.flipped-offset-small-allocation). Inferred from those
-        // two: accepted while the largest export still fits after it.
-        let export_size = match block.exports.get(&h.offset) {
-            Some(&size) => size,
-            None => {
-                if self.mutant(MutantId::PanicOnDamagedOffset) {
-                    panic!("mutant: no export at offset {:#x}", h.offset);
-                }
-                let largest = block.exports.values().copied().max().unwrap_or(block.size);
-                // An importer that holds a device allocation of its own opens
-                // it anyway (mem.handle.flipped-offset-importer-with-memory);
-                // so does one that holds a VA reservation
-                // (mem.handle.flipped-offset-importer-with-reservation). A VMM
-                // allocation alone, or an IPC mapping opened and closed, is
-                // still AlreadyMapped.
-                let own_memory = self.procs[p]
-                    .allocs
-                    .values()
-                    .any(|a| a.kind == MemKind::Device)
-                    || self.vmm_reserves_any(p);
-                // Only an offset inside the block was measured opening: one
-                // past its end would return a pointer outside the mapping
-                // (which no close could find).
-                if h.offset.saturating_add(largest) > block.size
-                    && (!own_memory || h.offset >= block.size)
-                {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                largest
-            }
-        };
         let block_device = block.device;
+        let export_size = self.damaged_offset_rule(p, block_id, &h)?;
         if device != block_device {
             self.cross_device_open(p, ctx, device, block_device, flags)?;
         }
+        let ret_offset = self.returned_offset(handle, &h, export_size)?;
+        self.dead_copy_after_exit_rule(p, ctx, block_id, handle)?;
+        if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
+            let export = (h.offset, h.size.min(export_size));
+            if let Some(ret) =
+                self.reopen_mapped_block(p, ctx, handle, block_id, export, ret_offset)?
+            {
+                return Ok(ret);
+            }
+        }
+        if let Some(answer) =
+            self.freed_while_mapped_rule(p, (ctx, device), handle, &h, block_id, flags)
+        {
+            return answer;
+        }
+        self.new_mapping_after_exit_rule(p, ctx, block_id)?;
+        self.one_context_per_device_rule(p, (ctx, device), h.exporter_tag, Some(block_device))?;
+        // A copy past a smaller size field is InvalidValue
+        // (mem.handle.size-field-bounds-copies); a larger one is unmeasured:
+        // not widened.
+        let export = (h.offset, h.size.min(export_size));
+        self.map_new(p, (ctx, device), handle, &h, block_id, export, ret_offset)
+    }
+
+    /// The arguments come first: a NULL out pointer and flags the driver
+    /// does not take are InvalidValue (mem.open.null-out, mem.flags.zero,
+    /// mem.flags.other-bits), an all-zero handle `zero_handle_error`
+    /// (mem.handle.zeroed).
+    fn open_arguments_rule(&self, handle: &IpcMemHandle, flags: u32, out: OutArg) -> SimResult<()> {
+        if out == OutArg::Null || !self.open_flags_ok(flags) {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        if *handle == IpcMemHandle::ZERO {
+            return Err(self.sem.zero_handle_error.into());
+        }
+        Ok(())
+    }
+
+    /// The own-process check comes first and reads the handle's process
+    /// field only, before the format and memory-type words and before the
+    /// context's table of opened handles: the exporter opening its own
+    /// handle gets `open_in_exporter` (mem.open.own-process,
+    /// mem.open.own-process-field, mem.open.own-process-before-format,
+    /// mem.open.own-process-before-open-table).
+    fn own_process_rule(&self, p: ProcessIndex, tag: u64) -> SimResult<()> {
+        if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
+            self.current_ctx(p)?;
+            return Err(self.sem.open_in_exporter.into());
+        }
+        Ok(())
+    }
+
+    /// A copy of a handle the context's table has open opens the original
+    /// (`known_variant`, mem.handle.copy-of-open-handle-table). Where the
+    /// table's entry was opened with another process field, the
+    /// one-context rule, which reads this handle's field, comes first: from
+    /// a second context, where a copy with a damaged process field is open,
+    /// the original handle is refused; from the first context it re-opens
+    /// the copy's mapping (mem.context.second-context-process-field).
+    fn open_copy_of_open_handle(
+        &mut self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+        original: &IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> SimResult<u64> {
+        if original.0[8..16] != handle.0[8..16] {
+            if let Ok(here) = self.current_ctx(p) {
+                self.one_context_per_device_rule(p, here, raw_process_tag(handle), None)?;
+            }
+        }
+        self.ipc_open(p, original, flags, out)
+    }
+
+    /// The memory-type word (bytes 32..37) is read right after the table: a
+    /// damaged one is InvalidValue even from a second context, after the
+    /// exporter exited, or where the table found a copy with another size
+    /// field; that copy is AlreadyMapped once the word has been read
+    /// (mem.handle.memory-type-before-context-rules,
+    /// mem.handle.damaged-copy-of-open-handle).
+    fn memory_type_rule(&self, handle: &IpcMemHandle, variant: &Variant) -> SimResult<()> {
+        if handle.0[32..37] != MEMORY_TYPE {
+            return Err(self.sem.garbage_handle_error.into());
+        }
+        if matches!(variant, Variant::OtherSize) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        Ok(())
+    }
+
+    /// A handle whose format word or object does not decode: the
+    /// one-context-per-exporter rule, which reads the process field, comes
+    /// before the format word (mem.context.second-context-before-format),
+    /// and so does the exporter's exit: `dead_handle_error`
+    /// (mem.lifetime.exporter-exit-before-format).
+    fn undecoded_handle_rule(
+        &self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+        tag: u64,
+    ) -> SimResult<()> {
+        if decode(self.seed, handle).is_some() {
+            return Ok(());
+        }
+        if let Ok(here) = self.current_ctx(p) {
+            self.one_context_per_device_rule(p, here, tag, None)?;
+        }
+        let exited =
+            (0..self.procs.len()).any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
+        if exited {
+            return Err(self.sem.dead_handle_error.into());
+        }
+        Ok(())
+    }
+
+    /// A damaged format word is `garbage_handle_error` (InvalidValue,
+    /// mem.handle.corrupted-fields) unless `format_word_unread` says the
+    /// driver does not read it; returns the handle's fields.
+    fn format_word_rule(&self, p: ProcessIndex, handle: &IpcMemHandle) -> SimResult<HandleData> {
+        decode(self.seed, handle)
+            .or_else(|| self.format_word_unread(p, handle))
+            .ok_or_else(|| self.sem.garbage_handle_error.into())
+    }
+
+    /// The fields of a handle whose damaged format word the driver does not
+    /// read: where the object and check word name a block this context maps
+    /// already (mem.handle.format-word-unread-when-mapped); for an export
+    /// freed since whose VA driver memory claimed, whose refusal comes first
+    /// (mem.handle.format-word-after-claim; where the exporter exported
+    /// another allocation there the word is read); and byte 24 alone for an
+    /// allocation of blocks of its own whose size is not a multiple of the
+    /// 2 MiB block: 2 MiB + 1 and 3 MiB open with it flipped, whole blocks
+    /// and allocations within one block do not
+    /// (mem.handle.format-byte-odd-size).
+    fn format_word_unread(&self, p: ProcessIndex, handle: &IpcMemHandle) -> Option<HandleData> {
+        let h = decode_fields(self.seed, handle);
+        if let Some(f) = self.freed_exports.get(&h.object).filter(|_| h.checked) {
+            let addr = f.base.saturating_add(h.offset);
+            let claimed = f
+                .released
+                .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
+                || self.free_va_claimed(f.owner, addr) == Some(true);
+            if claimed {
+                return Some(h);
+            }
+        }
+        let block = *self.export_ids.get(&h.object)?;
+        let odd_size = self.blocks.get(&block).is_some_and(|b| {
+            b.exports
+                .get(&h.offset)
+                .is_some_and(|&size| size > BLOCK && size % BLOCK != 0)
+        });
+        if h.checked && odd_size && u32_at(&handle.0, 24) >> 8 == FORMAT >> 8 {
+            return Some(h);
+        }
+        let (ctx, _) = self.current_ctx(p).ok()?;
+        (h.checked && self.maps_block(p, ctx, block)).then_some(h)
+    }
+
+    /// The one-context-per-exporter rule comes before the object and check
+    /// words too: a damaged check word from a second context is
+    /// InvalidHandle, not InvalidValue
+    /// (mem.context.second-context-before-check-word).
+    fn one_context_before_check_word_rule(
+        &self,
+        p: ProcessIndex,
+        here: (CtxKey, u32),
+        h: &HandleData,
+    ) -> SimResult<()> {
+        let block_device = self
+            .export_ids
+            .get(&h.object)
+            .and_then(|b| self.blocks.get(b))
+            .map(|b| b.device);
+        self.one_context_per_device_rule(p, here, h.exporter_tag, block_device)
+    }
+
+    /// "Handles from each device in a given process may only be opened by
+    /// one context per device per other process": under
+    /// `second_context=refuse`, a handle whose exporter (by its process
+    /// field, and of `block_device` where known) another context of `p` on
+    /// the same device maps is refused (mem.context.second-context-same-device,
+    /// mem.context.second-context-process-field).
+    fn one_context_per_device_rule(
+        &self,
+        p: ProcessIndex,
+        (ctx, device): (CtxKey, u32),
+        exporter_tag: u64,
+        block_device: Option<u32>,
+    ) -> SimResult<()> {
+        if let ExportRule::Refuse(kind) = self.second_context_rule() {
+            if self.second_context_clash(p, ctx, device, exporter_tag, block_device) {
+                return Err(kind.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The block was freed and nobody maps it: what the exporter has at its
+    /// address decides (`stale_handle`,
+    /// mem.lifetime.stale-handle-opens-new-export). A damaged check word is
+    /// refused first, and driver memory made while that VA was free claims
+    /// it whatever the exporter placed there since, an exported allocation
+    /// or a VMM reservation: `reclaimed_export_error`
+    /// (mem.lifetime.freed-export-claimed-then-reused,
+    /// mem.lifetime.freed-export-claimed-before-reservation).
+    fn open_freed_export(
+        &mut self,
+        p: ProcessIndex,
+        here: (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        freed: crate::world::FreedExport,
+        flags: u32,
+    ) -> SimResult<u64> {
+        if !h.checked {
+            return Err(self.sem.garbage_handle_error.into());
+        }
+        let addr = freed.base.saturating_add(h.offset);
+        if freed
+            .released
+            .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
+        {
+            return Err(self.sem.reclaimed_export_error.into());
+        }
+        self.open_stale(p, here, handle, h, freed.owner, addr, flags)
+    }
+
+    /// A damaged check word: after the exporter exited the copy is dead,
+    /// InvalidHandle, as any copy the context's table does not find
+    /// (mem.lifetime.damaged-handle-after-exporter-exit). Else it is
+    /// NotPermitted where the exporter held one VMM allocation handle (made
+    /// or imported) when the block was made and holds any still
+    /// (mem.handle.check-word-with-vmm-allocation). Inferred, the mechanism
+    /// unknown: InvalidValue where the VMM allocation came after the block,
+    /// where the exporter held two handles then, its own export imported
+    /// again (mem.handle.check-word-with-two-vmm-handles), or where it holds
+    /// a VA reservation.
+    fn damaged_check_word_rule(&self, block_id: BlockId, h: &HandleData) -> SimResult<()> {
+        if h.checked {
+            return Ok(());
+        }
+        let block = self.blocks.get(&block_id);
+        if block.is_some_and(|b| self.procs[b.owner].exited) {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        let one_vmm_since =
+            block.is_some_and(|b| b.owner_vmm_handles == 1 && self.vmm_handles_held(b.owner) > 0);
+        if one_vmm_since {
+            return Err(self.sem.reclaimed_export_error.into());
+        }
+        Err(self.sem.garbage_handle_error.into())
+    }
+
+    /// The size of the export the handle's offset names. An offset no export
+    /// names: the H100 (580.159.04) refuses it with AlreadyMapped for a
+    /// 2 MiB allocation (mem.handle.corrupted-fields) but opens it for a
+    /// 1000-byte one at the start of a shared block
+    /// (mem.handle.flipped-offset-small-allocation). Inferred from those
+    /// two: accepted while the largest export still fits after it. An
+    /// importer that holds a device allocation of its own opens it anyway
+    /// (mem.handle.flipped-offset-importer-with-memory); so does one that
+    /// holds a VA reservation
+    /// (mem.handle.flipped-offset-importer-with-reservation). A VMM
+    /// allocation alone, or an IPC mapping opened and closed, is still
+    /// AlreadyMapped. Only an offset inside the block was measured opening:
+    /// one past its end would return a pointer outside the mapping (which no
+    /// close could find).
+    fn damaged_offset_rule(
+        &self,
+        p: ProcessIndex,
+        block_id: BlockId,
+        h: &HandleData,
+    ) -> SimResult<u64> {
+        let Some(block) = self.blocks.get(&block_id) else {
+            return Err(self.sem.dead_handle_error.into());
+        };
+        if let Some(&size) = block.exports.get(&h.offset) {
+            return Ok(size);
+        }
+        if self.mutant(MutantId::PanicOnDamagedOffset) {
+            panic!("mutant: no export at offset {:#x}", h.offset);
+        }
+        let largest = block.exports.values().copied().max().unwrap_or(block.size);
+        let own_memory = self.procs[p]
+            .allocs
+            .values()
+            .any(|a| a.kind == MemKind::Device)
+            || self.vmm_reserves_any(p);
+        if h.offset.saturating_add(largest) > block.size && (!own_memory || h.offset >= block.size)
+        {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        Ok(largest)
+    }
+
+    /// Where in the mapping the open returns: the allocation's offset in its
+    /// block (`open_address`), plus the pointer's offset in the allocation
+    /// under `interior_handle=pointer-offset`, which must fall inside the
+    /// export (InvalidValue).
+    fn returned_offset(
+        &self,
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        export_size: u64,
+    ) -> SimResult<u64> {
         let ret_offset = match self.sem.open_address {
             OpenAddress::AllocationBase => h.offset,
             OpenAddress::BlockBase => 0,
@@ -560,195 +670,262 @@ impl World {
         if interior >= export_size {
             return Err(ErrorKind::InvalidValue.into());
         }
-        let ret_offset = ret_offset + interior;
+        Ok(ret_offset + interior)
+    }
 
-        // After the exporter exited, a copy the context's table did not find
-        // (bytes 40..56 differ from every handle it opened on the block) is
-        // dead too (mem.lifetime.damaged-handle-after-exporter-exit).
+    /// After the exporter exited, a copy the context's table did not find
+    /// (bytes 40..56 differ from every handle it opened on the block) is
+    /// dead too: InvalidHandle where the context maps the block, else
+    /// `dead_handle_error` (mem.lifetime.damaged-handle-after-exporter-exit).
+    fn dead_copy_after_exit_rule(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        block_id: BlockId,
+        handle: &IpcMemHandle,
+    ) -> SimResult<()> {
+        let exporter_exited = self
+            .blocks
+            .get(&block_id)
+            .is_some_and(|b| self.procs[b.owner].exited);
         let same_ids = self.procs[p].regions.values().any(|r| {
             r.block == block_id
                 && r.import.as_ref().is_some_and(|m| {
                     m.ctx == ctx && m.opened.iter().any(|o| o.0[40..56] == handle.0[40..56])
                 })
         });
-        if exporter_exited && !same_ids {
-            let mapped_here = self.procs[p]
-                .imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .next()
-                .is_some();
-            if mapped_here {
-                return Err(ErrorKind::InvalidHandle.into());
-            }
-            return Err(self.sem.dead_handle_error.into());
+        if !exporter_exited || same_ids {
+            return Ok(());
         }
-        let exact = self.procs[p].regions.values().any(|r| {
+        if self.maps_block(p, ctx, block_id) {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        Err(self.sem.dead_handle_error.into())
+    }
+
+    /// Already mapped in this context: the documented refcount, on the
+    /// mapping these very bytes (the cookie aside) opened if there is one; a
+    /// copy with another serial maps again (`known_variant`). `None` where no
+    /// mapping is shared and the open goes on to a new one; `export` is the
+    /// allocation the handle names (offset in block, size).
+    fn reopen_mapped_block(
+        &mut self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+        export: (u64, u64),
+        ret_offset: u64,
+    ) -> SimResult<Option<u64>> {
+        let Some(base) = self.shared_mapping(p, ctx, handle, block_id, export) else {
+            return Ok(None);
+        };
+        if self.sem.reopen == Reopen::Error {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        self.damaged_offset_while_mapped_rule(p, ctx, handle, block_id, base, export.0)?;
+        let ret = base + ret_offset;
+        self.procs[p].opened_ptrs.insert(ret);
+        if let Some(m) = self.procs[p]
+            .regions
+            .get_mut(&base)
+            .and_then(|r| r.import.as_mut())
+        {
+            let n = m.opens.entry(ret).or_insert(0);
+            *n = n.saturating_add(1);
+            m.exports.insert(export.0, export.1);
+            m.closed.remove(&export.0);
+            if !m.opened.contains(handle) {
+                m.opened.push(*handle);
+            }
+        }
+        Ok(Some(ret))
+    }
+
+    /// The base of the mapping of `block_id` in context `ctx` that this
+    /// handle re-opens, if any. A mapping a stale handle made is its own
+    /// (`open_stale`). Only a mapping opened with this serial (bytes 40..48)
+    /// is shared: a handle whose offset and serial both differ from every
+    /// one this context opened maps the block again, at a new address
+    /// (mem.handle.damaged-offset-other-serial); under
+    /// `handle_stable=per-call` every ipc_get writes a new serial, which
+    /// names nothing. A handle whose offset names no export, and whose range
+    /// (offset, size field) overlaps nothing this context opened on the
+    /// block, maps the block again (mem.handle.damaged-offset-disjoint-range).
+    fn shared_mapping(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+        (offset, size): (u64, u64),
+    ) -> Option<u64> {
+        let proc = &self.procs[p];
+        let mappings = || {
+            proc.imports
+                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                .map(|&(_, _, base)| base)
+        };
+        let serials = self.sem.handle_stable == HandleStability::SameBytes;
+        let serial = serial_of(handle);
+        let first = mappings().filter(|b| !self.stale_mapping(p, *b)).find(|b| {
+            proc.regions
+                .get(b)
+                .and_then(|r| r.import.as_ref())
+                .is_none_or(|m| !serials || m.opened.iter().any(|o| serial_of(o) == serial))
+        });
+        let own = mappings().find(|b| {
+            proc.regions
+                .get(b)
+                .and_then(|r| r.import.as_ref())
+                .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
+        });
+        let end = offset.saturating_add(size);
+        let disjoint = !self.offset_exported(block_id, offset)
+            && !self.opened_exactly(p, ctx, handle, block_id)
+            && mappings()
+                .filter_map(|b| proc.regions.get(&b)?.import.as_ref())
+                .all(|m| {
+                    m.exports
+                        .iter()
+                        .all(|(&o, &size)| o.saturating_add(size) <= offset || end <= o)
+                });
+        own.or(first).filter(|_| !disjoint)
+    }
+
+    /// A handle whose offset names no export of a block this context already
+    /// maps, its range overlapping one opened there, is AlreadyMapped
+    /// (mem.handle.damaged-offset-while-mapped; with no mapping it opens:
+    /// mem.handle.flipped-offset-small-allocation). And the other way round
+    /// (measured once, on the 2 x H200): a mapping a damaged offset made is
+    /// not shared with a handle of another offset.
+    fn damaged_offset_while_mapped_rule(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+        base: u64,
+        offset: u64,
+    ) -> SimResult<()> {
+        if self.opened_exactly(p, ctx, handle, block_id) {
+            return Ok(());
+        }
+        if !self.offset_exported(block_id, offset) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        let exported = |o: &u64| self.offset_exported(block_id, *o);
+        let made_up = self.procs[p]
+            .regions
+            .get(&base)
+            .and_then(|r| r.import.as_ref())
+            .is_some_and(|m| m.exports.keys().any(|o| *o != offset && !exported(o)));
+        if made_up {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        Ok(())
+    }
+
+    /// Whether an export of `block_id` starts at `offset`.
+    fn offset_exported(&self, block_id: BlockId, offset: u64) -> bool {
+        self.blocks
+            .get(&block_id)
+            .is_some_and(|b| b.exports.contains_key(&offset))
+    }
+
+    /// Whether context `ctx` of `p` opened these very bytes on `block_id`.
+    fn opened_exactly(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+    ) -> bool {
+        self.procs[p].regions.values().any(|r| {
             r.block == block_id
                 && r.import
                     .as_ref()
                     .is_some_and(|m| m.ctx == ctx && m.opened.contains(handle))
-        });
-        // Already mapped in this context: the documented refcount, on the
-        // mapping these very bytes (the cookie aside) opened if there is one;
-        // a copy with another serial maps again (`known_variant`).
-        if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
-            let proc = &self.procs[p];
-            // A mapping a stale handle made is its own (`open_stale`). Only a
-            // mapping opened with this serial (bytes 40..48) is shared: a
-            // handle whose offset and serial both differ from every one this
-            // context opened maps the block again, at a new address
-            // (mem.handle.damaged-offset-other-serial). Under
-            // `handle_stable=per-call` every ipc_get writes a new serial: it
-            // names nothing there.
-            let serials = self.sem.handle_stable == HandleStability::SameBytes;
-            let serial = serial_of(handle);
-            let first = proc
-                .imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base)
-                .filter(|b| !self.stale_mapping(p, *b))
-                .find(|b| {
-                    proc.regions
-                        .get(b)
-                        .and_then(|r| r.import.as_ref())
-                        .is_none_or(|m| !serials || m.opened.iter().any(|o| serial_of(o) == serial))
-                });
-            let own = proc
-                .imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base)
-                .find(|b| {
-                    proc.regions
-                        .get(b)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
-                });
-            // A handle whose offset names no export, and whose range (offset,
-            // size field) overlaps nothing this context opened on the block,
-            // maps the block again (mem.handle.damaged-offset-disjoint-range).
-            let end = h.offset.saturating_add(h.size.min(export_size));
-            let disjoint = !offset_exported
-                && !exact
-                && proc
-                    .imports
-                    .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                    .filter_map(|&(_, _, b)| proc.regions.get(&b)?.import.as_ref())
-                    .all(|m| {
-                        m.exports
-                            .iter()
-                            .all(|(&o, &size)| o.saturating_add(size) <= h.offset || end <= o)
-                    });
-            let existing = own.or(first).filter(|_| !disjoint);
-            if let Some(base) = existing {
-                if self.sem.reopen == Reopen::Error {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                // A handle whose offset names no export of a block this
-                // context already maps, its range overlapping one opened
-                // there, is AlreadyMapped
-                // (mem.handle.damaged-offset-while-mapped; with no mapping it
-                // opens: mem.handle.flipped-offset-small-allocation).
-                if !offset_exported && !exact {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                // And the other way round (measured once, on the 2 x H200): a
-                // mapping a damaged offset made is not shared with a handle of
-                // another offset.
-                let made_up = !exact
-                    && self.procs[p]
-                        .regions
-                        .get(&base)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| {
-                            m.exports
-                                .keys()
-                                .any(|o| *o != h.offset && !exported.contains(o))
-                        });
-                if made_up {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                let ret = base + ret_offset;
-                self.procs[p].opened_ptrs.insert(ret);
-                if let Some(m) = self.procs[p]
-                    .regions
-                    .get_mut(&base)
-                    .and_then(|r| r.import.as_mut())
-                {
-                    let n = m.opens.entry(ret).or_insert(0);
-                    *n = n.saturating_add(1);
-                    m.exports.insert(h.offset, h.size.min(export_size));
-                    m.closed.remove(&h.offset);
-                    if !m.opened.contains(handle) {
-                        m.opened.push(*handle);
-                    }
-                }
-                return Ok(ret);
-            }
-        }
-        // The exporter freed the block while another process maps it: only a
-        // new mapping is refused (mem.lifetime.free-while-open), NotPermitted
-        // where driver memory claimed the freed allocation's VA since, as for
-        // a stale handle (mem.lifetime.freed-while-mapped-va-claimed). The
-        // exporter itself, through a copy whose process field is damaged, from
-        // a context other than the block's, maps the block it freed anew,
-        // claimed VA or not
-        // (mem.lifetime.freed-while-mapped-exporter-other-context); from the
-        // block's own context it is refused as for anyone.
-        let own_other_context = p == exporter && ctx != block_ctx;
-        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused && !own_other_context
-        {
-            let addr = owner_base.saturating_add(h.offset);
-            // A copy whose serial (bytes 40..48) is not the freed allocation's
-            // is looked up by address, as a stale handle of a block nobody
-            // maps: it opens the exported allocation there now
-            // (mem.lifetime.freed-while-mapped-serial-copy).
-            let block_serial = self
-                .blocks
-                .get(&block_id)
-                .and_then(|b| b.serials.get(&h.offset).copied())
-                .unwrap_or(0);
-            if serial_of(handle) != block_serial {
-                return self.open_stale(p, (ctx, device), handle, &h, exporter, addr, flags);
-            }
-            // NotPermitted where the exporter has something else there now
-            // (mem.lifetime.freed-while-mapped-address-reused,
-            // mem.lifetime.freed-while-mapped-claimed-then-reused).
-            let owner = &self.procs[exporter];
-            let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
-            let claimed =
-                block_released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
-            if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
-                return Err(self.sem.reclaimed_export_error.into());
-            }
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        // After the exporter exited, only a context that still maps the block
-        // opens it again; a new mapping is refused as for a dead handle, even
-        // while another importer keeps the memory alive
-        // (mem.lifetime.new-importer-after-exporter-exit,
-        // mem.lifetime.reopen-after-exporter-exit).
-        let maps_already = self.procs[p]
+        })
+    }
+
+    /// Whether context `ctx` of `p` maps `block_id`.
+    fn maps_block(&self, p: ProcessIndex, ctx: CtxKey, block_id: BlockId) -> bool {
+        self.procs[p]
             .imports
             .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
             .next()
-            .is_some();
-        if exporter_exited && !maps_already {
+            .is_some()
+    }
+
+    /// The exporter freed the block while another process maps it
+    /// (`freed_export=refused`): only a new mapping is refused, InvalidValue
+    /// (mem.lifetime.free-while-open), `reclaimed_export_error` where the
+    /// exporter has something else at the address now or driver memory
+    /// claimed the freed allocation's VA since, as for a stale handle
+    /// (mem.lifetime.freed-while-mapped-va-claimed,
+    /// mem.lifetime.freed-while-mapped-address-reused,
+    /// mem.lifetime.freed-while-mapped-claimed-then-reused). A copy whose
+    /// serial (bytes 40..48) is not the freed allocation's is looked up by
+    /// address, as a stale handle of a block nobody maps: it opens the
+    /// exported allocation there now
+    /// (mem.lifetime.freed-while-mapped-serial-copy). The exporter itself,
+    /// through a copy whose process field is damaged, from a context other
+    /// than the block's, maps the block it freed anew, claimed VA or not
+    /// (mem.lifetime.freed-while-mapped-exporter-other-context); from the
+    /// block's own context it is refused as for anyone. `None`: the rule
+    /// does not apply.
+    fn freed_while_mapped_rule(
+        &mut self,
+        p: ProcessIndex,
+        (ctx, device): (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        block_id: BlockId,
+        flags: u32,
+    ) -> Option<SimResult<u64>> {
+        let block = self.blocks.get(&block_id)?;
+        let exporter = block.owner;
+        let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
+        let own_other_context = p == exporter && ctx != block.owner_ctx;
+        if !freed_by_exporter || self.sem.freed_export != FreedExport::Refused || own_other_context
+        {
+            return None;
+        }
+        let addr = block.owner_base.saturating_add(h.offset);
+        let block_serial = block.serials.get(&h.offset).copied().unwrap_or(0);
+        let released = block.owner_released;
+        if serial_of(handle) != block_serial {
+            return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
+        }
+        let owner = &self.procs[exporter];
+        let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
+        let claimed = released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
+        if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
+            return Some(Err(self.sem.reclaimed_export_error.into()));
+        }
+        Some(Err(ErrorKind::InvalidValue.into()))
+    }
+
+    /// After the exporter exited, only a context that still maps the block
+    /// opens it again; a new mapping is refused as for a dead handle, even
+    /// while another importer keeps the memory alive
+    /// (mem.lifetime.new-importer-after-exporter-exit,
+    /// mem.lifetime.reopen-after-exporter-exit).
+    fn new_mapping_after_exit_rule(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        block_id: BlockId,
+    ) -> SimResult<()> {
+        let exporter_exited = self
+            .blocks
+            .get(&block_id)
+            .is_some_and(|b| self.procs[b.owner].exited);
+        if exporter_exited && !self.maps_block(p, ctx, block_id) {
             return Err(self.sem.dead_handle_error.into());
         }
-
-        // "Handles from each device in a given process may only be opened by
-        // one context per device per other process."
-        if let ExportRule::Refuse(kind) = self.second_context_rule() {
-            if self.second_context_clash(p, ctx, device, h.exporter_tag, Some(block_device)) {
-                return Err(kind.into());
-            }
-        }
-
-        // A copy past a smaller size field is InvalidValue
-        // (mem.handle.size-field-bounds-copies); a larger one is unmeasured:
-        // not widened.
-        let export = (h.offset, h.size.min(export_size));
-        self.map_new(p, (ctx, device), handle, &h, block_id, export, ret_offset)
+        Ok(())
     }
 
     /// A new mapping of block `block_id` in process `p`, opened with
