@@ -1,7 +1,8 @@
-//! The crate's files import each other without a loop: no file imports,
+//! The crates' files import each other without a loop: no file imports,
 //! directly or around a cycle, a file that imports it (ARCHITECTURE.md,
-//! "Invariants"). The results model sits at the bottom, the renderers read
-//! only the model, and the command line sits on top.
+//! "Invariants"). Checked for every library crate of the workspace. In this
+//! crate the results model sits at the bottom, the renderers read only the
+//! model, and the command line sits on top.
 //!
 //! An import is any path through `crate::`, `super::` or a child module
 //! name used in a file (a `use`, or a path written inline), the file's
@@ -246,15 +247,100 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-#[test]
-fn no_file_imports_a_file_that_imports_it() {
-    let graph = import_graph(&src());
-    let cycles: Vec<String> = graph
+/// The source folder of workspace crate `name` (its folder next to this one).
+fn crate_src(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(name)
+        .join("src")
+}
+
+/// Every import cycle in the crate whose sources are under `src`, one per
+/// line, each starting at a module on it.
+fn cycles_in(src: &Path) -> Vec<String> {
+    let graph = import_graph(src);
+    graph
         .keys()
         .filter_map(|m| cycle_from(&graph, m))
         .map(|c| c.join(" -> "))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it() {
+    let cycles = cycles_in(&src());
     assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+}
+
+/// The modules that lie on an import cycle of the crate under `src`.
+fn modules_on_cycles(src: &Path) -> BTreeSet<String> {
+    let graph = import_graph(src);
+    graph
+        .keys()
+        .filter(|m| cycle_from(&graph, m).is_some())
+        .cloned()
+        .collect()
+}
+
+/// A crate's cycles are exactly the known ones still to break: a new cycle
+/// fails, and so does breaking one without taking it off the list.
+fn assert_known_cycles(crate_name: &str, known: &[&str]) {
+    let src = crate_src(crate_name);
+    let on_cycles = modules_on_cycles(&src);
+    let known: BTreeSet<String> = known.iter().map(|m| m.to_string()).collect();
+    assert_eq!(
+        on_cycles,
+        known,
+        "modules on import cycles in {crate_name} (left) differ from the known ones (right):\n{}",
+        cycles_in(&src).join("\n")
+    );
+}
+
+#[test]
+fn the_harness_has_no_import_cycles_but_the_known_ones() {
+    // Still to break (issue 17): `cuda::pool` <-> `cuda::process` (the
+    // pool-aware machine start lives in process.rs), `calls` <-> `driver`,
+    // and the `roles` and `scenario` modules with their parents.
+    assert_known_cycles(
+        "harness",
+        &[
+            "calls",
+            "cuda::pool",
+            "cuda::process",
+            "driver",
+            "roles",
+            "roles::driver",
+            "roles::ledger",
+            "roles::processes",
+            "roles::scheduler",
+            "scenario",
+            "scenario::executor",
+            "scenario::parser",
+        ],
+    );
+}
+
+#[test]
+fn the_simulator_has_no_import_cycles_but_the_known_ones() {
+    // Still to break (issue 17): `World`'s state types live in the rule
+    // modules (`events`, `ipc`, `vmm`), and `profiles` and `vmm`'s tests use
+    // the crate root's `SimBackend`, which imports them all.
+    assert_known_cycles(
+        "mock-driver",
+        &[
+            "crate", "events", "ipc", "machine", "profiles", "vmm", "world",
+        ],
+    );
+}
+
+#[test]
+fn no_file_of_the_tracer_imports_a_file_that_imports_it() {
+    let cycles = cycles_in(&crate_src("tracer"));
+    assert!(
+        cycles.is_empty(),
+        "import cycles in the tracer:\n{}",
+        cycles.join("\n")
+    );
 }
 
 #[test]

@@ -98,7 +98,7 @@ impl World {
         let proc = &mut self.procs[p];
         proc.current = Some(c);
         // `va_reuse=top-down`: VA reserved before this call is never handed
-        // out again (H100 explore cases 13, 58, 99, 255; 2 x H200 case 6).
+        // out again (mem.lifetime.va-reuse-after-ctx-create).
         proc.arena_seq = proc.arena_seq.wrapping_add(1);
         if let Some(x) = proc.contexts.get_mut(&c) {
             x.claimed_arena = Some(proc.arena);
@@ -108,12 +108,9 @@ impl World {
         // (`reclaimed_export_error`).
         proc.claim_free_va(None, false);
         proc.arena = proc.arena_seq;
-        // VA a destroyed context released goes to the next context made
-        // (H100 held-out seed-8001 case 622, shrunk by `explore --recheck`
-        // on fresh workers 2026-11-24: an import's mapping, released by
-        // destroying its created context, is where the next created
-        // context's pinned host memory lands; the primary context made
-        // current instead does not get it: recorded seed-3001 case 1057).
+        // VA a destroyed context released goes to the next context made, not
+        // to the primary context made current instead
+        // (mem.lifetime.destroyed-context-va-to-next-context).
         for f in proc.free_va.values_mut() {
             if f.arena == RETIRED_ARENA {
                 f.arena = proc.arena;
@@ -157,24 +154,23 @@ impl World {
         if primary && self.sem.destroy_primary == DestroyPrimary::Error {
             return Err(ErrorKind::InvalidContext.into());
         }
-        // A sticky error stops the call only after that check (H100,
-        // recorded seed-3001 cases 222, 1352: destroying the primary
-        // context after a fault is cudaErrorDeviceUninitialized, not 700),
-        // and never stops destroying a created context: the process stays
-        // poisoned (recorded seed-5001 case 88, the context the kernel
-        // faulted in, runtime; shrunk and re-run on fresh workers
-        // 2026-11-24).
+        // A sticky error stops the call only after that check: destroying the
+        // primary context after a fault is cudaErrorDeviceUninitialized, not
+        // 700 (mem.context.destroy-primary-after-fault); it never stops
+        // destroying a created context, and the process stays poisoned
+        // (mem.context.destroy-created-after-fault).
         if self.procs[p].sticky && primary {
             return Err(ErrorKind::IllegalAddress.into());
         }
         self.release_context(p, ctx, true);
         self.driver_fd_of_context_closes(p, ctx);
         let proc = &mut self.procs[p];
-        // `va_reuse=top-down`: VA the destroyed context released is not
-        // handed out again (recorded seed-3001 cases 3, 566, 821, 1057), and
-        // when it was the newest context made, the arena current before its
-        // creation is current again: VA reserved before it and released
-        // after it is handed out again (seed-3001 cases 335, 950).
+        // `va_reuse=top-down`: VA the destroyed context released is not handed
+        // out again, and when it was the newest context made, the arena
+        // current before its creation is current again: VA reserved before it
+        // and released after it is handed out again
+        // (mem.context.va-after-ctx-destroy,
+        // mem.context.va-after-ctx-destroy-earlier-arena).
         for f in proc.free_va.values_mut() {
             if f.pool.ctx == ctx {
                 f.arena = RETIRED_ARENA;

@@ -288,9 +288,8 @@ impl World {
         let (ctx, _) = self.current_ctx(p)?;
         let core = self.event_core(p, id, "event_record")?;
         // cuEventRecord: "hEvent and hStream must be from the same context
-        // otherwise CUDA_ERROR_INVALID_HANDLE is returned" (the default
-        // stream is the current context's). H100: recorded seed-4001 cases
-        // 63, 318, 972, 1258, 1317, 1406, 1484, 1603.
+        // otherwise CUDA_ERROR_INVALID_HANDLE is returned" (the default stream
+        // is the current context's; event.context.record-from-other-context).
         if self.event_ctx(p, id) != Some(ctx) {
             return Err(ErrorKind::InvalidHandle.into());
         }
@@ -304,13 +303,11 @@ impl World {
     }
 
     /// A process's first interprocess event (made or opened) allocates the
-    /// driver's shared event memory, which claims the VA the process had
-    /// free in its current arena: a freed export there is NotPermitted from
-    /// then on (H100 recorded seed-4001 cases 608, 1685, 1952; seed-5001
-    /// cases 399, 995; call 9, clause
-    /// mem.lifetime.freed-export-va-claimed-by-event-handle). A reused
-    /// worker that made one in an earlier case claims nothing (seed-4001
-    /// cases 139, 1124: the creation took 53 us, as in `driver_fds`).
+    /// driver's shared event memory, which claims the VA the process had free
+    /// in its current arena: a freed export there is NotPermitted from then on
+    /// (mem.lifetime.freed-export-va-claimed-by-event-handle). The memory
+    /// lives as long as the process: later events claim nothing (as in
+    /// `driver_fds`).
     fn claim_event_memory(&mut self, p: ProcessIndex) {
         if self.events.shared_memory.insert(p) {
             self.procs[p].claim_free_va(None, true);
@@ -363,8 +360,8 @@ impl World {
             .get(&core)
             .is_some_and(|c| c.flags & INTERPROCESS != 0);
         // Unlike the handle query, the wait crashes also from a context with
-        // interprocess-event state of its own (H100 call 7 and 2 x H200
-        // call 8: clause event.context.stream-wait-from-context-with-ipc-event).
+        // interprocess-event state of its own
+        // (event.context.stream-wait-from-context-with-ipc-event).
         if interprocess
             && self.sem.event_other_context == EventOtherContext::Crash
             && self.event_ctx(p, id) != Some(ctx)
@@ -447,17 +444,17 @@ impl World {
             // Only reachable with `event_ipc_timing=get-fails`.
             return Err(ErrorKind::InvalidValue.into());
         }
-        // An opened event is not the process's to export (H100: recorded
-        // seed-4001 cases 32, 38, 87, 103, 194, 301, 335, 461, 549, 866,
-        // 1207, 1523, 1610, 1815, 1918; checked before the context, case 20).
+        // An opened event is not the process's to export
+        // (event.get.imported-event); this is checked before the context.
         let imported = self
             .events
             .local
             .get(&(p, id.0))
             .is_some_and(|l| l.imported);
         // cuIpcGetEventHandle checks its out pointer before the event's
-        // origin (H100 recorded seed-5001 case 1013: NULL out, an opened
-        // event: InvalidValue); the runtime asks the driver first.
+        // origin: a NULL out for an opened event is InvalidValue
+        // (event.get.imported-event-null-out); the runtime asks the driver
+        // first.
         if imported && !(out == OutArg::Null && self.dialect == Dialect::Driver) {
             if let ExportRule::Refuse(k) = self.sem.event_get_imported {
                 return Err(k.into());
@@ -481,14 +478,12 @@ impl World {
         if self.sem.event_other_context == EventOtherContext::Crash
             && self.event_ctx(p, id) != Some(ctx)
         {
-            // A context with interprocess-event state of its own answers
-            // with its own pool's bytes for the event's slot (H100 recorded
-            // seed-4001 case 336: other bytes than the event's own context
-            // gives; seed-5001 case 1053: the same bytes as that context's
-            // own event in that slot). They open the event of that slot in
-            // the current context's pool, if there is one (seed-7001 case
-            // 861, shrunk by `explore --recheck` on fresh workers
-            // 2026-11-24: opened where the simulator said MapFailed).
+            // A context with interprocess-event state of its own answers with
+            // its own pool's bytes for the event's slot, the bytes of that
+            // context's own event in that slot
+            // (event.context.get-from-context-with-ipc-event). They open the
+            // event of that slot in the current context's pool, if there is
+            // one (event.get.other-context-bytes-open-slot-event).
             let slot = core.slot.unwrap_or(0);
             let bytes = self.handle_bytes(core.owner, p, ctx, slot);
             let holder = self
@@ -508,9 +503,9 @@ impl World {
             return Ok(IpcEventHandle(bytes));
         }
         // The bytes name the context's pool and the event's slot there: an
-        // event made after an exported one was destroyed gets its bytes
-        // (H100 recorded seed-5001 case 1041, shrunk and re-run on fresh
-        // workers 2026-11-24); the old handle then opens the new event.
+        // event made after an exported one was destroyed gets its bytes, and
+        // the old handle then opens the new event
+        // (event.get.slot-reused-after-destroy).
         let bytes = self.handle_bytes(core.owner, p, core.ctx, core.slot.unwrap_or(0));
         self.events.by_handle.insert(bytes, core_id);
         if let Some(c) = self.events.cores.get_mut(&core_id) {
@@ -572,13 +567,14 @@ impl World {
         if core.owner == p {
             return Err(self.sem.event_open_in_exporter.into());
         }
-        // The exporter's exit released the event: only a context that opened
-        // a handle of that exporter before opens again (H100 recorded
-        // seed-4001 cases 196, 308, 744; calls 7 and 8: a new context with
-        // an interprocess event of its own is refused, clause
-        // event.lifetime.reopen-after-exporter-exit-context-with-ipc-event;
-        // case 510, where that context also held the exporter's memory
-        // mapped, opened: not modelled).
+        // The exporter's exit released the event: only a context that opened a
+        // handle of that exporter before opens again
+        // (event.lifetime.reopen-after-exporter-exit); a new context, even one
+        // with an interprocess event of its own, is refused
+        // (event.lifetime.reopen-after-exporter-exit-new-context,
+        // event.lifetime.reopen-after-exporter-exit-context-with-ipc-event).
+        // Not modelled: such a context that also maps the exporter's memory
+        // opens it.
         if core.exit_released && !self.events.opened_from.contains(&(p, ctx, core.owner)) {
             return Err(self.sem.event_bad_handle.into());
         }

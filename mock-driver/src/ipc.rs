@@ -8,13 +8,13 @@
 //! | bytes | field | flipped on hardware |
 //! | --- | --- | --- |
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
-//! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (explore run) |
-//! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (recorded seed 3001 cases 965, 1045) |
-//! | 24..28 | format word `0x200` | InvalidValue (not read where the context maps the block already: recorded seed 3001 case 804), after the one-context rule and the exporter's exit (2 x H200 case 81; recorded seed 3001 case 9); byte 24 alone is not read for an allocation over 2 MiB of odd size (3 MiB: H100 2026-11-24), nor the word for a freed export whose VA was claimed (seed 5001 cases 776, 883) |
-//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped; where the context maps the block, a new mapping if the range overlaps nothing opened there (recorded seed 3001 case 340) |
+//! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (mem.open.own-process-field, mem.context.second-context-process-field) |
+//! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (mem.handle.size-field-bounds-copies) |
+//! | 24..28 | format word `0x200` | InvalidValue (mem.handle.corrupted-fields; not read where the context maps the block already: mem.handle.format-word-unread-when-mapped), after the one-context rule and the exporter's exit (mem.context.second-context-before-format, mem.lifetime.exporter-exit-before-format); byte 24 alone is not read for an allocation over 2 MiB of odd size (mem.handle.format-byte-odd-size), nor the word for a freed export whose VA was claimed (mem.handle.format-word-after-claim) |
+//! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped (mem.handle.corrupted-fields); where the context maps the block, a new mapping if the range overlaps nothing opened there (mem.handle.damaged-offset-disjoint-range) |
 //! | 31 | padding | ignored |
-//! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (recorded seed 3001 cases 55, 363, 585, 876) |
-//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (explore 2026-11-23) |
+//! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (mem.handle.memory-type-before-context-rules) |
+//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (mem.handle.serial-copy-maps-again) |
 //! | 48..52 | export object id | InvalidHandle |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
 //! | 56..64 | zero (`interior_handle=pointer-offset`: the pointer's offset in its allocation, HIP's `poffset`) | ignored |
@@ -27,7 +27,7 @@ use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
     Reopen, StaleHandle,
 };
-use crate::world::{BlockId, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
+use crate::world::{BlockId, CtxKey, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
 use ipc_harness::{
     ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -113,10 +113,10 @@ pub(crate) struct Encode {
 
 pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     let mut b = [0u8; IPC_HANDLE_SIZE];
-    // Measured (explore runs: H100 case 2, 2 x H200 cases 22 and 60): the
-    // same allocation exported from a second context gives other bytes.
-    // Which bytes is not measured; the simulator puts the difference in the
-    // cookie, which the driver ignores, so both handles open the same memory.
+    // The same allocation exported from a second context gives other bytes
+    // (mem.get.other-context-bytes). Which bytes is not measured; the
+    // simulator puts the difference in the cookie, which the driver ignores,
+    // so both handles open the same memory.
     let mut cookie = hash(seed ^ 0x434f_4f4b_4945, &[u64::from(e.exporter)]);
     if e.ctx_salt != 0 {
         cookie ^= hash(
@@ -228,9 +228,10 @@ impl World {
             return Err(k.into());
         }
         if out == OutArg::Null {
-            // The pointer and its kind are checked first (H100: stream-ordered
-            // memory with a NULL out is InvalidValue, recorded case 150 of
-            // seed 3001); then the runtime writes through NULL.
+            // The pointer and its kind are checked first: stream-ordered
+            // memory with a NULL out is InvalidValue
+            // (mem.get.null-out-stream-ordered); then the runtime writes
+            // through NULL (mem.get.null-out).
             if self.dialect == ipc_harness::Dialect::Runtime
                 && self.sem.get_null_out == GetNullOut::CrashInRuntime
             {
@@ -306,6 +307,9 @@ impl World {
         }
     }
 
+    /// `cuIpcOpenMemHandle`: the driver's checks in the order the hardware
+    /// showed them, each a named rule below that answers or lets the open go
+    /// on; a handle that passes them all maps its block anew (`map_new`).
     pub(crate) fn ipc_open(
         &mut self,
         p: ProcessIndex,
@@ -313,247 +317,348 @@ impl World {
         flags: u32,
         out: OutArg,
     ) -> SimResult<u64> {
-        if out == OutArg::Null {
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        if !self.open_flags_ok(flags) {
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        if *handle == IpcMemHandle::ZERO {
-            return Err(self.sem.zero_handle_error.into());
-        }
-        // Measured (explore runs: H100 cases 5, 46, 53; 2 x H200 case 8): the
-        // own-process check comes first and reads the handle's process field
-        // only, before the format and memory-type words are looked at, and
-        // before the context's table of opened handles (recorded seed-3001
-        // cases 1365, 1502: the exporter re-opening its own handle where a
-        // copy with another process field is open).
+        self.open_arguments_rule(handle, flags, out)?;
         let tag = raw_process_tag(handle);
-        if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
-            self.current_ctx(p)?;
-            return Err(self.sem.open_in_exporter.into());
-        }
-        let fresh_mapping = match self.known_variant(p, handle) {
-            // The table's entry was opened with another process field: the
-            // one-context rule, which reads this handle's field, comes
-            // first (H100 recorded seed-7001 case 41, shrunk by `explore
-            // --recheck` on fresh workers 2026-11-24: the original handle
-            // from a second context where a copy with a damaged process
-            // field is open there is InvalidHandle; seed-4001 case 80: in
-            // the first context it re-opens the copy's mapping).
-            Variant::Original(same) if same.0[8..16] != handle.0[8..16] => {
-                if let (Ok((ctx, device)), ExportRule::Refuse(kind)) =
-                    (self.current_ctx(p), self.second_context_rule())
-                {
-                    if self.second_context_clash(p, ctx, device, tag, None) {
-                        return Err(kind.into());
-                    }
-                }
-                return self.ipc_open(p, &same, flags, out);
+        self.own_process_rule(p, tag)?;
+        let variant = self.known_variant(p, handle);
+        let fresh_mapping = match &variant {
+            Variant::Original(same) => {
+                return self.open_copy_of_open_handle(p, handle, same, flags, out)
             }
-            Variant::Original(same) => return self.ipc_open(p, &same, flags, out),
             Variant::NewMapping => true,
             Variant::None | Variant::OtherSize => false,
         };
-        // The memory-type word (bytes 32..37) is read right after the table:
-        // a damaged one is InvalidValue even from a second context, after the
-        // exporter exited, or where the table found a copy with another size
-        // field (H100 recorded seed-3001 cases 55, 363, 585, 876).
-        if handle.0[32..37] != MEMORY_TYPE {
-            return Err(self.sem.garbage_handle_error.into());
-        }
-        if matches!(self.known_variant(p, handle), Variant::OtherSize) {
-            return Err(ErrorKind::AlreadyMapped.into());
-        }
-        // The one-context-per-exporter rule reads the same field, also before
-        // the format word (2 x H200, case 81: a handle whose format word is
-        // damaged, opened from a second context, is InvalidHandle); so does
-        // the exporter's exit (H100 recorded seed-3001 case 9: format word
-        // and object id damaged, the exporter gone: InvalidHandle).
-        if decode(self.seed, handle).is_none() {
-            if let Ok((ctx, device)) = self.current_ctx(p) {
-                if let ExportRule::Refuse(kind) = self.second_context_rule() {
-                    if self.second_context_clash(p, ctx, device, tag, None) {
-                        return Err(kind.into());
-                    }
-                }
-            }
-            let exited = (0..self.procs.len())
-                .any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
-            if exited {
-                return Err(self.sem.dead_handle_error.into());
-            }
-        }
-        // A damaged format word is InvalidValue unless the handle's object
-        // and check word name a block this context maps already: then the
-        // word is not read (H100 recorded seed-3001 case 804: a neighbour's
-        // handle with byte 24 flipped opened where the context mapped the
-        // block through another allocation's handle).
-        let Some(h) = decode(self.seed, handle).or_else(|| {
-            let h = decode_fields(self.seed, handle);
-            // Nor for an export freed since whose VA driver memory claimed:
-            // that refusal comes first (H100 recorded seed-5001 cases 776,
-            // 883: byte 24 flipped, the VA claimed by a VMM allocation or a
-            // context since the free: NotPermitted); where the exporter
-            // exported another allocation there the word is read (seed-3001
-            // case 1145: InvalidValue).
-            if let Some(f) = self.freed_exports.get(&h.object).filter(|_| h.checked) {
-                let addr = f.base.saturating_add(h.offset);
-                let claimed = f
-                    .released
-                    .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
-                    || self.free_va_claimed(f.owner, addr) == Some(true);
-                if claimed {
-                    return Some(h);
-                }
-            }
-            let block = *self.export_ids.get(&h.object)?;
-            // Byte 24 alone is not read for an allocation of blocks of its
-            // own whose size is not a multiple of the 2 MiB block (H100,
-            // 2026-11-24, fresh workers: 2 MiB + 1 and 3 MiB open with it
-            // flipped; 1000 B, 4 KiB, 22980 B, 1, 2, 4, 6 and 16 MiB are
-            // InvalidValue; recorded seed-4001 case 986).
-            let odd_size = self.blocks.get(&block).is_some_and(|b| {
-                b.exports
-                    .get(&h.offset)
-                    .is_some_and(|&size| size > BLOCK && size % BLOCK != 0)
-            });
-            if h.checked && odd_size && u32_at(&handle.0, 24) >> 8 == FORMAT >> 8 {
-                return Some(h);
-            }
-            let (ctx, _) = self.current_ctx(p).ok()?;
-            let mapped = self.procs[p]
-                .imports
-                .range((ctx, block, 0)..=(ctx, block, u64::MAX))
-                .next()
-                .is_some();
-            (h.checked && mapped).then_some(h)
-        }) else {
-            return Err(self.sem.garbage_handle_error.into());
-        };
+        self.memory_type_rule(handle, &variant)?;
+        self.undecoded_handle_rule(p, handle, tag)?;
+        let h = self.format_word_rule(p, handle)?;
         let (ctx, device) = self.current_ctx(p)?;
-        // The one-context-per-exporter rule comes before the object and check
-        // words too (2026-11-23 seed 2027 case 55: byte 52 flipped, opened
-        // from a second context, is InvalidHandle, not InvalidValue).
-        if let ExportRule::Refuse(kind) = self.second_context_rule() {
-            let block_device = self
-                .export_ids
-                .get(&h.object)
-                .and_then(|b| self.blocks.get(b))
-                .map(|b| b.device);
-            if self.second_context_clash(p, ctx, device, h.exporter_tag, block_device) {
-                return Err(kind.into());
-            }
-        }
-        // A handle that already opened what its freed block's address holds
-        // now re-opens that mapping, also after the exporter exited
-        // (recorded seed-3001 case 251).
+        self.one_context_before_check_word_rule(p, (ctx, device), &h)?;
         if let Some(ret) = self.reopen_stale(p, ctx, handle, h.object) {
             return Ok(ret);
         }
-        // The block was freed and nobody maps it: what the exporter has at its
-        // address decides (`stale_handle`); a damaged check word is refused
-        // first (recorded seed-3001 case 1145).
         if let Some(&freed) = self.freed_exports.get(&h.object) {
-            if !h.checked {
-                return Err(self.sem.garbage_handle_error.into());
-            }
-            let addr = freed.base.saturating_add(h.offset);
-            // Driver memory made while that VA was free claims it whatever
-            // the exporter placed there since: an exported allocation, a
-            // VMM reservation (H100 recorded seed-5001 cases 37, 399, seed
-            // 4001 case 915, shrunk and re-run on fresh workers 2026-11-24).
-            if freed
-                .released
-                .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
-            {
-                return Err(self.sem.reclaimed_export_error.into());
-            }
-            return self.open_stale(p, (ctx, device), handle, &h, freed.owner, addr, flags);
+            return self.open_freed_export(p, (ctx, device), handle, &h, freed, flags);
         }
         // An object the driver does not know: never made, or its exporter exited.
         let Some(&block_id) = self.export_ids.get(&h.object) else {
             return Err(self.sem.dead_handle_error.into());
         };
-        // After the exporter exited a copy with another check word is dead
-        // (case 56), as any copy the context's table does not find.
-        let exited = |w: &World| {
-            w.blocks
-                .get(&block_id)
-                .is_some_and(|b| w.procs[b.owner].exited)
-        };
-        if !h.checked {
-            if exited(self) {
-                return Err(ErrorKind::InvalidHandle.into());
-            }
-            // A damaged check word is NotPermitted where the exporter held
-            // one VMM allocation handle (made or imported) when the block
-            // was made and holds any still (H100 recorded seed-5001 case
-            // 966, seed-7001 cases 934, 997, shrunk by `explore --recheck`
-            // on fresh workers 2026-11-24; 934 imported a second one later).
-            // Inferred: InvalidValue where the VMM allocation came after the
-            // block (seed-4001 cases 400, 736, seed-5001 case 155), the
-            // exporter held two handles then, its own export imported again
-            // (seed-4001 case 1905, seed-5001 case 877), or a VA reservation
-            // (seed-7001 case 1655); the mechanism is unknown.
-            let one_vmm_since = self
-                .blocks
-                .get(&block_id)
-                .is_some_and(|b| b.owner_vmm_handles == 1 && self.vmm_handles_held(b.owner) > 0);
-            if one_vmm_since {
-                return Err(self.sem.reclaimed_export_error.into());
-            }
-            return Err(self.sem.garbage_handle_error.into());
-        }
+        self.damaged_check_word_rule(block_id, &h)?;
         let Some(block) = self.blocks.get(&block_id) else {
             return Err(self.sem.dead_handle_error.into());
         };
-        let exporter = block.owner;
-        let owner_base = block.owner_base;
-        let block_released = block.owner_released;
-        let block_ctx = block.owner_ctx;
-        let exporter_exited = self.procs[exporter].exited;
-        let freed_by_exporter = !block.owner_mapped && !exporter_exited;
-        let offset_exported = block.exports.contains_key(&h.offset);
-        let exported: BTreeSet<u64> = block.exports.keys().copied().collect();
-        // An offset no export names: the H100 (580.159.04) refuses it with
-        // AlreadyMapped for a 2 MiB allocation (mem.handle.corrupted-fields)
-        // but opens it for a 1000-byte one at the start of a shared block
-        // (mem.handle.flipped-offset-small-allocation). Inferred from those
-        // two: accepted while the largest export still fits after it.
-        let export_size = match block.exports.get(&h.offset) {
-            Some(&size) => size,
-            None => {
-                if self.mutant(MutantId::PanicOnDamagedOffset) {
-                    panic!("mutant: no export at offset {:#x}", h.offset);
-                }
-                let largest = block.exports.values().copied().max().unwrap_or(block.size);
-                // Measured (2026-11-23 seed 2027 cases 208, 802): an importer
-                // that holds a device allocation of its own opens it anyway;
-                // so does one that holds a VA reservation (H100 held-out
-                // seed-8001 case 172, shrunk by `explore --recheck` on fresh
-                // workers 2026-11-24; a VMM allocation alone, or an IPC
-                // mapping opened and closed, is still AlreadyMapped).
-                let own_memory = self.procs[p]
-                    .allocs
-                    .values()
-                    .any(|a| a.kind == MemKind::Device)
-                    || self.vmm_reserves_any(p);
-                // Only an offset inside the block was measured opening: one
-                // past its end would return a pointer outside the mapping
-                // (which no close could find; mock-driver prop5).
-                if h.offset.saturating_add(largest) > block.size
-                    && (!own_memory || h.offset >= block.size)
-                {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                largest
-            }
-        };
         let block_device = block.device;
+        let export_size = self.damaged_offset_rule(p, block_id, &h)?;
         if device != block_device {
             self.cross_device_open(p, ctx, device, block_device, flags)?;
         }
+        let ret_offset = self.returned_offset(handle, &h, export_size)?;
+        self.dead_copy_after_exit_rule(p, ctx, block_id, handle)?;
+        if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
+            let export = (h.offset, h.size.min(export_size));
+            if let Some(ret) =
+                self.reopen_mapped_block(p, ctx, handle, block_id, export, ret_offset)?
+            {
+                return Ok(ret);
+            }
+        }
+        if let Some(answer) =
+            self.freed_while_mapped_rule(p, (ctx, device), handle, &h, block_id, flags)
+        {
+            return answer;
+        }
+        self.new_mapping_after_exit_rule(p, ctx, block_id)?;
+        self.one_context_per_device_rule(p, (ctx, device), h.exporter_tag, Some(block_device))?;
+        // A copy past a smaller size field is InvalidValue
+        // (mem.handle.size-field-bounds-copies); a larger one is unmeasured:
+        // not widened.
+        let export = (h.offset, h.size.min(export_size));
+        self.map_new(p, (ctx, device), handle, &h, block_id, export, ret_offset)
+    }
+
+    /// The arguments come first: a NULL out pointer and flags the driver
+    /// does not take are InvalidValue (mem.open.null-out, mem.flags.zero,
+    /// mem.flags.other-bits), an all-zero handle `zero_handle_error`
+    /// (mem.handle.zeroed).
+    fn open_arguments_rule(&self, handle: &IpcMemHandle, flags: u32, out: OutArg) -> SimResult<()> {
+        if out == OutArg::Null || !self.open_flags_ok(flags) {
+            return Err(ErrorKind::InvalidValue.into());
+        }
+        if *handle == IpcMemHandle::ZERO {
+            return Err(self.sem.zero_handle_error.into());
+        }
+        Ok(())
+    }
+
+    /// The own-process check comes first and reads the handle's process
+    /// field only, before the format and memory-type words and before the
+    /// context's table of opened handles: the exporter opening its own
+    /// handle gets `open_in_exporter` (mem.open.own-process,
+    /// mem.open.own-process-field, mem.open.own-process-before-format,
+    /// mem.open.own-process-before-open-table).
+    fn own_process_rule(&self, p: ProcessIndex, tag: u64) -> SimResult<()> {
+        if tag == process_tag(self.seed, p) && !self.mutant(MutantId::ExporterOpensOwnHandle) {
+            self.current_ctx(p)?;
+            return Err(self.sem.open_in_exporter.into());
+        }
+        Ok(())
+    }
+
+    /// A copy of a handle the context's table has open opens the original
+    /// (`known_variant`, mem.handle.copy-of-open-handle-table). Where the
+    /// table's entry was opened with another process field, the
+    /// one-context rule, which reads this handle's field, comes first: from
+    /// a second context, where a copy with a damaged process field is open,
+    /// the original handle is refused; from the first context it re-opens
+    /// the copy's mapping (mem.context.second-context-process-field).
+    fn open_copy_of_open_handle(
+        &mut self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+        original: &IpcMemHandle,
+        flags: u32,
+        out: OutArg,
+    ) -> SimResult<u64> {
+        if original.0[8..16] != handle.0[8..16] {
+            if let Ok(here) = self.current_ctx(p) {
+                self.one_context_per_device_rule(p, here, raw_process_tag(handle), None)?;
+            }
+        }
+        self.ipc_open(p, original, flags, out)
+    }
+
+    /// The memory-type word (bytes 32..37) is read right after the table: a
+    /// damaged one is InvalidValue even from a second context, after the
+    /// exporter exited, or where the table found a copy with another size
+    /// field; that copy is AlreadyMapped once the word has been read
+    /// (mem.handle.memory-type-before-context-rules,
+    /// mem.handle.damaged-copy-of-open-handle).
+    fn memory_type_rule(&self, handle: &IpcMemHandle, variant: &Variant) -> SimResult<()> {
+        if handle.0[32..37] != MEMORY_TYPE {
+            return Err(self.sem.garbage_handle_error.into());
+        }
+        if matches!(variant, Variant::OtherSize) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        Ok(())
+    }
+
+    /// A handle whose format word or object does not decode: the
+    /// one-context-per-exporter rule, which reads the process field, comes
+    /// before the format word (mem.context.second-context-before-format),
+    /// and so does the exporter's exit: `dead_handle_error`
+    /// (mem.lifetime.exporter-exit-before-format).
+    fn undecoded_handle_rule(
+        &self,
+        p: ProcessIndex,
+        handle: &IpcMemHandle,
+        tag: u64,
+    ) -> SimResult<()> {
+        if decode(self.seed, handle).is_some() {
+            return Ok(());
+        }
+        if let Ok(here) = self.current_ctx(p) {
+            self.one_context_per_device_rule(p, here, tag, None)?;
+        }
+        let exited =
+            (0..self.procs.len()).any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
+        if exited {
+            return Err(self.sem.dead_handle_error.into());
+        }
+        Ok(())
+    }
+
+    /// A damaged format word is `garbage_handle_error` (InvalidValue,
+    /// mem.handle.corrupted-fields) unless `format_word_unread` says the
+    /// driver does not read it; returns the handle's fields.
+    fn format_word_rule(&self, p: ProcessIndex, handle: &IpcMemHandle) -> SimResult<HandleData> {
+        decode(self.seed, handle)
+            .or_else(|| self.format_word_unread(p, handle))
+            .ok_or_else(|| self.sem.garbage_handle_error.into())
+    }
+
+    /// The fields of a handle whose damaged format word the driver does not
+    /// read: where the object and check word name a block this context maps
+    /// already (mem.handle.format-word-unread-when-mapped); for an export
+    /// freed since whose VA driver memory claimed, whose refusal comes first
+    /// (mem.handle.format-word-after-claim; where the exporter exported
+    /// another allocation there the word is read); and byte 24 alone for an
+    /// allocation of blocks of its own whose size is not a multiple of the
+    /// 2 MiB block: 2 MiB + 1 and 3 MiB open with it flipped, whole blocks
+    /// and allocations within one block do not
+    /// (mem.handle.format-byte-odd-size).
+    fn format_word_unread(&self, p: ProcessIndex, handle: &IpcMemHandle) -> Option<HandleData> {
+        let h = decode_fields(self.seed, handle);
+        if let Some(f) = self.freed_exports.get(&h.object).filter(|_| h.checked) {
+            let addr = f.base.saturating_add(h.offset);
+            let claimed = f
+                .released
+                .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
+                || self.free_va_claimed(f.owner, addr) == Some(true);
+            if claimed {
+                return Some(h);
+            }
+        }
+        let block = *self.export_ids.get(&h.object)?;
+        let odd_size = self.blocks.get(&block).is_some_and(|b| {
+            b.exports
+                .get(&h.offset)
+                .is_some_and(|&size| size > BLOCK && size % BLOCK != 0)
+        });
+        if h.checked && odd_size && u32_at(&handle.0, 24) >> 8 == FORMAT >> 8 {
+            return Some(h);
+        }
+        let (ctx, _) = self.current_ctx(p).ok()?;
+        (h.checked && self.maps_block(p, ctx, block)).then_some(h)
+    }
+
+    /// The one-context-per-exporter rule comes before the object and check
+    /// words too: a damaged check word from a second context is
+    /// InvalidHandle, not InvalidValue
+    /// (mem.context.second-context-before-check-word).
+    fn one_context_before_check_word_rule(
+        &self,
+        p: ProcessIndex,
+        here: (CtxKey, u32),
+        h: &HandleData,
+    ) -> SimResult<()> {
+        let block_device = self
+            .export_ids
+            .get(&h.object)
+            .and_then(|b| self.blocks.get(b))
+            .map(|b| b.device);
+        self.one_context_per_device_rule(p, here, h.exporter_tag, block_device)
+    }
+
+    /// "Handles from each device in a given process may only be opened by
+    /// one context per device per other process": under
+    /// `second_context=refuse`, a handle whose exporter (by its process
+    /// field, and of `block_device` where known) another context of `p` on
+    /// the same device maps is refused (mem.context.second-context-same-device,
+    /// mem.context.second-context-process-field).
+    fn one_context_per_device_rule(
+        &self,
+        p: ProcessIndex,
+        (ctx, device): (CtxKey, u32),
+        exporter_tag: u64,
+        block_device: Option<u32>,
+    ) -> SimResult<()> {
+        if let ExportRule::Refuse(kind) = self.second_context_rule() {
+            if self.second_context_clash(p, ctx, device, exporter_tag, block_device) {
+                return Err(kind.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The block was freed and nobody maps it: what the exporter has at its
+    /// address decides (`stale_handle`,
+    /// mem.lifetime.stale-handle-opens-new-export). A damaged check word is
+    /// refused first, and driver memory made while that VA was free claims
+    /// it whatever the exporter placed there since, an exported allocation
+    /// or a VMM reservation: `reclaimed_export_error`
+    /// (mem.lifetime.freed-export-claimed-then-reused,
+    /// mem.lifetime.freed-export-claimed-before-reservation).
+    fn open_freed_export(
+        &mut self,
+        p: ProcessIndex,
+        here: (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        freed: crate::world::FreedExport,
+        flags: u32,
+    ) -> SimResult<u64> {
+        if !h.checked {
+            return Err(self.sem.garbage_handle_error.into());
+        }
+        let addr = freed.base.saturating_add(h.offset);
+        if freed
+            .released
+            .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
+        {
+            return Err(self.sem.reclaimed_export_error.into());
+        }
+        self.open_stale(p, here, handle, h, freed.owner, addr, flags)
+    }
+
+    /// A damaged check word: after the exporter exited the copy is dead,
+    /// InvalidHandle, as any copy the context's table does not find
+    /// (mem.lifetime.damaged-handle-after-exporter-exit). Else it is
+    /// NotPermitted where the exporter held one VMM allocation handle (made
+    /// or imported) when the block was made and holds any still
+    /// (mem.handle.check-word-with-vmm-allocation). Inferred, the mechanism
+    /// unknown: InvalidValue where the VMM allocation came after the block,
+    /// where the exporter held two handles then, its own export imported
+    /// again (mem.handle.check-word-with-two-vmm-handles), or where it holds
+    /// a VA reservation.
+    fn damaged_check_word_rule(&self, block_id: BlockId, h: &HandleData) -> SimResult<()> {
+        if h.checked {
+            return Ok(());
+        }
+        let block = self.blocks.get(&block_id);
+        if block.is_some_and(|b| self.procs[b.owner].exited) {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        let one_vmm_since =
+            block.is_some_and(|b| b.owner_vmm_handles == 1 && self.vmm_handles_held(b.owner) > 0);
+        if one_vmm_since {
+            return Err(self.sem.reclaimed_export_error.into());
+        }
+        Err(self.sem.garbage_handle_error.into())
+    }
+
+    /// The size of the export the handle's offset names. An offset no export
+    /// names: the H100 (580.159.04) refuses it with AlreadyMapped for a
+    /// 2 MiB allocation (mem.handle.corrupted-fields) but opens it for a
+    /// 1000-byte one at the start of a shared block
+    /// (mem.handle.flipped-offset-small-allocation). Inferred from those
+    /// two: accepted while the largest export still fits after it. An
+    /// importer that holds a device allocation of its own opens it anyway
+    /// (mem.handle.flipped-offset-importer-with-memory); so does one that
+    /// holds a VA reservation
+    /// (mem.handle.flipped-offset-importer-with-reservation). A VMM
+    /// allocation alone, or an IPC mapping opened and closed, is still
+    /// AlreadyMapped. Only an offset inside the block was measured opening:
+    /// one past its end would return a pointer outside the mapping (which no
+    /// close could find).
+    fn damaged_offset_rule(
+        &self,
+        p: ProcessIndex,
+        block_id: BlockId,
+        h: &HandleData,
+    ) -> SimResult<u64> {
+        let Some(block) = self.blocks.get(&block_id) else {
+            return Err(self.sem.dead_handle_error.into());
+        };
+        if let Some(&size) = block.exports.get(&h.offset) {
+            return Ok(size);
+        }
+        if self.mutant(MutantId::PanicOnDamagedOffset) {
+            panic!("mutant: no export at offset {:#x}", h.offset);
+        }
+        let largest = block.exports.values().copied().max().unwrap_or(block.size);
+        let own_memory = self.procs[p]
+            .allocs
+            .values()
+            .any(|a| a.kind == MemKind::Device)
+            || self.vmm_reserves_any(p);
+        if h.offset.saturating_add(largest) > block.size && (!own_memory || h.offset >= block.size)
+        {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        Ok(largest)
+    }
+
+    /// Where in the mapping the open returns: the allocation's offset in its
+    /// block (`open_address`), plus the pointer's offset in the allocation
+    /// under `interior_handle=pointer-offset`, which must fall inside the
+    /// export (InvalidValue).
+    fn returned_offset(
+        &self,
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        export_size: u64,
+    ) -> SimResult<u64> {
         let ret_offset = match self.sem.open_address {
             OpenAddress::AllocationBase => h.offset,
             OpenAddress::BlockBase => 0,
@@ -565,200 +670,262 @@ impl World {
         if interior >= export_size {
             return Err(ErrorKind::InvalidValue.into());
         }
-        let ret_offset = ret_offset + interior;
+        Ok(ret_offset + interior)
+    }
 
-        // A copy the context's table did not find (bytes 40..56 differ from
-        // every handle it opened on the block) is dead too (cases 33, 56; 2026-11-23
-        // seed 2027 case 360).
+    /// After the exporter exited, a copy the context's table did not find
+    /// (bytes 40..56 differ from every handle it opened on the block) is
+    /// dead too: InvalidHandle where the context maps the block, else
+    /// `dead_handle_error` (mem.lifetime.damaged-handle-after-exporter-exit).
+    fn dead_copy_after_exit_rule(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        block_id: BlockId,
+        handle: &IpcMemHandle,
+    ) -> SimResult<()> {
+        let exporter_exited = self
+            .blocks
+            .get(&block_id)
+            .is_some_and(|b| self.procs[b.owner].exited);
         let same_ids = self.procs[p].regions.values().any(|r| {
             r.block == block_id
                 && r.import.as_ref().is_some_and(|m| {
                     m.ctx == ctx && m.opened.iter().any(|o| o.0[40..56] == handle.0[40..56])
                 })
         });
-        if exporter_exited && !same_ids {
-            let mapped_here = self.procs[p]
-                .imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .next()
-                .is_some();
-            if mapped_here {
-                return Err(ErrorKind::InvalidHandle.into());
-            }
-            return Err(self.sem.dead_handle_error.into());
+        if !exporter_exited || same_ids {
+            return Ok(());
         }
-        let exact = self.procs[p].regions.values().any(|r| {
+        if self.maps_block(p, ctx, block_id) {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
+        Err(self.sem.dead_handle_error.into())
+    }
+
+    /// Already mapped in this context: the documented refcount, on the
+    /// mapping these very bytes (the cookie aside) opened if there is one; a
+    /// copy with another serial maps again (`known_variant`). `None` where no
+    /// mapping is shared and the open goes on to a new one; `export` is the
+    /// allocation the handle names (offset in block, size).
+    fn reopen_mapped_block(
+        &mut self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+        export: (u64, u64),
+        ret_offset: u64,
+    ) -> SimResult<Option<u64>> {
+        let Some(base) = self.shared_mapping(p, ctx, handle, block_id, export) else {
+            return Ok(None);
+        };
+        if self.sem.reopen == Reopen::Error {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        self.damaged_offset_while_mapped_rule(p, ctx, handle, block_id, base, export.0)?;
+        let ret = base + ret_offset;
+        self.procs[p].opened_ptrs.insert(ret);
+        if let Some(m) = self.procs[p]
+            .regions
+            .get_mut(&base)
+            .and_then(|r| r.import.as_mut())
+        {
+            let n = m.opens.entry(ret).or_insert(0);
+            *n = n.saturating_add(1);
+            m.exports.insert(export.0, export.1);
+            m.closed.remove(&export.0);
+            if !m.opened.contains(handle) {
+                m.opened.push(*handle);
+            }
+        }
+        Ok(Some(ret))
+    }
+
+    /// The base of the mapping of `block_id` in context `ctx` that this
+    /// handle re-opens, if any. A mapping a stale handle made is its own
+    /// (`open_stale`). Only a mapping opened with this serial (bytes 40..48)
+    /// is shared: a handle whose offset and serial both differ from every
+    /// one this context opened maps the block again, at a new address
+    /// (mem.handle.damaged-offset-other-serial); under
+    /// `handle_stable=per-call` every ipc_get writes a new serial, which
+    /// names nothing. A handle whose offset names no export, and whose range
+    /// (offset, size field) overlaps nothing this context opened on the
+    /// block, maps the block again (mem.handle.damaged-offset-disjoint-range).
+    fn shared_mapping(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+        (offset, size): (u64, u64),
+    ) -> Option<u64> {
+        let proc = &self.procs[p];
+        let mappings = || {
+            proc.imports
+                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
+                .map(|&(_, _, base)| base)
+        };
+        let serials = self.sem.handle_stable == HandleStability::SameBytes;
+        let serial = serial_of(handle);
+        let first = mappings().filter(|b| !self.stale_mapping(p, *b)).find(|b| {
+            proc.regions
+                .get(b)
+                .and_then(|r| r.import.as_ref())
+                .is_none_or(|m| !serials || m.opened.iter().any(|o| serial_of(o) == serial))
+        });
+        let own = mappings().find(|b| {
+            proc.regions
+                .get(b)
+                .and_then(|r| r.import.as_ref())
+                .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
+        });
+        let end = offset.saturating_add(size);
+        let disjoint = !self.offset_exported(block_id, offset)
+            && !self.opened_exactly(p, ctx, handle, block_id)
+            && mappings()
+                .filter_map(|b| proc.regions.get(&b)?.import.as_ref())
+                .all(|m| {
+                    m.exports
+                        .iter()
+                        .all(|(&o, &size)| o.saturating_add(size) <= offset || end <= o)
+                });
+        own.or(first).filter(|_| !disjoint)
+    }
+
+    /// A handle whose offset names no export of a block this context already
+    /// maps, its range overlapping one opened there, is AlreadyMapped
+    /// (mem.handle.damaged-offset-while-mapped; with no mapping it opens:
+    /// mem.handle.flipped-offset-small-allocation). And the other way round
+    /// (measured once, on the 2 x H200): a mapping a damaged offset made is
+    /// not shared with a handle of another offset.
+    fn damaged_offset_while_mapped_rule(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+        base: u64,
+        offset: u64,
+    ) -> SimResult<()> {
+        if self.opened_exactly(p, ctx, handle, block_id) {
+            return Ok(());
+        }
+        if !self.offset_exported(block_id, offset) {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        let exported = |o: &u64| self.offset_exported(block_id, *o);
+        let made_up = self.procs[p]
+            .regions
+            .get(&base)
+            .and_then(|r| r.import.as_ref())
+            .is_some_and(|m| m.exports.keys().any(|o| *o != offset && !exported(o)));
+        if made_up {
+            return Err(ErrorKind::AlreadyMapped.into());
+        }
+        Ok(())
+    }
+
+    /// Whether an export of `block_id` starts at `offset`.
+    fn offset_exported(&self, block_id: BlockId, offset: u64) -> bool {
+        self.blocks
+            .get(&block_id)
+            .is_some_and(|b| b.exports.contains_key(&offset))
+    }
+
+    /// Whether context `ctx` of `p` opened these very bytes on `block_id`.
+    fn opened_exactly(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        handle: &IpcMemHandle,
+        block_id: BlockId,
+    ) -> bool {
+        self.procs[p].regions.values().any(|r| {
             r.block == block_id
                 && r.import
                     .as_ref()
                     .is_some_and(|m| m.ctx == ctx && m.opened.contains(handle))
-        });
-        // Already mapped in this context: the documented refcount, on the
-        // mapping these very bytes (the cookie aside) opened if there is one;
-        // a copy with another serial maps again (`known_variant`).
-        if self.sem.reopen != Reopen::NewMapping && !fresh_mapping {
-            let proc = &self.procs[p];
-            // A mapping a stale handle made is its own (`open_stale`).
-            // Only a mapping opened with this serial (bytes 40..48) is
-            // shared: a handle whose offset and serial both differ from
-            // every one this context opened maps the block again (H100
-            // recorded seed-5001 case 603: a 1000-byte handle with byte 28
-            // flipped, where the mapping came from a copy with byte 40
-            // flipped: ok, a new address). Under `handle_stable=per-call`
-            // every ipc_get writes a new serial: it names nothing there.
-            let serials = self.sem.handle_stable == HandleStability::SameBytes;
-            let serial = serial_of(handle);
-            let first = proc
-                .imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base)
-                .filter(|b| !self.stale_mapping(p, *b))
-                .find(|b| {
-                    proc.regions
-                        .get(b)
-                        .and_then(|r| r.import.as_ref())
-                        .is_none_or(|m| !serials || m.opened.iter().any(|o| serial_of(o) == serial))
-                });
-            let own = proc
-                .imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base)
-                .find(|b| {
-                    proc.regions
-                        .get(b)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| m.opened.iter().any(|o| o.0[8..] == handle.0[8..]))
-                });
-            // A handle whose offset names no export, and whose range
-            // (offset, size field) overlaps nothing this context opened on
-            // the block, maps the block again (H100 recorded seed-3001 case
-            // 340: a 4 KiB neighbour's handle with byte 28 flipped, where the
-            // context mapped the block through a 1000-byte allocation's).
-            let end = h.offset.saturating_add(h.size.min(export_size));
-            let disjoint = !offset_exported
-                && !exact
-                && proc
-                    .imports
-                    .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                    .filter_map(|&(_, _, b)| proc.regions.get(&b)?.import.as_ref())
-                    .all(|m| {
-                        m.exports
-                            .iter()
-                            .all(|(&o, &size)| o.saturating_add(size) <= h.offset || end <= o)
-                    });
-            let existing = own.or(first).filter(|_| !disjoint);
-            if let Some(base) = existing {
-                if self.sem.reopen == Reopen::Error {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                // Measured (2 x H200, explore case 36): a handle whose offset
-                // names no export of a block this context already maps, its
-                // range overlapping one opened there, is AlreadyMapped (with
-                // no mapping it opens: mem.handle.flipped-offset-small-allocation).
-                if !offset_exported && !exact {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                // And the other way round (2 x H200, explore case 72, one
-                // case): a mapping a damaged offset made is not shared with a
-                // handle of another offset.
-                let made_up = !exact
-                    && self.procs[p]
-                        .regions
-                        .get(&base)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| {
-                            m.exports
-                                .keys()
-                                .any(|o| *o != h.offset && !exported.contains(o))
-                        });
-                if made_up {
-                    return Err(ErrorKind::AlreadyMapped.into());
-                }
-                let ret = base + ret_offset;
-                self.procs[p].opened_ptrs.insert(ret);
-                if let Some(m) = self.procs[p]
-                    .regions
-                    .get_mut(&base)
-                    .and_then(|r| r.import.as_mut())
-                {
-                    let n = m.opens.entry(ret).or_insert(0);
-                    *n = n.saturating_add(1);
-                    m.exports.insert(h.offset, h.size.min(export_size));
-                    m.closed.remove(&h.offset);
-                    if !m.opened.contains(handle) {
-                        m.opened.push(*handle);
-                    }
-                }
-                return Ok(ret);
-            }
-        }
-        // Measured (explore run, case 54): only a new mapping is refused;
-        // where driver memory claimed the freed allocation's VA since, as
-        // for a stale handle (H100 recorded seed-4001 case 1721: freed while
-        // another importer maps it, then a ctx_create: NotPermitted).
-        // The exporter itself, through a copy whose process field is
-        // damaged, from a context other than the block's, maps the block
-        // it freed anew, claimed VA or not (H100 recorded seed-3001 case
-        // 890, shrunk by `explore --recheck` on fresh workers 2026-11-24);
-        // from the block's own context it is refused as for anyone (case
-        // 405).
-        let own_other_context = p == exporter && ctx != block_ctx;
-        if freed_by_exporter && self.sem.freed_export == FreedExport::Refused && !own_other_context
-        {
-            let addr = owner_base.saturating_add(h.offset);
-            // A copy whose serial (bytes 40..48) is not the freed
-            // allocation's is looked up by address, as a stale handle of a
-            // block nobody maps: it opens the exported allocation there now
-            // (H100 held-out seed-8001 case 70, shrunk by `explore
-            // --recheck` on fresh workers 2026-11-24: byte 40 flipped,
-            // opened by a new importer while the first still maps the
-            // freed block, the exporter's next allocation exported at its
-            // address: ok).
-            let block_serial = self
-                .blocks
-                .get(&block_id)
-                .and_then(|b| b.serials.get(&h.offset).copied())
-                .unwrap_or(0);
-            if serial_of(handle) != block_serial {
-                return self.open_stale(p, (ctx, device), handle, &h, exporter, addr, flags);
-            }
-            // Or where the exporter has something else there now (seed-4001
-            // case 937: a 4 KiB allocation at the freed one's address).
-            let owner = &self.procs[exporter];
-            let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
-            let claimed =
-                block_released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
-            if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
-                return Err(self.sem.reclaimed_export_error.into());
-            }
-            return Err(ErrorKind::InvalidValue.into());
-        }
-        // Measured (2 x H200 explore cases 14, 16, 58; H100 case 67): after
-        // the exporter exited, only a context that still maps the block opens
-        // it again; a new mapping is refused as for a dead handle, even while
-        // another importer keeps the memory alive.
-        let maps_already = self.procs[p]
+        })
+    }
+
+    /// Whether context `ctx` of `p` maps `block_id`.
+    fn maps_block(&self, p: ProcessIndex, ctx: CtxKey, block_id: BlockId) -> bool {
+        self.procs[p]
             .imports
             .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
             .next()
-            .is_some();
-        if exporter_exited && !maps_already {
+            .is_some()
+    }
+
+    /// The exporter freed the block while another process maps it
+    /// (`freed_export=refused`): only a new mapping is refused, InvalidValue
+    /// (mem.lifetime.free-while-open), `reclaimed_export_error` where the
+    /// exporter has something else at the address now or driver memory
+    /// claimed the freed allocation's VA since, as for a stale handle
+    /// (mem.lifetime.freed-while-mapped-va-claimed,
+    /// mem.lifetime.freed-while-mapped-address-reused,
+    /// mem.lifetime.freed-while-mapped-claimed-then-reused). A copy whose
+    /// serial (bytes 40..48) is not the freed allocation's is looked up by
+    /// address, as a stale handle of a block nobody maps: it opens the
+    /// exported allocation there now
+    /// (mem.lifetime.freed-while-mapped-serial-copy). The exporter itself,
+    /// through a copy whose process field is damaged, from a context other
+    /// than the block's, maps the block it freed anew, claimed VA or not
+    /// (mem.lifetime.freed-while-mapped-exporter-other-context); from the
+    /// block's own context it is refused as for anyone. `None`: the rule
+    /// does not apply.
+    fn freed_while_mapped_rule(
+        &mut self,
+        p: ProcessIndex,
+        (ctx, device): (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        block_id: BlockId,
+        flags: u32,
+    ) -> Option<SimResult<u64>> {
+        let block = self.blocks.get(&block_id)?;
+        let exporter = block.owner;
+        let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
+        let own_other_context = p == exporter && ctx != block.owner_ctx;
+        if !freed_by_exporter || self.sem.freed_export != FreedExport::Refused || own_other_context
+        {
+            return None;
+        }
+        let addr = block.owner_base.saturating_add(h.offset);
+        let block_serial = block.serials.get(&h.offset).copied().unwrap_or(0);
+        let released = block.owner_released;
+        if serial_of(handle) != block_serial {
+            return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
+        }
+        let owner = &self.procs[exporter];
+        let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
+        let claimed = released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
+        if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
+            return Some(Err(self.sem.reclaimed_export_error.into()));
+        }
+        Some(Err(ErrorKind::InvalidValue.into()))
+    }
+
+    /// After the exporter exited, only a context that still maps the block
+    /// opens it again; a new mapping is refused as for a dead handle, even
+    /// while another importer keeps the memory alive
+    /// (mem.lifetime.new-importer-after-exporter-exit,
+    /// mem.lifetime.reopen-after-exporter-exit).
+    fn new_mapping_after_exit_rule(
+        &self,
+        p: ProcessIndex,
+        ctx: CtxKey,
+        block_id: BlockId,
+    ) -> SimResult<()> {
+        let exporter_exited = self
+            .blocks
+            .get(&block_id)
+            .is_some_and(|b| self.procs[b.owner].exited);
+        if exporter_exited && !self.maps_block(p, ctx, block_id) {
             return Err(self.sem.dead_handle_error.into());
         }
-
-        // "Handles from each device in a given process may only be opened by
-        // one context per device per other process."
-        if let ExportRule::Refuse(kind) = self.second_context_rule() {
-            if self.second_context_clash(p, ctx, device, h.exporter_tag, Some(block_device)) {
-                return Err(kind.into());
-            }
-        }
-
-        // Measured (H100, recorded seed 3001 cases 965, 1045; 2 x H200 case
-        // 94): a copy past a smaller size field is InvalidValue (a larger one
-        // is unmeasured: not widened).
-        let export = (h.offset, h.size.min(export_size));
-        self.map_new(p, (ctx, device), handle, &h, block_id, export, ret_offset)
+        Ok(())
     }
 
     /// A new mapping of block `block_id` in process `p`, opened with
@@ -815,18 +982,16 @@ impl World {
 
     /// `ipc_open` of a handle whose block its exporter freed and nobody maps
     /// any more, by `stale_handle`: the handle reaches what the exporter has
-    /// at the freed allocation's address `addr` now. Measured (H100,
-    /// recorded seed-3001): an exported device allocation starting there
-    /// opens, in a mapping of its own that the new allocation's own handle
-    /// does not share (cases 251, 597, 712, 760, 937, 980, 1281); free VA is
-    /// InvalidValue (cases 251, 606, 878, 954, 1519), and so is VA a VMM
-    /// reservation holds now (seed-4001 case 1826); an allocation not
-    /// exported (yet), pinned host memory, or VA that was free in the
-    /// current arena when a `ctx_create` came (released before it) is
-    /// `reclaimed_export_error` (cases 712, 716, 980, 1284; 2026-11-23 seed
-    /// 2027 case 24). VA freed into an arena an earlier `ctx_create` already
-    /// closed stays InvalidValue through later ones (H100 call 5, clause
-    /// mem.lifetime.freed-export-va-retired-by-ctx-create).
+    /// at the freed allocation's address `addr` now
+    /// (mem.lifetime.stale-handle-opens-new-export). An exported device
+    /// allocation starting there opens, in a mapping of its own that the new
+    /// allocation's own handle does not share; free VA is InvalidValue, and so
+    /// is VA a VMM reservation holds now; an allocation not exported (yet),
+    /// pinned host memory, or VA that was free in the current arena when a
+    /// `ctx_create` came (released before it) is `reclaimed_export_error`
+    /// (mem.lifetime.freed-export-after-new-allocation). VA freed into an
+    /// arena an earlier `ctx_create` already closed stays InvalidValue through
+    /// later ones (mem.lifetime.freed-export-va-retired-by-ctx-create).
     #[allow(clippy::too_many_arguments)]
     fn open_stale(
         &mut self,
@@ -857,8 +1022,8 @@ impl World {
         let taken = proc.alloc_at(addr).is_some() || proc.region_at(addr).is_some();
         let free = self.free_va_claimed(owner, addr) == Some(false);
         // VA a VMM reservation took since counts as free: legacy memory's
-        // table does not know it (recorded seed-4001 case 1826: reserved
-        // and mapped by the exporter, then InvalidValue).
+        // table does not know it (InvalidValue, as `stale_handle` says for
+        // free VA).
         let vmm = self.vmm_reserved_at(owner, addr);
         if (free || vmm) && !taken {
             return Err(ErrorKind::InvalidValue.into());
@@ -890,7 +1055,8 @@ impl World {
             return None;
         }
         // Released while another context was current: never claimed
-        // (`Process::claim_free_va`, recorded seed-7001 case 1310).
+        // (`Process::claim_free_va`,
+        // mem.lifetime.freed-from-other-context-not-claimed).
         if proc.released_elsewhere(f).is_some() {
             return Some(false);
         }
@@ -993,8 +1159,9 @@ impl World {
     }
 
     /// Another context of `p` on `device` maps memory of the exporter the
-    /// handle's process field names (explore run, case 55), of
-    /// `block_device` when the handle could be decoded.
+    /// handle's process field names
+    /// (mem.context.second-context-process-field), of `block_device` when the
+    /// handle could be decoded (mem.context.second-context-same-device).
     fn second_context_clash(
         &self,
         p: ProcessIndex,
@@ -1017,21 +1184,19 @@ impl World {
     }
 
     /// A copy of a handle this context already has open, judged against the
-    /// handle it opened, as the H100 (580.159.04) did in the explore runs.
-    /// The context's table of opened handles is looked up by the offset
-    /// (bytes 28..31) and bytes 40..56 (serial, object id, check word); the
-    /// other bytes are not compared: a copy that differs only in the cookie,
-    /// the process field, the format or the memory-type word re-opens the
-    /// mapping, even after the exporter exited (2026-11-23 seed 2027 cases 17,
-    /// 222, 286, 360, 415, 508, 699; jobs6 cases 38, 114, 139; before: cases
-    /// 29, 69). A different size field is AlreadyMapped (case 50; 2026-11-23
-    /// case 410, against a handle that was itself damaged when it opened),
-    /// once the memory-type word has been read (recorded seed-3001 case 55).
-    /// A copy that differs from an opened handle only in the serial (bytes
-    /// 40..48; object id and check word equal) maps the memory again
-    /// (2026-11-23 cases 88, 512, jobs6 case 7); after the exporter exited
-    /// such a copy is dead, as any the table does not find (cases 33, 56:
-    /// bytes 40, 52).
+    /// handle it opened (mem.handle.copy-of-open-handle-table). The context's
+    /// table of opened handles is looked up by the offset (bytes 28..31) and
+    /// bytes 40..56 (serial, object id, check word); the other bytes are not
+    /// compared: a copy that differs only in the cookie, the process field,
+    /// the format or the memory-type word re-opens the mapping, even after the
+    /// exporter exited (mem.lifetime.reopen-after-exporter-exit). A different
+    /// size field is AlreadyMapped (mem.handle.damaged-copy-of-open-handle),
+    /// once the memory-type word has been read
+    /// (mem.handle.memory-type-before-context-rules). A copy that differs from
+    /// an opened handle only in the serial (bytes 40..48; object id and check
+    /// word equal) maps the memory again (mem.handle.serial-copy-maps-again);
+    /// after the exporter exited such a copy is dead, as any the table does
+    /// not find (mem.lifetime.damaged-handle-after-exporter-exit).
     fn known_variant(&self, p: ProcessIndex, handle: &IpcMemHandle) -> Variant {
         if self.sem.reopen != Reopen::Refcount {
             return Variant::None;
@@ -1059,11 +1224,11 @@ impl World {
                 .copied()
         });
         let Some(original) = original else {
-            // Measured (H100 explore 2026-11-23 cases 88, 512, explore-jobs6
-            // case 7): a copy whose serial (bytes 40..48, otherwise ignored)
-            // differs maps the memory again, at a new address. Under
-            // `handle_stable=per-call` every ipc_get writes a new serial, so
-            // a serial names no slot and is ignored.
+            // A copy whose serial (bytes 40..48, otherwise ignored) differs
+            // maps the memory again, at a new address
+            // (mem.handle.serial-copy-maps-again). Under
+            // `handle_stable=per-call` every ipc_get writes a new serial, so a
+            // serial names no slot and is ignored.
             let serials = self.sem.handle_stable == HandleStability::SameBytes;
             let reserial = serials
                 && proc.regions.values().any(|r| {

@@ -29,12 +29,11 @@ impl SimProcess {
         self.call_with(true, f)
     }
 
-    /// `call` for an API call that a sticky error does not stop: it answers
-    /// as if the process had not faulted. Measured (H100, 580.159.04,
-    /// explore 2026-11-23 seed 2027): `cuCtxSetCurrent` (case 324, onto the
-    /// very context that faulted), `cuDevicePrimaryCtxRetain` (case 264,
-    /// while `cuCtxCreate` says 700), `cuPointerGetAttribute` (driver
-    /// dialect, case 405: a closed IPC pointer reads as unregistered).
+    /// `call` for an API call that a sticky error does not stop: it answers as
+    /// if the process had not faulted (mem.context.sticky-error-spared-calls):
+    /// `cuCtxSetCurrent` (also onto the very context that faulted),
+    /// `cuDevicePrimaryCtxRetain` (while `cuCtxCreate` says 700),
+    /// `cuPointerGetAttribute` (a closed IPC pointer reads as unregistered).
     fn call_spared<T>(
         &self,
         f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>,
@@ -169,9 +168,8 @@ impl Driver for SimProcess {
     }
 
     fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
-        // Both APIs answer after a sticky error (H100: the driver API in
-        // explore 2026-11-23 seed 2027 case 405; cudaPointerGetAttributes in
-        // the differential of mem.context.sticky-error-spared-calls, call 4).
+        // Both APIs answer after a sticky error
+        // (mem.context.sticky-error-spared-calls).
         self.call_spared(|w, p| Ok(w.pointer_info(p, ptr.0)))
     }
 
@@ -195,8 +193,8 @@ impl Driver for SimProcess {
         flags: u32,
         out: OutArg,
     ) -> DriverResult<DevicePtr> {
-        // Measured (H100, 580.159.04, recorded seed-3001 case 1105): flags
-        // it refuses are InvalidValue before a sticky error is reported.
+        // Flags it refuses are InvalidValue before a sticky error is reported
+        // (mem.flags.refused-before-sticky-error).
         let sticky = self
             .index
             .is_some_and(|p| self.world.borrow().procs.get(p).is_some_and(|x| x.sticky));
@@ -211,13 +209,13 @@ impl Driver for SimProcess {
     }
 
     // --- VMM ---
-    // A sticky error spares every VMM call (H100, 580.159.04, recorded
-    // seed-4001 cases 203, 358, 563, 629, 764, 1775: cuMemCreate,
+    // A sticky error spares every VMM call
+    // (vmm.fault.calls-after-kernel-fault): cuMemCreate,
     // cuMemExportToShareableHandle, cuMemImportFromShareableHandle,
     // cuMemAddressReserve, cuMemMap, cuMemSetAccess and cuMemUnmap answer
-    // after a kernel fault; cuMemRelease, cuMemAddressFree and the
-    // granularity query are unmeasured and taken to be alike), and the
-    // harness's own descriptor calls are no driver calls at all.
+    // after a kernel fault; cuMemRelease, cuMemAddressFree and the granularity
+    // query are unmeasured and taken to be alike. The harness's own descriptor
+    // calls are no driver calls at all.
     fn vmm_granularity(
         &mut self,
         device: DeviceOrdinal,

@@ -57,8 +57,8 @@ impl World {
             let target = self.procs[p].packing.get(&(ctx, device)).copied();
             if let Some(id) = target {
                 if let Some(b) = self.blocks.get_mut(&id) {
-                    // Measured (H100 explore-jobs6 case 59, 2 x H200 case 28):
-                    // the first freed slot that fits is used again.
+                    // The first freed slot that fits is used again
+                    // (mem.suballoc.first-fit-freed-slot).
                     let slot = first_fit(&b.live, need, b.size);
                     if let (true, Some(offset)) = (b.owner_mapped, slot) {
                         if offset < b.cursor {
@@ -139,26 +139,25 @@ impl World {
             }
         }
         // (`owner_vmm_handles`: a process holding a VMM reservation counts
-        // none, recorded seed-7001 case 1655.)
+        // none; see the check-word rule in `World::ipc_open`,
+        // mem.handle.check-word-with-vmm-allocation.)
         let vmm_handles = if self.vmm_reserves_any(p) {
             0
         } else {
             self.vmm_handles_held(p)
         };
         // A device allocation larger than one 2 MiB block claims the VA free
-        // in the current arena, as driver memory does (H100 recorded
-        // seed-7001 case 7, shrunk by `explore --recheck` on fresh workers
-        // 2026-11-24: a 3 MiB malloc after an export was freed made its
-        // handle NotPermitted). A 2 MiB one does not: counting it breaks 33
-        // of the 5,324 recorded cases that agree. Whether the claim ends
-        // with the allocation is not decided by the recordings: here it
-        // lasts.
+        // in the current arena, as driver memory does: a freed export there is
+        // NotPermitted from then on
+        // (mem.lifetime.large-malloc-claims-freed-export-va). A 2 MiB one does
+        // not: counting it breaks 33 of the 5,324 recorded cases that agree.
+        // Whether the claim ends with the allocation is not decided by the
+        // recordings: here it lasts.
         if kind == MemKind::Device && size > crate::world::BLOCK {
             self.procs[p].claim_free_va(None, false);
         }
-        // So does a stream-ordered allocation that needs a block of the
-        // pool's (recorded seed-7001 case 1542: cudaMallocAsync after an
-        // export freed while mapped was closed: NotPermitted).
+        // So does a stream-ordered allocation that needs a block of the pool's
+        // (mem.lifetime.stream-ordered-alloc-claims-freed-export-va).
         if kind == MemKind::StreamOrdered {
             self.procs[p].claim_free_va(None, false);
         }
@@ -412,11 +411,10 @@ impl World {
     /// `device_read`: the copy kernel as the real backend runs it
     /// (harness/src/cuda/worker.rs): `cuMemAlloc` of a `len`-byte output
     /// buffer, the kernel, a copy back, `cuMemFree`. The buffer is a small
-    /// allocation like any other, so it lands in the current context's
-    /// packed block (the first free slot) and keeps its bytes when freed:
-    /// a later `device_read` whose source overlaps the next buffer reads
-    /// the previous output there (H100 explore 2026-11-23 case 104,
-    /// explore-jobs6 case 94; 2 x H200 case 42). Errors and hazards are
+    /// allocation like any other, so it lands in the current context's packed
+    /// block (the first free slot) and keeps its bytes when freed: a later
+    /// `device_read` whose source overlaps the next buffer reads the previous
+    /// output there (mem.suballoc.device-read-buffer). Errors and hazards are
     /// those of the read alone.
     pub(crate) fn kernel_read(
         &mut self,
@@ -427,15 +425,13 @@ impl World {
         let sticky_before = self.procs[p].sticky;
         let mut bytes = match self.read(p, ptr, len, Access::Kernel) {
             Ok(bytes) => bytes,
-            // The buffer is allocated before the kernel runs, and after
-            // the kernel faults its `cuMemFree` fails (the context is lost).
-            // Measured (H100 held-out seed-7001 case 1595, shrunk by
-            // `explore --recheck` on fresh workers 2026-11-24, probes
-            // p1595a-d): after a faulting read of a freed 3 MiB allocation
-            // a 2 MiB or a 4 MiB reservation takes the freed base; without
-            // the read a 2 MiB one takes the span's top (carved from its
-            // end, as the newest fresh range is). Inferred: the buffer took
-            // fresh VA, so the freed span is no longer the newest.
+            // The buffer is allocated before the kernel runs, and after the
+            // kernel faults its `cuMemFree` fails (the context is lost). After
+            // a faulting read of a freed 3 MiB allocation a 2 MiB or a 4 MiB
+            // reservation takes the freed base; without the read a 2 MiB one
+            // takes the span's top, carved from its end as the newest fresh
+            // range is (vmm.reserve.after-faulting-read). Inferred: the buffer
+            // took fresh VA, so the freed span is no longer the newest.
             Err(Fail::Api(ErrorKind::IllegalAddress))
                 if len > 0
                     && !sticky_before
@@ -450,10 +446,10 @@ impl World {
         if len == 0 || self.sem.device_read_buffer == DeviceReadBuffer::Off {
             return Ok(bytes);
         }
-        // Stale pointers stay stale for the hazard log, and freed exports
-        // stay as they were (recorded H100 cases 395, 606, 888, 1070 of seed
-        // 3001 open such an export after a device_read and get
-        // InvalidValue): the buffer is the harness's, not the program's.
+        // Stale pointers stay stale for the hazard log, and freed exports stay
+        // as they were (opened after a device_read they are still
+        // InvalidValue: mem.suballoc.device-read-buffer): the buffer is the
+        // harness's, not the program's.
         let dead = self.procs[p].dead.clone();
         let freed_exports = self.freed_exports.clone();
         let va = {
@@ -487,10 +483,9 @@ impl World {
         self.free_allocation(p, out, false);
         // A buffer that needed a block of its own leaves no trace in the
         // process's VA (free spans, release stamps, arenas): the program's
-        // next block gets the VA it would have got without the read
-        // (recorded seed-3001 cases: 89 -> 66 differing without this, 52
-        // with it; explore-seed2027 case 699: a re-open after a close and a
-        // device_read gets the closed mapping's address).
+        // next block gets the VA it would have got without the read, and a
+        // re-open after a close and a device_read gets the closed mapping's
+        // address (`device_read_buffer`, mem.suballoc.device-read-buffer).
         if fresh {
             let proc = &mut self.procs[p];
             (
@@ -524,9 +519,9 @@ impl World {
             return None;
         }
         let (ctx, device) = self.current_ctx(p).ok()?;
-        // The shared event memory, made while the VA was free (`VaClaim`),
-        // is mapped there: a kernel of the releasing context reads it
-        // (zeros; recorded seed-7001 case 1543, a closed mapping's VA).
+        // The shared event memory, made while the VA was free (`VaClaim`), is
+        // mapped there: a kernel of the releasing context reads it (zeros:
+        // mem.close.kernel-read-after-close-event-memory).
         let claimed = proc.va_claims.iter().any(|c| {
             c.maps
                 && c.at >= released
@@ -538,20 +533,22 @@ impl World {
             StaleKernelRead::Fault => false,
             StaleKernelRead::Remapped if claimed => true,
             StaleKernelRead::Zeros => true,
-            // Measured (H100, 580.159.04): a context made after the release
-            // reads zeros there (explore 2026-11-23 seed 2027 cases 103,
-            // 287, 389, 659, 710, 719, 750, 812); a context that already
-            // existed faults (explore case 28) unless it released the VA
-            // and `device_read`'s own scratch buffer lands on it (zeros:
-            // mem.lifetime.kernel-read-after-free; a fault when a packing
-            // block has room for the scratch: seed 2027 cases 21, 264).
+            // A context made after the release reads zeros there
+            // (mem.close.kernel-read-after-close-new-context,
+            // mem.lifetime.kernel-read-after-free-new-context); a context that
+            // already existed faults
+            // (mem.close.kernel-read-after-close-other-context) unless it
+            // released the VA and `device_read`'s own scratch buffer lands on
+            // it (zeros: mem.lifetime.kernel-read-after-free; a fault when a
+            // packing block has room for the scratch:
+            // mem.close.kernel-read-after-close-scratch-elsewhere).
             StaleKernelRead::Remapped => {
                 let born = proc.contexts.get(&ctx).map_or(0, |c| c.born);
                 let freed = matches!(proc.dead_at(ptr).or(proc.dead_at(base)), Some(Gone::Freed));
-                // Closed from another context that still lives, the VA
-                // faults even in a context made after the close (H100
-                // held-out seed-8001 case 363, shrunk by `explore --recheck`
-                // on fresh workers 2026-11-24), as a free from there does.
+                // Closed from another context that still lives, the VA faults
+                // even in a context made after the close
+                // (mem.close.kernel-read-after-close-from-other-context), as a
+                // free from there does.
                 let elsewhere = proc.released_elsewhere(&free);
                 let other_alive = elsewhere == Some(true);
                 if !freed {
@@ -560,23 +557,24 @@ impl World {
                             || (pool.ctx == ctx
                                 && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
-                    // A freed allocation (recorded seed-3001 cases 580, 854,
-                    // 1105, seed-4001 case 1516): freed while another
-                    // context was current, it faults everywhere until that
-                    // context is destroyed, and reads zeros everywhere
-                    // after (probes 2026-11-24, recorded seed-4001 case
-                    // 948, seed-5001 case 718); else its own context also
-                    // reads zeros once a context was created after the free.
+                    // A freed allocation: freed while another context was
+                    // current, it faults everywhere until that context is
+                    // destroyed, and reads zeros everywhere after
+                    // (mem.lifetime.kernel-read-after-free-other-context-current,
+                    // mem.lifetime.kernel-read-after-free-other-context-destroyed);
+                    // else its own context also reads zeros once a context was
+                    // created after the free
+                    // (mem.lifetime.kernel-read-after-free-own-context-after-create).
                     let later = proc
                         .contexts
                         .values()
                         .any(|c| c.born >= released && !c.primary);
                     let other_gone = elsewhere == Some(false);
-                    // The scratch buffer of a kernel read from another
-                    // context lands on it too (H100 held-out seed-7001 case
-                    // 176, probes p176a/b 2026-11-24 on fresh workers: an
-                    // allocation of a created context, 2 MiB or 1000 B,
-                    // freed there, read from the primary context: zeros).
+                    // The scratch buffer of a kernel read from another context
+                    // lands on it too: an allocation of a created context,
+                    // freed there and read from the primary context, reads
+                    // zeros
+                    // (mem.lifetime.kernel-read-after-free-from-other-context).
                     other_gone
                         || (free.released_in == Some(pool.ctx)
                             && (born >= released
@@ -601,14 +599,12 @@ impl World {
         Some(self.procs[p].stale_bytes.read(ptr, len as usize))
     }
 
-    /// A memset wholly inside VA the process released and has not handed
-    /// out again: with `stale_memset=first-new-context` it succeeds, and
-    /// writes bytes later kernel reads there see, when the current context
-    /// is the first one made after the release; `false` (the caller goes on
-    /// to InvalidValue) elsewhere. Measured: H100, driver 580.159.04,
-    /// recorded seed 3001 cases 21, 173, 199, 234, 329, 638, 700, 765, 877,
-    /// 947, 1064, 1193, 1289, 1477 (1193: the older context refused; 1477:
-    /// the second new context refused, its kernel reads the bytes).
+    /// A memset wholly inside VA the process released and has not handed out
+    /// again: with `stale_memset=first-new-context` it succeeds, and writes
+    /// bytes later kernel reads there see, when the current context is the
+    /// first one made after the release; `false` (the caller goes on to
+    /// InvalidValue) elsewhere, in an older context and in a second new one
+    /// alike (mem.close.memset-after-close-new-context).
     fn stale_memset(&mut self, p: ProcessIndex, ptr: u64, len: u64, value: u8) -> bool {
         if self.sem.stale_memset == StaleMemset::Refused {
             return false;
@@ -626,11 +622,10 @@ impl World {
         if end > base.saturating_add(free.span) {
             return false;
         }
-        // Released while another context was current (a free or a close
-        // from there), the VA is not given back while that context lives:
-        // InvalidValue (H100 recorded seed-7001 cases 306, 613, shrunk by
-        // `explore --recheck` on fresh workers 2026-11-24), as kernel reads
-        // fault there (`stale_kernel_read`).
+        // Released while another context was current (a free or a close from
+        // there), the VA is not given back while that context lives:
+        // InvalidValue (mem.close.memset-after-close-from-other-context), as
+        // kernel reads fault there (`stale_kernel_read`).
         if proc.released_elsewhere(free) == Some(true) {
             return false;
         }
@@ -701,9 +696,10 @@ impl World {
             ctx,
             class: crate::world::VaClass::Device,
         };
-        // The scratch block lands where `va_reuse` puts any block (the
-        // lowest released span of the current arena that fits, carved from
-        // its end; seed-3001 recording cases 240, 292, 421, 492, 496, 853).
+        // The scratch block lands where `va_reuse` puts any block: the lowest
+        // released span of the current arena that fits, carved from its end
+        // (mem.lifetime.va-reuse-lowest-range,
+        // mem.close.kernel-read-after-close-scratch-elsewhere).
         let at = match self.procs[p].placement(size, pool) {
             Some(crate::world::Placement::Reuse(_, _, b) | crate::world::Placement::Fresh(b)) => b,
             None => return false,
@@ -718,9 +714,9 @@ impl World {
         }
         if let Some((base, r)) = proc.region_at(ptr) {
             if let Some(m) = &r.import {
-                // Measured (H100, 2026-11-23 seed 2027 case 81, jobs6 case
-                // 112): while another context of the process is current, an
-                // IPC pointer is not found (as memset refuses it).
+                // While another context of the process is current, an IPC
+                // pointer is not found, as memset refuses it
+                // (mem.attr.address-range-import-other-context).
                 if self.current_ctx(p).is_ok_and(|(c, _)| c != m.ctx) {
                     return Err(ErrorKind::NotFound.into());
                 }
@@ -747,8 +743,8 @@ impl World {
                 MemKind::PinnedHost => MemoryType::Host,
             };
             // Pinned host memory has no device ordinal to report: the real
-            // backend asks for one only for device and managed memory (2 x H200
-            // explore case 1: `type host`, no device).
+            // backend asks for one only for device and managed memory
+            // (mem.attr.pinned-host-no-device).
             let device = match a.kind {
                 MemKind::PinnedHost => None,
                 _ => proc.ordinal_of(a.device),

@@ -64,6 +64,8 @@ const LENS: [u64; 7] = [0, 1, 16, 4096, 2 << 20, 1 << 40, u64::MAX];
 
 fn walk(seed: u64) {
     let mut rng = Rng(seed);
+    // Fields SimConfig gains later take their defaults here.
+    #[allow(clippy::needless_update)]
     let config = SimConfig {
         devices: 1 + rng.below(3) as u32,
         peer_access: rng.below(2) == 0,

@@ -194,8 +194,8 @@ keyword_choice!(
         /// there is opened (a new mapping of the new memory), free VA is
         /// InvalidValue, anything else (an unexported allocation, pinned host
         /// memory, VA a later `ctx_create` retired) `reclaimed_export_error`.
-        /// Measured: H100 / 580.159.04, recorded seed-3001 cases 251, 597,
-        /// 712, 716, 760, 937, 980, 1281, 1284, 878.
+        /// Measured: H100 / 580.159.04
+        /// (mem.lifetime.stale-handle-opens-new-export).
         ByAddress => "by-address",
         /// Never opens: InvalidValue where the VA is free, else
         /// `reclaimed_export_error`.
@@ -207,19 +207,20 @@ keyword_choice!(
     /// Whether released virtual addresses are handed out again.
     VaReuse {
         /// Released VA goes back to the arena it was reserved in; every
-        /// `ctx_create` starts a new arena that all later reservations (in
-        /// any context) come from, so VA reserved before it is not handed
-        /// out again while it is current. A `ctx_destroy` retires the VA
-        /// the destroyed context released and, when that context was the
-        /// newest made, makes the arena before its creation current again
-        /// (recorded seed-3001 cases 3, 566, 821, 1057; 335, 950). The
-        /// lowest released range of the current arena that fits is used,
-        /// from its base (seed-3001 case 1361), but a range holding the
-        /// newest fresh reservation from its end (explore case 183).
-        /// Stream-ordered and managed memory have pools of their own.
-        /// Measured: H100 / 580.159.04, explore run 2026-11-23 (cases 58,
-        /// 99, 144, 183, 255; seed-3001 recording cases 123, 454, 566) and
-        /// the 2 x H200 case 6.
+        /// `ctx_create` starts a new arena that all later reservations (in any
+        /// context) come from, so VA reserved before it is not handed out
+        /// again while it is current (mem.lifetime.va-reuse-after-ctx-create).
+        /// A `ctx_destroy` retires the VA the destroyed context released and,
+        /// when that context was the newest made, makes the arena before its
+        /// creation current again (mem.context.va-after-ctx-destroy,
+        /// mem.context.va-after-ctx-destroy-earlier-arena). The lowest
+        /// released range of the current arena that fits is used, from its
+        /// base (mem.lifetime.va-reuse-released-range-base), but a range
+        /// holding the newest fresh reservation from its end
+        /// (mem.lifetime.va-reuse-lowest-range). Stream-ordered and managed
+        /// memory have pools of their own (mem.kinds.stream-ordered-own-va).
+        /// Measured: H100 / 580.159.04 and 2 x H200
+        /// (mem.lifetime.va-reuse-top-down).
         TopDown => "top-down",
         /// The lowest released range that fits, per context (the first
         /// model: H100 / 580.159.04 gives a re-opened handle the address
@@ -235,15 +236,14 @@ keyword_choice!(
     /// address back to its base (`va_reuse=top-down` only).
     VaRewind {
         /// Device memory, pinned host memory, IPC mappings and VMM
-        /// reservations take fresh VA from one heap, upwards. Releasing
-        /// the newest fresh range of it, nothing reserved fresh since and
-        /// not the first fresh range of its arena, rewinds: the next fresh
-        /// reservation, of any size, starts at its base (once: the range
-        /// below it does not rewind further). The first fresh range of an
-        /// arena stays a released range, carved from its end. Measured:
-        /// H100 / 580.159.04, recorded seed-3001 cases 16, 911, 1496, 1537
-        /// (rewinds), 50, 104, 183 (explore 2026-11-23), 462, 501, 609, 711
-        /// (first of an arena: none); seed-4001 cases 1037, 1455.
+        /// reservations take fresh VA from one heap, upwards. Releasing the
+        /// newest fresh range of it, nothing reserved fresh since and not the
+        /// first fresh range of its arena, rewinds: the next fresh
+        /// reservation, of any size, starts at its base (once: the range below
+        /// it does not rewind further). The first fresh range of an arena
+        /// stays a released range, carved from its end. Measured: H100 /
+        /// 580.159.04 (mem.lifetime.va-rewind-newest-range,
+        /// mem.lifetime.va-rewind-larger-block).
         Newest => "newest",
         /// Never: a released range is only reused as released VA (the
         /// first model).
@@ -256,9 +256,8 @@ keyword_choice!(
     /// real backend does (a `cuMemAlloc` of the read's length, freed after
     /// the copy back), so that it takes a slot in the packed block.
     DeviceReadBuffer {
-        /// The buffer is allocated and freed; its bytes stay behind.
-        /// Measured: H100 / 580.159.04 (explore 2026-11-23 case 104,
-        /// explore-jobs6 case 94) and 2 x H200 (case 42).
+        /// The buffer is allocated and freed; its bytes stay behind. Measured:
+        /// H100 / 580.159.04 and 2 x H200 (mem.suballoc.device-read-buffer).
         Allocated => "allocated",
         /// No buffer: a kernel reads the memory as it is.
         Off => "off",
@@ -303,21 +302,21 @@ keyword_choice!(
     /// A kernel reading VA its process released (a freed block, a closed
     /// mapping) that no later allocation or mapping of the process reuses.
     StaleKernelRead {
-        /// Zeros only where the reading context has that VA mapped again:
-        /// in the context that released it when `device_read`'s own scratch
+        /// Zeros only where the reading context has that VA mapped again: in
+        /// the context that released it when `device_read`'s own scratch
         /// buffer (a `cuMemAlloc` of the read's length) would land there (no
-        /// packing block with room, the lowest released span of its pool),
-        /// and in any context created after the release; elsewhere the
-        /// kernel faults (IllegalAddress, sticky). Measured: H100, driver
-        /// 580.159.04 (clauses mem.lifetime.kernel-read-after-free,
+        /// packing block with room, the lowest released span of its pool), and
+        /// in any context created after the release; elsewhere the kernel
+        /// faults (IllegalAddress, sticky). Measured: H100, driver 580.159.04
+        /// (mem.lifetime.kernel-read-after-free,
         /// mem.close.kernel-read-after-close,
-        /// mem.close.kernel-read-after-close-other-context, explore
-        /// 2026-11-23 seed 2027 cases 21, 264, 287, 389 and others). A
-        /// freed allocation: freed while another context than its own was
-        /// current, it faults in every context (recorded seed-3001 cases
-        /// 854, 1105, seed-4001 case 1516); else its own context also reads
-        /// zeros once a context was created after the free (seed-3001
-        /// case 580).
+        /// mem.close.kernel-read-after-close-other-context). A freed
+        /// allocation: freed while another context than its own was current,
+        /// it faults in every context
+        /// (mem.lifetime.kernel-read-after-free-other-context-current); else
+        /// its own context also reads zeros once a context was created after
+        /// the free
+        /// (mem.lifetime.kernel-read-after-free-own-context-after-create).
         Remapped => "remapped",
         /// Zeros in any context of the process (the first reading of the
         /// explore trial).
@@ -332,11 +331,11 @@ keyword_choice!(
     /// freed block, a closed mapping) that no later allocation or mapping
     /// of the process reuses.
     StaleMemset {
-        /// Succeeds from the first context made after the release (and
-        /// only there), writing bytes that kernels reading the VA see
+        /// Succeeds from the first context made after the release (and only
+        /// there), writing bytes that kernels reading the VA see
         /// (`stale_kernel_read`); InvalidValue elsewhere. Copies there are
-        /// InvalidValue everywhere. Measured: H100, driver 580.159.04,
-        /// recorded seed 3001 cases 21, 173, 1193, 1477 and others.
+        /// InvalidValue everywhere. Measured: H100, driver 580.159.04
+        /// (mem.close.memset-after-close-new-context).
         FirstNewContext => "first-new-context",
         /// InvalidValue in every context.
         Refused => "refused",
@@ -381,12 +380,11 @@ keyword_choice!(
     /// Where `cuMemAddressReserve` (no fixed address, alignment 0) places a
     /// reservation.
     VmmReserveVa {
-        /// From the VA device allocations, pinned host memory and IPC
-        /// mappings use, by `va_reuse` (the current arena's lowest released
-        /// span that fits), but from the span's start. Measured: H100,
-        /// driver 580.159.04, recorded seed-4001 run (46 cases where a
-        /// reservation got the address of a freed allocation or a closed
-        /// mapping, e.g. 52, 170, 421, 553, 692; 836 for the span's start).
+        /// From the VA device allocations, pinned host memory and IPC mappings
+        /// use, by `va_reuse` (the current arena's lowest released span that
+        /// fits), but from the span's start. Measured: H100, driver 580.159.04
+        /// (vmm.reserve.closed-mapping-va, vmm.reserve.freed-allocation-va,
+        /// vmm.reserve.span-start).
         Shared => "shared",
         /// Fresh VA of its own, never a released device or IPC address (the
         /// first model).
@@ -400,17 +398,14 @@ keyword_choice!(
     /// numbered around them (POSIX: the lowest free number).
     DriverFds {
         /// Every `cuCtxCreate` opens one the context holds (closed again by
-        /// `cuCtxDestroy`: unmeasured). Measured: H100, driver 580.159.04,
-        /// recorded seed-4001 run: an export after a closed export gets
-        /// another number once a `ctx_create` came between (cases 10, 20,
-        /// 142, 948, 972, 1754, 1875, 1911, 1916).
+        /// `cuCtxDestroy`: unmeasured). Measured: H100, driver 580.159.04: an
+        /// export after a closed export gets another number once a
+        /// `ctx_create` came between (vmm.export.descriptor-after-ctx-create).
         Contexts => "contexts",
-        /// As `contexts`, and the process's first interprocess event opens
-        /// one it keeps: what a fresh process does (recorded seed-4001 cases
-        /// 678, 799, 1438, 1461, 1528: creations of 0.6 to 10 ms). Not the
-        /// default: the recorded runs reuse workers, and in cases 593, 794,
-        /// 1189, 1533 the creation took 44 to 84 us and opened nothing (the
-        /// worker had made one in an earlier case).
+        /// As `contexts`, and the process's first interprocess event opens one
+        /// it keeps: what a fresh process does. Not the default: the recorded
+        /// runs reuse workers, where a process that made an interprocess event
+        /// before opens nothing for the next.
         ContextsAndIpcEvents => "contexts-and-ipc-events",
         /// None: exports and `send_fd` take the lowest numbers free.
         None => "none",
@@ -443,13 +438,14 @@ keyword_choice!(
     /// What an exported event's handle does once its exporter process exited.
     EventExporterExit {
         /// Runtime: the runtime's teardown at exit releases the event, so a
-        /// later open is refused (MapFailed), except where the process
-        /// already opened a handle of that exporter and the current context
-        /// holds interprocess-event state (it created an interprocess event
-        /// or opened an event handle): that open succeeds; driver: the
-        /// handle still opens. Measured: H100, driver 580.159.04 (the
-        /// event.lifetime clauses; recorded seed-4001 cases 196, 308, 510,
-        /// 744: re-opens succeed, 196 line 28: from a fresh context refused).
+        /// later open is refused (MapFailed), except where the process already
+        /// opened a handle of that exporter and the current context holds
+        /// interprocess-event state (it created an interprocess event or
+        /// opened an event handle): that open succeeds; driver: the handle
+        /// still opens. Measured: H100, driver 580.159.04
+        /// (event.lifetime.open-after-exporter-exit,
+        /// event.lifetime.reopen-after-exporter-exit,
+        /// event.lifetime.reopen-after-exporter-exit-new-context).
         ByDialect => "by-dialect",
         /// The handle still opens (a hazard: the event was destroyed).
         Opens => "opens",
@@ -467,9 +463,11 @@ keyword_choice!(
         /// The process dies with SIGSEGV, unless the current context holds
         /// interprocess-event state of its own (it created an interprocess
         /// event or opened an event handle): then `ipc_get_event` returns
-        /// other bytes than in the event's context, and `stream_wait`
-        /// waits. Measured: H100, driver 580.159.04, both dialects
-        /// (recorded seed-4001 runs; the exception from case 336 alone).
+        /// other bytes than in the event's context, and `stream_wait` waits.
+        /// Measured: H100, driver 580.159.04, both dialects
+        /// (event.context.get-from-other-context,
+        /// event.context.stream-wait-from-other-context; the exception:
+        /// event.context.get-from-context-with-ipc-event, measured once).
         Crash => "crash",
         /// As in the event's own context (the documents' reading).
         Allow => "allow",

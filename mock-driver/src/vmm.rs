@@ -272,8 +272,8 @@ impl World {
         // Until its handle is released, the allocation claims the VA the
         // process had free in its current arena: a freed export there is
         // NotPermitted, and InvalidValue again after the release, even while
-        // an exported descriptor keeps the memory (H100 recorded seed-4001
-        // cases 15, 288, 739, 263; seed-5001 cases 572, 826).
+        // an exported descriptor keeps the memory
+        // (mem.lifetime.freed-export-va-claimed-by-vmm-create).
         let handle = self.new_handle(p, phys, false);
         self.procs[p].claim_free_va(Some((phys, handle)), false);
         Ok(handle)
@@ -346,9 +346,8 @@ impl World {
         match self.vp(p).fds.get(&fd.0).copied() {
             Some(FdObject::Allocation(phys)) if self.vmm.phys.contains_key(&phys) => {
                 self.add_ref(phys);
-                // An imported allocation claims free VA as a created one
-                // does (H100 recorded seed-5001 case 285, seed-4001 case
-                // 915, shrunk and re-run on fresh workers 2026-11-24).
+                // An imported allocation claims free VA as a created one does
+                // (mem.lifetime.freed-export-va-claimed-by-vmm-import).
                 let handle = self.new_handle(p, phys, true);
                 self.procs[p].claim_free_va(Some((phys, handle)), false);
                 Ok(handle)
@@ -597,11 +596,10 @@ impl World {
         if !inside {
             return Some(Err(fault.into()));
         }
-        // Access is granted per device: a copy or kernel from a context on
-        // a device the mapping was not opened to is refused like one before
-        // any cuMemSetAccess (2 x H200 recorded seed-6001 cases 68, 169,
-        // 535: memory of device 0, access for device 0, a memset or copy
-        // from the process's device-1 context: InvalidValue).
+        // Access is granted per device: a copy or kernel from a context on a
+        // device the mapping was not opened to is refused like one before any
+        // cuMemSetAccess, InvalidValue
+        // (multidev.vmm.copy-from-device-without-access).
         let device = self.current_ctx(p).ok().map(|(_, d)| d);
         let granted_here = device.is_none_or(|d| m.granted & 1u64.checked_shl(d).unwrap_or(0) != 0);
         if m.access == VmmAccess::None || !granted_here {

@@ -40,12 +40,11 @@ pub(crate) type BlockId = u64;
 /// The arena of released VA a `ctx_destroy` retired: never current.
 pub(crate) const RETIRED_ARENA: u64 = u64::MAX;
 
-/// Who may get released VA back. `ctx` is the context the VA was used in
-/// (a stale kernel read sees zeros only there); under `va_reuse=top-down`
-/// reuse goes by arena and class, under `lowest-fit` by context and class.
-/// Measured on the H100 (580.159.04, explore runs): managed memory never
-/// reuses a device mapping's VA, nor does stream-ordered memory (2026-11-23
-/// cases 339, 445, 91).
+/// Who may get released VA back. `ctx` is the context the VA was used in (a
+/// stale kernel read sees zeros only there); under `va_reuse=top-down` reuse
+/// goes by arena and class, under `lowest-fit` by context and class. Managed
+/// memory never reuses a device mapping's VA, nor does stream-ordered memory
+/// (mem.kinds.stream-ordered-own-va).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct VaPool {
     pub ctx: CtxKey,
@@ -327,8 +326,9 @@ pub(crate) struct VaClaim {
     /// placed there (`World::claimed_since_release`).
     pub spans: Vec<(u64, u64)>,
     /// The memory is mapped over those spans: a kernel of the releasing
-    /// context reads it (the shared event memory: recorded seed-7001 case
-    /// 1543; a 3 MiB malloc's claim maps nothing there, case 1859).
+    /// context reads it (the shared event memory:
+    /// mem.close.kernel-read-after-close-event-memory); a large malloc's claim
+    /// maps nothing there.
     pub maps: bool,
 }
 
@@ -635,29 +635,29 @@ impl Process {
                 .iter()
                 .find(|(_, f)| f.span >= need && f.pool == pool)
                 .map(|(&b, f)| (b, f.span, b)),
-            // Measured (H100, explore 2026-11-23 case 183: a 2 MiB open
-            // after a 3 MiB free gets a new address, the next 2 MiB block the
-            // closed one's, the next open the freed base): the lowest span
-            // of the current arena and class that fits, carved from its end
-            // (seed-3001 recording cases 123, 321, 454, 692, 1032: not the
-            // highest).
+            // The lowest span of the current arena and class that fits, carved
+            // from its end, not the highest: a 2 MiB open after a 3 MiB free
+            // gets a new address, the next 2 MiB block the closed one's, the
+            // next open the freed base (mem.lifetime.va-reuse-lowest-range,
+            // mem.lifetime.va-reuse-top-down).
             VaReuse::TopDown => self
                 .free_va
                 .iter()
                 .find(|(_, f)| {
                     // Device, pinned host and IPC VA and VMM reservations
-                    // reuse each other's released ranges: one heap (H100
-                    // recorded seed-4001 cases 52, 120 and 37 more: a
-                    // `vmm_reserve` takes a closed mapping's address).
+                    // reuse each other's released ranges: one heap, where a
+                    // `vmm_reserve` takes a closed mapping's address
+                    // (vmm.reserve.closed-mapping-va,
+                    // vmm.map.reserve-reuses-closed-mapping-va).
                     let shared = f.pool.class == pool.class
                         || (f.pool.class.device_heap() && pool.class.device_heap());
                     f.span >= need && shared && f.arena == arena && !f.frontier
                 })
                 .map(|(&b, f)| {
-                    // Measured (H100, recorded seed-3001 case 1361: a block
-                    // after a closed 4 MiB import takes its base; cases 462,
-                    // 501, 711 and explore 2026-11-23 case 183: a freed
-                    // first range of an arena is carved from its end).
+                    // A block after a closed 4 MiB import takes its base
+                    // (mem.lifetime.va-reuse-released-range-base); a freed
+                    // first range of an arena is carved from its end
+                    // (`va_rewind`, mem.lifetime.va-rewind-newest-range).
                     let newest = self.fresh.newest.is_some_and(|a| a >= b && a < b + f.span);
                     (b, f.span, if newest { b + f.span - need } else { b })
                 }),
@@ -693,9 +693,10 @@ impl Process {
     /// current arena (`reclaimed_export_error`).
     pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>, maps: bool) {
         let arena = self.arena;
-        // VA released while another context was current is not claimed
-        // (recorded seed-7001 case 1310: freed from a created context later
-        // destroyed, then a VMM import: InvalidValue).
+        // VA released while another context was current is not claimed: freed
+        // from a created context later destroyed, then a VMM import, the
+        // export is InvalidValue
+        // (mem.lifetime.freed-from-other-context-not-claimed).
         let spans = self
             .free_va
             .iter()

@@ -275,13 +275,13 @@ pub fn runner_for(seed: u64) -> TestRunner {
     for (i, chunk) in bytes.chunks_mut(8).enumerate() {
         chunk.copy_from_slice(&case_seed(seed, i as u64).to_le_bytes());
     }
-    // XorShift, not ChaCha (since 2026-11-24): proptest forks the runner's
-    // RNG for every option a union passes over and seeds each fork from it,
-    // which with ChaCha was about 20 of a case's 130 us; a seed now gives
-    // another program than before (persisted cases are kept as text).
-    // The runner only draws trees: no failure is ever persisted from it (a
-    // persistence hook would be cloned with every fork of the runner, and
-    // proptest forks one for each option a union passes over).
+    // XorShift, not ChaCha: proptest forks the runner's RNG for every option a
+    // union passes over and seeds each fork from it, which with ChaCha was
+    // about 20 of a case's 130 us. A seed gives other programs than under
+    // ChaCha; persisted cases are kept as text. The runner only draws trees:
+    // no failure is ever persisted from it (a persistence hook would be cloned
+    // with every fork of the runner, and proptest forks one for each option a
+    // union passes over).
     let config = Config {
         failure_persistence: None,
         ..Config::default()

@@ -322,8 +322,8 @@ impl WorkerProxy {
         let mut stop_deadline: Option<Instant> = None;
         let received = loop {
             let now = Instant::now();
-            if super::stop_requested() {
-                stop_deadline.get_or_insert(now + super::STOP_GRACE);
+            if super::stop::stop_requested() {
+                stop_deadline.get_or_insert(now + super::stop::STOP_GRACE);
             }
             let until = stop_deadline.map_or(deadline, |s| s.min(deadline));
             if now >= until {

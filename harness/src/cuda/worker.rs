@@ -548,12 +548,12 @@ struct Owned {
     /// worker is not reused (a later machine would find access enabled).
     peer_access: bool,
     /// An interprocess event was created or an event handle opened (even if
-    /// the call failed): the process's first one makes driver state that
-    /// lives as long as the process (a descriptor, shared event memory that
-    /// claims freed VA). `Reset` cannot undo it, and a later machine would
-    /// see it (recorded seed-4001 cases 139, 510, 593, 794 differed on a
-    /// reused worker and agreed with the simulator on fresh ones), so the
-    /// worker is not reused.
+    /// the call failed): the process's first one makes driver state that lives
+    /// as long as the process (a descriptor, shared event memory that claims
+    /// freed VA: mem.lifetime.freed-export-va-claimed-by-event-handle).
+    /// `Reset` cannot undo it, and a later machine would see it (recordings on
+    /// reused workers differed from the simulator where fresh workers agreed),
+    /// so the worker is not reused.
     interprocess_events: bool,
     /// Events created or opened and not destroyed -> their context.
     events: HashMap<u64, u64>,
