@@ -1147,6 +1147,9 @@ fn cmd_explore_replay(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
         summary.cases,
         a.out.display()
     );
+    if summary.differing_cases > 0 {
+        say!("{}", summary.per_tier_line());
+    }
     Ok(if summary.findings.is_empty() {
         EXIT_OK
     } else {

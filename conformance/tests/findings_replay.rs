@@ -299,6 +299,7 @@ fn recorded_gpu_runs_differ_only_where_known() {
             &mut |_, _| {},
         )
         .expect("replay");
+        eprintln!("{folder}: {}", summary.per_tier_line());
         let now: String = summary
             .differing
             .iter()
