@@ -6,13 +6,13 @@
 //! input never panics: it is a message on stderr and exit 2.
 
 use crate::backend::{self, BackendKind, SimSettings};
-use crate::catalogue::{self, Catalogue, Clause};
+use crate::catalogue::{self, Catalogue, Clause, Tier};
 use crate::differential;
 use crate::exit::{EXIT_FAILURES, EXIT_OK, EXIT_PANIC, EXIT_USAGE};
 use crate::expectations::{self, Expectations};
 use crate::filter::Filter;
 use crate::guard::guarded;
-use crate::model::{self, RunReport};
+use crate::model::{self, RunReport, TierList};
 use crate::report::{self, text};
 use crate::runner::{self, Console, Observer, RunConfig};
 use crate::sysinfo;
@@ -325,6 +325,18 @@ pub struct RunArgs {
     /// device: every clause NotSupported).
     #[arg(long)]
     pub allow_unsupported: bool,
+    #[command(flatten)]
+    pub tiers: TiersArg,
+}
+
+/// `--tiers`: which tiers' results decide the exit code.
+#[derive(Debug, Clone, Args)]
+pub struct TiersArg {
+    /// The tiers whose results can fail the command: `all`, or a comma list
+    /// of contract, relied-on, incidental. Clauses of every tier still run
+    /// and are reported; a failure outside these is marked "not gated".
+    #[arg(long, value_name = "LIST", default_value = "contract,relied-on")]
+    pub tiers: TierList,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -371,6 +383,8 @@ pub struct DifferentialArgs {
     /// no device: nothing compared).
     #[arg(long)]
     pub allow_unsupported: bool,
+    #[command(flatten)]
+    pub tiers: TiersArg,
 }
 
 /// `explore`: a mode, or the `generate` options directly (the default mode).
@@ -667,10 +681,16 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
             .max()
             .unwrap_or(4)
             .max(4);
+        let tier_w = Tier::ALL
+            .map(|t| t.as_str().len())
+            .into_iter()
+            .max()
+            .unwrap_or(4);
         say!(
-            "  {}  {}  {:>3}  TITLE",
+            "  {}  {}  {}  {:>3}  TITLE",
             pad("ID", id_w),
             pad("KIND", kind_w),
+            pad("TIER", tier_w),
             "DEV"
         );
         for c in &clauses {
@@ -680,11 +700,13 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "?".into());
             let kind = c.kind.map(|k| k.as_str()).unwrap_or("?");
+            let tier = c.tier.map(|t| t.as_str()).unwrap_or("?");
             let flag = if c.is_broken() { "!" } else { " " };
             say!(
-                "{flag} {}  {}  {devices:>3}  {}",
+                "{flag} {}  {}  {}  {devices:>3}  {}",
                 pad(&c.id, id_w),
                 pad(kind, kind_w),
+                pad(tier, tier_w),
                 c.title
             );
             if c.is_broken() {
@@ -697,10 +719,18 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
                 say!("    warning: semantics '{name}' is not a simulator choice (see `ipc-conformance semantics`)");
             }
         }
+        let per_tier: Vec<String> = Tier::ALL
+            .iter()
+            .map(|t| {
+                let n = clauses.iter().filter(|c| c.tier == Some(*t)).count();
+                format!("{n} {t}")
+            })
+            .collect();
         say!(
-            "{} clause{}{} in {}{}",
+            "{} clause{} ({}){} in {}{}",
             clauses.len(),
             if clauses.len() == 1 { "" } else { "s" },
+            per_tier.join(", "),
             if broken > 0 {
                 format!(", {broken} broken (!)")
             } else {
@@ -752,6 +782,7 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
         retries: runner::RetryPolicy::default(),
+        gated_tiers: a.tiers.tiers.0.clone(),
     };
     if g.verbose > 0 {
         warn!(
@@ -769,7 +800,8 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     let mut console = crate::interrupt::Interruptible(expectations::Gate::new(
         expect.as_ref(),
         Console::new(g.quiet, cfg.dialects.len() > 1)
-            .with_color(g.color.enabled(stdout_is_terminal())),
+            .with_color(g.color.enabled(stdout_is_terminal()))
+            .with_gated_tiers(&cfg.gated_tiers),
         backend.as_ref(),
         &cfg,
         a.flaky_retries,
@@ -811,16 +843,13 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     Ok(exit_code(&report))
 }
 
-/// The exit code of a finished run: with expectations (the report is
-/// classified), the gate's verdict; without, 0 when every result is Pass
-/// or NotSupported. Either way 1 otherwise.
+/// The exit code of a finished run: the gate's verdict on the results of
+/// the gated tiers (`run.gated_tiers`; every result in a file without
+/// tiers). With expectations (the report is classified) nothing gated is
+/// UnexpectedFail or UnexpectedPass; without, every gated result is Pass or
+/// NotSupported. 0 when it passed, 1 otherwise.
 pub fn exit_code(report: &RunReport) -> u8 {
-    let ok = if report.classification_totals.is_some() {
-        model::gate_passed(&report.results)
-    } else {
-        report.results.iter().all(|r| r.status.is_success())
-    };
-    if ok {
+    if report.gate_passed() {
         EXIT_OK
     } else {
         EXIT_FAILURES
@@ -844,6 +873,9 @@ fn print_run_footer(report: &RunReport, out: &Path) {
         sysinfo::human_ms(steps),
         sysinfo::human_ms(shutdown)
     );
+    for line in crate::report::text::tier_lines(report) {
+        say!("{line}");
+    }
     say!(
         "reports: {} (results.json, junit.xml, summary.md)",
         out.display()
@@ -1115,6 +1147,9 @@ fn cmd_explore_replay(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
         summary.cases,
         a.out.display()
     );
+    if summary.differing_cases > 0 {
+        say!("{}", summary.per_tier_line());
+    }
     Ok(if summary.findings.is_empty() {
         EXIT_OK
     } else {
@@ -1320,6 +1355,7 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
         filter: filter.patterns().to_vec(),
         clauses_dir: Some(cat.dir.clone()),
         retries: runner::RetryPolicy::default(),
+        gated_tiers: a.tiers.tiers.0.clone(),
     };
     let several = cfg.dialects.len() > 1;
     let mut sim_report = runner::run_clauses(
@@ -1365,6 +1401,7 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
         sysinfo::human_ms(diff.duration_ms),
         a.exec.seed
     );
+    say!("{}", differential::per_tier_line(&diff));
     say!(
         "reports: {} (differential.json, differential.md)",
         a.out.display()

@@ -9,11 +9,18 @@
 //! runs' identity (backend, GPU, driver, CUDA versions, revision, start) is
 //! shown, never judged: comparing two drivers is the point.
 //!
-//! Exit codes: 0 nothing changed, 1 something changed, 2 unreadable or
+//! Each change belongs to its clause's tier (the result's, else the
+//! catalogue's for files written before tiers, else none: `-`). Changes are
+//! grouped and counted per tier, so a driver upgrade that only moves
+//! incidental behaviour reads as such and a contract change stands out.
+//!
+//! Exit codes: 0 nothing changed in a gated tier (`--tiers`, contract and
+//! relied-on by default; changes of other tiers are still listed), 1 a
+//! change in a gated tier (or of a clause without a tier), 2 unreadable or
 //! malformed input.
 
-use crate::catalogue::ClauseKind;
-use crate::model::{ClauseResult, RunInfo, RunReport};
+use crate::catalogue::{ClauseKind, Tier};
+use crate::model::{tier_name, tiers_text, ClauseResult, RunInfo, RunReport, TierList};
 use crate::report::markdown::{cell, status_symbol};
 use crate::report::text::outcome_text;
 use ipc_harness::trace::{StepDifference, StepOutcome};
@@ -23,8 +30,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Version of the `diff --format json` document.
-pub const DIFF_SCHEMA_VERSION: u32 = 1;
+/// Version of the `diff --format json` document. Version 2 added the
+/// tiers: each change's `tier`, `gated_tiers`, `gated_changed`, `per_tier`.
+pub const DIFF_SCHEMA_VERSION: u32 = 2;
 
 /// Read and validate a `results.json`. Errors name the file and say why
 /// (I/O error, JSON syntax error with line and column, missing or mistyped
@@ -55,6 +63,8 @@ pub struct Change {
     pub id: String,
     pub title: String,
     pub kind: Option<ClauseKind>,
+    /// The clause's tier (`None`: neither file nor catalogue knows it).
+    pub tier: Option<Tier>,
     pub dialect: Dialect,
     pub old_status: Status,
     pub new_status: Status,
@@ -71,6 +81,7 @@ pub struct OneSided {
     pub id: String,
     pub title: String,
     pub kind: Option<ClauseKind>,
+    pub tier: Option<Tier>,
     pub dialect: Dialect,
     pub status: Status,
     pub message: String,
@@ -90,15 +101,44 @@ pub struct DiffTotals {
     pub removed: usize,
 }
 
+/// The changes of one tier.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierChanges {
+    /// `contract`, `relied-on`, `incidental`, or `-` (no tier known).
+    pub tier: String,
+    /// Whether a change of this tier fails the diff (exit 1).
+    pub gated: bool,
+    pub compared: usize,
+    pub unchanged: usize,
+    pub status_changed: usize,
+    pub trace_changed: usize,
+    pub added: usize,
+    pub removed: usize,
+}
+
+impl TierChanges {
+    pub fn changes(&self) -> usize {
+        self.status_changed + self.trace_changed + self.added + self.removed
+    }
+}
+
 /// The whole comparison (`diff --format json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunDiff {
     pub schema_version: u32,
     pub old: Side,
     pub new: Side,
-    /// True when anything below is non-empty (exit code 1).
+    /// True when anything below is non-empty.
     pub changed: bool,
+    /// `--tiers`: the tiers whose changes fail the diff.
+    pub gated_tiers: Vec<Tier>,
+    /// True when a change is of a gated tier or of a clause without a tier
+    /// (exit code 1).
+    pub gated_changed: bool,
     pub totals: DiffTotals,
+    /// Counts per tier, in tier order, `-` last; every tier is present, `-`
+    /// only when some result has no tier.
+    pub per_tier: Vec<TierChanges>,
     pub status_changes: Vec<Change>,
     pub trace_changes: Vec<Change>,
     pub added: Vec<OneSided>,
@@ -107,7 +147,7 @@ pub struct RunDiff {
 
 impl RunDiff {
     pub fn exit_code(&self) -> u8 {
-        if self.changed {
+        if self.gated_changed {
             crate::exit::EXIT_FAILURES
         } else {
             crate::exit::EXIT_OK
@@ -133,11 +173,12 @@ fn dialect_rank(d: Dialect) -> usize {
     Dialect::ALL.iter().position(|x| *x == d).unwrap_or(0)
 }
 
-fn one_sided(r: &ClauseResult) -> OneSided {
+fn one_sided(r: &ClauseResult, tier: Option<Tier>) -> OneSided {
     OneSided {
         id: r.id.clone(),
         title: r.title.clone(),
         kind: r.kind,
+        tier,
         dialect: r.dialect,
         status: r.status,
         message: r.message.clone(),
@@ -158,10 +199,30 @@ fn trace_differences(old: Option<&Trace>, new: Option<&Trace>) -> Vec<StepDiffer
     }
 }
 
-/// Compare two runs. `old_path` and `new_path` label the sides.
-pub fn compare(old_path: &str, old: &RunReport, new_path: &str, new: &RunReport) -> RunDiff {
+/// Rank of a tier in reports: [`Tier::ALL`] order, no tier last.
+fn tier_rank(tier: Option<Tier>) -> usize {
+    tier.and_then(|t| Tier::ALL.iter().position(|x| *x == t))
+        .unwrap_or(Tier::ALL.len())
+}
+
+/// Compare two runs. `old_path` and `new_path` label the sides; changes of
+/// `gated` tiers fail the diff. A result without a tier takes the other
+/// side's, else `catalogue`'s for its id.
+pub fn compare(
+    old_path: &str,
+    old: &RunReport,
+    new_path: &str,
+    new: &RunReport,
+    gated: &[Tier],
+    catalogue: &BTreeMap<String, Tier>,
+) -> RunDiff {
     let old_keyed = keyed(&old.results);
     let new_keyed = keyed(&new.results);
+    let tier_of = |a: &ClauseResult, b: Option<&ClauseResult>| {
+        a.tier
+            .or(b.and_then(|b| b.tier))
+            .or_else(|| catalogue.get(&a.id).copied())
+    };
     let mut d = RunDiff {
         schema_version: DIFF_SCHEMA_VERSION,
         old: Side {
@@ -175,6 +236,9 @@ pub fn compare(old_path: &str, old: &RunReport, new_path: &str, new: &RunReport)
             totals: new.totals.clone(),
         },
         changed: false,
+        gated_tiers: gated.to_vec(),
+        gated_changed: false,
+        per_tier: Vec::new(),
         totals: DiffTotals {
             old_results: old.results.len(),
             new_results: new.results.len(),
@@ -185,11 +249,35 @@ pub fn compare(old_path: &str, old: &RunReport, new_path: &str, new: &RunReport)
         added: Vec::new(),
         removed: Vec::new(),
     };
+    let mut per_tier: BTreeMap<usize, TierChanges> = Tier::ALL
+        .iter()
+        .map(|t| {
+            let counts = TierChanges {
+                tier: t.as_str().to_string(),
+                gated: gated.contains(t),
+                ..TierChanges::default()
+            };
+            (tier_rank(Some(*t)), counts)
+        })
+        .collect();
+    fn counts(per_tier: &mut BTreeMap<usize, TierChanges>, tier: Option<Tier>) -> &mut TierChanges {
+        per_tier
+            .entry(tier_rank(tier))
+            .or_insert_with(|| TierChanges {
+                tier: "-".into(),
+                gated: true,
+                ..TierChanges::default()
+            })
+    }
     for (k, o) in &old_keyed {
         let Some(n) = new_keyed.get(k) else {
-            d.removed.push(one_sided(o));
+            let tier = tier_of(o, None);
+            counts(&mut per_tier, tier).removed += 1;
+            d.removed.push(one_sided(o, tier));
             continue;
         };
+        let tier = tier_of(n, Some(o));
+        counts(&mut per_tier, tier).compared += 1;
         d.totals.compared += 1;
         let mut differences = trace_differences(o.trace.as_ref(), n.trace.as_ref());
         // A status change to or from a clause that ran no step (NotSupported,
@@ -201,6 +289,7 @@ pub fn compare(old_path: &str, old: &RunReport, new_path: &str, new: &RunReport)
             id: n.id.clone(),
             title: n.title.clone(),
             kind: n.kind,
+            tier,
             dialect: n.dialect,
             old_status: o.status,
             new_status: n.status,
@@ -209,18 +298,30 @@ pub fn compare(old_path: &str, old: &RunReport, new_path: &str, new: &RunReport)
             differences,
         };
         if o.status != n.status {
+            counts(&mut per_tier, tier).status_changed += 1;
             d.status_changes.push(change);
         } else if !change.differences.is_empty() {
+            counts(&mut per_tier, tier).trace_changed += 1;
             d.trace_changes.push(change);
         } else {
+            counts(&mut per_tier, tier).unchanged += 1;
             d.totals.unchanged += 1;
         }
     }
     for (k, n) in &new_keyed {
         if !old_keyed.contains_key(k) {
-            d.added.push(one_sided(n));
+            let tier = tier_of(n, None);
+            counts(&mut per_tier, tier).added += 1;
+            d.added.push(one_sided(n, tier));
         }
     }
+    // Grouped by tier; within a tier, dialect then id as before (stable).
+    d.status_changes.sort_by_key(|c| tier_rank(c.tier));
+    d.trace_changes.sort_by_key(|c| tier_rank(c.tier));
+    d.added.sort_by_key(|c| tier_rank(c.tier));
+    d.removed.sort_by_key(|c| tier_rank(c.tier));
+    d.per_tier = per_tier.into_values().collect();
+    d.gated_changed = d.per_tier.iter().any(|t| t.gated && t.changes() > 0);
     d.totals.status_changed = d.status_changes.len();
     d.totals.trace_changed = d.trace_changes.len();
     d.totals.added = d.added.len();
@@ -330,29 +431,97 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-/// Plain text (the default): identity table, then each change, then totals.
-pub fn to_text(d: &RunDiff) -> String {
-    let mut out = String::new();
-    let rows = identity_rows(d);
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let w1 = rows
-        .iter()
-        .map(|r| r.1.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(3);
-    let _ = writeln!(out, "  {:<w0$}  {:<w1$}  new", "", "old");
-    for (name, old, new) in &rows {
-        // `*` marks what differs between the runs (the file always does).
-        let mark = if old != new && *name != "file" {
-            '*'
-        } else {
-            ' '
-        };
-        let _ = writeln!(out, "{mark} {name:<w0$}  {old:<w1$}  {new}");
-    }
-    out.push('\n');
+/// One tier's part of the lists of a [`RunDiff`].
+pub struct TierPart<'a> {
+    pub status_changes: Vec<&'a Change>,
+    pub trace_changes: Vec<&'a Change>,
+    pub added: Vec<&'a OneSided>,
+    pub removed: Vec<&'a OneSided>,
+}
 
+impl RunDiff {
+    /// The changes of the tier named `tier` (`-`: without a tier).
+    pub fn of_tier(&self, tier: &str) -> TierPart<'_> {
+        TierPart {
+            status_changes: self
+                .status_changes
+                .iter()
+                .filter(|c| tier_name(c.tier) == tier)
+                .collect(),
+            trace_changes: self
+                .trace_changes
+                .iter()
+                .filter(|c| tier_name(c.tier) == tier)
+                .collect(),
+            added: self
+                .added
+                .iter()
+                .filter(|c| tier_name(c.tier) == tier)
+                .collect(),
+            removed: self
+                .removed
+                .iter()
+                .filter(|c| tier_name(c.tier) == tier)
+                .collect(),
+        }
+    }
+}
+
+/// The per-tier count lines at the top of the text report:
+///
+/// ```text
+/// per tier (gated: contract, relied-on):
+///   contract    no changes (60 compared)
+///   incidental  2 changes: 1 status changed, 1 trace changed, 0 added, 0 removed (not gated)
+/// ```
+pub fn per_tier_lines(d: &RunDiff) -> Vec<String> {
+    let mut lines = vec![format!(
+        "per tier (gated: {}):",
+        tiers_text(Some(&d.gated_tiers))
+    )];
+    for t in &d.per_tier {
+        let n = t.changes();
+        let what = if n == 0 {
+            format!("no changes ({} compared)", t.compared)
+        } else {
+            format!(
+                "{n} change{}: {} status changed, {} trace changed, {} added, {} removed{}",
+                if n == 1 { "" } else { "s" },
+                t.status_changed,
+                t.trace_changed,
+                t.added,
+                t.removed,
+                if t.gated { "" } else { " (not gated)" }
+            )
+        };
+        lines.push(format!("  {:<10}  {what}", t.tier));
+    }
+    lines
+}
+
+/// The verdict under the totals: which tiers' changes decide the exit code.
+pub fn verdict_line(d: &RunDiff) -> Option<String> {
+    if !d.changed {
+        return None;
+    }
+    let changed: Vec<&str> = d
+        .per_tier
+        .iter()
+        .filter(|t| t.changes() > 0)
+        .map(|t| t.tier.as_str())
+        .collect();
+    Some(if d.gated_changed {
+        format!("a gated tier changed ({}): exit 1", changed.join(", "))
+    } else {
+        format!(
+            "only ungated tiers changed ({}): exit 0 (--tiers all gates them)",
+            changed.join(", ")
+        )
+    })
+}
+
+/// The status, trace, added and removed sections of one tier's changes.
+fn text_sections(out: &mut String, d: &TierPart<'_>) {
     let change_lines = |out: &mut String, c: &Change| {
         for x in &c.differences {
             let _ = writeln!(
@@ -382,7 +551,7 @@ pub fn to_text(d: &RunDiff) -> String {
             if !c.old_message.is_empty() {
                 let _ = writeln!(out, "      was: {}", first_line(&c.old_message));
             }
-            change_lines(&mut out, c);
+            change_lines(out, c);
         }
         out.push('\n');
     }
@@ -398,7 +567,7 @@ pub fn to_text(d: &RunDiff) -> String {
                 c.differences.len(),
                 if c.differences.len() == 1 { "" } else { "s" }
             );
-            change_lines(&mut out, c);
+            change_lines(out, c);
         }
         out.push('\n');
     }
@@ -412,8 +581,52 @@ pub fn to_text(d: &RunDiff) -> String {
         }
         out.push('\n');
     }
+}
+
+/// Plain text (the default): identity table, then each change, then totals.
+pub fn to_text(d: &RunDiff) -> String {
+    let mut out = String::new();
+    let rows = identity_rows(d);
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows
+        .iter()
+        .map(|r| r.1.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(3);
+    let _ = writeln!(out, "  {:<w0$}  {:<w1$}  new", "", "old");
+    for (name, old, new) in &rows {
+        // `*` marks what differs between the runs (the file always does).
+        let mark = if old != new && *name != "file" {
+            '*'
+        } else {
+            ' '
+        };
+        let _ = writeln!(out, "{mark} {name:<w0$}  {old:<w1$}  {new}");
+    }
+    out.push('\n');
+
+    for line in per_tier_lines(d) {
+        let _ = writeln!(out, "{line}");
+    }
+    out.push('\n');
+    for t in d.per_tier.iter().filter(|t| t.changes() > 0) {
+        let n = t.changes();
+        let _ = writeln!(
+            out,
+            "== {} ({}): {n} change{} ==",
+            t.tier,
+            if t.gated { "gated" } else { "not gated" },
+            if n == 1 { "" } else { "s" }
+        );
+        text_sections(&mut out, &d.of_tier(&t.tier));
+    }
     out.push_str(&totals_line(d));
     out.push('\n');
+    if let Some(verdict) = verdict_line(d) {
+        out.push_str(&verdict);
+        out.push('\n');
+    }
     out
 }
 
@@ -430,6 +643,32 @@ pub fn to_markdown(d: &RunDiff) -> String {
         let _ = writeln!(out, "| {name} | {} | {} |", cell(&old), cell(&new));
     }
     let _ = writeln!(out, "\n**{}**", totals_line(d));
+    if let Some(verdict) = verdict_line(d) {
+        let _ = writeln!(out, "\n{verdict}");
+    }
+    let _ = writeln!(
+        out,
+        "\n| tier | gated | compared | unchanged | status changed | trace changed | added | removed |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for t in &d.per_tier {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            if t.gated && t.changes() > 0 {
+                format!("**{}**", t.tier)
+            } else {
+                t.tier.clone()
+            },
+            if t.gated { "yes" } else { "no" },
+            t.compared,
+            t.unchanged,
+            t.status_changed,
+            t.trace_changed,
+            t.added,
+            t.removed
+        );
+    }
 
     let status = |s: Status| format!("{} {}", status_symbol(s), s.name());
     let step_table = |out: &mut String, c: &Change| {
@@ -448,13 +687,14 @@ pub fn to_markdown(d: &RunDiff) -> String {
     if !d.status_changes.is_empty() {
         out.push_str("\n### Status changes\n\n");
         out.push_str(
-            "| clause | dialect | old | new | message |\n| --- | --- | --- | --- | --- |\n",
+            "| clause | tier | dialect | old | new | message |\n| --- | --- | --- | --- | --- | --- |\n",
         );
         for c in &d.status_changes {
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} | {} | {} |",
+                "| `{}` | {} | {} | {} | {} | {} |",
                 cell(&c.id),
+                tier_name(c.tier),
                 c.dialect,
                 status(c.old_status),
                 status(c.new_status),
@@ -472,8 +712,9 @@ pub fn to_markdown(d: &RunDiff) -> String {
         {
             let _ = writeln!(
                 out,
-                "\n<details><summary><code>{}</code> ({}): {} step{} differ</summary>\n",
+                "\n<details><summary><code>{}</code> ({}, {}): {} step{} differ</summary>\n",
                 html_escape(&c.id),
+                tier_name(c.tier),
                 c.dialect,
                 c.differences.len(),
                 if c.differences.len() == 1 { "" } else { "s" }
@@ -487,8 +728,9 @@ pub fn to_markdown(d: &RunDiff) -> String {
         for c in &d.trace_changes {
             let _ = writeln!(
                 out,
-                "\n`{}` ({}, {}): {}\n",
+                "\n`{}` ({}, {}, {}): {}\n",
                 c.id,
+                tier_name(c.tier),
                 c.dialect,
                 status(c.new_status),
                 cell(&c.title)
@@ -502,13 +744,14 @@ pub fn to_markdown(d: &RunDiff) -> String {
         }
         let _ = writeln!(
             out,
-            "\n### {label}\n\n| clause | dialect | status |\n| --- | --- | --- |"
+            "\n### {label}\n\n| clause | tier | dialect | status |\n| --- | --- | --- | --- |"
         );
         for r in list.iter() {
             let _ = writeln!(
                 out,
-                "| `{}` | {} | {} |",
+                "| `{}` | {} | {} | {} |",
                 cell(&r.id),
+                tier_name(r.tier),
                 r.dialect,
                 status(r.status)
             );
@@ -558,6 +801,38 @@ pub struct DiffArgs {
     /// line still goes to stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// The tiers whose changes fail the diff (exit 1): `all`, or a comma
+    /// list of contract, relied-on, incidental. Changes of other tiers are
+    /// listed all the same.
+    #[arg(long, value_name = "LIST", default_value = "contract,relied-on")]
+    pub tiers: TierList,
+    /// Clause directory whose tiers label results of files written before
+    /// tiers existed (default: the catalogue compiled in).
+    #[arg(long, value_name = "DIR", env = crate::catalogue::CLAUSES_ENV)]
+    pub clauses: Option<PathBuf>,
+}
+
+/// Clause id → tier of the catalogue at `dir` (the compiled-in one without),
+/// for results that carry no tier. Loaded only when some result lacks one;
+/// an unloadable catalogue is an error.
+fn catalogue_tiers(
+    dir: Option<&Path>,
+    reports: [&RunReport; 2],
+) -> Result<BTreeMap<String, Tier>, String> {
+    let untiered = reports
+        .iter()
+        .any(|r| r.results.iter().any(|x| x.tier.is_none()));
+    if !untiered {
+        return Ok(BTreeMap::new());
+    }
+    let cat = crate::catalogue::locate(dir)
+        .and_then(|source| source.load())
+        .map_err(|e| format!("cannot load the catalogue for the tiers of old results: {e}"))?;
+    Ok(cat
+        .clauses
+        .iter()
+        .filter_map(|c| c.tier.map(|t| (c.id.clone(), t)))
+        .collect())
 }
 
 /// Run `diff`: `Ok(0)` identical, `Ok(1)` changed, `Err` unreadable or
@@ -566,11 +841,14 @@ pub fn command(a: &DiffArgs) -> Result<u8, String> {
     use std::io::Write;
     let old = load(&a.old)?;
     let new = load(&a.new)?;
+    let catalogue = catalogue_tiers(a.clauses.as_deref(), [&old, &new])?;
     let d = compare(
         &a.old.display().to_string(),
         &old,
         &a.new.display().to_string(),
         &new,
+        &a.tiers.0,
+        &catalogue,
     );
     let text = match a.format {
         Format::Text => to_text(&d),
@@ -583,12 +861,11 @@ pub fn command(a: &DiffArgs) -> Result<u8, String> {
                 crate::report::ensure_dir(parent).map_err(|e| e.to_string())?;
             }
             crate::report::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())?;
-            let _ = writeln!(
-                std::io::stdout().lock(),
-                "{} (wrote {})",
-                totals_line(&d),
-                path.display()
-            );
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{} (wrote {})", totals_line(&d), path.display());
+            if let Some(verdict) = verdict_line(&d) {
+                let _ = writeln!(stdout, "{verdict}");
+            }
         }
         None => {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
@@ -625,7 +902,14 @@ mod tests {
         b.results[0].duration_ms = 77.0;
         b.results[0].trace.as_mut().unwrap().steps[0].elapsed_us = 999;
         b.run.started_at = "2027-01-01T00:00:00.000Z".into();
-        let d = compare("a", &a, "b", &b);
+        let d = compare(
+            "a",
+            &a,
+            "b",
+            &b,
+            &crate::model::DEFAULT_GATED_TIERS,
+            &BTreeMap::new(),
+        );
         assert!(!d.changed);
         assert_eq!(d.exit_code(), 0);
         assert_eq!(d.totals.unchanged, 3);
@@ -643,7 +927,14 @@ mod tests {
         b.results.remove(2);
         b.results
             .push(result("a.four", Status::Pass, Dialect::Runtime, "sim"));
-        let d = compare("a", &a, "b", &b);
+        let d = compare(
+            "a",
+            &a,
+            "b",
+            &b,
+            &crate::model::DEFAULT_GATED_TIERS,
+            &BTreeMap::new(),
+        );
         assert!(d.changed);
         assert_eq!(d.exit_code(), 1);
         assert_eq!(d.totals.status_changed, 1);
@@ -661,7 +952,7 @@ mod tests {
         assert!(t.contains("removed (1):\n  a.three [runtime]: Pass"), "{t}");
         let md = to_markdown(&d);
         assert!(
-            md.contains("| `a.one` | runtime | ✅ Pass | ❌ Fail |"),
+            md.contains("| `a.one` | contract | runtime | ✅ Pass | ❌ Fail |"),
             "{md}"
         );
         assert!(md.contains("### Trace changes"), "{md}");
@@ -673,11 +964,73 @@ mod tests {
         );
     }
 
+    /// Changes are counted and grouped per tier; only a change of a gated
+    /// tier fails the diff, and a result without a tier takes the
+    /// catalogue's.
+    #[test]
+    fn changes_count_per_tier_and_only_gated_tiers_fail() {
+        let (mut a, mut b) = pair();
+        for r in a.results.iter_mut().chain(b.results.iter_mut()) {
+            if r.id == "a.two" {
+                r.tier = Some(Tier::Incidental);
+            }
+        }
+        b.results[1].status = Status::Fail;
+        let default = crate::model::DEFAULT_GATED_TIERS;
+        let d = compare("a", &a, "b", &b, &default, &BTreeMap::new());
+        assert!(d.changed);
+        assert!(!d.gated_changed);
+        assert_eq!(d.exit_code(), 0);
+        let incidental = d.per_tier.iter().find(|t| t.tier == "incidental").unwrap();
+        assert_eq!((incidental.status_changed, incidental.gated), (1, false));
+        let t = to_text(&d);
+        assert!(
+            t.contains(
+                "per tier (gated: contract, relied-on):\n  contract    no changes (2 compared)\n"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("  incidental  1 change: 1 status changed, 0 trace changed, 0 added, 0 removed (not gated)"), "{t}");
+        assert!(t.contains("== incidental (not gated): 1 change ==\nstatus changed (1):\n  a.two [runtime]: Pass -> Fail"), "{t}");
+        assert!(
+            t.contains("only ungated tiers changed (incidental): exit 0"),
+            "{t}"
+        );
+        assert!(to_markdown(&d).contains("| incidental | no | 1 | 0 | 1 | 0 | 0 | 0 |"));
+
+        let d = compare("a", &a, "b", &b, &Tier::ALL, &BTreeMap::new());
+        assert_eq!(d.exit_code(), 1);
+        assert!(to_text(&d).contains("a gated tier changed (incidental): exit 1"));
+
+        // Files without tiers: the catalogue's tier, else `-`, which gates.
+        for r in a.results.iter_mut().chain(b.results.iter_mut()) {
+            r.tier = None;
+        }
+        let catalogue = BTreeMap::from([("a.two".to_string(), Tier::Incidental)]);
+        let d = compare("a", &a, "b", &b, &default, &catalogue);
+        assert_eq!(d.status_changes[0].tier, Some(Tier::Incidental));
+        assert_eq!(d.exit_code(), 0);
+        let d = compare("a", &a, "b", &b, &default, &BTreeMap::new());
+        assert_eq!(d.status_changes[0].tier, None);
+        assert_eq!(d.per_tier.last().unwrap().tier, "-");
+        assert_eq!(d.exit_code(), 1);
+    }
+
     #[test]
     fn duplicate_ids_pair_by_occurrence() {
         let mut a = pair().0;
         a.results[1].id = "a.one".into();
         let b = a.clone();
-        assert!(!compare("a", &a, "b", &b).changed);
+        assert!(
+            !compare(
+                "a",
+                &a,
+                "b",
+                &b,
+                &crate::model::DEFAULT_GATED_TIERS,
+                &BTreeMap::new()
+            )
+            .changed
+        );
     }
 }

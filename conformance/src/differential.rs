@@ -6,11 +6,13 @@
 //! - Differences in `undefined` clauses are reported but not judged: the
 //!   language records the driver's answers to undefined behaviour without
 //!   judging them.
-//! - The check fails (exit 1) on any judged difference and on any Broken
-//!   result (a harness failure on either side).
+//! - The check fails (exit 1) on any judged difference of a clause in the
+//!   gated tiers (`--tiers`, recorded in the simulator run's
+//!   `gated_tiers`) and on any Broken result (a harness failure on either
+//!   side). Differences of other tiers are reported, and counted per tier.
 
-use crate::catalogue::ClauseKind;
-use crate::model::{ClauseResult, RunInfo, RunReport};
+use crate::catalogue::{ClauseKind, Tier};
+use crate::model::{tier_name, ClauseResult, RunInfo, RunReport};
 use crate::report::markdown::{self, cell, status_symbol};
 use crate::report::text::outcome_text;
 use crate::report::ReportError;
@@ -21,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added each compared clause's `tier`, `gated_tiers`, the
+/// per-tier totals and `differing_ungated`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A clause compared on both backends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +33,9 @@ pub struct Compared {
     pub id: String,
     pub title: String,
     pub kind: Option<ClauseKind>,
+    /// The clause's tier (`None`: it has none, and gates).
+    #[serde(default)]
+    pub tier: Option<Tier>,
     pub dialect: Dialect,
     pub sim_status: Status,
     pub real_status: Status,
@@ -55,13 +62,32 @@ pub struct NotCompared {
 pub struct DiffTotals {
     pub compared: usize,
     pub identical: usize,
-    /// Clauses with at least one judged difference.
+    /// Clauses with at least one judged difference, of every tier.
     pub differing: usize,
+    /// Of `differing`, those outside the gated tiers: reported, not failing.
+    #[serde(default)]
+    pub differing_ungated: usize,
     /// `undefined` clauses with differences (not judged).
     pub differing_unjudged: usize,
     pub not_compared: usize,
     /// Broken results on either side.
     pub broken: usize,
+    /// The compared clauses of each tier (`-`: without a tier).
+    #[serde(default)]
+    pub per_tier: BTreeMap<String, TierTotals>,
+}
+
+/// The compared clauses of one tier.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierTotals {
+    pub compared: usize,
+    pub identical: usize,
+    /// With a judged difference.
+    pub differing: usize,
+    /// `undefined` clauses with differences.
+    pub differing_unjudged: usize,
+    /// Whether a judged difference of this tier fails the check.
+    pub gated: bool,
 }
 
 /// `differential.json`.
@@ -72,6 +98,10 @@ pub struct DifferentialReport {
     pub duration_ms: f64,
     pub sim: RunInfo,
     pub real: RunInfo,
+    /// The tiers whose judged differences fail the check (`None`: every
+    /// tier, as in files written before tiers existed).
+    #[serde(default)]
+    pub gated_tiers: Option<Vec<Tier>>,
     pub totals: DiffTotals,
     pub compared: Vec<Compared>,
     pub not_compared: Vec<NotCompared>,
@@ -81,12 +111,22 @@ pub struct DifferentialReport {
 }
 
 impl DifferentialReport {
-    /// 0 when no judged difference and nothing Broken, else 1.
+    /// 0 when no judged difference in a gated tier and nothing Broken,
+    /// else 1.
     pub fn exit_code(&self) -> u8 {
-        if self.totals.differing == 0 && self.totals.broken == 0 {
+        let gated_differing = self.totals.differing - self.totals.differing_ungated;
+        if gated_differing == 0 && self.totals.broken == 0 {
             crate::exit::EXIT_OK
         } else {
             crate::exit::EXIT_FAILURES
+        }
+    }
+
+    /// Whether a judged difference of a clause of `tier` fails the check.
+    pub fn gates(&self, tier: Option<Tier>) -> bool {
+        match (&self.gated_tiers, tier) {
+            (Some(gated), Some(tier)) => gated.contains(&tier),
+            _ => true,
         }
     }
 
@@ -114,6 +154,11 @@ pub fn compare(sim: RunReport, real: RunReport) -> DifferentialReport {
     let mut not_compared = Vec::new();
     let mut totals = DiffTotals::default();
     let mut seen = std::collections::BTreeSet::new();
+    let gated_tiers = sim.run.gated_tiers.clone();
+    let gates = |tier: Option<Tier>| match (&gated_tiers, tier) {
+        (Some(gated), Some(tier)) => gated.contains(&tier),
+        _ => true,
+    };
 
     for s in &sim.results {
         let k = key(s);
@@ -148,17 +193,30 @@ pub fn compare(sim: RunReport, real: RunReport) -> DifferentialReport {
         let differences = st.differences(rt);
         let judged = s.kind != Some(ClauseKind::Undefined);
         totals.compared += 1;
+        let of_tier = totals
+            .per_tier
+            .entry(tier_name(s.tier).to_string())
+            .or_insert_with(|| TierTotals {
+                gated: gates(s.tier),
+                ..TierTotals::default()
+            });
+        of_tier.compared += 1;
         if differences.is_empty() {
             totals.identical += 1;
+            of_tier.identical += 1;
         } else if judged {
             totals.differing += 1;
+            of_tier.differing += 1;
+            totals.differing_ungated += usize::from(!gates(s.tier));
         } else {
             totals.differing_unjudged += 1;
+            of_tier.differing_unjudged += 1;
         }
         compared.push(Compared {
             id: s.id.clone(),
             title: s.title.clone(),
             kind: s.kind,
+            tier: s.tier,
             dialect: s.dialect,
             sim_status: s.status,
             real_status: r.status,
@@ -187,6 +245,7 @@ pub fn compare(sim: RunReport, real: RunReport) -> DifferentialReport {
         duration_ms: sim.run.duration_ms + real.run.duration_ms,
         sim: sim.run,
         real: real.run,
+        gated_tiers,
         totals,
         compared,
         not_compared,
@@ -223,14 +282,14 @@ fn outcome_or_missing(o: &Option<ipc_harness::trace::StepOutcome>) -> String {
 pub fn difference_lines(report: &DifferentialReport) -> Vec<String> {
     let mut out = Vec::new();
     for c in &report.compared {
+        let label = match (c.judged, report.gates(c.tier)) {
+            (false, _) => "diff (undefined, not judged)".to_string(),
+            (true, true) => "DIFF".to_string(),
+            (true, false) => format!("diff ({}, not gated)", tier_name(c.tier)),
+        };
         for d in &c.differences {
             out.push(format!(
-                "{} {} [{}] L{} {}: sim {} | real {}",
-                if c.judged {
-                    "DIFF"
-                } else {
-                    "diff (undefined, not judged)"
-                },
+                "{label} {} [{}] L{} {}: sim {} | real {}",
                 c.id,
                 c.dialect,
                 d.line,
@@ -245,9 +304,53 @@ pub fn difference_lines(report: &DifferentialReport) -> Vec<String> {
 
 pub fn totals_line(report: &DifferentialReport) -> String {
     let t = &report.totals;
+    let ungated = if t.differing_ungated > 0 {
+        format!(" ({} not gated)", t.differing_ungated)
+    } else {
+        String::new()
+    };
     format!(
-        "{} compared: {} identical, {} differing, {} differing but not judged (undefined); {} not compared; {} broken",
+        "{} compared: {} identical, {} differing{ungated}, {} differing but not judged (undefined); {} not compared; {} broken",
         t.compared, t.identical, t.differing, t.differing_unjudged, t.not_compared, t.broken
+    )
+}
+
+/// The tiers in report order (`-`, clauses without a tier, last) with
+/// their totals.
+fn tiers_in_order(report: &DifferentialReport) -> Vec<(&str, &TierTotals)> {
+    let names = Tier::ALL.map(Tier::as_str).into_iter().chain(["-"]);
+    names
+        .filter_map(|n| report.totals.per_tier.get(n).map(|t| (n, t)))
+        .collect()
+}
+
+/// `per tier: contract 60 compared, 60 identical; incidental 316
+/// compared, 300 identical, 16 differing (not gated)`.
+pub fn per_tier_line(report: &DifferentialReport) -> String {
+    let parts: Vec<String> = tiers_in_order(report)
+        .into_iter()
+        .map(|(name, t)| {
+            let mut part = format!("{name} {} compared, {} identical", t.compared, t.identical);
+            if t.differing > 0 {
+                let _ = write!(part, ", {} differing", t.differing);
+                if !t.gated {
+                    part.push_str(" (not gated)");
+                }
+            }
+            if t.differing_unjudged > 0 {
+                let _ = write!(part, ", {} undefined differing", t.differing_unjudged);
+            }
+            part
+        })
+        .collect();
+    format!(
+        "per tier (gated: {}): {}",
+        crate::model::tiers_text(report.gated_tiers.as_deref()),
+        if parts.is_empty() {
+            "nothing compared".to_string()
+        } else {
+            parts.join("; ")
+        }
     )
 }
 
@@ -296,6 +399,20 @@ pub fn to_markdown(report: &DifferentialReport) -> String {
         report.sim.git_revision.as_deref().unwrap_or("unknown")
     );
     let _ = writeln!(out, "**{}**\n", totals_line(report));
+    out.push_str("| tier | gated | compared | identical | differing | undefined, differing |\n");
+    out.push_str("| --- | --- | ---: | ---: | ---: | ---: |\n");
+    for (name, t) in tiers_in_order(report) {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} |",
+            if t.gated { "yes" } else { "no" },
+            t.compared,
+            t.identical,
+            t.differing,
+            t.differing_unjudged
+        );
+    }
+    out.push('\n');
 
     out.push_str("## Differences\n\n");
     let differing: Vec<&Compared> = report
@@ -309,13 +426,14 @@ pub fn to_markdown(report: &DifferentialReport) -> String {
     for c in differing {
         let _ = writeln!(
             out,
-            "### `{}` ({}){}\n\n{}\n\nsimulator {} {} · real {} {}\n",
+            "### `{}` ({}, {}){}\n\n{}\n\nsimulator {} {} · real {} {}\n",
             c.id,
             c.dialect,
-            if c.judged {
-                ""
-            } else {
-                " — undefined, not judged"
+            tier_name(c.tier),
+            match (c.judged, report.gates(c.tier)) {
+                (false, _) => " — undefined, not judged",
+                (true, false) => " — not gated",
+                (true, true) => "",
             },
             cell(&c.title),
             status_symbol(c.sim_status),
@@ -429,12 +547,12 @@ mod tests {
         assert!(lines[1].starts_with("diff (undefined, not judged) mem.ub.x"));
 
         let md = to_markdown(&d);
-        assert!(md.contains("### `mem.diff` (runtime)"));
+        assert!(md.contains("### `mem.diff` (runtime, contract)"), "{md}");
         assert!(md.contains(
             "| 13 | `p = ipc_open h` | error cudaErrorInvalidValue (1) | ok ptr peer.p1 |"
         ));
         assert!(md.contains("## Not compared"));
-        assert!(md.contains("| clause | kind | sim runtime | cuda runtime |"));
+        assert!(md.contains("| clause | kind | tier | sim runtime | cuda runtime |"));
         let json: serde_json::Value = serde_json::from_str(&to_json(&d).unwrap()).unwrap();
         assert_eq!(json["totals"]["differing"], 1);
         assert_eq!(json["compared"][1]["differences"][0]["line"], 13);
@@ -454,6 +572,62 @@ mod tests {
         assert!(difference_lines(&d).is_empty());
         assert!(to_markdown(&d).contains("None: every compared clause"));
         let _ = trace();
+    }
+
+    /// A judged difference outside the gated tiers is reported and counted
+    /// in its tier, but passes the check; gating every tier fails it.
+    #[test]
+    fn differences_count_per_tier_and_only_gated_tiers_fail() {
+        let ok = StepOutcome::Ok {
+            value: ValueSummary::Unit,
+        };
+        let tiered = |id: &str, tier: Tier, backend: &str| {
+            let mut r = result(id, Status::Pass, Dialect::Runtime, backend);
+            r.tier = Some(tier);
+            r
+        };
+        let pair = |gated: &[Tier]| {
+            let mut sim = run(
+                "sim",
+                "runtime",
+                vec![
+                    tiered("mem.promised", Tier::Contract, "sim"),
+                    tiered("mem.placement", Tier::Incidental, "sim"),
+                ],
+            );
+            sim.run.gated_tiers = Some(gated.to_vec());
+            let real = run(
+                "cuda",
+                "runtime",
+                vec![
+                    tiered("mem.promised", Tier::Contract, "cuda"),
+                    with_second_step(
+                        tiered("mem.placement", Tier::Incidental, "cuda"),
+                        ok.clone(),
+                    ),
+                ],
+            );
+            compare(sim, real)
+        };
+        let d = pair(&crate::model::DEFAULT_GATED_TIERS);
+        assert_eq!((d.totals.differing, d.totals.differing_ungated), (1, 1));
+        assert_eq!(d.exit_code(), 0);
+        let incidental = &d.totals.per_tier["incidental"];
+        assert_eq!((incidental.compared, incidental.differing), (1, 1));
+        assert!(!incidental.gated);
+        assert_eq!(d.totals.per_tier["contract"].identical, 1);
+        assert!(difference_lines(&d)[0].starts_with("diff (incidental, not gated) mem.placement"));
+        assert_eq!(
+            per_tier_line(&d),
+            "per tier (gated: contract, relied-on): contract 1 compared, 1 identical; \
+             incidental 1 compared, 0 identical, 1 differing (not gated)"
+        );
+        assert!(to_markdown(&d).contains("| incidental | no | 1 | 0 | 1 | 0 |"));
+
+        let d = pair(&Tier::ALL);
+        assert_eq!((d.totals.differing, d.totals.differing_ungated), (1, 0));
+        assert_eq!(d.exit_code(), 1);
+        assert!(difference_lines(&d)[0].starts_with("DIFF mem.placement"));
     }
 
     #[test]

@@ -988,31 +988,54 @@ pub fn footer_lines(report: &RunReport, exp: &Expectations, known_ids: &[&str]) 
         if exp.entries.len() == 1 { "y" } else { "ies" },
         classification_line(&report.results)
     )];
-    let unexpected: Vec<&ClauseResult> = report
-        .results
-        .iter()
-        .filter(|r| classification_of(r).fails_gate() || r.status == Status::Broken)
-        .collect();
-    if unexpected.is_empty() {
-        lines.push("gate: passed (nothing unexpected)".to_string());
-    } else {
-        lines.push(format!(
-            "gate: FAILED ({} unexpected result{})",
-            unexpected.len(),
-            if unexpected.len() == 1 { "" } else { "s" }
-        ));
-        for r in unexpected {
+    let unexpected = |gated: bool| -> Vec<&ClauseResult> {
+        report
+            .results
+            .iter()
+            .filter(|r| classification_of(r).fails_gate() || r.status == Status::Broken)
+            .filter(|r| report.gates(r) == gated)
+            .collect()
+    };
+    let listed = |lines: &mut Vec<String>, results: Vec<&ClauseResult>| {
+        for r in results {
             let what = match &r.expectation {
                 Some(rec) => describe(rec),
                 None => Classification::UnexpectedFail.name().to_string(),
             };
             lines.push(format!(
-                "  {} [{}] {}: {what}",
+                "  {} [{}] {} ({}): {what}",
                 r.id,
                 r.dialect,
-                r.status.name()
+                r.status.name(),
+                crate::model::tier_name(r.tier)
             ));
         }
+    };
+    let gated = unexpected(true);
+    let tiers = crate::model::tiers_text(report.gated_tiers());
+    if gated.is_empty() {
+        lines.push(format!(
+            "gate: passed (nothing unexpected in the gated tiers: {tiers})"
+        ));
+    } else {
+        lines.push(format!(
+            "gate: FAILED ({} unexpected result{} in the gated tiers: {tiers})",
+            gated.len(),
+            if gated.len() == 1 { "" } else { "s" }
+        ));
+        listed(&mut lines, gated);
+    }
+    // An expectations entry still classifies a clause of an ungated tier;
+    // what it finds unexpected is told, never gated (--tiers all gates it).
+    let ungated = unexpected(false);
+    if !ungated.is_empty() {
+        lines.push(format!(
+            "not gated: {} unexpected result{} outside the gated tiers (reported only; \
+             --tiers all gates them)",
+            ungated.len(),
+            if ungated.len() == 1 { "" } else { "s" }
+        ));
+        listed(&mut lines, ungated);
     }
     let used: std::collections::BTreeSet<usize> = report
         .results
@@ -1135,8 +1158,12 @@ impl Observer for Gate<'_> {
         if shown {
             let mut classified = r.clone();
             classified.expectation = Some(rec);
-            self.console
-                .print_result(&result_lines(&classified, a.show_dialect));
+            let lines = runner::mark_ungated(
+                result_lines(&classified, a.show_dialect),
+                &classified,
+                self.console.gated_tiers(),
+            );
+            self.console.print_result(&lines);
         }
     }
 
@@ -1154,6 +1181,7 @@ mod tests {
     use super::*;
     use crate::model::fixtures;
     use ipc_harness::trace::{CheckResult, ValueSummary};
+    use ipc_harness::Tier;
 
     fn parse(text: &str) -> Result<Expectations, ExpectationsError> {
         Expectations::parse(text, Path::new("ci/exp.toml"))
@@ -1597,21 +1625,68 @@ link = "https://example.invalid/bug/1"
             }
             r
         };
-        assert!(gate_passed(&[]));
-        assert!(gate_passed(&[
-            with(Status::Pass, Some(C::Pass)),
-            with(Status::Fail, Some(C::ExpectedFail)),
-            with(Status::Crash, Some(C::ExpectedFail)),
-            with(Status::NotSupported, Some(C::NotSupported)),
-            with(Status::Fail, Some(C::Flaky)),
-        ]));
-        assert!(!gate_passed(&[with(Status::Fail, Some(C::UnexpectedFail))]));
-        assert!(!gate_passed(&[with(Status::Pass, Some(C::UnexpectedPass))]));
+        let every = None;
+        assert!(gate_passed(&[], every));
+        assert!(gate_passed(
+            &[
+                with(Status::Pass, Some(C::Pass)),
+                with(Status::Fail, Some(C::ExpectedFail)),
+                with(Status::Crash, Some(C::ExpectedFail)),
+                with(Status::NotSupported, Some(C::NotSupported)),
+                with(Status::Fail, Some(C::Flaky)),
+            ],
+            every
+        ));
+        assert!(!gate_passed(
+            &[with(Status::Fail, Some(C::UnexpectedFail))],
+            every
+        ));
+        assert!(!gate_passed(
+            &[with(Status::Pass, Some(C::UnexpectedPass))],
+            every
+        ));
         // Broken fails the gate even if a record somehow says otherwise.
-        assert!(!gate_passed(&[with(Status::Broken, Some(C::ExpectedFail))]));
+        assert!(!gate_passed(
+            &[with(Status::Broken, Some(C::ExpectedFail))],
+            every
+        ));
         // Results without a record count by status.
-        assert!(gate_passed(&[with(Status::Pass, None)]));
-        assert!(!gate_passed(&[with(Status::Fail, None)]));
+        assert!(gate_passed(&[with(Status::Pass, None)], every));
+        assert!(!gate_passed(&[with(Status::Fail, None)], every));
+    }
+
+    /// Only results of the gated tiers can fail the gate, unexpected passes
+    /// included; Broken and results without a tier always can.
+    #[test]
+    fn the_gate_judges_only_the_gated_tiers() {
+        use Classification as C;
+        let incidental = |s: Status, c: C| {
+            let mut r = fixtures::result("a.b", s, Dialect::Runtime, "sim");
+            r.tier = Some(Tier::Incidental);
+            let mut rec = record(None, &r, vec![]);
+            rec.classification = c;
+            r.expectation = Some(rec);
+            r
+        };
+        let default = Some(&crate::model::DEFAULT_GATED_TIERS[..]);
+        let all = Some(&Tier::ALL[..]);
+        for r in [
+            incidental(Status::Fail, C::UnexpectedFail),
+            incidental(Status::Timeout, C::UnexpectedFail),
+            incidental(Status::Pass, C::UnexpectedPass),
+        ] {
+            assert!(gate_passed(std::slice::from_ref(&r), default), "{r:?}");
+            assert!(!gate_passed(std::slice::from_ref(&r), all), "{r:?}");
+        }
+        let broken = incidental(Status::Broken, C::UnexpectedFail);
+        assert!(!gate_passed(std::slice::from_ref(&broken), default));
+        let mut untiered = incidental(Status::Fail, C::UnexpectedFail);
+        untiered.tier = None;
+        assert!(!gate_passed(&[untiered], default));
+        let mut contract = incidental(Status::Fail, C::UnexpectedFail);
+        contract.tier = Some(Tier::Contract);
+        assert!(!gate_passed(std::slice::from_ref(&contract), default));
+        assert!(gate_passed(&[contract], Some(&[Tier::Incidental][..])));
     }
 
     fn classified_run() -> RunReport {
@@ -1662,7 +1737,7 @@ link = "https://example.invalid/bug/1"
             (2, 2, 1)
         );
         assert_eq!(t["Pass"], 0);
-        assert!(!gate_passed(&report.results));
+        assert!(!report.gate_passed());
         let run = report.run.expectations.as_ref().unwrap();
         assert_eq!(
             (run.file.as_str(), run.entries, run.flaky_retries),
@@ -1701,7 +1776,9 @@ link = "https://example.invalid/bug/1"
             "{footer}"
         );
         assert!(
-            footer.contains("gate: FAILED (3 unexpected results)"),
+            footer.contains(
+                "gate: FAILED (3 unexpected results in the gated tiers: contract, relied-on)"
+            ),
             "{footer}"
         );
         assert!(
@@ -1754,7 +1831,7 @@ link = "https://example.invalid/bug/1"
         assert_eq!(rec["reason"], "twice is refused");
         let back = crate::report::json::from_str(&text).unwrap();
         assert_eq!(back, report);
-        assert!(!gate_passed(&back.results));
+        assert!(!back.gate_passed());
 
         let plain = crate::report::json::to_string(&fixtures::mixed_run()).unwrap();
         for key in ["expectation", "classification_totals"] {

@@ -8,7 +8,7 @@
 //! it bumps [`SCHEMA_VERSION`].
 
 use crate::catalogue::ClauseKind;
-use ipc_harness::{Dialect, Status, Trace};
+use ipc_harness::{Dialect, Status, Tier, Trace};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +17,18 @@ use std::fmt;
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Version of the `results.json` schema (`docs/results-schema.md`).
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added each result's `tier` and `run.gated_tiers`, and with
+/// them a new meaning of the exit code: only gated tiers can fail a run.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest `results.json` schema this tool still reads. Version 1 files
+/// have no tiers: every result of theirs gates, as it did when they were
+/// written.
+pub const OLDEST_READABLE_SCHEMA: u32 = 1;
+
+/// The tiers whose results can fail a run unless `--tiers` says otherwise:
+/// what the documents promise and what widely used software relies on.
+pub const DEFAULT_GATED_TIERS: [Tier; 2] = [Tier::Contract, Tier::ReliedOn];
 
 /// The outcome of one clause in one dialect on one backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +36,10 @@ pub struct ClauseResult {
     pub id: String,
     pub title: String,
     pub kind: Option<ClauseKind>,
+    /// The clause's tier; `None` for a clause without a valid one (broken)
+    /// and in files written before tiers existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
     /// The clause file.
     pub path: String,
     pub status: Status,
@@ -78,6 +93,10 @@ pub struct RunInfo {
     /// The `--expectations` file (absent without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expectations: Option<ExpectationsRun>,
+    /// `--tiers`: the tiers whose results can fail the run. `None` in files
+    /// written before tiers existed, where every result gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gated_tiers: Option<Vec<Tier>>,
 }
 
 /// One `results.json`.
@@ -109,6 +128,80 @@ impl RunReport {
     pub fn totals_line(&self) -> String {
         totals_line(&self.results)
     }
+
+    /// The tiers that gate this run (`None`: every result gates).
+    pub fn gated_tiers(&self) -> Option<&[Tier]> {
+        self.run.gated_tiers.as_deref()
+    }
+
+    /// Whether `r` (one of this run's results) can fail the run.
+    pub fn gates(&self, r: &ClauseResult) -> bool {
+        gates(r, self.gated_tiers())
+    }
+
+    /// The gate's verdict on this run ([`gate_passed`]).
+    pub fn gate_passed(&self) -> bool {
+        gate_passed(&self.results, self.gated_tiers())
+    }
+}
+
+/// A `--tiers` value: `all`, or a comma list of tier names
+/// ([`crate::catalogue::parse_tiers`]); an unknown name is an error that
+/// lists the valid ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierList(pub Vec<Tier>);
+
+impl std::str::FromStr for TierList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TierList, String> {
+        crate::catalogue::parse_tiers(s).map(TierList)
+    }
+}
+
+impl Default for TierList {
+    fn default() -> TierList {
+        TierList(DEFAULT_GATED_TIERS.to_vec())
+    }
+}
+
+/// Whether a result can fail a run gated on `gated` tiers (`None`: every
+/// tier). A result without a tier gates (a broken clause, an old file), and
+/// so does a Broken result whatever its tier: the harness or the clause file
+/// is at fault, which no tier excuses.
+pub fn gates(r: &ClauseResult, gated: Option<&[Tier]>) -> bool {
+    match (gated, r.tier) {
+        (Some(gated), Some(tier)) => r.status == Status::Broken || gated.contains(&tier),
+        _ => true,
+    }
+}
+
+/// `contract`, `relied-on`, `incidental`, or `-` for a result without a
+/// tier.
+pub fn tier_name(tier: Option<Tier>) -> &'static str {
+    tier.map_or("-", Tier::as_str)
+}
+
+/// `contract, relied-on`, or `every tier` for `None`.
+pub fn tiers_text(tiers: Option<&[Tier]>) -> String {
+    match tiers {
+        None => "every tier".to_string(),
+        Some([]) => "no tier".to_string(),
+        Some(t) => t.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "),
+    }
+}
+
+/// Count per status name of each tier's results, in [`Tier::ALL`] order
+/// with results without a tier last (as `None`); tiers with no result are
+/// left out.
+pub fn totals_per_tier(results: &[ClauseResult]) -> Vec<(Option<Tier>, BTreeMap<String, usize>)> {
+    let order = Tier::ALL.map(Some).into_iter().chain([None]);
+    order
+        .filter_map(|tier| {
+            let of_tier: Vec<ClauseResult> =
+                results.iter().filter(|r| r.tier == tier).cloned().collect();
+            (!of_tier.is_empty()).then(|| (tier, totals(&of_tier)))
+        })
+        .collect()
 }
 
 /// Count per status name, every status present.
@@ -384,11 +477,14 @@ pub fn classification_of(r: &ClauseResult) -> Classification {
     }
 }
 
-/// The gate's verdict: true when no result is UnexpectedFail or
-/// UnexpectedPass (and none is Broken).
-pub fn gate_passed(results: &[ClauseResult]) -> bool {
+/// The gate's verdict: true when no result that gates ([`gates`]) is
+/// UnexpectedFail or UnexpectedPass (or Broken). Without expectations every
+/// result counts as its status would with an empty expectations file, so
+/// the verdict is "every gated result passed or was NotSupported".
+pub fn gate_passed(results: &[ClauseResult], gated: Option<&[Tier]>) -> bool {
     results
         .iter()
+        .filter(|r| gates(r, gated))
         .all(|r| r.status != Status::Broken && !classification_of(r).fails_gate())
 }
 
@@ -423,7 +519,7 @@ pub(crate) mod fixtures {
     use super::{ClauseResult, RunInfo, RunReport};
     use crate::catalogue::ClauseKind;
     use ipc_harness::trace::{CheckResult, StepOutcome, StepRecord, ValueSummary};
-    use ipc_harness::{Dialect, Status, Trace};
+    use ipc_harness::{Dialect, Status, Tier, Trace};
     use std::collections::BTreeMap;
 
     pub fn trace() -> Trace {
@@ -472,6 +568,7 @@ pub(crate) mod fixtures {
             id: id.into(),
             title: format!("title of {id} <&>"),
             kind: Some(ClauseKind::Specified),
+            tier: Some(Tier::Contract),
             path: format!("clauses/{id}.ipc"),
             status,
             message: match status {
@@ -512,6 +609,7 @@ pub(crate) mod fixtures {
                 shard: None,
                 merged: None,
                 expectations: None,
+                gated_tiers: Some(crate::model::DEFAULT_GATED_TIERS.to_vec()),
             },
             results,
         )

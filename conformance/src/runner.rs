@@ -9,8 +9,8 @@
 //! and the observer is told every attempt. Observers only watch; they never
 //! run a clause.
 
-use crate::catalogue::{Clause, ClauseKind};
-use crate::model::{Attempt, ClauseResult, RunInfo, RunReport, TOOL_VERSION};
+use crate::catalogue::{Clause, ClauseKind, Tier};
+use crate::model::{Attempt, ClauseResult, RunInfo, RunReport, DEFAULT_GATED_TIERS, TOOL_VERSION};
 use crate::sysinfo;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -35,6 +35,9 @@ pub struct RunConfig {
     pub clauses_dir: Option<PathBuf>,
     /// How many more times a result that did not pass runs.
     pub retries: RetryPolicy,
+    /// `--tiers`: the tiers whose results can fail the run (recorded as
+    /// `run.gated_tiers`; every clause runs whatever its tier).
+    pub gated_tiers: Vec<Tier>,
 }
 
 /// How many more times a result that did not pass (Fail, Crash, Timeout)
@@ -77,6 +80,7 @@ impl Default for RunConfig {
             filter: Vec::new(),
             clauses_dir: None,
             retries: RetryPolicy::default(),
+            gated_tiers: DEFAULT_GATED_TIERS.to_vec(),
         }
     }
 }
@@ -140,6 +144,7 @@ pub fn run_clause(
         id: clause.id.clone(),
         title: clause.title.clone(),
         kind: clause.kind,
+        tier: clause.tier,
         path: clause.path.display().to_string(),
         status: Status::Broken,
         message: String::new(),
@@ -301,6 +306,7 @@ pub fn run_clauses(
         shard: None,
         merged: None,
         expectations: None,
+        gated_tiers: Some(cfg.gated_tiers.clone()),
     };
     RunReport::new(run, results)
 }
@@ -350,6 +356,22 @@ pub fn result_lines(r: &ClauseResult, show_dialect: bool) -> String {
     out
 }
 
+/// `lines` (a result's console lines) with `  (incidental: not gated)`
+/// after the first line when the result would fail the gate (did not pass,
+/// or passed against an expectation) but its tier is outside `gated`: it is
+/// reported, but cannot fail the run.
+pub fn mark_ungated(mut lines: String, r: &ClauseResult, gated: Option<&[Tier]>) -> String {
+    if !crate::model::classification_of(r).fails_gate() || crate::model::gates(r, gated) {
+        return lines;
+    }
+    let first_end = lines.find('\n').unwrap_or(lines.len());
+    lines.insert_str(
+        first_end,
+        &format!("  ({}: not gated)", crate::model::tier_name(r.tier)),
+    );
+    lines
+}
+
 /// `text` with its leading status label (`PASS`, `FAIL`, ...) in ANSI
 /// colour: green for Pass, yellow for NotSupported, red otherwise.
 pub fn paint_status(text: &str) -> String {
@@ -372,6 +394,7 @@ pub struct Console {
     quiet: bool,
     show_dialect: bool,
     color: bool,
+    gated_tiers: Option<Vec<Tier>>,
 }
 
 impl Console {
@@ -393,7 +416,20 @@ impl Console {
             quiet,
             show_dialect,
             color: false,
+            gated_tiers: None,
         }
+    }
+
+    /// Mark the lines of results outside `tiers` that did not pass as not
+    /// gated ([`mark_ungated`]).
+    pub fn with_gated_tiers(mut self, tiers: &[Tier]) -> Console {
+        self.gated_tiers = Some(tiers.to_vec());
+        self
+    }
+
+    /// The gated tiers given to [`Console::with_gated_tiers`].
+    pub fn gated_tiers(&self) -> Option<&[Tier]> {
+        self.gated_tiers.as_deref()
     }
 
     /// Colour the status label of each result line (`--color`).
@@ -447,7 +483,8 @@ impl Observer for Console {
         if self.quiet && r.status.is_success() {
             return;
         }
-        self.print_result(&result_lines(r, self.show_dialect));
+        let lines = mark_ungated(result_lines(r, self.show_dialect), r, self.gated_tiers());
+        self.print_result(&lines);
     }
 
     fn end(&mut self) {
@@ -467,6 +504,7 @@ mod tests {
             id: id.into(),
             title: format!("title of {id}"),
             kind: Some(ClauseKind::Specified),
+            tier: Some(Tier::Contract),
             path: format!("clauses/{id}.ipc"),
             status,
             message: if status == Status::Pass {

@@ -109,7 +109,7 @@ pub fn apply(shard: Option<Shard>, clauses: Vec<&Clause>) -> Vec<&Clause> {
 // Merge
 
 /// Run-info fields that must agree between merged inputs (unless forced).
-pub const IDENTITY_FIELDS: [&str; 14] = [
+pub const IDENTITY_FIELDS: [&str; 15] = [
     "tool_version",
     "backend",
     "dialect",
@@ -124,6 +124,7 @@ pub const IDENTITY_FIELDS: [&str; 14] = [
     "cuda_runtime_version",
     "device_count",
     "semantics",
+    "gated_tiers",
 ];
 
 /// The value of an identity field, as shown in messages.
@@ -152,6 +153,7 @@ fn identity_value(run: &RunInfo, field: &str) -> String {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(","),
+        "gated_tiers" => crate::model::tiers_text(run.gated_tiers.as_deref()),
         _ => String::new(),
     }
 }

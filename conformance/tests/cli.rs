@@ -79,10 +79,13 @@ fn list_shows_the_real_catalogue() {
     let o = run(&["list"]);
     let out = stdout(&o);
     assert!(
-        out.contains("ID") && out.contains("KIND") && out.contains("TITLE"),
+        out.contains("ID") && out.contains("KIND") && out.contains("TIER") && out.contains("TITLE"),
         "{out}"
     );
-    assert!(out.contains("clauses in"), "{out}");
+    assert!(
+        out.contains(" relied-on, ") && out.contains(" incidental) in "),
+        "{out}"
+    );
     assert!(matches!(code(&o), 0 | 1), "{}", stderr(&o));
 }
 
@@ -95,7 +98,15 @@ fn list_flags_broken_clauses_and_filters() {
     assert!(out.contains("demo.open.basic"), "{out}");
     assert!(out.contains("BROKEN"), "{out}");
     assert!(out.contains("missing metadata 'id'"), "{out}");
-    assert!(out.contains("4 clauses, 1 broken"), "{out}");
+    assert!(
+        out.contains("4 clauses (2 contract, 0 relied-on, 1 incidental), 1 broken"),
+        "{out}"
+    );
+    let many = out
+        .lines()
+        .find(|l| l.contains("demo.many.devices"))
+        .unwrap();
+    assert!(many.contains("  measured   incidental   64  "), "{many}");
 
     let o = run(&[
         "list",
@@ -141,9 +152,13 @@ fn run_writes_the_three_reports_and_exits_0() {
         assert!(!out.join(format!("{name}.tmp")).exists(), "{name}.tmp left");
     }
     let v = read_json(&out.join("results.json"));
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["run"]["backend"], "sim");
     assert_eq!(v["run"]["seed"], 42);
+    assert_eq!(
+        v["run"]["gated_tiers"],
+        serde_json::json!(["contract", "relied-on"])
+    );
     assert_eq!(v["run"]["git_revision"], "test-revision");
     assert_eq!(v["totals"]["Pass"], 1);
     assert_eq!(v["totals"]["NotSupported"], 1);
@@ -167,7 +182,7 @@ fn run_writes_the_three_reports_and_exits_0() {
     assert!(junit.contains("<skipped"), "{junit}");
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(
-        md.contains("| `demo.open.basic` | specified | ✅ |"),
+        md.contains("| `demo.open.basic` | specified | contract | ✅ |"),
         "{md}"
     );
 }
@@ -202,7 +217,7 @@ fn failures_and_broken_clauses_exit_1_with_both_dialects_reported() {
     assert_eq!(v["totals"]["Broken"], 3);
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(
-        md.contains("| clause | kind | sim runtime | sim driver |"),
+        md.contains("| clause | kind | tier | sim runtime | sim driver |"),
         "{md}"
     );
 }
@@ -329,11 +344,11 @@ fn summary_combines_results_files() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let md = std::fs::read_to_string(&md_path).unwrap();
     assert!(
-        md.contains("| clause | kind | sim runtime | sim driver |"),
+        md.contains("| clause | kind | tier | sim runtime | sim driver |"),
         "{md}"
     );
     assert!(
-        md.contains("| `demo.open.basic` | specified | ✅ | ✅ |"),
+        md.contains("| `demo.open.basic` | specified | contract | ✅ | ✅ |"),
         "{md}"
     );
 }

@@ -46,6 +46,11 @@ fn diff(old: &Path, new: &Path, extra: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// The tier of the first status change of a `diff --format json` document.
+fn c_tier(v: &Value) -> &str {
+    v["status_changes"][0]["tier"].as_str().unwrap_or("(none)")
+}
+
 /// Index of the result with this id and dialect.
 fn find(v: &Value, id: &str) -> usize {
     v["results"]
@@ -210,7 +215,7 @@ fn added_and_removed_clauses() {
     assert_eq!(code(&o), 1);
     assert!(md.contains("### Added"), "{md}");
     assert!(
-        md.contains("| `mem.open.brand-new` | driver | ✅ Pass |"),
+        md.contains("| `mem.open.brand-new` | - | driver | ✅ Pass |"),
         "{md}"
     );
     assert!(md.contains("### Removed"), "{md}");
@@ -234,7 +239,9 @@ fn h100_against_h200x2_shows_the_two_device_clause() {
     assert!(md.contains("| driver | 580.159.04 | 580.159.04 |"), "{md}");
     assert!(md.contains("### Status changes"), "{md}");
     assert!(
-        md.contains("| `mem.context.two-devices` | runtime | ⏭ NotSupported | ✅ Pass |"),
+        md.contains(
+            "| `mem.context.two-devices` | contract | runtime | ⏭ NotSupported | ✅ Pass |"
+        ),
         "{md}"
     );
     // Every table row has the same number of cells as its header.
@@ -246,8 +253,10 @@ fn h100_against_h200x2_shows_the_two_device_clause() {
     let o = diff(&h100("runtime"), &h200("runtime"), &["--format", "json"]);
     assert_eq!(code(&o), 1);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["changed"], true);
+    assert_eq!(v["gated_changed"], true);
+    assert_eq!(c_tier(&v), "contract");
     assert_eq!(v["old"]["run"]["gpu_name"], "NVIDIA H100 80GB HBM3");
     assert_eq!(v["new"]["run"]["gpu_name"], "NVIDIA H200");
     assert_eq!(v["new"]["run"]["device_count"], 2);
@@ -292,7 +301,7 @@ fn malformed_input_exits_2_naming_the_file() {
     let truncated = dir.join("truncated.json");
     std::fs::write(&truncated, &text[..text.len() / 2]).unwrap();
     let mut v = load(&good);
-    v["schema_version"] = 2.into();
+    v["schema_version"] = 3.into();
     let future = dir.join("future.json");
     std::fs::write(&future, v.to_string()).unwrap();
     let mut v = load(&good);
@@ -307,7 +316,7 @@ fn malformed_input_exits_2_naming_the_file() {
 
     let cases: [(&Path, &[&str]); 6] = [
         (&truncated, &["not JSON", "EOF while parsing"]),
-        (&future, &["schema_version 2 is not supported"]),
+        (&future, &["schema_version 3 is not supported"]),
         (
             &bad_status,
             &["not a results.json", "unknown variant `Maybe`"],

@@ -547,7 +547,7 @@ fn a_failure_no_entry_expects_fails_the_gate() {
     let (o, v, out) = gate(
         "unexpected-fail",
         &text,
-        &["--semantics", "reopen=new-mapping"],
+        &["--semantics", "reopen=new-mapping", "--tiers", "all"],
     );
     let text_out = stdout(&o);
     assert_eq!(code(&o), 1, "{text_out}{}", stderr(&o));
@@ -555,12 +555,12 @@ fn a_failure_no_entry_expects_fails_the_gate() {
     assert_eq!(classification(&v, REOPEN_FAILURES[0]), "UnexpectedFail");
     assert_eq!(v["classification_totals"]["UnexpectedFail"], 1);
     assert!(
-        text_out.contains("gate: FAILED (1 unexpected result)"),
+        text_out.contains("gate: FAILED (1 unexpected result in the gated tiers: contract, relied-on, incidental)"),
         "{text_out}"
     );
     assert!(
         text_out.contains(&format!(
-            "  {} [runtime] Fail: UnexpectedFail",
+            "  {} [runtime] Fail (incidental): UnexpectedFail",
             REOPEN_FAILURES[0]
         )),
         "{text_out}"
@@ -626,6 +626,8 @@ fn error_names_are_checked_in_both_dialects() {
     // Only these four: other clauses that expect InvalidValue from a
     // damaged handle (format-byte-odd-size, ...) would observe the switch too.
     let filter = ids.join(",");
+    // These clauses are incidental: gate every tier so that the
+    // classification decides the exit code.
     let args = [
         "--semantics",
         "garbage_handle_error=InvalidHandle",
@@ -634,6 +636,8 @@ fn error_names_are_checked_in_both_dialects() {
         "--filter",
         filter.as_str(),
         "-q",
+        "--tiers",
+        "all",
     ];
     // The kind matches both dialects' spellings.
     let (o, v, _) = gate("error-kind", &with_error("InvalidHandle"), &args);

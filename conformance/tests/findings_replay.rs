@@ -299,6 +299,7 @@ fn recorded_gpu_runs_differ_only_where_known() {
             &mut |_, _| {},
         )
         .expect("replay");
+        eprintln!("{folder}: {}", summary.per_tier_line());
         let now: String = summary
             .differing
             .iter()
@@ -396,6 +397,7 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
     let catalogue = Catalogue::load(&root().join("conformance/clauses")).expect("the catalogue");
     let sim = SimBackend::default();
     let mut compared = 0;
+    let mut compared_per_tier: std::collections::BTreeMap<&str, usize> = Default::default();
     let mut unmeasured = 0;
     let mut deviations = 0;
     let mut rewritten = Vec::new();
@@ -460,6 +462,9 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
                 continue;
             }
             compared += 1;
+            *compared_per_tier
+                .entry(clause.tier.map_or("-", |t| t.as_str()))
+                .or_default() += 1;
             // A clause extended after the run has steps the GPU never ran:
             // they cannot be judged here (the next GPU run measures them);
             // every step the GPU did run must still agree.
@@ -477,7 +482,7 @@ fn the_simulator_reproduces_the_committed_gpu_clause_traces() {
         }
     }
     assert!(compared >= 200, "{compared} clause runs compared");
-    eprintln!("{compared} clause runs compared; {unmeasured} steps added to or removed from clauses since their GPU run not judged; rewritten since their run, not judged: {rewritten:?}");
+    eprintln!("{compared} clause runs compared (per tier: {compared_per_tier:?}); {unmeasured} steps added to or removed from clauses since their GPU run not judged; rewritten since their run, not judged: {rewritten:?}");
     assert_eq!(
         deviations,
         GPU_CLAUSE_DEVIATIONS.len(),

@@ -126,7 +126,7 @@ fn merged_shards_equal_the_whole_run() {
         assert_eq!(junit.matches("<testcase").count(), total);
         let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
         assert!(
-            md.contains("| clause | kind | sim runtime | sim driver |"),
+            md.contains("| clause | kind | tier | sim runtime | sim driver |"),
             "{md}"
         );
 

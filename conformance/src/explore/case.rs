@@ -13,6 +13,7 @@ use ipc_harness::{Backend, Dialect, HazardKind, Status, Trace};
 use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -121,6 +122,10 @@ pub struct Summary {
     /// `--replay`: each case that differs, with its first differing step.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differing: Vec<DifferingCase>,
+    /// `--replay`: differing cases per tier of their first differing step
+    /// ([`DifferingCase::tier`]).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub differing_per_tier: BTreeMap<String, u64>,
     /// Writing the `--record` file failed (the run went on without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_error: Option<String>,
@@ -133,7 +138,15 @@ pub struct DifferingCase {
     pub dialect: Dialect,
     /// The first differing step: line, op, both outcomes.
     pub first: String,
+    /// The tier of the semantic choices that step depends on (`contract`,
+    /// `relied-on`, `incidental`; the least firm when several), or
+    /// `unattributed` when no switchable choice changes it.
+    pub tier: String,
 }
+
+/// What a differing step is attributed to when no semantic choice is
+/// behind it.
+pub const UNATTRIBUTED: &str = "unattributed";
 
 /// How often the generated scenarios reached the states the properties are about.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -197,6 +210,26 @@ impl Summary {
         )
     }
 
+    /// `differing cases per tier: incidental 14, unattributed 1`, in tier
+    /// order, unattributed last.
+    pub fn per_tier_line(&self) -> String {
+        let order = ipc_harness::Tier::ALL
+            .map(|t| t.as_str())
+            .into_iter()
+            .chain([UNATTRIBUTED]);
+        let parts: Vec<String> = order
+            .filter_map(|t| self.differing_per_tier.get(t).map(|n| format!("{t} {n}")))
+            .collect();
+        format!(
+            "differing cases per tier of the first differing step: {}",
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(", ")
+            }
+        )
+    }
+
     /// `summary.md`.
     pub fn markdown(&self) -> String {
         use std::fmt::Write;
@@ -213,6 +246,9 @@ impl Summary {
             "Seed {} · first case {} · steps compared with the real backend: {} · cases not compared: {} · cases that differed: {}\n",
             self.seed, self.first_case, self.compared_steps, self.not_compared, self.differing_cases
         );
+        if !self.differing_per_tier.is_empty() {
+            let _ = writeln!(s, "{}\n", self.per_tier_line());
+        }
         let r = &self.reached;
         let _ = writeln!(s, "| reached | count |\n| --- | ---: |");
         for (k, v) in [

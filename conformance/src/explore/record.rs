@@ -9,7 +9,7 @@
 
 use super::case::{
     differences, finding_header, side_by_side, CaseId, DifferingCase, Evaluation, ExploreOptions,
-    Finding, Summary, HEADER_LINES,
+    Finding, Summary, HEADER_LINES, UNATTRIBUTED,
 };
 use crate::explore::properties::{self, Property};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -150,6 +150,35 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<Recorded>, String> {
         .collect()
 }
 
+/// The tier of the difference at step `index` (0-based) of a recorded case:
+/// the tier of the semantic choices that step's outcome depends on, found
+/// as `portability` finds them (the step's outcome under another profile
+/// differs from `measured`, and the choices whose flip reproduces that are
+/// named), the least firm when several. `None` (unattributed) when no
+/// profile changes that step: the difference is not one of the switchable
+/// choices. Run only for differing cases, so its cost (a few simulator
+/// runs per profile) is paid rarely.
+pub fn attributed_tier(
+    sc: &ipc_harness::scenario::Scenario,
+    exec: &ExecOptions,
+    devices: Option<u32>,
+    index: usize,
+) -> Option<ipc_harness::Tier> {
+    let mut machine = ipc_mock_driver::SimConfig::default();
+    if let Some(devices) = devices {
+        machine.devices = devices;
+    }
+    let verdict =
+        crate::guard::guarded(|| ipc_mock_driver::portability::check_scenario(sc, exec, &machine))
+            .ok()?;
+    verdict
+        .divergences
+        .iter()
+        .filter(|d| d.index == index)
+        .filter_map(|d| d.causes.tier())
+        .max()
+}
+
 /// Judge the simulator against recorded real runs: the properties on the
 /// simulator and the differential against each recorded trace. Findings are
 /// not shrunk (that needs the GPU); each finding file is the whole case
@@ -212,10 +241,19 @@ pub fn replay(
                 summary.compared_steps += real.steps.len() as u64;
                 let diffs = differences(t, real);
                 if let Some(d) = diffs.first() {
+                    let tier = d
+                        .step
+                        .and_then(|step| attributed_tier(&sc, &exec, rec.devices, step))
+                        .map_or(UNATTRIBUTED, |t| t.as_str());
+                    *summary
+                        .differing_per_tier
+                        .entry(tier.to_string())
+                        .or_default() += 1;
                     summary.differing.push(DifferingCase {
                         index: id.index,
                         dialect: id.dialect,
                         first: d.message.clone(),
+                        tier: tier.to_string(),
                     });
                     summary.differing_cases += 1;
                     shifted = Some((below_header(t), below_header(real)));
@@ -349,6 +387,26 @@ fn push(
 mod tests {
     use super::*;
     use std::io::Write;
+
+    /// A difference at a step that a semantic choice decides takes that
+    /// choice's tier; at a step no choice changes, it is unattributed.
+    #[test]
+    fn differing_steps_are_attributed_to_the_tier_of_their_choices() {
+        let text = "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                    owner: a = malloc 2MiB\nowner: fill a 0xab\nowner: h = ipc_get a\n\
+                    owner: send h -> peer\npeer: p = ipc_open h flags=3\n\
+                    peer: read p 0 16\n";
+        let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
+        let exec = ExecOptions::default();
+        let step = |op: &str| sc.steps.iter().position(|s| s.text().contains(op)).unwrap();
+        // open_flags: the documents want exactly the lazy flag; that other
+        // bits are ignored is measured only (incidental).
+        assert_eq!(
+            attributed_tier(&sc, &exec, None, step("ipc_open")),
+            Some(ipc_harness::Tier::Incidental)
+        );
+        assert_eq!(attributed_tier(&sc, &exec, None, step("malloc")), None);
+    }
 
     #[test]
     fn a_recording_that_inflates_past_the_limit_is_refused() {

@@ -2,7 +2,7 @@
 //! documented in `docs/results-schema.md`.
 
 use super::error::ReportError;
-use crate::model::{RunReport, SCHEMA_VERSION};
+use crate::model::{RunReport, OLDEST_READABLE_SCHEMA, SCHEMA_VERSION};
 
 /// Pretty-printed JSON with a trailing newline.
 pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
@@ -19,10 +19,11 @@ pub fn from_str(text: &str) -> Result<RunReport, String> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     match value.get("schema_version").and_then(|v| v.as_u64()) {
-        Some(v) if v == SCHEMA_VERSION as u64 => {}
+        Some(v) if (OLDEST_READABLE_SCHEMA as u64..=SCHEMA_VERSION as u64).contains(&v) => {}
         Some(v) => {
             return Err(format!(
-                "schema_version {v} is not supported (this tool reads {SCHEMA_VERSION})"
+                "schema_version {v} is not supported (this tool reads \
+                 {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION})"
             ))
         }
         None => return Err("no schema_version: not a results.json".into()),
@@ -45,7 +46,11 @@ mod tests {
         let report = fixtures::mixed_run();
         let text = to_string(&report).unwrap();
         let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["schema_version"], 2);
+        assert_eq!(
+            v["run"]["gated_tiers"],
+            serde_json::json!(["contract", "relied-on"])
+        );
         let run = &v["run"];
         for key in [
             "tool_version",
@@ -90,6 +95,7 @@ mod tests {
             assert!(r.get(key).is_some(), "result.{key} missing");
         }
         assert_eq!(r["status"], "Fail");
+        assert_eq!(r["tier"], "contract");
         assert_eq!(r["kind"], "specified");
         assert_eq!(r["dialect"], "runtime");
         assert_eq!(r["trace"]["steps"][1]["outcome"]["status"], "error");
@@ -102,12 +108,36 @@ mod tests {
         assert_eq!(back, report);
     }
 
+    /// Schema 1 (before tiers): no `tier`, no `run.gated_tiers`. Such a file
+    /// still loads, its results without a tier, and every one of them gates.
+    #[test]
+    fn a_schema_1_file_without_tiers_still_loads_and_gates_every_result() {
+        let mut report = fixtures::mixed_run();
+        let mut v: Value = serde_json::from_str(&to_string(&report).unwrap()).unwrap();
+        v["schema_version"] = 1.into();
+        v["run"].as_object_mut().unwrap().remove("gated_tiers");
+        for r in v["results"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("tier");
+        }
+        let back = from_str(&v.to_string()).unwrap();
+        assert_eq!(back.gated_tiers(), None);
+        assert!(back.results.iter().all(|r| r.tier.is_none()));
+        assert!(back.results.iter().all(|r| back.gates(r)));
+        report.run.gated_tiers = None;
+        for r in &mut report.results {
+            r.tier = None;
+        }
+        assert_eq!(back, report);
+    }
+
     #[test]
     fn foreign_json_is_refused_with_a_reason() {
         assert!(from_str("{").unwrap_err().contains("not JSON"));
         assert!(from_str("{}").unwrap_err().contains("schema_version"));
-        assert!(from_str(r#"{"schema_version": 9}"#)
-            .unwrap_err()
-            .contains("not supported"));
+        let err = from_str(r#"{"schema_version": 9}"#).unwrap_err();
+        assert!(
+            err.contains("not supported (this tool reads 1 to 2)"),
+            "{err}"
+        );
     }
 }

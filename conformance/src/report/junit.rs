@@ -2,10 +2,19 @@
 //! test case per clause result. Fail is a `failure`; Crash, Timeout and
 //! Broken are `error`s; NotSupported is `skipped`. Each case's system-out
 //! holds the trace, step by step.
+//!
+//! The tier is the last part of each case's classname
+//! (`sim.runtime.incidental`) and a `tier` property: CI test tabs (GitLab,
+//! Jenkins, the GitHub junit reporters) show and group by classname, and
+//! seldom show properties. A result that would fail the gate but whose tier
+//! is not gated is `skipped` with type `NotGated`, so the tab's verdict is
+//! the exit code's, and the failure is still listed with its message.
 
 use super::error::ReportError;
 use crate::catalogue::area_of;
-use crate::model::{Classification, ClauseResult, RunReport};
+use crate::model::{
+    classification_of, tier_name, tiers_text, Classification, ClauseResult, RunReport,
+};
 use crate::report::text;
 use ipc_harness::Status;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
@@ -49,11 +58,12 @@ pub fn build(report: &RunReport) -> Report {
                 "git_revision",
                 run.git_revision.as_deref().unwrap_or("unknown"),
             ),
+            Property::new("gated_tiers", tiers_text(report.gated_tiers())),
         ]);
         let mut total = 0.0;
         for r in results {
             total += r.duration_ms;
-            suite.add_test_case(test_case(r, several_dialects));
+            suite.add_test_case(test_case(r, several_dialects, report.gates(r)));
         }
         suite.set_time(Duration::from_secs_f64(total.max(0.0) / 1000.0));
         junit.add_test_suite(suite);
@@ -61,7 +71,7 @@ pub fn build(report: &RunReport) -> Report {
     junit
 }
 
-fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
+fn test_case(r: &ClauseResult, several_dialects: bool, gated: bool) -> TestCase {
     let status = match r.status {
         Status::Pass => TestCaseStatus::success(),
         Status::NotSupported => {
@@ -73,16 +83,38 @@ fn test_case(r: &ClauseResult, several_dialects: bool) -> TestCase {
         Status::Crash | Status::Timeout | Status::Broken => non_success(NonSuccessKind::Error, r),
     };
     // With expectations: expected failures pass, unexpected passes fail.
-    let (status, note) = junit_status(r, status);
+    let (status, mut note) = junit_status(r, status);
+    // Outside the gated tiers, what would fail the gate is told, not failed.
+    let status = if !gated && classification_of(r).fails_gate() {
+        let mut s = TestCaseStatus::skipped();
+        let message = format!(
+            "not gated ({} tier): {}: {}",
+            tier_name(r.tier),
+            r.status.name(),
+            r.message.lines().next().unwrap_or("")
+        );
+        s.set_message(message.as_str()).set_type("NotGated");
+        let _ = writeln!(note, "{message}");
+        s
+    } else {
+        status
+    };
     let name = if several_dialects {
         format!("{} [{}]", r.id, r.dialect)
     } else {
         r.id.clone()
     };
     let mut case = TestCase::new(name, status);
-    case.set_classname(format!("{}.{}", r.backend, r.dialect))
+    case.set_classname(format!("{}.{}.{}", r.backend, r.dialect, tier_name(r.tier)))
         .set_time(Duration::from_secs_f64(r.duration_ms.max(0.0) / 1000.0));
-    let mut out = format!("{} — {}\n{}\n{note}", r.id, r.title, r.path);
+    case.add_property(Property::new("tier", tier_name(r.tier)));
+    let mut out = format!(
+        "{} — {}\n{}\ntier: {}\n{note}",
+        r.id,
+        r.title,
+        r.path,
+        tier_name(r.tier)
+    );
     if let Some(trace) = &r.trace {
         out.push_str(&text::trace_text(trace));
     }
@@ -184,6 +216,34 @@ mod tests {
         let xml = to_string(&run).unwrap();
         assert!(xml.contains("name=\"mem.a [runtime]\""));
         assert!(xml.contains("name=\"mem.a [driver]\""));
-        assert!(xml.contains("classname=\"sim.driver\""));
+        assert!(xml.contains("classname=\"sim.driver.contract\""));
+    }
+
+    /// The tier is in each case's classname and properties; a failure of an
+    /// ungated tier is a skipped `NotGated` case, and a failure when every
+    /// tier gates.
+    #[test]
+    fn the_tier_is_shown_and_ungated_failures_are_skipped() {
+        let mut failing = fixtures::result("mem.placement", Status::Fail, Dialect::Runtime, "sim");
+        failing.tier = Some(ipc_harness::Tier::Incidental);
+        let mut report = fixtures::run("sim", "runtime", vec![failing]);
+        let xml = to_string(&report).unwrap();
+        assert!(
+            xml.contains("classname=\"sim.runtime.incidental\""),
+            "{xml}"
+        );
+        assert!(xml.contains("name=\"tier\" value=\"incidental\""), "{xml}");
+        assert!(
+            xml.contains("name=\"gated_tiers\" value=\"contract, relied-on\""),
+            "{xml}"
+        );
+        assert!(xml.contains("type=\"NotGated\""), "{xml}");
+        assert!(xml.contains("not gated (incidental tier): Fail: "), "{xml}");
+        let back = Report::deserialize_from_str(&xml).unwrap();
+        assert_eq!((back.tests, back.failures, back.errors), (1, 0, 0));
+
+        report.run.gated_tiers = Some(ipc_harness::Tier::ALL.to_vec());
+        let back = Report::deserialize_from_str(&to_string(&report).unwrap()).unwrap();
+        assert_eq!((back.tests, back.failures, back.errors), (1, 1, 0));
     }
 }

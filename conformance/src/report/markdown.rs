@@ -2,7 +2,9 @@
 //! runtime + sim driver, sim + cuda, ...): the runs, their totals, a
 //! clause-by-backend matrix and the problems.
 
-use crate::model::{gate_passed, Classification, ClauseResult, RunReport, ALL_STATUSES};
+use crate::model::{
+    classification_of, tier_name, tiers_text, Classification, ClauseResult, RunReport, ALL_STATUSES,
+};
 use crate::sysinfo;
 use ipc_harness::{Dialect, Status};
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,7 +89,8 @@ fn column_of(run: usize, r: &ClauseResult) -> Column {
 /// The clause-by-backend matrix with its legend.
 pub fn matrix(runs: &[RunReport]) -> String {
     let cols = columns(runs);
-    let mut rows: BTreeMap<&str, (String, BTreeMap<usize, Vec<Status>>)> = BTreeMap::new();
+    type Row = (String, &'static str, BTreeMap<usize, Vec<Status>>);
+    let mut rows: BTreeMap<&str, Row> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
         for r in &run.results {
             let col = cols
@@ -97,10 +100,15 @@ pub fn matrix(runs: &[RunReport]) -> String {
             let row = rows.entry(r.id.as_str()).or_insert_with(|| {
                 (
                     r.kind.map(|k| k.as_str().to_string()).unwrap_or_default(),
+                    tier_name(r.tier),
                     BTreeMap::new(),
                 )
             });
-            let statuses = row.1.entry(col).or_default();
+            // A run without tiers (an old file) leaves the tier to another.
+            if row.1 == "-" {
+                row.1 = tier_name(r.tier);
+            }
+            let statuses = row.2.entry(col).or_default();
             if !statuses.contains(&r.status) {
                 statuses.push(r.status);
             }
@@ -108,17 +116,17 @@ pub fn matrix(runs: &[RunReport]) -> String {
     }
 
     let mut out = String::new();
-    out.push_str("| clause | kind |");
+    out.push_str("| clause | kind | tier |");
     for (_, label) in &cols {
         let _ = write!(out, " {} |", cell(label));
     }
-    out.push_str("\n| --- | --- |");
+    out.push_str("\n| --- | --- | --- |");
     for _ in &cols {
         out.push_str(" :-: |");
     }
     out.push('\n');
-    for (id, (kind, cells)) in &rows {
-        let _ = write!(out, "| `{}` | {} |", cell(id), cell(kind));
+    for (id, (kind, tier, cells)) in &rows {
+        let _ = write!(out, "| `{}` | {} | {tier} |", cell(id), cell(kind));
         for i in 0..cols.len() {
             let symbols: Vec<&str> = cells
                 .get(&i)
@@ -230,27 +238,40 @@ pub fn summary(runs: &[RunReport]) -> String {
         let _ = writeln!(out, " {} |", r.results.len());
     }
 
+    out.push_str(&tiers_section(runs));
+
     out.push_str(&expectations_section(runs));
 
     out.push_str("\n## Clauses\n\n");
     out.push_str(&matrix(runs));
 
-    let problems: Vec<&ClauseResult> = runs
+    let any_problem = runs
         .iter()
         .flat_map(|r| r.results.iter())
-        .filter(|r| r.status != Status::Pass)
-        .collect();
-    if !problems.is_empty() {
+        .any(|r| r.status != Status::Pass);
+    if any_problem {
         out.push_str("\n## Not passing\n\n");
         let mut seen = BTreeSet::new();
-        for r in problems {
+        let problems = runs.iter().flat_map(|run| {
+            run.results
+                .iter()
+                .filter(|r| r.status != Status::Pass)
+                .map(move |r| (r, run.gates(r)))
+        });
+        for (r, gated) in problems {
             let first_line = r.message.lines().next().unwrap_or("");
+            let not_gated = if !gated && classification_of(r).fails_gate() {
+                ", not gated"
+            } else {
+                ""
+            };
             let line = format!(
-                "- {} `{}` ({} {}) {}: {}",
+                "- {} `{}` ({} {}, {}{not_gated}) {}: {}",
                 status_symbol(r.status),
                 r.id,
                 r.backend,
                 r.dialect,
+                tier_name(r.tier),
                 r.status.name(),
                 first_line.replace('\n', " ")
             );
@@ -258,6 +279,52 @@ pub fn summary(runs: &[RunReport]) -> String {
                 out.push_str(&line);
                 out.push('\n');
             }
+        }
+    }
+    out
+}
+
+/// The `## Tiers` section: per run and tier, whether the tier gates the
+/// run and its results per status. Results without a tier (broken
+/// clauses, files from before tiers) are the `-` row.
+pub fn tiers_section(runs: &[RunReport]) -> String {
+    let mut out = String::from("\n## Tiers\n\n");
+    for (i, r) in runs.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "- run {}: gated tiers: {}",
+            i + 1,
+            tiers_text(r.gated_tiers())
+        );
+    }
+    out.push_str("\n| run | tier | gated |");
+    for s in ALL_STATUSES {
+        let _ = write!(out, " {} {} |", status_symbol(s), s.name());
+    }
+    out.push_str(" total |\n| --- | --- | --- |");
+    for _ in ALL_STATUSES {
+        out.push_str(" ---: |");
+    }
+    out.push_str(" ---: |\n");
+    for (i, r) in runs.iter().enumerate() {
+        for (tier, totals) in crate::model::totals_per_tier(&r.results) {
+            let gated = match (r.gated_tiers(), tier) {
+                (Some(g), Some(t)) => g.contains(&t),
+                _ => true,
+            };
+            let _ = write!(
+                out,
+                "| {} ({} {}) | {} | {} |",
+                i + 1,
+                cell(&r.run.backend),
+                cell(&r.run.dialect),
+                tier_name(tier),
+                if gated { "yes" } else { "no" }
+            );
+            for s in ALL_STATUSES {
+                let _ = write!(out, " {} |", totals.get(s.name()).copied().unwrap_or(0));
+            }
+            let _ = writeln!(out, " {} |", totals.values().sum::<usize>());
         }
     }
     out
@@ -332,7 +399,7 @@ pub fn expectations_section(runs: &[RunReport]) -> String {
         for c in Classification::ALL {
             let _ = write!(out, " {} |", totals.get(c.name()).copied().unwrap_or(0));
         }
-        let gate = if gate_passed(&r.results) {
+        let gate = if r.gate_passed() {
             "passed"
         } else {
             "**FAILED**"
@@ -403,17 +470,25 @@ mod tests {
         assert!(md.contains("| 1 | sim | runtime | 1 | 2026-11-01T03:57:44.250Z |"));
         assert!(md.contains("abc123"));
         assert!(md.contains("`close_last_unmaps=true`"));
-        assert!(md.contains("| clause | kind | sim runtime |"));
-        assert!(md.contains("| `mem.open.refcount` | specified | ✅ |"));
-        assert!(md.contains("| `mem.open.twice` | specified | ❌ |"));
-        assert!(md.contains("| `ctx.peer.needs-two` | specified | ⏭ |"));
-        assert!(md.contains("| `ctx.crash.x` | specified | 💥 |"));
-        assert!(md.contains("| `handle.slow.y` | specified | ⏱ |"));
-        assert!(md.contains("| `handle.broken.z` | specified | 🔧 |"));
+        assert!(md.contains("| clause | kind | tier | sim runtime |"));
+        assert!(md.contains("| `mem.open.refcount` | specified | contract | ✅ |"));
+        assert!(md.contains("| `mem.open.twice` | specified | contract | ❌ |"));
+        assert!(md.contains("| `ctx.peer.needs-two` | specified | contract | ⏭ |"));
+        assert!(md.contains("| `ctx.crash.x` | specified | contract | 💥 |"));
+        assert!(md.contains("| `handle.slow.y` | specified | contract | ⏱ |"));
+        assert!(md.contains("| `handle.broken.z` | specified | contract | 🔧 |"));
         assert!(md.contains("Legend: ✅ Pass · ❌ Fail · ⏭ NotSupported"));
         // Totals row: 1 of each status, 6 in all.
         assert!(md.contains("| 1 (sim runtime) | 1 | 1 | 1 | 1 | 1 | 1 | 6 |"));
         assert!(md.contains("## Not passing"));
+        assert!(
+            md.contains("- ❌ `mem.open.twice` (sim runtime, contract) Fail: "),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 (sim runtime) | contract | yes | 1 | 1 | 1 | 1 | 1 | 1 | 6 |"),
+            "{md}"
+        );
         assert!(md.contains("(seed 1)"));
     }
 
@@ -443,10 +518,10 @@ mod tests {
         let lines: Vec<&str> = md.lines().collect();
         assert_eq!(
             lines[0],
-            "| clause | kind | sim runtime | sim driver | cuda runtime |"
+            "| clause | kind | tier | sim runtime | sim driver | cuda runtime |"
         );
-        assert_eq!(lines[2], "| `mem.a` | specified | ✅ | ❌ | ⏭ |");
-        assert_eq!(lines[3], "| `mem.b` | specified | ✅ | ✅ |  |");
+        assert_eq!(lines[2], "| `mem.a` | specified | contract | ✅ | ❌ | ⏭ |");
+        assert_eq!(lines[3], "| `mem.b` | specified | contract | ✅ | ✅ |  |");
     }
 
     #[test]
@@ -466,7 +541,52 @@ mod tests {
             md.contains("| sim runtime (run 1) | sim runtime (run 2) |"),
             "{md}"
         );
-        assert!(md.contains("| `x.y` | specified | ✅ | ❌ |"));
+        assert!(md.contains("| `x.y` | specified | contract | ✅ | ❌ |"));
+    }
+
+    /// Each tier has its own totals row; a failure of an ungated tier is
+    /// marked "not gated" among the results that did not pass.
+    #[test]
+    fn tiers_have_totals_and_ungated_failures_are_marked() {
+        let mut placement = result("mem.placement", Status::Fail, Dialect::Runtime, "sim");
+        placement.tier = Some(ipc_harness::Tier::Incidental);
+        let mut broken = result("mem.broken", Status::Broken, Dialect::Runtime, "sim");
+        broken.tier = None;
+        let r = run(
+            "sim",
+            "runtime",
+            vec![
+                result("mem.open", Status::Pass, Dialect::Runtime, "sim"),
+                placement,
+                broken,
+            ],
+        );
+        let md = summary(&[r]);
+        assert!(
+            md.contains("- run 1: gated tiers: contract, relied-on"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 (sim runtime) | contract | yes | 1 | 0 | 0 | 0 | 0 | 0 | 1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 (sim runtime) | incidental | no | 0 | 1 | 0 | 0 | 0 | 0 | 1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 (sim runtime) | - | yes | 0 | 0 | 0 | 0 | 0 | 1 | 1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("`mem.placement` (sim runtime, incidental, not gated) Fail"),
+            "{md}"
+        );
+        assert!(md.contains("`mem.broken` (sim runtime, -) Broken"), "{md}");
+        assert!(
+            md.contains("| `mem.placement` | specified | incidental | ❌ |"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -1,10 +1,53 @@
 //! Plain-text rendering of traces and outcomes, shared by the console,
 //! `junit.xml` and the differential report.
 
-use crate::model::ExpectationRecord;
+use crate::model::{self, ExpectationRecord, RunReport};
 use ipc_harness::trace::{CheckResult, StepOutcome, StepRecord, ValueSummary};
+use ipc_harness::Tier;
 use ipc_harness::Trace;
 use std::fmt::Write as _;
+
+/// The results of each tier, for the end of a run:
+///
+/// ```text
+/// tiers (gated: contract, relied-on):
+///   contract     66 results: 66 Pass
+///   incidental  358 results: 356 Pass, 2 Fail  (not gated: 2 reported only)
+/// ```
+///
+/// Results without a tier (broken clauses, old files) are the `-` row.
+pub fn tier_lines(report: &RunReport) -> Vec<String> {
+    let mut lines = vec![format!(
+        "tiers (gated: {}):",
+        model::tiers_text(report.gated_tiers())
+    )];
+    let order = Tier::ALL.map(Some).into_iter().chain([None]);
+    for tier in order {
+        let of_tier: Vec<model::ClauseResult> = report
+            .results
+            .iter()
+            .filter(|r| r.tier == tier)
+            .cloned()
+            .collect();
+        if of_tier.is_empty() {
+            continue;
+        }
+        let ungated = of_tier
+            .iter()
+            .filter(|r| model::classification_of(r).fails_gate() && !report.gates(r))
+            .count();
+        let mut line = format!(
+            "  {:<10} {}",
+            model::tier_name(tier),
+            model::totals_line(&of_tier)
+        );
+        if ungated > 0 {
+            line.push_str(&format!("  (not gated: {ungated} reported only)"));
+        }
+        lines.push(line);
+    }
+    lines
+}
 
 /// `ok ptr owner.p1`, `error cudaErrorInvalidValue (1)`, `crash: ...`.
 pub fn outcome_text(outcome: &StepOutcome) -> String {
