@@ -154,6 +154,7 @@ pub struct Reached {
     pub double_frees: usize,
     pub event_queries: usize,
     pub slow_fills: usize,
+    pub opens_after_exporter_crash: usize,
     pub ordered_kernel_reads: usize,
     pub unordered_kernel_reads: usize,
 }
@@ -177,6 +178,7 @@ impl From<GenStats> for Reached {
             double_frees: s.double_frees,
             event_queries: s.event_queries,
             slow_fills: s.slow_fills,
+            opens_after_exporter_crash: s.opens_after_exporter_crash,
             ordered_kernel_reads: s.ordered_kernel_reads,
             unordered_kernel_reads: s.unordered_kernel_reads,
         }

@@ -211,6 +211,13 @@ pub enum Action {
         open: Index,
         by: Index,
     },
+    /// A process exports an interprocess event, sends the handle, then
+    /// crashes (`ipc_get_event E out=null`: a crash in the runtime, an
+    /// error elsewhere), and the receiver opens the handle.
+    ExporterCrash {
+        proc: Index,
+        to: Index,
+    },
     // --- kernel writes and the events that order them ---
     /// `slow_fill` of a live device allocation by its owner: long work on
     /// its stream, whose bytes land when it ends.
@@ -419,7 +426,7 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         2 => i().prop_map(|ptr| Action::ReadNeighbour { ptr }),
         1 => (i(), i()).prop_map(|(ptr, by)| Action::ForeignRead { ptr, by }),
         2 => (i(), any::<bool>()).prop_map(|(ptr, range)| Action::Query { ptr, range }),
-        3 => (i(), proptest::bool::weighted(0.8))
+        4 => (i(), proptest::bool::weighted(0.8))
             .prop_map(|(proc, exporter)| Action::Exit { proc, exporter }),
         3 => i().prop_map(|proc| Action::SecondContext { proc }),
         2 => i().prop_map(|ctx| Action::SwitchContext { ctx }),
@@ -437,6 +444,7 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|alloc| Action::FreeTwice { alloc }),
         1 => i().prop_map(|open| Action::CloseTwice { open }),
         1 => (i(), i()).prop_map(|(open, by)| Action::ForeignClose { open, by }),
+        1 => (i(), i()).prop_map(|(proc, to)| Action::ExporterCrash { proc, to }),
         1 => (i(), any::<u8>(), any::<bool>())
             .prop_map(|(alloc, value, long)| Action::SlowFill { alloc, value, long }),
         2 => (i(), any::<u8>(), prop_oneof![Just(HandoffOrder::Synced), Just(HandoffOrder::StreamWaited), Just(HandoffOrder::RecordedBefore), Just(HandoffOrder::NoWait)], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
@@ -614,6 +622,8 @@ pub struct GenStats {
     pub event_queries: usize,
     /// `slow_fill` steps.
     pub slow_fills: usize,
+    /// Opens of an event handle after its exporter's (runtime) crash.
+    pub opens_after_exporter_crash: usize,
     /// Reads of a kernel's bytes ordered by an event wait, and not ordered.
     pub ordered_kernel_reads: usize,
     pub unordered_kernel_reads: usize,
@@ -638,6 +648,7 @@ impl GenStats {
         self.double_frees += o.double_frees;
         self.event_queries += o.event_queries;
         self.slow_fills += o.slow_fills;
+        self.opens_after_exporter_crash += o.opens_after_exporter_crash;
         self.ordered_kernel_reads += o.ordered_kernel_reads;
         self.unordered_kernel_reads += o.unordered_kernel_reads;
     }
@@ -1402,6 +1413,33 @@ impl Lowering {
                     flags: 1,
                 }),
             },
+            Action::ExporterCrash { proc, to } => {
+                let Some(w) = self.pick_proc(proc) else {
+                    return;
+                };
+                let others: Vec<usize> =
+                    self.live_procs().into_iter().filter(|&q| q != w).collect();
+                if others.is_empty() {
+                    return;
+                }
+                let r = others[to.index(others.len())];
+                let e = self.event_create(w, EventFlags::Ipc);
+                let Some(h) = self.event_get(e, false) else {
+                    return;
+                };
+                self.emit(w, format_args!("send {h} -> {}", PROC_NAMES[r]));
+                self.event_holdings[r].push(h.clone());
+                self.event_get(e, true);
+                let x = self.fresh("e");
+                self.emit(r, format_args!("{x} = ipc_open_event {h}"));
+                self.stats.event_opens += 1;
+                self.stats.opens_after_exporter_crash += 1;
+                self.events.push(EventRec {
+                    name: x,
+                    proc: r,
+                    destroyed: false,
+                });
+            }
             Action::SlowFill { alloc, value, long } => {
                 if let Some(a) = self.kernel_alloc(alloc) {
                     let rec = self.allocs[a].clone();

@@ -358,14 +358,24 @@ pub struct Choices {
     /// the pointer at that offset; otherwise (`allocation`, measured on the
     /// H100) it is the allocation's handle and opens at its start.
     pub interior_offset: bool,
+    /// `event_exporter_crash`: whether a handle of an event whose exporter
+    /// crashed is refused (the measured default: it still opens, the
+    /// runtime's teardown at exit did not run).
+    pub event_refused_after_crash: bool,
 }
 
 impl Choices {
     pub fn of(backend: &dyn Backend, dialect: Dialect) -> Choices {
+        let crash = backend.semantic_choice(dialect, "event_exporter_crash");
         Choices {
             interior_offset: backend
                 .semantic_choice(dialect, "interior_handle")
                 .is_some_and(|v| v == "pointer-offset"),
+            event_refused_after_crash: match crash.as_deref() {
+                Some("refused") => true,
+                Some("by-dialect") => dialect == Dialect::Runtime,
+                _ => false,
+            },
         }
     }
 }
@@ -534,6 +544,10 @@ struct Model {
     /// (writer, object, start, end). The writer's own host-blocking calls
     /// (sync, copies, sets, free) wait for them.
     pending_kernel: Vec<(usize, usize, u64, u64)>,
+    /// Processes that crashed (rather than exited).
+    crashed: HashSet<usize>,
+    /// Binding of an event handle -> the process that exported it.
+    event_exporter: HashMap<String, usize>,
 }
 
 impl Model {
@@ -693,12 +707,34 @@ pub fn check_trace(
                         format!("{keyword} returned {name} ({code}), which neither its documentation nor a clause lists"),
                     );
                 }
+                // The refusal event.lifetime.open-after-exporter-exit lists
+                // follows the runtime's teardown at exit, which a crash
+                // skips: event.lifetime.open-after-exporter-crash measures
+                // the handle still opening.
+                if let Op::IpcOpenEvent { handle } = &step.op {
+                    let exporter_crashed = m
+                        .event_exporter
+                        .get(handle)
+                        .is_some_and(|w| m.crashed.contains(w));
+                    if exporter_crashed
+                        && kind == Some(ErrorKind::MapFailed)
+                        && !choices.event_refused_after_crash
+                        && !undefined
+                        && !m.lost.contains(&p)
+                    {
+                        fail(
+                            Property::DocumentedReturns,
+                            format!("{keyword} returned {name} ({code}) for a handle whose exporter crashed: only an exit refuses it"),
+                        );
+                    }
+                }
                 if sticky {
                     m.lost.insert(p);
                 }
             }
             StepOutcome::Crash { .. } => {
                 m.drop_pending_kernels(p);
+                m.crashed.insert(p);
                 // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
                 // Likewise cudaIpcGetEventHandle(NULL, e) (event.get.null-out).
                 let null_out = matches!(&step.op,
@@ -966,6 +1002,11 @@ pub fn check_trace(
                         }
                         m.freed.insert(key);
                     }
+                }
+            }
+            Op::IpcGetEvent { .. } => {
+                if let (Some(_), Some(b)) = (ok_value, &step.bind) {
+                    m.event_exporter.insert(b.clone(), p);
                 }
             }
             Op::CtxDestroy { .. } if ok_value.is_some() => {
