@@ -248,6 +248,16 @@ fn the_generator_reaches_the_interesting_states() {
     assert!(r.event_opens > 100, "{r:?}");
     assert!(r.vmm_imports > 100, "{r:?}");
     assert!(r.cross_device_opens > 40, "{r:?}");
+    // The mistakes user code makes and kernel orderings (about twice these
+    // per 800 cases).
+    assert!(r.foreign_closes > 30, "{r:?}");
+    assert!(r.double_closes > 35, "{r:?}");
+    assert!(r.double_frees > 50, "{r:?}");
+    assert!(r.event_queries > 45, "{r:?}");
+    assert!(r.slow_fills > 70, "{r:?}");
+    assert!(r.opens_after_exporter_crash > 40, "{r:?}");
+    assert!(r.ordered_kernel_reads > 15, "{r:?}");
+    assert!(r.unordered_kernel_reads > 15, "{r:?}");
     // Cases of about the requested length.
     assert!(s.steps > 800 * 16, "{} steps", s.steps);
 }

@@ -118,3 +118,23 @@ fn every_mutant_is_killed() {
     );
     assert!(survivors.is_empty(), "surviving mutants: {survivors:?}");
 }
+
+/// The mutants of the hazards user code causes are rejected by the
+/// exploration's properties on their own, not only by the clauses that
+/// measure them.
+#[test]
+fn the_hazard_mutants_break_exploration_properties() {
+    let expected = [
+        (Mutant::ForeignCloseClosesOtherMapping, "conservation"),
+        (Mutant::DoubleFreeSucceeds, "conservation"),
+        (Mutant::KernelWritesUnordered, "coherence"),
+        (Mutant::EventRefusedAfterExporterCrash, "documented-returns"),
+    ];
+    for (mutant, property) in expected {
+        let broken = properties_kill(mutant, 300);
+        assert!(
+            broken.iter().any(|p| p == property),
+            "{mutant:?}: expected {property} broken, got {broken:?}"
+        );
+    }
+}

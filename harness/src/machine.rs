@@ -252,6 +252,12 @@ pub trait Machine {
     fn driver(&mut self, process: ProcessIndex) -> &mut dyn Driver;
     /// The process exits normally; the OS and driver reclaim its resources.
     fn exit(&mut self, process: ProcessIndex) -> DriverResult<()>;
+    /// The process dies as by `SIGKILL`: no exit handlers run (the
+    /// runtime's teardown at exit among them); the OS and driver reclaim
+    /// what it held. A backend without a crash model ends it as an exit.
+    fn crash(&mut self, process: ProcessIndex) -> DriverResult<()> {
+        self.exit(process)
+    }
     /// Tells the machine which scenario step runs next, so hazards can name it.
     fn begin_step(&mut self, _step: usize) {}
     /// The hazard log so far; `None` where the backend has none.

@@ -410,6 +410,21 @@ impl Machine for SimMachine {
         }
     }
 
+    /// As when a call crashes the process: the exit's teardown does not
+    /// run (`event_exporter_crash`), no leaks are logged.
+    fn crash(&mut self, process: ProcessIndex) -> DriverResult<()> {
+        let mut w = self.world.borrow_mut();
+        match w.procs.get(process) {
+            None => Err(DriverError::Harness("no such process".into())),
+            Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
+            Some(_) => {
+                w.procs[process].crashed = true;
+                w.exit_process(process, false);
+                Ok(())
+            }
+        }
+    }
+
     fn begin_step(&mut self, step: usize) {
         self.world.borrow_mut().hazards.set_step(step);
     }

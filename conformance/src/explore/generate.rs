@@ -12,10 +12,13 @@
 //! properties (simulator) and the differential (real driver) judge.
 //!
 //! Events are generated (create with IPC or wrong flags, get, send and
-//! open, record/sync/stream-wait, destroy; no `event_query`: pending work
-//! is timing), VMM allocations shared over descriptors, and programs on two
-//! devices (cross-device opens, peer queries and enables) where the machine
-//! has two. Adding an op
+//! open, record/sync/stream-wait/query, destroy), kernel writes
+//! (`slow_fill`) read by another process with and without the event wait
+//! that orders them, the mistakes user code makes (a close from a process
+//! that never opened the pointer, a second close, a second free), VMM
+//! allocations shared over descriptors, and programs on two devices
+//! (cross-device opens, peer queries and enables) where the machine has
+//! two. Adding an op
 //! family: add its [`Action`] variants with
 //! a weight in [`action_strategy`], the state it produces to [`Lowering`],
 //! and its lowering in [`Lowering::lower`]; the properties see it through the
@@ -183,13 +186,55 @@ pub enum Action {
         handle: Index,
         to: Index,
     },
-    /// `event_record`, `event_sync` or `stream_wait` on a live event binding.
+    /// `event_record`, `event_sync`, `stream_wait` or `event_query` on a
+    /// live event binding (made or imported).
     EventUse {
         event: Index,
         how: EventUse,
     },
     EventDestroy {
         event: Index,
+    },
+    // --- mistakes user code makes ---
+    /// Free a live allocation, then free it again (`double-free`).
+    FreeTwice {
+        alloc: Index,
+    },
+    /// Close an open pointer twice in a row (`double-close` on the second,
+    /// unless a re-open is still outstanding).
+    CloseTwice {
+        open: Index,
+    },
+    /// A process closes the pointer another process opened, one it never
+    /// opened itself (`foreign-close`: the other mapping stays open).
+    ForeignClose {
+        open: Index,
+        by: Index,
+    },
+    /// A process exports an interprocess event, sends the handle, then
+    /// crashes (`ipc_get_event E out=null`: a crash in the runtime, an
+    /// error elsewhere), and the receiver opens the handle.
+    ExporterCrash {
+        proc: Index,
+        to: Index,
+    },
+    // --- kernel writes and the events that order them ---
+    /// `slow_fill` of a live device allocation by its owner: long work on
+    /// its stream, whose bytes land when it ends.
+    SlowFill {
+        alloc: Index,
+        value: u8,
+        long: bool,
+    },
+    /// A kernel write handed to a reader through an interprocess event: the
+    /// exporter `slow_fill`s, records, the importer (optionally queries,)
+    /// waits as `order` says, and reads through its mapping.
+    KernelHandoff {
+        pair: Index,
+        value: u8,
+        order: HandoffOrder,
+        query: bool,
+        long: bool,
     },
     // --- VMM allocations shared over POSIX descriptors (driver API calls
     // in both dialects) ---
@@ -274,13 +319,39 @@ pub enum EventFlags {
     Default,
 }
 
-/// What a generated step does with an event. No `event_query`: whether
-/// work is still pending is timing, which the differential cannot judge.
+/// What a generated step does with an event. Whether `event_query` says
+/// NotReady is timing on a GPU: the differential accepts either answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventUse {
     Record,
     Sync,
     StreamWait,
+    Query,
+}
+
+/// How the reader of a [`Action::KernelHandoff`] is ordered after the
+/// kernel write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffOrder {
+    /// Record after the kernel, `event_sync` in the reader: ordered.
+    Synced,
+    /// Record after the kernel, `stream_wait` in the reader: ordered.
+    StreamWaited,
+    /// Record before the kernel, `event_sync`: the event does not cover the
+    /// write (`unsynchronized-read`).
+    RecordedBefore,
+    /// Record after the kernel, no wait: `unsynchronized-read`.
+    NoWait,
+}
+
+/// Microseconds of a generated `slow_fill`: short work lands within a few
+/// steps on the simulated clock, long work outlasts the program.
+fn slow_micros(long: bool) -> u64 {
+    if long {
+        100_000
+    } else {
+        500
+    }
 }
 
 /// A generated program: processes (2 or 3, on one or two devices) and actions.
@@ -355,7 +426,7 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         2 => i().prop_map(|ptr| Action::ReadNeighbour { ptr }),
         1 => (i(), i()).prop_map(|(ptr, by)| Action::ForeignRead { ptr, by }),
         2 => (i(), any::<bool>()).prop_map(|(ptr, range)| Action::Query { ptr, range }),
-        3 => (i(), proptest::bool::weighted(0.8))
+        4 => (i(), proptest::bool::weighted(0.8))
             .prop_map(|(proc, exporter)| Action::Exit { proc, exporter }),
         3 => i().prop_map(|proc| Action::SecondContext { proc }),
         2 => i().prop_map(|ctx| Action::SwitchContext { ctx }),
@@ -367,9 +438,17 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         2 => (i(), proptest::bool::weighted(0.03))
             .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
         2 => (i(), i()).prop_map(|(handle, to)| Action::EventSendOpen { handle, to }),
-        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait)])
+        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)])
             .prop_map(|(event, how)| Action::EventUse { event, how }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
+        1 => i().prop_map(|alloc| Action::FreeTwice { alloc }),
+        1 => i().prop_map(|open| Action::CloseTwice { open }),
+        1 => (i(), i()).prop_map(|(open, by)| Action::ForeignClose { open, by }),
+        1 => (i(), i()).prop_map(|(proc, to)| Action::ExporterCrash { proc, to }),
+        1 => (i(), any::<u8>(), any::<bool>())
+            .prop_map(|(alloc, value, long)| Action::SlowFill { alloc, value, long }),
+        2 => (i(), any::<u8>(), prop_oneof![Just(HandoffOrder::Synced), Just(HandoffOrder::StreamWaited), Just(HandoffOrder::RecordedBefore), Just(HandoffOrder::NoWait)], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
+            .prop_map(|(pair, value, order, query, long)| Action::KernelHandoff { pair, value, order, query, long }),
         2 => (i(), prop_oneof![6 => Just(VmmSize::Granule), 2 => Just(VmmSize::TwoGranules), 1 => Just(VmmSize::Unaligned)], proptest::bool::weighted(0.9))
             .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
         2 => i().prop_map(|vmm| Action::VmmExport { vmm }),
@@ -497,6 +576,12 @@ struct Lowering {
     ctxs: Vec<CtxRec>,
     /// Per process: the binding of its primary context, once named.
     primary: Vec<Option<String>>,
+    /// Per process: it made a second context (its kernels are not
+    /// generated: which context an allocation belongs to is not tracked).
+    second_ctx: Vec<bool>,
+    /// Event pairs made for kernel handoffs: (writer, reader, the writer's
+    /// event, the reader's imported one), as indices into `events`.
+    handoff_events: Vec<(usize, usize, usize, usize)>,
     ptrs: Vec<PtrRec>,
     serial: usize,
     /// The scenario text so far (header, declarations, steps).
@@ -527,6 +612,21 @@ pub struct GenStats {
     pub vmm_imports: usize,
     /// Opens of memory another device holds.
     pub cross_device_opens: usize,
+    /// Closes by a process of a pointer another process opened.
+    pub foreign_closes: usize,
+    /// Second closes written right after a close.
+    pub double_closes: usize,
+    /// Second frees written right after a free.
+    pub double_frees: usize,
+    /// `event_query` steps.
+    pub event_queries: usize,
+    /// `slow_fill` steps.
+    pub slow_fills: usize,
+    /// Opens of an event handle after its exporter's (runtime) crash.
+    pub opens_after_exporter_crash: usize,
+    /// Reads of a kernel's bytes ordered by an event wait, and not ordered.
+    pub ordered_kernel_reads: usize,
+    pub unordered_kernel_reads: usize,
 }
 
 impl GenStats {
@@ -543,6 +643,14 @@ impl GenStats {
         self.event_opens += o.event_opens;
         self.vmm_imports += o.vmm_imports;
         self.cross_device_opens += o.cross_device_opens;
+        self.foreign_closes += o.foreign_closes;
+        self.double_closes += o.double_closes;
+        self.double_frees += o.double_frees;
+        self.event_queries += o.event_queries;
+        self.slow_fills += o.slow_fills;
+        self.opens_after_exporter_crash += o.opens_after_exporter_crash;
+        self.ordered_kernel_reads += o.ordered_kernel_reads;
+        self.unordered_kernel_reads += o.unordered_kernel_reads;
     }
 }
 
@@ -583,6 +691,8 @@ impl Lowering {
             opens: Vec::new(),
             ctxs: Vec::new(),
             primary: vec![None; nprocs],
+            second_ctx: vec![false; nprocs],
+            handoff_events: Vec::new(),
             ptrs: Vec::new(),
             serial: 0,
             text,
@@ -979,6 +1089,7 @@ impl Lowering {
                     let device = self.placement[p];
                     self.emit(p, format_args!("{c} = ctx_create {device}"));
                     self.stats.second_contexts += 1;
+                    self.second_ctx[p] = true;
                     self.ctxs.push(CtxRec { name: c, proc: p });
                 }
             }
@@ -1102,6 +1213,10 @@ impl Lowering {
                         EventUse::Record => "event_record",
                         EventUse::Sync => "event_sync",
                         EventUse::StreamWait => "stream_wait",
+                        EventUse::Query => {
+                            self.stats.event_queries += 1;
+                            "event_query"
+                        }
                     };
                     self.emit(rec.proc, format_args!("{op} {}", rec.name));
                 }
@@ -1249,7 +1364,219 @@ impl Lowering {
                     self.events[e].destroyed = true;
                 }
             }
+            Action::FreeTwice { alloc } => {
+                let Some(a) = self.pick_alloc(alloc) else {
+                    return;
+                };
+                let rec = self.allocs[a].clone();
+                let call = match rec.kind {
+                    KindSel::Device | KindSel::Managed => "free",
+                    KindSel::Host => "free_host",
+                    KindSel::Async => "free_async",
+                };
+                self.emit(rec.proc, format_args!("{call} {}", rec.name));
+                self.emit(rec.proc, format_args!("{call} {}", rec.name));
+                self.allocs[a].freed = true;
+                self.stats.double_frees += 1;
+            }
+            Action::CloseTwice { open } => match self.live_open(open) {
+                Some(o) => {
+                    let rec = self.opens[o].clone();
+                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
+                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
+                    self.stats.closes += 1;
+                    self.stats.double_closes += 1;
+                }
+                None => self.lower(&Action::SendOpen {
+                    handle: *open,
+                    to: *open,
+                    flags: 1,
+                }),
+            },
+            Action::ForeignClose { open, by } => match self.live_open(open) {
+                Some(o) => {
+                    let rec = self.opens[o].clone();
+                    let others: Vec<usize> = self
+                        .live_procs()
+                        .into_iter()
+                        .filter(|&q| q != rec.proc)
+                        .collect();
+                    if !others.is_empty() {
+                        let q = others[by.index(others.len())];
+                        self.emit(q, format_args!("ipc_close {}", rec.name));
+                        self.stats.foreign_closes += 1;
+                    }
+                }
+                None => self.lower(&Action::SendOpen {
+                    handle: *open,
+                    to: *open,
+                    flags: 1,
+                }),
+            },
+            Action::ExporterCrash { proc, to } => {
+                let Some(w) = self.pick_proc(proc) else {
+                    return;
+                };
+                let others: Vec<usize> =
+                    self.live_procs().into_iter().filter(|&q| q != w).collect();
+                if others.is_empty() {
+                    return;
+                }
+                let r = others[to.index(others.len())];
+                let e = self.event_create(w, EventFlags::Ipc);
+                let Some(h) = self.event_get(e, false) else {
+                    return;
+                };
+                self.emit(w, format_args!("send {h} -> {}", PROC_NAMES[r]));
+                self.event_holdings[r].push(h.clone());
+                self.event_get(e, true);
+                let x = self.fresh("e");
+                self.emit(r, format_args!("{x} = ipc_open_event {h}"));
+                self.stats.event_opens += 1;
+                self.stats.opens_after_exporter_crash += 1;
+                self.events.push(EventRec {
+                    name: x,
+                    proc: r,
+                    destroyed: false,
+                });
+            }
+            Action::SlowFill { alloc, value, long } => {
+                if let Some(a) = self.kernel_alloc(alloc) {
+                    let rec = self.allocs[a].clone();
+                    self.slow_fill(rec.proc, &rec.name, rec.size, *value, *long);
+                }
+            }
+            Action::KernelHandoff {
+                pair,
+                value,
+                order,
+                query,
+                long,
+            } => self.kernel_handoff(pair, *value, *order, *query, *long),
         }
+    }
+
+    /// A live device allocation whose process may run a generated kernel
+    /// (it made no second context).
+    fn kernel_alloc(&self, i: &Index) -> Option<usize> {
+        let live: Vec<usize> = (0..self.allocs.len())
+            .filter(|&a| {
+                let r = &self.allocs[a];
+                !r.freed
+                    && !self.exited[r.proc]
+                    && r.kind == KindSel::Device
+                    && !self.second_ctx[r.proc]
+            })
+            .collect();
+        (!live.is_empty()).then(|| live[i.index(live.len())])
+    }
+
+    fn slow_fill(&mut self, proc: usize, ptr: &str, size: u64, value: u8, long: bool) {
+        let len = size.min(4096);
+        let micros = slow_micros(long);
+        self.emit(
+            proc,
+            format_args!("slow_fill {ptr} {value:#04x} us={micros} len={len}"),
+        );
+        self.stats.slow_fills += 1;
+    }
+
+    /// An open in a live process of memory a live other process exported
+    /// and may run kernels on: (open, exporter, allocation).
+    fn handoff_pair(&self, i: &Index) -> Option<(usize, usize, usize)> {
+        let pairs: Vec<(usize, usize, usize)> = (0..self.opens.len())
+            .filter(|&o| !self.exited[self.opens[o].proc])
+            .filter_map(|o| {
+                let rec = &self.opens[o];
+                let a = self.holdings[rec.proc]
+                    .iter()
+                    .find(|(h, _)| *h == rec.handle)
+                    .and_then(|(_, a)| *a)?;
+                let alloc = &self.allocs[a];
+                let usable = !alloc.freed
+                    && alloc.proc != rec.proc
+                    && !self.exited[alloc.proc]
+                    && alloc.kind == KindSel::Device
+                    && !self.second_ctx[alloc.proc];
+                usable.then_some((o, alloc.proc, a))
+            })
+            .collect();
+        (!pairs.is_empty()).then(|| pairs[i.index(pairs.len())])
+    }
+
+    /// The writer's event and the reader's import of it, made now unless
+    /// an earlier handoff between them left a live pair.
+    fn handoff_events(&mut self, writer: usize, reader: usize) -> Option<(String, String)> {
+        let live = self.handoff_events.iter().find(|&&(w, r, e, x)| {
+            w == writer && r == reader && !self.events[e].destroyed && !self.events[x].destroyed
+        });
+        if let Some(&(_, _, e, x)) = live {
+            return Some((self.events[e].name.clone(), self.events[x].name.clone()));
+        }
+        let e = self.event_create(writer, EventFlags::Ipc);
+        let h = self.event_get(e, false)?;
+        self.emit(writer, format_args!("send {h} -> {}", PROC_NAMES[reader]));
+        self.event_holdings[reader].push(h.clone());
+        let x = self.fresh("e");
+        self.emit(reader, format_args!("{x} = ipc_open_event {h}"));
+        self.stats.event_opens += 1;
+        self.events.push(EventRec {
+            name: x,
+            proc: reader,
+            destroyed: false,
+        });
+        let xi = self.events.len() - 1;
+        self.handoff_events.push((writer, reader, e, xi));
+        Some((self.events[e].name.clone(), self.events[xi].name.clone()))
+    }
+
+    fn kernel_handoff(
+        &mut self,
+        pair: &Index,
+        value: u8,
+        order: HandoffOrder,
+        query: bool,
+        long: bool,
+    ) {
+        let Some((o, writer, a)) = self.handoff_pair(pair) else {
+            // Nothing shared yet: share something.
+            self.lower(&Action::SendOpen {
+                handle: *pair,
+                to: *pair,
+                flags: 1,
+            });
+            return;
+        };
+        let reader = self.opens[o].proc;
+        let Some((e, x)) = self.handoff_events(writer, reader) else {
+            return;
+        };
+        let alloc = self.allocs[a].clone();
+        if order == HandoffOrder::RecordedBefore {
+            self.emit(writer, format_args!("event_record {e}"));
+        }
+        self.slow_fill(writer, &alloc.name, alloc.size, value, long);
+        if order != HandoffOrder::RecordedBefore {
+            self.emit(writer, format_args!("event_record {e}"));
+        }
+        if query {
+            self.emit(reader, format_args!("event_query {x}"));
+            self.stats.event_queries += 1;
+        }
+        match order {
+            HandoffOrder::Synced | HandoffOrder::RecordedBefore => {
+                self.emit(reader, format_args!("event_sync {x}"));
+            }
+            HandoffOrder::StreamWaited => self.emit(reader, format_args!("stream_wait {x}")),
+            HandoffOrder::NoWait => {}
+        }
+        if matches!(order, HandoffOrder::Synced | HandoffOrder::StreamWaited) {
+            self.stats.ordered_kernel_reads += 1;
+        } else {
+            self.stats.unordered_kernel_reads += 1;
+        }
+        let name = self.opens[o].name.clone();
+        self.emit(reader, format_args!("read {name} 0 16"));
     }
 
     fn vmm_create(&mut self, p: usize, size: VmmSize, exportable: bool) -> usize {

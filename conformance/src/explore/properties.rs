@@ -10,11 +10,16 @@
 //!   over from the H100 through the CUDA handle layout) that a clause names,
 //!   marked unverified ([`documented_returns`], [`Source`]);
 //! - conservation: a close succeeds exactly while opens of that pointer are
-//!   outstanding; an exit with opens outstanding is logged as a leak (and
-//!   only then); an access through a pointer after its last close fails or
-//!   is logged;
+//!   outstanding, and one that fails is logged as a `double-close` or a
+//!   `foreign-close` (a close from a process that never opened the pointer
+//!   changes nothing: the opener's close and exit are judged as before); a
+//!   second free of a pointer fails and is logged as a `double-free`; an
+//!   exit with opens outstanding is logged as a leak (and only then); an
+//!   access through a pointer after its last close fails or is logged;
 //! - coherence: a read returns the last bytes written there through any
-//!   process sharing the memory, unless the hazard log explains why not.
+//!   process sharing the memory (a kernel's `slow_fill` included), unless
+//!   the hazard log explains why not (an `unsynchronized-read`: its bytes
+//!   are not judged).
 //!
 //! Where the dialect's simulator profile makes another choice than the
 //! measured CUDA defaults (`interior_handle` in the HIP profile), the model
@@ -304,6 +309,8 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             InvalidHandle,
             Clause("event.context.record-from-other-context"),
         )],
+        // A status, not a failure: the recorded work has not completed.
+        ("event_query", _) => vec![(NotReady, Clause("event.order.sync-waits-for-exporter"))],
         ("ipc_open_event", _) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (MapFailed, Clause("event.lifetime.open-after-exporter-exit")),
@@ -351,14 +358,24 @@ pub struct Choices {
     /// the pointer at that offset; otherwise (`allocation`, measured on the
     /// H100) it is the allocation's handle and opens at its start.
     pub interior_offset: bool,
+    /// `event_exporter_crash`: whether a handle of an event whose exporter
+    /// crashed is refused (the measured default: it still opens, the
+    /// runtime's teardown at exit did not run).
+    pub event_refused_after_crash: bool,
 }
 
 impl Choices {
     pub fn of(backend: &dyn Backend, dialect: Dialect) -> Choices {
+        let crash = backend.semantic_choice(dialect, "event_exporter_crash");
         Choices {
             interior_offset: backend
                 .semantic_choice(dialect, "interior_handle")
                 .is_some_and(|v| v == "pointer-offset"),
+            event_refused_after_crash: match crash.as_deref() {
+                Some("refused") => true,
+                Some("by-dialect") => dialect == Dialect::Runtime,
+                _ => false,
+            },
         }
     }
 }
@@ -519,9 +536,50 @@ struct Model {
     /// [`Choices::interior_offset`]: several pointers of one process may
     /// reach one allocation through one mapping.
     interior_offset: bool,
+    /// (process, pointer label) freed by that process, while no later
+    /// malloc, open or reservation of the process returned that address: a
+    /// free of it again must fail and be logged as a `double-free`.
+    freed: HashSet<(usize, String)>,
+    /// Kernel writes (`slow_fill`) whose bytes may not have landed yet:
+    /// (writer, object, start, end). The writer's own host-blocking calls
+    /// (sync, copies, sets, free) wait for them.
+    pending_kernel: Vec<(usize, usize, u64, u64)>,
+    /// Processes that crashed (rather than exited).
+    crashed: HashSet<usize>,
+    /// Binding of an event handle -> the process that exported it.
+    event_exporter: HashMap<String, usize>,
 }
 
 impl Model {
+    /// A write by process `q` to `[start, end)` of object `o`: where another
+    /// process's kernel write there may still be pending, which one lands
+    /// last is timing, so the object's bytes are no longer judged.
+    fn write_races_kernel(&mut self, q: usize, o: usize, start: u64, end: u64) {
+        let races = self
+            .pending_kernel
+            .iter()
+            .any(|&(w, k, s, e)| w != q && k == o && s < end && start < e);
+        if races {
+            self.objects[o].unjudged = true;
+        }
+    }
+
+    /// Process `p` stops running (exit, crash, its context destroyed) with
+    /// kernel writes pending: whether they land before another process
+    /// reads is not modelled, so their objects are no longer judged.
+    fn drop_pending_kernels(&mut self, p: usize) {
+        let objects: Vec<usize> = self
+            .pending_kernel
+            .iter()
+            .filter(|k| k.0 == p)
+            .map(|k| k.1)
+            .collect();
+        for o in objects {
+            self.objects[o].unjudged = true;
+        }
+        self.pending_kernel.retain(|k| k.0 != p);
+    }
+
     /// Under [`Choices::interior_offset`], another pointer process `p` has
     /// open reaches the object of `label`: opened from another interior
     /// pointer's handle, it maps the whole allocation, so `label`'s address
@@ -598,10 +656,18 @@ pub fn check_trace(
             .map(|h| h.kind)
             .collect()
     };
+    // The process each binding was made in (a pointer another process names
+    // is that process's address).
+    let made_in: HashMap<&str, usize> = scenario
+        .steps
+        .iter()
+        .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process)))
+        .collect();
     for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
         let p = step.process;
         let keyword = step.op.keyword();
         let here = hazards_at(i);
+        let own_binding = |r: &Ref| r.name().and_then(|n| made_in.get(n)) == Some(&p);
         // Dialect-neutral, so both dialects' cases of one finding match.
         let code = match &rec.outcome {
             StepOutcome::Error { code, .. } => match ApiError::from_code(dialect, *code).kind() {
@@ -641,11 +707,34 @@ pub fn check_trace(
                         format!("{keyword} returned {name} ({code}), which neither its documentation nor a clause lists"),
                     );
                 }
+                // The refusal event.lifetime.open-after-exporter-exit lists
+                // follows the runtime's teardown at exit, which a crash
+                // skips: event.lifetime.open-after-exporter-crash measures
+                // the handle still opening.
+                if let Op::IpcOpenEvent { handle } = &step.op {
+                    let exporter_crashed = m
+                        .event_exporter
+                        .get(handle)
+                        .is_some_and(|w| m.crashed.contains(w));
+                    if exporter_crashed
+                        && kind == Some(ErrorKind::MapFailed)
+                        && !choices.event_refused_after_crash
+                        && !undefined
+                        && !m.lost.contains(&p)
+                    {
+                        fail(
+                            Property::DocumentedReturns,
+                            format!("{keyword} returned {name} ({code}) for a handle whose exporter crashed: only an exit refuses it"),
+                        );
+                    }
+                }
                 if sticky {
                     m.lost.insert(p);
                 }
             }
             StepOutcome::Crash { .. } => {
+                m.drop_pending_kernels(p);
+                m.crashed.insert(p);
                 // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
                 // Likewise cudaIpcGetEventHandle(NULL, e) (event.get.null-out).
                 let null_out = matches!(&step.op,
@@ -683,10 +772,28 @@ pub fn check_trace(
         let resolve = |m: &Model, r: &Ref| -> Option<(String, u64)> {
             r.name().and_then(|n| m.binding.get(n).cloned())
         };
+        // A host-blocking call waits for the process's own kernels first.
+        let waits_for_stream = matches!(
+            step.op,
+            Op::Sync
+                | Op::Read { .. }
+                | Op::DeviceRead { .. }
+                | Op::Free { .. }
+                | Op::Fill { .. }
+                | Op::Write { .. }
+        );
+        if waits_for_stream && ok_value.is_some() {
+            m.pending_kernel.retain(|k| k.0 != p);
+        }
+        let answered = matches!(
+            rec.outcome,
+            StepOutcome::Ok { .. } | StepOutcome::Error { .. }
+        );
         match &step.op {
             Op::Malloc { size, .. } => {
                 if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
                     m.reused_va(p);
+                    m.freed.remove(&(p, label.clone()));
                     m.objects.push(Object {
                         size: *size,
                         owner: p,
@@ -765,13 +872,15 @@ pub fn check_trace(
             // fresh end moved back to it): a stale pointer may reach the
             // VMM mapping made there.
             Op::VmmReserve { .. } => {
-                if let Some(ValueSummary::Ptr { .. }) = ok_value {
+                if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
+                    m.freed.remove(&(p, label.clone()));
                 }
             }
             Op::IpcOpen { handle, .. } => {
                 if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
+                    m.freed.remove(&(p, label.clone()));
                     let hl = m.handle_label.get(handle).cloned().unwrap_or_default();
                     if let Some(&o) = m.damaged.get(&hl) {
                         // Writes through it land where the model cannot say:
@@ -797,14 +906,30 @@ pub fn check_trace(
                 }
             }
             Op::IpcClose { ptr } => {
-                if let Some((label, 0)) = resolve(&m, ptr) {
+                let ok = ok_value.is_some();
+                // A failed close reached no open of this process: the log
+                // says whether it closed twice or closed what it never opened.
+                let logged = here
+                    .iter()
+                    .any(|k| matches!(k, HazardKind::DoubleClose | HazardKind::ForeignClose));
+                if !ok && answered && !lost && !logged {
+                    fail(
+                        Property::Conservation,
+                        "the close failed and no double-close or foreign-close was logged".into(),
+                    );
+                }
+                if !own_binding(ptr) {
+                    // Another process's pointer: that mapping is not this
+                    // process's to close (foreign-close), and its opener's
+                    // count is untouched. A success closed a mapping of this
+                    // process at the same address, which the model does not
+                    // follow.
+                    if ok {
+                        m.lost.insert(p);
+                    }
+                } else if let Some((label, 0)) = resolve(&m, ptr) {
                     let key = (p, label.clone());
                     let outstanding = m.opens.get(&key).copied().unwrap_or(0);
-                    let ok = ok_value.is_some();
-                    let answered = matches!(
-                        rec.outcome,
-                        StepOutcome::Ok { .. } | StepOutcome::Error { .. }
-                    );
                     if !lost && answered {
                         if ok && outstanding == 0 {
                             fail(
@@ -850,19 +975,80 @@ pub fn check_trace(
                     }
                 }
                 m.opens.retain(|(q, _), _| *q != p);
+                m.drop_pending_kernels(p);
                 m.lost.insert(p);
             }
-            Op::Free { ptr, .. } if ok_value.is_some() => {
-                if let Some((l, 0)) = resolve(&m, ptr) {
-                    if let Some(&o) = m.label_object.get(&l) {
-                        m.objects[o].unjudged = true;
+            Op::Free { ptr, .. } => {
+                if let (Some((l, 0)), true) = (resolve(&m, ptr), own_binding(ptr)) {
+                    let key = (p, l.clone());
+                    let ok = ok_value.is_some();
+                    if m.freed.contains(&key) && answered && !lost {
+                        if ok {
+                            fail(
+                                Property::Conservation,
+                                "a second free of this pointer succeeded".into(),
+                            );
+                        } else if !here.contains(&HazardKind::DoubleFree) {
+                            fail(
+                                Property::Conservation,
+                                "a second free of this pointer failed and no double-free was logged"
+                                    .into(),
+                            );
+                        }
                     }
+                    if ok {
+                        if let Some(&o) = m.label_object.get(&l) {
+                            m.objects[o].unjudged = true;
+                        }
+                        m.freed.insert(key);
+                    }
+                }
+            }
+            Op::IpcGetEvent { .. } => {
+                if let (Some(_), Some(b)) = (ok_value, &step.bind) {
+                    m.event_exporter.insert(b.clone(), p);
                 }
             }
             Op::CtxDestroy { .. } if ok_value.is_some() => {
                 // Its allocations and mappings go with it; the model
                 // does not follow contexts.
+                m.drop_pending_kernels(p);
                 m.lost.insert(p);
+            }
+            Op::SlowFill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                ..
+            } if ok_value.is_some() => {
+                let at0 = at.unwrap_or(0);
+                let mut landed = None;
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost, true),
+                    ptr,
+                    at0,
+                    &here,
+                    |m, o, base| {
+                        let start = base.saturating_add(at0);
+                        let end = start.saturating_add(*resolved_len);
+                        m.write_races_kernel(p, o, start, end);
+                        let placed =
+                            m.objects[o].write(start, WriteBytes::Fill(*value), *resolved_len);
+                        m.scrambled_all |= !placed;
+                        if placed {
+                            landed = Some((o, start, end));
+                        }
+                    },
+                );
+                // Its bytes are modelled as written now: a read not ordered
+                // after the kernel is logged (and not judged), an ordered
+                // one finds them landed.
+                if let Some((o, start, end)) = landed {
+                    m.pending_kernel.push((p, o, start, end));
+                }
             }
             Op::Fill {
                 ptr,
@@ -880,11 +1066,10 @@ pub fn check_trace(
                     at0,
                     &here,
                     |m, o, base| {
-                        let placed = m.objects[o].write(
-                            base.saturating_add(at0),
-                            WriteBytes::Fill(*value),
-                            *resolved_len,
-                        );
+                        let start = base.saturating_add(at0);
+                        m.write_races_kernel(p, o, start, start.saturating_add(*resolved_len));
+                        let placed =
+                            m.objects[o].write(start, WriteBytes::Fill(*value), *resolved_len);
                         m.scrambled_all |= !placed;
                     },
                 );
@@ -904,11 +1089,9 @@ pub fn check_trace(
                     |m, o, base| {
                         let bytes = pattern.to_bytes();
                         let n = bytes.len() as u64;
-                        let placed = m.objects[o].write(
-                            base.saturating_add(*offset),
-                            WriteBytes::Pattern(bytes),
-                            n,
-                        );
+                        let start = base.saturating_add(*offset);
+                        m.write_races_kernel(p, o, start, start.saturating_add(n));
+                        let placed = m.objects[o].write(start, WriteBytes::Pattern(bytes), n);
                         m.scrambled_all |= !placed;
                     },
                 );

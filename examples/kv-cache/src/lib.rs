@@ -11,6 +11,9 @@
 //! - The **consumer** opens the block and the event, waits on the event,
 //!   reads, closes both and acknowledges. If it cannot open (the driver
 //!   refuses, e.g. too many peers), it declines, and the producer frees.
+//!   If the producer dies (a receive from it fails: it ended and sent
+//!   nothing more), the consumer closes what it opened and returns
+//!   [`PRODUCER_LOST`] instead of waiting forever.
 //!
 //! [`Variant`] selects the correct handoff or one of six classic mistakes;
 //! `tests/` shows `assert_clean` catching each, with a message that names
@@ -66,6 +69,10 @@ impl Variant {
     ];
 }
 
+/// What the consumer returns when the producer died before the handoff
+/// completed.
+pub const PRODUCER_LOST: &str = "producer lost";
+
 /// Consumer to producer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
@@ -103,14 +110,19 @@ pub fn producer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
     Ok(serde_json::json!("freed"))
 }
 
-/// The consumer: returns the first byte it read, or `"declined"`.
+/// The consumer: returns the first byte it read, `"declined"`, or
+/// [`PRODUCER_LOST`].
 pub fn consumer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
-    let handle = ctx
-        .recv_from("producer")?
+    let Ok(handle) = ctx.recv_from("producer") else {
+        return Ok(serde_json::json!(PRODUCER_LOST));
+    };
+    let handle = handle
         .as_handle()
         .ok_or_else(|| fail("the producer sent no memory handle"))?;
-    let event_handle = ctx
-        .recv_from("producer")?
+    let Ok(event_handle) = ctx.recv_from("producer") else {
+        return Ok(serde_json::json!(PRODUCER_LOST));
+    };
+    let event_handle = event_handle
         .as_event_handle()
         .ok_or_else(|| fail("the producer sent no event handle"))?;
     let ptr = match ctx.driver().ipc_open_mem_handle(
@@ -128,7 +140,12 @@ pub fn consumer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
             return decline(ctx);
         }
     };
-    let _: String = ctx.recv_json_from("producer")?;
+    if ctx.recv_json_from::<String>("producer").is_err() {
+        // The producer died before the block was written: release both.
+        ctx.driver().event_destroy(written)?;
+        ctx.driver().ipc_close_mem_handle(ptr)?;
+        return Ok(serde_json::json!(PRODUCER_LOST));
+    }
     if variant == Variant::OpenFromSecondContext {
         // A worker thread with its own context opens the block again.
         ctx.driver().create_context(0)?;
@@ -155,7 +172,9 @@ pub fn consumer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
 /// Declines once the producer said "written": it still sends that, and a
 /// consumer that ended before could not receive it.
 fn decline(ctx: &mut RoleCtx) -> RoleResult {
-    let _: String = ctx.recv_json_from("producer")?;
+    if ctx.recv_json_from::<String>("producer").is_err() {
+        return Ok(serde_json::json!(PRODUCER_LOST));
+    }
     ctx.send_json("producer", &Reply::Declined)?;
     Ok(serde_json::json!("declined"))
 }

@@ -7,8 +7,8 @@
 //! with their error kinds still show.
 #![cfg(feature = "cuda")]
 
-use ipc_example_kv_cache::{kv_roles, Variant, WRITTEN_BYTE};
-use ipc_harness::roles::{CallKind, RunOptions, RunReport};
+use ipc_example_kv_cache::{kv_roles, Variant, PRODUCER_LOST, WRITTEN_BYTE};
+use ipc_harness::roles::{CallKind, RoleOutcome, RunOptions, RunReport};
 use ipc_harness::{Dialect, ErrorKind};
 
 fn run_gpu(variant: Variant, dialect: Dialect) -> RunReport {
@@ -85,4 +85,22 @@ fn gpu_the_second_context_open_fails_with_a_kind() {
         Some(CallKind::IpcOpenMemHandle),
         "{report}"
     );
+}
+
+#[test]
+#[ignore = "needs a GPU (cargo test -p ipc-example-kv-cache --test gpu -- --include-ignored)"]
+fn gpu_a_producer_killed_after_export_is_a_lost_producer_to_the_consumer() {
+    // The producer's process raises SIGKILL before its kernel launch.
+    let report = kv_roles(Variant::Correct)
+        .run_in_processes(&RunOptions::from_env(1).with_crash("producer", CallKind::SlowFill, 1))
+        .unwrap_or_else(|e| panic!("cannot run on the GPU: {e:?}"));
+    println!("{report}");
+    assert!(report.crashed_as_planned("producer"), "{report}");
+    assert_eq!(
+        report.outcome("consumer").and_then(RoleOutcome::value),
+        Some(&serde_json::json!(PRODUCER_LOST)),
+        "{report}"
+    );
+    let consumer = report.state("consumer").unwrap();
+    assert!(consumer.leaks().is_empty(), "{report}");
 }

@@ -4,7 +4,7 @@
 //! mappings recorded for the final state.
 
 use super::ledger::{self, Answered, CallBy};
-use super::{Fault, ProcessState};
+use super::{Crash, Fault, ProcessState};
 use crate::calls::Call;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
@@ -23,7 +23,16 @@ pub(crate) type DriverCall = Box<dyn FnOnce(&mut dyn Driver) -> Box<dyn Any + Se
 pub(crate) trait CallGate: Send {
     /// Runs `call`; `None` when the run was stopped and the call never ran.
     fn call(&mut self, kind: CallKind, call: DriverCall) -> Option<Box<dyn Any + Send>>;
+    /// The role's process dies now (a planned [`Crash`]), leaving `state`.
+    /// Where the process really dies this does not return; where roles are
+    /// threads it returns once the run has recorded the death, and the
+    /// role's code is then unwound.
+    fn crash(&mut self, crash: &Crash, state: ProcessState);
 }
+
+/// The payload a crashed role's thread unwinds with (not a panic of the
+/// role's code).
+pub(crate) struct Crashed;
 
 /// A gate straight to a driver this role owns (real backend, in its own process).
 #[cfg(feature = "cuda")]
@@ -34,6 +43,17 @@ impl<D: Driver + Send> CallGate for DirectGate<D> {
     fn call(&mut self, _kind: CallKind, call: DriverCall) -> Option<Box<dyn Any + Send>> {
         Some(call(&mut self.0))
     }
+
+    /// The role's own process: killed by `SIGKILL`, as a crash would end
+    /// it (no exit handlers, no report to the parent).
+    fn crash(&mut self, crash: &Crash, _state: ProcessState) {
+        eprintln!(
+            "ipc-harness role process: {}: raising SIGKILL",
+            crash.outcome_text()
+        );
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        std::process::abort();
+    }
 }
 
 /// The [`Driver`] handed to a role (through [`super::RoleCtx::driver`]).
@@ -42,15 +62,23 @@ pub struct RoleDriver {
     gate: Box<dyn CallGate>,
     /// This role's faults only.
     faults: Vec<Fault>,
+    /// This role's planned crash.
+    crash: Option<Crash>,
     pub(crate) state: ProcessState,
 }
 
 impl RoleDriver {
-    pub(crate) fn new(dialect: Dialect, gate: Box<dyn CallGate>, faults: Vec<Fault>) -> RoleDriver {
+    pub(crate) fn new(
+        dialect: Dialect,
+        gate: Box<dyn CallGate>,
+        faults: Vec<Fault>,
+        crash: Option<Crash>,
+    ) -> RoleDriver {
         RoleDriver {
             dialect,
             gate,
             faults,
+            crash,
             state: ProcessState::default(),
         }
     }
@@ -65,6 +93,13 @@ impl RoleDriver {
         let n = self.state.calls.entry(kind).or_insert(0);
         *n += 1;
         let n = *n;
+        if let Some(crash) = self.crash.take_if(|c| c.call == kind && c.nth == n) {
+            // The call never runs: the process dies on its way to it.
+            self.state.calls.entry(kind).and_modify(|c| *c -= 1);
+            let state = std::mem::take(&mut self.state);
+            self.gate.crash(&crash, state);
+            std::panic::resume_unwind(Box::new(Crashed));
+        }
         if let Some(fault) = self.faults.iter().find(|f| f.call == kind && f.nth == n) {
             self.state.ledger.faulted(kind, fault.error); // ledger: injected fault
             return Err(ApiError::new(self.dialect, fault.error).into());

@@ -332,6 +332,28 @@ pub struct Fault {
     pub error: ErrorKind,
 }
 
+/// Make one role's process die as by `SIGKILL` just before the `nth`
+/// (1-based) call of `call` by that role: the call never runs, the role's
+/// outcome is [`RoleOutcome::Lost`] (`crashed at ...`), and its peers see
+/// what they would see on a GPU (messages it sent arrive, a receive
+/// waiting for it fails, its exports follow the backend's crash model).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crash {
+    pub role: String,
+    pub call: CallKind,
+    pub nth: usize,
+}
+
+impl Crash {
+    /// The [`RoleOutcome::Lost`] text of this crash.
+    pub fn outcome_text(&self) -> String {
+        format!("{CRASHED_AT} {:?} call {} (planned)", self.call, self.nth)
+    }
+}
+
+/// How the [`RoleOutcome::Lost`] text of a planned [`Crash`] starts.
+pub const CRASHED_AT: &str = "crashed at";
+
 /// Everything that decides a run besides the roles themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOptions {
@@ -339,6 +361,8 @@ pub struct RunOptions {
     pub seed: u64,
     pub schedule: Schedule,
     pub faults: Vec<Fault>,
+    /// Roles whose process crashes at a chosen call (one per role).
+    pub crashes: Vec<Crash>,
     /// The longest the whole run may take; then the roles still running are
     /// `Lost` (a role blocked in its own code cannot be interrupted).
     pub timeout: Duration,
@@ -354,6 +378,7 @@ impl RunOptions {
             seed,
             schedule: Schedule::Seeded(seed),
             faults: Vec::new(),
+            crashes: Vec::new(),
             timeout: Duration::from_secs(60),
             test_name: None,
         }
@@ -382,6 +407,22 @@ impl RunOptions {
         self.faults.extend(faults);
         self
     }
+
+    /// `role`'s process crashes just before its `nth` call of `call` (see
+    /// [`Crash`]), so a test can check its peers' recovery.
+    pub fn with_crash(mut self, role: &str, call: CallKind, nth: usize) -> RunOptions {
+        self.crashes.push(Crash {
+            role: role.to_string(),
+            call,
+            nth,
+        });
+        self
+    }
+
+    /// The crash planned for `role`, if any.
+    pub(crate) fn crash_of(&self, role: &str) -> Option<Crash> {
+        self.crashes.iter().find(|c| c.role == role).cloned()
+    }
 }
 
 /// What a run left behind, for assertions.
@@ -392,6 +433,8 @@ pub struct RunReport {
     pub seed: u64,
     pub schedule: Schedule,
     pub faults: Vec<Fault>,
+    #[serde(default)]
+    pub crashes: Vec<Crash>,
     /// By role name, in declaration order of `roles`.
     pub outcomes: BTreeMap<String, RoleOutcome>,
     /// The hazard log, where the backend keeps one (the simulator).
@@ -427,9 +470,11 @@ impl RunReport {
             .collect()
     }
 
-    /// Every role ended `Ok`, the hazard log (if any) is empty, no role
-    /// left anything it did not declare kept (`RoleCtx::keep`), and no
-    /// driver error reached a role's code undeclared (`RoleCtx::expect_error`).
+    /// Every role ended `Ok` (or crashed as the run planned: [`Crash`]),
+    /// the hazard log (if any) is empty, no role left anything it did not
+    /// declare kept (`RoleCtx::keep`), and no driver error reached a role's
+    /// code undeclared (`RoleCtx::expect_error`). What a crashed role held
+    /// is not its leak: its process died.
     pub fn is_clean(&self) -> bool {
         self.problems().is_empty()
     }
@@ -440,6 +485,7 @@ impl RunReport {
         for (role, outcome) in &self.outcomes {
             match outcome {
                 RoleOutcome::Ok(_) => {}
+                _ if self.crashed_as_planned(role) => {}
                 RoleOutcome::Failed(f) => out.push(format!("role {role} failed: {f}")),
                 RoleOutcome::Panicked(m) => out.push(format!("role {role} panicked: {m}")),
                 RoleOutcome::Lost(m) => out.push(format!("role {role} was lost: {m}")),
@@ -450,6 +496,9 @@ impl RunReport {
             out.push(format!("hazard {} in {who}: {}", h.kind.name(), h.detail));
         }
         for (role, s) in &self.final_state {
+            if self.crashed_as_planned(role) {
+                continue;
+            }
             for leak in s.leaks() {
                 out.push(format!("leak in {role}: {leak}"));
             }
@@ -474,6 +523,12 @@ impl RunReport {
         );
     }
 
+    /// The role was lost to the crash the run planned for it ([`Crash`]).
+    pub fn crashed_as_planned(&self, role: &str) -> bool {
+        matches!(self.outcome(role), Some(RoleOutcome::Lost(m)) if m.starts_with(CRASHED_AT))
+            && self.crashes.iter().any(|c| c.role == role)
+    }
+
     /// The error kind a role's failure carries, if it failed with one.
     pub fn failed_with(&self, role: &str) -> Option<ErrorKind> {
         self.outcome(role)
@@ -486,8 +541,8 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "backend {}, seed {} (replay: {SEED_ENV}={}), schedule {:?}, faults {:?}",
-            self.backend, self.seed, self.seed, self.schedule, self.faults
+            "backend {}, seed {} (replay: {SEED_ENV}={}), schedule {:?}, faults {:?}, crashes {:?}",
+            self.backend, self.seed, self.seed, self.schedule, self.faults, self.crashes
         )?;
         for (role, outcome) in &self.outcomes {
             writeln!(f, "  role {role}: {outcome:?}")?;
@@ -618,6 +673,26 @@ impl RoleSet {
                 "a fault names role '{}', which is not declared",
                 f.role
             )));
+        }
+        if let Some(c) = opts.crashes.iter().find(|c| !names.contains(&c.role)) {
+            return Err(StartError::Harness(format!(
+                "a crash names role '{}', which is not declared",
+                c.role
+            )));
+        }
+        for (i, c) in opts.crashes.iter().enumerate() {
+            if c.nth == 0 {
+                return Err(StartError::Harness(format!(
+                    "the crash of role '{}' is at call 0 of {:?}: calls count from 1",
+                    c.role, c.call
+                )));
+            }
+            if opts.crashes[..i].iter().any(|d| d.role == c.role) {
+                return Err(StartError::Harness(format!(
+                    "role '{}' has two crashes planned: a process dies once",
+                    c.role
+                )));
+            }
         }
         Ok(())
     }

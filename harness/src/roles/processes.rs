@@ -97,7 +97,12 @@ pub(crate) fn serve_role(set: &RoleSet, opts: &RunOptions, role: &str) -> ! {
             let mut ctx = RoleCtx {
                 name: role.to_string(),
                 names: names.clone(),
-                driver: RoleDriver::new(set.dialect, Box::new(DirectGate(driver)), faults),
+                driver: RoleDriver::new(
+                    set.dialect,
+                    Box::new(DirectGate(driver)),
+                    faults,
+                    opts.crash_of(role),
+                ),
                 link: Box::new(link),
             };
             let outcome = play(&decl.body, &mut ctx);
@@ -340,9 +345,15 @@ pub(crate) fn run_parent(set: &RoleSet, opts: &RunOptions) -> Result<RunReport, 
                         "{} process ended without a report: {status:?}",
                         names[i]
                     ));
-                    outcomes[i] = Some(RoleOutcome::Lost(format!(
-                        "the process ended without reporting ({status:?})"
-                    )));
+                    // A planned crash kills the role's process with SIGKILL.
+                    let killed = status.as_ref().is_ok_and(|s| {
+                        std::os::unix::process::ExitStatusExt::signal(s) == Some(nix::libc::SIGKILL)
+                    });
+                    let planned = opts.crash_of(&names[i]).filter(|_| killed);
+                    outcomes[i] = Some(RoleOutcome::Lost(match planned {
+                        Some(c) => format!("{} ({status:?})", c.outcome_text()),
+                        None => format!("the process ended without reporting ({status:?})"),
+                    }));
                     ended(i, &procs, &outcomes);
                 }
             }
@@ -377,6 +388,7 @@ pub(crate) fn run_parent(set: &RoleSet, opts: &RunOptions) -> Result<RunReport, 
         seed: opts.seed,
         schedule: opts.schedule.clone(),
         faults: opts.faults.clone(),
+        crashes: opts.crashes.clone(),
         outcomes: report_outcomes,
         hazards: None,
         final_state,

@@ -7,9 +7,9 @@
 //! their own code between posts, so the order of everything the driver and
 //! the peers see is a function of the roles, the seed and the schedule.
 
-use super::driver::{CallGate, CallKind, DriverCall, RoleDriver};
+use super::driver::{CallGate, CallKind, Crashed, DriverCall, RoleDriver};
 use super::{
-    Message, PeerLink, ProcessState, RoleCtx, RoleError, RoleOutcome, RoleSet, RunOptions,
+    Crash, Message, PeerLink, ProcessState, RoleCtx, RoleError, RoleOutcome, RoleSet, RunOptions,
     RunReport, Schedule,
 };
 use crate::driver::Driver;
@@ -25,6 +25,8 @@ pub(crate) trait Procs {
     fn driver(&mut self, i: usize) -> &mut dyn Driver;
     /// The role ended: its process exits (the simulator records leaks).
     fn exit(&mut self, i: usize);
+    /// The role's process crashed (a planned [`Crash`]).
+    fn crash(&mut self, i: usize);
     fn begin_step(&mut self, step: usize);
     fn hazards(&self) -> Option<Vec<Hazard>>;
     fn shutdown(&mut self);
@@ -41,6 +43,9 @@ impl Procs for MachineProcs {
         // An exit the machine refuses (the process crashed earlier) has
         // nothing left to reclaim.
         let _ = self.0.exit(i);
+    }
+    fn crash(&mut self, i: usize) {
+        let _ = self.0.crash(i);
     }
     fn begin_step(&mut self, step: usize) {
         self.0.begin_step(step);
@@ -61,6 +66,7 @@ impl Procs for OwnDrivers {
         self.0[i].as_mut()
     }
     fn exit(&mut self, _i: usize) {}
+    fn crash(&mut self, _i: usize) {}
     fn begin_step(&mut self, _step: usize) {}
     fn hazards(&self) -> Option<Vec<Hazard>> {
         None
@@ -89,6 +95,12 @@ enum Post {
         outcome: RoleOutcome,
         state: Box<ProcessState>,
     },
+    /// The role's process dies here (a planned crash).
+    Crash {
+        crash: Crash,
+        state: Box<ProcessState>,
+        reply: Reply<()>,
+    },
 }
 
 fn stopped() -> RoleError {
@@ -107,6 +119,20 @@ impl CallGate for SimGate {
             .send((self.index, Post::Call { kind, call, reply }))
             .ok()?;
         answer.recv().ok()
+    }
+
+    /// Waits until the coordinator recorded the death, so nothing the
+    /// thread does while unwinding reaches the run.
+    fn crash(&mut self, crash: &Crash, state: ProcessState) {
+        let (reply, answer) = channel();
+        let post = Post::Crash {
+            crash: crash.clone(),
+            state: Box::new(state),
+            reply,
+        };
+        if self.posts.send((self.index, post)).is_ok() {
+            let _ = answer.recv();
+        }
     }
 }
 
@@ -188,6 +214,8 @@ pub(crate) fn play(body: &super::RoleBody, ctx: &mut RoleCtx) -> RoleOutcome {
     match catch_unwind(AssertUnwindSafe(|| body(ctx))) {
         Ok(Ok(v)) => RoleOutcome::Ok(v),
         Ok(Err(e)) => super::ledger::failed(e, &ctx.driver.state),
+        // The run already recorded the crash; this outcome is not reported.
+        Err(p) if p.is::<Crashed>() => RoleOutcome::Lost(super::CRASHED_AT.into()),
         Err(p) => RoleOutcome::Panicked(panic_message(p.as_ref())),
     }
 }
@@ -220,7 +248,12 @@ pub(crate) fn run(
         let mut ctx = RoleCtx {
             name: names[i].clone(),
             names: names.clone(),
-            driver: RoleDriver::new(set.dialect, Box::new(gate), faults),
+            driver: RoleDriver::new(
+                set.dialect,
+                Box::new(gate),
+                faults,
+                opts.crash_of(&names[i]),
+            ),
             link: Box::new(SimLink {
                 index: i,
                 posts: posts.clone(),
@@ -254,6 +287,8 @@ pub(crate) fn run(
         // Wait until every running role stands at a scheduling point.
         while let Some(waiting) = (0..n).find(|&i| !done[i] && pending[i].is_none()) {
             match inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                // A crashed role's thread still ends: nothing it posts counts.
+                Ok((i, _)) if done[i] => {}
                 Ok((i, post)) => pending[i] = Some(post),
                 Err(RecvTimeoutError::Timeout) => {
                     events.push(format!(
@@ -368,6 +403,19 @@ pub(crate) fn run(
                     }
                 }
             }
+            Post::Crash {
+                crash,
+                state,
+                reply,
+            } => {
+                let text = crash.outcome_text();
+                events.push(format!("{step}: {} {text}", names[i]));
+                done[i] = true;
+                procs.crash(i);
+                outcomes[i] = Some(RoleOutcome::Lost(text));
+                states[i] = *state;
+                let _ = reply.send(());
+            }
             Post::Done { outcome, state } => {
                 events.push(format!("{step}: {} ends: {outcome:?}", names[i]));
                 done[i] = true;
@@ -396,6 +444,7 @@ pub(crate) fn run(
         seed: opts.seed,
         schedule: opts.schedule.clone(),
         faults: opts.faults.clone(),
+        crashes: opts.crashes.clone(),
         outcomes: report_outcomes,
         hazards,
         final_state,

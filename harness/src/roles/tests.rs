@@ -177,3 +177,88 @@ fn an_explicit_schedule_decides_the_order_and_replays() {
     assert_eq!(order(vec![1]), Some(serde_json::json!(["b", "a"])));
     assert_eq!(order(vec![1]), order(vec![1]));
 }
+
+#[test]
+fn a_planned_crash_stops_the_role_before_the_call_and_its_peer_is_told() {
+    let set = RoleSet::new()
+        .role("a", 0, |ctx| {
+            ctx.send("b", Message::bytes(*b"first"))?;
+            ctx.driver().alloc(MemKind::Device, 4096)?;
+            ctx.send("b", Message::bytes(*b"after the alloc"))?;
+            Ok(serde_json::Value::Null)
+        })
+        .role("b", 0, |ctx| {
+            let first = ctx.recv_from("a")?.bytes;
+            let second = ctx.recv_from("a").map(|m| m.bytes);
+            Ok(serde_json::json!([first, second.is_err()]))
+        });
+    let opts = RunOptions::seeded(3).with_crash("a", CallKind::Alloc, 1);
+    let report = run(&set, &opts);
+    assert_eq!(
+        report.outcome("a"),
+        Some(&RoleOutcome::Lost(
+            "crashed at Alloc call 1 (planned)".into()
+        ))
+    );
+    assert!(report.crashed_as_planned("a"));
+    // The call never ran; what the role sent before its death arrives.
+    assert_eq!(
+        report.state("a").map(|s| s.calls_of(CallKind::Alloc)),
+        Some(0)
+    );
+    assert_eq!(
+        report.outcome("b").and_then(RoleOutcome::value),
+        Some(&serde_json::json!([b"first".to_vec(), true]))
+    );
+    // The crash is the test's own: the run is clean.
+    assert!(report.is_clean(), "{report}");
+}
+
+#[test]
+fn a_crash_the_run_did_not_reach_leaves_the_role_alone() {
+    let set = RoleSet::new().role("a", 0, |ctx| {
+        ctx.driver().alloc(MemKind::Device, 4096)?;
+        Ok(serde_json::json!("done"))
+    });
+    let opts = RunOptions::seeded(4).with_crash("a", CallKind::Alloc, 2);
+    let report = set
+        .run_with_drivers(&opts, |_, _| {
+            let mut m = MockDriver::new();
+            m.expect_alloc()
+                .times(1)
+                .returning(|_, _| Ok(DevicePtr(0x1000)));
+            Box::new(m)
+        })
+        .unwrap();
+    assert_eq!(
+        report.outcome("a").and_then(RoleOutcome::value),
+        Some(&serde_json::json!("done"))
+    );
+}
+
+#[test]
+fn bad_crash_plans_are_harness_errors() {
+    let set = || RoleSet::new().role("a", 0, |_| Ok(serde_json::Value::Null));
+    let cases = [
+        (
+            RunOptions::seeded(0).with_crash("nobody", CallKind::Alloc, 1),
+            "not declared",
+        ),
+        (
+            RunOptions::seeded(0).with_crash("a", CallKind::Alloc, 0),
+            "count from 1",
+        ),
+        (
+            RunOptions::seeded(0)
+                .with_crash("a", CallKind::Alloc, 1)
+                .with_crash("a", CallKind::Free, 1),
+            "two crashes",
+        ),
+    ];
+    for (opts, words) in cases {
+        match set().run_with_drivers(&opts, mocks()) {
+            Err(StartError::Harness(m)) => assert!(m.contains(words), "{m}"),
+            other => panic!("{words}: {:?}", other.map(|r| r.outcomes)),
+        }
+    }
+}
