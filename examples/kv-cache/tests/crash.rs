@@ -43,7 +43,7 @@ fn the_consumer_recovers_from_a_producer_crash_at_every_call() {
                 assert_eq!(
                     report.outcome("producer"),
                     Some(&RoleOutcome::Lost(format!(
-                        "crashed at {at:?} call 1 (planned)"
+                        "crashed at {at:?} number 1 (planned)"
                     ))),
                     "{report}"
                 );

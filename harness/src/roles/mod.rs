@@ -347,7 +347,7 @@ pub struct Crash {
 impl Crash {
     /// The [`RoleOutcome::Lost`] text of this crash.
     pub fn outcome_text(&self) -> String {
-        format!("{CRASHED_AT} {:?} call {} (planned)", self.call, self.nth)
+        format!("{CRASHED_AT} {:?} number {} (planned)", self.call, self.nth)
     }
 }
 

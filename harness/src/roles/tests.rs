@@ -197,7 +197,7 @@ fn a_planned_crash_stops_the_role_before_the_call_and_its_peer_is_told() {
     assert_eq!(
         report.outcome("a"),
         Some(&RoleOutcome::Lost(
-            "crashed at Alloc call 1 (planned)".into()
+            "crashed at Alloc number 1 (planned)".into()
         ))
     );
     assert!(report.crashed_as_planned("a"));
