@@ -404,6 +404,11 @@ impl Machine for SimMachine {
             None => Err(DriverError::Harness("no such process".into())),
             Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
             Some(_) => {
+                // An exit's teardown waits for the device work the process
+                // queued: a kernel still running lands its bytes first, as
+                // another process that maps the memory then sees
+                // (mem.lifetime.exit-completes-kernel-writes).
+                w.drain(process);
                 w.exit_process(process, true);
                 Ok(())
             }
