@@ -244,7 +244,7 @@ macro_rules! define_driver_trait_and_kinds {
                 match self {
                     $(
                         Call::$Variant $({ $($arg),* })? => driver
-                            .$method($($( $crate::driver_call_pass!($arg $(, $owned)?) ),*)?)
+                            .$method($($( driver_call_pass!($arg $(, $owned)?) ),*)?)
                             .map(IntoReturned::into_returned),
                     )*
                 }
