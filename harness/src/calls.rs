@@ -6,7 +6,8 @@
 //! consumer passes the name of its own generator macro and gets the rows:
 //!
 //! - here: the [`Driver`](crate::Driver) trait (every method required),
-//!   [`CallKind`] and [`Call`] (one call with its owned arguments);
+//!   [`CallKind`] and [`Call`] (one call with its owned arguments, made on
+//!   any `Driver` by [`Call::call_on`], which gives a [`Returned`]);
 //! - `cuda/protocol.rs`: the worker protocol's `Request` and its dispatch
 //!   onto any `Driver`; `cuda/process.rs`: the proxy `Driver` that sends a
 //!   `Request` and decodes the `Reply`;
@@ -236,8 +237,77 @@ macro_rules! define_driver_trait_and_kinds {
                     $( Call::$Variant { .. } => CallKind::$Variant, )*
                 }
             }
+
+            /// Makes this call on `driver`: the one place that turns a call
+            /// as data into the `Driver` method of its row.
+            pub fn call_on<D: Driver + ?Sized>(self, driver: &mut D) -> DriverResult<Returned> {
+                match self {
+                    $(
+                        Call::$Variant $({ $($arg),* })? => driver
+                            .$method($($( driver_call_pass!($arg $(, $owned)?) ),*)?)
+                            .map(IntoReturned::into_returned),
+                    )*
+                }
+            }
         }
     };
+}
+
+/// What a successful [`Call`] returned: one variant per return type of the
+/// table (a new return type needs a variant and an [`IntoReturned`] line).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Returned {
+    Unit,
+    Count(u32),
+    Int(i64),
+    Size(u64),
+    Context(ContextId),
+    CurrentContext(Option<ContextId>),
+    Ptr(DevicePtr),
+    Bytes(Vec<u8>),
+    Range(DevicePtr, u64),
+    PointerInfo(PointerInfo),
+    IpcMemHandle(IpcMemHandle),
+    VmmHandle(VmmHandle),
+    Fd(Fd),
+    Event(EventId),
+    ElapsedMs(f32),
+    IpcEventHandle(IpcEventHandle),
+}
+
+/// A return type of the table as a [`Returned`].
+pub trait IntoReturned {
+    fn into_returned(self) -> Returned;
+}
+
+macro_rules! into_returned {
+    ($( $ty:ty: |$v:ident| $into:expr; )*) => {$(
+        impl IntoReturned for $ty {
+            fn into_returned(self) -> Returned {
+                let $v = self;
+                $into
+            }
+        }
+    )*};
+}
+
+into_returned! {
+    (): |_unit| Returned::Unit;
+    u32: |n| Returned::Count(n);
+    i64: |n| Returned::Int(n);
+    u64: |n| Returned::Size(n);
+    ContextId: |c| Returned::Context(c);
+    Option<ContextId>: |c| Returned::CurrentContext(c);
+    DevicePtr: |p| Returned::Ptr(p);
+    Vec<u8>: |b| Returned::Bytes(b);
+    (DevicePtr, u64): |r| Returned::Range(r.0, r.1);
+    PointerInfo: |i| Returned::PointerInfo(i);
+    IpcMemHandle: |h| Returned::IpcMemHandle(h);
+    VmmHandle: |h| Returned::VmmHandle(h);
+    Fd: |f| Returned::Fd(f);
+    EventId: |e| Returned::Event(e);
+    f32: |ms| Returned::ElapsedMs(ms);
+    IpcEventHandle: |h| Returned::IpcEventHandle(h);
 }
 
 use crate::driver::{

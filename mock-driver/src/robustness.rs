@@ -1,4 +1,5 @@
-//! Randomised walks over the whole driver surface with every semantic choice
+//! Randomised walks over the whole driver surface (each call as a
+//! [`Call`], made through the call table) with every semantic choice
 //! randomised too: nothing may panic, and once every process is gone every
 //! physical block must have been released (the accounting that decides when
 //! memory dies is what the lifetime clauses rely on).
@@ -6,8 +7,9 @@
 use crate::machine::SimMachine;
 use crate::seed::mix64;
 use crate::{Semantics, SimBackend, SimConfig};
+use ipc_harness::calls::Returned;
 use ipc_harness::{
-    ContextId, DevicePtr, Dialect, EventId, FreeKind, IpcEventHandle, IpcMemHandle, Machine,
+    Call, ContextId, DevicePtr, Dialect, EventId, FreeKind, IpcEventHandle, IpcMemHandle, Machine,
     MachineSpec, MemKind, OutArg, ProcessSpec,
 };
 use std::time::Duration;
@@ -127,30 +129,36 @@ fn walk(seed: u64) {
                     MemKind::PinnedHost,
                     MemKind::StreamOrdered,
                 ]);
-                if let Ok(a) = drv.alloc(kind, rng.pick(&SIZES)) {
+                let size = rng.pick(&SIZES);
+                if let Ok(Returned::Ptr(a)) = (Call::Alloc { kind, size }).call_on(drv) {
                     ptrs.push(a);
                     owned.push((p, a));
                 }
             }
             2 => {
                 let kind = rng.pick(&[FreeKind::Device, FreeKind::Host, FreeKind::StreamOrdered]);
-                let _ = drv.free(kind, ptr);
+                let _ = Call::Free { kind, ptr }.call_on(drv);
             }
             3 => {
-                let _ = drv.memset(ptr, rng.below(256) as u8, rng.pick(&LENS));
+                let value = rng.below(256) as u8;
+                let len = rng.pick(&LENS);
+                let _ = Call::Memset { ptr, value, len }.call_on(drv);
             }
             4 => {
-                let _ = drv.write(ptr, &[rng.below(256) as u8; 7]);
+                let bytes = vec![rng.below(256) as u8; 7];
+                let _ = Call::Write { ptr, bytes }.call_on(drv);
             }
             5 => {
-                let _ = drv.read(ptr, rng.pick(&LENS));
+                let len = rng.pick(&LENS);
+                let _ = Call::Read { ptr, len }.call_on(drv);
             }
             6 => {
-                let _ = drv.device_read(ptr, rng.pick(&LENS));
+                let len = rng.pick(&LENS);
+                let _ = Call::DeviceRead { ptr, len }.call_on(drv);
             }
             7 => {
-                let _ = drv.address_range(ptr);
-                let _ = drv.pointer_info(ptr);
+                let _ = Call::AddressRange { ptr }.call_on(&mut *drv);
+                let _ = Call::PointerInfo { ptr }.call_on(drv);
             }
             8 | 9 => {
                 let out = if rng.below(8) == 0 {
@@ -158,7 +166,9 @@ fn walk(seed: u64) {
                 } else {
                     OutArg::Valid
                 };
-                if let Ok(h) = drv.ipc_get_mem_handle(ptr, out) {
+                if let Ok(Returned::IpcMemHandle(h)) =
+                    (Call::IpcGetMemHandle { ptr, out }).call_on(drv)
+                {
                     handles.push(h);
                 }
             }
@@ -169,47 +179,58 @@ fn walk(seed: u64) {
                     h.0[at] ^= 1 << rng.below(8);
                 }
                 let flags = rng.pick(&[0u32, 1, 1, 1, 2, u32::MAX]);
-                if let Ok(q) = drv.ipc_open_mem_handle(h, flags, OutArg::Valid) {
+                let open = Call::IpcOpenMemHandle {
+                    handle: h,
+                    flags,
+                    out: OutArg::Valid,
+                };
+                if let Ok(Returned::Ptr(q)) = open.call_on(drv) {
                     ptrs.push(q);
                     opened.push((p, q));
                 }
             }
             12 => {
-                let _ = drv.ipc_close_mem_handle(ptr);
+                let _ = Call::IpcCloseMemHandle { ptr }.call_on(drv);
             }
             13 => {
-                if let Ok(c) = drv.create_context(d) {
+                if let Ok(Returned::Context(c)) = (Call::CreateContext { device: d }).call_on(drv) {
                     ctxs.push(c);
                 }
             }
             14 => {
-                let _ = drv.set_current_context(rng.pick(&ctxs));
-                let _ = drv.current_context();
+                let ctx = rng.pick(&ctxs);
+                let _ = Call::SetCurrentContext { ctx }.call_on(&mut *drv);
+                let _ = Call::CurrentContext.call_on(drv);
             }
             15 => {
-                let _ = drv.destroy_context(rng.pick(&ctxs));
+                let ctx = rng.pick(&ctxs);
+                let _ = Call::DestroyContext { ctx }.call_on(drv);
             }
             16 => {
-                let _ = drv.set_device(d);
-                if let Ok(c) = drv.primary_context(d) {
+                let _ = Call::SetDevice { device: d }.call_on(&mut *drv);
+                if let Ok(Returned::Context(c)) =
+                    (Call::PrimaryContext { device: d }).call_on(&mut *drv)
+                {
                     ctxs.push(c);
                 }
-                let _ = drv.device_count();
+                let _ = Call::DeviceCount.call_on(drv);
             }
             17 => {
-                let _ = drv.can_access_peer(d, rng.below(4) as u32);
-                let _ = drv.enable_peer_access(d);
+                let peer = rng.below(4) as u32;
+                let _ = Call::CanAccessPeer { device: d, peer }.call_on(&mut *drv);
+                let _ = Call::EnablePeerAccess { peer: d }.call_on(drv);
             }
             20 => {
                 let flags = rng.pick(&[0u32, 2, 4, 6, 7, 8, u32::MAX]);
-                if let Ok(e) = drv.event_create(flags) {
+                if let Ok(Returned::Event(e)) = (Call::EventCreate { flags }).call_on(&mut *drv) {
                     events.push(e);
                     let out = if rng.below(8) == 0 {
                         OutArg::Null
                     } else {
                         OutArg::Valid
                     };
-                    if let Ok(h) = drv.ipc_get_event_handle(e, out) {
+                    let get = Call::IpcGetEventHandle { event: e, out };
+                    if let Ok(Returned::IpcEventHandle(h)) = get.call_on(drv) {
                         event_handles.push(h);
                     }
                 }
@@ -219,24 +240,38 @@ fn walk(seed: u64) {
                 if rng.below(6) == 0 {
                     h.0[rng.below(64) as usize] ^= 1 << rng.below(8);
                 }
-                if let Ok(e) = drv.ipc_open_event_handle(h) {
+                if let Ok(Returned::Event(e)) =
+                    (Call::IpcOpenEventHandle { handle: h }).call_on(drv)
+                {
                     events.push(e);
                 }
             }
             22 => {
-                let e = rng.pick(&events);
-                let _ = match rng.below(6) {
-                    0 => drv.event_record(e),
-                    1 => drv.event_query(e),
-                    2 => drv.event_synchronize(e),
-                    3 => drv.stream_wait_event(e),
-                    4 => drv.event_elapsed(e, rng.pick(&events)).map(|_| ()),
-                    _ => drv.event_destroy(e),
+                let event = rng.pick(&events);
+                let call = match rng.below(6) {
+                    0 => Call::EventRecord { event },
+                    1 => Call::EventQuery { event },
+                    2 => Call::EventSynchronize { event },
+                    3 => Call::StreamWaitEvent { event },
+                    4 => Call::EventElapsed {
+                        start: event,
+                        end: rng.pick(&events),
+                    },
+                    _ => Call::EventDestroy { event },
                 };
+                let _ = call.call_on(drv);
             }
             23 => {
-                let us = rng.pick(&[0u64, 1, 300_000, u64::MAX]);
-                let _ = drv.slow_fill(ptr, rng.below(256) as u8, rng.pick(&LENS), us);
+                let micros = rng.pick(&[0u64, 1, 300_000, u64::MAX]);
+                let value = rng.below(256) as u8;
+                let len = rng.pick(&LENS);
+                let fill = Call::SlowFill {
+                    ptr,
+                    value,
+                    len,
+                    micros,
+                };
+                let _ = fill.call_on(drv);
             }
             _ => {
                 if rng.below(4) == 0 {

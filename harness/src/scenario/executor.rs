@@ -4,6 +4,7 @@ use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::parser::MAX_WRITE_BYTES;
 use super::{ExecOptions, Execution, Scenario};
+use crate::calls::{Call, Returned};
 use crate::driver::{
     DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, VmmHandle,
     IPC_HANDLE_SIZE,
@@ -291,6 +292,29 @@ impl Labels {
     }
 }
 
+/// The scenario value of what a driver call returned. Elapsed milliseconds
+/// differ run to run, so traces keep only the outcome; a granularity too big
+/// for an int saturates.
+fn value_of(returned: Returned) -> Value {
+    match returned {
+        Returned::Unit | Returned::ElapsedMs(_) => Value::Unit,
+        Returned::Count(n) => Value::Int(i64::from(n)),
+        Returned::Int(n) => Value::Int(n),
+        Returned::Size(n) => Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
+        Returned::Context(c) => Value::Ctx(Some(c)),
+        Returned::CurrentContext(c) => Value::Ctx(c),
+        Returned::Ptr(p) => Value::Ptr(p),
+        Returned::Bytes(b) => Value::Bytes(b),
+        Returned::Range(base, size) => Value::Range(base, size),
+        Returned::PointerInfo(i) => Value::Info(i),
+        Returned::IpcMemHandle(h) => Value::Handle(h),
+        Returned::VmmHandle(h) => Value::VmmHandle(h),
+        Returned::Fd(f) => Value::Fd(f),
+        Returned::Event(e) => Value::Event(e),
+        Returned::IpcEventHandle(h) => Value::EventHandle(h),
+    }
+}
+
 /// Why a step did not produce a value.
 enum Failure {
     Driver(DriverError),
@@ -373,98 +397,7 @@ impl Run<'_> {
         step: &Step,
     ) -> Result<Value, Failure> {
         let proc = step.process;
-        let d = machine.driver(proc);
         let v = match &step.op {
-            Op::DeviceCount => Value::Int(i64::from(d.device_count()?)),
-            Op::Attr { device, attr } => Value::Int(d.device_attribute(*device, *attr)?),
-            Op::CanAccessPeer { device, peer } => Value::Int(d.can_access_peer(*device, *peer)?),
-            Op::EnablePeer { peer } => {
-                d.enable_peer_access(*peer)?;
-                Value::Unit
-            }
-            Op::SetDevice { device } => {
-                d.set_device(*device)?;
-                Value::Unit
-            }
-            Op::PrimaryCtx { device } => Value::Ctx(Some(d.primary_context(*device)?)),
-            Op::CtxCreate { device } => Value::Ctx(Some(d.create_context(*device)?)),
-            Op::CtxSet { ctx } => {
-                let c = self.ctx(ctx)?;
-                d.set_current_context(c)?;
-                Value::Unit
-            }
-            Op::CtxCurrent => Value::Ctx(d.current_context()?),
-            Op::CtxDestroy { ctx } => {
-                let c = self.ctx(ctx)?;
-                d.destroy_context(c)?;
-                Value::Unit
-            }
-            Op::Malloc { kind, size } => Value::Ptr(d.alloc(*kind, *size)?),
-            Op::Free { kind, ptr } => {
-                let p = self.ptr(ptr)?;
-                d.free(*kind, p)?;
-                Value::Unit
-            }
-            Op::Fill {
-                ptr,
-                value,
-                at,
-                resolved_len,
-                ..
-            } => {
-                let p = self.ptr(ptr)?.offset(at.unwrap_or(0));
-                d.memset(p, *value, *resolved_len)?;
-                Value::Unit
-            }
-            Op::Write {
-                ptr,
-                offset,
-                pattern,
-            } => {
-                let p = self.ptr(ptr)?.offset(*offset);
-                if pattern.len() > MAX_WRITE_BYTES {
-                    return Err(Failure::Skip(format!(
-                        "pattern of {} bytes is longer than 64MiB",
-                        pattern.len()
-                    )));
-                }
-                d.write(p, &pattern.to_bytes())?;
-                Value::Unit
-            }
-            Op::Read { ptr, offset, len } => {
-                let p = self.ptr(ptr)?.offset(*offset);
-                Value::Bytes(d.read(p, *len)?)
-            }
-            Op::DeviceRead { ptr, offset, len } => {
-                let p = self.ptr(ptr)?.offset(*offset);
-                Value::Bytes(d.device_read(p, *len)?)
-            }
-            Op::AddressRange { ptr } => {
-                let p = self.ptr(ptr)?;
-                let (base, size) = d.address_range(p)?;
-                Value::Range(base, size)
-            }
-            Op::PointerAttr { ptr } => {
-                let p = self.ptr(ptr)?;
-                Value::Info(d.pointer_info(p)?)
-            }
-            Op::IpcGet { ptr, out } => {
-                let p = self.ptr(ptr)?;
-                Value::Handle(d.ipc_get_mem_handle(p, *out)?)
-            }
-            Op::IpcOpen { handle, flags, out } => {
-                let h = self.handle(handle)?;
-                Value::Ptr(d.ipc_open_mem_handle(h, *flags, *out)?)
-            }
-            Op::IpcClose { ptr } => {
-                let p = self.ptr(ptr)?;
-                d.ipc_close_mem_handle(p)?;
-                Value::Unit
-            }
-            Op::Sync => {
-                d.synchronize()?;
-                Value::Unit
-            }
             // Harness-local ops: no driver call.
             Op::Offset { ptr, bytes } => Value::Ptr(self.ptr(ptr)?.offset(*bytes)),
             Op::HandleZero => Value::Handle(IpcMemHandle::ZERO),
@@ -481,41 +414,147 @@ impl Run<'_> {
                 }
                 Value::Unit
             }
-            Op::EventCreate { flags } => Value::Event(d.event_create(*flags)?),
-            Op::EventRecord { event } => {
-                d.event_record(self.event(event)?)?;
-                Value::Unit
-            }
-            Op::EventQuery { event } => {
-                d.event_query(self.event(event)?)?;
-                Value::Unit
-            }
-            Op::EventSync { event } => {
-                d.event_synchronize(self.event(event)?)?;
-                Value::Unit
-            }
-            Op::StreamWait { event } => {
-                d.stream_wait_event(self.event(event)?)?;
-                Value::Unit
-            }
-            Op::EventElapsed { start, end } => {
-                d.event_elapsed(self.event(start)?, self.event(end)?)?;
-                Value::Unit
-            }
-            Op::EventDestroy { event } => {
-                d.event_destroy(self.event(event)?)?;
-                Value::Unit
-            }
-            Op::IpcGetEvent { event, out } => {
-                Value::EventHandle(d.ipc_get_event_handle(self.event(event)?, *out)?)
-            }
-            Op::IpcOpenEvent { handle } => {
-                Value::Event(d.ipc_open_event_handle(self.event_handle(handle)?)?)
-            }
             Op::EventHandleZero => Value::EventHandle(IpcEventHandle::ZERO),
             Op::EventHandleRandom => {
                 Value::EventHandle(IpcEventHandle(random_handle(self.opts.seed, index).0))
             }
+            Op::FdNumber { number } => Value::Fd(Fd(*number)),
+            // Machine calls.
+            Op::Exit => {
+                machine.exit(proc)?;
+                Value::Unit
+            }
+            Op::SendFd { fd, to, .. } => {
+                let f = self.fd(fd)?;
+                Value::Fd(machine.transfer_fd(proc, f, *to)?)
+            }
+            op => match self.driver_call(op)? {
+                Some(call) => value_of(call.call_on(machine.driver(proc))?),
+                None => {
+                    return Err(Failure::Skip(format!(
+                        "'{}' is neither a driver call nor run by the harness",
+                        op.keyword()
+                    )))
+                }
+            },
+        };
+        Ok(v)
+    }
+
+    /// The driver call `op` makes, with its bindings resolved; `None` for a
+    /// harness-local op or a machine call.
+    fn driver_call(&self, op: &Op) -> Result<Option<Call>, Failure> {
+        let call = match op {
+            Op::DeviceCount => Call::DeviceCount,
+            Op::Attr { device, attr } => Call::DeviceAttribute {
+                device: *device,
+                attr: *attr,
+            },
+            Op::CanAccessPeer { device, peer } => Call::CanAccessPeer {
+                device: *device,
+                peer: *peer,
+            },
+            Op::EnablePeer { peer } => Call::EnablePeerAccess { peer: *peer },
+            Op::SetDevice { device } => Call::SetDevice { device: *device },
+            Op::PrimaryCtx { device } => Call::PrimaryContext { device: *device },
+            Op::CtxCreate { device } => Call::CreateContext { device: *device },
+            Op::CtxSet { ctx } => Call::SetCurrentContext {
+                ctx: self.ctx(ctx)?,
+            },
+            Op::CtxCurrent => Call::CurrentContext,
+            Op::CtxDestroy { ctx } => Call::DestroyContext {
+                ctx: self.ctx(ctx)?,
+            },
+            Op::Malloc { kind, size } => Call::Alloc {
+                kind: *kind,
+                size: *size,
+            },
+            Op::Free { kind, ptr } => Call::Free {
+                kind: *kind,
+                ptr: self.ptr(ptr)?,
+            },
+            Op::Fill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                ..
+            } => Call::Memset {
+                ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
+                value: *value,
+                len: *resolved_len,
+            },
+            Op::Write {
+                ptr,
+                offset,
+                pattern,
+            } => {
+                let p = self.ptr(ptr)?.offset(*offset);
+                if pattern.len() > MAX_WRITE_BYTES {
+                    return Err(Failure::Skip(format!(
+                        "pattern of {} bytes is longer than 64MiB",
+                        pattern.len()
+                    )));
+                }
+                Call::Write {
+                    ptr: p,
+                    bytes: pattern.to_bytes(),
+                }
+            }
+            Op::Read { ptr, offset, len } => Call::Read {
+                ptr: self.ptr(ptr)?.offset(*offset),
+                len: *len,
+            },
+            Op::DeviceRead { ptr, offset, len } => Call::DeviceRead {
+                ptr: self.ptr(ptr)?.offset(*offset),
+                len: *len,
+            },
+            Op::AddressRange { ptr } => Call::AddressRange {
+                ptr: self.ptr(ptr)?,
+            },
+            Op::PointerAttr { ptr } => Call::PointerInfo {
+                ptr: self.ptr(ptr)?,
+            },
+            Op::IpcGet { ptr, out } => Call::IpcGetMemHandle {
+                ptr: self.ptr(ptr)?,
+                out: *out,
+            },
+            Op::IpcOpen { handle, flags, out } => Call::IpcOpenMemHandle {
+                handle: self.handle(handle)?,
+                flags: *flags,
+                out: *out,
+            },
+            Op::IpcClose { ptr } => Call::IpcCloseMemHandle {
+                ptr: self.ptr(ptr)?,
+            },
+            Op::Sync => Call::Synchronize,
+            Op::EventCreate { flags } => Call::EventCreate { flags: *flags },
+            Op::EventRecord { event } => Call::EventRecord {
+                event: self.event(event)?,
+            },
+            Op::EventQuery { event } => Call::EventQuery {
+                event: self.event(event)?,
+            },
+            Op::EventSync { event } => Call::EventSynchronize {
+                event: self.event(event)?,
+            },
+            Op::StreamWait { event } => Call::StreamWaitEvent {
+                event: self.event(event)?,
+            },
+            Op::EventElapsed { start, end } => Call::EventElapsed {
+                start: self.event(start)?,
+                end: self.event(end)?,
+            },
+            Op::EventDestroy { event } => Call::EventDestroy {
+                event: self.event(event)?,
+            },
+            Op::IpcGetEvent { event, out } => Call::IpcGetEventHandle {
+                event: self.event(event)?,
+                out: *out,
+            },
+            Op::IpcOpenEvent { handle } => Call::IpcOpenEventHandle {
+                handle: self.event_handle(handle)?,
+            },
             Op::SlowFill {
                 ptr,
                 value,
@@ -523,86 +562,86 @@ impl Run<'_> {
                 at,
                 resolved_len,
                 ..
-            } => {
-                let p = self.ptr(ptr)?.offset(at.unwrap_or(0));
-                d.slow_fill(p, *value, *resolved_len, *micros)?;
-                Value::Unit
-            }
-            Op::Exit => {
-                machine.exit(proc)?;
-                Value::Unit
-            }
+            } => Call::SlowFill {
+                ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
+                value: *value,
+                len: *resolved_len,
+                micros: *micros,
+            },
             Op::VmmGranularity {
                 device,
                 kind,
                 types,
-            } => {
-                let g = d.vmm_granularity(*device, *types, *kind)?;
-                Value::Int(i64::try_from(g).unwrap_or(i64::MAX))
-            }
+            } => Call::VmmGranularity {
+                device: *device,
+                types: *types,
+                kind: *kind,
+            },
             Op::VmmCreate {
                 size,
                 types,
                 device,
-            } => Value::VmmHandle(d.vmm_create(*device, *size, *types)?),
-            Op::VmmExport { handle, ty } => {
-                let h = self.vmm_handle(handle)?;
-                Value::Fd(d.vmm_export(h, *ty)?)
-            }
-            Op::VmmImport { fd } => {
-                let f = self.fd(fd)?;
-                Value::VmmHandle(d.vmm_import(f)?)
-            }
-            Op::VmmReserve { size } => Value::Ptr(d.vmm_reserve(*size)?),
+            } => Call::VmmCreate {
+                device: *device,
+                size: *size,
+                types: *types,
+            },
+            Op::VmmExport { handle, ty } => Call::VmmExport {
+                handle: self.vmm_handle(handle)?,
+                ty: *ty,
+            },
+            Op::VmmImport { fd } => Call::VmmImport { fd: self.fd(fd)? },
+            Op::VmmReserve { size } => Call::VmmReserve { size: *size },
             Op::VmmMap {
                 va,
                 size,
                 handle,
                 offset,
             } => {
-                let p = self.ptr(va)?;
-                let h = self.vmm_handle(handle)?;
-                d.vmm_map(p, *size, *offset, h)?;
-                Value::Unit
+                let va = self.ptr(va)?;
+                Call::VmmMap {
+                    va,
+                    size: *size,
+                    offset: *offset,
+                    handle: self.vmm_handle(handle)?,
+                }
             }
             Op::VmmSetAccess {
                 va,
                 size,
                 access,
                 device,
-            } => {
-                let p = self.ptr(va)?;
-                d.vmm_set_access(p, *size, *device, *access)?;
-                Value::Unit
-            }
-            Op::VmmUnmap { va, size } => {
-                let p = self.ptr(va)?;
-                d.vmm_unmap(p, *size)?;
-                Value::Unit
-            }
-            Op::VmmAddressFree { va, size } => {
-                let p = self.ptr(va)?;
-                d.vmm_address_free(p, *size)?;
-                Value::Unit
-            }
-            Op::VmmRelease { handle } => {
-                let h = self.vmm_handle(handle)?;
-                d.vmm_release(h)?;
-                Value::Unit
-            }
-            Op::FdClose { fd } => {
-                let f = self.fd(fd)?;
-                d.fd_close(f)?;
-                Value::Unit
-            }
-            Op::FdNullDevice => Value::Fd(d.fd_open_null_device()?),
-            Op::FdNumber { number } => Value::Fd(Fd(*number)),
-            Op::SendFd { fd, to, .. } => {
-                let f = self.fd(fd)?;
-                Value::Fd(machine.transfer_fd(proc, f, *to)?)
-            }
+            } => Call::VmmSetAccess {
+                va: self.ptr(va)?,
+                size: *size,
+                device: *device,
+                access: *access,
+            },
+            Op::VmmUnmap { va, size } => Call::VmmUnmap {
+                va: self.ptr(va)?,
+                size: *size,
+            },
+            Op::VmmAddressFree { va, size } => Call::VmmAddressFree {
+                va: self.ptr(va)?,
+                size: *size,
+            },
+            Op::VmmRelease { handle } => Call::VmmRelease {
+                handle: self.vmm_handle(handle)?,
+            },
+            Op::FdClose { fd } => Call::FdClose { fd: self.fd(fd)? },
+            Op::FdNullDevice => Call::FdOpenNullDevice,
+            Op::Offset { .. }
+            | Op::HandleZero
+            | Op::HandleRandom
+            | Op::HandleFlip { .. }
+            | Op::Send { .. }
+            | Op::EventHandleZero
+            | Op::EventHandleRandom
+            | Op::FdNumber { .. }
+            | Op::Exit
+            | Op::SendFd { .. } => return Ok(None),
         };
-        Ok(v)
+        Ok(Some(call))
     }
 
     /// The reason a step cannot run because a binding it needs is missing.
