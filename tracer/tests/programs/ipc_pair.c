@@ -3,7 +3,11 @@
  * interprocess event and passes both handles through a pipe; the importer
  * waits on the event, reads, closes. argv[1] picks a variant:
  *   ok, free-before-close, no-wait, double-close, leak, crash, vmm, get-ok,
- *   ignored-error. Built against the fake libcuda in tests. */
+ *   ignored-error, reuse (after its first close the importer keeps the
+ *   handle's bytes; the exporter frees the block, allocates and exports a
+ *   new one of the same size, and the importer re-opens the old bytes,
+ *   reaching the new block only because the driver reuses the address).
+ * Built against the fake libcuda in tests. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +130,13 @@ int main(int argc, char **argv) {
         get(to_child[0], &byte, 1);
         if (strcmp(mode, "leak") != 0) cuIpcCloseMemHandle(p);
         if (strcmp(mode, "double-close") == 0) cuIpcCloseMemHandle(p);
+        if (strcmp(mode, "reuse") == 0) {
+            put(to_parent[1], &byte, 1);
+            get(to_child[0], &byte, 1);
+            cuIpcOpenMemHandle_v2(&p, handles[0], 1);
+            cuMemcpyDtoH_v2(buf, p, sizeof buf);
+            cuIpcCloseMemHandle(p);
+        }
         cuEventDestroy_v2(e);
         put(to_parent[1], &byte, 1);
         exit(0);
@@ -150,6 +161,16 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "free-before-close") == 0) { cuMemFree_v2(d); freed = 1; }
     put(to_child[1], &byte, 1);
     get(to_parent[0], &byte, 1);
+    if (strcmp(mode, "reuse") == 0) {
+        CUipcHandle again;
+        cuMemFree_v2(d);
+        cuMemAlloc_v2(&d, SIZE);
+        cuMemsetD8_v2(d, 1, SIZE);
+        cuCtxSynchronize();
+        cuIpcGetMemHandle(&again, d);
+        put(to_child[1], &byte, 1);
+        get(to_parent[0], &byte, 1);
+    }
     if (!freed) cuMemFree_v2(d);
     cuEventDestroy_v2(e);
     waitpid(child, &status, 0);
