@@ -283,6 +283,27 @@ fn vmm_sharing_over_a_descriptor_traces_clean() {
 }
 
 #[test]
+fn vmm_broken_variants_are_flagged_and_an_early_release_is_not() {
+    for (variant, hazards) in [
+        // cuMemRelease: the allocation is freed only once every mapping is
+        // unmapped and every handle released, so an exporter releasing while
+        // the importer maps is defined.
+        ("vmm-free-before-release", &[][..]),
+        ("vmm-double-close", &["double-release", "double-unmap"][..]),
+        ("vmm-leak", &["vmm-leaked-at-exit"][..]),
+    ] {
+        let Some((code, report)) = traced_and_checked(variant) else {
+            return;
+        };
+        let mut kinds = hazard_kinds(&report);
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds, hazards, "{variant}: {report:#}");
+        assert_eq!(code, i32::from(!hazards.is_empty()), "{variant}");
+    }
+}
+
+#[test]
 fn calls_through_dlsym_and_cu_get_proc_address_are_recorded() {
     let Some(dir) = workdir() else { return };
     let (output, traces) = trace(&dir, "traces-procaddress", &["./procaddress"]);

@@ -7,6 +7,10 @@
  *   handle's bytes; the exporter frees the block, allocates and exports a
  *   new one of the same size, and the importer re-opens the old bytes,
  *   reaching the new block only because the driver reuses the address).
+ *   vmm-free-before-release (the exporter unmaps and releases while the
+ *   importer maps), vmm-double-close (the importer unmaps and releases
+ *   twice), vmm-leak (the importer exits holding its handle, mapping and
+ *   reservation).
  * Built against the fake libcuda in tests. */
 #include <signal.h>
 #include <stdio.h>
@@ -66,7 +70,7 @@ static void context(void) {
 static void put(int fd, const void *b, size_t n) { if (write(fd, b, n) != (ssize_t)n) exit(3); }
 static void get(int fd, void *b, size_t n) { if (read(fd, b, n) != (ssize_t)n) exit(3); }
 
-static int vmm(void) {
+static int vmm(const char *mode) {
     struct { int type, handle_types, loc_type, loc_id; void *meta; unsigned char rest[16]; } prop = {1, 1, 1, 0, 0, {0}};
     struct { int loc_type, loc_id, flags; } access = {1, 0, 3};
     unsigned long long m;
@@ -81,6 +85,9 @@ static int vmm(void) {
     cuMemSetAccess(va, 2 << 20, &access, 1);
     cuMemsetD8_v2(va, 0x5a, 2 << 20);
     cuCtxSynchronize();
+    int early = strcmp(mode, "vmm-free-before-release") == 0;
+    int up[2], down[2];
+    if (pipe(up) || pipe(down)) return 2;
     pid_t child = fork();
     if (child == 0) {
         unsigned long long pm;
@@ -91,16 +98,36 @@ static int vmm(void) {
         cuMemMap(pva, 2 << 20, 0, pm, 0);
         cuMemSetAccess(pva, 2 << 20, &access, 1);
         cuMemcpyDtoH_v2(buf, pva, sizeof buf);
+        if (early) {
+            /* Tell the exporter we map it, wait for its release, read again. */
+            put(up[1], buf, 1);
+            get(down[0], buf, 1);
+            cuMemcpyDtoH_v2(buf, pva, sizeof buf);
+        }
+        if (strcmp(mode, "vmm-leak") == 0) exit(0);
         cuMemUnmap(pva, 2 << 20);
         cuMemAddressFree(pva, 2 << 20);
         cuMemRelease(pm);
+        if (strcmp(mode, "vmm-double-close") == 0) {
+            cuMemUnmap(pva, 2 << 20);
+            cuMemRelease(pm);
+        }
         exit(0);
     }
     int status;
+    if (early) {
+        get(up[0], buf, 1);
+        cuMemUnmap(va, 2 << 20);
+        cuMemAddressFree(va, 2 << 20);
+        cuMemRelease(m);
+        put(down[1], buf, 1);
+    }
     waitpid(child, &status, 0);
-    cuMemUnmap(va, 2 << 20);
-    cuMemAddressFree(va, 2 << 20);
-    cuMemRelease(m);
+    if (!early) {
+        cuMemUnmap(va, 2 << 20);
+        cuMemAddressFree(va, 2 << 20);
+        cuMemRelease(m);
+    }
     return WEXITSTATUS(status);
 }
 
@@ -109,7 +136,7 @@ int main(int argc, char **argv) {
     int to_child[2], to_parent[2];
     CUipcHandle handles[2];
     char byte = 0, buf[16];
-    if (strcmp(mode, "vmm") == 0) return vmm();
+    if (strncmp(mode, "vmm", 3) == 0) return vmm(mode);
     if (pipe(to_child) || pipe(to_parent)) return 2;
     pid_t child = fork();
     if (child == 0) {
