@@ -183,6 +183,72 @@ fn each_broken_variant_is_flagged_with_the_hazard_that_names_its_bug() {
     }
 }
 
+/// The choices the reliance section names, over every differing step.
+fn relied_on_choices(report: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = report["reliance"]["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["choices"].as_array().cloned().unwrap_or_default())
+        .map(|c| {
+            (
+                c["choice"].as_str().unwrap().to_string(),
+                c["tier"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn the_correct_programs_rely_only_on_contract_behaviour() {
+    for variant in ["ok", "vmm"] {
+        let Some((_, report)) = traced_and_checked(variant) else {
+            return;
+        };
+        let reliance = &report["reliance"];
+        assert_eq!(reliance["relies_on"], "contract", "{variant}: {reliance:#}");
+        assert!(
+            reliance["steps"].as_array().unwrap().is_empty(),
+            "{variant}: {reliance:#}"
+        );
+    }
+}
+
+#[test]
+fn reopening_a_handle_after_free_and_reallocation_relies_on_va_reuse() {
+    let Some((code, report)) = traced_and_checked("reuse") else {
+        return;
+    };
+    let reliance = &report["reliance"];
+    assert_eq!(reliance["relies_on"], "incidental", "{reliance:#}");
+    assert!(
+        relied_on_choices(&report).contains(&("va_reuse".into(), "incidental".into())),
+        "{reliance:#}"
+    );
+    // The re-open itself is named, with the traced call behind it.
+    let reopen = reliance["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["call"] == "cuIpcOpenMemHandle_v2" && s["profile"] == "documented")
+        .unwrap_or_else(|| panic!("no differing re-open: {reliance:#}"));
+    assert!(reopen["seq"].is_u64(), "{reopen}");
+    assert!(reopen["op"].as_str().unwrap().contains("ipc_open p1_h1"));
+    // Reliance is reported, not judged: the exit code follows the hazards
+    // (the simulator flags the open of a freed block's handle).
+    let hazards = hazard_kinds(&report);
+    assert_eq!(code, if hazards.is_empty() { 0 } else { 1 }, "{report:#}");
+    let dir = workdir().unwrap();
+    let text = std::fs::read_to_string(dir.join("pair-reuse/check.txt")).unwrap();
+    assert!(
+        text.contains("relies on incidental behaviour") && text.contains("va_reuse=never"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_failing_open_carried_on_past_is_an_ignored_error() {
     let Some((_, report)) = traced_and_checked("ignored-error") else {
@@ -213,6 +279,27 @@ fn vmm_sharing_over_a_descriptor_traces_clean() {
     assert!(replay.contains("= vmm_import p2_f1"), "{replay}");
     for run in report["simulator"].as_array().unwrap() {
         assert_eq!(run["status"], "Pass", "{run}");
+    }
+}
+
+#[test]
+fn vmm_broken_variants_are_flagged_and_an_early_release_is_not() {
+    for (variant, hazards) in [
+        // cuMemRelease: the allocation is freed only once every mapping is
+        // unmapped and every handle released, so an exporter releasing while
+        // the importer maps is defined.
+        ("vmm-free-before-release", &[][..]),
+        ("vmm-double-close", &["double-release", "double-unmap"][..]),
+        ("vmm-leak", &["vmm-leaked-at-exit"][..]),
+    ] {
+        let Some((code, report)) = traced_and_checked(variant) else {
+            return;
+        };
+        let mut kinds = hazard_kinds(&report);
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds, hazards, "{variant}: {report:#}");
+        assert_eq!(code, i32::from(!hazards.is_empty()), "{variant}");
     }
 }
 

@@ -5,7 +5,14 @@
  * (SCM_RIGHTS) with the event's handle; the importer imports, maps, waits
  * on the event, reads, and unmaps.
  *
- * usage: mem_map_ipc_drv [ok|no-wait]
+ * Broken variants: no-wait (the importer reads without waiting on the
+ * event), free-before-close (the exporter unmaps and releases while the
+ * importer maps: defined for VMM, the allocation lives until its last
+ * mapping and handle are gone), double-close (the importer unmaps and
+ * releases twice), leak (the importer exits without unmapping, freeing
+ * its reservation or releasing its handle).
+ *
+ * usage: mem_map_ipc_drv [ok|no-wait|free-before-close|double-close|leak]
  * build: cc -I$CUDA_HOME/include -o mem_map_ipc_drv mem_map_ipc_drv.c -lcuda */
 #include <cuda.h>
 #include <stdio.h>
@@ -95,9 +102,24 @@ int main(int argc, char **argv) {
         if (strcmp(mode, "no-wait") != 0) CHECK(cuStreamWaitEvent(0, e, 0));
         CHECK(cuMemcpyDtoH(buf, va + size - sizeof buf, sizeof buf));
         printf("importer: last byte 0x%02x (expected 0x5a)\n", buf[sizeof buf - 1]);
+        if (strcmp(mode, "free-before-close") == 0) {
+            /* Tell the exporter it is mapped here, wait for its release, read again. */
+            if (write(sv[1], &byte, 1) != 1 || read(sv[1], &byte, 1) != 1) return 3;
+            CHECK(cuMemcpyDtoH(buf, va + size - sizeof buf, sizeof buf));
+        }
+        if (strcmp(mode, "leak") == 0) {
+            CHECK(cuEventDestroy(e));
+            if (write(sv[1], &byte, 1) != 1) return 3;
+            return 0;
+        }
         CHECK(cuMemUnmap(va, size));
         CHECK(cuMemAddressFree(va, size));
         CHECK(cuMemRelease(m));
+        if (strcmp(mode, "double-close") == 0) {
+            /* The driver refuses these; the checker flags them whatever it answered. */
+            (void)cuMemUnmap(va, size);
+            (void)cuMemRelease(m);
+        }
         CHECK(cuEventDestroy(e));
         close(fd);
         if (write(sv[1], &byte, 1) != 1) return 3;
@@ -120,6 +142,9 @@ int main(int argc, char **argv) {
     CHECK(cuMemUnmap(va, size));
     CHECK(cuMemAddressFree(va, size));
     CHECK(cuMemRelease(m));
+    if (strcmp(mode, "free-before-close") == 0) {
+        if (write(sv[0], &byte, 1) != 1 || read(sv[0], &byte, 1) != 1) return 3;
+    }
     CHECK(cuEventDestroy(e));
     close(fd);
     waitpid(child, &status, 0);

@@ -67,6 +67,11 @@ run simple_ipc double-close 1 double-close "$build/simple_ipc" double-close
 run simple_ipc leak 1 mapping-leaked-at-exit "$build/simple_ipc" leak
 run mem_map_ipc_drv ok 0 "" "$build/mem_map_ipc_drv" ok
 run mem_map_ipc_drv no-wait 1 unsynchronized-read "$build/mem_map_ipc_drv" no-wait
+# Releasing while the importer maps is defined for VMM (cuMemRelease frees
+# only once every mapping and handle is gone): clean.
+run mem_map_ipc_drv free-before-close 0 "" "$build/mem_map_ipc_drv" free-before-close
+run mem_map_ipc_drv double-close 1 double-release "$build/mem_map_ipc_drv" double-close
+run mem_map_ipc_drv leak 1 vmm-leaked-at-exit "$build/mem_map_ipc_drv" leak
 for v in ok free-before-close no-wait double-close leak; do
     case $v in
         ok) want=0; hz="" ;;

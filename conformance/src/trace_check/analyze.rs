@@ -52,6 +52,8 @@ enum RegionKind {
     Own,
     Opened,
     Reserved,
+    /// A VMM mapping (`cuMemMap`) inside a reservation.
+    Mapped,
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +88,8 @@ struct Proc {
     contexts: BTreeMap<u64, String>,
     events: BTreeMap<u64, (String, Option<String>)>,
     vmm: BTreeMap<u64, (String, Option<usize>)>,
+    /// VMM handles this process released (a second release is a hazard).
+    released_vmm: BTreeSet<u64>,
     counters: BTreeMap<&'static str, usize>,
     exited: bool,
     /// Failed IPC calls: (output value, seq, call) not yet seen used.
@@ -340,8 +344,97 @@ impl State<'_> {
             return;
         }
         p.exited = true;
+        self.vmm_leaks(pid);
         self.complete_work(pid);
         self.step(pid, None, "exit", "exit => ok".into());
+    }
+
+    /// A second `cuMemUnmap`, `cuMemAddressFree` or `cuMemRelease` of what
+    /// this process already released, whatever the driver answered.
+    fn vmm_released_twice(&mut self, pid: u32, r: &CallRecord, name: &str) {
+        let a = &r.args;
+        let ptr = a.ptr.unwrap_or(0);
+        let (hazard, detail) = match name {
+            "cuMemRelease" => {
+                let h = a.vmm.unwrap_or(0);
+                let p = self.proc(pid);
+                if p.vmm.contains_key(&h) || !p.released_vmm.contains(&h) {
+                    return;
+                }
+                (
+                    "double-release",
+                    format!("releases VMM handle 0x{h:x} again"),
+                )
+            }
+            _ => {
+                let (kind, hazard, what) = if name == "cuMemUnmap" {
+                    (RegionKind::Mapped, "double-unmap", "unmaps")
+                } else {
+                    (
+                        RegionKind::Reserved,
+                        "double-address-free",
+                        "frees the reservation at",
+                    )
+                };
+                let p = self.proc(pid);
+                let held = |g: &&Region| g.base == ptr && g.kind == kind;
+                if p.regions.iter().filter(held).any(|g| g.live)
+                    || !p.regions.iter().any(|g| held(&g))
+                {
+                    return;
+                }
+                (hazard, format!("{what} 0x{ptr:x} again"))
+            }
+        };
+        self.finding(
+            FindingClass::Hazard,
+            hazard,
+            pid,
+            r,
+            format!("{detail}, after this process already released it"),
+        );
+    }
+
+    /// VMM handles, mappings and reservations a process still holds when it
+    /// exits: nothing releases them but the process's teardown (the VMM
+    /// counterpart of `mapping-leaked-at-exit`). A process that crashed,
+    /// or left by `_exit`, wrote no exit record and is not judged.
+    fn vmm_leaks(&mut self, pid: u32) {
+        let merged = self.merged;
+        let exited_normally = merged
+            .processes
+            .iter()
+            .any(|p| p.pid == pid && p.exit_ns.is_some());
+        if !exited_normally {
+            return;
+        }
+        let p = self.proc(pid);
+        let mut held: Vec<String> = p
+            .vmm
+            .values()
+            .map(|(m, _)| format!("VMM handle {m}"))
+            .collect();
+        for g in p.regions.iter().filter(|g| g.live) {
+            match g.kind {
+                RegionKind::Mapped => held.push(format!("mapping {} (0x{:x})", g.binding, g.base)),
+                RegionKind::Reserved => {
+                    held.push(format!("reservation {} (0x{:x})", g.binding, g.base))
+                }
+                _ => {}
+            }
+        }
+        if held.is_empty() {
+            return;
+        }
+        self.findings.push(Finding {
+            class: FindingClass::Hazard,
+            kind: "vmm-leaked-at-exit".into(),
+            pid,
+            seq: None,
+            call: "exit".into(),
+            detail: format!("exits still holding {}", held.join(", ")),
+            found_by: "trace".into(),
+        });
     }
 
     fn complete_work(&mut self, pid: u32) {
@@ -524,6 +617,9 @@ impl State<'_> {
             // Rules that hold whatever the driver answered.
             if name == "cuIpcCloseMemHandle" {
                 self.close(pid, r, a.ptr.unwrap_or(0));
+            }
+            if matches!(name, "cuMemUnmap" | "cuMemAddressFree" | "cuMemRelease") {
+                self.vmm_released_twice(pid, r, name);
             }
             self.lowered.not_lowered += 1;
             self.comment(
@@ -736,7 +832,7 @@ impl State<'_> {
                     ),
                 );
                 let binding = p.clone();
-                self.add_region(pid, ptr, size, object, &binding, RegionKind::Reserved);
+                self.add_region(pid, ptr, size, object, &binding, RegionKind::Mapped);
             }
             "cuMemSetAccess" => {
                 let (ptr, size) = (a.ptr.unwrap_or(0), a.size.unwrap_or(0));
@@ -759,33 +855,43 @@ impl State<'_> {
             }
             "cuMemUnmap" | "cuMemAddressFree" => {
                 let (ptr, size) = (a.ptr.unwrap_or(0), a.size.unwrap_or(0));
+                let unmap = name == "cuMemUnmap";
+                let kind = if unmap {
+                    RegionKind::Mapped
+                } else {
+                    RegionKind::Reserved
+                };
+                let held = |g: &Region| g.base == ptr && g.kind == kind;
+                if !self.proc(pid).regions.iter().any(|g| g.live && held(g)) {
+                    self.vmm_released_twice(pid, r, name);
+                    return self.unlowered(pid, r, "a range the trace does not see held");
+                }
                 let Some(p) = self.pointer(pid, r, ptr) else {
                     return self.unlowered(pid, r, "a range the trace did not see reserved");
                 };
-                let op = if name == "cuMemUnmap" {
+                let op = if unmap {
                     "vmm_unmap"
                 } else {
                     "vmm_address_free"
                 };
                 self.step(pid, seq, &r.call, format!("{op} {p} {size} => ok"));
-                let proc = self.proc(pid);
-                // Unmapping drops the mapping (the last region at the base);
-                // freeing the address drops the reservation too.
-                let count = if name == "cuMemUnmap" { 1 } else { usize::MAX };
-                for reg in proc
+                if let Some(reg) = self
+                    .proc(pid)
                     .regions
                     .iter_mut()
                     .rev()
-                    .filter(|g| g.live && g.base == ptr)
-                    .take(count)
+                    .find(|g| g.live && g.base == ptr && g.kind == kind)
                 {
                     reg.live = false;
                 }
             }
             "cuMemRelease" => {
-                let Some((m, _)) = self.proc(pid).vmm.get(&a.vmm.unwrap_or(0)).cloned() else {
-                    return self.unlowered(pid, r, "a VMM handle the trace did not see made");
+                let h = a.vmm.unwrap_or(0);
+                let Some((m, _)) = self.proc(pid).vmm.remove(&h) else {
+                    self.vmm_released_twice(pid, r, name);
+                    return self.unlowered(pid, r, "a VMM handle the trace does not see held");
                 };
+                self.proc(pid).released_vmm.insert(h);
                 self.step(pid, seq, &r.call, format!("vmm_release {m} => ok"));
             }
             "cuMemcpy" | "cuMemcpyHtoD" | "cuMemcpyDtoH" | "cuMemcpyDtoD" | "cuMemcpyAsync"

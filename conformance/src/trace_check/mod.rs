@@ -10,6 +10,7 @@
 
 pub mod analyze;
 pub mod load;
+pub mod reliance;
 
 use crate::backend::{self, BackendKind, SimSettings};
 use crate::{EXIT_FAILURES, EXIT_OK};
@@ -63,11 +64,9 @@ pub struct CheckReport {
     pub findings: Vec<Finding>,
     /// The replay on the simulator, per dialect profile.
     pub simulator: Vec<SimulatorRun>,
-    /// Which of the simulator's semantic profiles the verdict depends on:
-    /// hazard kinds some profile finds and another does not. Empty when the
-    /// verdict holds under every profile. (The tiers of the contract are to
-    /// be joined here: which clauses the replay's steps rely on.)
-    pub reliance: Vec<String>,
+    /// Which semantic choices the program's outcome rests on, step by step,
+    /// with their tiers (absent when nothing was recorded). Never a hazard.
+    pub reliance: Option<reliance::Reliance>,
     /// Calls recorded that the replay carries as comments only.
     pub not_replayed: usize,
     pub replay: String,
@@ -115,6 +114,7 @@ pub fn check_dir(dir: &Path) -> Result<(CheckReport, String), String> {
     );
     let mut findings = analysis.findings;
     let mut simulator = Vec::new();
+    let mut reliance = None;
     if calls > 0 {
         let parsed = scenario::parse(&replay, Path::new("replay.ipc")).map_err(|e| {
             format!(
@@ -122,6 +122,11 @@ pub fn check_dir(dir: &Path) -> Result<(CheckReport, String), String> {
                 dir.display()
             )
         })?;
+        reliance = Some(reliance::judge(
+            &parsed,
+            analysis.devices,
+            &analysis.lowered.step_origin,
+        ));
         let backend = backend::make(BackendKind::Sim, &SimSettings::default())?;
         for dialect in [Dialect::Driver, Dialect::Runtime, Dialect::Hip] {
             let opts = ExecOptions {
@@ -165,12 +170,11 @@ pub fn check_dir(dir: &Path) -> Result<(CheckReport, String), String> {
     findings.dedup_by(|a, b| {
         a.class == b.class && a.kind == b.kind && a.pid == b.pid && a.seq == b.seq
     });
-    let mut reliance = Vec::new();
-    if let Some(first) = simulator.first() {
+    if let (Some(r), Some(first)) = (reliance.as_mut(), simulator.first()) {
         for run in &simulator[1..] {
             if run.hazards != first.hazards {
-                reliance.push(format!(
-                    "hazards under the {} profile [{}] differ from the driver profile [{}]",
+                r.notes.push(format!(
+                    "hazards under the {} dialect [{}] differ from the driver dialect [{}]",
                     run.dialect,
                     run.hazards.join(", "),
                     first.hazards.join(", ")
@@ -179,8 +183,8 @@ pub fn check_dir(dir: &Path) -> Result<(CheckReport, String), String> {
         }
         for run in &simulator {
             if run.status != Status::Pass.name() {
-                reliance.push(format!(
-                    "under the {} profile the simulator answers a call otherwise than the driver did: {}",
+                r.notes.push(format!(
+                    "in the {} dialect the simulator answers a call otherwise than the driver did: {}",
                     run.dialect, run.message
                 ));
             }
@@ -272,8 +276,10 @@ pub fn text_report(report: &CheckReport) -> String {
             run.dialect, run.status
         ));
     }
-    for r in &report.reliance {
-        line(format!("relies on: {r}"));
+    if let Some(r) = &report.reliance {
+        for l in reliance_lines(report, r) {
+            line(l);
+        }
     }
     line(format!(
         "{} calls are in the replay as comments only (kernels, failed calls, ...)",
@@ -326,10 +332,39 @@ fn markdown_report(report: &CheckReport) -> String {
             }
         ));
     }
-    for r in &report.reliance {
-        m.push_str(&format!("- relies on: {r}\n"));
+    if let Some(r) = &report.reliance {
+        m.push_str("\n## Reliance\n\n");
+        for l in reliance_lines(report, r) {
+            m.push_str(&format!("- {}\n", l.trim_start()));
+        }
     }
     m
+}
+
+/// The reliance section: the summary, then each differing step with the
+/// traced call behind it and the choices (with tiers) that decide it.
+fn reliance_lines(report: &CheckReport, r: &reliance::Reliance) -> Vec<String> {
+    let mut out = vec![format!("reliance: {}", r.summary)];
+    for s in &r.steps {
+        let at = s.seq.map_or_else(String::new, |q| format!(" seq {q}"));
+        let tier = s.tier.map_or("unattributed", |t| t.as_str());
+        out.push(format!(
+            "  relies on {tier} behaviour at replay line {} `{}` ({} {}{at}): \
+             measured {}, {} {}; because {}",
+            s.replay_line,
+            s.op,
+            process_name(report, s.pid),
+            s.call,
+            s.measured,
+            s.profile,
+            s.other,
+            s.because()
+        ));
+    }
+    for n in &r.notes {
+        out.push(format!("  note: {n}"));
+    }
+    out
 }
 
 /// `ipc-conformance check DIR`.

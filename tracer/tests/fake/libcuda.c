@@ -24,12 +24,38 @@ CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
 CUresult cuCtxSynchronize(void) { return 0; }
 CUresult cuStreamSynchronize(void *s) { (void)s; return 0; }
 
+/* Freed blocks' addresses are handed out again, the most recently freed
+ * first when its rounded size fits exactly (as the real driver reuses VA). */
+static CUdeviceptr alloc_ptrs[64];
+static size_t alloc_sizes[64];
+static int alloc_live[64];
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size) {
+    size_t rounded = (size + 0x1fffff) & ~0x1fffffULL;
+    for (int i = 63; i >= 0; i--) {
+        if (alloc_ptrs[i] && !alloc_live[i] && alloc_sizes[i] == rounded) {
+            alloc_live[i] = 1;
+            *p = alloc_ptrs[i];
+            return 0;
+        }
+    }
     *p = next_ptr;
-    next_ptr += (size + 0x1fffff) & ~0x1fffffULL;
+    next_ptr += rounded;
+    for (int i = 0; i < 64; i++) {
+        if (!alloc_ptrs[i]) {
+            alloc_ptrs[i] = *p;
+            alloc_sizes[i] = rounded;
+            alloc_live[i] = 1;
+            break;
+        }
+    }
     return 0;
 }
-CUresult cuMemFree_v2(CUdeviceptr p) { return p ? 0 : 1; }
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    if (!p) return 1;
+    for (int i = 0; i < 64; i++)
+        if (alloc_ptrs[i] == p) alloc_live[i] = 0;
+    return 0;
+}
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { (void)p; (void)v; (void)n; return 0; }
 CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, void *s) { (void)p; (void)v; (void)n; (void)s; return 0; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { (void)d; (void)s; (void)n; return 0; }

@@ -3,7 +3,15 @@
  * interprocess event and passes both handles through a pipe; the importer
  * waits on the event, reads, closes. argv[1] picks a variant:
  *   ok, free-before-close, no-wait, double-close, leak, crash, vmm, get-ok,
- *   ignored-error. Built against the fake libcuda in tests. */
+ *   ignored-error, reuse (after its first close the importer keeps the
+ *   handle's bytes; the exporter frees the block, allocates and exports a
+ *   new one of the same size, and the importer re-opens the old bytes,
+ *   reaching the new block only because the driver reuses the address).
+ *   vmm-free-before-release (the exporter unmaps and releases while the
+ *   importer maps), vmm-double-close (the importer unmaps and releases
+ *   twice), vmm-leak (the importer exits holding its handle, mapping and
+ *   reservation).
+ * Built against the fake libcuda in tests. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +70,7 @@ static void context(void) {
 static void put(int fd, const void *b, size_t n) { if (write(fd, b, n) != (ssize_t)n) exit(3); }
 static void get(int fd, void *b, size_t n) { if (read(fd, b, n) != (ssize_t)n) exit(3); }
 
-static int vmm(void) {
+static int vmm(const char *mode) {
     struct { int type, handle_types, loc_type, loc_id; void *meta; unsigned char rest[16]; } prop = {1, 1, 1, 0, 0, {0}};
     struct { int loc_type, loc_id, flags; } access = {1, 0, 3};
     unsigned long long m;
@@ -77,6 +85,9 @@ static int vmm(void) {
     cuMemSetAccess(va, 2 << 20, &access, 1);
     cuMemsetD8_v2(va, 0x5a, 2 << 20);
     cuCtxSynchronize();
+    int early = strcmp(mode, "vmm-free-before-release") == 0;
+    int up[2], down[2];
+    if (pipe(up) || pipe(down)) return 2;
     pid_t child = fork();
     if (child == 0) {
         unsigned long long pm;
@@ -87,16 +98,36 @@ static int vmm(void) {
         cuMemMap(pva, 2 << 20, 0, pm, 0);
         cuMemSetAccess(pva, 2 << 20, &access, 1);
         cuMemcpyDtoH_v2(buf, pva, sizeof buf);
+        if (early) {
+            /* Tell the exporter we map it, wait for its release, read again. */
+            put(up[1], buf, 1);
+            get(down[0], buf, 1);
+            cuMemcpyDtoH_v2(buf, pva, sizeof buf);
+        }
+        if (strcmp(mode, "vmm-leak") == 0) exit(0);
         cuMemUnmap(pva, 2 << 20);
         cuMemAddressFree(pva, 2 << 20);
         cuMemRelease(pm);
+        if (strcmp(mode, "vmm-double-close") == 0) {
+            cuMemUnmap(pva, 2 << 20);
+            cuMemRelease(pm);
+        }
         exit(0);
     }
     int status;
+    if (early) {
+        get(up[0], buf, 1);
+        cuMemUnmap(va, 2 << 20);
+        cuMemAddressFree(va, 2 << 20);
+        cuMemRelease(m);
+        put(down[1], buf, 1);
+    }
     waitpid(child, &status, 0);
-    cuMemUnmap(va, 2 << 20);
-    cuMemAddressFree(va, 2 << 20);
-    cuMemRelease(m);
+    if (!early) {
+        cuMemUnmap(va, 2 << 20);
+        cuMemAddressFree(va, 2 << 20);
+        cuMemRelease(m);
+    }
     return WEXITSTATUS(status);
 }
 
@@ -105,7 +136,7 @@ int main(int argc, char **argv) {
     int to_child[2], to_parent[2];
     CUipcHandle handles[2];
     char byte = 0, buf[16];
-    if (strcmp(mode, "vmm") == 0) return vmm();
+    if (strncmp(mode, "vmm", 3) == 0) return vmm(mode);
     if (pipe(to_child) || pipe(to_parent)) return 2;
     pid_t child = fork();
     if (child == 0) {
@@ -126,6 +157,13 @@ int main(int argc, char **argv) {
         get(to_child[0], &byte, 1);
         if (strcmp(mode, "leak") != 0) cuIpcCloseMemHandle(p);
         if (strcmp(mode, "double-close") == 0) cuIpcCloseMemHandle(p);
+        if (strcmp(mode, "reuse") == 0) {
+            put(to_parent[1], &byte, 1);
+            get(to_child[0], &byte, 1);
+            cuIpcOpenMemHandle_v2(&p, handles[0], 1);
+            cuMemcpyDtoH_v2(buf, p, sizeof buf);
+            cuIpcCloseMemHandle(p);
+        }
         cuEventDestroy_v2(e);
         put(to_parent[1], &byte, 1);
         exit(0);
@@ -150,6 +188,16 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "free-before-close") == 0) { cuMemFree_v2(d); freed = 1; }
     put(to_child[1], &byte, 1);
     get(to_parent[0], &byte, 1);
+    if (strcmp(mode, "reuse") == 0) {
+        CUipcHandle again;
+        cuMemFree_v2(d);
+        cuMemAlloc_v2(&d, SIZE);
+        cuMemsetD8_v2(d, 1, SIZE);
+        cuCtxSynchronize();
+        cuIpcGetMemHandle(&again, d);
+        put(to_child[1], &byte, 1);
+        get(to_parent[0], &byte, 1);
+    }
     if (!freed) cuMemFree_v2(d);
     cuEventDestroy_v2(e);
     waitpid(child, &status, 0);
