@@ -1,8 +1,9 @@
 //! [`CudaBackend`]: probing the host once, checking a scenario's needs, and
 //! starting [`CudaMachine`]s.
 
+use super::machine::CudaMachine;
 use super::pool::{PoolStats, WorkerPool, DEFAULT_POOL_SIZE};
-use super::process::{CudaMachine, WorkerProxy};
+use super::process::WorkerProxy;
 use super::protocol::{ProbeReport, Reply, Request};
 use super::spawn::{worker_env, WorkerCommand};
 use crate::errors::{ApiError, Dialect};
