@@ -18,7 +18,9 @@ pub mod trace_record;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 
-pub use calls::{Call, CallKind};
+#[cfg(any(test, feature = "mock"))]
+pub use calls::MockDriver;
+pub use calls::{Call, CallKind, Driver};
 pub use driver::*;
 pub use errors::{ApiError, Dialect, ErrorKind};
 pub use machine::*;

@@ -2,7 +2,8 @@
 //! with its own driver view. The simulator runs them all in one host process;
 //! the real backend runs one worker OS process each.
 
-use crate::driver::{Driver, DriverError, DriverResult, Fd};
+use crate::calls::Driver;
+use crate::driver::{DriverError, DriverResult, Fd};
 use crate::errors::Dialect;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

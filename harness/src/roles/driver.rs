@@ -6,10 +6,11 @@
 use super::ledger::{self, Answered, CallBy};
 use super::{Crash, Fault, ProcessState};
 use crate::calls::Call;
+use crate::calls::Driver;
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
-    EventId, Fd, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
-    OutArg, PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
+    FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
+    PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use std::any::Any;

@@ -35,7 +35,8 @@ mod tests;
 pub use driver::{CallKind, RoleDriver};
 pub use ledger::{CallBy, Held, Kept, Leak, Ledger, ReachedError, RoleFailure};
 
-use crate::driver::{Driver, IpcEventHandle, IpcMemHandle};
+use crate::calls::Driver;
+use crate::driver::{IpcEventHandle, IpcMemHandle};
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::{Backend, Hazard, HazardKind, MachineSpec, ProcessSpec, StartError};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};

@@ -12,7 +12,7 @@ use super::{
     Crash, Message, PeerLink, ProcessState, RoleCtx, RoleError, RoleOutcome, RoleSet, RunOptions,
     RunReport, Schedule,
 };
-use crate::driver::Driver;
+use crate::calls::Driver;
 use crate::machine::{Hazard, Machine};
 use std::any::Any;
 use std::collections::{BTreeMap, VecDeque};
