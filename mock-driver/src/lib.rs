@@ -49,8 +49,11 @@
 
 mod backend;
 mod contexts;
+mod event_state;
 mod events;
+mod handle_codec;
 mod hazards;
+mod ids;
 mod ipc;
 mod machine;
 mod memory;
@@ -65,6 +68,7 @@ mod seed;
 pub mod semantics;
 mod store;
 mod vmm;
+mod vmm_state;
 #[cfg(test)]
 mod vmm_tests;
 mod world;

@@ -13,6 +13,7 @@
 
 use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
 use crate::store::Store;
+use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
     containing, Access, Block, BlockId, Fail, SimResult, VaClass, VaPool, World, BLOCK,
     DEVICE_MEMORY,
@@ -42,89 +43,8 @@ fn vmm_va_pool(rule: VmmReserveVa) -> VaPool {
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
 /// handle type (measured: H100, driver 580.159.04).
 pub(crate) const VMM_GRANULARITY: u64 = BLOCK;
-/// The lowest descriptor a process can get (0-2 are stdio).
-const FIRST_FD: i32 = 3;
 /// Where allocation handle numbers start (any non-zero value would do).
 const HANDLE_BASE: u64 = 0x1_0000;
-
-/// The VMM part of the simulated machine.
-#[derive(Debug, Default)]
-pub(crate) struct VmmState {
-    phys: BTreeMap<u64, Phys>,
-    next_phys: u64,
-    /// Per process, indexed like `World::procs` (grown on first use).
-    procs: Vec<VmmProc>,
-}
-
-#[derive(Debug)]
-struct Phys {
-    device: u32,
-    size: u64,
-    types: HandleTypes,
-    block: BlockId,
-    /// Handles + mappings + descriptors, in every process.
-    refs: u32,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct HandleEntry {
-    phys: u64,
-    /// Imported handles carry no requested handle types (measured:
-    /// `cuMemGetAllocationPropertiesFromHandle` says 0), so they do not export.
-    imported: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum FdObject {
-    /// An exported allocation.
-    Allocation(u64),
-    /// Something that is not CUDA's (`/dev/null`).
-    Foreign,
-    /// One the driver opened for itself (`driver_fds`): the process never
-    /// got it from an op, so it cannot close, send or import it.
-    Driver,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct VmmMapping {
-    size: u64,
-    phys: u64,
-    offset: u64,
-    access: VmmAccess,
-    /// Physical devices `cuMemSetAccess` granted access to (bit per device).
-    granted: u64,
-}
-
-#[derive(Debug, Default)]
-struct VmmProc {
-    handles: BTreeMap<u64, HandleEntry>,
-    /// Handles already released (a later use is a use of a dangling handle).
-    released: BTreeSet<u64>,
-    next_handle: u64,
-    fds: BTreeMap<i32, FdObject>,
-    /// The descriptor each context made by `ctx_create` holds (`driver_fds`).
-    ctx_fds: BTreeMap<crate::world::CtxKey, i32>,
-    /// Whether the process made an interprocess event (`driver_fds`: the
-    /// first one opens a descriptor the process keeps).
-    ipc_event_fd: bool,
-    /// Reserved VA: base -> size.
-    reservations: BTreeMap<u64, u64>,
-    /// Mapped VA: base -> mapping.
-    maps: BTreeMap<u64, VmmMapping>,
-}
-
-impl VmmProc {
-    fn lowest_free_fd(&self) -> i32 {
-        let mut fd = FIRST_FD;
-        for &used in self.fds.range(FIRST_FD..).map(|(k, _)| k) {
-            if used != fd {
-                break;
-            }
-            fd += 1;
-        }
-        fd
-    }
-}
 
 fn aligned(x: u64) -> bool {
     x != 0 && x % VMM_GRANULARITY == 0
