@@ -7,7 +7,7 @@
 //! `RoleDriver` calls in here from a few marked places (`ledger:`); every
 //! rule lives here.
 
-use super::{CallKind, ProcessState, RoleOutcome};
+use crate::calls::CallKind;
 use crate::driver::{DriverError, DriverResult};
 use crate::errors::ErrorKind;
 use serde::{Deserialize, Serialize};
@@ -174,7 +174,7 @@ impl Ledger {
             .push((CallBy::Harness, describe(CallBy::Harness, kind, result)));
     }
 
-    fn keeps(&self, what: Kept) -> bool {
+    pub(super) fn keeps(&self, what: Kept) -> bool {
         self.kept.contains(&Kept::Everything) || self.kept.contains(&what)
     }
 }
@@ -207,81 +207,4 @@ impl fmt::Display for Leak {
             Kept::Everything => f.write_str("everything"),
         }
     }
-}
-
-impl ProcessState {
-    /// What this process still holds at its end that its role did not
-    /// declare kept (`RoleCtx::keep`).
-    pub fn leaks(&self) -> Vec<Leak> {
-        let l = &self.ledger;
-        let mut out = Vec::new();
-        let mut add = |what: Kept, size: Option<u64>| {
-            if !l.keeps(what) {
-                out.push(Leak { what, size });
-            }
-        };
-        for (&p, &size) in &self.allocations {
-            add(Kept::Allocation(p), Some(size));
-        }
-        for (&p, m) in &self.mappings {
-            add(Kept::Mapping(p), m.mapped_len);
-        }
-        for &e in &l.held.events {
-            add(Kept::Event(e), None);
-        }
-        for &e in &l.held.imported_events {
-            add(Kept::ImportedEvent(e), None);
-        }
-        for &h in &l.held.vmm_handles {
-            add(Kept::VmmHandle(h), None);
-        }
-        for (&p, &size) in &l.held.vmm_mappings {
-            add(Kept::VmmMapping(p), Some(size));
-        }
-        for (&p, &size) in &l.held.reservations {
-            add(Kept::Reservation(p), Some(size));
-        }
-        for &d in &l.held.fds {
-            add(Kept::Fd(d), None);
-        }
-        out
-    }
-
-    /// Driver errors that reached the role's code undeclared.
-    pub fn unexpected_errors(&self) -> Vec<&ReachedError> {
-        self.ledger.errors.iter().filter(|e| !e.expected).collect()
-    }
-}
-
-/// A role's failure: its message and, when a driver error caused it, the
-/// call and the dialect-neutral kind (match kinds, not strings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoleFailure {
-    pub message: String,
-    pub call: Option<CallKind>,
-    pub kind: Option<ErrorKind>,
-}
-
-impl fmt::Display for RoleFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.call, self.kind) {
-            (Some(c), Some(k)) => write!(f, "{c:?} failed with {k:?}: {}", self.message),
-            (None, Some(k)) => write!(f, "{k:?}: {}", self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
-
-/// The outcome of a role whose closure returned `Err(error)`: the call is
-/// the role's last failed driver call when its kind is the error's.
-pub(crate) fn failed(error: super::RoleError, state: &ProcessState) -> RoleOutcome {
-    let call = match (error.kind, state.ledger.last_error) {
-        (Some(k), Some((call, Some(last)))) if k == last => Some(call),
-        _ => None,
-    };
-    RoleOutcome::Failed(RoleFailure {
-        message: error.message,
-        call: error.call.or(call),
-        kind: error.kind,
-    })
 }

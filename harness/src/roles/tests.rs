@@ -4,6 +4,7 @@
 use super::*;
 use crate::calls::MockDriver;
 use crate::driver::{DevicePtr, MemKind};
+use crate::errors::ErrorKind;
 use std::io::{Read, Write};
 
 fn mocks() -> impl FnMut(usize, &ProcessSpec) -> Box<dyn Driver + Send> {
