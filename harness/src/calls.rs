@@ -204,7 +204,7 @@ macro_rules! define_driver_trait_and_kinds {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum CallKind {
-            $( $Variant, )*
+            $( $(#[$doc])* $Variant, )*
         }
 
         impl CallKind {
@@ -227,10 +227,17 @@ macro_rules! define_driver_trait_and_kinds {
         /// One driver call with its arguments (owned).
         #[derive(Debug, Clone, PartialEq)]
         pub enum Call {
-            $( $Variant $({ $( $arg: $($ty)? $($owned)? ),* })?, )*
+            $(
+                $(#[$doc])*
+                $Variant $({ $(
+                    #[doc = concat!("The `", stringify!($arg), "` argument.")]
+                    $arg: $($ty)? $($owned)?
+                ),* })?,
+            )*
         }
 
         impl Call {
+            /// The kind of this call (its [`Driver`] method).
             pub fn kind(&self) -> CallKind {
                 match self {
                     $( Call::$Variant { .. } => CallKind::$Variant, )*

@@ -25,6 +25,7 @@ pub enum ProbeOutcome {
     NoLibcuda,
     /// The probe worker could not be started or did not answer.
     Failed(String),
+    /// The probe worker answered.
     Report(ProbeReport),
 }
 
@@ -132,6 +133,7 @@ impl CudaBackend {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The command that starts this backend's workers.
     pub fn worker(&self) -> &WorkerCommand {
         &self.worker
     }

@@ -16,11 +16,14 @@ pub(crate) type RoleBody = Arc<dyn Fn(&mut RoleCtx) -> RoleResult + Send + Sync>
 /// What one peer sends another: bytes and, optionally, file descriptors.
 #[derive(Debug, Default)]
 pub struct Message {
+    /// The payload.
     pub bytes: Vec<u8>,
+    /// Descriptors sent with it (`SCM_RIGHTS` between OS processes).
     pub fds: Vec<OwnedFd>,
 }
 
 impl Message {
+    /// A message of these bytes and no descriptors.
     pub fn bytes(bytes: impl Into<Vec<u8>>) -> Message {
         Message {
             bytes: bytes.into(),
@@ -53,6 +56,7 @@ impl Message {
         Ok(Message::bytes(serde_json::to_vec(value)?))
     }
 
+    /// Decodes the bytes as the JSON of a `T`.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, RoleError> {
         Ok(serde_json::from_slice(&self.bytes)?)
     }
@@ -105,6 +109,7 @@ impl RoleCtx {
             .ok_or_else(|| fail(format!("'{}' sent to unknown role '{name}'", self.name)))
     }
 
+    /// Sends `msg` to role `to`; an unknown role is an error.
     pub fn send(&mut self, to: &str, msg: Message) -> Result<(), RoleError> {
         let to = self.peer(to)?;
         self.link.send(to, msg)
@@ -127,6 +132,7 @@ impl RoleCtx {
         Ok(self.link.recv(Some(from))?.1)
     }
 
+    /// Blocks for a message from role `from`, decoded as `T`.
     pub fn recv_json_from<T: DeserializeOwned>(&mut self, from: &str) -> Result<T, RoleError> {
         self.recv_from(from)?.parse()
     }

@@ -58,6 +58,7 @@ fn is_status(kind: ErrorKind) -> bool {
 /// A driver error that reached the role's code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReachedError {
+    /// The call that returned it.
     pub call: CallKind,
     /// `None` for a code the error table does not know.
     pub kind: Option<ErrorKind>,
@@ -97,13 +98,21 @@ pub struct Held {
 /// What a role declares it keeps on purpose at its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kept {
+    /// An allocation, by its pointer.
     Allocation(u64),
+    /// An IPC mapping, by its pointer.
     Mapping(u64),
+    /// An event the role created, by its id.
     Event(u64),
+    /// An event the role opened from an IPC handle, by its id.
     ImportedEvent(u64),
+    /// A VMM allocation handle.
     VmmHandle(u64),
+    /// A VMM mapping, by its address.
     VmmMapping(u64),
+    /// A VA reservation, by its address.
     Reservation(u64),
+    /// A file descriptor.
     Fd(i32),
     /// Everything the role holds (a long-lived service).
     Everything,
@@ -119,7 +128,9 @@ pub struct Ledger {
     pub errors: Vec<ReachedError>,
     /// Error kinds the role declared expected and no error consumed yet.
     pub expecting: Vec<ErrorKind>,
+    /// What the role's process holds now.
     pub held: Held,
+    /// What the role declared it keeps (`RoleCtx::keep`).
     pub kept: Vec<Kept>,
     /// The last error a role's call got, for a failure's `call` and `kind`.
     pub last_error: Option<(CallKind, Option<ErrorKind>)>,
@@ -182,6 +193,7 @@ impl Ledger {
 /// One thing a role left behind that it did not declare kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leak {
+    /// What was left.
     pub what: Kept,
     /// Bytes (allocations, mappings, reservations), where known.
     pub size: Option<u64>,

@@ -28,8 +28,11 @@ pub type RoleResult = Result<serde_json::Value, RoleError>;
 /// keeps its dialect-neutral [`ErrorKind`] (and the report adds the call).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoleError {
+    /// What went wrong, in words.
     pub message: String,
+    /// The driver error's dialect-neutral kind, when a driver error caused it.
     pub kind: Option<ErrorKind>,
+    /// The driver call that failed, when known.
     pub call: Option<CallKind>,
 }
 
@@ -88,10 +91,12 @@ pub enum RoleOutcome {
 }
 
 impl RoleOutcome {
+    /// Whether the role's closure returned `Ok`.
     pub fn is_ok(&self) -> bool {
         matches!(self, RoleOutcome::Ok(_))
     }
 
+    /// The value the role returned, if it ended `Ok`.
     pub fn value(&self) -> Option<&serde_json::Value> {
         match self {
             RoleOutcome::Ok(v) => Some(v),
@@ -137,6 +142,7 @@ pub struct ProcessState {
 }
 
 impl ProcessState {
+    /// How many calls of `kind` the process made.
     pub fn calls_of(&self, kind: CallKind) -> usize {
         self.calls.get(&kind).copied().unwrap_or(0)
     }
@@ -167,9 +173,13 @@ pub enum Schedule {
 /// `call` by `role` returns `error` instead of reaching the driver.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fault {
+    /// The role whose call fails.
     pub role: String,
+    /// The kind of call that fails.
     pub call: CallKind,
+    /// Which call of that kind fails, counting from 1.
     pub nth: usize,
+    /// The error the call returns instead of reaching the driver.
     pub error: ErrorKind,
 }
 
@@ -180,8 +190,11 @@ pub struct Fault {
 /// waiting for it fails, its exports follow the backend's crash model).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Crash {
+    /// The role whose process dies.
     pub role: String,
+    /// The kind of call it dies at.
     pub call: CallKind,
+    /// Which call of that kind, counting from 1.
     pub nth: usize,
 }
 
@@ -200,7 +213,9 @@ pub const CRASHED_AT: &str = "crashed at";
 pub struct RunOptions {
     /// Seeds the machine (addresses, handle bytes).
     pub seed: u64,
+    /// The order in which runnable roles go on.
     pub schedule: Schedule,
+    /// Driver calls that fail with a chosen error instead of running.
     pub faults: Vec<Fault>,
     /// Roles whose process crashes at a chosen call (one per role).
     pub crashes: Vec<Crash>,
@@ -234,16 +249,19 @@ impl RunOptions {
         RunOptions::seeded(seed)
     }
 
+    /// The same options with another schedule.
     pub fn with_schedule(mut self, schedule: Schedule) -> RunOptions {
         self.schedule = schedule;
         self
     }
 
+    /// The same options with one more planned fault.
     pub fn with_fault(mut self, fault: Fault) -> RunOptions {
         self.faults.push(fault);
         self
     }
 
+    /// The same options with these planned faults added.
     pub fn with_faults(mut self, faults: impl IntoIterator<Item = Fault>) -> RunOptions {
         self.faults.extend(faults);
         self
@@ -271,9 +289,13 @@ impl RunOptions {
 pub struct RunReport {
     /// `sim`, `cuda`, `drivers` (test-supplied drivers).
     pub backend: String,
+    /// The seed of the run (replay it with the seed variable).
     pub seed: u64,
+    /// The schedule the run used.
     pub schedule: Schedule,
+    /// The faults that were planned.
     pub faults: Vec<Fault>,
+    /// The crashes that were planned.
     #[serde(default)]
     pub crashes: Vec<Crash>,
     /// By role name, in declaration order of `roles`.
@@ -290,14 +312,17 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// How role `role` ended, if there is such a role.
     pub fn outcome(&self, role: &str) -> Option<&RoleOutcome> {
         self.outcomes.get(role)
     }
 
+    /// Role `role`'s process state at its end, if there is such a role.
     pub fn state(&self, role: &str) -> Option<&ProcessState> {
         self.final_state.get(role)
     }
 
+    /// Whether every role ended `Ok`.
     pub fn all_ok(&self) -> bool {
         self.outcomes.values().all(RoleOutcome::is_ok)
     }
@@ -462,8 +487,11 @@ impl ProcessState {
 /// call and the dialect-neutral kind (match kinds, not strings).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoleFailure {
+    /// What went wrong, in words.
     pub message: String,
+    /// The driver call that failed, when known.
     pub call: Option<CallKind>,
+    /// The driver error's dialect-neutral kind, when a driver error caused it.
     pub kind: Option<ErrorKind>,
 }
 

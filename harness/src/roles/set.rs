@@ -44,6 +44,7 @@ impl RoleSet {
         self
     }
 
+    /// Every role's process speaks `dialect`.
     pub fn dialect(mut self, dialect: Dialect) -> RoleSet {
         self.dialect = dialect;
         self
@@ -76,6 +77,7 @@ impl RoleSet {
         self
     }
 
+    /// The role names, in the order they were added.
     pub fn names(&self) -> Vec<String> {
         self.roles.iter().map(|r| r.spec.name.clone()).collect()
     }

@@ -14,6 +14,7 @@ use std::time::Duration;
 pub struct Scenario {
     /// Where it came from (for messages); `<inline>` for strings.
     pub path: PathBuf,
+    /// The `# key: value` header lines.
     pub meta: Metadata,
     /// Minimum devices the machine needs.
     pub devices: u32,
@@ -22,6 +23,7 @@ pub struct Scenario {
     /// `semantics name=value,...`: simulator semantic choices (simulator
     /// only), `(name, value)` in file order; empty when there is no such line.
     pub semantics: Vec<(String, String)>,
+    /// The processes, in declaration order (a step names one by index).
     pub processes: Vec<ProcessSpec>,
     /// The steps, in file order.
     pub steps: Vec<Step>,
@@ -32,6 +34,7 @@ pub struct Scenario {
 /// `# key: value` header lines, in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metadata {
+    /// `(key, value)` pairs, in file order.
     pub entries: Vec<(String, String)>,
 }
 
@@ -52,16 +55,25 @@ impl Metadata {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}:{column}: {message}")]
 pub struct ParseError {
+    /// The scenario's path as given (or `<inline>`).
     pub file: String,
+    /// 1-based line; 0 when the file could not be read.
     pub line: usize,
+    /// 1-based column; 0 when the file could not be read.
     pub column: usize,
+    /// What is wrong.
     pub message: String,
 }
 
+/// How to run a scenario: the dialect every process speaks, the seed (the
+/// simulator's, and random handle bytes) and each step's time limit.
 #[derive(Debug, Clone)]
 pub struct ExecOptions {
+    /// The API dialect of every process.
     pub dialect: Dialect,
+    /// The run's seed.
     pub seed: u64,
+    /// How long one step may take before its process counts as hung.
     pub step_timeout: Duration,
 }
 
@@ -78,6 +90,8 @@ impl Default for ExecOptions {
 /// What running a scenario produced.
 #[derive(Debug, Clone)]
 pub struct Execution {
+    /// What each step observed.
     pub trace: Trace,
+    /// Whether the scenario's expectations held.
     pub verdict: Verdict,
 }
