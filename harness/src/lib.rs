@@ -15,7 +15,6 @@ pub mod calls;
 pub mod driver;
 #[allow(missing_docs)]
 pub mod errors;
-#[allow(missing_docs)]
 pub mod machine;
 pub mod roles;
 pub mod scenario;
