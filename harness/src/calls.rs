@@ -205,7 +205,7 @@ macro_rules! define_driver_trait_and_kinds {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum CallKind {
-            $( $Variant, )*
+            $( $(#[$doc])* $Variant, )*
         }
 
         impl CallKind {
@@ -228,10 +228,17 @@ macro_rules! define_driver_trait_and_kinds {
         /// One driver call with its arguments (owned).
         #[derive(Debug, Clone, PartialEq)]
         pub enum Call {
-            $( $Variant $({ $( $arg: $($ty)? $($owned)? ),* })?, )*
+            $(
+                $(#[$doc])*
+                $Variant $({ $(
+                    #[doc = concat!("The `", stringify!($arg), "` argument.")]
+                    $arg: $($ty)? $($owned)?
+                ),* })?,
+            )*
         }
 
         impl Call {
+            /// The kind of this call (its [`Driver`] method).
             pub fn kind(&self) -> CallKind {
                 match self {
                     $( Call::$Variant { .. } => CallKind::$Variant, )*
@@ -257,26 +264,43 @@ macro_rules! define_driver_trait_and_kinds {
 /// table (a new return type needs a variant and an [`IntoReturned`] line).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Returned {
+    /// Nothing (`()`).
     Unit,
+    /// A count (`device_count`).
     Count(u32),
+    /// A signed integer (`device_attribute`, `can_access_peer`).
     Int(i64),
+    /// A size in bytes (`vmm_granularity`).
     Size(u64),
+    /// A context.
     Context(ContextId),
+    /// The current context, if any.
     CurrentContext(Option<ContextId>),
+    /// A device pointer.
     Ptr(DevicePtr),
+    /// Bytes read.
     Bytes(Vec<u8>),
+    /// An address range: base and size.
     Range(DevicePtr, u64),
+    /// A pointer's attributes.
     PointerInfo(PointerInfo),
+    /// A memory handle.
     IpcMemHandle(IpcMemHandle),
+    /// A VMM allocation handle.
     VmmHandle(VmmHandle),
+    /// A file descriptor.
     Fd(Fd),
+    /// An event.
     Event(EventId),
+    /// Milliseconds between two events.
     ElapsedMs(f32),
+    /// An event handle.
     IpcEventHandle(IpcEventHandle),
 }
 
 /// A return type of the table as a [`Returned`].
 pub trait IntoReturned {
+    /// This value as a [`Returned`].
     fn into_returned(self) -> Returned;
 }
 

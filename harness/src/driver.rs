@@ -1,4 +1,7 @@
-//! The driver trait: the view one OS process has of the GPU driver.
+//! The values of the driver trait: what the calls of one OS process's view
+//! of the GPU driver take and give back. The trait itself,
+//! [`Driver`](crate::calls::Driver), is generated from the call table in
+//! `calls.rs`, which imports these types (never the other way round).
 //!
 //! Shaped like the CUDA runtime/driver entry points the seeds describe, but
 //! dialect-neutral: one call here is one API call there. Backends (the
@@ -434,7 +437,3 @@ impl fmt::Display for DriverError {
 impl std::error::Error for DriverError {}
 
 pub type DriverResult<T> = Result<T, DriverError>;
-
-pub use crate::calls::Driver;
-#[cfg(any(test, feature = "mock"))]
-pub use crate::calls::MockDriver;

@@ -2,7 +2,8 @@
 //! with its own driver view. The simulator runs them all in one host process;
 //! the real backend runs one worker OS process each.
 
-use crate::driver::{Driver, DriverError, DriverResult, Fd};
+use crate::calls::Driver;
+use crate::driver::{DriverError, DriverResult, Fd};
 use crate::errors::Dialect;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -11,8 +12,10 @@ use std::time::Duration;
 /// Index of a process in its machine (order of declaration in a scenario).
 pub type ProcessIndex = usize;
 
+/// One process of a machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessSpec {
+    /// Its name in scenarios, traces and messages.
     pub name: String,
     /// The device made current when the process starts (in the process's own
     /// numbering, i.e. after `visible_devices` remapping).
@@ -41,12 +44,12 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// The `topology` line that declares it (canonical form).
     /// Whether two distinct devices can peer.
     pub fn can_peer(&self, a: u32, b: u32) -> bool {
         a != b && (self.all_peers || self.peer_pairs.contains(&(a.min(b), a.max(b))))
     }
 
+    /// The `topology` line that declares it (canonical form).
     pub fn describe(&self) -> String {
         let pairs: Vec<String> = self
             .peer_pairs
@@ -65,11 +68,14 @@ impl Topology {
     }
 }
 
+/// What a backend starts: devices, processes and how they run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineSpec {
     /// Devices the machine must have.
     pub devices: u32,
+    /// Its processes, in index order.
     pub processes: Vec<ProcessSpec>,
+    /// The API dialect every process speaks.
     pub dialect: Dialect,
     /// Seeds every nondeterministic choice of the simulator (addresses,
     /// handle bytes, random handles in scenarios).
@@ -152,6 +158,7 @@ pub enum HazardKind {
 }
 
 impl HazardKind {
+    /// Every hazard kind.
     pub const ALL: [HazardKind; 11] = [
         HazardKind::FreeWhileMapped,
         HazardKind::AccessAfterClose,
@@ -183,17 +190,23 @@ impl HazardKind {
         }
     }
 
+    /// The kind spelled `name` in scenario files, if there is one.
     pub fn from_name(name: &str) -> Option<HazardKind> {
         Self::ALL.into_iter().find(|h| h.name() == name)
     }
 }
 
+/// One entry of the simulator's hazard log: undefined behaviour a process
+/// caused, which real hardware may not report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hazard {
+    /// What kind of undefined behaviour.
     pub kind: HazardKind,
+    /// The process that caused it.
     pub process: ProcessIndex,
     /// The scenario step that caused it (set through `Machine::begin_step`).
     pub step: Option<usize>,
+    /// What happened, in words.
     pub detail: String,
 }
 
@@ -202,11 +215,17 @@ pub struct Hazard {
 pub struct BackendInfo {
     /// `sim` or `cuda`.
     pub backend: String,
+    /// The GPU's name (the simulator names what it imitates).
     pub gpu_name: Option<String>,
+    /// The GPU's compute capability, `major.minor`.
     pub compute_capability: Option<String>,
+    /// The kernel driver's version (real backend).
     pub driver_version: Option<String>,
+    /// The CUDA version the driver supports (real backend).
     pub cuda_driver_version: Option<String>,
+    /// The CUDA runtime's version (real backend).
     pub cuda_runtime_version: Option<String>,
+    /// Devices visible to the backend.
     pub device_count: Option<u32>,
     /// Simulator only: the semantic choices in force, by name.
     pub semantics: BTreeMap<String, String>,
@@ -225,7 +244,9 @@ pub enum StartError {
 pub trait Backend {
     /// `sim` or `cuda`.
     fn name(&self) -> &str;
+    /// What this backend runs on, for reports.
     fn info(&self) -> BackendInfo;
+    /// Starts a machine of `spec`, or says why it cannot run here.
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError>;
     /// Whether `Machine::hazards` returns a log on this backend.
     fn has_hazard_log(&self) -> bool;
@@ -247,6 +268,7 @@ pub trait Backend {
 
 /// A running set of processes.
 pub trait Machine {
+    /// How many processes it has.
     fn process_count(&self) -> usize;
     /// The driver as process `process` sees it.
     fn driver(&mut self, process: ProcessIndex) -> &mut dyn Driver;

@@ -20,8 +20,10 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Every tier, from the most to the least binding.
     pub const ALL: [Tier; 3] = [Tier::Contract, Tier::ReliedOn, Tier::Incidental];
 
+    /// The tier's name in reports and on the command line.
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Contract => "contract",

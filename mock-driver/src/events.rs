@@ -23,6 +23,7 @@
 //! (`event_other_context`), and `event_record` from another context is
 //! InvalidHandle, as cuEventRecord's documentation says.
 
+use crate::event_state::{Core, Local, PendingFill};
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{
@@ -33,7 +34,7 @@ use ipc_harness::event_flags::{BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS};
 use ipc_harness::{
     Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Simulated host time one API call takes (a worker round trip).
 pub(crate) const HOST_CALL_NS: u64 = 50_000;
@@ -43,120 +44,6 @@ const KNOWN_FLAGS: u32 = BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS;
 
 /// Where local event ids start (they only need to be distinct and non-zero).
 const EVENT_ID_BASE: u64 = 0x5e00_0000;
-
-/// One event object of the driver, shared by the exporter and importers.
-#[derive(Debug, Clone)]
-pub(crate) struct Core {
-    pub owner: ProcessIndex,
-    pub flags: u32,
-    /// The point in simulated time the last record completes at.
-    pub recorded_at: Option<u64>,
-    /// The recording process and how many writes it had made then
-    /// (`Process::writes`): waiting for the event makes those visible.
-    pub covers: Option<(ProcessIndex, u64)>,
-    /// The exporter destroyed its event (or exited) while it was exported.
-    pub exporter_destroyed: bool,
-    /// The exporter exited and its exit released the event
-    /// (`event_exporter_exit`): only cached re-opens still succeed.
-    pub exit_released: bool,
-    pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
-    /// The context it was made in, and (interprocess events) its slot in
-    /// that context's pool of event memory (`ipc_get_event_handle`).
-    pub ctx: CtxKey,
-    pub slot: Option<u32>,
-}
-
-/// A process's event: its own, or one it opened from a handle.
-#[derive(Debug, Clone)]
-pub(crate) struct Local {
-    pub core: u64,
-    pub ctx: CtxKey,
-    pub imported: bool,
-}
-
-/// Work queued on a stream whose bytes land when the clock passes `done_at`.
-#[derive(Debug, Clone)]
-pub(crate) struct PendingFill {
-    pub done_at: u64,
-    pub block: u64,
-    pub offset: u64,
-    pub len: u64,
-    pub value: u8,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Events {
-    pub clock: u64,
-    /// Per process: when the work queued on its default stream ends.
-    pub tails: BTreeMap<ProcessIndex, u64>,
-    /// In queueing order; applied in order of completion.
-    pub pending: Vec<PendingFill>,
-    pub cores: BTreeMap<u64, Core>,
-    pub local: BTreeMap<(ProcessIndex, u64), Local>,
-    pub by_handle: BTreeMap<[u8; IPC_HANDLE_SIZE], u64>,
-    /// Contexts holding interprocess-event state: they created an
-    /// interprocess event or opened an event handle.
-    pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
-    /// Processes that made or opened an interprocess event
-    /// (`claim_event_memory`).
-    pub shared_memory: BTreeSet<ProcessIndex>,
-    /// `(importer, context, exporter)`: the importer opened a handle of the
-    /// exporter in that context.
-    pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
-    next_core: u64,
-    next_local: u64,
-}
-
-impl Events {
-    fn tail(&self, p: ProcessIndex) -> u64 {
-        self.tails.get(&p).copied().unwrap_or(0)
-    }
-
-    /// The process exits (or tears down): its events go; exported ones it
-    /// owned count as destroyed by the exporter.
-    pub(crate) fn drop_process(&mut self, p: ProcessIndex) {
-        let ids: Vec<u64> = self
-            .local
-            .range((p, 0)..=(p, u64::MAX))
-            .map(|(&(_, id), _)| id)
-            .collect();
-        for id in ids {
-            self.release(p, id);
-        }
-        self.tails.remove(&p);
-    }
-
-    /// A context was destroyed: so were the events made in it.
-    pub(crate) fn drop_context(&mut self, p: ProcessIndex, ctx: CtxKey) {
-        let ids: Vec<u64> = self
-            .local
-            .range((p, 0)..=(p, u64::MAX))
-            .filter(|(_, l)| l.ctx == ctx)
-            .map(|(&(_, id), _)| id)
-            .collect();
-        for id in ids {
-            self.release(p, id);
-        }
-        self.ipc_state.remove(&(p, ctx));
-    }
-
-    fn release(&mut self, p: ProcessIndex, id: u64) {
-        let Some(l) = self.local.remove(&(p, id)) else {
-            return;
-        };
-        if l.imported {
-            return;
-        }
-        if let Some(core) = self.cores.get_mut(&l.core) {
-            if core.handle.is_some() {
-                // Importers (and later opens) still reach the core.
-                core.exporter_destroyed = true;
-            } else {
-                self.cores.remove(&l.core);
-            }
-        }
-    }
-}
 
 impl World {
     /// Process `p` exits: its events go; handles of events it exported stop

@@ -7,6 +7,8 @@
 //! `measured` (the defaults), `documented` (every choice the documents do
 //! not promise set unlike the measured hardware) and `hip` (ROCm's sources).
 
+use crate::backend::{SimBackend, SimConfig};
+use crate::semantics::Semantics;
 use crate::semantics::{
     DestroyPrimary, DriverFds, EventExporterExit, EventIpcTiming, EventOtherContext, EventReopen,
     ExportRule, ExporterExit, FreeOfIpcPointer, FreeWhileMapped, FreedExport, GetNullOut,
@@ -14,7 +16,6 @@ use crate::semantics::{
     OpenFlags, SetDestroyedContext, StaleHandle, StaleKernelRead, StaleMemset, StaleVmmHandle,
     Switch, VaReuse, VaRewind, VmmReserveVa,
 };
-use crate::{Semantics, SimBackend, SimConfig};
 use ipc_harness::{Dialect, ErrorKind};
 use std::fmt;
 use std::str::FromStr;

@@ -13,6 +13,7 @@
 
 use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
 use crate::store::Store;
+use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
     containing, Access, Block, BlockId, Fail, SimResult, VaClass, VaPool, World, BLOCK,
     DEVICE_MEMORY,
@@ -42,89 +43,8 @@ fn vmm_va_pool(rule: VmmReserveVa) -> VaPool {
 /// `cuMemGetAllocationGranularity`, minimum and recommended alike, for every
 /// handle type (measured: H100, driver 580.159.04).
 pub(crate) const VMM_GRANULARITY: u64 = BLOCK;
-/// The lowest descriptor a process can get (0-2 are stdio).
-const FIRST_FD: i32 = 3;
 /// Where allocation handle numbers start (any non-zero value would do).
 const HANDLE_BASE: u64 = 0x1_0000;
-
-/// The VMM part of the simulated machine.
-#[derive(Debug, Default)]
-pub(crate) struct VmmState {
-    phys: BTreeMap<u64, Phys>,
-    next_phys: u64,
-    /// Per process, indexed like `World::procs` (grown on first use).
-    procs: Vec<VmmProc>,
-}
-
-#[derive(Debug)]
-struct Phys {
-    device: u32,
-    size: u64,
-    types: HandleTypes,
-    block: BlockId,
-    /// Handles + mappings + descriptors, in every process.
-    refs: u32,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct HandleEntry {
-    phys: u64,
-    /// Imported handles carry no requested handle types (measured:
-    /// `cuMemGetAllocationPropertiesFromHandle` says 0), so they do not export.
-    imported: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum FdObject {
-    /// An exported allocation.
-    Allocation(u64),
-    /// Something that is not CUDA's (`/dev/null`).
-    Foreign,
-    /// One the driver opened for itself (`driver_fds`): the process never
-    /// got it from an op, so it cannot close, send or import it.
-    Driver,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct VmmMapping {
-    size: u64,
-    phys: u64,
-    offset: u64,
-    access: VmmAccess,
-    /// Physical devices `cuMemSetAccess` granted access to (bit per device).
-    granted: u64,
-}
-
-#[derive(Debug, Default)]
-struct VmmProc {
-    handles: BTreeMap<u64, HandleEntry>,
-    /// Handles already released (a later use is a use of a dangling handle).
-    released: BTreeSet<u64>,
-    next_handle: u64,
-    fds: BTreeMap<i32, FdObject>,
-    /// The descriptor each context made by `ctx_create` holds (`driver_fds`).
-    ctx_fds: BTreeMap<crate::world::CtxKey, i32>,
-    /// Whether the process made an interprocess event (`driver_fds`: the
-    /// first one opens a descriptor the process keeps).
-    ipc_event_fd: bool,
-    /// Reserved VA: base -> size.
-    reservations: BTreeMap<u64, u64>,
-    /// Mapped VA: base -> mapping.
-    maps: BTreeMap<u64, VmmMapping>,
-}
-
-impl VmmProc {
-    fn lowest_free_fd(&self) -> i32 {
-        let mut fd = FIRST_FD;
-        for &used in self.fds.range(FIRST_FD..).map(|(k, _)| k) {
-            if used != fd {
-                break;
-            }
-            fd += 1;
-        }
-        fd
-    }
-}
 
 fn aligned(x: u64) -> bool {
     x != 0 && x % VMM_GRANULARITY == 0
@@ -668,87 +588,5 @@ impl World {
     #[cfg(test)]
     pub(crate) fn vmm_live_allocations(&self) -> usize {
         self.vmm.phys.len()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::machine::SimMachine;
-    use crate::SimBackend;
-    use ipc_harness::{
-        Dialect, HandleTypes, Machine, MachineSpec, ProcessSpec, ShareableHandleType, VmmAccess,
-    };
-    use std::time::Duration;
-
-    fn machine() -> SimMachine {
-        let spec = MachineSpec {
-            devices: 1,
-            processes: ["owner", "peer"]
-                .map(|n| ProcessSpec {
-                    name: n.into(),
-                    device: 0,
-                    visible_devices: None,
-                })
-                .to_vec(),
-            dialect: Dialect::Driver,
-            seed: 3,
-            step_timeout: Duration::from_secs(1),
-            topology: None,
-            semantics: Vec::new(),
-        };
-        SimMachine::new(SimBackend::default().world(&spec).expect("valid spec"))
-    }
-
-    /// Every reference kind keeps the memory, and the last one frees it
-    /// (with its device memory) whichever process drops it.
-    #[test]
-    fn the_last_reference_frees_the_physical_allocation() {
-        let mut m = machine();
-        let size = super::VMM_GRANULARITY;
-        let h = m
-            .driver(0)
-            .vmm_create(0, size, HandleTypes::POSIX_FD)
-            .unwrap();
-        let fd = m
-            .driver(0)
-            .vmm_export(h, ShareableHandleType::PosixFd)
-            .unwrap();
-        let pfd = m.transfer_fd(0, fd, 1).unwrap();
-        let ph = m.driver(1).vmm_import(pfd).unwrap();
-        let va = m.driver(1).vmm_reserve(size).unwrap();
-        m.driver(1).vmm_map(va, size, 0, ph).unwrap();
-        m.driver(1)
-            .vmm_set_access(va, size, 0, VmmAccess::ReadWrite)
-            .unwrap();
-        m.driver(0).vmm_release(h).unwrap();
-        m.driver(0).fd_close(fd).unwrap();
-        m.driver(1).fd_close(pfd).unwrap();
-        m.driver(1).vmm_release(ph).unwrap();
-        assert_eq!(m.world().vmm_live_allocations(), 1);
-        assert_eq!(m.world().device_used[0], size);
-        m.driver(1).vmm_unmap(va, size).unwrap();
-        assert_eq!(m.world().vmm_live_allocations(), 0);
-        assert_eq!(m.world().device_used[0], 0);
-        assert!(m.world().blocks.is_empty());
-    }
-
-    #[test]
-    fn exit_drops_every_reference_the_process_held() {
-        let mut m = machine();
-        let size = super::VMM_GRANULARITY;
-        let h = m
-            .driver(0)
-            .vmm_create(0, size, HandleTypes::POSIX_FD)
-            .unwrap();
-        let fd = m
-            .driver(0)
-            .vmm_export(h, ShareableHandleType::PosixFd)
-            .unwrap();
-        m.driver(0).vmm_import(fd).unwrap();
-        let va = m.driver(0).vmm_reserve(size).unwrap();
-        m.driver(0).vmm_map(va, size, 0, h).unwrap();
-        m.exit(0).unwrap();
-        assert_eq!(m.world().vmm_live_allocations(), 0);
-        assert_eq!(m.world().device_used[0], 0);
     }
 }

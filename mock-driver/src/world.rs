@@ -35,7 +35,7 @@ const VA_GUARD: u64 = BLOCK;
 /// Largest single read the simulator materialises on the host.
 pub(crate) const MAX_READ: u64 = 256 * MIB;
 
-pub(crate) type BlockId = u64;
+pub(crate) use crate::ids::{BlockId, CtxKey};
 
 /// The arena of released VA a `ctx_destroy` retired: never current.
 pub(crate) const RETIRED_ARENA: u64 = u64::MAX;
@@ -123,8 +123,6 @@ pub(crate) struct FreeVa {
     /// The context current when it was released.
     pub released_in: Option<CtxKey>,
 }
-
-pub(crate) type CtxKey = u64;
 
 /// Why a call produced no result: an API error, or a harness-level refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -407,9 +405,9 @@ pub(crate) struct World {
     pub freed_exports: BTreeMap<u32, FreedExport>,
     pub hazards: HazardLog,
     /// VMM allocations, handles, descriptors and mappings (`vmm.rs`).
-    pub vmm: crate::vmm::VmmState,
+    pub vmm: crate::vmm_state::VmmState,
     /// Events, IPC event handles and the simulated clock (`events`).
-    pub events: crate::events::Events,
+    pub events: crate::event_state::Events,
     #[cfg(feature = "mutants")]
     pub mutant: Option<crate::mutants::Mutant>,
 }
@@ -866,7 +864,7 @@ impl World {
                 let reused = export.is_some_and(|(o, _)| {
                     self.blocks
                         .get(&r.block)
-                        .is_some_and(|b| crate::ipc::opened_slot_reused(self.seed, stable, m, b, o))
+                        .is_some_and(|b| opened_slot_reused(self.seed, stable, m, b, o))
                 });
                 (export, m.exporter, closed, reused)
             });
@@ -1168,4 +1166,32 @@ impl World {
         proc.peer_links.clear();
         proc.exited = true;
     }
+}
+
+/// Whether the allocation a mapping opened at block offset `o` is gone:
+/// every handle it was opened with there carries an older serial (bytes
+/// 40..48) than the slot's allocation now, which first-fit reuse placed
+/// after the handle's allocation was freed. An access through it reaches
+/// another allocation's memory: the access-after-free hazard.
+pub(crate) fn opened_slot_reused(
+    seed: u64,
+    stable: bool,
+    m: &Mapping,
+    block: &Block,
+    o: u64,
+) -> bool {
+    if !stable {
+        return false;
+    }
+    let now = block.serials.get(&o).copied().unwrap_or(0);
+    let mut named = false;
+    for h in &m.opened {
+        if crate::handle_codec::decode(seed, h).is_some_and(|d| d.offset == o) {
+            named = true;
+            if crate::handle_codec::serial_of(h) == now {
+                return false;
+            }
+        }
+    }
+    named
 }

@@ -387,7 +387,7 @@ fn flags_strategy() -> impl Strategy<Value = u32> {
     prop_oneof![12 => Just(1u32), 1 => Just(0u32), 1 => Just(2u32), 1 => Just(3u32)]
 }
 
-/// Byte offsets of the handle fields (mock-driver/src/ipc.rs): checked and ignored ones.
+/// Byte offsets of the handle fields (mock-driver/src/handle_codec.rs): checked and ignored ones.
 const FLIP_OFFSETS: [u8; 9] = [0, 8, 16, 24, 28, 32, 40, 48, 52];
 
 fn damage_strategy() -> impl Strategy<Value = HandleDamage> {

@@ -1,8 +1,9 @@
 //! [`CudaBackend`]: probing the host once, checking a scenario's needs, and
 //! starting [`CudaMachine`]s.
 
+use super::machine::CudaMachine;
 use super::pool::{PoolStats, WorkerPool, DEFAULT_POOL_SIZE};
-use super::process::{CudaMachine, WorkerProxy};
+use super::process::WorkerProxy;
 use super::protocol::{ProbeReport, Reply, Request};
 use super::spawn::{worker_env, WorkerCommand};
 use crate::errors::{ApiError, Dialect};
@@ -24,6 +25,7 @@ pub enum ProbeOutcome {
     NoLibcuda,
     /// The probe worker could not be started or did not answer.
     Failed(String),
+    /// The probe worker answered.
     Report(ProbeReport),
 }
 
@@ -131,6 +133,7 @@ impl CudaBackend {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The command that starts this backend's workers.
     pub fn worker(&self) -> &WorkerCommand {
         &self.worker
     }

@@ -92,8 +92,10 @@
 mod backend;
 mod ffi;
 mod local;
+mod machine;
 mod pool;
 mod process;
+#[allow(missing_docs)] // Not documented item by item yet (issue 17).
 pub mod protocol;
 mod spawn;
 mod stop;
@@ -104,10 +106,10 @@ pub use backend::{
     ProbeOutcome, CUDA_BACKEND_DIALECTS, NO_LIBCUDA, PROBE_TIMEOUT,
 };
 pub use local::LocalCudaDriver;
+pub use machine::CudaMachine;
 pub use pool::{PoolStats, DEFAULT_POOL_SIZE};
 pub use process::{
-    CudaMachine, WorkerProxy, MIN_INIT_TIMEOUT, RESET_TIMEOUT, SHUTDOWN_GRACE, STICKY_ERROR_MIN,
-    WORKER_FD,
+    WorkerProxy, MIN_INIT_TIMEOUT, RESET_TIMEOUT, SHUTDOWN_GRACE, STICKY_ERROR_MIN, WORKER_FD,
 };
 pub use protocol::{ProbeReport, Reply, Request, Response, WireError};
 pub use spawn::{child_visible_devices, WorkerCommand};

@@ -34,7 +34,7 @@
 //!   idle worker, then reaps them all. Were the parent to die instead, each
 //!   idle worker sees its socket close and exits.
 
-use super::process::{WorkerProxy, MIN_INIT_TIMEOUT};
+use super::process::{WorkerProxy, MIN_INIT_TIMEOUT, POOLED_NAME};
 use super::protocol::Request;
 use super::spawn::WorkerCommand;
 use crate::errors::Dialect;
@@ -46,10 +46,6 @@ use std::time::Instant;
 /// [`CudaBackend::with_pool_size`](super::CudaBackend::with_pool_size) says
 /// otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 6;
-
-/// The process name of a worker while it waits in the pool (it takes its
-/// scenario process's name when handed out).
-pub(crate) const POOLED_NAME: &str = "(pooled worker)";
 
 /// What `Init` and the environment fix in a worker: only a worker with the
 /// same key can serve a process.

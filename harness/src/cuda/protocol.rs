@@ -25,11 +25,11 @@
 //! reuses workers) releases everything the worker's requests created and is
 //! answered with [`Reply::Clean`] when nothing is left.
 
-use crate::calls::CallKind;
+use crate::calls::{CallKind, Driver};
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverResult, EventId, Fd,
-    FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
-    PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
+    GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
+    ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use nix::errno::Errno;
@@ -955,7 +955,7 @@ mod tests {
 
     #[test]
     fn a_call_request_runs_on_a_driver_and_its_value_comes_back_in_the_reply() {
-        let mut driver = crate::driver::MockDriver::new();
+        let mut driver = crate::calls::MockDriver::new();
         driver
             .expect_write()
             .withf(|ptr, bytes| *ptr == DevicePtr(2) && bytes == [7, 8])

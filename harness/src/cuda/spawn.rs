@@ -10,11 +10,14 @@ use std::sync::OnceLock;
 /// The program (and leading arguments) that runs [`worker_main`](super::worker_main).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCommand {
+    /// The executable.
     pub program: PathBuf,
+    /// Arguments before any the worker protocol adds.
     pub args: Vec<String>,
 }
 
 impl WorkerCommand {
+    /// `program` run with `args`.
     pub fn new(
         program: impl Into<PathBuf>,
         args: impl IntoIterator<Item = impl Into<String>>,

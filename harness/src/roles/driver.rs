@@ -4,12 +4,13 @@
 //! mappings recorded for the final state.
 
 use super::ledger::{self, Answered, CallBy};
-use super::{Crash, Fault, ProcessState};
+use super::model::{Crash, Fault, Mapping, ProcessState};
 use crate::calls::Call;
+use crate::calls::Driver;
 use crate::driver::{
-    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Driver, DriverError, DriverResult,
-    EventId, Fd, FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind,
-    OutArg, PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
+    ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
+    FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
+    PointerInfo, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use std::any::Any;
@@ -208,7 +209,7 @@ impl RoleDriver {
         if !known {
             self.state.opened.push((ptr.0, mapped_len));
         }
-        let m = self.state.mappings.entry(ptr.0).or_insert(super::Mapping {
+        let m = self.state.mappings.entry(ptr.0).or_insert(Mapping {
             open_count: 0,
             mapped_len,
         });

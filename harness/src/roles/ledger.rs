@@ -7,7 +7,7 @@
 //! `RoleDriver` calls in here from a few marked places (`ledger:`); every
 //! rule lives here.
 
-use super::{CallKind, ProcessState, RoleOutcome};
+use crate::calls::CallKind;
 use crate::driver::{DriverError, DriverResult};
 use crate::errors::ErrorKind;
 use serde::{Deserialize, Serialize};
@@ -58,6 +58,7 @@ fn is_status(kind: ErrorKind) -> bool {
 /// A driver error that reached the role's code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReachedError {
+    /// The call that returned it.
     pub call: CallKind,
     /// `None` for a code the error table does not know.
     pub kind: Option<ErrorKind>,
@@ -97,13 +98,21 @@ pub struct Held {
 /// What a role declares it keeps on purpose at its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Kept {
+    /// An allocation, by its pointer.
     Allocation(u64),
+    /// An IPC mapping, by its pointer.
     Mapping(u64),
+    /// An event the role created, by its id.
     Event(u64),
+    /// An event the role opened from an IPC handle, by its id.
     ImportedEvent(u64),
+    /// A VMM allocation handle.
     VmmHandle(u64),
+    /// A VMM mapping, by its address.
     VmmMapping(u64),
+    /// A VA reservation, by its address.
     Reservation(u64),
+    /// A file descriptor.
     Fd(i32),
     /// Everything the role holds (a long-lived service).
     Everything,
@@ -119,7 +128,9 @@ pub struct Ledger {
     pub errors: Vec<ReachedError>,
     /// Error kinds the role declared expected and no error consumed yet.
     pub expecting: Vec<ErrorKind>,
+    /// What the role's process holds now.
     pub held: Held,
+    /// What the role declared it keeps (`RoleCtx::keep`).
     pub kept: Vec<Kept>,
     /// The last error a role's call got, for a failure's `call` and `kind`.
     pub last_error: Option<(CallKind, Option<ErrorKind>)>,
@@ -174,7 +185,7 @@ impl Ledger {
             .push((CallBy::Harness, describe(CallBy::Harness, kind, result)));
     }
 
-    fn keeps(&self, what: Kept) -> bool {
+    pub(super) fn keeps(&self, what: Kept) -> bool {
         self.kept.contains(&Kept::Everything) || self.kept.contains(&what)
     }
 }
@@ -182,6 +193,7 @@ impl Ledger {
 /// One thing a role left behind that it did not declare kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Leak {
+    /// What was left.
     pub what: Kept,
     /// Bytes (allocations, mappings, reservations), where known.
     pub size: Option<u64>,
@@ -207,81 +219,4 @@ impl fmt::Display for Leak {
             Kept::Everything => f.write_str("everything"),
         }
     }
-}
-
-impl ProcessState {
-    /// What this process still holds at its end that its role did not
-    /// declare kept (`RoleCtx::keep`).
-    pub fn leaks(&self) -> Vec<Leak> {
-        let l = &self.ledger;
-        let mut out = Vec::new();
-        let mut add = |what: Kept, size: Option<u64>| {
-            if !l.keeps(what) {
-                out.push(Leak { what, size });
-            }
-        };
-        for (&p, &size) in &self.allocations {
-            add(Kept::Allocation(p), Some(size));
-        }
-        for (&p, m) in &self.mappings {
-            add(Kept::Mapping(p), m.mapped_len);
-        }
-        for &e in &l.held.events {
-            add(Kept::Event(e), None);
-        }
-        for &e in &l.held.imported_events {
-            add(Kept::ImportedEvent(e), None);
-        }
-        for &h in &l.held.vmm_handles {
-            add(Kept::VmmHandle(h), None);
-        }
-        for (&p, &size) in &l.held.vmm_mappings {
-            add(Kept::VmmMapping(p), Some(size));
-        }
-        for (&p, &size) in &l.held.reservations {
-            add(Kept::Reservation(p), Some(size));
-        }
-        for &d in &l.held.fds {
-            add(Kept::Fd(d), None);
-        }
-        out
-    }
-
-    /// Driver errors that reached the role's code undeclared.
-    pub fn unexpected_errors(&self) -> Vec<&ReachedError> {
-        self.ledger.errors.iter().filter(|e| !e.expected).collect()
-    }
-}
-
-/// A role's failure: its message and, when a driver error caused it, the
-/// call and the dialect-neutral kind (match kinds, not strings).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoleFailure {
-    pub message: String,
-    pub call: Option<CallKind>,
-    pub kind: Option<ErrorKind>,
-}
-
-impl fmt::Display for RoleFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.call, self.kind) {
-            (Some(c), Some(k)) => write!(f, "{c:?} failed with {k:?}: {}", self.message),
-            (None, Some(k)) => write!(f, "{k:?}: {}", self.message),
-            _ => f.write_str(&self.message),
-        }
-    }
-}
-
-/// The outcome of a role whose closure returned `Err(error)`: the call is
-/// the role's last failed driver call when its kind is the error's.
-pub(crate) fn failed(error: super::RoleError, state: &ProcessState) -> RoleOutcome {
-    let call = match (error.kind, state.ledger.last_error) {
-        (Some(k), Some((call, Some(last)))) if k == last => Some(call),
-        _ => None,
-    };
-    RoleOutcome::Failed(RoleFailure {
-        message: error.message,
-        call: error.call.or(call),
-        kind: error.kind,
-    })
 }

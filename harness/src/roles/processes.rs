@@ -9,12 +9,13 @@
 //! state, and exits the process. The parent only routes peer messages
 //! (file descriptors with `SCM_RIGHTS`) and collects reports.
 
+use super::ctx::{Message, PeerLink, RoleCtx};
 use super::driver::{DirectGate, RoleDriver};
-use super::scheduler::play;
-use super::{
-    Message, PeerLink, ProcessState, RoleCtx, RoleError, RoleOutcome, RoleSet, RunOptions,
-    RunReport, ROLE_ENV, ROLE_FD_ENV,
+use super::model::{
+    fail, ProcessState, RoleError, RoleOutcome, RunOptions, RunReport, ROLE_ENV, ROLE_FD_ENV,
 };
+use super::scheduler::play;
+use super::set::RoleSet;
 use crate::cuda::protocol::{recv_message, send_message};
 use crate::cuda::{child_visible_devices, CudaBackend, LocalCudaDriver, NO_LIBCUDA, WORKER_FD};
 use crate::machine::StartError;
@@ -146,7 +147,7 @@ impl PeerLink for SocketLink {
             },
             &fds,
         )
-        .map_err(|e| super::fail(format!("lost the parent: {e}")))
+        .map_err(|e| fail(format!("lost the parent: {e}")))
     }
 
     fn recv(&mut self, from: Option<usize>) -> Result<(usize, Message), RoleError> {
@@ -162,7 +163,7 @@ impl PeerLink for SocketLink {
                 None => self.ended.iter().filter(|&&e| !e).count() <= 1,
             };
             if others_ended {
-                return Err(super::fail(
+                return Err(fail(
                     "the peer(s) this role waits for have ended and sent nothing more",
                 ));
             }
@@ -175,7 +176,7 @@ impl PeerLink for SocketLink {
                         *e = true;
                     }
                 }
-                Err(e) => return Err(super::fail(format!("lost the parent: {e}"))),
+                Err(e) => return Err(fail(format!("lost the parent: {e}"))),
             }
         }
     }

@@ -7,12 +7,13 @@
 //! their own code between posts, so the order of everything the driver and
 //! the peers see is a function of the roles, the seed and the schedule.
 
+use super::ctx::{Message, PeerLink, RoleBody, RoleCtx};
 use super::driver::{CallGate, CallKind, Crashed, DriverCall, RoleDriver};
-use super::{
-    Crash, Message, PeerLink, ProcessState, RoleCtx, RoleError, RoleOutcome, RoleSet, RunOptions,
-    RunReport, Schedule,
+use super::model::{
+    fail, Crash, ProcessState, RoleError, RoleOutcome, RunOptions, RunReport, Schedule, CRASHED_AT,
 };
-use crate::driver::Driver;
+use super::set::RoleSet;
+use crate::calls::Driver;
 use crate::machine::{Hazard, Machine};
 use std::any::Any;
 use std::collections::{BTreeMap, VecDeque};
@@ -104,7 +105,7 @@ enum Post {
 }
 
 fn stopped() -> RoleError {
-    super::fail("the run was stopped (timeout or harness failure)")
+    fail("the run was stopped (timeout or harness failure)")
 }
 
 struct SimGate {
@@ -210,12 +211,12 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 /// Runs the role's closure, catching a panic as an outcome.
-pub(crate) fn play(body: &super::RoleBody, ctx: &mut RoleCtx) -> RoleOutcome {
+pub(crate) fn play(body: &RoleBody, ctx: &mut RoleCtx) -> RoleOutcome {
     match catch_unwind(AssertUnwindSafe(|| body(ctx))) {
         Ok(Ok(v)) => RoleOutcome::Ok(v),
-        Ok(Err(e)) => super::ledger::failed(e, &ctx.driver.state),
+        Ok(Err(e)) => super::model::failed(e, &ctx.driver.state),
         // The run already recorded the crash; this outcome is not reported.
-        Err(p) if p.is::<Crashed>() => RoleOutcome::Lost(super::CRASHED_AT.into()),
+        Err(p) if p.is::<Crashed>() => RoleOutcome::Lost(CRASHED_AT.into()),
         Err(p) => RoleOutcome::Panicked(panic_message(p.as_ref())),
     }
 }
@@ -330,7 +331,7 @@ pub(crate) fn run(
             events.push(format!("deadlock: {stuck:?} all wait to receive"));
             for (i, slot) in pending.iter_mut().enumerate() {
                 if let Some(Post::Recv { reply, .. }) = slot.take() {
-                    let _ = reply.send(Err(super::fail(format!(
+                    let _ = reply.send(Err(fail(format!(
                         "deadlock: '{}' waits to receive, as does every other running role ({stuck:?})",
                         names[i]
                     ))));
@@ -368,7 +369,7 @@ pub(crate) fn run(
                         "{step}: {} -> {}: refused, ended",
                         names[i], names[to]
                     ));
-                    let _ = reply.send(Err(super::fail(format!(
+                    let _ = reply.send(Err(fail(format!(
                         "'{}' sent to '{}', which has already ended",
                         names[i], names[to]
                     ))));
@@ -396,7 +397,7 @@ pub(crate) fn run(
                     None => {
                         let peer = from.map_or("?", |f| names[f].as_str());
                         events.push(format!("{step}: {} <- {peer}: ended", names[i]));
-                        let _ = reply.send(Err(super::fail(format!(
+                        let _ = reply.send(Err(fail(format!(
                             "'{}' waits for '{peer}', which has ended and sent nothing more",
                             names[i]
                         ))));

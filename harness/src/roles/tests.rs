@@ -2,7 +2,9 @@
 //! on this crate). The buffer-pool example tests it on the simulator.
 
 use super::*;
-use crate::driver::{DevicePtr, MemKind, MockDriver};
+use crate::calls::MockDriver;
+use crate::driver::{DevicePtr, MemKind};
+use crate::errors::ErrorKind;
 use std::io::{Read, Write};
 
 fn mocks() -> impl FnMut(usize, &ProcessSpec) -> Box<dyn Driver + Send> {

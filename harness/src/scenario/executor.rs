@@ -2,8 +2,8 @@
 
 use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
+use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::MAX_WRITE_BYTES;
-use super::{ExecOptions, Execution, Scenario};
 use crate::calls::{Call, Returned};
 use crate::driver::{
     DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, VmmHandle,

@@ -6,7 +6,7 @@ use super::ast::{
     ProcIndex, Ref, Step, ValueType,
 };
 use super::lexer::{strip_comment, tokenize, Token};
-use super::{Metadata, ParseError, Scenario};
+use super::model::{Metadata, ParseError, Scenario};
 use crate::driver::{
     event_flags, DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType,
     OutArg, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,

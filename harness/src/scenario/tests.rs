@@ -3,9 +3,10 @@
 //! `mock` feature) of this crate.
 
 use super::*;
+use crate::calls::MockDriver;
 use crate::driver::{
     ContextId, DevicePtr, DriverError, DriverResult, FreeKind, IpcMemHandle, MemKind, MemoryType,
-    MockDriver, OutArg, PointerInfo, ProcessLoss,
+    OutArg, PointerInfo, ProcessLoss,
 };
 use crate::errors::{ApiError, Dialect, ErrorKind};
 use crate::machine::{BackendInfo, Hazard, HazardKind, MachineSpec, ProcessIndex, StartError};
@@ -37,7 +38,7 @@ impl Machine for MockMachine {
     fn process_count(&self) -> usize {
         self.drivers.len()
     }
-    fn driver(&mut self, process: ProcessIndex) -> &mut dyn crate::driver::Driver {
+    fn driver(&mut self, process: ProcessIndex) -> &mut dyn crate::calls::Driver {
         &mut self.drivers[process]
     }
     fn exit(&mut self, process: ProcessIndex) -> DriverResult<()> {
