@@ -166,9 +166,9 @@ fn every_documented_return_is_a_seed_or_a_clause_of_its_dialect() {
     };
     let seeded: Vec<ErrorKind> = documented_returns("ipc_open", Dialect::Hip)
         .into_iter()
-        .filter(|(_, s)| matches!(s, Source::Seed(_)))
+        .filter(|(_, s)| matches!(s, Source::Document(_)))
         .map(|(k, s)| {
-            assert_eq!(s, Source::Seed("hip-hipIpcOpenMemHandle.txt"));
+            assert_eq!(s, Source::Document("https://rocm.docs.amd.com/projects/HIP/en/latest/doxygen/html/group___memory.html (hipIpcOpenMemHandle)"));
             k
         })
         .collect();
@@ -184,9 +184,9 @@ fn every_documented_return_is_a_seed_or_a_clause_of_its_dialect() {
     for dialect in Dialect::ALL {
         for op in OPS {
             for (kind, source) in documented_returns(op, dialect) {
-                if let Source::Seed(file) = source {
-                    // The seed files live in shared/seeds/, outside the repository.
-                    assert!(file.ends_with(".txt"), "{op} {dialect}: {file}");
+                if let Source::Document(page) = source {
+                    // A public reference page: its URL, then the API it documents.
+                    assert!(page.starts_with("https://"), "{op} {dialect}: {page}");
                     continue;
                 }
                 let id = source.clause().expect("a clause");

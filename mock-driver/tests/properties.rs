@@ -357,9 +357,9 @@ fn documented(api: Api, dialect: Dialect) -> &'static [ErrorKind] {
             TooManyPeers,
             InvalidValue,
         ],
-        // cudaIpcGetMemHandle's reference page (no seed in /work/shared/seeds).
+        // cudaIpcGetMemHandle's reference page (https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html).
         (Api::Get, Dialect::Runtime) => &[OutOfMemory, MapFailed, NotSupported, InvalidValue],
-        // cuIpcGetMemHandle's reference page (no seed in /work/shared/seeds).
+        // cuIpcGetMemHandle's reference page (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html).
         (Api::Get, Dialect::Driver) => &[InvalidHandle, OutOfMemory, MapFailed, InvalidValue],
         // hip-hipIpcOpenMemHandle.txt lists MapFailed, InvalidHandle and
         // TooManyPeers; ROCm/clr hip_memory.cpp also returns InvalidValue

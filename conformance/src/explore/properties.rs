@@ -5,7 +5,7 @@
 //! - robustness: running it neither panics nor breaks the harness;
 //! - determinism: the same seed gives the same trace and hazard log;
 //! - documented returns: every error is in the API's documented list
-//!   (`shared/seeds/`) or a measured exception a catalogue clause names; in
+//!   (its public reference page) or a measured exception a catalogue clause names; in
 //!   the hip dialect also an exception read from ROCm's source (or carried
 //!   over from the H100 through the CUDA handle layout) that a clause names,
 //!   marked unverified ([`documented_returns`], [`Source`]);
@@ -99,8 +99,8 @@ impl Violation {
 /// Where a documented or accepted return code comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// Listed under "Returns" in this file of `shared/seeds/`.
-    Seed(&'static str),
+    /// Listed under "Returns" on this public reference page (URL and API).
+    Document(&'static str),
     /// Not in the seeds; measured on hardware by this catalogue clause (in
     /// the hip dialect: the HIP profile keeping what the clause measured on
     /// CUDA hardware, which the clause shows by running in that dialect).
@@ -130,7 +130,7 @@ impl Source {
     /// The catalogue clause that names the code, if any.
     pub fn clause(&self) -> Option<&'static str> {
         match self {
-            Source::Seed(_) => None,
+            Source::Document(_) => None,
             Source::Clause(c) | Source::VendorSource { clause: c, .. } => Some(c),
             Source::Inherited { clause, .. } => Some(clause),
         }
@@ -150,7 +150,7 @@ pub const ROCM_MEMORY: &str =
 pub const ROCM_EVENT_IPC: &str =
     "ROCm/clr hipamd/src/hip_event_ipc.cpp at 06edbb817798d683d665be915ed5e7d12b65a04e";
 
-/// hipIpcOpenMemHandle's page (`shared/seeds/hip-hipIpcOpenMemHandle.txt`)
+/// hipIpcOpenMemHandle's page in the HIP API reference
 /// says "Returns hipSuccess, hipErrorMapFailed, hipErrorInvalidHandle,
 /// hipErrorTooManyPeers"; [`ROCM_MEMORY`] returns three codes it does not
 /// list, each shown by a clause that runs in the hip dialect (its `# hip:`
@@ -159,12 +159,12 @@ pub const ROCM_EVENT_IPC: &str =
 /// resolves to it; it stays listed as the page lists it.
 fn hip_open_returns() -> Vec<(ErrorKind, Source)> {
     use ErrorKind::*;
-    use Source::{Inherited, Seed, VendorSource};
-    const HIP_OPEN: &str = "hip-hipIpcOpenMemHandle.txt";
+    use Source::{Document, Inherited, VendorSource};
+    const HIP_OPEN: &str = "https://rocm.docs.amd.com/projects/HIP/en/latest/doxygen/html/group___memory.html (hipIpcOpenMemHandle)";
     vec![
-        (MapFailed, Seed(HIP_OPEN)),
-        (InvalidHandle, Seed(HIP_OPEN)),
-        (TooManyPeers, Seed(HIP_OPEN)),
+        (MapFailed, Document(HIP_OPEN)),
+        (InvalidHandle, Document(HIP_OPEN)),
+        (TooManyPeers, Document(HIP_OPEN)),
         (
             InvalidValue,
             VendorSource {
@@ -223,17 +223,18 @@ fn hip_open_returns() -> Vec<(ErrorKind, Source)> {
 /// more than once, with each source that names it.
 pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
     use ErrorKind::*;
-    use Source::{Clause, Seed};
-    const RT_OPEN: &str = "cuda-runtime-cudaIpcOpenMemHandle.txt";
-    const DRV_OPEN: &str = "cuda-driver-cuIpcOpenMemHandle_v2.txt";
+    use Source::{Clause, Document};
+    const RT_OPEN: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcOpenMemHandle)";
+    const DRV_OPEN: &str =
+        "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html (cuIpcOpenMemHandle)";
     match (op, dialect) {
         ("ipc_open", Dialect::Runtime) => vec![
-            (MapFailed, Seed(RT_OPEN)),
-            (InvalidHandle, Seed(RT_OPEN)),
-            (InvalidContext, Seed(RT_OPEN)),
-            (TooManyPeers, Seed(RT_OPEN)),
-            (NotSupported, Seed(RT_OPEN)),
-            (InvalidValue, Seed(RT_OPEN)),
+            (MapFailed, Document(RT_OPEN)),
+            (InvalidHandle, Document(RT_OPEN)),
+            (InvalidContext, Document(RT_OPEN)),
+            (TooManyPeers, Document(RT_OPEN)),
+            (NotSupported, Document(RT_OPEN)),
+            (InvalidValue, Document(RT_OPEN)),
             (AlreadyMapped, Clause("mem.handle.corrupted-fields")),
             (
                 NotPermitted,
@@ -241,11 +242,11 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             ),
         ],
         ("ipc_open", Dialect::Driver) => vec![
-            (InvalidContext, Seed(DRV_OPEN)),
-            (MapFailed, Seed(DRV_OPEN)),
-            (InvalidHandle, Seed(DRV_OPEN)),
-            (TooManyPeers, Seed(DRV_OPEN)),
-            (InvalidValue, Seed(DRV_OPEN)),
+            (InvalidContext, Document(DRV_OPEN)),
+            (MapFailed, Document(DRV_OPEN)),
+            (InvalidHandle, Document(DRV_OPEN)),
+            (TooManyPeers, Document(DRV_OPEN)),
+            (InvalidValue, Document(DRV_OPEN)),
             (AlreadyMapped, Clause("mem.handle.corrupted-fields")),
             (
                 NotPermitted,

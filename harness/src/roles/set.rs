@@ -120,7 +120,7 @@ impl RoleSet {
         for (i, c) in opts.crashes.iter().enumerate() {
             if c.nth == 0 {
                 return Err(StartError::Harness(format!(
-                    "the crash of role '{}' is at call 0 of {:?}: calls count from 1",
+                    "the crash of role '{}' is at number 0 of {:?}: calls count from 1",
                     c.role, c.call
                 )));
             }
