@@ -50,6 +50,10 @@ pub struct RelianceStep {
     pub together: bool,
     /// The least firm tier among `choices`; absent when none was named.
     pub tier: Option<Tier>,
+    /// `choices` in words, as `portability` prints them
+    /// (`ipc_mock_driver::portability::Causes::text`).
+    #[serde(skip)]
+    because: String,
 }
 
 /// Where the program's observed outcome rests on more than the contract.
@@ -133,6 +137,7 @@ pub fn judge(
                     .collect(),
                 together: d.causes.together,
                 tier: d.causes.tier(),
+                because: d.causes.text(),
             }
         })
         .collect();
@@ -182,24 +187,7 @@ pub fn judge(
 
 impl RelianceStep {
     /// `va_reuse=never (measured top-down; incidental)`, as portability prints it.
-    pub fn because(&self) -> String {
-        if self.choices.is_empty() {
-            return "several choices together (none named alone)".into();
-        }
-        let parts: Vec<String> = self
-            .choices
-            .iter()
-            .map(|c| {
-                format!(
-                    "{}={} (measured {}; {})",
-                    c.choice, c.value, c.measured, c.tier
-                )
-            })
-            .collect();
-        if self.together {
-            format!("together: {}", parts.join(" + "))
-        } else {
-            parts.join("; or ")
-        }
+    pub fn because(&self) -> &str {
+        &self.because
     }
 }
