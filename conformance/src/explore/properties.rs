@@ -15,7 +15,8 @@
 //!   changes nothing: the opener's close and exit are judged as before); a
 //!   second free of a pointer fails and is logged as a `double-free`; an
 //!   exit with opens outstanding is logged as a leak (and only then); an
-//!   access through a pointer after its last close fails or is logged;
+//!   access through a pointer after its last close, or inside memory its
+//!   owner freed (through any process's pointer), fails or is logged;
 //! - coherence: a read returns the last bytes written there through any
 //!   process sharing the memory (a kernel's `slow_fill` included), unless
 //!   the hazard log explains why not (an `unsynchronized-read`: its bytes
@@ -275,10 +276,25 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (MapFailed, Clause("event.handle.zeroed")),
             (InvalidContext, Clause("event.open.own-process")),
         ],
-        ("ipc_get", _) => vec![
-            (InvalidValue, Clause("mem.get.freed")),
-            (InvalidValue, Clause("mem.kinds.managed")),
-        ],
+        ("ipc_get", _) => {
+            const RT_GET: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcGetMemHandle)";
+            const DRV_GET: &str =
+                "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html (cuIpcGetMemHandle)";
+            const HIP_GET: &str = "https://rocm.docs.amd.com/projects/HIP/en/latest/doxygen/html/group___memory.html (hipIpcGetMemHandle)";
+            let (page, listed): (&str, &[ErrorKind]) = match dialect {
+                Dialect::Runtime => (RT_GET, &[OutOfMemory, MapFailed, NotSupported, InvalidValue]),
+                Dialect::Driver => (DRV_GET, &[InvalidHandle, OutOfMemory, MapFailed, InvalidValue]),
+                Dialect::Hip => (HIP_GET, &[InvalidHandle, OutOfMemory, MapFailed]),
+            };
+            listed
+                .iter()
+                .map(|&k| (k, Document(page)))
+                .chain([
+                    (InvalidValue, Clause("mem.get.freed")),
+                    (InvalidValue, Clause("mem.kinds.managed")),
+                ])
+                .collect()
+        }
         ("ipc_close", _) => vec![(InvalidValue, Clause("mem.close.twice"))],
         ("free" | "free_host" | "free_async", _) => {
             vec![(InvalidValue, Clause("mem.lifetime.cudafree-of-ipc-pointer"))]
@@ -541,6 +557,11 @@ struct Model {
     /// malloc, open or reservation of the process returned that address: a
     /// free of it again must fail and be logged as a `double-free`.
     freed: HashSet<(usize, String)>,
+    /// Objects their owner freed, while no later malloc, open or
+    /// reservation of the owner could have reused their address: a
+    /// successful access inside one (through any process's pointer) must be
+    /// logged as an access after free.
+    freed_objects: HashSet<usize>,
     /// Kernel writes (`slow_fill`) whose bytes may not have landed yet:
     /// (writer, object, start, end). The writer's own host-blocking calls
     /// (sync, copies, sets, free) wait for them.
@@ -610,6 +631,8 @@ impl Model {
     /// now reach it legitimately, so they are no longer judged.
     fn reused_va(&mut self, p: usize) {
         self.closed.retain(|(q, _)| *q != p);
+        let objects = &self.objects;
+        self.freed_objects.retain(|&o| objects[o].owner != p);
         let stale: Vec<String> = self
             .opens
             .iter()
@@ -1000,6 +1023,7 @@ pub fn check_trace(
                     if ok {
                         if let Some(&o) = m.label_object.get(&l) {
                             m.objects[o].unjudged = true;
+                            m.freed_objects.insert(o);
                         }
                         m.freed.insert(key);
                     }
@@ -1173,7 +1197,13 @@ fn access(
     // An interior pointer's open keeps the allocation mapped: an access
     // through another pointer into it reaches live memory (HIP profile).
     let stale = m.closed.contains(&(p, label.clone())) && !m.reached_by_another_open(p, &label);
-    if inside && stale {
+    // An access inside memory its owner freed (the address not reused
+    // since) must be logged too.
+    let freed = m
+        .label_object
+        .get(&label)
+        .is_some_and(|o| m.freed_objects.contains(o));
+    if inside && (stale || freed) {
         let logged = here.iter().any(|k| {
             matches!(
                 k,
@@ -1185,8 +1215,12 @@ fn access(
         if !lost && !logged {
             fail(
                 Property::Conservation,
-                "an access through a pointer after its last close succeeded and was not logged"
-                    .into(),
+                if stale {
+                    "an access through a pointer after its last close succeeded and was not logged"
+                } else {
+                    "an access to memory its owner freed succeeded and was not logged"
+                }
+                .into(),
             );
         }
     }
