@@ -43,7 +43,7 @@ const ENVIRONMENT_HELP: &str = "\
 Environment:
   IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
   IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 6; 0: no pool)
-  IPC_CONFORMANCE_REUSE_WORKERS  1: a reset CUDA worker serves the next machine (explore's default)
+  IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
   IPC_GIT_REVISION             revision recorded in results.json (default: the build's, else git)
   CUDA_VISIBLE_DEVICES         the GPUs the real backend may use (each worker sees its own subset)
   CUDA_HOME, CUDA_PATH         where the real backend looks for the CUDA libraries
@@ -287,6 +287,18 @@ pub struct ListArgs {
     /// Print JSON (one object per clause) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Show whether each clause may run on reset, reused CUDA workers or
+    /// needs fresh processes, and why (the `--workers policy` decision).
+    #[arg(long)]
+    pub workers: bool,
+}
+
+/// The worker sharing of a clause, as `list --workers` shows it: `-` for
+/// a clause whose scenario did not parse.
+fn clause_sharing(c: &Clause) -> String {
+    c.scenario
+        .as_ref()
+        .map_or_else(|| "-".to_string(), |s| ipc_harness::sharing::sharing(s).to_string())
 }
 
 #[derive(Debug, Clone, Args)]
@@ -327,6 +339,19 @@ pub struct RunArgs {
     pub allow_unsupported: bool,
     #[command(flatten)]
     pub tiers: TiersArg,
+    #[command(flatten)]
+    pub workers: WorkersArg,
+}
+
+/// `--workers`: which scenarios run on reset, reused CUDA workers.
+#[derive(Debug, Clone, Args)]
+pub struct WorkersArg {
+    /// Real backend: `policy` (the default) reuses reset workers for the
+    /// scenarios whose assertions cannot see process history (see `list
+    /// --workers`) and starts fresh processes for the rest; `fresh` starts
+    /// fresh processes for every scenario; `reused` reuses for every one.
+    #[arg(long, value_name = "POLICY")]
+    pub workers: Option<ipc_harness::sharing::WorkerPolicy>,
 }
 
 /// `--tiers`: which tiers' results decide the exit code.
@@ -449,6 +474,8 @@ pub struct ExploreCommonArgs {
     /// backend (the simulator alone: 2000).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub shrink_runs_real: usize,
+    #[command(flatten)]
+    pub workers: WorkersArg,
 }
 
 /// `explore generate`.
@@ -666,6 +693,9 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
                 let mut v = serde_json::to_value(c).unwrap_or_default();
                 v["broken"] = serde_json::Value::Bool(c.is_broken());
                 v["unknown_semantics"] = serde_json::json!(unknown_semantics(c));
+                if a.workers {
+                    v["workers"] = serde_json::json!(clause_sharing(c));
+                }
                 v
             })
             .collect();
@@ -709,6 +739,9 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
                 pad(tier, tier_w),
                 c.title
             );
+            if a.workers {
+                say!("    workers: {}", clause_sharing(c));
+            }
             if c.is_broken() {
                 say!("    BROKEN {}", c.path.display());
                 for p in c.problem_message().split("; ") {
@@ -766,7 +799,11 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     let (cat, filter) = load_catalogue(&a.select, g)?;
     let clauses = selected(&cat, &filter)?;
     let clauses = crate::shard::apply(a.shard, clauses);
-    let backend = backend::make(a.target.backend, &a.sim.settings()?)?;
+    let backend = backend::make_with_workers(
+        a.target.backend,
+        &a.sim.settings()?,
+        a.workers.workers,
+    )?;
     // A bad expectations file is a usage error, before anything runs.
     let expect = a
         .expectations
@@ -979,10 +1016,10 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
     let make_real = || -> Result<Option<Box<dyn Backend>>, UsageError> {
         match c.backend {
             BackendKind::Sim => Ok(None),
-            kind => Ok(Some(backend::make_with_reuse(
+            kind => Ok(Some(backend::make_with_workers(
                 kind,
                 &SimSettings::default(),
-                true,
+                c.workers.workers,
             )?)),
         }
     };
@@ -1167,7 +1204,11 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
         ));
     }
     // Fresh workers: what an earlier case left in a worker is not the file's.
-    let real = backend::make_with_reuse(a.backend, &SimSettings::default(), false)?;
+    let real = backend::make_with_workers(
+        a.backend,
+        &SimSettings::default(),
+        Some(a.workers.workers.unwrap_or(ipc_harness::sharing::WorkerPolicy::Fresh)),
+    )?;
     let mut settings = a.sim.settings()?;
     if settings.devices.is_none() {
         settings.devices = real.info().device_count.filter(|&d| d > 0);
