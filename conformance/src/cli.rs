@@ -296,9 +296,10 @@ pub struct ListArgs {
 /// The worker sharing of a clause, as `list --workers` shows it: `-` for
 /// a clause whose scenario did not parse.
 fn clause_sharing(c: &Clause) -> String {
-    c.scenario
-        .as_ref()
-        .map_or_else(|| "-".to_string(), |s| ipc_harness::sharing::sharing(s).to_string())
+    c.scenario.as_ref().map_or_else(
+        || "-".to_string(),
+        |s| ipc_harness::sharing::sharing(s).to_string(),
+    )
 }
 
 #[derive(Debug, Clone, Args)]
@@ -341,6 +342,12 @@ pub struct RunArgs {
     pub tiers: TiersArg,
     #[command(flatten)]
     pub workers: WorkersArg,
+    /// Check the worker sharing policy instead of a plain run: every
+    /// selected clause that may share workers runs on fresh workers and on
+    /// reused ones, and any difference is reported (exit 1); writes
+    /// sharing-check.json and sharing-check.md to --out.
+    #[arg(long, conflicts_with_all = ["expectations", "workers"])]
+    pub check_sharing: bool,
 }
 
 /// `--workers`: which scenarios run on reset, reused CUDA workers.
@@ -799,11 +806,11 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     let (cat, filter) = load_catalogue(&a.select, g)?;
     let clauses = selected(&cat, &filter)?;
     let clauses = crate::shard::apply(a.shard, clauses);
-    let backend = backend::make_with_workers(
-        a.target.backend,
-        &a.sim.settings()?,
-        a.workers.workers,
-    )?;
+    if a.check_sharing {
+        return check_sharing(a, g, &cat, &filter, &clauses);
+    }
+    let backend =
+        backend::make_with_workers(a.target.backend, &a.sim.settings()?, a.workers.workers)?;
     // A bad expectations file is a usage error, before anything runs.
     let expect = a
         .expectations
@@ -878,6 +885,71 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
         return Ok(crate::EXIT_BACKEND_UNAVAILABLE);
     }
     Ok(exit_code(&report))
+}
+
+/// `run --check-sharing` (see `sharing_check.rs`).
+fn check_sharing(
+    a: &RunArgs,
+    g: &GlobalArgs,
+    cat: &Catalogue,
+    filter: &crate::filter::Filter,
+    clauses: &[&Clause],
+) -> CmdResult {
+    use ipc_harness::sharing::WorkerPolicy;
+    let settings = a.sim.settings()?;
+    let fresh = backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Fresh))?;
+    let reused =
+        backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Reused))?;
+    report::ensure_dir(&a.out)?;
+    let picked = crate::sharing_check::shareable(clauses);
+    let cfg = RunConfig {
+        dialects: a.target.dialect.dialects(),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
+        filter: filter.patterns().to_vec(),
+        clauses_dir: Some(cat.dir.clone()),
+        retries: runner::RetryPolicy::default(),
+        gated_tiers: a.tiers.tiers.0.clone(),
+    };
+    say!(
+        "sharing check: {} of {} clauses may share workers; each runs on fresh workers (left, 'sim') and reused ones (right, 'real')",
+        picked.len(),
+        clauses.len()
+    );
+    let several = cfg.dialects.len() > 1;
+    let diff = crate::sharing_check::check(
+        &picked,
+        fresh.as_ref(),
+        reused.as_ref(),
+        &cfg,
+        &mut ProgressOnly(Console::new(g.quiet, several)),
+        &mut ProgressOnly(Console::new(g.quiet, several)),
+    );
+    for line in differential::difference_lines(&diff) {
+        say!("{line}");
+    }
+    let json = differential::to_json(&diff)?;
+    let markdown = differential::to_markdown(&diff);
+    crate::safe_fs::write_set(
+        &a.out,
+        &[
+            ("sharing-check.md", markdown.as_bytes()),
+            ("sharing-check.json", json.as_bytes()),
+        ],
+    )
+    .map_err(report::ReportError::from)?;
+    say!(
+        "sharing check: {} in {} (fresh {} / reused {})",
+        differential::totals_line(&diff),
+        sysinfo::human_ms(diff.duration_ms),
+        sysinfo::human_ms(diff.sim.duration_ms),
+        sysinfo::human_ms(diff.real.duration_ms)
+    );
+    say!(
+        "reports: {} (sharing-check.json, sharing-check.md)",
+        a.out.display()
+    );
+    Ok(diff.exit_code())
 }
 
 /// The exit code of a finished run: the gate's verdict on the results of
@@ -1207,7 +1279,11 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
     let real = backend::make_with_workers(
         a.backend,
         &SimSettings::default(),
-        Some(a.workers.workers.unwrap_or(ipc_harness::sharing::WorkerPolicy::Fresh)),
+        Some(
+            a.workers
+                .workers
+                .unwrap_or(ipc_harness::sharing::WorkerPolicy::Fresh),
+        ),
     )?;
     let mut settings = a.sim.settings()?;
     if settings.devices.is_none() {

@@ -69,7 +69,12 @@ fn every_incidental_clause_gets_fresh_workers_and_every_header_is_known() {
         }
         let s = sharing(scenario);
         if c.tier == Some(Tier::Incidental) {
-            assert_eq!(s, WorkerSharing::Fresh("incidental tier".into()), "{}", c.id);
+            assert_eq!(
+                s,
+                WorkerSharing::Fresh("incidental tier".into()),
+                "{}",
+                c.id
+            );
         }
         reused += usize::from(s.is_reused());
     }

@@ -140,10 +140,7 @@ fn fresh_reason(scenario: &Scenario) -> Option<String> {
         }
     }
     for step in &scenario.steps {
-        let own_device = scenario
-            .processes
-            .get(step.process)
-            .map_or(0, |p| p.device);
+        let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
         if let Some(why) = op_fresh_reason(&step.op, own_device) {
             return Some(format!("line {}: {why}", step.line));
         }
@@ -160,11 +157,12 @@ fn fresh_reason(scenario: &Scenario) -> Option<String> {
 
 fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
     match e {
-        Expectation::Eq(_) | Expectation::Ne(_) | Expectation::BaseEq(_) | Expectation::BaseNe(_) => {
-            Some(format!(
-                "'{e}' compares values that depend on allocation history"
-            ))
-        }
+        Expectation::Eq(_)
+        | Expectation::Ne(_)
+        | Expectation::BaseEq(_)
+        | Expectation::BaseNe(_) => Some(format!(
+            "'{e}' compares values that depend on allocation history"
+        )),
         Expectation::Crash => Some("a step is expected to kill its process".to_string()),
         Expectation::Ok
         | Expectation::Any
@@ -181,9 +179,8 @@ fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
 fn op_fresh_reason(op: &Op, own_device: u32) -> Option<String> {
     use crate::driver::event_flags::INTERPROCESS;
     let other_device = |device: u32, what: &str| {
-        (device != own_device).then(|| {
-            format!("{what} {device} retains a primary context a reset does not release")
-        })
+        (device != own_device)
+            .then(|| format!("{what} {device} retains a primary context a reset does not release"))
     };
     match op {
         Op::Exit => Some("a process exits".to_string()),
@@ -298,15 +295,15 @@ mod tests {
 
     #[test]
     fn pointer_comparisons_and_process_ends_need_fresh_workers() {
-        let eq = format!(
-            "{BASE}a: p = malloc 64\na: free p\na: q = malloc 64 => == p\n"
+        let eq = format!("{BASE}a: p = malloc 64\na: free p\na: q = malloc 64 => == p\n");
+        assert!(
+            reason(&eq).starts_with("line 6: '== p' compares"),
+            "{}",
+            reason(&eq)
         );
-        assert!(reason(&eq).starts_with("line 6: '== p' compares"), "{}", reason(&eq));
         let exit = format!("{BASE}a: p = malloc 64\na: exit\n");
         assert_eq!(reason(&exit), "line 5: a process exits");
-        let destroy = format!(
-            "{BASE}a: c = ctx_create 0\na: ctx_destroy c\n"
-        );
+        let destroy = format!("{BASE}a: c = ctx_create 0\na: ctx_destroy c\n");
         assert!(reason(&destroy).contains("destroyed context"));
     }
 

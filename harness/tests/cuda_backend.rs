@@ -1194,7 +1194,11 @@ fn by_scenario_only_shareable_machines_take_or_give_back_reset_workers() {
     assert_eq!(fresh.driver(0).device_count(), Ok(1));
     drop(fresh);
     assert!(wait_gone(fresh_pid));
-    assert_eq!(scratch.resets(), vec![reused], "a fresh machine's worker was reset");
+    assert_eq!(
+        scratch.resets(),
+        vec![reused],
+        "a fresh machine's worker was reset"
+    );
 
     // The served worker still waits for the next shareable machine.
     let mut again = launch_shared(&backend, &spec(d), true);
