@@ -41,7 +41,7 @@ t3=$(now)
 sharing_rc=$?
 t4=$(now)
 dialect=all
-"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --out "$OUT/explore" > "$OUT/explore.log" 2>&1
+"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s 180 --out "$OUT/explore" > "$OUT/explore.log" 2>&1
 explore_rc=$?
 explore_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
 
