@@ -4,6 +4,7 @@
 //! Everything that touches the two backends' own APIs lives here, so a change
 //! in their constructors is a change in one small function.
 
+use ipc_harness::sharing::WorkerPolicy;
 use ipc_harness::Backend;
 use ipc_mock_driver::{Profile, SemanticChoice, SimBackend, SimConfig};
 
@@ -104,18 +105,42 @@ pub fn semantic_choices() -> Vec<SemanticChoice> {
     SimConfig::default().semantics.describe()
 }
 
-/// Make the backend `kind`; simulator settings only apply to `sim`.
+/// Make the backend `kind`; simulator settings only apply to `sim`. Real
+/// workers follow the worker policy of [`worker_policy`]`(None)`.
 pub fn make(kind: BackendKind, sim: &SimSettings) -> Result<Box<dyn Backend>, String> {
-    make_with_reuse(kind, sim, false)
+    make_with_workers(kind, sim, None)
 }
 
-/// As [`make`], with real workers reused across machines unless
-/// `IPC_CONFORMANCE_REUSE_WORKERS` says otherwise (`explore`: thousands of
-/// short cases).
-pub fn make_with_reuse(
+/// Environment variable: `1` reuses workers for every scenario, `0` for
+/// none (`--workers reused` / `fresh`); `--workers` wins over it.
+pub const REUSE_WORKERS_ENV: &str = "IPC_CONFORMANCE_REUSE_WORKERS";
+
+/// The worker policy: `chosen` (`--workers`), else what
+/// [`REUSE_WORKERS_ENV`] says, else [`WorkerPolicy::ByScenario`] (reused
+/// workers for the scenarios whose sharing allows it, fresh ones for the
+/// rest; see `ipc_harness::sharing`).
+pub fn worker_policy(chosen: Option<WorkerPolicy>) -> Result<WorkerPolicy, String> {
+    if let Some(p) = chosen {
+        return Ok(p);
+    }
+    match std::env::var(REUSE_WORKERS_ENV) {
+        Ok(v) => match v.trim() {
+            "1" => Ok(WorkerPolicy::Reused),
+            "0" => Ok(WorkerPolicy::Fresh),
+            other => Err(format!(
+                "{REUSE_WORKERS_ENV}={other}: expected 1 (reuse workers for every scenario) \
+                 or 0 (fresh workers for every scenario)"
+            )),
+        },
+        Err(_) => Ok(WorkerPolicy::ByScenario),
+    }
+}
+
+/// As [`make`], with the worker policy `workers` (see [`worker_policy`]).
+pub fn make_with_workers(
     kind: BackendKind,
     sim: &SimSettings,
-    reuse_by_default: bool,
+    workers: Option<WorkerPolicy>,
 ) -> Result<Box<dyn Backend>, String> {
     match kind {
         BackendKind::Sim => Ok(Box::new(SimBackend::new(sim_config(sim)?))),
@@ -126,14 +151,14 @@ pub fn make_with_reuse(
                         .into(),
                 );
             }
-            cuda_backend(reuse_by_default)
+            cuda_backend(worker_policy(workers)?)
         }
     }
 }
 
 /// The real backend: workers are this executable run as `ipc-conformance worker`.
 #[cfg(feature = "cuda")]
-fn cuda_backend(reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
+fn cuda_backend(policy: WorkerPolicy) -> Result<Box<dyn Backend>, String> {
     use ipc_harness::cuda::{CudaBackend, WorkerCommand};
     let worker = WorkerCommand::current_exe_subcommand(WORKER_SUBCOMMAND).map_err(|e| {
         format!("--backend cuda: cannot locate this executable to start workers: {e}")
@@ -155,13 +180,7 @@ fn cuda_backend(reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
         }
         Err(_) => backend,
     };
-    // Opt-in: IPC_CONFORMANCE_REUSE_WORKERS=1 pools cleanly reset workers again.
-    let reuse = match std::env::var("IPC_CONFORMANCE_REUSE_WORKERS") {
-        Ok(v) => v.trim() == "1",
-        Err(_) => reuse_by_default,
-    };
-    let backend = backend.with_worker_reuse(reuse);
-    Ok(Box::new(backend))
+    Ok(Box::new(backend.with_worker_policy(policy)))
 }
 
 /// Environment variable: idle, pre-initialised workers kept per key (default 6).
@@ -169,7 +188,7 @@ fn cuda_backend(reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
 pub const WORKER_POOL_ENV: &str = "IPC_CONFORMANCE_WORKER_POOL";
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_backend(_reuse_by_default: bool) -> Result<Box<dyn Backend>, String> {
+fn cuda_backend(_policy: WorkerPolicy) -> Result<Box<dyn Backend>, String> {
     Err(
         "--backend cuda: this ipc-conformance was built without the `cuda` feature \
          (rebuild with `cargo build -p ipc-conformance --features cuda`)"

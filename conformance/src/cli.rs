@@ -43,7 +43,7 @@ const ENVIRONMENT_HELP: &str = "\
 Environment:
   IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
   IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 6; 0: no pool)
-  IPC_CONFORMANCE_REUSE_WORKERS  1: a reset CUDA worker serves the next machine (explore's default)
+  IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
   IPC_GIT_REVISION             revision recorded in results.json (default: the build's, else git)
   CUDA_VISIBLE_DEVICES         the GPUs the real backend may use (each worker sees its own subset)
   CUDA_HOME, CUDA_PATH         where the real backend looks for the CUDA libraries
@@ -287,6 +287,19 @@ pub struct ListArgs {
     /// Print JSON (one object per clause) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Show whether each clause may run on reset, reused CUDA workers or
+    /// needs fresh processes, and why (the `--workers policy` decision).
+    #[arg(long)]
+    pub workers: bool,
+}
+
+/// The worker sharing of a clause, as `list --workers` shows it: `-` for
+/// a clause whose scenario did not parse.
+fn clause_sharing(c: &Clause) -> String {
+    c.scenario.as_ref().map_or_else(
+        || "-".to_string(),
+        |s| ipc_harness::sharing::sharing(s).to_string(),
+    )
 }
 
 #[derive(Debug, Clone, Args)]
@@ -327,6 +340,25 @@ pub struct RunArgs {
     pub allow_unsupported: bool,
     #[command(flatten)]
     pub tiers: TiersArg,
+    #[command(flatten)]
+    pub workers: WorkersArg,
+    /// Check the worker sharing policy instead of a plain run: every
+    /// selected clause that may share workers runs on fresh workers and on
+    /// reused ones, and any difference is reported (exit 1); writes
+    /// sharing-check.json and sharing-check.md to --out.
+    #[arg(long, conflicts_with_all = ["expectations", "workers"])]
+    pub check_sharing: bool,
+}
+
+/// `--workers`: which scenarios run on reset, reused CUDA workers.
+#[derive(Debug, Clone, Args)]
+pub struct WorkersArg {
+    /// Real backend: `policy` (the default) reuses reset workers for the
+    /// scenarios whose assertions cannot see process history (see `list
+    /// --workers`) and starts fresh processes for the rest; `fresh` starts
+    /// fresh processes for every scenario; `reused` reuses for every one.
+    #[arg(long, value_name = "POLICY")]
+    pub workers: Option<ipc_harness::sharing::WorkerPolicy>,
 }
 
 /// `--tiers`: which tiers' results decide the exit code.
@@ -449,6 +481,8 @@ pub struct ExploreCommonArgs {
     /// backend (the simulator alone: 2000).
     #[arg(long, value_name = "N", default_value_t = 40)]
     pub shrink_runs_real: usize,
+    #[command(flatten)]
+    pub workers: WorkersArg,
 }
 
 /// `explore generate`.
@@ -666,6 +700,9 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
                 let mut v = serde_json::to_value(c).unwrap_or_default();
                 v["broken"] = serde_json::Value::Bool(c.is_broken());
                 v["unknown_semantics"] = serde_json::json!(unknown_semantics(c));
+                if a.workers {
+                    v["workers"] = serde_json::json!(clause_sharing(c));
+                }
                 v
             })
             .collect();
@@ -709,6 +746,9 @@ fn cmd_list(a: &ListArgs, g: &GlobalArgs) -> CmdResult {
                 pad(tier, tier_w),
                 c.title
             );
+            if a.workers {
+                say!("    workers: {}", clause_sharing(c));
+            }
             if c.is_broken() {
                 say!("    BROKEN {}", c.path.display());
                 for p in c.problem_message().split("; ") {
@@ -766,7 +806,11 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     let (cat, filter) = load_catalogue(&a.select, g)?;
     let clauses = selected(&cat, &filter)?;
     let clauses = crate::shard::apply(a.shard, clauses);
-    let backend = backend::make(a.target.backend, &a.sim.settings()?)?;
+    if a.check_sharing {
+        return check_sharing(a, g, &cat, &filter, &clauses);
+    }
+    let backend =
+        backend::make_with_workers(a.target.backend, &a.sim.settings()?, a.workers.workers)?;
     // A bad expectations file is a usage error, before anything runs.
     let expect = a
         .expectations
@@ -841,6 +885,71 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
         return Ok(crate::EXIT_BACKEND_UNAVAILABLE);
     }
     Ok(exit_code(&report))
+}
+
+/// `run --check-sharing` (see `sharing_check.rs`).
+fn check_sharing(
+    a: &RunArgs,
+    g: &GlobalArgs,
+    cat: &Catalogue,
+    filter: &crate::filter::Filter,
+    clauses: &[&Clause],
+) -> CmdResult {
+    use ipc_harness::sharing::WorkerPolicy;
+    let settings = a.sim.settings()?;
+    let fresh = backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Fresh))?;
+    let reused =
+        backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Reused))?;
+    report::ensure_dir(&a.out)?;
+    let picked = crate::sharing_check::shareable(clauses);
+    let cfg = RunConfig {
+        dialects: a.target.dialect.dialects(),
+        seed: a.exec.seed,
+        step_timeout: a.exec.step_timeout(),
+        filter: filter.patterns().to_vec(),
+        clauses_dir: Some(cat.dir.clone()),
+        retries: runner::RetryPolicy::default(),
+        gated_tiers: a.tiers.tiers.0.clone(),
+    };
+    say!(
+        "sharing check: {} of {} clauses may share workers; each runs on fresh workers (left, 'sim') and reused ones (right, 'real')",
+        picked.len(),
+        clauses.len()
+    );
+    let several = cfg.dialects.len() > 1;
+    let diff = crate::sharing_check::check(
+        &picked,
+        fresh.as_ref(),
+        reused.as_ref(),
+        &cfg,
+        &mut ProgressOnly(Console::new(g.quiet, several)),
+        &mut ProgressOnly(Console::new(g.quiet, several)),
+    );
+    for line in differential::difference_lines(&diff) {
+        say!("{line}");
+    }
+    let json = differential::to_json(&diff)?;
+    let markdown = differential::to_markdown(&diff);
+    crate::safe_fs::write_set(
+        &a.out,
+        &[
+            ("sharing-check.md", markdown.as_bytes()),
+            ("sharing-check.json", json.as_bytes()),
+        ],
+    )
+    .map_err(report::ReportError::from)?;
+    say!(
+        "sharing check: {} in {} (fresh {} / reused {})",
+        differential::totals_line(&diff),
+        sysinfo::human_ms(diff.duration_ms),
+        sysinfo::human_ms(diff.sim.duration_ms),
+        sysinfo::human_ms(diff.real.duration_ms)
+    );
+    say!(
+        "reports: {} (sharing-check.json, sharing-check.md)",
+        a.out.display()
+    );
+    Ok(diff.exit_code())
 }
 
 /// The exit code of a finished run: the gate's verdict on the results of
@@ -979,10 +1088,10 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
     let make_real = || -> Result<Option<Box<dyn Backend>>, UsageError> {
         match c.backend {
             BackendKind::Sim => Ok(None),
-            kind => Ok(Some(backend::make_with_reuse(
+            kind => Ok(Some(backend::make_with_workers(
                 kind,
                 &SimSettings::default(),
-                true,
+                c.workers.workers,
             )?)),
         }
     };
@@ -1167,7 +1276,15 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
         ));
     }
     // Fresh workers: what an earlier case left in a worker is not the file's.
-    let real = backend::make_with_reuse(a.backend, &SimSettings::default(), false)?;
+    let real = backend::make_with_workers(
+        a.backend,
+        &SimSettings::default(),
+        Some(
+            a.workers
+                .workers
+                .unwrap_or(ipc_harness::sharing::WorkerPolicy::Fresh),
+        ),
+    )?;
     let mut settings = a.sim.settings()?;
     if settings.devices.is_none() {
         settings.devices = real.info().device_count.filter(|&d| d > 0);

@@ -46,6 +46,7 @@ pub mod report;
 pub mod runner;
 pub mod safe_fs;
 pub mod shard;
+mod sharing_check;
 mod sysinfo;
 pub mod trace_check;
 pub mod trace_cmd;

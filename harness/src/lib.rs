@@ -18,6 +18,7 @@ pub mod errors;
 pub mod machine;
 pub mod roles;
 pub mod scenario;
+pub mod sharing;
 pub mod tier;
 #[allow(missing_docs)]
 pub mod trace;

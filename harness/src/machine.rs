@@ -264,6 +264,22 @@ pub trait Backend {
     fn semantic_choice(&self, _dialect: Dialect, _name: &str) -> Option<String> {
         None
     }
+    /// Whether [`start_shared`](Self::start_shared) looks at the scenario's
+    /// [`WorkerSharing`](crate::sharing::WorkerSharing) (a backend that
+    /// reuses worker processes by scenario); when not, the executor does
+    /// not work it out and calls [`start`](Self::start).
+    fn shares_workers(&self) -> bool {
+        false
+    }
+    /// [`start`](Self::start) for a scenario whose processes may run on
+    /// reused workers as `sharing` says (see [`crate::sharing`]).
+    fn start_shared(
+        &self,
+        spec: &MachineSpec,
+        _sharing: &crate::sharing::WorkerSharing,
+    ) -> Result<Box<dyn Machine>, StartError> {
+        self.start(spec)
+    }
 }
 
 /// A running set of processes.

@@ -1157,3 +1157,72 @@ fn a_machine_that_outlives_its_backend_shuts_its_workers_down() {
     assert!(scratch.resets().is_empty());
     assert!(wait_gone(pid), "worker {pid} left behind");
 }
+
+// --- Worker policy by scenario (`CudaBackend::with_worker_policy`). ---
+
+fn launch_shared(backend: &CudaBackend, spec: &MachineSpec, shared: bool) -> CudaMachine {
+    match backend.launch_shared(spec, shared) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    }
+}
+
+#[test]
+fn by_scenario_only_shareable_machines_take_or_give_back_reset_workers() {
+    use ipc_harness::sharing::WorkerPolicy;
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("by-scenario");
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one()]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_policy(WorkerPolicy::ByScenario)
+        .with_pool_size(1);
+    assert!(backend.shares_workers());
+    assert_eq!(backend.worker_policy(), WorkerPolicy::ByScenario);
+
+    let mut shared = launch_shared(&backend, &spec(d), true);
+    let reused = shared.pids()[0];
+    assert_eq!(shared.driver(0).device_count(), Ok(1));
+    drop(shared);
+    assert_eq!(scratch.resets(), vec![reused]);
+    assert_eq!(backend.pool_stats().returned, 1);
+
+    // A machine that needs fresh processes never gets the served worker,
+    // and its own worker is not reset nor kept.
+    let mut fresh = launch_shared(&backend, &spec(d), false);
+    let fresh_pid = fresh.pids()[0];
+    assert_ne!(fresh_pid, reused, "a served worker went to a fresh machine");
+    assert_eq!(fresh.driver(0).device_count(), Ok(1));
+    drop(fresh);
+    assert!(wait_gone(fresh_pid));
+    assert_eq!(
+        scratch.resets(),
+        vec![reused],
+        "a fresh machine's worker was reset"
+    );
+
+    // The served worker still waits for the next shareable machine.
+    let mut again = launch_shared(&backend, &spec(d), true);
+    assert_eq!(again.pids(), vec![reused]);
+    assert_eq!(again.driver(0).device_count(), Ok(1));
+    drop(again);
+    assert_eq!(scratch.resets(), vec![reused, reused]);
+}
+
+#[test]
+fn a_fresh_policy_never_reuses_even_a_shareable_machine() {
+    use ipc_harness::sharing::WorkerPolicy;
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("fresh-policy");
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one()]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_policy(WorkerPolicy::Fresh)
+        .with_pool_size(1);
+    assert!(!backend.shares_workers());
+    let first = launch_shared(&backend, &spec(d), true);
+    let pid = first.pids()[0];
+    drop(first);
+    let second = launch_shared(&backend, &spec(d), true);
+    assert_ne!(second.pids()[0], pid);
+    drop(second);
+    assert!(scratch.resets().is_empty(), "a worker was reset");
+}

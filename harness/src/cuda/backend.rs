@@ -8,6 +8,7 @@ use super::protocol::{ProbeReport, Reply, Request};
 use super::spawn::{worker_env, WorkerCommand};
 use crate::errors::{ApiError, Dialect};
 use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError};
+use crate::sharing::{WorkerPolicy, WorkerSharing};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ pub struct CudaBackend {
     /// Shared with the machines of a reusing backend, which hold it weakly
     /// (a machine that outlives its backend shuts its workers down).
     pool: Arc<Mutex<WorkerPool>>,
-    reuse: bool,
+    policy: WorkerPolicy,
 }
 
 impl CudaBackend {
@@ -54,7 +55,7 @@ impl CudaBackend {
             worker,
             probe: OnceLock::new(),
             pool: Arc::new(Mutex::new(WorkerPool::new(DEFAULT_POOL_SIZE))),
-            reuse: false,
+            policy: WorkerPolicy::Fresh,
         }
     }
 
@@ -69,7 +70,7 @@ impl CudaBackend {
     /// context (device memory) until it is used or the backend is dropped.
     pub fn with_pool_size(self, n: usize) -> CudaBackend {
         let mut pool = WorkerPool::new(n);
-        pool.set_reuse(self.reuse);
+        pool.set_reuse(self.policy != WorkerPolicy::Fresh);
         CudaBackend {
             pool: Arc::new(Mutex::new(pool)),
             ..self
@@ -109,14 +110,34 @@ impl CudaBackend {
     /// context creation, process-exit semantics) are only meaningful
     /// without reuse.
     pub fn with_worker_reuse(self, reuse: bool) -> CudaBackend {
-        self.lock_pool().set_reuse(reuse);
-        CudaBackend { reuse, ..self }
+        self.with_worker_policy(if reuse {
+            WorkerPolicy::Reused
+        } else {
+            WorkerPolicy::Fresh
+        })
     }
 
-    /// Whether workers are reused across machines (see
-    /// [`with_worker_reuse`](Self::with_worker_reuse)).
+    /// Which machines reuse workers: none ([`WorkerPolicy::Fresh`], the
+    /// default), all ([`WorkerPolicy::Reused`], as
+    /// [`with_worker_reuse`](Self::with_worker_reuse)`(true)`), or those
+    /// started for a scenario whose [`sharing`](crate::sharing::sharing)
+    /// allows it ([`WorkerPolicy::ByScenario`]): their workers come from
+    /// and go back to the reuse pool, while the others get workers that
+    /// never served a machine (pre-started ones included) and end them.
+    pub fn with_worker_policy(self, policy: WorkerPolicy) -> CudaBackend {
+        self.lock_pool().set_reuse(policy != WorkerPolicy::Fresh);
+        CudaBackend { policy, ..self }
+    }
+
+    /// Whether workers are reused across machines, for some scenarios at
+    /// least (see [`with_worker_policy`](Self::with_worker_policy)).
     pub fn worker_reuse(&self) -> bool {
-        self.reuse
+        self.policy != WorkerPolicy::Fresh
+    }
+
+    /// The worker policy (see [`with_worker_policy`](Self::with_worker_policy)).
+    pub fn worker_policy(&self) -> WorkerPolicy {
+        self.policy
     }
 
     /// Idle workers kept ready per key (0: no pool).
@@ -144,11 +165,25 @@ impl CudaBackend {
     /// where it has some for a process, then refilling the pool. Public so
     /// that tests can drive fake workers through the pooled path.
     pub fn launch(&self, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
+        self.launch_shared(spec, self.policy == WorkerPolicy::Reused)
+    }
+
+    /// [`launch`](Self::launch) for a machine that may take reused
+    /// workers and give its own back (`shared`, with reuse on), or that
+    /// takes only workers that never served a machine.
+    pub fn launch_shared(
+        &self,
+        spec: &MachineSpec,
+        shared: bool,
+    ) -> Result<CudaMachine, StartError> {
         let (result, reusing) = {
             let mut pool = self.lock_pool();
-            let reusing = pool.reusing();
+            let reusing = shared && pool.reusing();
             let pool = (pool.size() > 0).then_some(&mut *pool);
-            (CudaMachine::launch_with(&self.worker, spec, pool), reusing)
+            (
+                CudaMachine::launch_with(&self.worker, spec, pool, reusing),
+                reusing,
+            )
         };
         // Only once the pool is unlocked: a machine dropped while it is
         // locked would deadlock giving its workers back.
@@ -310,6 +345,33 @@ impl Backend for CudaBackend {
     }
 
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError> {
+        self.start_checked(spec, self.policy == WorkerPolicy::Reused)
+    }
+
+    fn has_hazard_log(&self) -> bool {
+        false
+    }
+
+    fn shares_workers(&self) -> bool {
+        self.policy == WorkerPolicy::ByScenario
+    }
+
+    fn start_shared(
+        &self,
+        spec: &MachineSpec,
+        sharing: &WorkerSharing,
+    ) -> Result<Box<dyn Machine>, StartError> {
+        self.start_checked(spec, self.policy.reuses(sharing))
+    }
+}
+
+impl CudaBackend {
+    /// [`Backend::start`]: probes, checks the requirements, launches.
+    fn start_checked(
+        &self,
+        spec: &MachineSpec,
+        shared: bool,
+    ) -> Result<Box<dyn Machine>, StartError> {
         // Whatever this host has, it runs no process of another dialect (HIP).
         if !self.dialects().contains(&spec.dialect) {
             return Err(StartError::NotSupported(HIP_UNSUPPORTED.into()));
@@ -319,13 +381,9 @@ impl Backend for CudaBackend {
             ProbeOutcome::Failed(m) => Err(StartError::Harness(m.clone())),
             ProbeOutcome::Report(report) => {
                 check_requirements(report, spec)?;
-                Ok(Box::new(self.launch(spec)?))
+                Ok(Box::new(self.launch_shared(spec, shared)?))
             }
         }
-    }
-
-    fn has_hazard_log(&self) -> bool {
-        false
     }
 }
 

@@ -51,17 +51,20 @@ impl CudaMachine {
     /// answers nonsense is a `Harness` error. Workers already started are
     /// shut down on failure.
     pub fn launch(worker: &WorkerCommand, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
-        Self::launch_with(worker, spec, None)
+        Self::launch_with(worker, spec, None, false)
     }
 
     /// [`launch`](Self::launch), taking initialised workers from `pool`
     /// where it has some for a process, then refilling the pool (see
     /// `pool.rs`). Without a pool (or with an empty one) it is
-    /// exactly `launch`.
+    /// exactly `launch`. `shared`: the machine may take workers that served
+    /// earlier machines (and its own may go back); otherwise it takes only
+    /// workers that never served one.
     pub(crate) fn launch_with(
         worker: &WorkerCommand,
         spec: &MachineSpec,
         mut pool: Option<&mut WorkerPool>,
+        shared: bool,
     ) -> Result<CudaMachine, StartError> {
         let base_env = super::spawn::worker_env();
         let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
@@ -73,14 +76,16 @@ impl CudaMachine {
         if let Some(pool) = pool.as_deref_mut() {
             pool.sweep();
         }
-        let result = Self::start_workers(worker, spec, &plans, pool.as_deref_mut());
+        let result = Self::start_workers(worker, spec, &plans, pool.as_deref_mut(), shared);
         if let Some(pool) = pool {
             if let Ok(machine) = &result {
                 for (key, _) in &plans {
-                    pool.want(key);
+                    pool.want(key, !shared);
                 }
                 // Counted before the refill: these workers may come back.
-                pool.note_out(&machine.keys);
+                if shared {
+                    pool.note_out(&machine.keys);
+                }
             }
             pool.refill(worker, &base_env, parent_visible.as_deref());
         }
@@ -92,6 +97,7 @@ impl CudaMachine {
         spec: &MachineSpec,
         plans: &[(WorkerKey, Vec<(OsString, OsString)>)],
         mut pool: Option<&mut WorkerPool>,
+        shared: bool,
     ) -> Result<CudaMachine, StartError> {
         /// Where a worker's `Init` stands.
         enum Init {
@@ -113,7 +119,7 @@ impl CudaMachine {
         };
         let mut init = Vec::with_capacity(spec.processes.len());
         for (p, (key, env)) in spec.processes.iter().zip(plans) {
-            match pool.as_deref_mut().and_then(|pool| pool.claim(key)) {
+            match pool.as_deref_mut().and_then(|pool| pool.claim(key, shared)) {
                 Some(claimed) => {
                     machine.procs.push(claimed.proxy);
                     init.push(claimed.init_sent.map_or(Init::Answered, Init::Pooled));

@@ -83,6 +83,9 @@ struct Idle {
     proxy: WorkerProxy,
     /// When `Init` was sent, while its answer has not been read.
     init_sent: Option<Instant>,
+    /// It served a machine and came back reset: only a machine that may
+    /// share workers takes it, never one that needs fresh processes.
+    served: bool,
 }
 
 struct Entry {
@@ -91,6 +94,9 @@ struct Entry {
     /// started with it, cleared when a pooled worker fails its `Init` (so
     /// that a key that cannot be initialised does not spawn over and over).
     wanted: bool,
+    /// A machine that needs fresh processes started with this key: keep
+    /// `size` workers that never served a machine ready for it too.
+    fresh_wanted: bool,
     /// Oldest first.
     idle: VecDeque<Idle>,
     /// Reuse mode: workers of this key in live machines, which may come
@@ -165,13 +171,14 @@ impl WorkerPool {
     pub fn give_back(&mut self, key: &WorkerKey, proxy: WorkerProxy) -> Option<WorkerProxy> {
         let size = self.size;
         let entry = self.entry(key);
-        if entry.idle.len() >= size {
+        if entry.idle.iter().filter(|w| w.served).count() >= size {
             self.stats.not_returned += 1;
             return Some(proxy);
         }
         entry.idle.push_back(Idle {
             proxy,
             init_sent: None,
+            served: true,
         });
         self.stats.returned += 1;
         None
@@ -196,6 +203,7 @@ impl WorkerPool {
                 self.entries.push(Entry {
                     key: key.clone(),
                     wanted: false,
+                    fresh_wanted: false,
                     idle: VecDeque::new(),
                     out: 0,
                 });
@@ -231,20 +239,32 @@ impl WorkerPool {
             });
             if failed_init {
                 entry.wanted = false;
+                entry.fresh_wanted = false;
             }
         }
         self.stats.discarded += discarded;
     }
 
-    /// Takes an idle worker for `key`: one that has answered `Init` if there
-    /// is one, else the one that has been initialising longest.
-    pub fn claim(&mut self, key: &WorkerKey) -> Option<Claimed> {
+    /// Takes an idle worker for `key`. With `shared`, a worker that served
+    /// a machine before comes first (keeping the never-used ones for
+    /// machines that need fresh processes); without, only a never-used one
+    /// is taken. Among those, one that has answered `Init` if there is one,
+    /// else the one that has been initialising longest.
+    pub fn claim(&mut self, key: &WorkerKey, shared: bool) -> Option<Claimed> {
         let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
-        let i = entry
-            .idle
-            .iter()
-            .position(|w| w.init_sent.is_none())
-            .unwrap_or(0);
+        let served = if shared {
+            entry.idle.iter().position(|w| w.served)
+        } else {
+            None
+        };
+        let i = served
+            .or_else(|| {
+                entry
+                    .idle
+                    .iter()
+                    .position(|w| !w.served && w.init_sent.is_none())
+            })
+            .or_else(|| entry.idle.iter().position(|w| !w.served))?;
         let w = entry.idle.remove(i)?;
         Some(Claimed {
             proxy: w.proxy,
@@ -264,13 +284,17 @@ impl WorkerPool {
         self.stats.discarded += 1;
         if let Some(e) = self.entries.iter_mut().find(|e| &e.key == key) {
             e.wanted = false;
+            e.fresh_wanted = false;
         }
     }
 
-    /// A machine started with a process of `key`: keep workers ready for it.
-    pub fn want(&mut self, key: &WorkerKey) {
+    /// A machine started with a process of `key`: keep workers ready for
+    /// it; `fresh`: it needed fresh processes (keep never-used ones too).
+    pub fn want(&mut self, key: &WorkerKey, fresh: bool) {
         if self.size > 0 {
-            self.entry(key).wanted = true;
+            let entry = self.entry(key);
+            entry.wanted = true;
+            entry.fresh_wanted |= fresh;
         }
     }
 
@@ -299,7 +323,11 @@ impl WorkerPool {
             if let Some(v) = &entry.key.visible {
                 env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
             }
-            while entry.idle.len() + coming_back < size {
+            // Machines that need fresh processes take only never-used workers.
+            let unused = |entry: &Entry| entry.idle.iter().filter(|w| !w.served).count();
+            while entry.idle.len() + coming_back < size
+                || (entry.fresh_wanted && unused(entry) < size)
+            {
                 let Ok(mut proxy) = WorkerProxy::spawn(
                     POOLED_NAME,
                     entry.key.dialect,
@@ -323,6 +351,7 @@ impl WorkerPool {
                 entry.idle.push_back(Idle {
                     proxy,
                     init_sent: Some(Instant::now()),
+                    served: false,
                 });
             }
         }

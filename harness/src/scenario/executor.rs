@@ -736,7 +736,12 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
         semantics: scenario.semantics.clone(),
     };
     let started = Instant::now();
-    match backend.start(&spec) {
+    let machine = if backend.shares_workers() {
+        backend.start_shared(&spec, &crate::sharing::sharing(scenario))
+    } else {
+        backend.start(&spec)
+    };
+    match machine {
         Err(StartError::NotSupported(reason)) => Execution {
             trace: Trace::default(),
             verdict: Verdict {

@@ -1,0 +1,83 @@
+//! The worker sharing policy (`ipc_harness::sharing`) on the real catalogue:
+//! which clauses may run on reset, reused CUDA workers, and why the others
+//! get fresh processes.
+
+use ipc_conformance::catalogue::{compiled_in_dir, Catalogue, Clause, Tier};
+use ipc_harness::sharing::{sharing, WorkerSharing, WORKERS_KEY};
+
+fn catalogue() -> Catalogue {
+    Catalogue::load(&compiled_in_dir()).expect("the catalogue loads")
+}
+
+fn of(cat: &Catalogue, id: &str) -> WorkerSharing {
+    let clause: &Clause = cat
+        .clauses
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("no clause {id}"));
+    sharing(clause.scenario.as_ref().expect("the clause parses"))
+}
+
+fn fresh_reason(cat: &Catalogue, id: &str) -> String {
+    match of(cat, id) {
+        WorkerSharing::Fresh(why) => why,
+        WorkerSharing::Reused => panic!("{id} was let share workers"),
+    }
+}
+
+#[test]
+fn value_only_clauses_share_workers() {
+    let cat = catalogue();
+    for id in [
+        "mem.open.basic",
+        "mem.close.double-close",
+        "mem.lifetime.free-while-open",
+        "vmm.import.other-process",
+    ] {
+        assert_eq!(of(&cat, id), WorkerSharing::Reused, "{id}");
+    }
+}
+
+#[test]
+fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
+    let cat = catalogue();
+    // The clause whose verdict changed on reused workers (VA placement).
+    assert_eq!(
+        fresh_reason(&cat, "mem.lifetime.destroyed-context-va-to-next-context"),
+        "incidental tier"
+    );
+    let reopen = fresh_reason(&cat, "mem.open.reopen-same-context");
+    assert!(reopen.contains("'== p' compares values"), "{reopen}");
+    let base = fresh_reason(&cat, "mem.suballoc.aligned-2mib");
+    assert!(base.contains("'base == p'"), "{base}");
+    let peer = fresh_reason(&cat, "multidev.peer.enable");
+    assert!(peer.contains("peer access outlives a reset"), "{peer}");
+    let events = fresh_reason(&cat, "event.order.stream-wait");
+    assert!(events.contains("interprocess event"), "{events}");
+}
+
+#[test]
+fn every_incidental_clause_gets_fresh_workers_and_every_header_is_known() {
+    let cat = catalogue();
+    let mut reused = 0;
+    for c in &cat.clauses {
+        let Some(scenario) = c.scenario.as_ref() else {
+            continue;
+        };
+        if let Some(v) = scenario.meta.get(WORKERS_KEY) {
+            assert_eq!(v.trim(), "fresh", "{}: unknown '# workers: {v}'", c.id);
+        }
+        let s = sharing(scenario);
+        if c.tier == Some(Tier::Incidental) {
+            assert_eq!(
+                s,
+                WorkerSharing::Fresh("incidental tier".into()),
+                "{}",
+                c.id
+            );
+        }
+        reused += usize::from(s.is_reused());
+    }
+    // Most of the gate shares workers; not a hard-coded count, a floor.
+    assert!(reused >= 15, "only {reused} clauses share workers");
+}

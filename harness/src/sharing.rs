@@ -1,0 +1,331 @@
+//! Whether a scenario may run on workers that served earlier scenarios
+//! (reset and reused), or needs fresh processes: a pure function of what
+//! the scenario asserts ([`sharing`]).
+//!
+//! A reused worker has been reset (every allocation, mapping, event,
+//! context, VMM object and descriptor its requests made released; see
+//! `cuda/worker.rs`), but driver state no call releases survives: where the
+//! next allocation lands, the primary contexts it retained, what loaded
+//! modules occupy. A scenario whose expectations cannot see that history
+//! gives the same verdict either way; one whose expectations can gets fresh
+//! processes. The rules, each with the reason [`WorkerSharing::Fresh`]
+//! carries:
+//!
+//! - `# workers: fresh` in the header marks a scenario fresh by hand.
+//! - `# tier: incidental`: one driver's accident may well be one of history.
+//! - An expectation that compares values (`== X`, `!= X`, `base == X`,
+//!   `base != X`): pointers and handles, whose values depend on what the
+//!   process allocated before.
+//! - A step expected to kill its process (`=> crash`), and `exit`: process
+//!   ends, which a reset neither undoes nor replays.
+//! - Ops whose effect a reset does not undo: `ctx_destroy` (a destroyed
+//!   context's VA goes to the next context), `enable_peer`, `set_device` /
+//!   `primary_ctx` / `ctx_create` of a device other than the process's own
+//!   (a retained primary context), interprocess events (`event_create
+//!   flags=interprocess`, `ipc_get_event`, `ipc_open_event`: per-process
+//!   shared event memory).
+//! - Any op not classified here yet (new ops start fresh until someone
+//!   checks what a reset leaves of them).
+//!
+//! The policy is checked, not assumed: `run --check-sharing` runs every
+//! scenario it lets share both ways and reports any difference.
+
+use crate::scenario::ast::{Expectation, Op};
+use crate::scenario::Scenario;
+use crate::tier::Tier;
+use std::fmt;
+
+/// The header key that marks a scenario by hand (`# workers: fresh`).
+pub const WORKERS_KEY: &str = "workers";
+
+/// Whether a scenario's processes may run on reset, reused workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerSharing {
+    /// Its expectations cannot depend on what a worker did before.
+    Reused,
+    /// It needs fresh worker processes, for this reason.
+    Fresh(String),
+}
+
+impl WorkerSharing {
+    /// Whether reused workers may serve it.
+    pub fn is_reused(&self) -> bool {
+        matches!(self, WorkerSharing::Reused)
+    }
+}
+
+impl fmt::Display for WorkerSharing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerSharing::Reused => f.write_str("reused"),
+            WorkerSharing::Fresh(why) => write!(f, "fresh ({why})"),
+        }
+    }
+}
+
+/// Which workers a backend that can reuse them gives a scenario
+/// (`--workers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkerPolicy {
+    /// Fresh processes for every scenario.
+    Fresh,
+    /// Reused workers where [`sharing`] allows it, fresh ones elsewhere.
+    #[default]
+    ByScenario,
+    /// Reused workers for every scenario (whatever it asserts).
+    Reused,
+}
+
+impl WorkerPolicy {
+    /// Every policy, in `--workers` order.
+    pub const ALL: [WorkerPolicy; 3] = [
+        WorkerPolicy::ByScenario,
+        WorkerPolicy::Fresh,
+        WorkerPolicy::Reused,
+    ];
+
+    /// `policy`, `fresh` or `reused`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerPolicy::Fresh => "fresh",
+            WorkerPolicy::ByScenario => "policy",
+            WorkerPolicy::Reused => "reused",
+        }
+    }
+
+    /// Whether a scenario of `sharing` runs on reused workers.
+    pub fn reuses(self, sharing: &WorkerSharing) -> bool {
+        match self {
+            WorkerPolicy::Fresh => false,
+            WorkerPolicy::ByScenario => sharing.is_reused(),
+            WorkerPolicy::Reused => true,
+        }
+    }
+}
+
+impl std::str::FromStr for WorkerPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<WorkerPolicy, String> {
+        WorkerPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown worker policy '{}' (valid: policy, fresh, reused)",
+                    s.trim()
+                )
+            })
+    }
+}
+
+/// The sharing [`Scenario`] allows (see the [module docs](self)); the first
+/// rule that asks for fresh processes gives the reason.
+pub fn sharing(scenario: &Scenario) -> WorkerSharing {
+    match fresh_reason(scenario) {
+        Some(why) => WorkerSharing::Fresh(why),
+        None => WorkerSharing::Reused,
+    }
+}
+
+fn fresh_reason(scenario: &Scenario) -> Option<String> {
+    if let Some(value) = scenario.meta.get(WORKERS_KEY) {
+        return Some(match value.trim() {
+            "fresh" => "marked '# workers: fresh'".to_string(),
+            other => format!("unknown '# workers: {other}' (only 'fresh' is known)"),
+        });
+    }
+    if let Some(tier) = scenario.meta.get("tier") {
+        if tier.trim() == Tier::Incidental.as_str() {
+            return Some("incidental tier".to_string());
+        }
+    }
+    for step in &scenario.steps {
+        let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
+        if let Some(why) = op_fresh_reason(&step.op, own_device) {
+            return Some(format!("line {}: {why}", step.line));
+        }
+        for list in step.expect.lists() {
+            for e in &list.items {
+                if let Some(why) = expectation_fresh_reason(e) {
+                    return Some(format!("line {}: {why}", step.line));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
+    match e {
+        Expectation::Eq(_)
+        | Expectation::Ne(_)
+        | Expectation::BaseEq(_)
+        | Expectation::BaseNe(_) => Some(format!(
+            "'{e}' compares values that depend on allocation history"
+        )),
+        Expectation::Crash => Some("a step is expected to kill its process".to_string()),
+        Expectation::Ok
+        | Expectation::Any
+        | Expectation::AnyError
+        | Expectation::Error { .. }
+        | Expectation::Bytes(_)
+        | Expectation::Value(_)
+        | Expectation::Size(_)
+        | Expectation::Type(_)
+        | Expectation::Device(_) => None,
+    }
+}
+
+fn op_fresh_reason(op: &Op, own_device: u32) -> Option<String> {
+    use crate::driver::event_flags::INTERPROCESS;
+    let other_device = |device: u32, what: &str| {
+        (device != own_device)
+            .then(|| format!("{what} {device} retains a primary context a reset does not release"))
+    };
+    match op {
+        Op::Exit => Some("a process exits".to_string()),
+        Op::CtxDestroy { .. } => Some("a destroyed context's VA goes to the next one".to_string()),
+        Op::EnablePeer { .. } => Some("peer access outlives a reset".to_string()),
+        Op::SetDevice { device } => other_device(*device, "set_device"),
+        Op::PrimaryCtx { device } => other_device(*device, "primary_ctx"),
+        Op::CtxCreate { device } => other_device(*device, "ctx_create"),
+        Op::EventCreate { flags } if flags & INTERPROCESS != 0 => {
+            Some("an interprocess event outlives a reset".to_string())
+        }
+        Op::IpcGetEvent { .. } | Op::IpcOpenEvent { .. } => {
+            Some("an interprocess event outlives a reset".to_string())
+        }
+        Op::DeviceCount
+        | Op::Attr { .. }
+        | Op::CanAccessPeer { .. }
+        | Op::CtxSet { .. }
+        | Op::CtxCurrent
+        | Op::Malloc { .. }
+        | Op::Free { .. }
+        | Op::Offset { .. }
+        | Op::Fill { .. }
+        | Op::Write { .. }
+        | Op::Read { .. }
+        | Op::DeviceRead { .. }
+        | Op::AddressRange { .. }
+        | Op::PointerAttr { .. }
+        | Op::IpcGet { .. }
+        | Op::IpcOpen { .. }
+        | Op::Sync
+        | Op::IpcClose { .. }
+        | Op::HandleZero
+        | Op::HandleRandom
+        | Op::HandleFlip { .. }
+        | Op::Send { .. }
+        | Op::VmmGranularity { .. }
+        | Op::VmmCreate { .. }
+        | Op::VmmExport { .. }
+        | Op::VmmImport { .. }
+        | Op::VmmReserve { .. }
+        | Op::VmmMap { .. }
+        | Op::VmmSetAccess { .. }
+        | Op::VmmUnmap { .. }
+        | Op::VmmAddressFree { .. }
+        | Op::VmmRelease { .. }
+        | Op::FdClose { .. }
+        | Op::FdNullDevice
+        | Op::FdNumber { .. }
+        | Op::SendFd { .. }
+        | Op::EventCreate { .. }
+        | Op::EventRecord { .. }
+        | Op::EventQuery { .. }
+        | Op::EventSync { .. }
+        | Op::StreamWait { .. }
+        | Op::EventElapsed { .. }
+        | Op::EventDestroy { .. }
+        | Op::EventHandleZero
+        | Op::EventHandleRandom
+        | Op::SlowFill { .. } => None,
+        #[allow(unreachable_patterns)]
+        other => Some(format!(
+            "'{}' is not classified for worker reuse",
+            other.keyword()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn of(text: &str) -> WorkerSharing {
+        sharing(&crate::scenario::parse(text, Path::new("<inline>")).expect("parses"))
+    }
+
+    fn reason(text: &str) -> String {
+        match of(text) {
+            WorkerSharing::Fresh(why) => why,
+            WorkerSharing::Reused => panic!("expected fresh:\n{text}"),
+        }
+    }
+
+    const BASE: &str = "devices 1\nprocess a device=0\nprocess b device=0\n";
+
+    #[test]
+    fn policies_parse_and_decide() {
+        for p in WorkerPolicy::ALL {
+            assert_eq!(p.as_str().parse(), Ok(p));
+        }
+        assert!("shared"
+            .parse::<WorkerPolicy>()
+            .unwrap_err()
+            .contains("valid: policy, fresh, reused"));
+        let fresh = WorkerSharing::Fresh("x".into());
+        assert!(WorkerPolicy::ByScenario.reuses(&WorkerSharing::Reused));
+        assert!(!WorkerPolicy::ByScenario.reuses(&fresh));
+        assert!(!WorkerPolicy::Fresh.reuses(&WorkerSharing::Reused));
+        assert!(WorkerPolicy::Reused.reuses(&fresh));
+    }
+
+    #[test]
+    fn a_value_only_scenario_is_reused() {
+        let text = format!(
+            "# tier: contract\n{BASE}a: p = malloc 64\na: fill p 0xab\na: h = ipc_get p\n\
+             a: send h -> b\nb: q = ipc_open h\nb: read q 0 4 => bytes ab*4\n"
+        );
+        assert_eq!(of(&text), WorkerSharing::Reused);
+        assert_eq!(of(&text).to_string(), "reused");
+    }
+
+    #[test]
+    fn pointer_comparisons_and_process_ends_need_fresh_workers() {
+        let eq = format!("{BASE}a: p = malloc 64\na: free p\na: q = malloc 64 => == p\n");
+        assert!(
+            reason(&eq).starts_with("line 6: '== p' compares"),
+            "{}",
+            reason(&eq)
+        );
+        let exit = format!("{BASE}a: p = malloc 64\na: exit\n");
+        assert_eq!(reason(&exit), "line 5: a process exits");
+        let destroy = format!("{BASE}a: c = ctx_create 0\na: ctx_destroy c\n");
+        assert!(reason(&destroy).contains("destroyed context"));
+    }
+
+    #[test]
+    fn tier_and_header_decide_first() {
+        let incidental = format!("# tier: incidental\n{BASE}a: p = malloc 64\n");
+        assert_eq!(reason(&incidental), "incidental tier");
+        let marked = format!("# tier: contract\n# workers: fresh\n{BASE}a: p = malloc 64\n");
+        assert_eq!(reason(&marked), "marked '# workers: fresh'");
+        let unknown = format!("# workers: shared\n{BASE}a: p = malloc 64\n");
+        assert!(reason(&unknown).contains("unknown '# workers: shared'"));
+    }
+
+    #[test]
+    fn interprocess_events_and_other_devices_need_fresh_workers() {
+        let timing = format!("{BASE}a: e = event_create flags=disable_timing\n");
+        assert_eq!(of(&timing), WorkerSharing::Reused);
+        let ipc = format!("{BASE}a: e = event_create flags=disable_timing,interprocess\n");
+        assert!(reason(&ipc).contains("interprocess event"));
+        let own = "devices 2\nprocess a device=1\na: set_device 1\n";
+        assert_eq!(of(own), WorkerSharing::Reused);
+        let other = "devices 2\nprocess a device=0\na: set_device 1\n";
+        assert!(reason(other).contains("set_device 1 retains a primary context"));
+    }
+}

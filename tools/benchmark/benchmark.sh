@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The performance figures of docs/performance.md in one run, as a table on
+# stdout and benchmark.json under OUT:
+#   - the gate (contract and relied-on clauses, every dialect the backend
+#     speaks) under the worker policy (`--workers policy`) and on fresh
+#     workers (`--workers fresh`), and whether their verdicts are identical;
+#   - `run --check-sharing` over the gate (shareable clauses, fresh vs reused);
+#   - explore cases/s over a fixed number of cases;
+#   - on the simulator: the whole catalogue's step time, best of 3, and
+#     explore cases/s per dialect mix.
+# Usage: tools/benchmark/benchmark.sh [BIN] [sim|cuda] [OUT] [EXPLORE_CASES]
+set -u
+BIN=${1:-target/release/ipc-conformance}
+BACKEND=${2:-sim}
+OUT=${3:-reports/latest/benchmark}
+CASES=${4:-300}
+mkdir -p "$OUT"
+[ -x "$BIN" ] || { echo "benchmark: no executable $BIN (cargo build --release -p ipc-conformance --features cuda)" >&2; exit 2; }
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+# The value after "steps " in a run footer's "time:" line, in ms.
+steps_ms() { grep '^time:' "$1" | sed 's/.*steps \([^,]*\),.*/\1/' | awk '
+  /ms$/ { sub(/ ?ms$/, ""); print; exit }
+  /s$/  { sub(/ ?s$/, ""); print $0 * 1000; exit }'; }
+
+gate=$("$BIN" list 2>/dev/null | awk '$3 == "contract" || $3 == "relied-on" { print $1 }' | paste -sd, -)
+[ -n "$gate" ] || { echo "benchmark: no contract or relied-on clause listed" >&2; exit 2; }
+
+t0=$(now)
+"$BIN" run --backend "$BACKEND" --dialect all --filter "$gate" --workers policy -q --out "$OUT/gate-policy" > "$OUT/gate-policy.log" 2>&1
+gate_policy_rc=$?
+t1=$(now)
+"$BIN" run --backend "$BACKEND" --dialect all --filter "$gate" --workers fresh -q --out "$OUT/gate-fresh" > "$OUT/gate-fresh.log" 2>&1
+gate_fresh_rc=$?
+t2=$(now)
+"$BIN" diff "$OUT/gate-fresh/results.json" "$OUT/gate-policy/results.json" > "$OUT/gate-diff.log" 2>&1
+gate_diff_rc=$?
+t3=$(now)
+"$BIN" run --check-sharing --backend "$BACKEND" --dialect all --filter "$gate" -q --out "$OUT/check-sharing" > "$OUT/check-sharing.log" 2>&1
+sharing_rc=$?
+t4=$(now)
+dialect=all
+"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s 180 --out "$OUT/explore" > "$OUT/explore.log" 2>&1
+explore_rc=$?
+explore_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
+
+gate_policy_s=$(secs "$t0" "$t1")
+gate_fresh_s=$(secs "$t1" "$t2")
+sharing_s=$(secs "$t3" "$t4")
+identical=$([ "$gate_diff_rc" = 0 ] && echo true || echo false)
+sharing_ok=$([ "$sharing_rc" = 0 ] && echo true || echo false)
+
+printf '| figure | value |\n| --- | --- |\n'
+printf '| gate, --workers policy (wall s, exit) | %s (%s) |\n' "$gate_policy_s" "$gate_policy_rc"
+printf '| gate, --workers fresh (wall s, exit) | %s (%s) |\n' "$gate_fresh_s" "$gate_fresh_rc"
+printf '| gate verdicts identical (diff exit 0) | %s |\n' "$identical"
+printf '| check-sharing over the gate: no difference (wall s) | %s (%s) |\n' "$sharing_ok" "$sharing_s"
+printf '| explore %s, %s cases: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "${explore_rate:-?}" "$explore_rc"
+
+sim_json=""
+if [ "$BACKEND" = sim ]; then
+  best=""
+  for i in 1 2 3; do
+    "$BIN" run --backend sim --dialect all -q --out "$OUT/catalogue-$i" > "$OUT/catalogue-$i.log" 2>&1
+    ms=$(steps_ms "$OUT/catalogue-$i.log")
+    best=$(awk -v a="${best:-$ms}" -v b="$ms" 'BEGIN { print (b < a ? b : a) }')
+  done
+  printf '| whole catalogue, three dialects, steps ms (best of 3) | %s |\n' "$best"
+  sim_json="\"catalogue_steps_ms_best_of_3\": ${best:-null},"
+  for mix in runtime driver hip all; do
+    "$BIN" explore --backend sim --cases 20000 --dialect "$mix" --seed 11 -q --out "$OUT/explore-$mix" > "$OUT/explore-$mix.log" 2>&1
+    rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore-$mix.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
+    printf '| explore sim --dialect %s, 20000 cases: cases/s | %s |\n' "$mix" "${rate:-?}"
+    sim_json="$sim_json \"explore_sim_${mix}_cases_per_s\": ${rate:-null},"
+  done
+fi
+
+cat > "$OUT/benchmark.json" <<JSON
+{
+  "backend": "$BACKEND",
+  "gate_policy_s": $gate_policy_s, "gate_policy_exit": $gate_policy_rc,
+  "gate_fresh_s": $gate_fresh_s, "gate_fresh_exit": $gate_fresh_rc,
+  "gate_verdicts_identical": $identical,
+  "check_sharing_no_difference": $sharing_ok, "check_sharing_s": $sharing_s,
+  $sim_json
+  "explore_cases": $CASES, "explore_cases_per_s": ${explore_rate:-null}, "explore_exit": $explore_rc
+}
+JSON
+echo "benchmark: $OUT/benchmark.json and the logs beside it"
+[ "$identical" = true ] && [ "$sharing_ok" = true ]
