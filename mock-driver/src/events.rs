@@ -132,6 +132,7 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         if flags & INTERPROCESS != 0 {
+            self.live_ipc_events_rule(p)?;
             self.events.ipc_state.insert((p, ctx));
         }
         let core = self.events.next_core;
@@ -443,8 +444,9 @@ impl World {
             bytes[4..8].copy_from_slice(&pool.to_le_bytes());
         }
         bytes[8] = 1;
-        let slot = 0x0fff_u32.saturating_sub(slot);
-        bytes[16..20].copy_from_slice(&slot.to_le_bytes());
+        let (place, pool) = crate::scale_limits::event_slot_words(slot);
+        bytes[16..20].copy_from_slice(&place.to_le_bytes());
+        bytes[20..24].copy_from_slice(&pool.to_le_bytes());
         bytes
     }
 
@@ -494,6 +496,7 @@ impl World {
                 return Ok(e);
             }
         }
+        self.open_event_handles_rule(p)?;
         Ok(self.new_local(p, core_id, ctx, true))
     }
 
