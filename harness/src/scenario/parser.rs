@@ -915,8 +915,13 @@ impl<'f> Parser<'f> {
         for n in op.used().into_iter().flatten().filter(|n| is_list(n)) {
             let bound = self.list_counts.get(n).copied();
             if repeat.is_none() || bound != repeat {
+                let col = l
+                    .toks
+                    .iter()
+                    .find(|t| t.text == n)
+                    .map_or(l.col(), |t| t.col);
                 return Err(l.err(
-                    l.col(),
+                    col,
                     format!(
                         "list '{n}' holds {} elements: use it in a 'repeat {}' step",
                         bound.unwrap_or(0),
