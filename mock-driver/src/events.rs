@@ -132,6 +132,7 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         if flags & INTERPROCESS != 0 {
+            self.live_ipc_events_rule(p)?;
             self.events.ipc_state.insert((p, ctx));
         }
         let core = self.events.next_core;
@@ -415,9 +416,14 @@ impl World {
     }
 
     /// Shaped like the measured handles: a per-exporter word, a word naming
-    /// the context's pool (zero for the primary context; which bytes differ
-    /// for another context is unmeasured), a 1, and the slot counting down
-    /// (H100 / 580.159.04).
+    /// the context's pool (zero for the primary context of the process's
+    /// first device; which bytes differ for another context is unmeasured),
+    /// a 1, and the slot counting down (H100 / 580.159.04).
+    ///
+    /// The primary contexts of two devices are two pools, so the first
+    /// interprocess event on each device gets distinct bytes and opening
+    /// each gives its own event, as simpleIPC relies on
+    /// (multidev.event.first-event-per-device-distinct).
     fn handle_bytes(
         &self,
         owner: ProcessIndex,
@@ -428,14 +434,19 @@ impl World {
         let mut bytes = [0u8; IPC_HANDLE_SIZE];
         let tag = (hash(self.seed, &[0x4556, owner as u64]) & 0xffff) as u32 | 1;
         bytes[0..4].copy_from_slice(&tag.to_le_bytes());
-        let primary = self.procs[p].contexts.get(&ctx).is_none_or(|c| c.primary);
-        if !primary {
+        let first_device = self.procs[p].visible.first().copied();
+        let pool_of_first_primary = self.procs[p]
+            .contexts
+            .get(&ctx)
+            .is_none_or(|c| c.primary && Some(c.device) == first_device);
+        if !pool_of_first_primary {
             let pool = hash(self.seed, &[0x4558, p as u64, ctx]) as u32 | 1;
             bytes[4..8].copy_from_slice(&pool.to_le_bytes());
         }
         bytes[8] = 1;
-        let slot = 0x0fff_u32.saturating_sub(slot);
-        bytes[16..20].copy_from_slice(&slot.to_le_bytes());
+        let (place, pool) = crate::scale_limits::event_slot_words(slot);
+        bytes[16..20].copy_from_slice(&place.to_le_bytes());
+        bytes[20..24].copy_from_slice(&pool.to_le_bytes());
         bytes
     }
 
@@ -485,6 +496,7 @@ impl World {
                 return Ok(e);
             }
         }
+        self.open_event_handles_rule(p)?;
         Ok(self.new_local(p, core_id, ctx, true))
     }
 

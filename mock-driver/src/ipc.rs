@@ -194,6 +194,7 @@ impl World {
                 return Ok(ret);
             }
         }
+        self.open_mappings_rule(p)?;
         if let Some(answer) =
             self.freed_while_mapped_rule(p, (ctx, device), handle, &h, block_id, flags)
         {

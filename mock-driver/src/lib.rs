@@ -64,6 +64,7 @@ pub mod portability;
 pub mod profiles;
 #[cfg(test)]
 mod robustness;
+mod scale_limits;
 mod seed;
 pub mod semantics;
 mod store;

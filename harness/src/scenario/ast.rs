@@ -23,6 +23,9 @@ pub struct Step {
     pub bind: Option<String>,
     pub op: Op,
     pub expect: Expect,
+    /// `repeat N`: the step runs `N` times; a list name (`e[]`) names the
+    /// current iteration's element (docs/scenario-language.md).
+    pub repeat: Option<u32>,
 }
 
 impl Step {
@@ -32,6 +35,9 @@ impl Step {
         use fmt::Write;
         // Room for most steps, so the text is written without regrowing.
         let mut s = String::with_capacity(48);
+        if let Some(n) = self.repeat {
+            let _ = write!(s, "repeat {n} ");
+        }
         let _ = match &self.bind {
             Some(b) => write!(s, "{b} = {}", self.op),
             None => write!(s, "{}", self.op),

@@ -3,7 +3,7 @@
 use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::model::{ExecOptions, Execution, Scenario};
-use super::parser::MAX_WRITE_BYTES;
+use super::parser::{LIST_SUFFIX, MAX_WRITE_BYTES};
 use crate::calls::{Call, Returned};
 use crate::driver::{
     DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, VmmHandle,
@@ -331,13 +331,30 @@ struct Run<'a> {
     scenario: &'a Scenario,
     opts: &'a ExecOptions,
     bindings: HashMap<String, Bound>,
+    /// The iteration of the `repeat` step running (0 for other steps).
+    iteration: usize,
+}
+
+/// The binding that holds element `i` of list `list` (`e[]`): `e[i]`, a name
+/// no file can write.
+fn element_name(list: &str, i: usize) -> String {
+    format!("{list}[{i}]")
 }
 
 impl Run<'_> {
+    /// The binding `n` names; a list name (`e[]`) names the current
+    /// iteration's element.
+    fn bound(&self, n: &str) -> Option<&Bound> {
+        match n.strip_suffix(LIST_SUFFIX) {
+            Some(list) => self.bindings.get(&element_name(list, self.iteration)),
+            None => self.bindings.get(n),
+        }
+    }
+
     fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
         match r {
             Ref::Null => Ok(DevicePtr::NULL),
-            Ref::Name(n) => match self.bindings.get(n).map(|b| &b.value) {
+            Ref::Name(n) => match self.bound(n).map(|b| &b.value) {
                 Some(Value::Ptr(p)) => Ok(*p),
                 _ => Err(Failure::Skip(format!("'{n}' is not a bound pointer"))),
             },
@@ -345,42 +362,42 @@ impl Run<'_> {
     }
 
     fn handle(&self, n: &str) -> Result<IpcMemHandle, Failure> {
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bound(n).map(|b| &b.value) {
             Some(Value::Handle(h)) => Ok(*h),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound handle"))),
         }
     }
 
     fn vmm_handle(&self, n: &str) -> Result<VmmHandle, Failure> {
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bound(n).map(|b| &b.value) {
             Some(Value::VmmHandle(h)) => Ok(*h),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound VMM handle"))),
         }
     }
 
     fn fd(&self, n: &str) -> Result<Fd, Failure> {
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bound(n).map(|b| &b.value) {
             Some(Value::Fd(f)) => Ok(*f),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound descriptor"))),
         }
     }
 
     fn event(&self, n: &str) -> Result<EventId, Failure> {
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bound(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
         }
     }
 
     fn event_handle(&self, n: &str) -> Result<IpcEventHandle, Failure> {
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bound(n).map(|b| &b.value) {
             Some(Value::EventHandle(h)) => Ok(*h),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound event handle"))),
         }
     }
 
     fn ctx(&self, n: &str) -> Result<crate::driver::ContextId, Failure> {
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bound(n).map(|b| &b.value) {
             Some(Value::Ctx(Some(c))) => Ok(*c),
             Some(Value::Ctx(None)) => Err(Failure::Skip(format!(
                 "context '{n}' is null (no context was current)"
@@ -408,7 +425,7 @@ impl Run<'_> {
                 Value::Handle(h)
             }
             Op::Send { handle, .. } => {
-                match self.bindings.get(handle).map(|b| &b.value) {
+                match self.bound(handle).map(|b| &b.value) {
                     Some(Value::Handle(_) | Value::EventHandle(_)) => {}
                     _ => return Err(Failure::Skip(format!("'{handle}' is not a bound handle"))),
                 }
@@ -656,7 +673,7 @@ impl Run<'_> {
                     .find(|s| s.bind.as_deref() == Some(n))
                     .map(|s| s.line)
             };
-            (!self.bindings.contains_key(n)).then(|| match binder() {
+            self.bound(n).is_none().then(|| match binder() {
                 Some(line) => {
                     format!("'{n}' was never bound (the step at line {line} did not succeed)")
                 }
@@ -821,6 +838,7 @@ pub(crate) fn execute_on(
         scenario,
         opts,
         bindings: HashMap::default(),
+        iteration: 0,
     };
     let mut labels = Labels::new(nproc);
     // Why a process runs no more steps (crashed, timed out, harness failure).
@@ -836,75 +854,101 @@ pub(crate) fn execute_on(
         machine.begin_step(index);
         let pname = scenario.processes[step.process].name.as_str();
         let text = step.text();
-        let skip = dead[step.process]
-            .clone()
-            // A descriptor cannot reach a process that crashed or hung.
-            .or_else(|| match &step.op {
-                Op::SendFd { to, .. } => dead
-                    .get(*to)
-                    .and_then(|r| r.as_ref())
-                    .map(|r| format!("the receiver is gone: {r}")),
-                _ => None,
-            })
-            .or_else(|| run.missing_binding(step));
+        let list = step.expect.in_force(opts.dialect);
+        let iterations = step.repeat.map_or(1, |n| n as usize);
         let call = Instant::now();
-        let result = match skip {
-            Some(reason) => Err(Failure::Skip(reason)),
-            None => run.perform(machine, index, step),
-        };
-        let elapsed_us = micros(call.elapsed());
-        let (outcome, observed_value, api) = match result {
-            Ok(v) => {
-                // A passed descriptor is the receiver's: label it there.
-                let (owner, oname) = match &step.op {
-                    Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
-                    _ => (step.process, pname),
-                };
-                let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
-                let named = step.op.used()[0].and_then(|n| run.bindings.get(n));
-                labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
-                (StepOutcome::Ok { value: summary }, Some((v, label)), None)
-            }
-            Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
-            Err(Failure::Driver(DriverError::Api(e))) => (
-                StepOutcome::Error {
-                    code: e.code,
-                    name: e.name().into_owned(),
-                },
-                None,
-                Some(e),
-            ),
-            Err(Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms }))) => {
-                dead[step.process] =
-                    Some(format!("process '{pname}' timed out at line {}", step.line));
-                (StepOutcome::Timeout { after_ms }, None, None)
-            }
-            Err(Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. }))) => {
-                dead[step.process] =
-                    Some(format!("process '{pname}' crashed at line {}", step.line));
-                (
-                    StepOutcome::Crash {
-                        detail: e.to_string(),
+        // A repeat step runs until an iteration fails its expectation; the
+        // trace keeps one record: the last iteration's outcome, and for a
+        // failure its iteration and how many passed before it.
+        let mut iteration = 0;
+        let (outcome, result) = loop {
+            run.iteration = iteration;
+            let skip = dead[step.process]
+                .clone()
+                // A descriptor cannot reach a process that crashed or hung.
+                .or_else(|| match &step.op {
+                    Op::SendFd { to, .. } => dead
+                        .get(*to)
+                        .and_then(|r| r.as_ref())
+                        .map(|r| format!("the receiver is gone: {r}")),
+                    _ => None,
+                })
+                .or_else(|| run.missing_binding(step));
+            let result = match skip {
+                Some(reason) => Err(Failure::Skip(reason)),
+                None => run.perform(machine, index, step),
+            };
+            let (outcome, observed_value, api) = match result {
+                Ok(v) => {
+                    // A passed descriptor is the receiver's: label it there.
+                    let (owner, oname) = match &step.op {
+                        Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
+                        _ => (step.process, pname),
+                    };
+                    let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
+                    let named = step.op.used()[0].and_then(|n| run.bound(n));
+                    labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
+                    (StepOutcome::Ok { value: summary }, Some((v, label)), None)
+                }
+                Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
+                Err(Failure::Driver(DriverError::Api(e))) => (
+                    StepOutcome::Error {
+                        code: e.code,
+                        name: e.name().into_owned(),
                     },
                     None,
-                    None,
-                )
+                    Some(e),
+                ),
+                Err(Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms }))) => {
+                    dead[step.process] =
+                        Some(format!("process '{pname}' timed out at line {}", step.line));
+                    (StepOutcome::Timeout { after_ms }, None, None)
+                }
+                Err(Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. }))) => {
+                    dead[step.process] =
+                        Some(format!("process '{pname}' crashed at line {}", step.line));
+                    (
+                        StepOutcome::Crash {
+                            detail: e.to_string(),
+                        },
+                        None,
+                        None,
+                    )
+                }
+                Err(Failure::Driver(DriverError::Harness(m))) => {
+                    dead[step.process] = Some(format!(
+                        "process '{pname}' lost to a harness error at line {}",
+                        step.line
+                    ));
+                    (StepOutcome::Broken { detail: m }, None, None)
+                }
+            };
+            let observed = match (&observed_value, api) {
+                (Some((v, _)), _) => Observed::Ok(v),
+                (None, Some(e)) => Observed::Api(e),
+                (None, None) => Observed::NoAnswer,
+            };
+            let mut result = check(&list, &observed, &outcome, &run.bindings);
+            if let (Some(name), Some((v, label))) = (&step.bind, observed_value) {
+                let name = match name.strip_suffix(LIST_SUFFIX) {
+                    Some(list) => element_name(list, iteration),
+                    None => name.clone(),
+                };
+                run.bindings.insert(name, Bound { value: v, label });
             }
-            Err(Failure::Driver(DriverError::Harness(m))) => {
-                dead[step.process] = Some(format!(
-                    "process '{pname}' lost to a harness error at line {}",
-                    step.line
-                ));
-                (StepOutcome::Broken { detail: m }, None, None)
+            iteration += 1;
+            if !result.passed && step.repeat.is_some() {
+                result.message = format!(
+                    "iteration {iteration} of {iterations} ({} passed): {}",
+                    iteration - 1,
+                    result.message
+                );
+            }
+            if !result.passed || iteration == iterations || dead[step.process].is_some() {
+                break (outcome, result);
             }
         };
-        let observed = match (&observed_value, api) {
-            (Some((v, _)), _) => Observed::Ok(v),
-            (None, Some(e)) => Observed::Api(e),
-            (None, None) => Observed::NoAnswer,
-        };
-        let list = step.expect.in_force(opts.dialect);
-        let result = check(&list, &observed, &outcome, &run.bindings);
+        let elapsed_us = micros(call.elapsed());
 
         if first_failure.is_none() {
             let crash_expected = result.passed && list.items.contains(&Expectation::Crash);
@@ -936,9 +980,6 @@ pub(crate) fn execute_on(
             }
         }
 
-        if let (Some(name), Some((v, label))) = (&step.bind, observed_value) {
-            run.bindings.insert(name.clone(), Bound { value: v, label });
-        }
         trace.steps.push(StepRecord {
             index,
             line: step.line,

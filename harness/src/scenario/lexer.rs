@@ -85,6 +85,10 @@ pub(crate) fn tokenize<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<()
                     break;
                 }
             }
+            // `name[]`: a repeat step's list binding is one word.
+            if at(i) == Some('[') && at(i + 1) == Some(']') {
+                i += 2;
+            }
             ci += i - start;
             out.push(Token {
                 kind: Kind::Word,

@@ -14,6 +14,8 @@ pub mod limits;
 mod model;
 mod parser;
 #[cfg(test)]
+mod repeat_tests;
+#[cfg(test)]
 mod tests;
 
 pub use ast::{

@@ -50,6 +50,8 @@ struct Parser<'f> {
     exited: Vec<Option<usize>>,
     first_step_line: Option<usize>,
     bindings: HashMap<String, Binding>,
+    /// Each list binding's element count (its `repeat` step's count).
+    list_counts: HashMap<String, u32>,
     steps: Vec<Step>,
     hazards: Vec<HazardExpectation>,
 }
@@ -249,11 +251,19 @@ impl<'a> Line<'a> {
 }
 
 fn is_name(s: &str) -> bool {
+    let s = s.strip_suffix(LIST_SUFFIX).unwrap_or(s);
     let mut cs = s.chars();
     cs.next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && cs.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
+
+/// The suffix of a list binding (`e[]`): one element per iteration of the
+/// `repeat` step that binds it.
+pub(crate) const LIST_SUFFIX: &str = "[]";
+
+/// The most iterations one `repeat` step may run.
+pub const MAX_REPEAT: u32 = 1_000_000;
 
 /// Decimal or `0x` hex, `_` separators, optional `KiB`/`MiB`/`GiB` suffix.
 pub(crate) fn parse_int(text: &str) -> Result<u64, String> {
@@ -342,6 +352,7 @@ pub(crate) fn parse(source: &str, path: &Path) -> Result<Scenario, ParseError> {
         first_step_line: None,
         // Room for a generated program's names without regrowing.
         bindings: HashMap::with_capacity_and_hasher(32, Default::default()),
+        list_counts: HashMap::default(),
         steps: Vec::new(),
         hazards: Vec::new(),
     };
@@ -761,6 +772,24 @@ impl<'f> Parser<'f> {
         }
         self.first_step_line.get_or_insert(l.line);
         l.pos = 2;
+        let repeat = if l.peek().is_some_and(|t| t.text == "repeat")
+            && !l.peek_at(1).is_some_and(|t| t.is_punct("="))
+        {
+            l.pos += 1;
+            let col = l.col();
+            let n = l.int("an iteration count after 'repeat'")?;
+            match u32::try_from(n) {
+                Ok(n) if (1..=MAX_REPEAT).contains(&n) => Some(n),
+                _ => {
+                    return Err(l.err(
+                        col,
+                        format!("expected a repeat count from 1 to {MAX_REPEAT}, found {n}"),
+                    ))
+                }
+            }
+        } else {
+            None
+        };
         let bind = if l.peek_at(1).is_some_and(|t| t.is_punct("=")) {
             let t = l.name("a binding name")?;
             l.pos += 1;
@@ -779,6 +808,7 @@ impl<'f> Parser<'f> {
         };
         let op_tok = l.next_word("an op")?;
         let op = self.op(l, proc_idx, &op_tok)?;
+        self.check_lists(l, repeat, bind.as_ref(), &op)?;
         if let Some(b) = &bind {
             if op.result_type() == ValueType::Unit {
                 return Err(l.err(
@@ -838,13 +868,68 @@ impl<'f> Parser<'f> {
                 },
             );
         }
+        if let (Some(b), Some(n)) = (&bind, repeat) {
+            self.list_counts.insert(b.clone(), n);
+        }
         self.steps.push(Step {
             line: l.line,
             process: proc_idx,
             bind,
             op,
             expect,
+            repeat,
         });
+        Ok(())
+    }
+
+    /// List names (`e[]`) belong to `repeat` steps: a repeat step binds only
+    /// a list, and uses a list only if it was bound with the same count.
+    fn check_lists(
+        &self,
+        l: &Line,
+        repeat: Option<u32>,
+        bind: Option<&Token>,
+        op: &Op,
+    ) -> PResult<()> {
+        let is_list = |n: &str| n.ends_with(LIST_SUFFIX);
+        if let Some(b) = bind {
+            match (repeat, is_list(b.text)) {
+                (Some(_), false) => {
+                    return Err(l.err(
+                        b.col,
+                        format!(
+                            "a repeat step binds a list: expected '{}[]', found '{}'",
+                            b.text, b.text
+                        ),
+                    ))
+                }
+                (None, true) => {
+                    return Err(l.err(
+                        b.col,
+                        format!("only a repeat step binds a list such as '{}'", b.text),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        for n in op.used().into_iter().flatten().filter(|n| is_list(n)) {
+            let bound = self.list_counts.get(n).copied();
+            if repeat.is_none() || bound != repeat {
+                let col = l
+                    .toks
+                    .iter()
+                    .find(|t| t.text == n)
+                    .map_or(l.col(), |t| t.col);
+                return Err(l.err(
+                    col,
+                    format!(
+                        "list '{n}' holds {} elements: use it in a 'repeat {}' step",
+                        bound.unwrap_or(0),
+                        bound.unwrap_or(0)
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1602,6 +1687,9 @@ impl<'f> Parser<'f> {
             ));
         }
         let t = l.name("a binding or 'null'")?;
+        if t.text.ends_with(LIST_SUFFIX) {
+            return Err(l.err(col, format!("a list ('{}') cannot be compared", t.text)));
+        }
         let want = if matches!(rt, ValueType::Range) {
             ValueType::Ptr
         } else {
