@@ -73,6 +73,9 @@ impl<T: fmt::Debug> LeanUnion<T> {
 }
 
 /// One option's tree: drawn, deferred (its forked RNG), or failed to draw.
+// Slots are built in place in a vector sized for them: boxing the RNG would
+// cost an allocation for every option passed over.
+#[allow(clippy::large_enum_variant)]
 enum Slot<T> {
     Drawn(Box<dyn ValueTree<Value = T>>),
     Deferred(TestRng),
