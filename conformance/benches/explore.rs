@@ -10,6 +10,10 @@
 //!   (32 to 35: an action's steps are kept whole), each drawn, lowered and
 //!   judged as `explore` does (without its summary bookkeeping).
 //!
+//! - `mix_DIALECTS`: `explore` in each dialect mix (`runtime`, `driver`,
+//!   `hip`, `all`: cases alternate between the dialects), 200 cases of up
+//!   to 32 steps per iteration. Target: 20,000 cases/s per core in every mix.
+//!
 //! Each is measured twice: in wall time (group `explore`) and in this
 //! thread's CPU time (group `explore_cpu`: "per core", and steady on a
 //! machine other work shares).
@@ -110,6 +114,30 @@ fn explore_benches<M: Measurement>(c: &mut Criterion<M>, group: &str) {
             s.steps
         })
     });
+
+    for (mix, dialects) in [
+        ("runtime", vec![Dialect::Runtime]),
+        ("driver", vec![Dialect::Driver]),
+        ("hip", vec![Dialect::Hip]),
+        ("all", Dialect::ALL.to_vec()),
+    ] {
+        let mut seed = 0u64;
+        group.bench_function(format!("mix_{mix}"), |b| {
+            b.iter(|| {
+                seed += 1;
+                let opts = ExploreOptions {
+                    cases: BATCH,
+                    seed,
+                    max_steps: MAX_STEPS,
+                    dialects: dialects.clone(),
+                    ..ExploreOptions::default()
+                };
+                let s = explore::explore(&opts, &judge, None, &mut |_, _| {});
+                assert!(s.findings.is_empty());
+                s.steps
+            })
+        });
+    }
 
     let ids = full_cases(4000);
     let mut next = 0usize;

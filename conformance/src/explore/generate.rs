@@ -402,7 +402,8 @@ fn damage_strategy() -> impl Strategy<Value = HandleDamage> {
 /// neighbours and second contexts.
 pub fn action_strategy() -> impl Strategy<Value = Action> {
     let i = any::<Index>;
-    prop_oneof![
+    // Draws as `prop_oneof!` would, without its per-option runner forks.
+    super::lean_union::lean_oneof![
         8 => (i(), kind_strategy(), size_strategy(), any::<u8>())
             .prop_map(|(proc, kind, size, fill)| Action::Malloc { proc, kind, size, fill }),
         3 => (i(), proptest::bool::weighted(0.1))
