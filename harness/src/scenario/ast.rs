@@ -966,6 +966,10 @@ pub enum Expectation {
     BaseNe(Ref),
     Type(MemoryType),
     Device(u32),
+    /// `A | B | ...`: the step's outcome is one of the alternatives, each
+    /// `ok` or a named error (peers' tests accept either of two errors where
+    /// drivers differ). The trace records the outcome that came.
+    OneOf(Vec<Expectation>),
 }
 
 impl fmt::Display for Expectation {
@@ -985,6 +989,15 @@ impl fmt::Display for Expectation {
             Expectation::BaseNe(r) => write!(f, "base != {r}"),
             Expectation::Type(t) => write!(f, "type {}", t.name()),
             Expectation::Device(d) => write!(f, "device {d}"),
+            Expectation::OneOf(alternatives) => {
+                for (i, a) in alternatives.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" | ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -1584,12 +1584,50 @@ impl<'f> Parser<'f> {
 
     fn expect_list(&self, l: &mut Line, op: &Op, after: &str) -> PResult<ExpectList> {
         let first = l.pos;
-        let mut items = vec![self.expectation(l, op, after)?];
+        let mut items = vec![self.one_of(l, op, after)?];
         while l.eat_punct(",") {
-            items.push(self.expectation(l, op, "','")?);
+            items.push(self.one_of(l, op, "','")?);
         }
         let text = l.text(first, l.pos.saturating_sub(1));
         Ok(ExpectList { items, text })
+    }
+
+    /// One expectation, or alternatives joined by `|` (`InvalidValue |
+    /// InvalidHandle`, `ok | NotSupported`): only `ok` and error names join,
+    /// each at most once.
+    fn one_of(&self, l: &mut Line, op: &Op, after: &str) -> PResult<Expectation> {
+        let joinable = |e: &Expectation| matches!(e, Expectation::Ok | Expectation::Error { .. });
+        let col = l.col();
+        let first = self.expectation(l, op, after)?;
+        if !l.is_punct("|") {
+            return Ok(first);
+        }
+        if !joinable(&first) {
+            return Err(l.err(
+                col,
+                format!("'|' joins only 'ok' and error names, not '{first}'"),
+            ));
+        }
+        let mut alternatives = vec![first];
+        while l.eat_punct("|") {
+            let col = l.col();
+            let next = self.expectation(l, op, "'|'")?;
+            if !joinable(&next) {
+                return Err(l.err(
+                    col,
+                    format!("'|' joins only 'ok' and error names, not '{next}'"),
+                ));
+            }
+            let same = |a: &Expectation| match (a, &next) {
+                (Expectation::Error { kind: x, .. }, Expectation::Error { kind: y, .. }) => x == y,
+                (a, b) => a == b,
+            };
+            if alternatives.iter().any(same) {
+                return Err(l.err(col, format!("'{next}' is already an alternative")));
+            }
+            alternatives.push(next);
+        }
+        Ok(Expectation::OneOf(alternatives))
     }
 
     fn ref_arg(&self, l: &mut Line, op: &Op, col_item: usize) -> PResult<Ref> {
