@@ -196,7 +196,7 @@ impl Driver for Fake {
     fn ipc_get_event_handle(&mut self, _: EventId, _: OutArg) -> DriverResult<IpcEventHandle> {
         Err(self.err(ErrorKind::NotSupported))
     }
-    fn ipc_open_event_handle(&mut self, _: IpcEventHandle) -> DriverResult<EventId> {
+    fn ipc_open_event_handle(&mut self, _: IpcEventHandle, _: OutArg) -> DriverResult<EventId> {
         Err(self.err(ErrorKind::NotSupported))
     }
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {

@@ -38,7 +38,10 @@ fn share(m: &mut dyn Machine) -> Shared {
         .driver(1)
         .ipc_open_mem_handle(h, 1, OutArg::Valid)
         .unwrap();
-    let peer_event = m.driver(1).ipc_open_event_handle(eh).unwrap();
+    let peer_event = m
+        .driver(1)
+        .ipc_open_event_handle(eh, OutArg::Valid)
+        .unwrap();
     Shared {
         buf,
         peer_buf,
@@ -120,17 +123,19 @@ fn opening_is_refused_in_the_exporter_and_for_unknown_bytes() {
     let e = m.driver(0).event_create(IPC).unwrap();
     let h = m.driver(0).ipc_get_event_handle(e, OutArg::Valid).unwrap();
     assert_eq!(
-        err(m.driver(0).ipc_open_event_handle(h)),
+        err(m.driver(0).ipc_open_event_handle(h, OutArg::Valid)),
         ErrorKind::InvalidContext
     );
     assert_eq!(
-        err(m.driver(1).ipc_open_event_handle(IpcEventHandle::ZERO)),
+        err(m
+            .driver(1)
+            .ipc_open_event_handle(IpcEventHandle::ZERO, OutArg::Valid)),
         ErrorKind::MapFailed
     );
     let mut flipped = h;
     flipped.0[17] ^= 0xff;
     assert_eq!(
-        err(m.driver(1).ipc_open_event_handle(flipped)),
+        err(m.driver(1).ipc_open_event_handle(flipped, OutArg::Valid)),
         ErrorKind::MapFailed
     );
 }
@@ -142,8 +147,8 @@ fn reopening_a_handle(#[case] settings: &str, #[case] same: bool) {
     let mut m = start(settings);
     let e = m.driver(0).event_create(IPC).unwrap();
     let h = m.driver(0).ipc_get_event_handle(e, OutArg::Valid).unwrap();
-    let x = m.driver(1).ipc_open_event_handle(h).unwrap();
-    let y = m.driver(1).ipc_open_event_handle(h).unwrap();
+    let x = m.driver(1).ipc_open_event_handle(h, OutArg::Valid).unwrap();
+    let y = m.driver(1).ipc_open_event_handle(h, OutArg::Valid).unwrap();
     assert_eq!(x == y, same);
 }
 
@@ -307,7 +312,7 @@ fn a_handle_opened_after_the_exporter_exited(
     let e = m.driver(0).event_create(IPC).unwrap();
     let h = m.driver(0).ipc_get_event_handle(e, OutArg::Valid).unwrap();
     m.exit(0).unwrap();
-    let r = m.driver(1).ipc_open_event_handle(h);
+    let r = m.driver(1).ipc_open_event_handle(h, OutArg::Valid);
     // A refused open never reached the destroyed event: no hazard then.
     let refused_before_the_event = want == Some(ErrorKind::MapFailed);
     match want {
@@ -341,4 +346,25 @@ fn a_fill_into_memory_freed_before_it_lands_is_dropped() {
     let b = m.driver(0).alloc(MemKind::Device, 2 * MIB).unwrap();
     m.driver(0).synchronize().unwrap();
     assert_eq!(m.driver(0).read(b, 1).unwrap().len(), 1);
+}
+
+#[test]
+fn opening_an_event_handle_into_a_null_out_pointer_is_invalid_value_and_opens_nothing() {
+    // event.open.null-out: the out pointer is checked before the handle.
+    let mut m = start("");
+    let e = m.driver(0).event_create(IPC).unwrap();
+    let h = m.driver(0).ipc_get_event_handle(e, OutArg::Valid).unwrap();
+    assert_eq!(
+        err(m.driver(1).ipc_open_event_handle(h, OutArg::Null)),
+        ErrorKind::InvalidValue
+    );
+    assert_eq!(
+        err(m
+            .driver(1)
+            .ipc_open_event_handle(IpcEventHandle::ZERO, OutArg::Null)),
+        ErrorKind::InvalidValue
+    );
+    // Nothing was opened: the first real open is the event, and works.
+    let opened = m.driver(1).ipc_open_event_handle(h, OutArg::Valid).unwrap();
+    m.driver(1).event_query(opened).unwrap();
 }

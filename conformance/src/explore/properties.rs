@@ -712,7 +712,7 @@ pub fn check_trace(
                 // follows the runtime's teardown at exit, which a crash
                 // skips: event.lifetime.open-after-exporter-crash measures
                 // the handle still opening.
-                if let Op::IpcOpenEvent { handle } = &step.op {
+                if let Op::IpcOpenEvent { handle, .. } = &step.op {
                     let exporter_crashed = m
                         .event_exporter
                         .get(handle)

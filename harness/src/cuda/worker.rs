@@ -704,7 +704,10 @@ impl Worker {
             Request::VmmAddressFree { va, .. } => Track::VmmAddressFree(va.0),
             Request::VmmRelease { handle } => Track::VmmRelease(handle.0),
             Request::FdClose { fd } => Track::FdClose(fd.0),
-            Request::EventCreate { .. } | Request::IpcOpenEventHandle { .. } => Track::EventMade,
+            Request::EventCreate { .. }
+            | Request::IpcOpenEventHandle {
+                out: OutArg::Valid, ..
+            } => Track::EventMade,
             Request::EventDestroy { event } => Track::EventDestroy(event.0),
             _ => Track::Nothing,
         };
@@ -1391,14 +1394,19 @@ impl Worker {
                         h.reserved.map(|b| b as u8),
                     )))
                 }
-                Request::IpcOpenEventHandle { handle } => {
+                Request::IpcOpenEventHandle { handle, out } => {
                     let h = RawIpcHandle {
                         reserved: handle.0.map(|b| b as c_char),
                     };
                     let mut e: Handle = null_mut();
+                    // `out=null` passes a real NULL phEvent (event.open.null-out).
+                    let out_ptr: *mut Handle = match out {
+                        OutArg::Valid => &mut e,
+                        OutArg::Null => null_mut(),
+                    };
                     match d {
-                        Runtime => ffi::cudaIpcOpenEventHandle(&mut e, h)?,
-                        Driver => ffi::cuIpcOpenEventHandle(&mut e, h)?,
+                        Runtime => ffi::cudaIpcOpenEventHandle(out_ptr, h)?,
+                        Driver => ffi::cuIpcOpenEventHandle(out_ptr, h)?,
                     }
                     Ok(Reply::Event(e as u64))
                 }

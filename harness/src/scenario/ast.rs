@@ -323,6 +323,7 @@ pub enum Op {
     },
     IpcOpenEvent {
         handle: String,
+        out: OutArg,
     },
     EventHandleZero,
     EventHandleRandom,
@@ -721,7 +722,7 @@ impl Op {
             | Op::EventDestroy { event }
             | Op::IpcGetEvent { event, .. } => [Some(event.as_str()), None],
             Op::EventElapsed { start, end } => [Some(start.as_str()), Some(end.as_str())],
-            Op::IpcOpenEvent { handle } => [Some(handle.as_str()), None],
+            Op::IpcOpenEvent { handle, .. } => [Some(handle.as_str()), None],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
             | Op::Send { handle, .. } => [Some(handle.as_str()), None],
@@ -812,7 +813,13 @@ impl fmt::Display for Op {
                 }
                 Ok(())
             }
-            Op::IpcOpenEvent { handle } => write!(f, "{kw} {handle}"),
+            Op::IpcOpenEvent { handle, out } => {
+                write!(f, "{kw} {handle}")?;
+                if *out == OutArg::Null {
+                    f.write_str(" out=null")?;
+                }
+                Ok(())
+            }
             Op::SlowFill {
                 ptr,
                 value,

@@ -552,8 +552,9 @@ impl Run<'_> {
                 event: self.event(event)?,
                 out: *out,
             },
-            Op::IpcOpenEvent { handle } => Call::IpcOpenEventHandle {
+            Op::IpcOpenEvent { handle, out } => Call::IpcOpenEventHandle {
                 handle: self.event_handle(handle)?,
+                out: *out,
             },
             Op::SlowFill {
                 ptr,

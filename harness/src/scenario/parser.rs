@@ -1490,9 +1490,15 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::IpcGetEvent { event, out }
             }
-            "ipc_open_event" => Op::IpcOpenEvent {
-                handle: self.held_arg(l, proc_idx, kw, ValueType::EventHandle)?,
-            },
+            "ipc_open_event" => {
+                let handle = self.held_arg(l, proc_idx, kw, ValueType::EventHandle)?;
+                let mut out = OutArg::Valid;
+                self.options(l, kw, &["out"], |l, _| {
+                    out = Self::out_null(l)?;
+                    Ok(())
+                })?;
+                Op::IpcOpenEvent { handle, out }
+            }
             "event_handle_zero" => Op::EventHandleZero,
             "event_handle_random" => Op::EventHandleRandom,
             "slow_fill" => {
