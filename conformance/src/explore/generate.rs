@@ -181,10 +181,12 @@ pub enum Action {
         null_out: bool,
     },
     /// Send an event handle to another process and open it there (or in
-    /// the exporter itself).
+    /// the exporter itself); rarely into a NULL out pointer
+    /// (event.open.null-out).
     EventSendOpen {
         handle: Index,
         to: Index,
+        null_out: bool,
     },
     /// `event_record`, `event_sync`, `stream_wait` or `event_query` on a
     /// live event binding (made or imported).
@@ -437,7 +439,8 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
             .prop_map(|(proc, flags)| Action::EventCreate { proc, flags }),
         2 => (i(), proptest::bool::weighted(0.03))
             .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
-        2 => (i(), i()).prop_map(|(handle, to)| Action::EventSendOpen { handle, to }),
+        2 => (i(), i(), proptest::bool::weighted(0.03))
+            .prop_map(|(handle, to, null_out)| Action::EventSendOpen { handle, to, null_out }),
         2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)])
             .prop_map(|(event, how)| Action::EventUse { event, how }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
@@ -1186,7 +1189,11 @@ impl Lowering {
                     self.event_get(e, *null_out);
                 }
             }
-            Action::EventSendOpen { handle, to } => {
+            Action::EventSendOpen {
+                handle,
+                to,
+                null_out,
+            } => {
                 let Some((from, h)) = self.pick_event_holding(handle) else {
                     return;
                 };
@@ -1196,6 +1203,10 @@ impl Lowering {
                 if target != from {
                     self.emit(from, format_args!("send {h} -> {}", PROC_NAMES[target]));
                     self.event_holdings[target].push(h.clone());
+                }
+                if *null_out {
+                    self.emit(target, format_args!("ipc_open_event {h} out=null"));
+                    return;
                 }
                 let name = self.fresh("e");
                 self.emit(target, format_args!("{name} = ipc_open_event {h}"));

@@ -274,6 +274,7 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ("ipc_open_event", Dialect::Hip) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (InvalidContext, Clause("event.open.own-process")),
+            (InvalidValue, Clause("event.open.null-out")),
         ],
         ("ipc_get", _) => vec![
             (InvalidValue, Clause("mem.get.freed")),
@@ -316,6 +317,7 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (MapFailed, Clause("event.handle.zeroed")),
             (MapFailed, Clause("event.lifetime.open-after-exporter-exit")),
             (InvalidContext, Clause("event.open.own-process")),
+            (InvalidValue, Clause("event.open.null-out")),
         ],
         // VMM: driver API calls, documented in no seed's return list; the
         // vmm clauses measured these.
