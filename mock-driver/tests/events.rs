@@ -368,3 +368,40 @@ fn opening_an_event_handle_into_a_null_out_pointer_is_invalid_value_and_opens_no
     let opened = m.driver(1).ipc_open_event_handle(h, OutArg::Valid).unwrap();
     m.driver(1).event_query(opened).unwrap();
 }
+
+#[test]
+fn the_null_event_is_an_invalid_handle_to_every_event_call() {
+    // event.null.*: a NULL event names no event.
+    let mut m = start("");
+    let real = m.driver(0).event_create(IPC).unwrap();
+    let d = m.driver(0);
+    assert_eq!(err(d.event_record(EventId::NULL)), ErrorKind::InvalidHandle);
+    assert_eq!(err(d.event_query(EventId::NULL)), ErrorKind::InvalidHandle);
+    assert_eq!(
+        err(d.event_synchronize(EventId::NULL)),
+        ErrorKind::InvalidHandle
+    );
+    assert_eq!(
+        err(d.stream_wait_event(EventId::NULL)),
+        ErrorKind::InvalidHandle
+    );
+    assert_eq!(
+        err(d.event_elapsed(EventId::NULL, real)),
+        ErrorKind::InvalidHandle
+    );
+    assert_eq!(
+        err(d.event_elapsed(real, EventId::NULL)),
+        ErrorKind::InvalidHandle
+    );
+    assert_eq!(
+        err(d.ipc_get_event_handle(EventId::NULL, OutArg::Valid)),
+        ErrorKind::InvalidHandle
+    );
+    assert_eq!(
+        err(d.event_destroy(EventId::NULL)),
+        ErrorKind::InvalidHandle
+    );
+    // The real event is untouched.
+    d.event_record(real).unwrap();
+    d.event_synchronize(real).unwrap();
+}

@@ -712,19 +712,17 @@ impl Worker {
             _ => Track::Nothing,
         };
         // An event id this worker did not hand out (or already destroyed)
-        // would be a dangling pointer for the API: refuse it here.
+        // would be a dangling pointer for the API: refuse it here. The NULL
+        // event is passed as the real NULL it is (event.null.*).
+        let dangling = |e: &u64| *e != EventId::NULL.0 && !self.owned.events.contains_key(e);
         let unknown = match &request {
             Request::EventRecord { event }
             | Request::EventQuery { event }
             | Request::EventSynchronize { event }
             | Request::StreamWaitEvent { event }
             | Request::EventDestroy { event }
-            | Request::IpcGetEventHandle { event, .. } => {
-                Some(event.0).filter(|e| !self.owned.events.contains_key(e))
-            }
-            Request::EventElapsed { start, end } => [start.0, end.0]
-                .into_iter()
-                .find(|e| !self.owned.events.contains_key(e)),
+            | Request::IpcGetEventHandle { event, .. } => Some(event.0).filter(dangling),
+            Request::EventElapsed { start, end } => [start.0, end.0].into_iter().find(dangling),
             _ => None,
         };
         if let Some(e) = unknown {

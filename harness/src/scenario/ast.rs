@@ -720,8 +720,8 @@ impl Op {
             | Op::EventSync { event }
             | Op::StreamWait { event }
             | Op::EventDestroy { event }
-            | Op::IpcGetEvent { event, .. } => [Some(event.as_str()), None],
-            Op::EventElapsed { start, end } => [Some(start.as_str()), Some(end.as_str())],
+            | Op::IpcGetEvent { event, .. } => [bound_event(event), None],
+            Op::EventElapsed { start, end } => [bound_event(start), bound_event(end)],
             Op::IpcOpenEvent { handle, .. } => [Some(handle.as_str()), None],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
@@ -946,6 +946,15 @@ impl fmt::Display for Op {
             Op::SendFd { fd, to_name, .. } => write!(f, "{kw} {fd} -> {to_name}"),
         }
     }
+}
+
+/// An event argument written `null`: the NULL `cudaEvent_t` (no binding can
+/// be called `null`).
+pub const NULL_EVENT: &str = "null";
+
+/// The binding an event argument names (`None` for [`NULL_EVENT`]).
+fn bound_event(event: &str) -> Option<&str> {
+    (event != NULL_EVENT).then_some(event)
 }
 
 /// One expectation after `=>`.

@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
+use super::ast::{Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::MAX_WRITE_BYTES;
@@ -366,6 +366,9 @@ impl Run<'_> {
     }
 
     fn event(&self, n: &str) -> Result<EventId, Failure> {
+        if n == NULL_EVENT {
+            return Ok(EventId::NULL);
+        }
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),

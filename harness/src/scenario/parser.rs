@@ -3,7 +3,7 @@
 
 use super::ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType,
+    ProcIndex, Ref, Step, ValueType, NULL_EVENT,
 };
 use super::lexer::{strip_comment, tokenize, Token};
 use super::model::{Metadata, ParseError, Scenario};
@@ -952,6 +952,13 @@ impl<'f> Parser<'f> {
     /// process that created or opened it may use it, and not after its
     /// `event_destroy` (the real call would get a dangling pointer).
     fn event_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
+        // `null`: the NULL cudaEvent_t (event.null.*).
+        if l.peek()
+            .is_some_and(|t| t.is_word() && t.text == NULL_EVENT)
+        {
+            l.pos += 1;
+            return Ok(NULL_EVENT.to_string());
+        }
         let (name, col) = self.binding_arg(l, ValueType::Event, op)?;
         if let Some(b) = self.bindings.get(&name) {
             if b.process != proc_idx {
