@@ -189,10 +189,12 @@ pub enum Action {
         null_out: bool,
     },
     /// `event_record`, `event_sync`, `stream_wait` or `event_query` on a
-    /// live event binding (made or imported).
+    /// live event binding (made or imported), rarely on the NULL event
+    /// instead (`event_record null`: event.null.*).
     EventUse {
         event: Index,
         how: EventUse,
+        null: bool,
     },
     EventDestroy {
         event: Index,
@@ -441,8 +443,8 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
             .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
         2 => (i(), i(), proptest::bool::weighted(0.03))
             .prop_map(|(handle, to, null_out)| Action::EventSendOpen { handle, to, null_out }),
-        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)])
-            .prop_map(|(event, how)| Action::EventUse { event, how }),
+        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)], proptest::bool::weighted(0.04))
+            .prop_map(|(event, how, null)| Action::EventUse { event, how, null }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
         1 => i().prop_map(|alloc| Action::FreeTwice { alloc }),
         1 => i().prop_map(|open| Action::CloseTwice { open }),
@@ -1217,7 +1219,7 @@ impl Lowering {
                     destroyed: false,
                 });
             }
-            Action::EventUse { event, how } => {
+            Action::EventUse { event, how, null } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
                     let op = match how {
@@ -1229,7 +1231,8 @@ impl Lowering {
                             "event_query"
                         }
                     };
-                    self.emit(rec.proc, format_args!("{op} {}", rec.name));
+                    let name = if *null { "null" } else { &rec.name };
+                    self.emit(rec.proc, format_args!("{op} {name}"));
                 }
             }
             Action::Peer { proc, enable } => {

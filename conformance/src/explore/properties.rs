@@ -307,12 +307,34 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ],
         // cuEventRecord: "hEvent and hStream must be from the same context
         // otherwise CUDA_ERROR_INVALID_HANDLE is returned".
-        ("event_record", _) => vec![(
-            InvalidHandle,
-            Clause("event.context.record-from-other-context"),
-        )],
+        // The other-context clause does not run in the hip dialect.
+        ("event_record", Dialect::Hip) => vec![
+            (InvalidHandle, Clause("event.null.record")),
+            (InvalidValue, Clause("event.null.record")),
+        ],
+        ("event_record", _) => vec![
+            (
+                InvalidHandle,
+                Clause("event.context.record-from-other-context"),
+            ),
+            (InvalidHandle, Clause("event.null.record")),
+            (InvalidValue, Clause("event.null.record")),
+        ],
         // A status, not a failure: the recorded work has not completed.
-        ("event_query", _) => vec![(NotReady, Clause("event.order.sync-waits-for-exporter"))],
+        ("event_query", _) => vec![
+            (NotReady, Clause("event.order.sync-waits-for-exporter")),
+            (InvalidHandle, Clause("event.null.query")),
+            (InvalidValue, Clause("event.null.query")),
+        ],
+        // The NULL event: either documented error (event.null.*).
+        ("event_sync", _) => vec![
+            (InvalidHandle, Clause("event.null.synchronize")),
+            (InvalidValue, Clause("event.null.synchronize")),
+        ],
+        ("stream_wait", _) => vec![
+            (InvalidHandle, Clause("event.null.stream-wait")),
+            (InvalidValue, Clause("event.null.stream-wait")),
+        ],
         ("ipc_open_event", _) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (MapFailed, Clause("event.lifetime.open-after-exporter-exit")),
