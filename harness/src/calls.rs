@@ -133,7 +133,7 @@ macro_rules! for_each_driver_call {
             /// `cudaIpcGetEventHandle` / `cuIpcGetEventHandle`.
             ipc_get_event_handle IpcGetEventHandle(event: EventId, out: OutArg) -> IpcEventHandle;
             /// `cudaIpcOpenEventHandle` / `cuIpcOpenEventHandle`.
-            ipc_open_event_handle IpcOpenEventHandle(handle: IpcEventHandle) -> EventId;
+            ipc_open_event_handle IpcOpenEventHandle(handle: IpcEventHandle, out: OutArg) -> EventId;
             /// Long work on the default stream: a kernel that busy-waits `micros`
             /// microseconds (on the GPU's global timer), then writes `value` to
             /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.

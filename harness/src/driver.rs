@@ -81,6 +81,12 @@ impl<'de> Deserialize<'de> for IpcMemHandle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EventId(pub u64);
 
+impl EventId {
+    /// The NULL `cudaEvent_t`: names no event; drivers never hand it out
+    /// (event.null.*).
+    pub const NULL: EventId = EventId(0);
+}
+
 /// `cudaIpcEventHandle_t` / `CUipcEventHandle`: 64 opaque bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpcEventHandle(pub [u8; IPC_HANDLE_SIZE]);

@@ -232,7 +232,7 @@ impl Driver for Heap {
     fn ipc_get_event_handle(&mut self, _: EventId, _: OutArg) -> DriverResult<IpcEventHandle> {
         self.unsupported()
     }
-    fn ipc_open_event_handle(&mut self, _: IpcEventHandle) -> DriverResult<EventId> {
+    fn ipc_open_event_handle(&mut self, _: IpcEventHandle, _: OutArg) -> DriverResult<EventId> {
         self.unsupported()
     }
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {

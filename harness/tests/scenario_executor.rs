@@ -196,7 +196,7 @@ impl Driver for Fake {
     fn ipc_get_event_handle(&mut self, _: EventId, _: OutArg) -> DriverResult<IpcEventHandle> {
         Err(self.err(ErrorKind::NotSupported))
     }
-    fn ipc_open_event_handle(&mut self, _: IpcEventHandle) -> DriverResult<EventId> {
+    fn ipc_open_event_handle(&mut self, _: IpcEventHandle, _: OutArg) -> DriverResult<EventId> {
         Err(self.err(ErrorKind::NotSupported))
     }
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
@@ -439,4 +439,35 @@ fn not_supported_and_execute_on() {
     };
     let e = execute_on(&s, &mut m, &ExecOptions::default());
     assert_eq!(e.verdict.status, Status::Pass, "{}", e.verdict.message);
+}
+
+#[test]
+fn either_of_two_errors_passes_with_either_and_the_trace_names_the_one_that_came() {
+    // `ipc_open z` of a zeroed handle fails with InvalidValue on the fake.
+    let either = EXAMPLE.replace(
+        "ipc_open z                      => cudaErrorInvalidValue",
+        "ipc_open z => InvalidHandle | InvalidValue",
+    );
+    for dialect in Dialect::ALL {
+        let e = run(&either, dialect, 3);
+        assert_eq!(e.verdict.status, Status::Pass, "{}", e.verdict.message);
+        let step = &e.trace.steps[10];
+        assert!(
+            matches!(&step.outcome, StepOutcome::Error { name, .. } if name.contains("InvalidValue") || name.contains("INVALID_VALUE")),
+            "{:?}",
+            step.outcome
+        );
+        let check = step.check.as_ref().map(|c| c.expected.as_str());
+        assert_eq!(check, Some("InvalidHandle | InvalidValue"));
+    }
+    let neither = EXAMPLE.replace(
+        "ipc_open z                      => cudaErrorInvalidValue",
+        "ipc_open z => InvalidHandle | ok",
+    );
+    let e = run(&neither, Dialect::Runtime, 3);
+    assert_eq!(e.verdict.status, Status::Fail);
+    assert_eq!(
+        e.verdict.message,
+        "example.ipc:16: step 'ipc_open z flags=lazy' in peer: expected InvalidHandle | ok, got cudaErrorInvalidValue (seed 3)"
+    );
 }

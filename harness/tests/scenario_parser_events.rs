@@ -44,6 +44,20 @@ fn parse_str(src: &str) -> Result<Scenario, ParseError> {
     "ipc_get_event e out=null"
 )]
 #[case::open_again("b: y = ipc_open_event eh => != x", "y = ipc_open_event eh")]
+#[case::open_null_out(
+    "b: ipc_open_event eh out=null => InvalidValue",
+    "ipc_open_event eh out=null"
+)]
+#[case::record_null(
+    "a: event_record null => InvalidHandle | InvalidValue",
+    "event_record null"
+)]
+#[case::query_null("b: event_query null => error", "event_query null")]
+#[case::sync_null("b: event_sync null => error", "event_sync null")]
+#[case::wait_null("b: stream_wait null => error", "stream_wait null")]
+#[case::destroy_null("b: event_destroy null => error", "event_destroy null")]
+#[case::elapsed_null("a: event_elapsed null e => error", "event_elapsed null e")]
+#[case::get_null_event("a: ipc_get_event null => error", "ipc_get_event null")]
 #[case::zero("b: z = event_handle_zero => != eh", "z = event_handle_zero")]
 #[case::random("b: r = event_handle_random", "r = event_handle_random")]
 #[case::slow_fill("a: slow_fill p 5a us=300000", "slow_fill p 0x5a us=300000")]

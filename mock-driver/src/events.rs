@@ -454,7 +454,13 @@ impl World {
         &mut self,
         p: ProcessIndex,
         handle: &IpcEventHandle,
+        out: OutArg,
     ) -> SimResult<EventId> {
+        // The out pointer is an argument, checked before the handle, like
+        // cuIpcOpenMemHandle's (event.open.null-out, mem.open.null-out).
+        if out == OutArg::Null {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         let (ctx, _) = self.current_ctx(p)?;
         let Some(&core_id) = self.events.by_handle.get(&handle.0) else {
             return Err(self.sem.event_bad_handle.into());

@@ -330,8 +330,12 @@ impl Driver for SimProcess {
         self.call(|w, p| w.ipc_get_event_handle(p, event, out))
     }
 
-    fn ipc_open_event_handle(&mut self, handle: IpcEventHandle) -> DriverResult<EventId> {
-        self.call(|w, p| w.ipc_open_event_handle(p, &handle))
+    fn ipc_open_event_handle(
+        &mut self,
+        handle: IpcEventHandle,
+        out: OutArg,
+    ) -> DriverResult<EventId> {
+        self.call(|w, p| w.ipc_open_event_handle(p, &handle, out))
     }
 
     fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {

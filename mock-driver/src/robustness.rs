@@ -240,8 +240,13 @@ fn walk(seed: u64) {
                 if rng.below(6) == 0 {
                     h.0[rng.below(64) as usize] ^= 1 << rng.below(8);
                 }
+                let out = if rng.below(8) == 0 {
+                    OutArg::Null
+                } else {
+                    OutArg::Valid
+                };
                 if let Ok(Returned::Event(e)) =
-                    (Call::IpcOpenEventHandle { handle: h }).call_on(drv)
+                    (Call::IpcOpenEventHandle { handle: h, out }).call_on(drv)
                 {
                     events.push(e);
                 }

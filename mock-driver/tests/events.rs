@@ -40,7 +40,10 @@ fn share(m: &mut dyn Machine) -> Shared {
         .driver(1)
         .ipc_open_mem_handle(h, 1, OutArg::Valid)
         .unwrap();
-    let peer_event = m.driver(1).ipc_open_event_handle(eh).unwrap();
+    let peer_event = m
+        .driver(1)
+        .ipc_open_event_handle(eh, OutArg::Valid)
+        .unwrap();
     Shared {
         buf,
         peer_buf,
@@ -55,17 +58,19 @@ fn opening_is_refused_in_the_exporter_and_for_unknown_bytes() {
     let e = m.driver(0).event_create(IPC).unwrap();
     let h = m.driver(0).ipc_get_event_handle(e, OutArg::Valid).unwrap();
     assert_eq!(
-        err(m.driver(0).ipc_open_event_handle(h)),
+        err(m.driver(0).ipc_open_event_handle(h, OutArg::Valid)),
         ErrorKind::InvalidContext
     );
     assert_eq!(
-        err(m.driver(1).ipc_open_event_handle(IpcEventHandle::ZERO)),
+        err(m
+            .driver(1)
+            .ipc_open_event_handle(IpcEventHandle::ZERO, OutArg::Valid)),
         ErrorKind::MapFailed
     );
     let mut flipped = h;
     flipped.0[17] ^= 0xff;
     assert_eq!(
-        err(m.driver(1).ipc_open_event_handle(flipped)),
+        err(m.driver(1).ipc_open_event_handle(flipped, OutArg::Valid)),
         ErrorKind::MapFailed
     );
 }
@@ -77,8 +82,8 @@ fn reopening_a_handle(#[case] settings: &str, #[case] same: bool) {
     let mut m = start(settings);
     let e = m.driver(0).event_create(IPC).unwrap();
     let h = m.driver(0).ipc_get_event_handle(e, OutArg::Valid).unwrap();
-    let x = m.driver(1).ipc_open_event_handle(h).unwrap();
-    let y = m.driver(1).ipc_open_event_handle(h).unwrap();
+    let x = m.driver(1).ipc_open_event_handle(h, OutArg::Valid).unwrap();
+    let y = m.driver(1).ipc_open_event_handle(h, OutArg::Valid).unwrap();
     assert_eq!(x == y, same);
 }
 

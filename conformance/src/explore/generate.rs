@@ -181,16 +181,20 @@ pub enum Action {
         null_out: bool,
     },
     /// Send an event handle to another process and open it there (or in
-    /// the exporter itself).
+    /// the exporter itself); rarely into a NULL out pointer
+    /// (event.open.null-out).
     EventSendOpen {
         handle: Index,
         to: Index,
+        null_out: bool,
     },
     /// `event_record`, `event_sync`, `stream_wait` or `event_query` on a
-    /// live event binding (made or imported).
+    /// live event binding (made or imported), rarely on the NULL event
+    /// instead (`event_record null`: event.null.*).
     EventUse {
         event: Index,
         how: EventUse,
+        null: bool,
     },
     EventDestroy {
         event: Index,
@@ -438,9 +442,10 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
             .prop_map(|(proc, flags)| Action::EventCreate { proc, flags }),
         2 => (i(), proptest::bool::weighted(0.03))
             .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
-        2 => (i(), i()).prop_map(|(handle, to)| Action::EventSendOpen { handle, to }),
-        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)])
-            .prop_map(|(event, how)| Action::EventUse { event, how }),
+        2 => (i(), i(), proptest::bool::weighted(0.03))
+            .prop_map(|(handle, to, null_out)| Action::EventSendOpen { handle, to, null_out }),
+        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)], proptest::bool::weighted(0.04))
+            .prop_map(|(event, how, null)| Action::EventUse { event, how, null }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
         1 => i().prop_map(|alloc| Action::FreeTwice { alloc }),
         1 => i().prop_map(|open| Action::CloseTwice { open }),
@@ -1187,7 +1192,11 @@ impl Lowering {
                     self.event_get(e, *null_out);
                 }
             }
-            Action::EventSendOpen { handle, to } => {
+            Action::EventSendOpen {
+                handle,
+                to,
+                null_out,
+            } => {
                 let Some((from, h)) = self.pick_event_holding(handle) else {
                     return;
                 };
@@ -1198,6 +1207,10 @@ impl Lowering {
                     self.emit(from, format_args!("send {h} -> {}", PROC_NAMES[target]));
                     self.event_holdings[target].push(h.clone());
                 }
+                if *null_out {
+                    self.emit(target, format_args!("ipc_open_event {h} out=null"));
+                    return;
+                }
                 let name = self.fresh("e");
                 self.emit(target, format_args!("{name} = ipc_open_event {h}"));
                 self.stats.event_opens += 1;
@@ -1207,7 +1220,7 @@ impl Lowering {
                     destroyed: false,
                 });
             }
-            Action::EventUse { event, how } => {
+            Action::EventUse { event, how, null } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
                     let op = match how {
@@ -1219,7 +1232,8 @@ impl Lowering {
                             "event_query"
                         }
                     };
-                    self.emit(rec.proc, format_args!("{op} {}", rec.name));
+                    let name = if *null { "null" } else { &rec.name };
+                    self.emit(rec.proc, format_args!("{op} {name}"));
                 }
             }
             Action::Peer { proc, enable } => {

@@ -275,6 +275,7 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ("ipc_open_event", Dialect::Hip) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (InvalidContext, Clause("event.open.own-process")),
+            (InvalidValue, Clause("event.open.null-out")),
         ],
         ("ipc_get", _) => {
             const RT_GET: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcGetMemHandle)";
@@ -322,16 +323,39 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ],
         // cuEventRecord: "hEvent and hStream must be from the same context
         // otherwise CUDA_ERROR_INVALID_HANDLE is returned".
-        ("event_record", _) => vec![(
-            InvalidHandle,
-            Clause("event.context.record-from-other-context"),
-        )],
+        // The other-context clause does not run in the hip dialect.
+        ("event_record", Dialect::Hip) => vec![
+            (InvalidHandle, Clause("event.null.record")),
+            (InvalidValue, Clause("event.null.record")),
+        ],
+        ("event_record", _) => vec![
+            (
+                InvalidHandle,
+                Clause("event.context.record-from-other-context"),
+            ),
+            (InvalidHandle, Clause("event.null.record")),
+            (InvalidValue, Clause("event.null.record")),
+        ],
         // A status, not a failure: the recorded work has not completed.
-        ("event_query", _) => vec![(NotReady, Clause("event.order.sync-waits-for-exporter"))],
+        ("event_query", _) => vec![
+            (NotReady, Clause("event.order.sync-waits-for-exporter")),
+            (InvalidHandle, Clause("event.null.query")),
+            (InvalidValue, Clause("event.null.query")),
+        ],
+        // The NULL event: either documented error (event.null.*).
+        ("event_sync", _) => vec![
+            (InvalidHandle, Clause("event.null.synchronize")),
+            (InvalidValue, Clause("event.null.synchronize")),
+        ],
+        ("stream_wait", _) => vec![
+            (InvalidHandle, Clause("event.null.stream-wait")),
+            (InvalidValue, Clause("event.null.stream-wait")),
+        ],
         ("ipc_open_event", _) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (MapFailed, Clause("event.lifetime.open-after-exporter-exit")),
             (InvalidContext, Clause("event.open.own-process")),
+            (InvalidValue, Clause("event.open.null-out")),
         ],
         // VMM: driver API calls, documented in no seed's return list; the
         // vmm clauses measured these.
@@ -735,7 +759,7 @@ pub fn check_trace(
                 // follows the runtime's teardown at exit, which a crash
                 // skips: event.lifetime.open-after-exporter-crash measures
                 // the handle still opening.
-                if let Op::IpcOpenEvent { handle } = &step.op {
+                if let Op::IpcOpenEvent { handle, .. } = &step.op {
                     let exporter_crashed = m
                         .event_exporter
                         .get(handle)

@@ -133,7 +133,10 @@ pub fn consumer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
         Ok(ptr) => ptr,
         Err(_) => return decline(ctx),
     };
-    let written = match ctx.driver().ipc_open_event_handle(event_handle) {
+    let written = match ctx
+        .driver()
+        .ipc_open_event_handle(event_handle, OutArg::Valid)
+    {
         Ok(e) => e,
         Err(_) => {
             ctx.driver().ipc_close_mem_handle(ptr)?;

@@ -658,6 +658,7 @@ mod tests {
             },
             Request::IpcOpenEventHandle {
                 handle: IpcEventHandle([0xc9; 64]),
+                out: OutArg::Null,
             },
             Request::SlowFill {
                 ptr: DevicePtr(17),

@@ -704,24 +704,25 @@ impl Worker {
             Request::VmmAddressFree { va, .. } => Track::VmmAddressFree(va.0),
             Request::VmmRelease { handle } => Track::VmmRelease(handle.0),
             Request::FdClose { fd } => Track::FdClose(fd.0),
-            Request::EventCreate { .. } | Request::IpcOpenEventHandle { .. } => Track::EventMade,
+            Request::EventCreate { .. }
+            | Request::IpcOpenEventHandle {
+                out: OutArg::Valid, ..
+            } => Track::EventMade,
             Request::EventDestroy { event } => Track::EventDestroy(event.0),
             _ => Track::Nothing,
         };
         // An event id this worker did not hand out (or already destroyed)
-        // would be a dangling pointer for the API: refuse it here.
+        // would be a dangling pointer for the API: refuse it here. The NULL
+        // event is passed as the real NULL it is (event.null.*).
+        let dangling = |e: &u64| *e != EventId::NULL.0 && !self.owned.events.contains_key(e);
         let unknown = match &request {
             Request::EventRecord { event }
             | Request::EventQuery { event }
             | Request::EventSynchronize { event }
             | Request::StreamWaitEvent { event }
             | Request::EventDestroy { event }
-            | Request::IpcGetEventHandle { event, .. } => {
-                Some(event.0).filter(|e| !self.owned.events.contains_key(e))
-            }
-            Request::EventElapsed { start, end } => [start.0, end.0]
-                .into_iter()
-                .find(|e| !self.owned.events.contains_key(e)),
+            | Request::IpcGetEventHandle { event, .. } => Some(event.0).filter(dangling),
+            Request::EventElapsed { start, end } => [start.0, end.0].into_iter().find(dangling),
             _ => None,
         };
         if let Some(e) = unknown {
@@ -1391,14 +1392,19 @@ impl Worker {
                         h.reserved.map(|b| b as u8),
                     )))
                 }
-                Request::IpcOpenEventHandle { handle } => {
+                Request::IpcOpenEventHandle { handle, out } => {
                     let h = RawIpcHandle {
                         reserved: handle.0.map(|b| b as c_char),
                     };
                     let mut e: Handle = null_mut();
+                    // `out=null` passes a real NULL phEvent (event.open.null-out).
+                    let out_ptr: *mut Handle = match out {
+                        OutArg::Valid => &mut e,
+                        OutArg::Null => null_mut(),
+                    };
                     match d {
-                        Runtime => ffi::cudaIpcOpenEventHandle(&mut e, h)?,
-                        Driver => ffi::cuIpcOpenEventHandle(&mut e, h)?,
+                        Runtime => ffi::cudaIpcOpenEventHandle(out_ptr, h)?,
+                        Driver => ffi::cuIpcOpenEventHandle(out_ptr, h)?,
                     }
                     Ok(Reply::Event(e as u64))
                 }

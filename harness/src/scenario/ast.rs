@@ -329,6 +329,7 @@ pub enum Op {
     },
     IpcOpenEvent {
         handle: String,
+        out: OutArg,
     },
     EventHandleZero,
     EventHandleRandom,
@@ -725,9 +726,9 @@ impl Op {
             | Op::EventSync { event }
             | Op::StreamWait { event }
             | Op::EventDestroy { event }
-            | Op::IpcGetEvent { event, .. } => [Some(event.as_str()), None],
-            Op::EventElapsed { start, end } => [Some(start.as_str()), Some(end.as_str())],
-            Op::IpcOpenEvent { handle } => [Some(handle.as_str()), None],
+            | Op::IpcGetEvent { event, .. } => [bound_event(event), None],
+            Op::EventElapsed { start, end } => [bound_event(start), bound_event(end)],
+            Op::IpcOpenEvent { handle, .. } => [Some(handle.as_str()), None],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
             | Op::Send { handle, .. } => [Some(handle.as_str()), None],
@@ -818,7 +819,13 @@ impl fmt::Display for Op {
                 }
                 Ok(())
             }
-            Op::IpcOpenEvent { handle } => write!(f, "{kw} {handle}"),
+            Op::IpcOpenEvent { handle, out } => {
+                write!(f, "{kw} {handle}")?;
+                if *out == OutArg::Null {
+                    f.write_str(" out=null")?;
+                }
+                Ok(())
+            }
             Op::SlowFill {
                 ptr,
                 value,
@@ -947,6 +954,15 @@ impl fmt::Display for Op {
     }
 }
 
+/// An event argument written `null`: the NULL `cudaEvent_t` (no binding can
+/// be called `null`).
+pub const NULL_EVENT: &str = "null";
+
+/// The binding an event argument names (`None` for [`NULL_EVENT`]).
+fn bound_event(event: &str) -> Option<&str> {
+    (event != NULL_EVENT).then_some(event)
+}
+
 /// One expectation after `=>`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expectation {
@@ -972,6 +988,10 @@ pub enum Expectation {
     BaseNe(Ref),
     Type(MemoryType),
     Device(u32),
+    /// `A | B | ...`: the step's outcome is one of the alternatives, each
+    /// `ok` or a named error (peers' tests accept either of two errors where
+    /// drivers differ). The trace records the outcome that came.
+    OneOf(Vec<Expectation>),
 }
 
 impl fmt::Display for Expectation {
@@ -991,6 +1011,15 @@ impl fmt::Display for Expectation {
             Expectation::BaseNe(r) => write!(f, "base != {r}"),
             Expectation::Type(t) => write!(f, "type {}", t.name()),
             Expectation::Device(d) => write!(f, "device {d}"),
+            Expectation::OneOf(alternatives) => {
+                for (i, a) in alternatives.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" | ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{Expectation, HazardCheck, Op, Ref, Step};
+use super::ast::{Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
 use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
 use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::{LIST_SUFFIX, MAX_WRITE_BYTES};
@@ -383,6 +383,9 @@ impl Run<'_> {
     }
 
     fn event(&self, n: &str) -> Result<EventId, Failure> {
+        if n == NULL_EVENT {
+            return Ok(EventId::NULL);
+        }
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
@@ -569,8 +572,9 @@ impl Run<'_> {
                 event: self.event(event)?,
                 out: *out,
             },
-            Op::IpcOpenEvent { handle } => Call::IpcOpenEventHandle {
+            Op::IpcOpenEvent { handle, out } => Call::IpcOpenEventHandle {
                 handle: self.event_handle(handle)?,
+                out: *out,
             },
             Op::SlowFill {
                 ptr,

@@ -230,6 +230,13 @@ fn holds(e: &Expectation, obs: &Observed, bindings: &HashMap<String, Bound>) -> 
             Some(Value::Info(i)) if i.device == Some(*d) => Ok(()),
             _ => fail(e.to_string()),
         },
+        Expectation::OneOf(alternatives) => {
+            if alternatives.iter().any(|a| holds(a, obs, bindings).is_ok()) {
+                Ok(())
+            } else {
+                fail(e.to_string())
+            }
+        }
     }
 }
 

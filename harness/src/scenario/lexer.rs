@@ -5,7 +5,7 @@
 pub(crate) enum Kind {
     /// `[A-Za-z0-9_]` runs (with inner `-`, and a leading `-` before a digit).
     Word,
-    /// Punctuation: `:` `=` `==` `=>` `!=` `,` `;` `->` `*`.
+    /// Punctuation: `:` `=` `==` `=>` `!=` `,` `;` `->` `*` `|`.
     Punct,
 }
 
@@ -114,6 +114,7 @@ pub(crate) fn tokenize<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<()
                 ',' => ",",
                 ';' => ";",
                 '*' => "*",
+                '|' => "|",
                 _ => return Err(LexError { col: ci + 1, ch: c }),
             },
         };
@@ -161,6 +162,10 @@ mod tests {
             ["expect", "hazard", "free-while-mapped"]
         );
         assert_eq!(texts("value -1"), ["value", "-1"]);
+        assert_eq!(
+            texts("=> InvalidValue|InvalidHandle"),
+            ["=>", "InvalidValue", "|", "InvalidHandle"]
+        );
     }
 
     #[test]

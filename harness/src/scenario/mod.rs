@@ -20,7 +20,7 @@ mod tests;
 
 pub use ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType,
+    ProcIndex, Ref, Step, ValueType, NULL_EVENT,
 };
 pub use executor::random_handle;
 pub use model::{ExecOptions, Execution, Metadata, ParseError, Scenario};

@@ -3,7 +3,7 @@
 
 use super::ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType,
+    ProcIndex, Ref, Step, ValueType, NULL_EVENT,
 };
 use super::lexer::{strip_comment, tokenize, Token};
 use super::model::{Metadata, ParseError, Scenario};
@@ -1037,6 +1037,13 @@ impl<'f> Parser<'f> {
     /// process that created or opened it may use it, and not after its
     /// `event_destroy` (the real call would get a dangling pointer).
     fn event_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
+        // `null`: the NULL cudaEvent_t (event.null.*).
+        if l.peek()
+            .is_some_and(|t| t.is_word() && t.text == NULL_EVENT)
+        {
+            l.pos += 1;
+            return Ok(NULL_EVENT.to_string());
+        }
         let (name, col) = self.binding_arg(l, ValueType::Event, op)?;
         if let Some(b) = self.bindings.get(&name) {
             if b.process != proc_idx {
@@ -1575,9 +1582,15 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::IpcGetEvent { event, out }
             }
-            "ipc_open_event" => Op::IpcOpenEvent {
-                handle: self.held_arg(l, proc_idx, kw, ValueType::EventHandle)?,
-            },
+            "ipc_open_event" => {
+                let handle = self.held_arg(l, proc_idx, kw, ValueType::EventHandle)?;
+                let mut out = OutArg::Valid;
+                self.options(l, kw, &["out"], |l, _| {
+                    out = Self::out_null(l)?;
+                    Ok(())
+                })?;
+                Op::IpcOpenEvent { handle, out }
+            }
             "event_handle_zero" => Op::EventHandleZero,
             "event_handle_random" => Op::EventHandleRandom,
             "slow_fill" => {
@@ -1669,12 +1682,50 @@ impl<'f> Parser<'f> {
 
     fn expect_list(&self, l: &mut Line, op: &Op, after: &str) -> PResult<ExpectList> {
         let first = l.pos;
-        let mut items = vec![self.expectation(l, op, after)?];
+        let mut items = vec![self.one_of(l, op, after)?];
         while l.eat_punct(",") {
-            items.push(self.expectation(l, op, "','")?);
+            items.push(self.one_of(l, op, "','")?);
         }
         let text = l.text(first, l.pos.saturating_sub(1));
         Ok(ExpectList { items, text })
+    }
+
+    /// One expectation, or alternatives joined by `|` (`InvalidValue |
+    /// InvalidHandle`, `ok | NotSupported`): only `ok` and error names join,
+    /// each at most once.
+    fn one_of(&self, l: &mut Line, op: &Op, after: &str) -> PResult<Expectation> {
+        let joinable = |e: &Expectation| matches!(e, Expectation::Ok | Expectation::Error { .. });
+        let col = l.col();
+        let first = self.expectation(l, op, after)?;
+        if !l.is_punct("|") {
+            return Ok(first);
+        }
+        if !joinable(&first) {
+            return Err(l.err(
+                col,
+                format!("'|' joins only 'ok' and error names, not '{first}'"),
+            ));
+        }
+        let mut alternatives = vec![first];
+        while l.eat_punct("|") {
+            let col = l.col();
+            let next = self.expectation(l, op, "'|'")?;
+            if !joinable(&next) {
+                return Err(l.err(
+                    col,
+                    format!("'|' joins only 'ok' and error names, not '{next}'"),
+                ));
+            }
+            let same = |a: &Expectation| match (a, &next) {
+                (Expectation::Error { kind: x, .. }, Expectation::Error { kind: y, .. }) => x == y,
+                (a, b) => a == b,
+            };
+            if alternatives.iter().any(same) {
+                return Err(l.err(col, format!("'{next}' is already an alternative")));
+            }
+            alternatives.push(next);
+        }
+        Ok(Expectation::OneOf(alternatives))
     }
 
     fn ref_arg(&self, l: &mut Line, op: &Op, col_item: usize) -> PResult<Ref> {

@@ -984,8 +984,8 @@ b: z = event_handle_zero => != eh
     let mut b = MockDriver::new();
     b.expect_dialect().return_const(Dialect::Runtime);
     b.expect_ipc_open_event_handle()
-        .withf(move |&x| x == h)
-        .returning(|_| Ok(EventId(0x20)));
+        .withf(move |&x, &out| x == h && out == OutArg::Valid)
+        .returning(|_, _| Ok(EventId(0x20)));
     b.expect_event_query()
         .returning(|_| Err(ApiError::new(Dialect::Runtime, ErrorKind::NotReady).into()));
     b.expect_event_elapsed()
