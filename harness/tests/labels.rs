@@ -239,7 +239,11 @@ impl Driver for Heap {
         self.unsupported()
     }
     // --- memory pools: not modelled by this fake ---
-    fn pool_create(&mut self, _: DeviceOrdinal, _: HandleTypes) -> DriverResult<ipc_harness::PoolId> {
+    fn pool_create(
+        &mut self,
+        _: DeviceOrdinal,
+        _: HandleTypes,
+    ) -> DriverResult<ipc_harness::PoolId> {
         self.unsupported()
     }
     fn pool_default(&mut self, _: DeviceOrdinal) -> DriverResult<ipc_harness::PoolId> {

@@ -203,7 +203,11 @@ impl Driver for Fake {
         Err(self.err(ErrorKind::NotSupported))
     }
     // --- memory pools: not modelled by this fake ---
-    fn pool_create(&mut self, _: DeviceOrdinal, _: HandleTypes) -> DriverResult<ipc_harness::PoolId> {
+    fn pool_create(
+        &mut self,
+        _: DeviceOrdinal,
+        _: HandleTypes,
+    ) -> DriverResult<ipc_harness::PoolId> {
         Err(self.err(ErrorKind::NotSupported))
     }
     fn pool_default(&mut self, _: DeviceOrdinal) -> DriverResult<ipc_harness::PoolId> {

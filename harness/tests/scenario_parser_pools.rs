@@ -35,10 +35,7 @@ fn parse_str(src: &str) -> Result<Scenario, ParseError> {
 #[case::destroy("a: pool_destroy pl => ok", "pool_destroy pl")]
 #[case::export("a: f2 = pool_export pl => InvalidValue", "f2 = pool_export pl")]
 #[case::import("b: i2 = pool_import pfd", "i2 = pool_import pfd")]
-#[case::set_access(
-    "b: pool_set_access ipl rw",
-    "pool_set_access ipl rw device=0"
-)]
+#[case::set_access("b: pool_set_access ipl rw", "pool_set_access ipl rw device=0")]
 #[case::alloc("a: r = pool_alloc pl 4096", "r = pool_alloc pl 4KiB")]
 #[case::free("b: pool_free q", "pool_free q")]
 #[case::export_ptr("a: y = pool_export_ptr p => ok", "y = pool_export_ptr p")]
@@ -62,7 +59,10 @@ fn good_pool_steps(#[case] line: &str, #[case] canonical: &str) {
     "does not hold handle 'y'"
 )]
 #[case::pool_of_other_process("a: pool_destroy ipl", "does not hold a memory pool 'ipl'")]
-#[case::pointer_is_not_a_pool("a: pool_alloc m 2MiB", "'m' is a pointer, but 'pool_alloc' needs a memory pool")]
+#[case::pointer_is_not_a_pool(
+    "a: pool_alloc m 2MiB",
+    "'m' is a pointer, but 'pool_alloc' needs a memory pool"
+)]
 #[case::fd_is_not_export_data(
     "b: pool_import_ptr ipl pfd",
     "'pfd' is a file descriptor, but 'pool_import_ptr' needs pool pointer export data"

@@ -8,8 +8,8 @@ use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
     DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
-    IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, ProcessIndex, ProcessLoss,
-    PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
+    IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, PoolId, PoolPtrExport,
+    ProcessIndex, ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -260,7 +260,11 @@ impl World {
 
     /// `cudaMemPoolExportPointer`: the base of a live allocation from a
     /// pool that exports (pool.export.needs-handle-types), else InvalidValue.
-    pub(crate) fn pool_export_ptr(&mut self, p: ProcessIndex, ptr: u64) -> SimResult<PoolPtrExport> {
+    pub(crate) fn pool_export_ptr(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+    ) -> SimResult<PoolPtrExport> {
         let Some(pool) = self.pp(p).allocs.get(&ptr).copied() else {
             return Err(InvalidValue.into());
         };

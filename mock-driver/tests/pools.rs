@@ -102,8 +102,14 @@ fn pools_without_a_posix_handle_type_do_not_export() {
     assert_eq!(err(m.driver(0).pool_export_ptr(a)), ErrorKind::InvalidValue);
     let default = m.driver(0).pool_default(0).unwrap();
     assert_eq!(m.driver(0).pool_default(0).unwrap(), default);
-    assert_eq!(err(m.driver(0).pool_export(default)), ErrorKind::InvalidValue);
-    assert_eq!(err(m.driver(0).pool_destroy(default)), ErrorKind::InvalidValue);
+    assert_eq!(
+        err(m.driver(0).pool_export(default)),
+        ErrorKind::InvalidValue
+    );
+    assert_eq!(
+        err(m.driver(0).pool_destroy(default)),
+        ErrorKind::InvalidValue
+    );
     // A plain allocation is no pool allocation.
     let b = m.driver(0).alloc(MemKind::Device, SIZE).unwrap();
     assert_eq!(err(m.driver(0).pool_export_ptr(b)), ErrorKind::InvalidValue);
@@ -122,7 +128,10 @@ fn imported_pools_do_not_allocate_export_or_serve_another_pools_pointer() {
         err(m.driver(1).pool_alloc(imported, SIZE)),
         ErrorKind::NotSupported
     );
-    assert_eq!(err(m.driver(1).pool_export(imported)), ErrorKind::InvalidValue);
+    assert_eq!(
+        err(m.driver(1).pool_export(imported)),
+        ErrorKind::InvalidValue
+    );
     // The exporter's own pool handle does not import its pointer.
     let (a, x) = exported_allocation(m.as_mut(), pool, 0x44);
     assert_eq!(

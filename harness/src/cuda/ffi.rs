@@ -256,7 +256,8 @@ pub(crate) struct MemPoolProps {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<MemPoolProps>() == std::mem::size_of::<cudarc::driver::sys::CUmemPoolProps>()
+    std::mem::size_of::<MemPoolProps>()
+        == std::mem::size_of::<cudarc::driver::sys::CUmemPoolProps>()
 );
 
 /// `CUmemPoolPtrExportData` / `cudaMemPoolPtrExportData`: 64 opaque bytes.

@@ -675,7 +675,11 @@ impl Op {
                 "cuDeviceGetDefaultMemPool",
                 "hipDeviceGetDefaultMemPool",
             ),
-            Op::PoolDestroy { .. } => ("cudaMemPoolDestroy", "cuMemPoolDestroy", "hipMemPoolDestroy"),
+            Op::PoolDestroy { .. } => (
+                "cudaMemPoolDestroy",
+                "cuMemPoolDestroy",
+                "hipMemPoolDestroy",
+            ),
             Op::PoolExport { .. } => (
                 "cudaMemPoolExportToShareableHandle",
                 "cuMemPoolExportToShareableHandle",

@@ -93,12 +93,18 @@ pub(super) unsafe fn call(d: Api, request: Request) -> Response {
                 let mut fd: c_int = -1;
                 let out: *mut c_void = (&mut fd as *mut c_int).cast();
                 match d {
-                    Runtime => {
-                        ffi::cudaMemPoolExportToShareableHandle(out, pool(p), HANDLE_TYPE_POSIX_FD, 0)?
-                    }
-                    Driver => {
-                        ffi::cuMemPoolExportToShareableHandle(out, pool(p), HANDLE_TYPE_POSIX_FD, 0)?
-                    }
+                    Runtime => ffi::cudaMemPoolExportToShareableHandle(
+                        out,
+                        pool(p),
+                        HANDLE_TYPE_POSIX_FD,
+                        0,
+                    )?,
+                    Driver => ffi::cuMemPoolExportToShareableHandle(
+                        out,
+                        pool(p),
+                        HANDLE_TYPE_POSIX_FD,
+                        0,
+                    )?,
                 }
                 Ok(Reply::Fd(fd))
             }
