@@ -16,6 +16,7 @@
 //! given with its clause id; those clauses are unmeasured until a GPU run
 //! says otherwise.
 
+use crate::pool_state::{PoolHandle, PoolProc, PtrExport, SimPool};
 use crate::world::{Mapping, Region, SimResult, VaClass, VaPool, World};
 use ipc_harness::ErrorKind::{InvalidDevice, InvalidValue, NotSupported, OutOfMemory};
 use ipc_harness::{Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex};
@@ -25,59 +26,6 @@ use std::collections::{BTreeMap, BTreeSet};
 const EXPORT_MAGIC: [u8; 8] = *b"simpool\0";
 /// Where pool handle numbers start (any non-zero value would do).
 const POOL_HANDLE_BASE: u64 = 0x5_0000;
-
-/// The memory-pool part of the simulated machine.
-#[derive(Debug, Default)]
-pub(crate) struct PoolState {
-    /// Every pool made, by machine-wide id. A pool outlives its handles: an
-    /// exported descriptor or an imported handle still names it.
-    pools: BTreeMap<u64, SimPool>,
-    next_pool: u64,
-    /// Pointer exports by machine-wide id (in the export data's bytes).
-    exports: BTreeMap<u64, PtrExport>,
-    next_export: u64,
-    /// Per process, indexed like `World::procs` (grown on first use).
-    procs: Vec<PoolProc>,
-}
-
-#[derive(Debug)]
-struct SimPool {
-    types: HandleTypes,
-    /// The device's default pool (`cudaDeviceGetDefaultMemPool`).
-    default: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct PtrExport {
-    pool: u64,
-    exporter: ProcessIndex,
-    /// The exported allocation's base in the exporter.
-    base: u64,
-    block: crate::world::BlockId,
-    /// Offset of the allocation in its block.
-    offset: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct PoolHandle {
-    pool: u64,
-    /// Made by `pool_import` (not by `pool_create` or `pool_default`).
-    imported: bool,
-}
-
-#[derive(Debug, Default)]
-struct PoolProc {
-    handles: BTreeMap<u64, PoolHandle>,
-    next_handle: u64,
-    /// Default pool handle per physical device.
-    defaults: BTreeMap<u32, u64>,
-    /// This process's allocations from pools: base -> pool id.
-    allocs: BTreeMap<u64, u64>,
-    /// Imported pointers: pointer -> base of its mapping.
-    imported: BTreeMap<u64, u64>,
-    /// Pool handles destroyed (a later use is InvalidValue).
-    destroyed: BTreeSet<u64>,
-}
 
 fn encode(export: u64, pool: u64) -> PoolPtrExport {
     let mut bytes = [0u8; 64];
@@ -240,7 +188,10 @@ impl World {
             return Err(NotSupported.into());
         }
         let base = self.alloc(p, MemKind::StreamOrdered, size)?;
-        self.pp(p).allocs.insert(base, h.pool);
+        let block = self.procs[p].allocs.get(&base).map(|a| a.block);
+        if let Some(block) = block {
+            self.pp(p).allocs.insert(base, (h.pool, block));
+        }
         Ok(base)
     }
 
@@ -265,9 +216,15 @@ impl World {
         p: ProcessIndex,
         ptr: u64,
     ) -> SimResult<PoolPtrExport> {
-        let Some(pool) = self.pp(p).allocs.get(&ptr).copied() else {
+        let Some((pool, block)) = self.pp(p).allocs.get(&ptr).copied() else {
             return Err(InvalidValue.into());
         };
+        let a = self.procs[p]
+            .allocs
+            .get(&ptr)
+            .filter(|a| a.block == block)
+            .ok_or(InvalidValue)?;
+        let (block, offset) = (a.block, a.offset);
         if !self
             .pool_of(pool)?
             .types
@@ -275,13 +232,12 @@ impl World {
         {
             return Err(InvalidValue.into());
         }
-        let a = self.procs[p].allocs.get(&ptr).ok_or(InvalidValue)?;
         let export = PtrExport {
             pool,
             exporter: p,
             base: ptr,
-            block: a.block,
-            offset: a.offset,
+            block,
+            offset,
         };
         let id = self.pools.next_export;
         self.pools.next_export += 1;

@@ -30,7 +30,6 @@ use proptest::sample::Index;
 use std::fmt::Write;
 
 mod pools;
-pub use pools::PoolFreeOrder;
 
 /// Allocation sizes, weighted toward small ones that share a 2 MiB block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,6 +338,19 @@ pub enum EventUse {
     Sync,
     StreamWait,
     Query,
+}
+
+/// When the two processes free a shared pool allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolFreeOrder {
+    /// The importer frees first, as documented (pool.lifetime.importer-frees-first).
+    ImporterFirst,
+    /// The exporter frees while the importer holds it: free-while-mapped
+    /// (pool.lifetime.exporter-frees-first).
+    ExporterFirst,
+    /// The exporter frees before the importer imports: pool-import-of-freed
+    /// (pool.lifetime.import-after-exporter-free).
+    ExporterBeforeImport,
 }
 
 /// How the reader of a [`Action::KernelHandoff`] is ordered after the

@@ -1430,7 +1430,13 @@ impl Worker {
                 | Request::PoolAlloc { .. }
                 | Request::PoolFree { .. }
                 | Request::PoolExportPtr { .. }
-                | Request::PoolImportPtr { .. }) => mempools::call(d, r),
+                | Request::PoolImportPtr { .. }) => {
+                    let api = match d {
+                        Runtime => mempools::PoolApi::Runtime,
+                        Driver => mempools::PoolApi::Driver,
+                    };
+                    mempools::call(api, r)
+                }
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }

@@ -3,21 +3,8 @@
 //! descriptor, import it, export an allocation's pointer, send the export
 //! data, import the pointer and read; then the frees in a chosen order.
 
-use super::Lowering;
+use super::{Lowering, PoolFreeOrder};
 use proptest::sample::Index;
-
-/// When the two processes free a shared pool allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PoolFreeOrder {
-    /// The importer frees first, as documented (pool.lifetime.importer-frees-first).
-    ImporterFirst,
-    /// The exporter frees while the importer holds it: free-while-mapped
-    /// (pool.lifetime.exporter-frees-first).
-    ExporterFirst,
-    /// The exporter frees before the importer imports: pool-import-of-freed
-    /// (pool.lifetime.import-after-exporter-free).
-    ExporterBeforeImport,
-}
 
 impl Lowering {
     /// Shares one allocation of a new pool of one live process with another

@@ -4,9 +4,8 @@
 //! default stream, each followed by a stream synchronize so that the pointer
 //! is usable (or gone) when the request returns.
 
-use super::{as_ptr, harness, Api};
 use crate::cuda::ffi::{self, DevPtr, Handle, RawPoolPtrExport};
-use crate::cuda::protocol::{Reply, Request, Response};
+use crate::cuda::protocol::{Reply, Request, Response, WireError};
 use crate::driver::{DevicePtr, Fd, HandleTypes, PoolId, PoolPtrExport, VmmAccess};
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
@@ -31,12 +30,30 @@ fn pool_props(device: u32, types: HandleTypes) -> ffi::MemPoolProps {
     }
 }
 
+fn as_ptr(ptr: u64) -> *mut c_void {
+    ptr as usize as *mut c_void
+}
+
+fn cu_device(ordinal: u32) -> Result<c_int, WireError> {
+    let mut dev: c_int = 0;
+    // SAFETY: valid out-pointer.
+    unsafe { ffi::cuDeviceGet(&mut dev, ordinal as c_int)? };
+    Ok(dev)
+}
+
+/// Which API a worker process speaks (its dialect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PoolApi {
+    Runtime,
+    Driver,
+}
+
 fn pool(p: PoolId) -> Handle {
     p.0 as usize as Handle
 }
 
 /// Whether `request` is a memory-pool request (handled by [`call`]).
-pub(super) fn is_pool_request(request: &Request) -> bool {
+pub(crate) fn is_pool_request(request: &Request) -> bool {
     matches!(
         request,
         Request::PoolCreate { .. }
@@ -57,8 +74,8 @@ pub(super) fn is_pool_request(request: &Request) -> bool {
 /// # Safety
 /// As `Worker::call`: pointers are local out-pointers, or handles and
 /// device addresses the scenario chose, which the API validates.
-pub(super) unsafe fn call(d: Api, request: Request) -> Response {
-    use Api::{Driver, Runtime};
+pub(crate) unsafe fn call(d: PoolApi, request: Request) -> Response {
+    use PoolApi::{Driver, Runtime};
     // SAFETY (whole body): see the function's contract.
     unsafe {
         match request {
@@ -76,7 +93,7 @@ pub(super) unsafe fn call(d: Api, request: Request) -> Response {
                 match d {
                     Runtime => ffi::cudaDeviceGetDefaultMemPool(&mut p, device as c_int)?,
                     Driver => {
-                        let dev = super::cu_device(device)?;
+                        let dev = cu_device(device)?;
                         ffi::cuDeviceGetDefaultMemPool(&mut p, dev)?
                     }
                 }
@@ -206,7 +223,7 @@ pub(super) unsafe fn call(d: Api, request: Request) -> Response {
                 };
                 Ok(Reply::Ptr(ptr))
             }
-            other => Err(harness(format!(
+            other => Err(WireError::Harness(format!(
                 "{} is not a memory-pool request",
                 other.name()
             ))),
