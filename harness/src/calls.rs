@@ -115,6 +115,36 @@ macro_rules! for_each_driver_call {
             fd_close FdClose(fd: Fd) -> ();
             /// `open("/dev/null", O_RDWR)`: a descriptor that is not CUDA's.
             fd_open_null_device FdOpenNullDevice -> Fd;
+            // --- memory pools --------------------------------------------
+            // Stream-ordered pools shared between processes. Allocation and
+            // free run on the default stream, followed by a stream synchronize.
+            /// `cudaMemPoolCreate` / `cuMemPoolCreate` / `hipMemPoolCreate`: pinned
+            /// device memory on `device`, `handleTypes = types`.
+            pool_create PoolCreate(device: DeviceOrdinal, types: HandleTypes) -> PoolId;
+            /// `cudaDeviceGetDefaultMemPool` / `cuDeviceGetDefaultMemPool` /
+            /// `hipDeviceGetDefaultMemPool`.
+            pool_default PoolDefault(device: DeviceOrdinal) -> PoolId;
+            /// `cudaMemPoolDestroy` / `cuMemPoolDestroy` / `hipMemPoolDestroy`.
+            pool_destroy PoolDestroy(pool: PoolId) -> ();
+            /// `cudaMemPoolExportToShareableHandle` / `cuMemPoolExportToShareableHandle` /
+            /// `hipMemPoolExportToShareableHandle` as a POSIX fd (flags 0).
+            pool_export PoolExport(pool: PoolId) -> Fd;
+            /// `cudaMemPoolImportFromShareableHandle` / `cuMemPoolImportFromShareableHandle` /
+            /// `hipMemPoolImportFromShareableHandle` of a POSIX fd (flags 0).
+            pool_import PoolImport(fd: Fd) -> PoolId;
+            /// `cudaMemPoolSetAccess` / `cuMemPoolSetAccess` / `hipMemPoolSetAccess`
+            /// with one descriptor for `device`.
+            pool_set_access PoolSetAccess(pool: PoolId, device: DeviceOrdinal, access: VmmAccess) -> ();
+            /// `cudaMallocFromPoolAsync` / `cuMemAllocFromPoolAsync` /
+            /// `hipMallocFromPoolAsync` on the default stream, then stream synchronize.
+            pool_alloc PoolAlloc(pool: PoolId, size: u64) -> DevicePtr;
+            /// `cudaFreeAsync` / `cuMemFreeAsync` / `hipFreeAsync` on the default
+            /// stream, then stream synchronize (of a pool allocation or an imported pointer).
+            pool_free PoolFree(ptr: DevicePtr) -> ();
+            /// `cudaMemPoolExportPointer` / `cuMemPoolExportPointer` / `hipMemPoolExportPointer`.
+            pool_export_ptr PoolExportPtr(ptr: DevicePtr) -> PoolPtrExport;
+            /// `cudaMemPoolImportPointer` / `cuMemPoolImportPointer` / `hipMemPoolImportPointer`.
+            pool_import_ptr PoolImportPtr(pool: PoolId, data: PoolPtrExport) -> DevicePtr;
             // --- events --------------------------------------------------
             /// `cudaEventCreateWithFlags` / `cuEventCreate` (flags: [`event_flags`](crate::driver::event_flags)).
             event_create EventCreate(flags: u32) -> EventId;
@@ -296,6 +326,10 @@ pub enum Returned {
     ElapsedMs(f32),
     /// An event handle.
     IpcEventHandle(IpcEventHandle),
+    /// A memory pool.
+    Pool(PoolId),
+    /// A pool allocation's export data.
+    PoolPtrExport(PoolPtrExport),
 }
 
 /// A return type of the table as a [`Returned`].
@@ -332,12 +366,14 @@ into_returned! {
     EventId: |e| Returned::Event(e);
     f32: |ms| Returned::ElapsedMs(ms);
     IpcEventHandle: |h| Returned::IpcEventHandle(h);
+    PoolId: |p| Returned::Pool(p);
+    PoolPtrExport: |x| Returned::PoolPtrExport(x);
 }
 
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    ShareableHandleType, VmmAccess, VmmHandle,
+    PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use serde::{Deserialize, Serialize};

@@ -359,6 +359,50 @@ impl VmmAccess {
     }
 }
 
+// --- memory pools ---
+
+/// `cudaMemPool_t` / `CUmemoryPool` / `hipMemPool_t`: a memory pool made by
+/// `pool_create`, `pool_import` or `pool_default`, valid in one process.
+/// Traces record labels, never the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PoolId(pub u64);
+
+/// `cudaMemPoolPtrExportData` / `CUmemPoolPtrExportData`: 64 opaque bytes
+/// naming one allocation of an exported pool; "not a handle", it may travel
+/// by any means.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PoolPtrExport(pub [u8; IPC_HANDLE_SIZE]);
+
+impl PoolPtrExport {
+    pub fn from_slice(bytes: &[u8]) -> Option<PoolPtrExport> {
+        bytes.try_into().ok().map(PoolPtrExport)
+    }
+}
+
+impl fmt::Debug for PoolPtrExport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PoolPtrExport(")?;
+        for b in &self.0[..16] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "…)")
+    }
+}
+
+impl Serialize for PoolPtrExport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for PoolPtrExport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let bytes: Vec<u8> = Deserialize::deserialize(d)?;
+        PoolPtrExport::from_slice(&bytes)
+            .ok_or_else(|| serde::de::Error::invalid_length(bytes.len(), &"64 bytes"))
+    }
+}
+
 /// What `cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)` and friends say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -155,11 +155,15 @@ pub enum HazardKind {
     /// cudaFree(devPtr) has already been called before, an error is
     /// returned").
     DoubleFree,
+    /// `cudaMemPoolImportPointer` of an allocation its exporter already
+    /// freed ("The imported memory must be freed from all importing
+    /// processes before being freed in the exporting process").
+    PoolImportOfFreed,
 }
 
 impl HazardKind {
     /// Every hazard kind.
-    pub const ALL: [HazardKind; 11] = [
+    pub const ALL: [HazardKind; 12] = [
         HazardKind::FreeWhileMapped,
         HazardKind::AccessAfterClose,
         HazardKind::AccessAfterFree,
@@ -171,6 +175,7 @@ impl HazardKind {
         HazardKind::DoubleClose,
         HazardKind::ForeignClose,
         HazardKind::DoubleFree,
+        HazardKind::PoolImportOfFreed,
     ];
 
     /// Spelling in scenario files (`expect hazard free-while-mapped`).
@@ -187,6 +192,7 @@ impl HazardKind {
             HazardKind::DoubleClose => "double-close",
             HazardKind::ForeignClose => "foreign-close",
             HazardKind::DoubleFree => "double-free",
+            HazardKind::PoolImportOfFreed => "pool-import-of-freed",
         }
     }
 

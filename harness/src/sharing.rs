@@ -168,6 +168,7 @@ fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
         | Expectation::Any
         | Expectation::AnyError
         | Expectation::Error { .. }
+        | Expectation::OneOf(_)
         | Expectation::Bytes(_)
         | Expectation::Value(_)
         | Expectation::Size(_)

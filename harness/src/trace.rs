@@ -56,6 +56,12 @@ pub enum ValueSummary {
     Event {
         label: String,
     },
+    /// A memory pool, labelled per process like events (`PROC.l1`; a
+    /// destroyed pool's label is retired). Pool pointer export data are
+    /// `Handle`s labelled `px1`, `px2`, ... by identical bytes.
+    Pool {
+        label: String,
+    },
 }
 
 /// The outcome of one step.

@@ -238,6 +238,50 @@ impl Driver for Heap {
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         self.unsupported()
     }
+    // --- memory pools: not modelled by this fake ---
+    fn pool_create(
+        &mut self,
+        _: DeviceOrdinal,
+        _: HandleTypes,
+    ) -> DriverResult<ipc_harness::PoolId> {
+        self.unsupported()
+    }
+    fn pool_default(&mut self, _: DeviceOrdinal) -> DriverResult<ipc_harness::PoolId> {
+        self.unsupported()
+    }
+    fn pool_destroy(&mut self, _: ipc_harness::PoolId) -> DriverResult<()> {
+        self.unsupported()
+    }
+    fn pool_export(&mut self, _: ipc_harness::PoolId) -> DriverResult<Fd> {
+        self.unsupported()
+    }
+    fn pool_import(&mut self, _: Fd) -> DriverResult<ipc_harness::PoolId> {
+        self.unsupported()
+    }
+    fn pool_set_access(
+        &mut self,
+        _: ipc_harness::PoolId,
+        _: DeviceOrdinal,
+        _: VmmAccess,
+    ) -> DriverResult<()> {
+        self.unsupported()
+    }
+    fn pool_alloc(&mut self, _: ipc_harness::PoolId, _: u64) -> DriverResult<DevicePtr> {
+        self.unsupported()
+    }
+    fn pool_free(&mut self, _: DevicePtr) -> DriverResult<()> {
+        self.unsupported()
+    }
+    fn pool_export_ptr(&mut self, _: DevicePtr) -> DriverResult<ipc_harness::PoolPtrExport> {
+        self.unsupported()
+    }
+    fn pool_import_ptr(
+        &mut self,
+        _: ipc_harness::PoolId,
+        _: ipc_harness::PoolPtrExport,
+    ) -> DriverResult<DevicePtr> {
+        self.unsupported()
+    }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
     }
@@ -528,7 +572,8 @@ fn label(v: &ValueSummary) -> Option<&str> {
         | ValueSummary::Handle { label }
         | ValueSummary::VmmHandle { label }
         | ValueSummary::Fd { label }
-        | ValueSummary::Event { label } => Some(label),
+        | ValueSummary::Event { label }
+        | ValueSummary::Pool { label } => Some(label),
         _ => None,
     }
 }

@@ -202,6 +202,50 @@ impl Driver for Fake {
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    // --- memory pools: not modelled by this fake ---
+    fn pool_create(
+        &mut self,
+        _: DeviceOrdinal,
+        _: HandleTypes,
+    ) -> DriverResult<ipc_harness::PoolId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_default(&mut self, _: DeviceOrdinal) -> DriverResult<ipc_harness::PoolId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_destroy(&mut self, _: ipc_harness::PoolId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_export(&mut self, _: ipc_harness::PoolId) -> DriverResult<Fd> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_import(&mut self, _: Fd) -> DriverResult<ipc_harness::PoolId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_set_access(
+        &mut self,
+        _: ipc_harness::PoolId,
+        _: DeviceOrdinal,
+        _: VmmAccess,
+    ) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_alloc(&mut self, _: ipc_harness::PoolId, _: u64) -> DriverResult<DevicePtr> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_free(&mut self, _: DevicePtr) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_export_ptr(&mut self, _: DevicePtr) -> DriverResult<ipc_harness::PoolPtrExport> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn pool_import_ptr(
+        &mut self,
+        _: ipc_harness::PoolId,
+        _: ipc_harness::PoolPtrExport,
+    ) -> DriverResult<DevicePtr> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     // --- VMM and descriptors: not modelled by this fake ---
     fn vmm_granularity(
         &mut self,

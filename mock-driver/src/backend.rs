@@ -148,6 +148,7 @@ impl SimBackend {
             freed_exports: std::collections::BTreeMap::new(),
             hazards: HazardLog::default(),
             vmm: Default::default(),
+            pools: Default::default(),
             events: crate::event_state::Events::default(),
             #[cfg(feature = "mutants")]
             mutant: cfg.mutant,

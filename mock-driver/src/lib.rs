@@ -60,6 +60,8 @@ mod memory;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 mod peers;
+mod pool_state;
+mod pools;
 pub mod portability;
 pub mod profiles;
 #[cfg(test)]

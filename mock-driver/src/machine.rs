@@ -8,8 +8,8 @@ use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
     DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
-    IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, ProcessIndex, ProcessLoss,
-    ShareableHandleType, VmmAccess, VmmHandle,
+    IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, PoolId, PoolPtrExport,
+    ProcessIndex, ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -340,6 +340,52 @@ impl Driver for SimProcess {
 
     fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
         self.call(|w, p| w.slow_fill(p, ptr.0, value, len, micros))
+    }
+
+    // --- memory pools (`pools.rs`) ---
+    fn pool_create(&mut self, device: DeviceOrdinal, types: HandleTypes) -> DriverResult<PoolId> {
+        self.call(|w, p| w.pool_create(p, device, types).map(PoolId))
+    }
+
+    fn pool_default(&mut self, device: DeviceOrdinal) -> DriverResult<PoolId> {
+        self.call(|w, p| w.pool_default(p, device).map(PoolId))
+    }
+
+    fn pool_destroy(&mut self, pool: PoolId) -> DriverResult<()> {
+        self.call(|w, p| w.pool_destroy(p, pool.0))
+    }
+
+    fn pool_export(&mut self, pool: PoolId) -> DriverResult<Fd> {
+        self.call(|w, p| w.pool_export(p, pool.0).map(Fd))
+    }
+
+    fn pool_import(&mut self, fd: Fd) -> DriverResult<PoolId> {
+        self.call(|w, p| w.pool_import(p, fd).map(PoolId))
+    }
+
+    fn pool_set_access(
+        &mut self,
+        pool: PoolId,
+        device: DeviceOrdinal,
+        _access: VmmAccess,
+    ) -> DriverResult<()> {
+        self.call(|w, p| w.pool_set_access(p, pool.0, device))
+    }
+
+    fn pool_alloc(&mut self, pool: PoolId, size: u64) -> DriverResult<DevicePtr> {
+        self.call(|w, p| w.pool_alloc(p, pool.0, size).map(DevicePtr))
+    }
+
+    fn pool_free(&mut self, ptr: DevicePtr) -> DriverResult<()> {
+        self.call(|w, p| w.pool_free(p, ptr.0))
+    }
+
+    fn pool_export_ptr(&mut self, ptr: DevicePtr) -> DriverResult<PoolPtrExport> {
+        self.call(|w, p| w.pool_export_ptr(p, ptr.0))
+    }
+
+    fn pool_import_ptr(&mut self, pool: PoolId, data: PoolPtrExport) -> DriverResult<DevicePtr> {
+        self.call(|w, p| w.pool_import_ptr(p, pool.0, &data).map(DevicePtr))
     }
 }
 

@@ -430,7 +430,7 @@ impl World {
                 self.drop_ref(phys);
                 Ok(())
             }
-            Some(FdObject::Foreign) => Ok(()),
+            Some(FdObject::Foreign | FdObject::Pool(_)) => Ok(()),
             // Not one the process got from an op: the harness refuses it.
             Some(FdObject::Driver) => {
                 self.vp(p).fds.insert(fd.0, FdObject::Driver);
@@ -473,6 +473,19 @@ impl World {
 
     pub(crate) fn fd_open_null_device(&mut self, p: ProcessIndex) -> SimResult<i32> {
         Ok(self.new_fd(p, FdObject::Foreign))
+    }
+
+    /// A new descriptor of `p` for the exported memory pool `pool` (`pools.rs`).
+    pub(crate) fn new_fd_for_pool(&mut self, p: ProcessIndex, pool: u64) -> i32 {
+        self.new_fd(p, FdObject::Pool(pool))
+    }
+
+    /// The memory pool descriptor `fd` of `p` names, if it names one.
+    pub(crate) fn fd_pool(&mut self, p: ProcessIndex, fd: Fd) -> Option<u64> {
+        match self.vp(p).fds.get(&fd.0) {
+            Some(FdObject::Pool(pool)) => Some(*pool),
+            _ => None,
+        }
     }
 
     /// `SCM_RIGHTS`: `to` gets its own descriptor for `from`'s open file.
@@ -576,7 +589,7 @@ impl World {
         refs.extend(vp.maps.values().map(|m| m.phys));
         refs.extend(vp.fds.values().filter_map(|f| match f {
             FdObject::Allocation(phys) => Some(*phys),
-            FdObject::Foreign | FdObject::Driver => None,
+            FdObject::Foreign | FdObject::Driver | FdObject::Pool(_) => None,
         }));
         *vp = VmmProc::default();
         for phys in refs {

@@ -42,6 +42,8 @@ pub(crate) enum FdObject {
     Allocation(u64),
     /// Something that is not CUDA's (`/dev/null`).
     Foreign,
+    /// An exported memory pool (`pools.rs`), by its machine-wide id.
+    Pool(u64),
     /// One the driver opened for itself (`driver_fds`): the process never
     /// got it from an op, so it cannot close, send or import it.
     Driver,

@@ -408,6 +408,8 @@ pub(crate) struct World {
     pub vmm: crate::vmm_state::VmmState,
     /// Events, IPC event handles and the simulated clock (`events`).
     pub events: crate::event_state::Events,
+    /// Memory pools, their exports and imported pointers (`pools.rs`).
+    pub pools: crate::pool_state::PoolState,
     #[cfg(feature = "mutants")]
     pub mutant: Option<crate::mutants::Mutant>,
 }

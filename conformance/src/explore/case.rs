@@ -161,6 +161,7 @@ pub struct Reached {
     pub bad_handles: usize,
     pub event_opens: usize,
     pub vmm_imports: usize,
+    pub pool_imports: usize,
     pub cross_device_opens: usize,
     pub foreign_closes: usize,
     pub double_closes: usize,
@@ -185,6 +186,7 @@ impl From<GenStats> for Reached {
             bad_handles: s.bad_handles,
             event_opens: s.event_opens,
             vmm_imports: s.vmm_imports,
+            pool_imports: s.pool_imports,
             cross_device_opens: s.cross_device_opens,
             foreign_closes: s.foreign_closes,
             double_closes: s.double_closes,
@@ -281,6 +283,7 @@ impl Summary {
             ("damaged or made-up handles", r.bad_handles),
             ("interprocess event opens", r.event_opens),
             ("VMM imports of a descriptor", r.vmm_imports),
+            ("Pool pointer imports", r.pool_imports),
             ("opens of another device's memory", r.cross_device_opens),
         ] {
             let _ = writeln!(s, "| {k} | {v} |");

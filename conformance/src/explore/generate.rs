@@ -29,6 +29,8 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use std::fmt::Write;
 
+mod pools;
+
 /// Allocation sizes, weighted toward small ones that share a 2 MiB block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SizeClass {
@@ -283,6 +285,15 @@ pub enum Action {
     FdClose {
         fd: Index,
     },
+    // --- memory pools ---
+    /// One allocation of a new pool shared from one process with another,
+    /// then freed in `order` (see `generate/pools.rs`).
+    PoolShare {
+        pair: Index,
+        value: u8,
+        order: PoolFreeOrder,
+        exportable: bool,
+    },
 }
 
 /// Sizes of generated `vmm_create`s: the 2 MiB granularity, twice it, and
@@ -331,6 +342,19 @@ pub enum EventUse {
     Sync,
     StreamWait,
     Query,
+}
+
+/// When the two processes free a shared pool allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolFreeOrder {
+    /// The importer frees first, as documented (pool.lifetime.importer-frees-first).
+    ImporterFirst,
+    /// The exporter frees while the importer holds it: free-while-mapped
+    /// (pool.lifetime.exporter-frees-first).
+    ExporterFirst,
+    /// The exporter frees before the importer imports: pool-import-of-freed
+    /// (pool.lifetime.import-after-exporter-free).
+    ExporterBeforeImport,
 }
 
 /// How the reader of a [`Action::KernelHandoff`] is ordered after the
@@ -466,6 +490,8 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
+        2 => (i(), any::<u8>(), prop_oneof![6 => Just(PoolFreeOrder::ImporterFirst), 1 => Just(PoolFreeOrder::ExporterFirst), 1 => Just(PoolFreeOrder::ExporterBeforeImport)], proptest::bool::weighted(0.9))
+            .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
     ]
 }
 
@@ -616,6 +642,8 @@ pub struct GenStats {
     pub event_opens: usize,
     /// `vmm_import` steps.
     pub vmm_imports: usize,
+    /// `pool_import_ptr` steps.
+    pub pool_imports: usize,
     /// Opens of memory another device holds.
     pub cross_device_opens: usize,
     /// Closes by a process of a pointer another process opened.
@@ -648,6 +676,7 @@ impl GenStats {
         self.bad_handles += o.bad_handles;
         self.event_opens += o.event_opens;
         self.vmm_imports += o.vmm_imports;
+        self.pool_imports += o.pool_imports;
         self.cross_device_opens += o.cross_device_opens;
         self.foreign_closes += o.foreign_closes;
         self.double_closes += o.double_closes;
@@ -1468,6 +1497,12 @@ impl Lowering {
                 query,
                 long,
             } => self.kernel_handoff(pair, *value, *order, *query, *long),
+            Action::PoolShare {
+                pair,
+                value,
+                order,
+                exportable,
+            } => self.pool_share(pair, *value, *order, *exportable),
         }
     }
 

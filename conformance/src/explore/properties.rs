@@ -371,6 +371,17 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             vec![(InvalidValue, Clause("vmm.map.edge-cases"))]
         }
         ("vmm_release", _) => vec![(InvalidValue, Clause("vmm.lifetime.release-while-mapped"))],
+        // Memory pools: the runtime pages list InvalidValue (and
+        // NotSupported for allocation) without naming the case; the pool
+        // clauses pin down which.
+        ("pool_export", _) => vec![(InvalidValue, Clause("pool.export.needs-handle-types"))],
+        ("pool_export_ptr", _) => vec![(InvalidValue, Clause("pool.export.needs-handle-types"))],
+        ("pool_import", _) => vec![(InvalidValue, Clause("pool.import.bad-descriptors"))],
+        ("pool_import_ptr", _) => vec![(
+            InvalidValue,
+            Clause("pool.lifetime.import-after-exporter-free"),
+        )],
+        ("pool_alloc", _) => vec![(NotSupported, Clause("pool.import.no-allocation"))],
         ("enable_peer", _) => vec![
             (PeerAccessAlreadyEnabled, Clause("multidev.peer.enable")),
             (PeerAccessUnsupported, Clause("multidev.peer.enable-self")),

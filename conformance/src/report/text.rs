@@ -62,6 +62,7 @@ pub fn outcome_text(outcome: &StepOutcome) -> String {
             ValueSummary::Int { value } => format!("ok value {value}"),
             ValueSummary::VmmHandle { label } => format!("ok vmm handle {label}"),
             ValueSummary::Fd { label } => format!("ok fd {label}"),
+            ValueSummary::Pool { label } => format!("ok pool {label}"),
             ValueSummary::Bytes { pattern } => format!("ok bytes {pattern}"),
             ValueSummary::PointerInfo {
                 memory_type,

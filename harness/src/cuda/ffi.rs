@@ -242,6 +242,53 @@ pub(crate) mod vmm {
     pub(crate) const ACCESS_READWRITE: c_int = 3;
 }
 
+/// `CUmemPoolProps` / `cudaMemPoolProps` (cuda.h 13.0), checked against cudarc's binding below.
+#[repr(C)]
+pub(crate) struct MemPoolProps {
+    pub alloc_type: c_int,
+    pub handle_types: c_int,
+    pub location_type: c_int,
+    pub location_id: c_int,
+    pub win32_security_attributes: *mut c_void,
+    pub max_size: usize,
+    pub usage: u16,
+    pub reserved: [u8; 54],
+}
+
+const _: () = assert!(
+    std::mem::size_of::<MemPoolProps>()
+        == std::mem::size_of::<cudarc::driver::sys::CUmemPoolProps>()
+);
+
+/// `CUmemPoolPtrExportData` / `cudaMemPoolPtrExportData`: 64 opaque bytes.
+pub(crate) type RawPoolPtrExport = [u8; 64];
+
+// Memory pools (stream-ordered allocator), driver API.
+entry_points! { Lib::Driver;
+    fn cuMemPoolCreate(pool: *mut Handle, props: *const MemPoolProps);
+    fn cuDeviceGetDefaultMemPool(pool: *mut Handle, device: c_int);
+    fn cuMemPoolDestroy(pool: Handle);
+    fn cuMemPoolExportToShareableHandle(handle_out: *mut c_void, pool: Handle, ty: c_int, flags: u64);
+    fn cuMemPoolImportFromShareableHandle(pool_out: *mut Handle, handle: *mut c_void, ty: c_int, flags: u64);
+    fn cuMemPoolSetAccess(pool: Handle, map: *const MemAccessDesc, count: usize);
+    fn cuMemAllocFromPoolAsync(dptr: *mut DevPtr, size: usize, pool: Handle, stream: Handle);
+    fn cuMemPoolExportPointer(data: *mut RawPoolPtrExport, ptr: DevPtr);
+    fn cuMemPoolImportPointer(ptr_out: *mut DevPtr, pool: Handle, data: *mut RawPoolPtrExport);
+}
+
+// Memory pools, runtime API.
+entry_points! { Lib::Runtime;
+    fn cudaMemPoolCreate(pool: *mut Handle, props: *const MemPoolProps);
+    fn cudaDeviceGetDefaultMemPool(pool: *mut Handle, device: c_int);
+    fn cudaMemPoolDestroy(pool: Handle);
+    fn cudaMemPoolExportToShareableHandle(handle_out: *mut c_void, pool: Handle, ty: c_int, flags: c_uint);
+    fn cudaMemPoolImportFromShareableHandle(pool_out: *mut Handle, handle: *mut c_void, ty: c_int, flags: c_uint);
+    fn cudaMemPoolSetAccess(pool: Handle, map: *const MemAccessDesc, count: usize);
+    fn cudaMallocFromPoolAsync(ptr: *mut *mut c_void, size: usize, pool: Handle, stream: Handle);
+    fn cudaMemPoolExportPointer(data: *mut RawPoolPtrExport, ptr: *mut c_void);
+    fn cudaMemPoolImportPointer(ptr_out: *mut *mut c_void, pool: Handle, data: *mut RawPoolPtrExport);
+}
+
 // Runtime API (libcudart).
 entry_points! { Lib::Runtime;
     fn cudaRuntimeGetVersion(version: *mut c_int);

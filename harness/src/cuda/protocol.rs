@@ -29,7 +29,7 @@ use crate::calls::{CallKind, Driver};
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    ShareableHandleType, VmmAccess, VmmHandle,
+    PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use nix::errno::Errno;
@@ -201,6 +201,8 @@ wire_values! {
     Fd: |fd| Reply::Fd(fd.0), Reply::Fd(fd) => Fd(fd);
     EventId: |e| Reply::Event(e.0), Reply::Event(e) => EventId(e);
     IpcEventHandle: |h| Reply::EventHandle(h), Reply::EventHandle(h) => h;
+    PoolId: |p| Reply::Pool(p.0), Reply::Pool(p) => PoolId(p);
+    PoolPtrExport: |x| Reply::PoolPtrExport(x), Reply::PoolPtrExport(x) => x;
 }
 
 /// The value of a successful call.
@@ -231,6 +233,10 @@ pub enum Reply {
     EventHandle(IpcEventHandle),
     /// `event_elapsed`: milliseconds as `f32::to_bits` (keeps `Reply: Eq`).
     ElapsedMs(u32),
+    // --- memory pools ---
+    /// A memory pool (the raw `cudaMemPool_t` / `CUmemoryPool`).
+    Pool(u64),
+    PoolPtrExport(PoolPtrExport),
 }
 
 /// The error side of a response.
@@ -666,6 +672,29 @@ mod tests {
                 len: 2 << 20,
                 micros: 300_000,
             },
+            Request::PoolCreate {
+                device: 0,
+                types: HandleTypes::POSIX_FD,
+            },
+            Request::PoolDefault { device: 1 },
+            Request::PoolDestroy { pool: PoolId(18) },
+            Request::PoolExport { pool: PoolId(19) },
+            Request::PoolImport { fd: Fd(6) },
+            Request::PoolSetAccess {
+                pool: PoolId(20),
+                device: 0,
+                access: VmmAccess::ReadWrite,
+            },
+            Request::PoolAlloc {
+                pool: PoolId(21),
+                size: 2 << 20,
+            },
+            Request::PoolFree { ptr: DevicePtr(22) },
+            Request::PoolExportPtr { ptr: DevicePtr(23) },
+            Request::PoolImportPtr {
+                pool: PoolId(24),
+                data: PoolPtrExport([0x3c; 64]),
+            },
         ]
     }
 
@@ -704,6 +733,8 @@ mod tests {
             Ok(Reply::Event(0x5e00_0010)),
             Ok(Reply::EventHandle(IpcEventHandle([1; 64]))),
             Ok(Reply::ElapsedMs(1.5f32.to_bits())),
+            Ok(Reply::Pool(0x7f00_0000_1000)),
+            Ok(Reply::PoolPtrExport(PoolPtrExport([0xa5; 64]))),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

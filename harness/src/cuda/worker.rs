@@ -25,6 +25,7 @@
 //! | `PointerInfo` | `cudaPointerGetAttributes` | `cuPointerGetAttribute` (‡) |
 //! | `IpcGetMemHandle` / `IpcOpenMemHandle` / `IpcCloseMemHandle` | `cudaIpc*MemHandle` | `cuIpcGetMemHandle` / `cuIpcOpenMemHandle_v2` / `cuIpcCloseMemHandle` |
 //! | `Vmm*` (granularity, create, export, import, reserve, map, set access, unmap, address free, release) | `cuMemGetAllocationGranularity`, `cuMemCreate`, `cuMemExportToShareableHandle`, `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` | same |
+//! | `Pool*` (create, default, destroy, export, import, set access, alloc + stream sync, free + stream sync, export pointer, import pointer) | `cudaMemPoolCreate`, `cudaDeviceGetDefaultMemPool`, `cudaMemPoolDestroy`, `cudaMemPoolExportToShareableHandle`, `cudaMemPoolImportFromShareableHandle`, `cudaMemPoolSetAccess`, `cudaMallocFromPoolAsync`, `cudaFreeAsync`, `cudaMemPoolExportPointer`, `cudaMemPoolImportPointer` | `cuMemPoolCreate`, `cuDeviceGetDefaultMemPool`, `cuMemPoolDestroy`, `cuMemPoolExportToShareableHandle`, `cuMemPoolImportFromShareableHandle`, `cuMemPoolSetAccess`, `cuMemAllocFromPoolAsync`, `cuMemFreeAsync`, `cuMemPoolExportPointer`, `cuMemPoolImportPointer` |
 //! | `FdClose` / `FdOpenNullDevice` | `close` (only descriptors the worker holds) / `open("/dev/null")` | same |
 //! | `SendFd` / `ReceiveFd` | no API call: the descriptor rides the answer / the request with `SCM_RIGHTS` | same |
 //! | `EventCreate` / `EventRecord` / `EventQuery` / `EventSynchronize` / `EventDestroy` | `cudaEventCreateWithFlags` / `cudaEventRecord(.., 0)` / `cudaEventQuery` / `cudaEventSynchronize` / `cudaEventDestroy` | `cuEventCreate` / `cuEventRecord(.., 0)` / `cuEventQuery` / `cuEventSynchronize` / `cuEventDestroy_v2` |
@@ -124,6 +125,8 @@ use std::os::fd::IntoRawFd;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
+
+mod mempools;
 
 /// The environment variable that names the worker's socket descriptor.
 pub const WORKER_FD_ENV: &str = "IPC_HARNESS_WORKER_FD";
@@ -557,6 +560,10 @@ struct Owned {
     interprocess_events: bool,
     /// Events created or opened and not destroyed -> their context.
     events: HashMap<u64, u64>,
+    /// A memory-pool request was made: pools, their allocations and
+    /// imported pointers are not released by `Reset`, so the worker is not
+    /// reused.
+    mempools: bool,
 }
 
 impl Owned {
@@ -571,6 +578,7 @@ impl Owned {
             && !self.peer_access
             && !self.interprocess_events
             && self.events.is_empty()
+            && !self.mempools
     }
 
     /// A context was destroyed: so was everything created in it.
@@ -688,6 +696,9 @@ impl Worker {
             || matches!(request, Request::EventCreate { flags } if flags & crate::driver::event_flags::INTERPROCESS != 0)
         {
             self.owned.interprocess_events = true;
+        }
+        if mempools::is_pool_request(&request) {
+            self.owned.mempools = true;
         }
         let track = match &request {
             Request::Alloc { kind, .. } => Track::Alloc(free_kind(*kind)),
@@ -1416,6 +1427,22 @@ impl Worker {
                 } => self
                     .slow_fill(ptr, value, len, micros)
                     .map(|()| Reply::Unit),
+                r @ (Request::PoolCreate { .. }
+                | Request::PoolDefault { .. }
+                | Request::PoolDestroy { .. }
+                | Request::PoolExport { .. }
+                | Request::PoolImport { .. }
+                | Request::PoolSetAccess { .. }
+                | Request::PoolAlloc { .. }
+                | Request::PoolFree { .. }
+                | Request::PoolExportPtr { .. }
+                | Request::PoolImportPtr { .. }) => {
+                    let api = match d {
+                        Runtime => mempools::PoolApi::Runtime,
+                        Driver => mempools::PoolApi::Driver,
+                    };
+                    mempools::call(api, r)
+                }
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }

@@ -343,6 +343,52 @@ pub enum Op {
         /// As for `fill`: `len=`, or the `malloc*` size minus `at`.
         resolved_len: u64,
     },
+    // --- memory pools ---
+    /// `pool_create [types=T] [device=D]`.
+    PoolCreate {
+        types: HandleTypes,
+        device: u32,
+    },
+    /// `pool_default [device=D]`: the device's default pool.
+    PoolDefault {
+        device: u32,
+    },
+    /// `pool_destroy PL`.
+    PoolDestroy {
+        pool: String,
+    },
+    /// `pool_export PL`: a POSIX descriptor.
+    PoolExport {
+        pool: String,
+    },
+    /// `pool_import FD`.
+    PoolImport {
+        fd: String,
+    },
+    /// `pool_set_access PL none|read|rw [device=D]`.
+    PoolSetAccess {
+        pool: String,
+        access: VmmAccess,
+        device: u32,
+    },
+    /// `pool_alloc PL SIZE`.
+    PoolAlloc {
+        pool: String,
+        size: u64,
+    },
+    /// `pool_free P`.
+    PoolFree {
+        ptr: Ref,
+    },
+    /// `pool_export_ptr P`: the allocation's 64-byte export data.
+    PoolExportPtr {
+        ptr: Ref,
+    },
+    /// `pool_import_ptr PL X`.
+    PoolImportPtr {
+        pool: String,
+        data: String,
+    },
 }
 
 /// `flags=` of `event_create` as written canonically: `default`, or the
@@ -380,6 +426,9 @@ pub enum ValueType {
     Fd,
     Event,
     EventHandle,
+    // --- memory pools ---
+    Pool,
+    PoolExport,
 }
 
 impl ValueType {
@@ -398,6 +447,8 @@ impl ValueType {
             ValueType::Fd => "a file descriptor",
             ValueType::Event => "an event",
             ValueType::EventHandle => "an event handle",
+            ValueType::Pool => "a memory pool",
+            ValueType::PoolExport => "pool pointer export data",
         }
     }
 }
@@ -469,6 +520,16 @@ impl Op {
             Op::EventHandleZero => "event_handle_zero",
             Op::EventHandleRandom => "event_handle_random",
             Op::SlowFill { .. } => "slow_fill",
+            Op::PoolCreate { .. } => "pool_create",
+            Op::PoolDefault { .. } => "pool_default",
+            Op::PoolDestroy { .. } => "pool_destroy",
+            Op::PoolExport { .. } => "pool_export",
+            Op::PoolImport { .. } => "pool_import",
+            Op::PoolSetAccess { .. } => "pool_set_access",
+            Op::PoolAlloc { .. } => "pool_alloc",
+            Op::PoolFree { .. } => "pool_free",
+            Op::PoolExportPtr { .. } => "pool_export_ptr",
+            Op::PoolImportPtr { .. } => "pool_import_ptr",
         }
     }
 
@@ -615,6 +676,48 @@ impl Op {
                 "hipIpcOpenEventHandle",
             ),
             Op::SlowFill { .. } => ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel"),
+            Op::PoolCreate { .. } => ("cudaMemPoolCreate", "cuMemPoolCreate", "hipMemPoolCreate"),
+            Op::PoolDefault { .. } => (
+                "cudaDeviceGetDefaultMemPool",
+                "cuDeviceGetDefaultMemPool",
+                "hipDeviceGetDefaultMemPool",
+            ),
+            Op::PoolDestroy { .. } => (
+                "cudaMemPoolDestroy",
+                "cuMemPoolDestroy",
+                "hipMemPoolDestroy",
+            ),
+            Op::PoolExport { .. } => (
+                "cudaMemPoolExportToShareableHandle",
+                "cuMemPoolExportToShareableHandle",
+                "hipMemPoolExportToShareableHandle",
+            ),
+            Op::PoolImport { .. } => (
+                "cudaMemPoolImportFromShareableHandle",
+                "cuMemPoolImportFromShareableHandle",
+                "hipMemPoolImportFromShareableHandle",
+            ),
+            Op::PoolSetAccess { .. } => (
+                "cudaMemPoolSetAccess",
+                "cuMemPoolSetAccess",
+                "hipMemPoolSetAccess",
+            ),
+            Op::PoolAlloc { .. } => (
+                "cudaMallocFromPoolAsync",
+                "cuMemAllocFromPoolAsync",
+                "hipMallocFromPoolAsync",
+            ),
+            Op::PoolFree { .. } => ("cudaFreeAsync", "cuMemFreeAsync", "hipFreeAsync"),
+            Op::PoolExportPtr { .. } => (
+                "cudaMemPoolExportPointer",
+                "cuMemPoolExportPointer",
+                "hipMemPoolExportPointer",
+            ),
+            Op::PoolImportPtr { .. } => (
+                "cudaMemPoolImportPointer",
+                "cuMemPoolImportPointer",
+                "hipMemPoolImportPointer",
+            ),
             // POSIX calls, the same in every dialect.
             Op::FdClose { .. } => ("close", "close", "close"),
             Op::FdNullDevice => ("open", "open", "open"),
@@ -683,6 +786,15 @@ impl Op {
             | Op::Sync
             | Op::Send { .. }
             | Op::Exit => ValueType::Unit,
+            Op::PoolCreate { .. } | Op::PoolDefault { .. } | Op::PoolImport { .. } => {
+                ValueType::Pool
+            }
+            Op::PoolExport { .. } => ValueType::Fd,
+            Op::PoolAlloc { .. } | Op::PoolImportPtr { .. } => ValueType::Ptr,
+            Op::PoolExportPtr { .. } => ValueType::PoolExport,
+            Op::PoolDestroy { .. } | Op::PoolSetAccess { .. } | Op::PoolFree { .. } => {
+                ValueType::Unit
+            }
         }
     }
 
@@ -767,6 +879,14 @@ impl Op {
             | Op::VmmReserve { .. }
             | Op::FdNullDevice
             | Op::FdNumber { .. } => [None, None],
+            Op::PoolCreate { .. } | Op::PoolDefault { .. } => [None, None],
+            Op::PoolDestroy { pool }
+            | Op::PoolExport { pool }
+            | Op::PoolSetAccess { pool, .. }
+            | Op::PoolAlloc { pool, .. } => [Some(pool.as_str()), None],
+            Op::PoolImport { fd } => [Some(fd.as_str()), None],
+            Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => [ptr.name(), None],
+            Op::PoolImportPtr { pool, data } => [Some(pool.as_str()), Some(data.as_str())],
         }
     }
 }
@@ -950,6 +1070,20 @@ impl fmt::Display for Op {
             Op::VmmRelease { handle } => write!(f, "{kw} {handle}"),
             Op::FdNumber { number } => write!(f, "{kw} {number}"),
             Op::SendFd { fd, to_name, .. } => write!(f, "{kw} {fd} -> {to_name}"),
+            Op::PoolCreate { types, device } => {
+                write!(f, "{kw} types={} device={device}", types.name())
+            }
+            Op::PoolDefault { device } => write!(f, "{kw} device={device}"),
+            Op::PoolDestroy { pool } | Op::PoolExport { pool } => write!(f, "{kw} {pool}"),
+            Op::PoolImport { fd } => write!(f, "{kw} {fd}"),
+            Op::PoolSetAccess {
+                pool,
+                access,
+                device,
+            } => write!(f, "{kw} {pool} {} device={device}", access.name()),
+            Op::PoolAlloc { pool, size } => write!(f, "{kw} {pool} {}", Size(*size)),
+            Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => write!(f, "{kw} {ptr}"),
+            Op::PoolImportPtr { pool, data } => write!(f, "{kw} {pool} {data}"),
         }
     }
 }

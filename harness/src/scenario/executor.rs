@@ -6,8 +6,8 @@ use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::{LIST_SUFFIX, MAX_WRITE_BYTES};
 use crate::calls::{Call, Returned};
 use crate::driver::{
-    DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, VmmHandle,
-    IPC_HANDLE_SIZE,
+    DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, PoolId, PoolPtrExport,
+    ProcessLoss, VmmHandle, IPC_HANDLE_SIZE,
 };
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
@@ -126,6 +126,10 @@ struct Labels {
     fds: Vec<Namer<i32>>,
     events: Vec<Namer<u64>>,
     event_handles: Namer<[u8; IPC_HANDLE_SIZE]>,
+    /// Memory pools: per process, retired when destroyed (`PROC.l1`).
+    pools: Vec<Namer<u64>>,
+    /// Pool pointer export data, by bytes (`px1`).
+    pool_exports: Namer<[u8; IPC_HANDLE_SIZE]>,
 }
 
 fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
@@ -142,6 +146,8 @@ impl Labels {
             fds: per_process(processes),
             events: per_process(processes),
             event_handles: Namer::default(),
+            pools: per_process(processes),
+            pool_exports: Namer::default(),
         }
     }
 
@@ -186,7 +192,9 @@ impl Labels {
                 self.vmm_handles[proc].retire(&h.0);
             }
             (Op::EventDestroy { .. }, Some(Value::Event(e))) => self.events[proc].retire(&e.0),
+            (Op::PoolDestroy { .. }, Some(Value::Pool(p))) => self.pools[proc].retire(&p.0),
             (Op::Exit, _) => {
+                self.pools[proc].retire_all();
                 self.ctxs[proc].retire_all();
                 self.vmm_handles[proc].retire_all();
                 self.events[proc].retire_all();
@@ -288,6 +296,24 @@ impl Labels {
                     Some(label),
                 )
             }
+            Value::Pool(pool) => {
+                let label = self.pools[proc].label(pool.0, name, "l");
+                (
+                    ValueSummary::Pool {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::PoolExport(x) => {
+                let label = self.pool_exports.label(x.0, "", "px");
+                (
+                    ValueSummary::Handle {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
         }
     }
 }
@@ -312,6 +338,8 @@ fn value_of(returned: Returned) -> Value {
         Returned::Fd(f) => Value::Fd(f),
         Returned::Event(e) => Value::Event(e),
         Returned::IpcEventHandle(h) => Value::EventHandle(h),
+        Returned::Pool(p) => Value::Pool(p),
+        Returned::PoolPtrExport(x) => Value::PoolExport(x),
     }
 }
 
@@ -399,6 +427,22 @@ impl Run<'_> {
         }
     }
 
+    fn pool(&self, n: &str) -> Result<PoolId, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Pool(p)) => Ok(*p),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound memory pool"))),
+        }
+    }
+
+    fn pool_export(&self, n: &str) -> Result<PoolPtrExport, Failure> {
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::PoolExport(x)) => Ok(*x),
+            _ => Err(Failure::Skip(format!(
+                "'{n}' is not bound pool pointer export data"
+            ))),
+        }
+    }
+
     fn ctx(&self, n: &str) -> Result<crate::driver::ContextId, Failure> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Ctx(Some(c))) => Ok(*c),
@@ -429,7 +473,7 @@ impl Run<'_> {
             }
             Op::Send { handle, .. } => {
                 match self.bound(handle).map(|b| &b.value) {
-                    Some(Value::Handle(_) | Value::EventHandle(_)) => {}
+                    Some(Value::Handle(_) | Value::EventHandle(_) | Value::PoolExport(_)) => {}
                     _ => return Err(Failure::Skip(format!("'{handle}' is not a bound handle"))),
                 }
                 Value::Unit
@@ -651,6 +695,41 @@ impl Run<'_> {
             },
             Op::FdClose { fd } => Call::FdClose { fd: self.fd(fd)? },
             Op::FdNullDevice => Call::FdOpenNullDevice,
+            Op::PoolCreate { types, device } => Call::PoolCreate {
+                device: *device,
+                types: *types,
+            },
+            Op::PoolDefault { device } => Call::PoolDefault { device: *device },
+            Op::PoolDestroy { pool } => Call::PoolDestroy {
+                pool: self.pool(pool)?,
+            },
+            Op::PoolExport { pool } => Call::PoolExport {
+                pool: self.pool(pool)?,
+            },
+            Op::PoolImport { fd } => Call::PoolImport { fd: self.fd(fd)? },
+            Op::PoolSetAccess {
+                pool,
+                access,
+                device,
+            } => Call::PoolSetAccess {
+                pool: self.pool(pool)?,
+                device: *device,
+                access: *access,
+            },
+            Op::PoolAlloc { pool, size } => Call::PoolAlloc {
+                pool: self.pool(pool)?,
+                size: *size,
+            },
+            Op::PoolFree { ptr } => Call::PoolFree {
+                ptr: self.ptr(ptr)?,
+            },
+            Op::PoolExportPtr { ptr } => Call::PoolExportPtr {
+                ptr: self.ptr(ptr)?,
+            },
+            Op::PoolImportPtr { pool, data } => Call::PoolImportPtr {
+                pool: self.pool(pool)?,
+                data: self.pool_export(data)?,
+            },
             Op::Offset { .. }
             | Op::HandleZero
             | Op::HandleRandom

@@ -2,7 +2,8 @@
 
 use super::ast::{ExpectList, Expectation, Ref};
 use crate::driver::{
-    ContextId, DevicePtr, EventId, Fd, IpcEventHandle, IpcMemHandle, PointerInfo, VmmHandle,
+    ContextId, DevicePtr, EventId, Fd, IpcEventHandle, IpcMemHandle, PointerInfo, PoolId,
+    PoolPtrExport, VmmHandle,
 };
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
@@ -26,6 +27,8 @@ pub(crate) enum Value {
     Fd(Fd),
     Event(EventId),
     EventHandle(IpcEventHandle),
+    Pool(PoolId),
+    PoolExport(PoolPtrExport),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -42,6 +45,8 @@ enum Key {
     Unit,
     VmmHandle(u64),
     Fd(i32),
+    Pool(u64),
+    PoolExport([u8; 64]),
 }
 
 impl Value {
@@ -58,6 +63,8 @@ impl Value {
             Value::Fd(f) => Key::Fd(f.0),
             Value::Event(e) => Key::Event(e.0),
             Value::EventHandle(h) => Key::EventHandle(h.0),
+            Value::Pool(p) => Key::Pool(p.0),
+            Value::PoolExport(x) => Key::PoolExport(x.0),
         }
     }
 }
@@ -100,7 +107,7 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
             | ValueSummary::Handle { label }
             | ValueSummary::VmmHandle { label }
             | ValueSummary::Fd { label } => format!("ok ({label})"),
-            ValueSummary::Event { label } => format!("ok ({label})"),
+            ValueSummary::Event { label } | ValueSummary::Pool { label } => format!("ok ({label})"),
             ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
             ValueSummary::Int { value } => format!("ok (value {value})"),
             ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),

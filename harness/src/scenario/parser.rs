@@ -944,6 +944,8 @@ impl<'f> Parser<'f> {
             ValueType::Fd => "a file descriptor binding",
             ValueType::Event => "an event binding",
             ValueType::EventHandle => "an event handle binding",
+            ValueType::Pool => "a memory pool binding",
+            ValueType::PoolExport => "a pool pointer export binding",
             _ => "a binding",
         };
         let t = l.name(what)?;
@@ -1396,6 +1398,7 @@ impl<'f> Parser<'f> {
             "send" => {
                 let ty = match l.peek().and_then(|t| self.bindings.get(t.text)) {
                     Some(b) if b.ty == ValueType::EventHandle => ValueType::EventHandle,
+                    Some(b) if b.ty == ValueType::PoolExport => ValueType::PoolExport,
                     _ => ValueType::Handle,
                 };
                 let handle = self.held_arg(l, proc_idx, kw, ty)?;
@@ -1520,6 +1523,72 @@ impl<'f> Parser<'f> {
                 fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
             },
             "fd_null_device" => Op::FdNullDevice,
+            // --- memory pools ---
+            "pool_create" => {
+                let mut types = HandleTypes::NONE;
+                let mut device = 0;
+                self.options(l, kw, &["types", "device"], |l, key| {
+                    if key.text == "types" {
+                        types = Self::handle_types(l)?;
+                    } else {
+                        device = l.u32("a device number")?;
+                    }
+                    Ok(())
+                })?;
+                Op::PoolCreate { types, device }
+            }
+            "pool_default" => {
+                let mut device = 0;
+                self.options(l, kw, &["device"], |l, _| {
+                    device = l.u32("a device number")?;
+                    Ok(())
+                })?;
+                Op::PoolDefault { device }
+            }
+            "pool_destroy" => Op::PoolDestroy {
+                pool: self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?,
+            },
+            "pool_export" => Op::PoolExport {
+                pool: self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?,
+            },
+            "pool_import" => Op::PoolImport {
+                fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
+            },
+            "pool_set_access" => {
+                let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
+                let access = Self::word_choice(
+                    l,
+                    "an access mode",
+                    &["none", "read", "rw"],
+                    VmmAccess::from_name,
+                )?;
+                let mut device = 0;
+                self.options(l, kw, &["device"], |l, _| {
+                    device = l.u32("a device number")?;
+                    Ok(())
+                })?;
+                Op::PoolSetAccess {
+                    pool,
+                    access,
+                    device,
+                }
+            }
+            "pool_alloc" => {
+                let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
+                let size = l.int("a size in bytes")?;
+                Op::PoolAlloc { pool, size }
+            }
+            "pool_free" => Op::PoolFree {
+                ptr: self.ptr_arg(l, kw)?,
+            },
+            "pool_export_ptr" => Op::PoolExportPtr {
+                ptr: self.ptr_arg(l, kw)?,
+            },
+            "pool_import_ptr" => {
+                let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
+                let data = self.held_arg(l, proc_idx, kw, ValueType::PoolExport)?;
+                Op::PoolImportPtr { pool, data }
+            }
             "fd_number" => {
                 let col = l.col();
                 let v = l.signed("a descriptor number")?;
