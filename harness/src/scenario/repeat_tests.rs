@@ -142,7 +142,7 @@ fn drivers(fail_at: Option<u64>) -> (Vec<MockDriver>, Arc<AtomicU64>) {
     let mut peer = MockDriver::new();
     let opens = Arc::new(AtomicU64::new(0));
     let counted = opens.clone();
-    peer.expect_ipc_open_event_handle().returning(move |h| {
+    peer.expect_ipc_open_event_handle().returning(move |h, _| {
         let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
         if Some(n) == fail_at {
             return Err(DriverError::Api(ApiError::new(
