@@ -238,6 +238,13 @@ impl Driver for Heap {
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         self.unsupported()
     }
+    fn pointer_attribute(
+        &mut self,
+        _: DevicePtr,
+        _: ipc_harness::PointerAttribute,
+    ) -> DriverResult<u64> {
+        self.unsupported()
+    }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
     }

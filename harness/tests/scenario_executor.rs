@@ -202,6 +202,13 @@ impl Driver for Fake {
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn pointer_attribute(
+        &mut self,
+        _: DevicePtr,
+        _: ipc_harness::PointerAttribute,
+    ) -> DriverResult<u64> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     // --- VMM and descriptors: not modelled by this fake ---
     fn vmm_granularity(
         &mut self,

@@ -149,6 +149,7 @@ impl SimBackend {
             hazards: HazardLog::default(),
             vmm: Default::default(),
             events: crate::event_state::Events::default(),
+            last_buffer_id: 0,
             #[cfg(feature = "mutants")]
             mutant: cfg.mutant,
         };

@@ -47,6 +47,7 @@
 
 #![forbid(unsafe_code)]
 
+mod attributes;
 mod backend;
 mod contexts;
 mod event_state;

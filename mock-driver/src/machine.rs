@@ -334,6 +334,16 @@ impl Driver for SimProcess {
         self.call(|w, p| w.ipc_open_event_handle(p, &handle))
     }
 
+    fn pointer_attribute(
+        &mut self,
+        ptr: DevicePtr,
+        attr: ipc_harness::PointerAttribute,
+    ) -> DriverResult<u64> {
+        // Answers after a sticky error, like `pointer_info`
+        // (mem.context.sticky-error-spared-calls).
+        self.call_spared(|w, p| w.pointer_attribute(p, ptr.0, attr))
+    }
+
     fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
         self.call(|w, p| w.slow_fill(p, ptr.0, value, len, micros))
     }

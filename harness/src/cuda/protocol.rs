@@ -26,6 +26,7 @@
 //! answered with [`Reply::Clean`] when nothing is left.
 
 use crate::calls::{CallKind, Driver};
+use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
@@ -658,6 +659,10 @@ mod tests {
             },
             Request::IpcOpenEventHandle {
                 handle: IpcEventHandle([0xc9; 64]),
+            },
+            Request::PointerAttribute {
+                ptr: DevicePtr(0x7f00_0000_1000),
+                attr: PointerAttribute::BufferId,
             },
             Request::SlowFill {
                 ptr: DevicePtr(17),

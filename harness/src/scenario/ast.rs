@@ -4,6 +4,7 @@ use crate::driver::{
     DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType, OutArg,
     ShareableHandleType, VmmAccess,
 };
+use crate::driver::{PointerAttribute, PointerAttributeValue};
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::HazardKind;
 use std::borrow::Cow;
@@ -196,6 +197,11 @@ pub enum Op {
     PointerAttr {
         ptr: Ref,
     },
+    /// `pointer_attr P ATTR`: one `cuPointerGetAttribute` query.
+    PointerAttribute {
+        ptr: Ref,
+        attr: PointerAttribute,
+    },
     IpcGet {
         ptr: Ref,
         out: OutArg,
@@ -373,6 +379,8 @@ pub enum ValueType {
     Fd,
     Event,
     EventHandle,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: an opaque id, labelled like handles.
+    BufferId,
 }
 
 impl ValueType {
@@ -391,6 +399,7 @@ impl ValueType {
             ValueType::Fd => "a file descriptor",
             ValueType::Event => "an event",
             ValueType::EventHandle => "an event handle",
+            ValueType::BufferId => "a buffer id",
         }
     }
 }
@@ -426,7 +435,7 @@ impl Op {
             Op::Read { .. } => "read",
             Op::DeviceRead { .. } => "device_read",
             Op::AddressRange { .. } => "address_range",
-            Op::PointerAttr { .. } => "pointer_attr",
+            Op::PointerAttr { .. } | Op::PointerAttribute { .. } => "pointer_attr",
             Op::IpcGet { .. } => "ipc_get",
             Op::IpcOpen { .. } => "ipc_open",
             Op::IpcClose { .. } => "ipc_close",
@@ -524,6 +533,11 @@ impl Op {
                 "cudaPointerGetAttributes",
                 "cuPointerGetAttribute",
                 "hipPointerGetAttributes",
+            ),
+            Op::PointerAttribute { .. } => (
+                "cuPointerGetAttribute",
+                "cuPointerGetAttribute",
+                "hipPointerGetAttribute",
             ),
             Op::IpcGet { .. } => (
                 "cudaIpcGetMemHandle",
@@ -638,6 +652,11 @@ impl Op {
             Op::Read { .. } | Op::DeviceRead { .. } => ValueType::Bytes,
             Op::AddressRange { .. } => ValueType::Range,
             Op::PointerAttr { .. } => ValueType::PointerInfo,
+            Op::PointerAttribute { attr, .. } => match attr.value_kind() {
+                PointerAttributeValue::Address => ValueType::Ptr,
+                PointerAttributeValue::BufferId => ValueType::BufferId,
+                PointerAttributeValue::Number => ValueType::Int,
+            },
             Op::IpcGet { .. } | Op::HandleZero | Op::HandleRandom | Op::HandleFlip { .. } => {
                 ValueType::Handle
             }
@@ -711,6 +730,7 @@ impl Op {
             | Op::DeviceRead { ptr, .. }
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
+            | Op::PointerAttribute { ptr, .. }
             | Op::IpcGet { ptr, .. }
             | Op::IpcClose { ptr }
             | Op::SlowFill { ptr, .. } => [ptr.name(), None],
@@ -842,6 +862,7 @@ impl fmt::Display for Op {
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
             | Op::IpcClose { ptr } => write!(f, "{kw} {ptr}"),
+            Op::PointerAttribute { ptr, attr } => write!(f, "{kw} {ptr} {}", attr.name()),
             Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", Size(*bytes)),
             Op::Fill {
                 ptr,

@@ -26,6 +26,8 @@ pub(crate) enum Value {
     Fd(Fd),
     Event(EventId),
     EventHandle(IpcEventHandle),
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+    BufferId(u64),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -42,6 +44,7 @@ enum Key {
     Unit,
     VmmHandle(u64),
     Fd(i32),
+    BufferId(u64),
 }
 
 impl Value {
@@ -58,6 +61,7 @@ impl Value {
             Value::Fd(f) => Key::Fd(f.0),
             Value::Event(e) => Key::Event(e.0),
             Value::EventHandle(h) => Key::EventHandle(h.0),
+            Value::BufferId(b) => Key::BufferId(*b),
         }
     }
 }
