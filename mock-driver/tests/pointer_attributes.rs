@@ -38,8 +38,15 @@ fn an_interior_pointer_answers_for_its_allocation() {
     assert_eq!(d.pointer_attribute(inner, A::RangeSize).unwrap(), 1000);
     assert_eq!(d.pointer_attribute(inner, A::MemoryType).unwrap(), 2);
     assert_eq!(d.pointer_attribute(inner, A::DeviceOrdinal).unwrap(), 0);
-    assert_eq!(d.pointer_attribute(inner, A::IsLegacyCudaIpcCapable).unwrap(), 1);
-    assert_eq!(d.pointer_attribute(inner, A::AllowedHandleTypes).unwrap(), 0);
+    assert_eq!(
+        d.pointer_attribute(inner, A::IsLegacyCudaIpcCapable)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        d.pointer_attribute(inner, A::AllowedHandleTypes).unwrap(),
+        0
+    );
 }
 
 #[test]
@@ -60,7 +67,10 @@ fn pinned_host_memory_is_host_memory_and_not_legacy_ipc_capable() {
     let d = m.driver(0);
     let h = d.alloc(MemKind::PinnedHost, 4096).unwrap();
     assert_eq!(d.pointer_attribute(h, A::MemoryType).unwrap(), 1);
-    assert_eq!(d.pointer_attribute(h, A::IsLegacyCudaIpcCapable).unwrap(), 0);
+    assert_eq!(
+        d.pointer_attribute(h, A::IsLegacyCudaIpcCapable).unwrap(),
+        0
+    );
     // Exactly when ipc_get refuses it.
     assert!(d.ipc_get_mem_handle(h, OutArg::Valid).is_err());
 }
@@ -90,7 +100,10 @@ fn an_ipc_mapping_is_device_memory_with_its_own_id() {
     let p = open(&mut *m, 1, h).unwrap();
     let d = m.driver(1);
     assert_eq!(d.pointer_attribute(p, A::MemoryType).unwrap(), 2);
-    assert_eq!(d.pointer_attribute(p, A::IsLegacyCudaIpcCapable).unwrap(), 0);
+    assert_eq!(
+        d.pointer_attribute(p, A::IsLegacyCudaIpcCapable).unwrap(),
+        0
+    );
     assert_eq!(d.pointer_attribute(p, A::RangeStartAddr).unwrap(), p.0);
     assert_eq!(d.pointer_attribute(p, A::RangeSize).unwrap(), 2 << 20);
     let imported = d.pointer_attribute(p, A::BufferId).unwrap();
@@ -113,10 +126,17 @@ fn a_vmm_mapping_reports_its_mapping_and_requested_handle_types() {
     d.vmm_map(va, size, 0, handle).unwrap();
     d.vmm_set_access(va, size, 0, VmmAccess::ReadWrite).unwrap();
     let inner = va.offset(64 << 10);
-    assert_eq!(d.pointer_attribute(inner, A::MappingBaseAddr).unwrap(), va.0);
+    assert_eq!(
+        d.pointer_attribute(inner, A::MappingBaseAddr).unwrap(),
+        va.0
+    );
     assert_eq!(d.pointer_attribute(inner, A::MappingSize).unwrap(), size);
     assert_eq!(d.pointer_attribute(inner, A::RangeStartAddr).unwrap(), va.0);
-    assert_eq!(d.pointer_attribute(inner, A::IsLegacyCudaIpcCapable).unwrap(), 0);
+    assert_eq!(
+        d.pointer_attribute(inner, A::IsLegacyCudaIpcCapable)
+            .unwrap(),
+        0
+    );
     assert_eq!(
         d.pointer_attribute(inner, A::AllowedHandleTypes).unwrap(),
         u64::from(HandleTypes::POSIX_FD.0)
