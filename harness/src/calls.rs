@@ -139,6 +139,11 @@ macro_rules! for_each_driver_call {
             /// the runtime's users call the driver function), the answer widened
             /// to `u64`; `hipPointerGetAttribute` on ROCm.
             pointer_attribute PointerAttribute(ptr: DevicePtr, attr: PointerAttribute) -> u64;
+            // --- processes -----------------------------------------------
+            /// `fork()` after CUDA is initialised: the child makes `cudaMalloc` /
+            /// `cuMemAlloc(size)`, reports its result code and `_exit`s; the call
+            /// answers the child's result, and the calling process goes on.
+            fork_child_alloc ForkChildAlloc(size: u64) -> ();
             /// Long work on the default stream: a kernel that busy-waits `micros`
             /// microseconds (on the GPU's global timer), then writes `value` to
             /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.

@@ -245,6 +245,9 @@ impl Driver for Heap {
     ) -> DriverResult<u64> {
         self.unsupported()
     }
+    fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
+        self.unsupported()
+    }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
     }

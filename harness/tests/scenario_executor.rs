@@ -209,6 +209,9 @@ impl Driver for Fake {
     ) -> DriverResult<u64> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     // --- VMM and descriptors: not modelled by this fake ---
     fn vmm_granularity(
         &mut self,

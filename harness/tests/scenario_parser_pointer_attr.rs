@@ -60,3 +60,18 @@ fn bad_pointer_attr_steps(#[case] line: &str, #[case] message: &str) {
     assert!(e.contains(message), "{e}");
     assert!(e.contains(":5:"), "{e}");
 }
+
+#[test]
+fn fork_child_call_parses_and_prints_its_size() {
+    let s = parse_str(&format!(
+        "{PRELUDE}a: fork_child_call alloc 1MiB => NotInitialized\n"
+    ))
+    .unwrap();
+    let last = s.steps.last().unwrap();
+    assert_eq!(last.op, Op::ForkChildAlloc { size: 1 << 20 });
+    assert_eq!(last.text(), "fork_child_call alloc 1MiB");
+    let e = parse_str(&format!("{PRELUDE}a: fork_child_call free p\n"))
+        .expect_err("only alloc")
+        .to_string();
+    assert!(e.contains("unknown child call 'free'"), "{e}");
+}

@@ -62,6 +62,7 @@ mod memory;
 pub mod mutants;
 mod peers;
 pub mod portability;
+mod process_ops;
 pub mod profiles;
 #[cfg(test)]
 mod robustness;

@@ -660,6 +660,7 @@ mod tests {
             Request::IpcOpenEventHandle {
                 handle: IpcEventHandle([0xc9; 64]),
             },
+            Request::ForkChildAlloc { size: 1 << 20 },
             Request::PointerAttribute {
                 ptr: DevicePtr(0x7f00_0000_1000),
                 attr: PointerAttribute::BufferId,

@@ -31,6 +31,7 @@
 //! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
 //! | `IpcGetEventHandle` / `IpcOpenEventHandle` | `cudaIpc*EventHandle` | `cuIpc*EventHandle` |
 //! | `PointerAttribute` | `cuPointerGetAttribute` (one attribute, into a zeroed `u64`) | same |
+//! | `ForkChildAlloc` | `fork()`; the child: `cudaMalloc`, its code through a socket, `_exit` | same with `cuMemAlloc_v2` |
 //! | `SlowFill` | slow-fill kernel (below) | same |
 //! | `Reset` | see below | see below |
 //!
@@ -1403,6 +1404,9 @@ impl Worker {
                     }
                     Ok(Reply::Event(e as u64))
                 }
+                Request::ForkChildAlloc { size } => {
+                    fork_child::fork_child_alloc(d, size).map(|()| Reply::Unit)
+                }
                 // Both dialects ask the driver API; the answer is widened
                 // from its C type into a zeroed u64.
                 Request::PointerAttribute {
@@ -1698,6 +1702,8 @@ fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
         device,
     })
 }
+
+mod fork_child;
 
 #[cfg(test)]
 mod tests {

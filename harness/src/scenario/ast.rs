@@ -202,6 +202,10 @@ pub enum Op {
         ptr: Ref,
         attr: PointerAttribute,
     },
+    /// `fork_child_call alloc N`: fork; the child allocates `size` bytes.
+    ForkChildAlloc {
+        size: u64,
+    },
     IpcGet {
         ptr: Ref,
         out: OutArg,
@@ -436,6 +440,7 @@ impl Op {
             Op::DeviceRead { .. } => "device_read",
             Op::AddressRange { .. } => "address_range",
             Op::PointerAttr { .. } | Op::PointerAttribute { .. } => "pointer_attr",
+            Op::ForkChildAlloc { .. } => "fork_child_call",
             Op::IpcGet { .. } => "ipc_get",
             Op::IpcOpen { .. } => "ipc_open",
             Op::IpcClose { .. } => "ipc_close",
@@ -539,6 +544,9 @@ impl Op {
                 "cuPointerGetAttribute",
                 "hipPointerGetAttribute",
             ),
+            Op::ForkChildAlloc { .. } => {
+                ("fork + cudaMalloc", "fork + cuMemAlloc", "fork + hipMalloc")
+            }
             Op::IpcGet { .. } => (
                 "cudaIpcGetMemHandle",
                 "cuIpcGetMemHandle",
@@ -657,6 +665,7 @@ impl Op {
                 PointerAttributeValue::BufferId => ValueType::BufferId,
                 PointerAttributeValue::Number => ValueType::Int,
             },
+            Op::ForkChildAlloc { .. } => ValueType::Unit,
             Op::IpcGet { .. } | Op::HandleZero | Op::HandleRandom | Op::HandleFlip { .. } => {
                 ValueType::Handle
             }
@@ -755,6 +764,7 @@ impl Op {
             | Op::CtxCreate { .. }
             | Op::CtxCurrent
             | Op::Malloc { .. }
+            | Op::ForkChildAlloc { .. }
             | Op::HandleZero
             | Op::HandleRandom
             | Op::EventCreate { .. }
@@ -863,6 +873,7 @@ impl fmt::Display for Op {
             | Op::PointerAttr { ptr }
             | Op::IpcClose { ptr } => write!(f, "{kw} {ptr}"),
             Op::PointerAttribute { ptr, attr } => write!(f, "{kw} {ptr} {}", attr.name()),
+            Op::ForkChildAlloc { size } => write!(f, "{kw} alloc {}", Size(*size)),
             Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", Size(*bytes)),
             Op::Fill {
                 ptr,

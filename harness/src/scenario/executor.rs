@@ -544,6 +544,7 @@ impl Run<'_> {
             Op::AddressRange { ptr } => Call::AddressRange {
                 ptr: self.ptr(ptr)?,
             },
+            Op::ForkChildAlloc { size } => Call::ForkChildAlloc { size: *size },
             Op::PointerAttribute { ptr, attr } => Call::PointerAttribute {
                 ptr: self.ptr(ptr)?,
                 attr: *attr,

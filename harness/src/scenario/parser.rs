@@ -1241,6 +1241,20 @@ impl<'f> Parser<'f> {
             "address_range" => Op::AddressRange {
                 ptr: self.ptr_arg(l, kw)?,
             },
+            "fork_child_call" => {
+                // The child's one call; only an allocation so far.
+                let col = l.col();
+                let call = l.next_word("the child's call ('alloc')")?;
+                if call.text != "alloc" {
+                    return Err(l.err(
+                        col,
+                        format!("unknown child call '{}' (expected alloc)", call.text),
+                    ));
+                }
+                Op::ForkChildAlloc {
+                    size: l.int("a size in bytes")?,
+                }
+            }
             "pointer_attr" => {
                 let ptr = self.ptr_arg(l, kw)?;
                 // With an attribute name: one cuPointerGetAttribute query.
