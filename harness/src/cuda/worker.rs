@@ -1405,7 +1405,8 @@ impl Worker {
                     Ok(Reply::Event(e as u64))
                 }
                 Request::ForkChildAlloc { size } => {
-                    fork_child::fork_child_alloc(d, size).map(|()| Reply::Unit)
+                    fork_child::fork_child_call(|| alloc(d, MemKind::Device, size))
+                        .map(|()| Reply::Unit)
                 }
                 // Both dialects ask the driver API; the answer is widened
                 // from its C type into a zeroed u64.
