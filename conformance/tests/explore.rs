@@ -111,7 +111,7 @@ fn an_undocumented_hip_code_is_a_finding() {
 }
 
 /// Every op `documented_returns` knows.
-const OPS: [&str; 36] = [
+const OPS: [&str; 37] = [
     "ipc_open",
     "ipc_get",
     "ipc_close",
@@ -142,6 +142,7 @@ const OPS: [&str; 36] = [
     "ctx_destroy",
     "ctx_set",
     "address_range",
+    "pointer_attr",
     "malloc",
     "malloc_host",
     "malloc_managed",
@@ -614,4 +615,33 @@ fn side_by_side_marks_what_the_differential_counts() {
         explore::side_by_side(&sim, &abort).matches("# !=").count(),
         1
     );
+}
+
+#[test]
+fn the_generator_asks_for_pointer_attributes() {
+    // Every attribute name turns up in some generated case (one case per
+    // seed), as a step that parses (the op is `pointer_attr P ATTR`).
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..200 {
+        let id = CaseId {
+            index: 0,
+            seed,
+            dialect: Dialect::Driver,
+        };
+        let case = generate::lower(&explore::case_tree(id, 32).current(), 32, "");
+        scenario::parse(&case.text, Path::new("case.ipc")).expect("generated text parses");
+        for line in case.text.lines() {
+            if let Some(rest) = line.split("pointer_attr ").nth(1) {
+                // `pointer_attr P => ...` is the pointer-info query.
+                if let Some(attr) = rest.split_whitespace().nth(1).filter(|w| *w != "=>") {
+                    seen.insert(attr.to_string());
+                }
+            }
+        }
+    }
+    let all: std::collections::BTreeSet<String> = ipc_harness::PointerAttribute::ALL
+        .iter()
+        .map(|a| a.name().to_string())
+        .collect();
+    assert_eq!(seen, all);
 }

@@ -164,6 +164,16 @@ macro_rules! for_each_driver_call {
             ipc_get_event_handle IpcGetEventHandle(event: EventId, out: OutArg) -> IpcEventHandle;
             /// `cudaIpcOpenEventHandle` / `cuIpcOpenEventHandle`.
             ipc_open_event_handle IpcOpenEventHandle(handle: IpcEventHandle, out: OutArg) -> EventId;
+            // --- pointer attributes ------------------------------------
+            /// `cuPointerGetAttribute(&value, attr, ptr)` (both dialects: UCX and
+            /// the runtime's users call the driver function), the answer widened
+            /// to `u64`; `hipPointerGetAttribute` on ROCm.
+            pointer_attribute PointerAttribute(ptr: DevicePtr, attr: PointerAttribute) -> u64;
+            // --- processes -----------------------------------------------
+            /// `fork()` after CUDA is initialised: the child makes `cudaMalloc` /
+            /// `cuMemAlloc(size)`, reports its result code and `_exit`s; the call
+            /// answers the child's result, and the calling process goes on.
+            fork_child_alloc ForkChildAlloc(size: u64) -> ();
             /// Long work on the default stream: a kernel that busy-waits `micros`
             /// microseconds (on the GPU's global timer), then writes `value` to
             /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.
@@ -372,8 +382,8 @@ into_returned! {
 
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
-    GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
+    GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerAttribute,
+    PointerInfo, PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use serde::{Deserialize, Serialize};

@@ -487,3 +487,114 @@ impl fmt::Display for DriverError {
 impl std::error::Error for DriverError {}
 
 pub type DriverResult<T> = Result<T, DriverError>;
+
+// --- pointer attributes ---
+
+/// The `CUpointer_attribute`s the suite asks `cuPointerGetAttribute` about,
+/// one at a time (see the `CUpointer_attribute` enum of
+/// <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TYPES.html>).
+/// Every answer travels as a `u64`: addresses, sizes, ids, booleans (0 or 1),
+/// the `CUmemorytype` and the `CUmemAllocationHandleType` bitmask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PointerAttribute {
+    /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE` (2): a `CUmemorytype`
+    /// (1 host, 2 device, 3 array, 4 unified).
+    MemoryType,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID` (7): a process-wide unique id of the
+    /// allocated region.
+    BufferId,
+    /// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL` (9).
+    DeviceOrdinal,
+    /// `CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE` (10): 1 when
+    /// `cudaIpcGetMemHandle` accepts the allocation.
+    IsLegacyCudaIpcCapable,
+    /// `CU_POINTER_ATTRIBUTE_RANGE_START_ADDR` (11).
+    RangeStartAddr,
+    /// `CU_POINTER_ATTRIBUTE_RANGE_SIZE` (12).
+    RangeSize,
+    /// `CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES` (14): a bitmask of
+    /// `CUmemAllocationHandleType`.
+    AllowedHandleTypes,
+    /// `CU_POINTER_ATTRIBUTE_MAPPING_SIZE` (18).
+    MappingSize,
+    /// `CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR` (19).
+    MappingBaseAddr,
+}
+
+/// What a [`PointerAttribute`]'s `u64` answer is, for naming it in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointerAttributeValue {
+    /// A device address: compared with pointers.
+    Address,
+    /// An opaque id, only compared with other ids.
+    BufferId,
+    /// A number: a size, an ordinal, a boolean, an enum or a bitmask.
+    Number,
+}
+
+impl PointerAttribute {
+    pub const ALL: [PointerAttribute; 9] = [
+        PointerAttribute::MemoryType,
+        PointerAttribute::BufferId,
+        PointerAttribute::DeviceOrdinal,
+        PointerAttribute::IsLegacyCudaIpcCapable,
+        PointerAttribute::RangeStartAddr,
+        PointerAttribute::RangeSize,
+        PointerAttribute::AllowedHandleTypes,
+        PointerAttribute::MappingSize,
+        PointerAttribute::MappingBaseAddr,
+    ];
+
+    /// The spelling used in scenario files (`pointer_attr p buffer_id`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PointerAttribute::MemoryType => "memory_type",
+            PointerAttribute::BufferId => "buffer_id",
+            PointerAttribute::DeviceOrdinal => "device_ordinal",
+            PointerAttribute::IsLegacyCudaIpcCapable => "is_legacy_cuda_ipc_capable",
+            PointerAttribute::RangeStartAddr => "range_start_addr",
+            PointerAttribute::RangeSize => "range_size",
+            PointerAttribute::AllowedHandleTypes => "allowed_handle_types",
+            PointerAttribute::MappingSize => "mapping_size",
+            PointerAttribute::MappingBaseAddr => "mapping_base_addr",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<PointerAttribute> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The `CUpointer_attribute` number.
+    pub fn number(self) -> u32 {
+        match self {
+            PointerAttribute::MemoryType => 2,
+            PointerAttribute::BufferId => 7,
+            PointerAttribute::DeviceOrdinal => 9,
+            PointerAttribute::IsLegacyCudaIpcCapable => 10,
+            PointerAttribute::RangeStartAddr => 11,
+            PointerAttribute::RangeSize => 12,
+            PointerAttribute::AllowedHandleTypes => 14,
+            PointerAttribute::MappingSize => 18,
+            PointerAttribute::MappingBaseAddr => 19,
+        }
+    }
+
+    /// What the answer is.
+    pub fn value_kind(self) -> PointerAttributeValue {
+        match self {
+            PointerAttribute::RangeStartAddr | PointerAttribute::MappingBaseAddr => {
+                PointerAttributeValue::Address
+            }
+            PointerAttribute::BufferId => PointerAttributeValue::BufferId,
+            _ => PointerAttributeValue::Number,
+        }
+    }
+}
+
+/// `CUmemorytype` values (`CU_POINTER_ATTRIBUTE_MEMORY_TYPE`).
+pub mod cu_memory_type {
+    pub const HOST: u64 = 1;
+    pub const DEVICE: u64 = 2;
+    pub const UNIFIED: u64 = 4;
+}

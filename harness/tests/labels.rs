@@ -282,6 +282,16 @@ impl Driver for Heap {
     ) -> DriverResult<DevicePtr> {
         self.unsupported()
     }
+    fn pointer_attribute(
+        &mut self,
+        _: DevicePtr,
+        _: ipc_harness::PointerAttribute,
+    ) -> DriverResult<u64> {
+        self.unsupported()
+    }
+    fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
+        self.unsupported()
+    }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
     }

@@ -246,6 +246,16 @@ impl Driver for Fake {
     ) -> DriverResult<DevicePtr> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn pointer_attribute(
+        &mut self,
+        _: DevicePtr,
+        _: ipc_harness::PointerAttribute,
+    ) -> DriverResult<u64> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     // --- VMM and descriptors: not modelled by this fake ---
     fn vmm_granularity(
         &mut self,

@@ -787,6 +787,7 @@ impl World {
             .reserve_va(block_size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
         let ret = base + ret_offset;
+        let buffer_id = self.new_buffer_id();
         let proc = &mut self.procs[p];
         proc.regions.insert(
             base,
@@ -802,6 +803,7 @@ impl World {
                     exports: BTreeMap::from([export]),
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
+                    buffer_id,
                 }),
             },
         );

@@ -47,6 +47,7 @@
 
 #![forbid(unsafe_code)]
 
+mod attributes;
 mod backend;
 mod contexts;
 mod event_state;
@@ -63,6 +64,7 @@ mod peers;
 mod pool_state;
 mod pools;
 pub mod portability;
+mod process_ops;
 pub mod profiles;
 #[cfg(test)]
 mod robustness;

@@ -338,6 +338,20 @@ impl Driver for SimProcess {
         self.call(|w, p| w.ipc_open_event_handle(p, &handle, out))
     }
 
+    fn pointer_attribute(
+        &mut self,
+        ptr: DevicePtr,
+        attr: ipc_harness::PointerAttribute,
+    ) -> DriverResult<u64> {
+        // Answers after a sticky error, like `pointer_info`
+        // (mem.context.sticky-error-spared-calls).
+        self.call_spared(|w, p| w.pointer_attribute(p, ptr.0, attr))
+    }
+
+    fn fork_child_alloc(&mut self, size: u64) -> DriverResult<()> {
+        self.call(|w, p| w.fork_child_alloc(p, size))
+    }
+
     fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
         self.call(|w, p| w.slow_fill(p, ptr.0, value, len, micros))
     }

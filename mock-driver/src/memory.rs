@@ -73,6 +73,7 @@ impl World {
                         b.freed_while_mapped
                             .retain(|&o| o < offset || o >= offset + need);
                         let base = b.owner_base + offset;
+                        let buffer_id = self.new_buffer_id();
                         let proc = &mut self.procs[p];
                         proc.revive(base, base + need);
                         let a = Allocation {
@@ -82,6 +83,7 @@ impl World {
                             device,
                             block: id,
                             offset,
+                            buffer_id,
                         };
                         self.procs[p].allocs.insert(base, a);
                         return Ok(base);
@@ -93,6 +95,7 @@ impl World {
             b.cursor = need;
             b.live.insert(0, size);
             let base = b.owner_base;
+            let buffer_id = self.new_buffer_id();
             let proc = &mut self.procs[p];
             proc.packing.insert((ctx, device), id);
             let a = Allocation {
@@ -102,6 +105,7 @@ impl World {
                 device,
                 block: id,
                 offset: 0,
+                buffer_id,
             };
             proc.allocs.insert(base, a);
             return Ok(base);
@@ -119,6 +123,7 @@ impl World {
             device,
             block: id,
             offset: 0,
+            buffer_id: self.new_buffer_id(),
         };
         self.procs[p].allocs.insert(base, a);
         Ok(base)

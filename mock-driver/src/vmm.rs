@@ -320,6 +320,7 @@ impl World {
             return Err(NotSupported.into());
         }
         self.add_ref(h.phys);
+        let buffer_id = self.new_buffer_id();
         self.vp(p).maps.insert(
             va,
             VmmMapping {
@@ -328,6 +329,7 @@ impl World {
                 offset,
                 access: VmmAccess::None,
                 granted: 0,
+                buffer_id,
             },
         );
         Ok(())

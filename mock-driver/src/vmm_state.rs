@@ -57,6 +57,8 @@ pub(crate) struct VmmMapping {
     pub access: VmmAccess,
     /// Physical devices `cuMemSetAccess` granted access to (bit per device).
     pub granted: u64,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID` of the mapping (`attributes.rs`).
+    pub buffer_id: u64,
 }
 
 #[derive(Debug, Default)]

@@ -175,6 +175,8 @@ pub(crate) struct Allocation {
     pub block: BlockId,
     /// Offset of the allocation inside its block.
     pub offset: u64,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID` (`attributes.rs`).
+    pub buffer_id: u64,
 }
 
 /// An importer's mapping of an exporter's block.
@@ -198,6 +200,8 @@ pub(crate) struct Mapping {
     /// closed while the mapping lives on for a neighbour: access is still
     /// possible, and is the access-after-close hazard.
     pub closed: BTreeSet<u64>,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID` of the mapping (`attributes.rs`).
+    pub buffer_id: u64,
 }
 
 impl Mapping {
@@ -410,6 +414,8 @@ pub(crate) struct World {
     pub events: crate::event_state::Events,
     /// Memory pools, their exports and imported pointers (`pools.rs`).
     pub pools: crate::pool_state::PoolState,
+    /// The last `CU_POINTER_ATTRIBUTE_BUFFER_ID` handed out (`attributes.rs`).
+    pub last_buffer_id: u64,
     #[cfg(feature = "mutants")]
     pub mutant: Option<crate::mutants::Mutant>,
 }

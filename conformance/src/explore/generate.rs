@@ -25,6 +25,7 @@
 //! parsed scenario and its trace, and the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 
+use ipc_harness::PointerAttribute;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use std::fmt::Write;
@@ -148,6 +149,11 @@ pub enum Action {
     Query {
         ptr: Index,
         range: bool,
+    },
+    /// `pointer_attr P ATTR`: one `cuPointerGetAttribute` query.
+    PointerAttribute {
+        ptr: Index,
+        attr: Index,
     },
     Exit {
         proc: Index,
@@ -455,6 +461,7 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         2 => i().prop_map(|ptr| Action::ReadNeighbour { ptr }),
         1 => (i(), i()).prop_map(|(ptr, by)| Action::ForeignRead { ptr, by }),
         2 => (i(), any::<bool>()).prop_map(|(ptr, range)| Action::Query { ptr, range }),
+        2 => (i(), i()).prop_map(|(ptr, attr)| Action::PointerAttribute { ptr, attr }),
         4 => (i(), proptest::bool::weighted(0.8))
             .prop_map(|(proc, exporter)| Action::Exit { proc, exporter }),
         3 => i().prop_map(|proc| Action::SecondContext { proc }),
@@ -1091,6 +1098,15 @@ impl Lowering {
                         "pointer_attr"
                     };
                     self.emit(p.proc, format_args!("{op} {}", p.name));
+                }
+            }
+            Action::PointerAttribute { ptr, attr } => {
+                if let Some(p) = self.pick_ptr(ptr) {
+                    let attr = PointerAttribute::ALL[attr.index(PointerAttribute::ALL.len())];
+                    self.emit(
+                        p.proc,
+                        format_args!("pointer_attr {} {}", p.name, attr.name()),
+                    );
                 }
             }
             Action::Exit { proc, exporter } => {

@@ -390,6 +390,10 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
         ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
         ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
+        // cuPointerGetAttribute of a pointer the driver does not know (freed,
+        // closed, never allocated); `pointer_attr P` without an attribute
+        // answers `unregistered` instead and never takes this path.
+        ("pointer_attr", _) => vec![(InvalidValue, Clause("mem.pointer-attr.interior-pointer"))],
         ("malloc" | "malloc_host" | "malloc_managed" | "sync", _) => vec![
             (InvalidContext, Clause("mem.context.set-destroyed")),
             (ContextIsDestroyed, Clause("mem.context.set-destroyed")),

@@ -7,6 +7,7 @@ use super::protocol::{
 use super::spawn::WorkerCommand;
 use super::worker::WORKER_FD_ENV;
 use crate::calls::Driver;
+use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
     FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,

@@ -26,6 +26,7 @@
 //! answered with [`Reply::Clean`] when nothing is left.
 
 use crate::calls::{CallKind, Driver};
+use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
@@ -665,6 +666,11 @@ mod tests {
             Request::IpcOpenEventHandle {
                 handle: IpcEventHandle([0xc9; 64]),
                 out: OutArg::Null,
+            },
+            Request::ForkChildAlloc { size: 1 << 20 },
+            Request::PointerAttribute {
+                ptr: DevicePtr(0x7f00_0000_1000),
+                attr: PointerAttribute::BufferId,
             },
             Request::SlowFill {
                 ptr: DevicePtr(17),

@@ -31,6 +31,8 @@
 //! | `EventCreate` / `EventRecord` / `EventQuery` / `EventSynchronize` / `EventDestroy` | `cudaEventCreateWithFlags` / `cudaEventRecord(.., 0)` / `cudaEventQuery` / `cudaEventSynchronize` / `cudaEventDestroy` | `cuEventCreate` / `cuEventRecord(.., 0)` / `cuEventQuery` / `cuEventSynchronize` / `cuEventDestroy_v2` |
 //! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
 //! | `IpcGetEventHandle` / `IpcOpenEventHandle` | `cudaIpc*EventHandle` | `cuIpc*EventHandle` |
+//! | `PointerAttribute` | `cuPointerGetAttribute` (one attribute, into a zeroed `u64`) | same |
+//! | `ForkChildAlloc` | `fork()`; the child: `cudaMalloc`, its code through a socket, `_exit` | same with `cuMemAlloc_v2` |
 //! | `SlowFill` | slow-fill kernel (below) | same |
 //! | `Reset` | see below | see below |
 //!
@@ -1419,6 +1421,18 @@ impl Worker {
                     }
                     Ok(Reply::Event(e as u64))
                 }
+                Request::ForkChildAlloc { size } => {
+                    fork_child::fork_child_call(|| alloc(d, MemKind::Device, size))
+                        .map(|()| Reply::Unit)
+                }
+                // Both dialects ask the driver API; the answer is widened
+                // from its C type into a zeroed u64.
+                Request::PointerAttribute {
+                    ptr: DevicePtr(ptr),
+                    attr,
+                } => {
+                    cu_pointer_attribute(attr.number() as c_int, ptr).map(|v| Reply::Int(v as i64))
+                }
                 Request::SlowFill {
                     ptr: DevicePtr(ptr),
                     value,
@@ -1676,7 +1690,8 @@ fn runtime_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
 }
 
 /// One `cuPointerGetAttribute` query into a zeroed 8-byte buffer (the
-/// attributes used here are 4-byte ints/enums or a bool).
+/// attributes used here are 4-byte ints/enums or a bool, or 8-byte ids,
+/// sizes and addresses).
 fn cu_pointer_attribute(attribute: c_int, ptr: u64) -> Result<u64, WireError> {
     let mut v: u64 = 0;
     // SAFETY: 8 writable bytes, more than any attribute queried here needs.
@@ -1721,6 +1736,8 @@ fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
         device,
     })
 }
+
+mod fork_child;
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@ use super::ledger::{self, Answered, CallBy};
 use super::model::{Crash, Fault, Mapping, ProcessState};
 use crate::calls::Call;
 use crate::calls::Driver;
+use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
     FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,

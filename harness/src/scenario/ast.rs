@@ -4,6 +4,7 @@ use crate::driver::{
     DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType, OutArg,
     ShareableHandleType, VmmAccess,
 };
+use crate::driver::{PointerAttribute, PointerAttributeValue};
 use crate::errors::{Dialect, ErrorKind};
 use crate::machine::HazardKind;
 use std::borrow::Cow;
@@ -201,6 +202,15 @@ pub enum Op {
     },
     PointerAttr {
         ptr: Ref,
+    },
+    /// `pointer_attr P ATTR`: one `cuPointerGetAttribute` query.
+    PointerAttribute {
+        ptr: Ref,
+        attr: PointerAttribute,
+    },
+    /// `fork_child_call alloc N`: fork; the child allocates `size` bytes.
+    ForkChildAlloc {
+        size: u64,
     },
     IpcGet {
         ptr: Ref,
@@ -429,6 +439,8 @@ pub enum ValueType {
     // --- memory pools ---
     Pool,
     PoolExport,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: an opaque id, labelled like handles.
+    BufferId,
 }
 
 impl ValueType {
@@ -449,6 +461,7 @@ impl ValueType {
             ValueType::EventHandle => "an event handle",
             ValueType::Pool => "a memory pool",
             ValueType::PoolExport => "pool pointer export data",
+            ValueType::BufferId => "a buffer id",
         }
     }
 }
@@ -484,7 +497,8 @@ impl Op {
             Op::Read { .. } => "read",
             Op::DeviceRead { .. } => "device_read",
             Op::AddressRange { .. } => "address_range",
-            Op::PointerAttr { .. } => "pointer_attr",
+            Op::PointerAttr { .. } | Op::PointerAttribute { .. } => "pointer_attr",
+            Op::ForkChildAlloc { .. } => "fork_child_call",
             Op::IpcGet { .. } => "ipc_get",
             Op::IpcOpen { .. } => "ipc_open",
             Op::IpcClose { .. } => "ipc_close",
@@ -593,6 +607,14 @@ impl Op {
                 "cuPointerGetAttribute",
                 "hipPointerGetAttributes",
             ),
+            Op::PointerAttribute { .. } => (
+                "cuPointerGetAttribute",
+                "cuPointerGetAttribute",
+                "hipPointerGetAttribute",
+            ),
+            Op::ForkChildAlloc { .. } => {
+                ("fork + cudaMalloc", "fork + cuMemAlloc", "fork + hipMalloc")
+            }
             Op::IpcGet { .. } => (
                 "cudaIpcGetMemHandle",
                 "cuIpcGetMemHandle",
@@ -748,6 +770,12 @@ impl Op {
             Op::Read { .. } | Op::DeviceRead { .. } => ValueType::Bytes,
             Op::AddressRange { .. } => ValueType::Range,
             Op::PointerAttr { .. } => ValueType::PointerInfo,
+            Op::PointerAttribute { attr, .. } => match attr.value_kind() {
+                PointerAttributeValue::Address => ValueType::Ptr,
+                PointerAttributeValue::BufferId => ValueType::BufferId,
+                PointerAttributeValue::Number => ValueType::Int,
+            },
+            Op::ForkChildAlloc { .. } => ValueType::Unit,
             Op::IpcGet { .. } | Op::HandleZero | Op::HandleRandom | Op::HandleFlip { .. } => {
                 ValueType::Handle
             }
@@ -830,6 +858,7 @@ impl Op {
             | Op::DeviceRead { ptr, .. }
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
+            | Op::PointerAttribute { ptr, .. }
             | Op::IpcGet { ptr, .. }
             | Op::IpcClose { ptr }
             | Op::SlowFill { ptr, .. } => [ptr.name(), None],
@@ -854,6 +883,7 @@ impl Op {
             | Op::CtxCreate { .. }
             | Op::CtxCurrent
             | Op::Malloc { .. }
+            | Op::ForkChildAlloc { .. }
             | Op::HandleZero
             | Op::HandleRandom
             | Op::EventCreate { .. }
@@ -975,6 +1005,8 @@ impl fmt::Display for Op {
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
             | Op::IpcClose { ptr } => write!(f, "{kw} {ptr}"),
+            Op::PointerAttribute { ptr, attr } => write!(f, "{kw} {ptr} {}", attr.name()),
+            Op::ForkChildAlloc { size } => write!(f, "{kw} alloc {}", Size(*size)),
             Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", Size(*bytes)),
             Op::Fill {
                 ptr,

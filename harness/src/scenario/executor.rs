@@ -9,6 +9,7 @@ use crate::driver::{
     DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, PoolId, PoolPtrExport,
     ProcessLoss, VmmHandle, IPC_HANDLE_SIZE,
 };
+use crate::driver::{PointerAttribute, PointerAttributeValue};
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
     CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
@@ -130,6 +131,8 @@ struct Labels {
     pools: Vec<Namer<u64>>,
     /// Pool pointer export data, by bytes (`px1`).
     pool_exports: Namer<[u8; IPC_HANDLE_SIZE]>,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`s, per process (`owner.b1`).
+    buffer_ids: Vec<Namer<u64>>,
 }
 
 fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
@@ -148,6 +151,7 @@ impl Labels {
             event_handles: Namer::default(),
             pools: per_process(processes),
             pool_exports: Namer::default(),
+            buffer_ids: per_process(processes),
         }
     }
 
@@ -287,6 +291,15 @@ impl Labels {
                     Some(label),
                 )
             }
+            Value::BufferId(b) => {
+                let label = self.buffer_ids[proc].label(*b, name, "b");
+                (
+                    ValueSummary::Handle {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
             Value::Fd(f) => {
                 let label = self.fds[proc].label(f.0, name, "f");
                 (
@@ -340,6 +353,17 @@ fn value_of(returned: Returned) -> Value {
         Returned::IpcEventHandle(h) => Value::EventHandle(h),
         Returned::Pool(p) => Value::Pool(p),
         Returned::PoolPtrExport(x) => Value::PoolExport(x),
+    }
+}
+
+/// The scenario value of a `cuPointerGetAttribute` answer: addresses are
+/// pointers (labelled, compared with `==`), buffer ids are labelled ids,
+/// the rest are ints.
+fn pointer_attribute_value(attr: PointerAttribute, v: u64) -> Value {
+    match attr.value_kind() {
+        PointerAttributeValue::Address => Value::Ptr(DevicePtr(v)),
+        PointerAttributeValue::BufferId => Value::BufferId(v),
+        PointerAttributeValue::Number => Value::Int(i64::try_from(v).unwrap_or(i64::MAX)),
     }
 }
 
@@ -493,7 +517,15 @@ impl Run<'_> {
                 Value::Fd(machine.transfer_fd(proc, f, *to)?)
             }
             op => match self.driver_call(op)? {
-                Some(call) => value_of(call.call_on(machine.driver(proc))?),
+                Some(call) => {
+                    let returned = call.call_on(machine.driver(proc))?;
+                    match (op, returned) {
+                        (Op::PointerAttribute { attr, .. }, Returned::Size(v)) => {
+                            pointer_attribute_value(*attr, v)
+                        }
+                        (_, returned) => value_of(returned),
+                    }
+                }
                 None => {
                     return Err(Failure::Skip(format!(
                         "'{}' is neither a driver call nor run by the harness",
@@ -575,6 +607,11 @@ impl Run<'_> {
             },
             Op::AddressRange { ptr } => Call::AddressRange {
                 ptr: self.ptr(ptr)?,
+            },
+            Op::ForkChildAlloc { size } => Call::ForkChildAlloc { size: *size },
+            Op::PointerAttribute { ptr, attr } => Call::PointerAttribute {
+                ptr: self.ptr(ptr)?,
+                attr: *attr,
             },
             Op::PointerAttr { ptr } => Call::PointerInfo {
                 ptr: self.ptr(ptr)?,

@@ -29,6 +29,8 @@ pub(crate) enum Value {
     EventHandle(IpcEventHandle),
     Pool(PoolId),
     PoolExport(PoolPtrExport),
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+    BufferId(u64),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -47,6 +49,7 @@ enum Key {
     Fd(i32),
     Pool(u64),
     PoolExport([u8; 64]),
+    BufferId(u64),
 }
 
 impl Value {
@@ -65,6 +68,7 @@ impl Value {
             Value::EventHandle(h) => Key::EventHandle(h.0),
             Value::Pool(p) => Key::Pool(p.0),
             Value::PoolExport(x) => Key::PoolExport(x.0),
+            Value::BufferId(b) => Key::BufferId(*b),
         }
     }
 }

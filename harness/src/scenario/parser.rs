@@ -7,6 +7,7 @@ use super::ast::{
 };
 use super::lexer::{strip_comment, tokenize, Token};
 use super::model::{Metadata, ParseError, Scenario};
+use crate::driver::PointerAttribute;
 use crate::driver::{
     event_flags, DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType,
     OutArg, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -1334,9 +1335,43 @@ impl<'f> Parser<'f> {
             "address_range" => Op::AddressRange {
                 ptr: self.ptr_arg(l, kw)?,
             },
-            "pointer_attr" => Op::PointerAttr {
-                ptr: self.ptr_arg(l, kw)?,
-            },
+            "fork_child_call" => {
+                // The child's one call; only an allocation so far.
+                let col = l.col();
+                let call = l.next_word("the child's call ('alloc')")?;
+                if call.text != "alloc" {
+                    return Err(l.err(
+                        col,
+                        format!("unknown child call '{}' (expected alloc)", call.text),
+                    ));
+                }
+                Op::ForkChildAlloc {
+                    size: l.int("a size in bytes")?,
+                }
+            }
+            "pointer_attr" => {
+                let ptr = self.ptr_arg(l, kw)?;
+                // With an attribute name: one cuPointerGetAttribute query.
+                match l.peek().filter(|t| t.is_word()).copied() {
+                    None => Op::PointerAttr { ptr },
+                    Some(a) => {
+                        l.pos += 1;
+                        let Some(attr) = PointerAttribute::from_name(a.text) else {
+                            let known: Vec<&str> =
+                                PointerAttribute::ALL.iter().map(|a| a.name()).collect();
+                            return Err(l.err(
+                                a.col,
+                                format!(
+                                    "unknown pointer attribute '{}' (expected one of {})",
+                                    a.text,
+                                    known.join(", ")
+                                ),
+                            ));
+                        };
+                        Op::PointerAttribute { ptr, attr }
+                    }
+                }
+            }
             "ipc_get" => {
                 let ptr = self.ptr_arg(l, kw)?;
                 let mut out = OutArg::Valid;
