@@ -290,6 +290,7 @@ impl World {
             .reserve_va(block_size, va)
             .ok_or(OutOfMemory)?;
         let ret = base + export.offset;
+        let buffer_id = self.new_buffer_id();
         let proc = &mut self.procs[p];
         proc.regions.insert(
             base,
@@ -305,6 +306,7 @@ impl World {
                     exports: BTreeMap::from([(export.offset, size)]),
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
+                    buffer_id,
                 }),
             },
         );
