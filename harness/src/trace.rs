@@ -56,6 +56,11 @@ pub enum ValueSummary {
     Event {
         label: String,
     },
+    /// A stream, labelled like events (`PROC.s1`) per process (a destroyed
+    /// stream's label is retired).
+    Stream {
+        label: String,
+    },
 }
 
 /// The outcome of one step.

@@ -528,7 +528,8 @@ fn label(v: &ValueSummary) -> Option<&str> {
         | ValueSummary::Handle { label }
         | ValueSummary::VmmHandle { label }
         | ValueSummary::Fd { label }
-        | ValueSummary::Event { label } => Some(label),
+        | ValueSummary::Event { label }
+        | ValueSummary::Stream { label } => Some(label),
         _ => None,
     }
 }

@@ -67,6 +67,7 @@ mod robustness;
 mod seed;
 pub mod semantics;
 mod store;
+mod streams;
 mod vmm;
 mod vmm_state;
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::calls::Driver;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
     FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
-    PointerInfo, ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
+    PointerInfo, ProcessLoss, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use std::ffi::OsString;

@@ -29,7 +29,7 @@ use crate::calls::{CallKind, Driver};
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    ShareableHandleType, VmmAccess, VmmHandle,
+    ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use nix::errno::Errno;
@@ -201,6 +201,7 @@ wire_values! {
     Fd: |fd| Reply::Fd(fd.0), Reply::Fd(fd) => Fd(fd);
     EventId: |e| Reply::Event(e.0), Reply::Event(e) => EventId(e);
     IpcEventHandle: |h| Reply::EventHandle(h), Reply::EventHandle(h) => h;
+    StreamId: |s| Reply::Stream(s.0), Reply::Stream(s) => StreamId(s);
 }
 
 /// The value of a successful call.
@@ -229,6 +230,8 @@ pub enum Reply {
     /// A created or opened event (the raw `cudaEvent_t` / `CUevent`).
     Event(u64),
     EventHandle(IpcEventHandle),
+    /// `stream_create`: the `cudaStream_t` / `CUstream`.
+    Stream(u64),
     /// `event_elapsed`: milliseconds as `f32::to_bits` (keeps `Reply: Eq`).
     ElapsedMs(u32),
 }
@@ -665,6 +668,44 @@ mod tests {
                 len: 2 << 20,
                 micros: 300_000,
             },
+            Request::StreamCreate { flags: 1 },
+            Request::StreamDestroy {
+                stream: StreamId(18),
+            },
+            Request::StreamSynchronize {
+                stream: StreamId(19),
+            },
+            Request::StreamQuery {
+                stream: StreamId(20),
+            },
+            Request::EventRecordOn {
+                event: EventId(21),
+                stream: StreamId(22),
+            },
+            Request::StreamWaitEventOn {
+                stream: StreamId(23),
+                event: EventId(24),
+            },
+            Request::SlowFillOn {
+                ptr: DevicePtr(25),
+                value: 0x3c,
+                len: 4096,
+                micros: 1_000,
+                stream: StreamId(26),
+            },
+            Request::CopyDevice {
+                dst: DevicePtr(27),
+                src: DevicePtr(28),
+                len: 4096,
+                stream: StreamId(0),
+            },
+            Request::CopyPeer {
+                dst: DevicePtr(29),
+                dst_device: 1,
+                src: DevicePtr(30),
+                src_device: 0,
+                len: 4096,
+            },
         ]
     }
 
@@ -703,6 +744,7 @@ mod tests {
             Ok(Reply::Event(0x5e00_0010)),
             Ok(Reply::EventHandle(IpcEventHandle([1; 64]))),
             Ok(Reply::ElapsedMs(1.5f32.to_bits())),
+            Ok(Reply::Stream(0x5700_0001)),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

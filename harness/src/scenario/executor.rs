@@ -6,8 +6,8 @@ use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::MAX_WRITE_BYTES;
 use crate::calls::{Call, Returned};
 use crate::driver::{
-    DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, VmmHandle,
-    IPC_HANDLE_SIZE,
+    DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, ProcessLoss, StreamId,
+    VmmHandle, IPC_HANDLE_SIZE,
 };
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
@@ -126,6 +126,7 @@ struct Labels {
     fds: Vec<Namer<i32>>,
     events: Vec<Namer<u64>>,
     event_handles: Namer<[u8; IPC_HANDLE_SIZE]>,
+    streams: Vec<Namer<u64>>,
 }
 
 fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
@@ -142,6 +143,7 @@ impl Labels {
             fds: per_process(processes),
             events: per_process(processes),
             event_handles: Namer::default(),
+            streams: per_process(processes),
         }
     }
 
@@ -186,10 +188,12 @@ impl Labels {
                 self.vmm_handles[proc].retire(&h.0);
             }
             (Op::EventDestroy { .. }, Some(Value::Event(e))) => self.events[proc].retire(&e.0),
+            (Op::StreamDestroy { .. }, Some(Value::Stream(s))) => self.streams[proc].retire(&s.0),
             (Op::Exit, _) => {
                 self.ctxs[proc].retire_all();
                 self.vmm_handles[proc].retire_all();
                 self.events[proc].retire_all();
+                self.streams[proc].retire_all();
             }
             _ => {}
         }
@@ -237,6 +241,15 @@ impl Labels {
                 let label = self.event(proc, name, *e);
                 (
                     ValueSummary::Event {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Stream(s) => {
+                let label = self.streams[proc].label(s.0, name, "s");
+                (
+                    ValueSummary::Stream {
                         label: label.clone(),
                     },
                     Some(label),
@@ -312,6 +325,7 @@ fn value_of(returned: Returned) -> Value {
         Returned::Fd(f) => Value::Fd(f),
         Returned::Event(e) => Value::Event(e),
         Returned::IpcEventHandle(h) => Value::EventHandle(h),
+        Returned::Stream(s) => Value::Stream(s),
     }
 }
 
@@ -369,6 +383,17 @@ impl Run<'_> {
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
+        }
+    }
+
+    /// A stream argument: a bound stream, or none for the legacy default stream.
+    fn stream(&self, n: Option<&String>) -> Result<StreamId, Failure> {
+        let Some(n) = n else {
+            return Ok(StreamId::LEGACY_DEFAULT);
+        };
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Stream(s)) => Ok(*s),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound stream"))),
         }
     }
 
@@ -529,8 +554,18 @@ impl Run<'_> {
             },
             Op::Sync => Call::Synchronize,
             Op::EventCreate { flags } => Call::EventCreate { flags: *flags },
-            Op::EventRecord { event } => Call::EventRecord {
+            Op::EventRecord {
+                event,
+                stream: None,
+            } => Call::EventRecord {
                 event: self.event(event)?,
+            },
+            Op::EventRecord {
+                event,
+                stream: stream @ Some(_),
+            } => Call::EventRecordOn {
+                event: self.event(event)?,
+                stream: self.stream(stream.as_ref())?,
             },
             Op::EventQuery { event } => Call::EventQuery {
                 event: self.event(event)?,
@@ -538,7 +573,17 @@ impl Run<'_> {
             Op::EventSync { event } => Call::EventSynchronize {
                 event: self.event(event)?,
             },
-            Op::StreamWait { event } => Call::StreamWaitEvent {
+            Op::StreamWait {
+                event,
+                stream: None,
+            } => Call::StreamWaitEvent {
+                event: self.event(event)?,
+            },
+            Op::StreamWait {
+                event,
+                stream: stream @ Some(_),
+            } => Call::StreamWaitEventOn {
+                stream: self.stream(stream.as_ref())?,
                 event: self.event(event)?,
             },
             Op::EventElapsed { start, end } => Call::EventElapsed {
@@ -561,12 +606,62 @@ impl Run<'_> {
                 micros,
                 at,
                 resolved_len,
+                stream: None,
                 ..
             } => Call::SlowFill {
                 ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
                 value: *value,
                 len: *resolved_len,
                 micros: *micros,
+            },
+            Op::SlowFill {
+                ptr,
+                value,
+                micros,
+                at,
+                resolved_len,
+                stream: stream @ Some(_),
+                ..
+            } => Call::SlowFillOn {
+                ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
+                value: *value,
+                len: *resolved_len,
+                micros: *micros,
+                stream: self.stream(stream.as_ref())?,
+            },
+            Op::StreamCreate { flags } => Call::StreamCreate { flags: *flags },
+            Op::StreamDestroy { stream } => Call::StreamDestroy {
+                stream: self.stream(Some(stream))?,
+            },
+            Op::StreamSync { stream } => Call::StreamSynchronize {
+                stream: self.stream(Some(stream))?,
+            },
+            Op::StreamQuery { stream } => Call::StreamQuery {
+                stream: self.stream(Some(stream))?,
+            },
+            Op::Copy {
+                dst,
+                src,
+                len,
+                stream,
+            } => Call::CopyDevice {
+                dst: self.ptr(dst)?,
+                src: self.ptr(src)?,
+                len: *len,
+                stream: self.stream(stream.as_ref())?,
+            },
+            Op::CopyPeer {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                len,
+            } => Call::CopyPeer {
+                dst: self.ptr(dst)?,
+                dst_device: *dst_device,
+                src: self.ptr(src)?,
+                src_device: *src_device,
+                len: *len,
             },
             Op::VmmGranularity {
                 device,

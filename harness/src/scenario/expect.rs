@@ -2,7 +2,8 @@
 
 use super::ast::{ExpectList, Expectation, Ref};
 use crate::driver::{
-    ContextId, DevicePtr, EventId, Fd, IpcEventHandle, IpcMemHandle, PointerInfo, VmmHandle,
+    ContextId, DevicePtr, EventId, Fd, IpcEventHandle, IpcMemHandle, PointerInfo, StreamId,
+    VmmHandle,
 };
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
@@ -26,6 +27,7 @@ pub(crate) enum Value {
     Fd(Fd),
     Event(EventId),
     EventHandle(IpcEventHandle),
+    Stream(StreamId),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -42,6 +44,7 @@ enum Key {
     Unit,
     VmmHandle(u64),
     Fd(i32),
+    Stream(u64),
 }
 
 impl Value {
@@ -58,6 +61,7 @@ impl Value {
             Value::Fd(f) => Key::Fd(f.0),
             Value::Event(e) => Key::Event(e.0),
             Value::EventHandle(h) => Key::EventHandle(h.0),
+            Value::Stream(s) => Key::Stream(s.0),
         }
     }
 }
@@ -100,7 +104,9 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
             | ValueSummary::Handle { label }
             | ValueSummary::VmmHandle { label }
             | ValueSummary::Fd { label } => format!("ok ({label})"),
-            ValueSummary::Event { label } => format!("ok ({label})"),
+            ValueSummary::Event { label } | ValueSummary::Stream { label } => {
+                format!("ok ({label})")
+            }
             ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
             ValueSummary::Int { value } => format!("ok (value {value})"),
             ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),
