@@ -68,6 +68,8 @@ mod seed;
 pub mod semantics;
 mod store;
 mod streams;
+#[cfg(test)]
+mod streams_tests;
 mod vmm;
 mod vmm_state;
 #[cfg(test)]

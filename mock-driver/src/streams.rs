@@ -41,6 +41,9 @@ pub(crate) struct StreamState {
     pub nonblocking: bool,
     /// When the work queued on it ends.
     pub tail: u64,
+    /// Destroyed by the program: refused as an argument, while its queued
+    /// work still runs and a device synchronization still waits for it.
+    pub destroyed: bool,
     /// Happens-before of this stream only: per writer process, the newest
     /// write an event it waited on covers (`Process::seen` is the host's).
     pub seen: BTreeMap<ProcessIndex, u64>,
@@ -59,8 +62,8 @@ impl World {
             return Ok(None);
         }
         match self.events.streams.get(&(p, stream.0)) {
-            Some(s) => Ok(Some(s.ctx)),
-            None => Err(ErrorKind::InvalidHandle.into()),
+            Some(s) if !s.destroyed => Ok(Some(s.ctx)),
+            _ => Err(ErrorKind::InvalidHandle.into()),
         }
     }
 
@@ -82,7 +85,12 @@ impl World {
         if stream == StreamId::LEGACY_DEFAULT {
             return Ok(self.events.tail(p).max(clock));
         }
-        let Some(s) = self.events.streams.get(&(p, stream.0)) else {
+        let Some(s) = self
+            .events
+            .streams
+            .get(&(p, stream.0))
+            .filter(|s| !s.destroyed)
+        else {
             return Err(ErrorKind::InvalidHandle.into());
         };
         let after = if s.nonblocking {
@@ -114,6 +122,7 @@ impl World {
                 ctx,
                 nonblocking: flags & NON_BLOCKING != 0,
                 tail: 0,
+                destroyed: false,
                 seen: BTreeMap::new(),
             },
         );
@@ -127,12 +136,14 @@ impl World {
     /// (stream.destroy-with-pending-work-completes): the queued fills stay
     /// pending and land on time.
     pub(crate) fn stream_destroy(&mut self, p: ProcessIndex, stream: StreamId) -> SimResult<()> {
-        if stream == StreamId::LEGACY_DEFAULT
-            || self.events.streams.remove(&(p, stream.0)).is_none()
-        {
-            return Err(ErrorKind::InvalidHandle.into());
+        self.stream_ctx(p, stream)?;
+        match self.events.streams.get_mut(&(p, stream.0)) {
+            Some(s) => {
+                s.destroyed = true;
+                Ok(())
+            }
+            None => Err(ErrorKind::InvalidHandle.into()),
         }
-        Ok(())
     }
 
     /// Waits for `stream`'s work. What `p` wrote is visible to every process
