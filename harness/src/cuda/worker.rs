@@ -31,6 +31,10 @@
 //! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
 //! | `IpcGetEventHandle` / `IpcOpenEventHandle` | `cudaIpc*EventHandle` | `cuIpc*EventHandle` |
 //! | `SlowFill` | slow-fill kernel (below) | same |
+//! | `StreamCreate` / `StreamDestroy` / `StreamSynchronize` / `StreamQuery` | `cudaStreamCreateWithFlags` / `cudaStreamDestroy` / `cudaStreamSynchronize` / `cudaStreamQuery` | `cuStreamCreate` / `cuStreamDestroy_v2` / `cuStreamSynchronize` / `cuStreamQuery` |
+//! | `EventRecordOn` / `StreamWaitEventOn` / `SlowFillOn` | as `EventRecord` / `StreamWaitEvent` / `SlowFill`, on the given stream | same |
+//! | `CopyDevice` | `cudaMemcpy(.., cudaMemcpyDeviceToDevice)` on stream 0, else `cudaMemcpyAsync(.., stream)` | `cuMemcpyDtoD_v2`, else `cuMemcpyDtoDAsync_v2` |
+//! | `CopyPeer` | `cudaMemcpyPeer` | `cuMemcpyPeer` with both devices' primary contexts (retained) |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
