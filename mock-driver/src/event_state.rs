@@ -51,6 +51,24 @@ pub(crate) struct PendingFill {
     pub source: Option<(u64, u64)>,
 }
 
+/// One stream a process created.
+/// (The rules are `streams.rs`.)
+#[derive(Debug, Clone)]
+pub(crate) struct StreamState {
+    /// The context current when it was created.
+    pub ctx: CtxKey,
+    /// Created with `cudaStreamNonBlocking` / `CU_STREAM_NON_BLOCKING`.
+    pub nonblocking: bool,
+    /// When the work queued on it ends.
+    pub tail: u64,
+    /// Destroyed by the program: refused as an argument, while its queued
+    /// work still runs and a device synchronization still waits for it.
+    pub destroyed: bool,
+    /// Happens-before of this stream only: per writer process, the newest
+    /// write an event it waited on covers (`Process::seen` is the host's).
+    pub seen: BTreeMap<ProcessIndex, u64>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Events {
     pub clock: u64,
@@ -73,7 +91,7 @@ pub(crate) struct Events {
     pub next_core: u64,
     pub next_local: u64,
     /// Per process: the streams it created (`streams.rs`).
-    pub streams: BTreeMap<(ProcessIndex, u64), crate::streams::StreamState>,
+    pub streams: BTreeMap<(ProcessIndex, u64), StreamState>,
     pub next_stream: u64,
 }
 
@@ -93,7 +111,7 @@ impl Events {
         self.streams_of(p).fold(own, |t, s| t.max(s.tail))
     }
 
-    fn streams_of(&self, p: ProcessIndex) -> impl Iterator<Item = &crate::streams::StreamState> {
+    fn streams_of(&self, p: ProcessIndex) -> impl Iterator<Item = &StreamState> {
         self.streams.range((p, 0)..=(p, u64::MAX)).map(|(_, s)| s)
     }
 

@@ -23,7 +23,7 @@
 //! and the hazard log sees it as a read of the source and a write of the
 //! destination.
 
-use crate::event_state::PendingFill;
+use crate::event_state::{PendingFill, StreamState};
 use crate::world::{Access, CtxKey, Fail, SimResult, World, MAX_READ};
 use ipc_harness::stream_flags::NON_BLOCKING;
 use ipc_harness::{DeviceOrdinal, ErrorKind, ProcessIndex, StreamId};
@@ -31,23 +31,6 @@ use std::collections::BTreeMap;
 
 /// Where stream ids start (distinct, non-zero: 0 is the legacy stream).
 const STREAM_ID_BASE: u64 = 0x5700_0000;
-
-/// One stream a process created.
-#[derive(Debug, Clone)]
-pub(crate) struct StreamState {
-    /// The context current when it was created.
-    pub ctx: CtxKey,
-    /// Created with `cudaStreamNonBlocking` / `CU_STREAM_NON_BLOCKING`.
-    pub nonblocking: bool,
-    /// When the work queued on it ends.
-    pub tail: u64,
-    /// Destroyed by the program: refused as an argument, while its queued
-    /// work still runs and a device synchronization still waits for it.
-    pub destroyed: bool,
-    /// Happens-before of this stream only: per writer process, the newest
-    /// write an event it waited on covers (`Process::seen` is the host's).
-    pub seen: BTreeMap<ProcessIndex, u64>,
-}
 
 impl World {
     /// The context of `p`'s `stream`: `None` for the legacy default stream
