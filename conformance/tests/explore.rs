@@ -111,7 +111,10 @@ fn an_undocumented_hip_code_is_a_finding() {
 }
 
 /// Every op `documented_returns` knows.
-const OPS: [&str; 37] = [
+const OPS: [&str; 40] = [
+    "copy",
+    "copy_peer",
+    "stream_query",
     "ipc_open",
     "ipc_get",
     "ipc_close",
@@ -265,6 +268,40 @@ fn the_generator_reaches_the_interesting_states() {
     assert!(r.unordered_kernel_reads > 15, "{r:?}");
     // Cases of about the requested length.
     assert!(s.steps > 800 * 16, "{} steps", s.steps);
+}
+
+/// The generated programs use streams and copies: a wait on the copy's
+/// stream, a wait on another stream, copies on the legacy stream, and
+/// peer copies between the two devices.
+#[test]
+fn the_generator_writes_stream_handoffs_and_copies() {
+    let wanted = [
+        "= stream_create flags=nonblocking",
+        "stream=s",
+        "= stream_create flags=default",
+        "stream_sync ",
+        "stream_destroy ",
+        "copy_peer ",
+    ];
+    let mut missing: Vec<&str> = wanted.to_vec();
+    let mut legacy_copies = 0;
+    for seed in 0..2000 {
+        let id = CaseId {
+            index: 0,
+            seed,
+            dialect: Dialect::Runtime,
+        };
+        let text = generate::lower(&explore::case_tree(id, 32).current(), 32, "").text;
+        missing.retain(|w| !text.contains(w));
+        legacy_copies += text
+            .lines()
+            .filter(|l| l.contains(": copy ") && !l.contains("stream="))
+            .count();
+        if missing.is_empty() && legacy_copies > 10 {
+            return;
+        }
+    }
+    panic!("in 2000 cases: missing {missing:?}, {legacy_copies} copies on the legacy stream");
 }
 
 #[test]

@@ -178,6 +178,31 @@ macro_rules! for_each_driver_call {
             /// microseconds (on the GPU's global timer), then writes `value` to
             /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.
             slow_fill SlowFill(ptr: DevicePtr, value: u8, len: u64, micros: u64) -> ();
+            // --- streams and copies ----------------------------------------
+            // A `stream` argument of 0 is the legacy default stream.
+            /// `cudaStreamCreateWithFlags` / `cuStreamCreate` / `hipStreamCreateWithFlags`
+            /// (flags: [`stream_flags`](crate::driver::stream_flags)).
+            stream_create StreamCreate(flags: u32) -> StreamId;
+            /// `cudaStreamDestroy` / `cuStreamDestroy_v2` / `hipStreamDestroy`.
+            stream_destroy StreamDestroy(stream: StreamId) -> ();
+            /// `cudaStreamSynchronize` / `cuStreamSynchronize` / `hipStreamSynchronize`.
+            stream_synchronize StreamSynchronize(stream: StreamId) -> ();
+            /// `cudaStreamQuery` / `cuStreamQuery` / `hipStreamQuery`: `Ok` when
+            /// all its work is complete, `NotReady` otherwise.
+            stream_query StreamQuery(stream: StreamId) -> ();
+            /// `cudaEventRecord` / `cuEventRecord` / `hipEventRecord` on `stream`.
+            event_record_on EventRecordOn(event: EventId, stream: StreamId) -> ();
+            /// `cudaStreamWaitEvent` / `cuStreamWaitEvent` / `hipStreamWaitEvent` of `stream`.
+            stream_wait_event_on StreamWaitEventOn(stream: StreamId, event: EventId) -> ();
+            /// [`slow_fill`](Driver::slow_fill) launched on `stream`.
+            slow_fill_on SlowFillOn(ptr: DevicePtr, value: u8, len: u64, micros: u64, stream: StreamId) -> ();
+            /// Device-to-device copy: on the legacy default stream `cudaMemcpy`
+            /// (`cudaMemcpyDeviceToDevice`) / `cuMemcpyDtoD_v2` / `hipMemcpyDtoD`,
+            /// else `cudaMemcpyAsync` / `cuMemcpyDtoDAsync_v2` / `hipMemcpyDtoDAsync`.
+            copy_device CopyDevice(dst: DevicePtr, src: DevicePtr, len: u64, stream: StreamId) -> ();
+            /// `cudaMemcpyPeer` / `cuMemcpyPeer` (primary contexts) / `hipMemcpyPeer`:
+            /// `len` bytes from `src` on `src_device` to `dst` on `dst_device`.
+            copy_peer CopyPeer(dst: DevicePtr, dst_device: DeviceOrdinal, src: DevicePtr, src_device: DeviceOrdinal, len: u64) -> ();
         }
     };
 }
@@ -340,6 +365,8 @@ pub enum Returned {
     Pool(PoolId),
     /// A pool allocation's export data.
     PoolPtrExport(PoolPtrExport),
+    /// A stream.
+    Stream(StreamId),
 }
 
 /// A return type of the table as a [`Returned`].
@@ -378,12 +405,13 @@ into_returned! {
     IpcEventHandle: |h| Returned::IpcEventHandle(h);
     PoolId: |p| Returned::Pool(p);
     PoolPtrExport: |x| Returned::PoolPtrExport(x);
+    StreamId: |s| Returned::Stream(s);
 }
 
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerAttribute,
-    PointerInfo, PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
+    PointerInfo, PoolId, PoolPtrExport, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use serde::{Deserialize, Serialize};

@@ -87,6 +87,17 @@ impl EventId {
     pub const NULL: EventId = EventId(0);
 }
 
+/// Opaque identity of a stream inside one process (`cudaStream_t` /
+/// `CUstream`). [`StreamId::LEGACY_DEFAULT`] (0) is the legacy default
+/// stream, the NULL stream of the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StreamId(pub u64);
+
+impl StreamId {
+    /// The legacy default stream (`0` / `NULL` / `cudaStreamLegacy`).
+    pub const LEGACY_DEFAULT: StreamId = StreamId(0);
+}
+
 /// `cudaIpcEventHandle_t` / `CUipcEventHandle`: 64 opaque bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpcEventHandle(pub [u8; IPC_HANDLE_SIZE]);
@@ -141,6 +152,16 @@ pub mod event_flags {
         ("disable_timing", DISABLE_TIMING),
         ("interprocess", INTERPROCESS),
     ];
+}
+
+/// `cudaStreamCreateWithFlags` / `cuStreamCreate` flags.
+pub mod stream_flags {
+    /// `cudaStreamDefault` / `CU_STREAM_DEFAULT`: a blocking stream, ordered
+    /// with the legacy default stream.
+    pub const DEFAULT: u32 = 0x0;
+    /// `cudaStreamNonBlocking` / `CU_STREAM_NON_BLOCKING`: no implicit
+    /// synchronization with the legacy default stream.
+    pub const NON_BLOCKING: u32 = 0x1;
 }
 
 /// The kinds of allocation the suite distinguishes.

@@ -62,6 +62,11 @@ pub enum ValueSummary {
     Pool {
         label: String,
     },
+    /// A stream, labelled like events (`PROC.s1`) per process (a destroyed
+    /// stream's label is retired).
+    Stream {
+        label: String,
+    },
 }
 
 /// The outcome of one step.

@@ -18,7 +18,7 @@ use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
     DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
     IpcEventHandle, IpcMemHandle, Machine, MemKind, MemoryType, OutArg, PointerInfo, ProcessIndex,
-    ShareableHandleType, Status, VmmAccess, VmmHandle,
+    ShareableHandleType, Status, StreamId, VmmAccess, VmmHandle,
 };
 /// What this fake answers to the VMM and descriptor calls it does not model.
 fn vmm_not_modelled() -> DriverError {
@@ -291,6 +291,48 @@ impl Driver for Heap {
     }
     fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
         self.unsupported()
+    }
+    // --- streams and copies: not modelled by this fake ---
+    fn stream_create(&mut self, _: u32) -> DriverResult<StreamId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_destroy(&mut self, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_synchronize(&mut self, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_query(&mut self, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_record_on(&mut self, _: EventId, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_wait_event_on(&mut self, _: StreamId, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn slow_fill_on(
+        &mut self,
+        _: DevicePtr,
+        _: u8,
+        _: u64,
+        _: u64,
+        _: StreamId,
+    ) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn copy_device(&mut self, _: DevicePtr, _: DevicePtr, _: u64, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn copy_peer(
+        &mut self,
+        _: DevicePtr,
+        _: DeviceOrdinal,
+        _: DevicePtr,
+        _: DeviceOrdinal,
+        _: u64,
+    ) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
     }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
@@ -583,7 +625,8 @@ fn label(v: &ValueSummary) -> Option<&str> {
         | ValueSummary::VmmHandle { label }
         | ValueSummary::Fd { label }
         | ValueSummary::Event { label }
-        | ValueSummary::Pool { label } => Some(label),
+        | ValueSummary::Pool { label }
+        | ValueSummary::Stream { label } => Some(label),
         _ => None,
     }
 }

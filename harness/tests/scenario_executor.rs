@@ -8,8 +8,8 @@ use ipc_harness::{
     ApiError, Backend, BackendInfo, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect,
     Driver, DriverError, DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind,
     HandleTypes, Hazard, IpcEventHandle, IpcMemHandle, Machine, MachineSpec, MemKind, MemoryType,
-    OutArg, PointerInfo, ProcessIndex, ShareableHandleType, StartError, Status, VmmAccess,
-    VmmHandle,
+    OutArg, PointerInfo, ProcessIndex, ShareableHandleType, StartError, Status, StreamId,
+    VmmAccess, VmmHandle,
 };
 /// What this fake answers to the VMM and descriptor calls it does not model.
 fn vmm_not_modelled() -> DriverError {
@@ -254,6 +254,48 @@ impl Driver for Fake {
         Err(self.err(ErrorKind::NotSupported))
     }
     fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    // --- streams and copies: not modelled by this fake ---
+    fn stream_create(&mut self, _: u32) -> DriverResult<StreamId> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_destroy(&mut self, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_synchronize(&mut self, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_query(&mut self, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn event_record_on(&mut self, _: EventId, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn stream_wait_event_on(&mut self, _: StreamId, _: EventId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn slow_fill_on(
+        &mut self,
+        _: DevicePtr,
+        _: u8,
+        _: u64,
+        _: u64,
+        _: StreamId,
+    ) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn copy_device(&mut self, _: DevicePtr, _: DevicePtr, _: u64, _: StreamId) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
+    fn copy_peer(
+        &mut self,
+        _: DevicePtr,
+        _: DeviceOrdinal,
+        _: DevicePtr,
+        _: DeviceOrdinal,
+        _: u64,
+    ) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
     // --- VMM and descriptors: not modelled by this fake ---

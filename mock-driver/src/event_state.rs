@@ -13,9 +13,11 @@ pub(crate) struct Core {
     pub flags: u32,
     /// The point in simulated time the last record completes at.
     pub recorded_at: Option<u64>,
-    /// The recording process and how many writes it had made then
-    /// (`Process::writes`): waiting for the event makes those visible.
-    pub covers: Option<(ProcessIndex, u64)>,
+    /// Per writer process, the newest write (`Process::writes`) the last
+    /// record is ordered after: the recorder's own writes then, and those
+    /// the recorder had itself waited for (happens-before is transitive).
+    /// Waiting for the event makes those visible.
+    pub covers: BTreeMap<ProcessIndex, u64>,
     /// The exporter destroyed its event (or exited) while it was exported.
     pub exporter_destroyed: bool,
     /// The exporter exited and its exit released the event
@@ -44,6 +46,27 @@ pub(crate) struct PendingFill {
     pub offset: u64,
     pub len: u64,
     pub value: u8,
+    /// A device-to-device copy: the source block and offset whose bytes
+    /// (as they are when the copy runs) land instead of `value`.
+    pub source: Option<(u64, u64)>,
+}
+
+/// One stream a process created.
+/// (The rules are `streams.rs`.)
+#[derive(Debug, Clone)]
+pub(crate) struct StreamState {
+    /// The context current when it was created.
+    pub ctx: CtxKey,
+    /// Created with `cudaStreamNonBlocking` / `CU_STREAM_NON_BLOCKING`.
+    pub nonblocking: bool,
+    /// When the work queued on it ends.
+    pub tail: u64,
+    /// Destroyed by the program: refused as an argument, while its queued
+    /// work still runs and a device synchronization still waits for it.
+    pub destroyed: bool,
+    /// Happens-before of this stream only: per writer process, the newest
+    /// write an event it waited on covers (`Process::seen` is the host's).
+    pub seen: BTreeMap<ProcessIndex, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -67,11 +90,29 @@ pub(crate) struct Events {
     pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
     pub next_core: u64,
     pub next_local: u64,
+    /// Per process: the streams it created (`streams.rs`).
+    pub streams: BTreeMap<(ProcessIndex, u64), StreamState>,
+    pub next_stream: u64,
 }
 
 impl Events {
+    /// When work queued now on `p`'s legacy default stream could start: after
+    /// its own work and that of `p`'s blocking streams (stream.legacy-waits-for-blocking).
     pub(crate) fn tail(&self, p: ProcessIndex) -> u64 {
-        self.tails.get(&p).copied().unwrap_or(0)
+        let own = self.tails.get(&p).copied().unwrap_or(0);
+        self.streams_of(p)
+            .filter(|s| !s.nonblocking)
+            .fold(own, |t, s| t.max(s.tail))
+    }
+
+    /// When all of `p`'s work on every stream ends.
+    pub(crate) fn all_tail(&self, p: ProcessIndex) -> u64 {
+        let own = self.tails.get(&p).copied().unwrap_or(0);
+        self.streams_of(p).fold(own, |t, s| t.max(s.tail))
+    }
+
+    fn streams_of(&self, p: ProcessIndex) -> impl Iterator<Item = &StreamState> {
+        self.streams.range((p, 0)..=(p, u64::MAX)).map(|(_, s)| s)
     }
 
     /// The process exits (or tears down): its events go; exported ones it
@@ -86,6 +127,7 @@ impl Events {
             self.release(p, id);
         }
         self.tails.remove(&p);
+        self.streams.retain(|&(q, _), _| q != p);
     }
 
     /// A context was destroyed: so were the events made in it.
@@ -99,6 +141,7 @@ impl Events {
         for id in ids {
             self.release(p, id);
         }
+        self.streams.retain(|&(q, _), s| q != p || s.ctx != ctx);
         self.ipc_state.remove(&(p, ctx));
     }
 

@@ -32,9 +32,10 @@ use crate::semantics::{
 use crate::world::{Access, CtxKey, Fail, MutantId, SimResult, World};
 use ipc_harness::event_flags::{BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS};
 use ipc_harness::{
-    Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, IPC_HANDLE_SIZE,
+    Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, StreamId,
+    IPC_HANDLE_SIZE,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Simulated host time one API call takes (a worker round trip).
 pub(crate) const HOST_CALL_NS: u64 = 50_000;
@@ -82,10 +83,20 @@ impl World {
         let tail = self.events.tail(p);
         self.events.clock = self.events.clock.max(tail);
         self.settle();
+        self.merge_stream_seen(p, false);
+    }
+
+    /// A device-wide synchronization in `p`: wait for the work of every
+    /// stream, non-blocking ones included (stream.device-sync-waits-for-all).
+    pub(crate) fn drain_all(&mut self, p: ProcessIndex) {
+        let tail = self.events.all_tail(p);
+        self.events.clock = self.events.clock.max(tail);
+        self.settle();
+        self.merge_stream_seen(p, true);
     }
 
     /// Apply the pending fills the clock has passed, in completion order.
-    fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         let clock = self.events.clock;
         let (mut done, left): (Vec<PendingFill>, Vec<PendingFill>) = self
             .events
@@ -95,6 +106,21 @@ impl World {
         self.events.pending = left;
         done.sort_by_key(|f| f.done_at);
         for f in done {
+            // A copy reads its source as it is when it runs; a block freed
+            // in the meantime (either side) takes the bytes with it.
+            if let Some((block, offset)) = f.source {
+                let Some(bytes) = self
+                    .blocks
+                    .get(&block)
+                    .map(|b| b.data.read(offset, f.len as usize))
+                else {
+                    continue;
+                };
+                if let Some(b) = self.blocks.get_mut(&f.block) {
+                    b.data.write(f.offset, &bytes);
+                }
+                continue;
+            }
             // A block freed in the meantime takes the bytes with it.
             if let Some(b) = self.blocks.get_mut(&f.block) {
                 b.data.fill(f.offset, f.len, f.value);
@@ -143,7 +169,7 @@ impl World {
                 owner: p,
                 flags,
                 recorded_at: None,
-                covers: None,
+                covers: BTreeMap::new(),
                 exporter_destroyed: false,
                 exit_released: false,
                 handle: None,
@@ -173,19 +199,33 @@ impl World {
     }
 
     pub(crate) fn event_record(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        self.event_record_on(p, id, StreamId::LEGACY_DEFAULT)
+    }
+
+    /// The event completes when the work queued on `stream` before it does
+    /// (event.stream.record-on-stream-orders-after-its-work).
+    pub(crate) fn event_record_on(
+        &mut self,
+        p: ProcessIndex,
+        id: EventId,
+        stream: StreamId,
+    ) -> SimResult<()> {
         let (ctx, _) = self.current_ctx(p)?;
         let core = self.event_core(p, id, "event_record")?;
+        let stream_ctx = self.stream_ctx(p, stream)?.unwrap_or(ctx);
         // cuEventRecord: "hEvent and hStream must be from the same context
         // otherwise CUDA_ERROR_INVALID_HANDLE is returned" (the default stream
         // is the current context's; event.context.record-from-other-context).
-        if self.event_ctx(p, id) != Some(ctx) {
+        if self.event_ctx(p, id) != Some(stream_ctx) {
             return Err(ErrorKind::InvalidHandle.into());
         }
-        let at = self.events.tail(p).max(self.events.clock);
-        let writes = self.procs[p].writes;
+        let at = self.stream_start(p, stream)?;
+        self.set_stream_tail(p, stream, at);
+        let mut covers = self.stream_seen(p, stream);
+        covers.insert(p, self.procs[p].writes);
         if let Some(c) = self.events.cores.get_mut(&core) {
             c.recorded_at = Some(at);
-            c.covers = Some((p, writes));
+            c.covers = covers;
         }
         Ok(())
     }
@@ -240,7 +280,18 @@ impl World {
     }
 
     pub(crate) fn stream_wait_event(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
+        self.stream_wait_event_on(p, StreamId::LEGACY_DEFAULT, id)
+    }
+
+    /// Only `stream`'s later work waits (event.stream.wait-orders-that-stream-only).
+    pub(crate) fn stream_wait_event_on(
+        &mut self,
+        p: ProcessIndex,
+        stream: StreamId,
+        id: EventId,
+    ) -> SimResult<()> {
         let (ctx, _) = self.current_ctx(p)?;
+        self.stream_ctx(p, stream)?;
         let core = self.event_core(p, id, "stream_wait")?;
         let interprocess = self
             .events
@@ -257,10 +308,12 @@ impl World {
             return Err(other_context_crash("cuStreamWaitEvent"));
         }
         if let Some(t) = self.recorded_at(core) {
-            let tail = self.events.tails.entry(p).or_insert(0);
-            *tail = (*tail).max(t);
+            let tail = self.stream_tail(p, stream).max(t);
+            self.set_stream_tail(p, stream, tail);
         }
-        self.writes_seen(p, core);
+        if let Some(covers) = self.events.cores.get(&core).map(|c| c.covers.clone()) {
+            self.stream_waited(p, stream, &covers);
+        }
         Ok(())
     }
 
@@ -270,12 +323,14 @@ impl World {
     /// only (happens-before over processes); the writer's own host
     /// synchronization (`synced`) orders its writes for every process.
     fn writes_seen(&mut self, waiter: ProcessIndex, core: u64) {
-        let Some((r, upto)) = self.events.cores.get(&core).and_then(|c| c.covers) else {
+        let Some(covers) = self.events.cores.get(&core).map(|c| c.covers.clone()) else {
             return;
         };
         if let Some(proc) = self.procs.get_mut(waiter) {
-            let seen = proc.seen.entry(r).or_insert(0);
-            *seen = (*seen).max(upto);
+            for (r, upto) in covers {
+                let seen = proc.seen.entry(r).or_insert(0);
+                *seen = (*seen).max(upto);
+            }
         }
     }
 
@@ -506,7 +561,7 @@ impl World {
         Ok(self.new_local(p, core_id, ctx, true))
     }
 
-    /// Long work on `p`'s stream, then a fill of `[ptr, ptr + len)`.
+    /// Long work on `p`'s default stream, then a fill of `[ptr, ptr + len)`.
     pub(crate) fn slow_fill(
         &mut self,
         p: ProcessIndex,
@@ -515,15 +570,29 @@ impl World {
         len: u64,
         micros: u64,
     ) -> SimResult<()> {
+        self.slow_fill_on(p, ptr, value, len, micros, StreamId::LEGACY_DEFAULT)
+    }
+
+    /// Long work on `stream`, then a fill of `[ptr, ptr + len)`.
+    pub(crate) fn slow_fill_on(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        value: u8,
+        len: u64,
+        micros: u64,
+        stream: StreamId,
+    ) -> SimResult<()> {
         self.current_ctx(p)?;
+        self.stream_ctx(p, stream)?;
         let target = if len == 0 {
             None
         } else {
             Some(self.resolve(p, ptr, len, Access::Kernel)?)
         };
-        let start = self.events.tail(p).max(self.events.clock);
+        let start = self.stream_start(p, stream)?;
         let done_at = start.saturating_add(micros.saturating_mul(1000));
-        self.events.tails.insert(p, done_at);
+        self.set_stream_tail(p, stream, done_at);
         if let Some((block, offset)) = target {
             // A kernel's write is ordered for other processes only by a wait
             // on an event recorded after it, or the writer's host sync.
@@ -538,6 +607,7 @@ impl World {
                 offset,
                 len,
                 value,
+                source: None,
             });
         }
         Ok(())

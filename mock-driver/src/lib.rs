@@ -72,6 +72,9 @@ mod scale_limits;
 mod seed;
 pub mod semantics;
 mod store;
+mod streams;
+#[cfg(test)]
+mod streams_tests;
 mod vmm;
 mod vmm_state;
 #[cfg(test)]

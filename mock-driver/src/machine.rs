@@ -9,7 +9,7 @@ use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
     DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
     IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, PoolId, PoolPtrExport,
-    ProcessIndex, ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
+    ProcessIndex, ProcessLoss, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -127,7 +127,7 @@ impl Driver for SimProcess {
 
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| {
-            w.drain(p);
+            w.drain_all(p);
             w.synced(p);
             w.free(p, kind, ptr.0)
         })
@@ -177,7 +177,7 @@ impl Driver for SimProcess {
         // Waits for this process's stream; the call still checks the process.
         self.call(|w, p| {
             w.current_ctx(p)?;
-            w.drain(p);
+            w.drain_all(p);
             w.synced(p);
             Ok(())
         })
@@ -401,6 +401,63 @@ impl Driver for SimProcess {
     fn pool_import_ptr(&mut self, pool: PoolId, data: PoolPtrExport) -> DriverResult<DevicePtr> {
         self.call(|w, p| w.pool_import_ptr(p, pool.0, &data).map(DevicePtr))
     }
+
+    // --- streams and copies (streams.rs) ---
+    fn stream_create(&mut self, flags: u32) -> DriverResult<StreamId> {
+        self.call(|w, p| w.stream_create(p, flags))
+    }
+
+    fn stream_destroy(&mut self, stream: StreamId) -> DriverResult<()> {
+        self.call(|w, p| w.stream_destroy(p, stream))
+    }
+
+    fn stream_synchronize(&mut self, stream: StreamId) -> DriverResult<()> {
+        self.call(|w, p| w.stream_synchronize(p, stream))
+    }
+
+    fn stream_query(&mut self, stream: StreamId) -> DriverResult<()> {
+        self.call(|w, p| w.stream_query(p, stream))
+    }
+
+    fn event_record_on(&mut self, event: EventId, stream: StreamId) -> DriverResult<()> {
+        self.call(|w, p| w.event_record_on(p, event, stream))
+    }
+
+    fn stream_wait_event_on(&mut self, stream: StreamId, event: EventId) -> DriverResult<()> {
+        self.call(|w, p| w.stream_wait_event_on(p, stream, event))
+    }
+
+    fn slow_fill_on(
+        &mut self,
+        ptr: DevicePtr,
+        value: u8,
+        len: u64,
+        micros: u64,
+        stream: StreamId,
+    ) -> DriverResult<()> {
+        self.call(|w, p| w.slow_fill_on(p, ptr.0, value, len, micros, stream))
+    }
+
+    fn copy_device(
+        &mut self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        len: u64,
+        stream: StreamId,
+    ) -> DriverResult<()> {
+        self.call(|w, p| w.copy_device(p, dst.0, src.0, len, stream))
+    }
+
+    fn copy_peer(
+        &mut self,
+        dst: DevicePtr,
+        dst_device: DeviceOrdinal,
+        src: DevicePtr,
+        src_device: DeviceOrdinal,
+        len: u64,
+    ) -> DriverResult<()> {
+        self.call(|w, p| w.copy_peer(p, dst.0, dst_device, src.0, src_device, len))
+    }
 }
 
 /// A running simulated machine.
@@ -472,7 +529,7 @@ impl Machine for SimMachine {
                 // queued: a kernel still running lands its bytes first, as
                 // another process that maps the memory then sees
                 // (mem.lifetime.exit-completes-kernel-writes).
-                w.drain(process);
+                w.drain_all(process);
                 w.exit_process(process, true);
                 Ok(())
             }

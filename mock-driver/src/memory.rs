@@ -347,7 +347,7 @@ impl World {
     /// A read of `len` bytes at `off` of block `id` by `p` that overlaps
     /// bytes another process wrote without synchronising since: logged,
     /// since what the reader sees then is timing.
-    fn check_unsynced_read(
+    pub(crate) fn check_unsynced_read(
         &mut self,
         p: ProcessIndex,
         id: crate::world::BlockId,

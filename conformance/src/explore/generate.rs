@@ -248,6 +248,24 @@ pub enum Action {
         query: bool,
         long: bool,
     },
+    // --- streams and device-to-device copies ---
+    /// PyTorch's receive-then-clone on non-blocking streams: the exporter
+    /// `slow_fill`s and records on a stream of its own, the importer waits
+    /// as `order` says, copies from its mapping into a local buffer on its
+    /// stream, synchronizes that stream and reads the copy.
+    StreamHandoff {
+        pair: Index,
+        value: u8,
+        order: StreamOrder,
+        long: bool,
+    },
+    /// A copy from an open mapping into a new local buffer of the importer
+    /// on the legacy stream (`copy_peer` from the exporter's device when
+    /// `peer` and the two are on different devices), then a read of it.
+    DeviceCopy {
+        open: Index,
+        peer: bool,
+    },
     // --- VMM allocations shared over POSIX descriptors (driver API calls
     // in both dialects) ---
     /// `can_access_peer` or `enable_peer` toward the other device (two
@@ -378,6 +396,17 @@ pub enum HandoffOrder {
     NoWait,
 }
 
+/// How the copy of a [`Action::StreamHandoff`] is ordered after the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamOrder {
+    /// `stream_wait` on the copy's stream: ordered.
+    Waited,
+    /// `stream_wait` on another stream of the importer: not ordered.
+    OtherStream,
+    /// No wait: not ordered.
+    NoWait,
+}
+
 /// Microseconds of a generated `slow_fill`: short work lands within a few
 /// steps on the simulated clock, long work outlasts the program.
 fn slow_micros(long: bool) -> u64 {
@@ -486,6 +515,9 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
             .prop_map(|(alloc, value, long)| Action::SlowFill { alloc, value, long }),
         2 => (i(), any::<u8>(), prop_oneof![Just(HandoffOrder::Synced), Just(HandoffOrder::StreamWaited), Just(HandoffOrder::RecordedBefore), Just(HandoffOrder::NoWait)], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
             .prop_map(|(pair, value, order, query, long)| Action::KernelHandoff { pair, value, order, query, long }),
+        1 => (i(), any::<u8>(), prop_oneof![4 => Just(StreamOrder::Waited), 1 => Just(StreamOrder::OtherStream), 1 => Just(StreamOrder::NoWait)], proptest::bool::weighted(0.7))
+            .prop_map(|(pair, value, order, long)| Action::StreamHandoff { pair, value, order, long }),
+        1 => (i(), proptest::bool::weighted(0.5)).prop_map(|(open, peer)| Action::DeviceCopy { open, peer }),
         2 => (i(), prop_oneof![6 => Just(VmmSize::Granule), 2 => Just(VmmSize::TwoGranules), 1 => Just(VmmSize::Unaligned)], proptest::bool::weighted(0.9))
             .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
         2 => i().prop_map(|vmm| Action::VmmExport { vmm }),
@@ -1519,7 +1551,120 @@ impl Lowering {
                 order,
                 exportable,
             } => self.pool_share(pair, *value, *order, *exportable),
+            Action::StreamHandoff {
+                pair,
+                value,
+                order,
+                long,
+            } => self.stream_handoff(pair, *value, *order, *long),
+            Action::DeviceCopy { open, peer } => self.device_copy(open, *peer),
         }
+    }
+
+    /// See [`Action::StreamHandoff`]. Streams belong to the current
+    /// context: a reader that made a second context is left out.
+    fn stream_handoff(&mut self, pair: &Index, value: u8, order: StreamOrder, long: bool) {
+        let Some((o, writer, a)) = self.handoff_pair(pair) else {
+            return;
+        };
+        let reader = self.opens[o].proc;
+        if self.second_ctx[reader] {
+            return;
+        }
+        let Some((e, x)) = self.handoff_events(writer, reader) else {
+            return;
+        };
+        let alloc = self.allocs[a].clone();
+        let s = self.fresh("s");
+        self.emit(
+            writer,
+            format_args!("{s} = stream_create flags=nonblocking"),
+        );
+        let len = alloc.size.min(4096);
+        let micros = slow_micros(long);
+        self.emit(
+            writer,
+            format_args!(
+                "slow_fill {} {value:#04x} us={micros} len={len} stream={s}",
+                alloc.name
+            ),
+        );
+        self.stats.slow_fills += 1;
+        self.emit(writer, format_args!("event_record {e} stream={s}"));
+        let t = self.fresh("s");
+        self.emit(
+            reader,
+            format_args!("{t} = stream_create flags=nonblocking"),
+        );
+        let other = match order {
+            StreamOrder::Waited => {
+                self.emit(reader, format_args!("stream_wait {x} stream={t}"));
+                None
+            }
+            StreamOrder::OtherStream => {
+                let u = self.fresh("s");
+                self.emit(reader, format_args!("{u} = stream_create flags=default"));
+                self.emit(reader, format_args!("stream_wait {x} stream={u}"));
+                Some(u)
+            }
+            StreamOrder::NoWait => None,
+        };
+        if order == StreamOrder::Waited {
+            self.stats.ordered_kernel_reads += 1;
+        } else {
+            self.stats.unordered_kernel_reads += 1;
+        }
+        let local = self.malloc(reader, KindSel::Device, SizeClass::Page, 0);
+        let b = self.allocs[local].name.clone();
+        let mapping = self.opens[o].name.clone();
+        self.emit(reader, format_args!("copy {b} {mapping} 16 stream={t}"));
+        self.emit(reader, format_args!("stream_sync {t}"));
+        self.emit(reader, format_args!("read {b} 0 16"));
+        self.emit(reader, format_args!("stream_destroy {t}"));
+        if let Some(u) = other {
+            self.emit(reader, format_args!("stream_destroy {u}"));
+        }
+        self.emit(writer, format_args!("stream_sync {s}"));
+        self.emit(writer, format_args!("stream_destroy {s}"));
+    }
+
+    /// See [`Action::DeviceCopy`].
+    fn device_copy(&mut self, open: &Index, peer: bool) {
+        let live: Vec<usize> = (0..self.opens.len())
+            .filter(|&o| !self.exited[self.opens[o].proc])
+            .collect();
+        // A peer copy prefers a mapping of the other device's memory.
+        let across: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&o| {
+                let rec = &self.opens[o];
+                self.exporter_of(&rec.handle)
+                    .is_some_and(|e| self.placement[e] != self.placement[rec.proc])
+            })
+            .collect();
+        let pool = if peer && !across.is_empty() {
+            across
+        } else {
+            live
+        };
+        if pool.is_empty() {
+            return;
+        }
+        let o = pool[open.index(pool.len())];
+        let rec = self.opens[o].clone();
+        let local = self.malloc(rec.proc, KindSel::Device, SizeClass::Page, 0);
+        let b = self.allocs[local].name.clone();
+        let exporter_device = self.exporter_of(&rec.handle).map(|e| self.placement[e]);
+        let own_device = self.placement[rec.proc];
+        match exporter_device {
+            Some(d) if peer && d != own_device => self.emit(
+                rec.proc,
+                format_args!("copy_peer {b} {own_device} {} {d} 16", rec.name),
+            ),
+            _ => self.emit(rec.proc, format_args!("copy {b} {} 16", rec.name)),
+        }
+        self.emit(rec.proc, format_args!("read {b} 0 16"));
     }
 
     /// A live device allocation whose process may run a generated kernel

@@ -304,6 +304,17 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (InvalidValue, Clause("mem.close.use-after-close")),
             (InvalidValue, Clause("mem.suballoc.memcpy-bounded")),
         ],
+        // A device-to-device or peer copy through a closed or freed mapping
+        // fails as the memcpy of `read` does.
+        ("copy" | "copy_peer", _) => vec![
+            (InvalidValue, Clause("mem.copy.from-closed-mapping")),
+            (InvalidValue, Clause("mem.close.use-after-close")),
+        ],
+        // A status, not a failure: the stream's work has not completed.
+        ("stream_query", _) => vec![(
+            NotReady,
+            Clause("event.stream.record-on-stream-covers-its-work"),
+        )],
         ("device_read", _) => vec![
             (
                 IllegalAddress,
@@ -1078,6 +1089,41 @@ pub fn check_trace(
                 // does not follow contexts.
                 m.drop_pending_kernels(p);
                 m.lost.insert(p);
+            }
+            // Work on a stream other than the legacy one, and copies: the
+            // model follows neither the streams' order nor copied bytes, so
+            // the bytes they write are not judged from here on.
+            Op::SlowFill {
+                ptr,
+                at,
+                stream: Some(_),
+                ..
+            } if ok_value.is_some() => {
+                let at0 = at.unwrap_or(0);
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost, true),
+                    ptr,
+                    at0,
+                    &here,
+                    |m, o, _| {
+                        m.objects[o].unjudged = true;
+                    },
+                );
+            }
+            Op::Copy { dst, .. } | Op::CopyPeer { dst, .. } if ok_value.is_some() => {
+                access(
+                    &mut m,
+                    &mut fail,
+                    (p, lost, true),
+                    dst,
+                    0,
+                    &here,
+                    |m, o, _| {
+                        m.objects[o].unjudged = true;
+                    },
+                );
             }
             Op::SlowFill {
                 ptr,

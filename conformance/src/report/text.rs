@@ -58,6 +58,7 @@ pub fn outcome_text(outcome: &StepOutcome) -> String {
             ValueSummary::Context { label } => format!("ok context {label}"),
             ValueSummary::Handle { label } => format!("ok handle {label}"),
             ValueSummary::Event { label } => format!("ok event {label}"),
+            ValueSummary::Stream { label } => format!("ok stream {label}"),
             ValueSummary::Range { base, size } => format!("ok range base {base} size {size}"),
             ValueSummary::Int { value } => format!("ok value {value}"),
             ValueSummary::VmmHandle { label } => format!("ok vmm handle {label}"),

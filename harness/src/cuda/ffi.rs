@@ -169,6 +169,13 @@ entry_points! { Lib::Driver;
     fn cuIpcGetEventHandle(handle: *mut RawIpcHandle, event: Handle);
     fn cuIpcOpenEventHandle(event: *mut Handle, handle: RawIpcHandle);
     fn cuModuleLoadData(module: *mut Handle, image: *const c_void);
+    // --- streams and copies ---
+    fn cuStreamCreate(stream: *mut Handle, flags: c_uint);
+    fn cuStreamDestroy_v2(stream: Handle);
+    fn cuStreamQuery(stream: Handle);
+    fn cuMemcpyDtoD_v2(dst: DevPtr, src: DevPtr, n: usize);
+    fn cuMemcpyDtoDAsync_v2(dst: DevPtr, src: DevPtr, n: usize, stream: Handle);
+    fn cuMemcpyPeer(dst: DevPtr, dst_ctx: Handle, src: DevPtr, src_ctx: Handle, n: usize);
     // --- VMM ---
     fn cuMemGetAllocationGranularity(
         granularity: *mut usize,
@@ -321,6 +328,12 @@ entry_points! { Lib::Runtime;
     fn cudaEventDestroy(event: Handle);
     fn cudaIpcGetEventHandle(handle: *mut RawIpcHandle, event: Handle);
     fn cudaIpcOpenEventHandle(event: *mut Handle, handle: RawIpcHandle);
+    // --- streams and copies ---
+    fn cudaStreamCreateWithFlags(stream: *mut Handle, flags: c_uint);
+    fn cudaStreamDestroy(stream: Handle);
+    fn cudaStreamQuery(stream: Handle);
+    fn cudaMemcpyAsync(dst: *mut c_void, src: *const c_void, count: usize, kind: c_int, stream: Handle);
+    fn cudaMemcpyPeer(dst: *mut c_void, dst_device: c_int, src: *const c_void, src_device: c_int, count: usize);
 }
 
 // Enumerators used by the worker (identical numbers in cuda.h / driver_types.h 13.0).
@@ -331,6 +344,8 @@ pub(crate) const MEM_ATTACH_GLOBAL: c_uint = 1;
 pub(crate) const MEMCPY_HOST_TO_DEVICE: c_int = 1;
 /// `cudaMemcpyDeviceToHost`.
 pub(crate) const MEMCPY_DEVICE_TO_HOST: c_int = 2;
+/// `cudaMemcpyDeviceToDevice`.
+pub(crate) const MEMCPY_DEVICE_TO_DEVICE: c_int = 3;
 
 /// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`.
 pub(crate) const POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;

@@ -11,7 +11,8 @@ use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
     FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
-    PointerInfo, PoolId, PoolPtrExport, ProcessLoss, ShareableHandleType, VmmAccess, VmmHandle,
+    PointerInfo, PoolId, PoolPtrExport, ProcessLoss, ShareableHandleType, StreamId, VmmAccess,
+    VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use std::ffi::OsString;

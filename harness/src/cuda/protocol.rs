@@ -30,7 +30,7 @@ use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverResult, EventId, Fd, FreeKind,
     GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg, PointerInfo,
-    PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
+    PoolId, PoolPtrExport, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use crate::errors::Dialect;
 use nix::errno::Errno;
@@ -204,6 +204,7 @@ wire_values! {
     IpcEventHandle: |h| Reply::EventHandle(h), Reply::EventHandle(h) => h;
     PoolId: |p| Reply::Pool(p.0), Reply::Pool(p) => PoolId(p);
     PoolPtrExport: |x| Reply::PoolPtrExport(x), Reply::PoolPtrExport(x) => x;
+    StreamId: |s| Reply::Stream(s.0), Reply::Stream(s) => StreamId(s);
 }
 
 /// The value of a successful call.
@@ -232,6 +233,8 @@ pub enum Reply {
     /// A created or opened event (the raw `cudaEvent_t` / `CUevent`).
     Event(u64),
     EventHandle(IpcEventHandle),
+    /// `stream_create`: the `cudaStream_t` / `CUstream`.
+    Stream(u64),
     /// `event_elapsed`: milliseconds as `f32::to_bits` (keeps `Reply: Eq`).
     ElapsedMs(u32),
     // --- memory pools ---
@@ -701,6 +704,44 @@ mod tests {
                 pool: PoolId(24),
                 data: PoolPtrExport([0x3c; 64]),
             },
+            Request::StreamCreate { flags: 1 },
+            Request::StreamDestroy {
+                stream: StreamId(18),
+            },
+            Request::StreamSynchronize {
+                stream: StreamId(19),
+            },
+            Request::StreamQuery {
+                stream: StreamId(20),
+            },
+            Request::EventRecordOn {
+                event: EventId(21),
+                stream: StreamId(22),
+            },
+            Request::StreamWaitEventOn {
+                stream: StreamId(23),
+                event: EventId(24),
+            },
+            Request::SlowFillOn {
+                ptr: DevicePtr(25),
+                value: 0x3c,
+                len: 4096,
+                micros: 1_000,
+                stream: StreamId(26),
+            },
+            Request::CopyDevice {
+                dst: DevicePtr(27),
+                src: DevicePtr(28),
+                len: 4096,
+                stream: StreamId(0),
+            },
+            Request::CopyPeer {
+                dst: DevicePtr(29),
+                dst_device: 1,
+                src: DevicePtr(30),
+                src_device: 0,
+                len: 4096,
+            },
         ]
     }
 
@@ -741,6 +782,7 @@ mod tests {
             Ok(Reply::ElapsedMs(1.5f32.to_bits())),
             Ok(Reply::Pool(0x7f00_0000_1000)),
             Ok(Reply::PoolPtrExport(PoolPtrExport([0xa5; 64]))),
+            Ok(Reply::Stream(0x5700_0001)),
             Err(WireError::Api(700)),
             Err(WireError::Harness("bad request".into())),
         ]

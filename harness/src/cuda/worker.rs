@@ -34,6 +34,10 @@
 //! | `PointerAttribute` | `cuPointerGetAttribute` (one attribute, into a zeroed `u64`) | same |
 //! | `ForkChildAlloc` | `fork()`; the child: `cudaMalloc`, its code through a socket, `_exit` | same with `cuMemAlloc_v2` |
 //! | `SlowFill` | slow-fill kernel (below) | same |
+//! | `StreamCreate` / `StreamDestroy` / `StreamSynchronize` / `StreamQuery` | `cudaStreamCreateWithFlags` / `cudaStreamDestroy` / `cudaStreamSynchronize` / `cudaStreamQuery` | `cuStreamCreate` / `cuStreamDestroy_v2` / `cuStreamSynchronize` / `cuStreamQuery` |
+//! | `EventRecordOn` / `StreamWaitEventOn` / `SlowFillOn` | as `EventRecord` / `StreamWaitEvent` / `SlowFill`, on the given stream | same |
+//! | `CopyDevice` | `cudaMemcpy(.., cudaMemcpyDeviceToDevice)` on stream 0, else `cudaMemcpyAsync(.., stream)` | `cuMemcpyDtoD_v2`, else `cuMemcpyDtoDAsync_v2` |
+//! | `CopyPeer` | `cudaMemcpyPeer` | `cuMemcpyPeer` with both devices' primary contexts (retained) |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
@@ -117,7 +121,7 @@ use super::protocol::{
 use crate::driver::{
     ContextId, DeviceAttribute, DevicePtr, EventId, Fd, FreeKind, GranularityKind, HandleTypes,
     IpcEventHandle, IpcMemHandle, MemKind, MemoryType, OutArg, PointerInfo, ShareableHandleType,
-    VmmAccess, VmmHandle, IPC_HANDLE_SIZE,
+    StreamId, VmmAccess, VmmHandle, IPC_HANDLE_SIZE,
 };
 use crate::errors::Dialect;
 use std::collections::HashMap;
@@ -566,6 +570,8 @@ struct Owned {
     /// imported pointers are not released by `Reset`, so the worker is not
     /// reused.
     mempools: bool,
+    /// Streams created and not destroyed -> their context.
+    streams: HashMap<u64, u64>,
 }
 
 impl Owned {
@@ -581,6 +587,7 @@ impl Owned {
             && !self.interprocess_events
             && self.events.is_empty()
             && !self.mempools
+            && self.streams.is_empty()
     }
 
     /// A context was destroyed: so was everything created in it.
@@ -589,6 +596,7 @@ impl Owned {
         self.allocations.retain(|_, (c, _)| *c != ctx);
         self.ipc_opened.retain(|_, (c, _)| *c != ctx);
         self.events.retain(|_, c| *c != ctx);
+        self.streams.retain(|_, c| *c != ctx);
     }
 }
 
@@ -608,6 +616,8 @@ enum Track {
     VmmRelease(u64),
     FdClose(i32),
     EventMade,
+    StreamMade,
+    StreamDestroy(u64),
     EventDestroy(u64),
 }
 
@@ -722,8 +732,28 @@ impl Worker {
                 out: OutArg::Valid, ..
             } => Track::EventMade,
             Request::EventDestroy { event } => Track::EventDestroy(event.0),
+            Request::StreamCreate { .. } => Track::StreamMade,
+            Request::StreamDestroy { stream } => Track::StreamDestroy(stream.0),
             _ => Track::Nothing,
         };
+        // Likewise a stream: 0 is the legacy default stream.
+        let unknown_stream = match &request {
+            Request::StreamDestroy { stream }
+            | Request::StreamSynchronize { stream }
+            | Request::StreamQuery { stream }
+            | Request::EventRecordOn { stream, .. }
+            | Request::StreamWaitEventOn { stream, .. }
+            | Request::SlowFillOn { stream, .. }
+            | Request::CopyDevice { stream, .. } => {
+                Some(stream.0).filter(|s| *s != 0 && !self.owned.streams.contains_key(s))
+            }
+            _ => None,
+        };
+        if let Some(s) = unknown_stream {
+            return Err(harness(format!(
+                "stream {s:#x} is not a live stream of this worker"
+            )));
+        }
         // An event id this worker did not hand out (or already destroyed)
         // would be a dangling pointer for the API: refuse it here. The NULL
         // event is passed as the real NULL it is (event.null.*).
@@ -734,6 +764,8 @@ impl Worker {
             | Request::EventSynchronize { event }
             | Request::StreamWaitEvent { event }
             | Request::EventDestroy { event }
+            | Request::EventRecordOn { event, .. }
+            | Request::StreamWaitEventOn { event, .. }
             | Request::IpcGetEventHandle { event, .. } => Some(event.0).filter(dangling),
             Request::EventElapsed { start, end } => [start.0, end.0].into_iter().find(dangling),
             _ => None,
@@ -800,6 +832,12 @@ impl Worker {
             (Track::EventDestroy(e), _) => {
                 owned.events.remove(&e);
             }
+            (Track::StreamMade, Reply::Stream(st)) if *st != 0 => {
+                owned.streams.insert(*st, current_context());
+            }
+            (Track::StreamDestroy(st), _) => {
+                owned.streams.remove(&st);
+            }
             _ => {}
         }
         response
@@ -836,6 +874,24 @@ impl Worker {
             // reported by the driver as an error.
             unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
         };
+
+        // Streams first: destroying one with work queued returns at once and
+        // the work completes (stream.destroy-with-pending-work-completes).
+        let mut streams: Vec<(u64, u64)> = self.owned.streams.drain().collect();
+        streams.sort_unstable();
+        for (stream, ctx) in streams {
+            // SAFETY: a stream this worker created and did not destroy.
+            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                && note(format!("destroying stream {stream:#x}"), unsafe {
+                    match d {
+                        Api::Runtime => ffi::cudaStreamDestroy(as_ptr(stream)),
+                        Api::Driver => ffi::cuStreamDestroy_v2(as_ptr(stream)),
+                    }
+                });
+            if !ok {
+                self.owned.streams.insert(stream, ctx);
+            }
+        }
 
         let mut events: Vec<(u64, u64)> = self.owned.events.drain().collect();
         events.sort_unstable();
@@ -1439,7 +1495,7 @@ impl Worker {
                     len,
                     micros,
                 } => self
-                    .slow_fill(ptr, value, len, micros)
+                    .slow_fill(ptr, value, len, micros, 0)
                     .map(|()| Reply::Unit),
                 r @ (Request::PoolCreate { .. }
                 | Request::PoolDefault { .. }
@@ -1457,6 +1513,117 @@ impl Worker {
                     };
                     mempools::call(api, r)
                 }
+                // --- streams and copies ---
+                Request::StreamCreate { flags } => {
+                    let mut st: Handle = null_mut();
+                    match d {
+                        Runtime => ffi::cudaStreamCreateWithFlags(&mut st, flags)?,
+                        Driver => ffi::cuStreamCreate(&mut st, flags)?,
+                    }
+                    Ok(Reply::Stream(st as u64))
+                }
+                Request::StreamDestroy {
+                    stream: StreamId(st),
+                } => {
+                    match d {
+                        Runtime => ffi::cudaStreamDestroy(as_ptr(st))?,
+                        Driver => ffi::cuStreamDestroy_v2(as_ptr(st))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::StreamSynchronize {
+                    stream: StreamId(st),
+                } => {
+                    match d {
+                        Runtime => ffi::cudaStreamSynchronize(as_ptr(st))?,
+                        Driver => ffi::cuStreamSynchronize(as_ptr(st))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::StreamQuery {
+                    stream: StreamId(st),
+                } => {
+                    match d {
+                        Runtime => ffi::cudaStreamQuery(as_ptr(st))?,
+                        Driver => ffi::cuStreamQuery(as_ptr(st))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::EventRecordOn {
+                    event: EventId(event),
+                    stream: StreamId(st),
+                } => {
+                    match d {
+                        Runtime => ffi::cudaEventRecord(as_ptr(event), as_ptr(st))?,
+                        Driver => ffi::cuEventRecord(as_ptr(event), as_ptr(st))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::StreamWaitEventOn {
+                    stream: StreamId(st),
+                    event: EventId(event),
+                } => {
+                    match d {
+                        Runtime => ffi::cudaStreamWaitEvent(as_ptr(st), as_ptr(event), 0)?,
+                        Driver => ffi::cuStreamWaitEvent(as_ptr(st), as_ptr(event), 0)?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::SlowFillOn {
+                    ptr: DevicePtr(ptr),
+                    value,
+                    len,
+                    micros,
+                    stream: StreamId(st),
+                } => self
+                    .slow_fill(ptr, value, len, micros, st)
+                    .map(|()| Reply::Unit),
+                Request::CopyDevice {
+                    dst: DevicePtr(dst),
+                    src: DevicePtr(src),
+                    len,
+                    stream: StreamId(st),
+                } => {
+                    let n = len as usize;
+                    let (dp, sp) = (dst as *mut c_void, src as *const c_void);
+                    match (d, st) {
+                        (Runtime, 0) => ffi::cudaMemcpy(dp, sp, n, ffi::MEMCPY_DEVICE_TO_DEVICE)?,
+                        (Runtime, _) => ffi::cudaMemcpyAsync(
+                            dp,
+                            sp,
+                            n,
+                            ffi::MEMCPY_DEVICE_TO_DEVICE,
+                            as_ptr(st),
+                        )?,
+                        (Driver, 0) => ffi::cuMemcpyDtoD_v2(dst, src, n)?,
+                        (Driver, _) => ffi::cuMemcpyDtoDAsync_v2(dst, src, n, as_ptr(st))?,
+                    }
+                    Ok(Reply::Unit)
+                }
+                Request::CopyPeer {
+                    dst: DevicePtr(dst),
+                    dst_device,
+                    src: DevicePtr(src),
+                    src_device,
+                    len,
+                } => {
+                    let n = len as usize;
+                    match d {
+                        Runtime => ffi::cudaMemcpyPeer(
+                            dst as *mut c_void,
+                            device_arg(dst_device)?,
+                            src as *const c_void,
+                            device_arg(src_device)?,
+                            n,
+                        )?,
+                        Driver => {
+                            let dst_ctx = retained_primary(dst_device)?;
+                            let src_ctx = retained_primary(src_device)?;
+                            ffi::cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n)?
+                        }
+                    }
+                    Ok(Reply::Unit)
+                }
                 Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }
@@ -1472,7 +1639,7 @@ impl Worker {
 
     /// `slow_fill`: launch the long-work kernel on the null stream and return
     /// without waiting, as any kernel launch does. A zero length still waits.
-    fn slow_fill(&mut self, ptr: u64, value: u8, len: u64, micros: u64) -> CallResult {
+    fn slow_fill(&mut self, ptr: u64, value: u8, len: u64, micros: u64, stream: u64) -> CallResult {
         let function = load_kernel(&mut self.slow_kernels, SLOW_FILL_PTX, SLOW_FILL_NAME)?;
         let (mut dst, mut n, mut ns, mut v) =
             (ptr, len, micros.saturating_mul(1000), u32::from(value));
@@ -1494,7 +1661,7 @@ impl Worker {
                 1,
                 1,
                 0,
-                null_mut(),
+                as_ptr(stream),
                 params.as_mut_ptr(),
                 null_mut(),
             )
@@ -1586,6 +1753,21 @@ unsafe fn event_destroy(d: Api, event: u64) -> CallResult {
             Api::Driver => ffi::cuEventDestroy_v2(as_ptr(event)),
         }
     }
+}
+
+/// A device ordinal as the runtime takes it.
+fn device_arg(device: u32) -> Result<c_int, WireError> {
+    c_int::try_from(device).map_err(|_| harness(format!("device {device} is out of range")))
+}
+
+/// `device`'s primary context, retained and never released (like the one
+/// `Init` makes current): `cuMemcpyPeer` names contexts, not devices.
+fn retained_primary(device: u32) -> Result<Handle, WireError> {
+    let dev = cu_device(device)?;
+    let mut ctx: Handle = null_mut();
+    // SAFETY: valid out-pointer.
+    unsafe { ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)? };
+    Ok(ctx)
 }
 
 /// Driver dialect `set_device`: retain the primary context and make it current.

@@ -11,7 +11,7 @@ use crate::driver::PointerAttribute;
 use crate::driver::{
     ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, DriverError, DriverResult, EventId, Fd,
     FreeKind, GranularityKind, HandleTypes, IpcEventHandle, IpcMemHandle, MemKind, OutArg,
-    PointerInfo, PoolId, PoolPtrExport, ShareableHandleType, VmmAccess, VmmHandle,
+    PointerInfo, PoolId, PoolPtrExport, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
 use std::any::Any;

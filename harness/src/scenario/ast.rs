@@ -314,8 +314,10 @@ pub enum Op {
     EventCreate {
         flags: u32,
     },
+    /// `event_record E [stream=S]`: on `S`, else the legacy default stream.
     EventRecord {
         event: String,
+        stream: Option<String>,
     },
     EventQuery {
         event: String,
@@ -323,8 +325,10 @@ pub enum Op {
     EventSync {
         event: String,
     },
+    /// `stream_wait E [stream=S]`: `S` (else the legacy default stream) waits.
     StreamWait {
         event: String,
+        stream: Option<String>,
     },
     EventElapsed {
         start: String,
@@ -352,6 +356,8 @@ pub enum Op {
         len: Option<u64>,
         /// As for `fill`: `len=`, or the `malloc*` size minus `at`.
         resolved_len: u64,
+        /// `stream=`: launched on that stream, else on the legacy default stream.
+        stream: Option<String>,
     },
     // --- memory pools ---
     /// `pool_create [types=T] [device=D]`.
@@ -399,6 +405,48 @@ pub enum Op {
         pool: String,
         data: String,
     },
+    // --- streams and copies ---
+    /// `stream_create [flags=default|nonblocking]`.
+    StreamCreate {
+        flags: u32,
+    },
+    /// `stream_destroy S`.
+    StreamDestroy {
+        stream: String,
+    },
+    /// `stream_sync S`.
+    StreamSync {
+        stream: String,
+    },
+    /// `stream_query S`.
+    StreamQuery {
+        stream: String,
+    },
+    /// `copy DST SRC LEN [stream=S]`: device to device.
+    Copy {
+        dst: Ref,
+        src: Ref,
+        len: u64,
+        stream: Option<String>,
+    },
+    /// `copy_peer DST DST_DEVICE SRC SRC_DEVICE LEN`.
+    CopyPeer {
+        dst: Ref,
+        dst_device: u32,
+        src: Ref,
+        src_device: u32,
+        len: u64,
+    },
+}
+
+/// `flags=` of `stream_create` as written canonically.
+pub fn fmt_stream_flags(flags: u32) -> String {
+    use crate::driver::stream_flags::{DEFAULT, NON_BLOCKING};
+    match flags {
+        DEFAULT => "default".to_string(),
+        NON_BLOCKING => "nonblocking".to_string(),
+        other => format!("{other:#x}"),
+    }
 }
 
 /// `flags=` of `event_create` as written canonically: `default`, or the
@@ -441,6 +489,7 @@ pub enum ValueType {
     PoolExport,
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: an opaque id, labelled like handles.
     BufferId,
+    Stream,
 }
 
 impl ValueType {
@@ -462,6 +511,7 @@ impl ValueType {
             ValueType::Pool => "a memory pool",
             ValueType::PoolExport => "pool pointer export data",
             ValueType::BufferId => "a buffer id",
+            ValueType::Stream => "a stream",
         }
     }
 }
@@ -544,6 +594,12 @@ impl Op {
             Op::PoolFree { .. } => "pool_free",
             Op::PoolExportPtr { .. } => "pool_export_ptr",
             Op::PoolImportPtr { .. } => "pool_import_ptr",
+            Op::StreamCreate { .. } => "stream_create",
+            Op::StreamDestroy { .. } => "stream_destroy",
+            Op::StreamSync { .. } => "stream_sync",
+            Op::StreamQuery { .. } => "stream_query",
+            Op::Copy { .. } => "copy",
+            Op::CopyPeer { .. } => "copy_peer",
         }
     }
 
@@ -740,6 +796,25 @@ impl Op {
                 "cuMemPoolImportPointer",
                 "hipMemPoolImportPointer",
             ),
+            Op::StreamCreate { .. } => (
+                "cudaStreamCreateWithFlags",
+                "cuStreamCreate",
+                "hipStreamCreateWithFlags",
+            ),
+            Op::StreamDestroy { .. } => {
+                ("cudaStreamDestroy", "cuStreamDestroy", "hipStreamDestroy")
+            }
+            Op::StreamSync { .. } => (
+                "cudaStreamSynchronize",
+                "cuStreamSynchronize",
+                "hipStreamSynchronize",
+            ),
+            Op::StreamQuery { .. } => ("cudaStreamQuery", "cuStreamQuery", "hipStreamQuery"),
+            Op::Copy { stream: None, .. } => ("cudaMemcpy", "cuMemcpyDtoD", "hipMemcpyDtoD"),
+            Op::Copy {
+                stream: Some(_), ..
+            } => ("cudaMemcpyAsync", "cuMemcpyDtoDAsync", "hipMemcpyDtoDAsync"),
+            Op::CopyPeer { .. } => ("cudaMemcpyPeer", "cuMemcpyPeer", "hipMemcpyPeer"),
             // POSIX calls, the same in every dialect.
             Op::FdClose { .. } => ("close", "close", "close"),
             Op::FdNullDevice => ("open", "open", "open"),
@@ -802,7 +877,13 @@ impl Op {
             | Op::EventSync { .. }
             | Op::StreamWait { .. }
             | Op::EventDestroy { .. }
-            | Op::SlowFill { .. } => ValueType::Unit,
+            | Op::SlowFill { .. }
+            | Op::StreamDestroy { .. }
+            | Op::StreamSync { .. }
+            | Op::StreamQuery { .. }
+            | Op::Copy { .. }
+            | Op::CopyPeer { .. } => ValueType::Unit,
+            Op::StreamCreate { .. } => ValueType::Stream,
             Op::SetDevice { .. }
             | Op::EnablePeer { .. }
             | Op::CtxSet { .. }
@@ -846,10 +927,10 @@ impl Op {
         self.used().into_iter().flatten().collect()
     }
 
-    /// [`Op::uses`] without a `Vec`: the (at most two) names, in order.
-    pub fn used(&self) -> [Option<&str>; 2] {
+    /// [`Op::uses`] without a `Vec`: the (at most three) names, in order.
+    pub fn used(&self) -> [Option<&str>; 3] {
         match self {
-            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => [Some(ctx.as_str()), None],
+            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => [Some(ctx.as_str()), None, None],
             Op::Free { ptr, .. }
             | Op::Offset { ptr, .. }
             | Op::Fill { ptr, .. }
@@ -860,19 +941,27 @@ impl Op {
             | Op::PointerAttr { ptr }
             | Op::PointerAttribute { ptr, .. }
             | Op::IpcGet { ptr, .. }
-            | Op::IpcClose { ptr }
-            | Op::SlowFill { ptr, .. } => [ptr.name(), None],
-            Op::EventRecord { event }
-            | Op::EventQuery { event }
+            | Op::IpcClose { ptr } => [ptr.name(), None, None],
+            Op::SlowFill { ptr, stream, .. } => [ptr.name(), stream.as_deref(), None],
+            Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => {
+                [Some(event.as_str()), stream.as_deref(), None]
+            }
+            Op::StreamDestroy { stream }
+            | Op::StreamSync { stream }
+            | Op::StreamQuery { stream } => [Some(stream.as_str()), None, None],
+            Op::Copy {
+                dst, src, stream, ..
+            } => [dst.name(), src.name(), stream.as_deref()],
+            Op::CopyPeer { dst, src, .. } => [dst.name(), src.name(), None],
+            Op::EventQuery { event }
             | Op::EventSync { event }
-            | Op::StreamWait { event }
             | Op::EventDestroy { event }
-            | Op::IpcGetEvent { event, .. } => [bound_event(event), None],
-            Op::EventElapsed { start, end } => [bound_event(start), bound_event(end)],
-            Op::IpcOpenEvent { handle, .. } => [Some(handle.as_str()), None],
+            | Op::IpcGetEvent { event, .. } => [bound_event(event), None, None],
+            Op::EventElapsed { start, end } => [bound_event(start), bound_event(end), None],
+            Op::IpcOpenEvent { handle, .. } => [Some(handle.as_str()), None, None],
             Op::IpcOpen { handle, .. }
             | Op::HandleFlip { handle, .. }
-            | Op::Send { handle, .. } => [Some(handle.as_str()), None],
+            | Op::Send { handle, .. } => [Some(handle.as_str()), None, None],
             Op::DeviceCount
             | Op::Sync
             | Op::Attr { .. }
@@ -887,36 +976,37 @@ impl Op {
             | Op::HandleZero
             | Op::HandleRandom
             | Op::EventCreate { .. }
+            | Op::StreamCreate { .. }
             | Op::EventHandleZero
             | Op::EventHandleRandom
-            | Op::Exit => [None, None],
+            | Op::Exit => [None, None, None],
             // A null VA: the handle is the only name.
             Op::VmmMap { va, handle, .. } => match va.name() {
-                Some(v) => [Some(v), Some(handle.as_str())],
-                None => [Some(handle.as_str()), None],
+                Some(v) => [Some(v), Some(handle.as_str()), None],
+                None => [Some(handle.as_str()), None, None],
             },
             Op::VmmSetAccess { va, .. }
             | Op::VmmUnmap { va, .. }
-            | Op::VmmAddressFree { va, .. } => [va.name(), None],
+            | Op::VmmAddressFree { va, .. } => [va.name(), None, None],
             Op::VmmExport { handle, .. } | Op::VmmRelease { handle } => {
-                [Some(handle.as_str()), None]
+                [Some(handle.as_str()), None, None]
             }
             Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => {
-                [Some(fd.as_str()), None]
+                [Some(fd.as_str()), None, None]
             }
             Op::VmmGranularity { .. }
             | Op::VmmCreate { .. }
             | Op::VmmReserve { .. }
             | Op::FdNullDevice
-            | Op::FdNumber { .. } => [None, None],
-            Op::PoolCreate { .. } | Op::PoolDefault { .. } => [None, None],
+            | Op::FdNumber { .. } => [None, None, None],
+            Op::PoolCreate { .. } | Op::PoolDefault { .. } => [None, None, None],
             Op::PoolDestroy { pool }
             | Op::PoolExport { pool }
             | Op::PoolSetAccess { pool, .. }
-            | Op::PoolAlloc { pool, .. } => [Some(pool.as_str()), None],
-            Op::PoolImport { fd } => [Some(fd.as_str()), None],
-            Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => [ptr.name(), None],
-            Op::PoolImportPtr { pool, data } => [Some(pool.as_str()), Some(data.as_str())],
+            | Op::PoolAlloc { pool, .. } => [Some(pool.as_str()), None, None],
+            Op::PoolImport { fd } => [Some(fd.as_str()), None, None],
+            Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => [ptr.name(), None, None],
+            Op::PoolImportPtr { pool, data } => [Some(pool.as_str()), Some(data.as_str()), None],
         }
     }
 }
@@ -956,11 +1046,37 @@ impl fmt::Display for Op {
             | Op::EventHandleRandom
             | Op::Exit => f.write_str(kw),
             Op::EventCreate { flags } => write!(f, "{kw} flags={}", fmt_event_flags(*flags)),
-            Op::EventRecord { event }
-            | Op::EventQuery { event }
-            | Op::EventSync { event }
-            | Op::StreamWait { event }
-            | Op::EventDestroy { event } => write!(f, "{kw} {event}"),
+            Op::EventQuery { event } | Op::EventSync { event } | Op::EventDestroy { event } => {
+                write!(f, "{kw} {event}")
+            }
+            Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => {
+                write!(f, "{kw} {event}")?;
+                write_stream(f, stream)
+            }
+            Op::StreamCreate { flags } => write!(f, "{kw} flags={}", fmt_stream_flags(*flags)),
+            Op::StreamDestroy { stream }
+            | Op::StreamSync { stream }
+            | Op::StreamQuery { stream } => write!(f, "{kw} {stream}"),
+            Op::Copy {
+                dst,
+                src,
+                len,
+                stream,
+            } => {
+                write!(f, "{kw} {dst} {src} {}", Size(*len))?;
+                write_stream(f, stream)
+            }
+            Op::CopyPeer {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                len,
+            } => write!(
+                f,
+                "{kw} {dst} {dst_device} {src} {src_device} {}",
+                Size(*len)
+            ),
             Op::EventElapsed { start, end } => write!(f, "{kw} {start} {end}"),
             Op::IpcGetEvent { event, out } => {
                 write!(f, "{kw} {event}")?;
@@ -982,6 +1098,7 @@ impl fmt::Display for Op {
                 micros,
                 at,
                 len,
+                stream,
                 ..
             } => {
                 write!(f, "{kw} {ptr} {value:#04x} us={micros}")?;
@@ -991,7 +1108,7 @@ impl fmt::Display for Op {
                 if let Some(len) = len {
                     write!(f, " len={}", Size(*len))?;
                 }
-                Ok(())
+                write_stream(f, stream)
             }
             Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
             Op::CanAccessPeer { device, peer } => write!(f, "{kw} {device} {peer}"),
@@ -1127,6 +1244,14 @@ pub const NULL_EVENT: &str = "null";
 /// The binding an event argument names (`None` for [`NULL_EVENT`]).
 fn bound_event(event: &str) -> Option<&str> {
     (event != NULL_EVENT).then_some(event)
+}
+
+/// ` stream=S` where an op names a stream other than the legacy default.
+fn write_stream(f: &mut fmt::Formatter<'_>, stream: &Option<String>) -> fmt::Result {
+    match stream {
+        Some(s) => write!(f, " stream={s}"),
+        None => Ok(()),
+    }
 }
 
 /// One expectation after `=>`.

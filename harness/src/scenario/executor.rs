@@ -7,7 +7,7 @@ use super::parser::{LIST_SUFFIX, MAX_WRITE_BYTES};
 use crate::calls::{Call, Returned};
 use crate::driver::{
     DevicePtr, DriverError, EventId, Fd, IpcEventHandle, IpcMemHandle, PoolId, PoolPtrExport,
-    ProcessLoss, VmmHandle, IPC_HANDLE_SIZE,
+    ProcessLoss, StreamId, VmmHandle, IPC_HANDLE_SIZE,
 };
 use crate::driver::{PointerAttribute, PointerAttributeValue};
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
@@ -133,6 +133,7 @@ struct Labels {
     pool_exports: Namer<[u8; IPC_HANDLE_SIZE]>,
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`s, per process (`owner.b1`).
     buffer_ids: Vec<Namer<u64>>,
+    streams: Vec<Namer<u64>>,
 }
 
 fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
@@ -152,6 +153,7 @@ impl Labels {
             pools: per_process(processes),
             pool_exports: Namer::default(),
             buffer_ids: per_process(processes),
+            streams: per_process(processes),
         }
     }
 
@@ -197,11 +199,13 @@ impl Labels {
             }
             (Op::EventDestroy { .. }, Some(Value::Event(e))) => self.events[proc].retire(&e.0),
             (Op::PoolDestroy { .. }, Some(Value::Pool(p))) => self.pools[proc].retire(&p.0),
+            (Op::StreamDestroy { .. }, Some(Value::Stream(s))) => self.streams[proc].retire(&s.0),
             (Op::Exit, _) => {
                 self.pools[proc].retire_all();
                 self.ctxs[proc].retire_all();
                 self.vmm_handles[proc].retire_all();
                 self.events[proc].retire_all();
+                self.streams[proc].retire_all();
             }
             _ => {}
         }
@@ -249,6 +253,15 @@ impl Labels {
                 let label = self.event(proc, name, *e);
                 (
                     ValueSummary::Event {
+                        label: label.clone(),
+                    },
+                    Some(label),
+                )
+            }
+            Value::Stream(s) => {
+                let label = self.streams[proc].label(s.0, name, "s");
+                (
+                    ValueSummary::Stream {
                         label: label.clone(),
                     },
                     Some(label),
@@ -353,6 +366,7 @@ fn value_of(returned: Returned) -> Value {
         Returned::IpcEventHandle(h) => Value::EventHandle(h),
         Returned::Pool(p) => Value::Pool(p),
         Returned::PoolPtrExport(x) => Value::PoolExport(x),
+        Returned::Stream(s) => Value::Stream(s),
     }
 }
 
@@ -441,6 +455,17 @@ impl Run<'_> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
+        }
+    }
+
+    /// A stream argument: a bound stream, or none for the legacy default stream.
+    fn stream(&self, n: Option<&String>) -> Result<StreamId, Failure> {
+        let Some(n) = n else {
+            return Ok(StreamId::LEGACY_DEFAULT);
+        };
+        match self.bindings.get(n).map(|b| &b.value) {
+            Some(Value::Stream(s)) => Ok(*s),
+            _ => Err(Failure::Skip(format!("'{n}' is not a bound stream"))),
         }
     }
 
@@ -630,8 +655,18 @@ impl Run<'_> {
             },
             Op::Sync => Call::Synchronize,
             Op::EventCreate { flags } => Call::EventCreate { flags: *flags },
-            Op::EventRecord { event } => Call::EventRecord {
+            Op::EventRecord {
+                event,
+                stream: None,
+            } => Call::EventRecord {
                 event: self.event(event)?,
+            },
+            Op::EventRecord {
+                event,
+                stream: stream @ Some(_),
+            } => Call::EventRecordOn {
+                event: self.event(event)?,
+                stream: self.stream(stream.as_ref())?,
             },
             Op::EventQuery { event } => Call::EventQuery {
                 event: self.event(event)?,
@@ -639,7 +674,17 @@ impl Run<'_> {
             Op::EventSync { event } => Call::EventSynchronize {
                 event: self.event(event)?,
             },
-            Op::StreamWait { event } => Call::StreamWaitEvent {
+            Op::StreamWait {
+                event,
+                stream: None,
+            } => Call::StreamWaitEvent {
+                event: self.event(event)?,
+            },
+            Op::StreamWait {
+                event,
+                stream: stream @ Some(_),
+            } => Call::StreamWaitEventOn {
+                stream: self.stream(stream.as_ref())?,
                 event: self.event(event)?,
             },
             Op::EventElapsed { start, end } => Call::EventElapsed {
@@ -663,12 +708,62 @@ impl Run<'_> {
                 micros,
                 at,
                 resolved_len,
+                stream: None,
                 ..
             } => Call::SlowFill {
                 ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
                 value: *value,
                 len: *resolved_len,
                 micros: *micros,
+            },
+            Op::SlowFill {
+                ptr,
+                value,
+                micros,
+                at,
+                resolved_len,
+                stream: stream @ Some(_),
+                ..
+            } => Call::SlowFillOn {
+                ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
+                value: *value,
+                len: *resolved_len,
+                micros: *micros,
+                stream: self.stream(stream.as_ref())?,
+            },
+            Op::StreamCreate { flags } => Call::StreamCreate { flags: *flags },
+            Op::StreamDestroy { stream } => Call::StreamDestroy {
+                stream: self.stream(Some(stream))?,
+            },
+            Op::StreamSync { stream } => Call::StreamSynchronize {
+                stream: self.stream(Some(stream))?,
+            },
+            Op::StreamQuery { stream } => Call::StreamQuery {
+                stream: self.stream(Some(stream))?,
+            },
+            Op::Copy {
+                dst,
+                src,
+                len,
+                stream,
+            } => Call::CopyDevice {
+                dst: self.ptr(dst)?,
+                src: self.ptr(src)?,
+                len: *len,
+                stream: self.stream(stream.as_ref())?,
+            },
+            Op::CopyPeer {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                len,
+            } => Call::CopyPeer {
+                dst: self.ptr(dst)?,
+                dst_device: *dst_device,
+                src: self.ptr(src)?,
+                src_device: *src_device,
+                len: *len,
             },
             Op::VmmGranularity {
                 device,

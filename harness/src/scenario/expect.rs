@@ -3,7 +3,7 @@
 use super::ast::{ExpectList, Expectation, Ref};
 use crate::driver::{
     ContextId, DevicePtr, EventId, Fd, IpcEventHandle, IpcMemHandle, PointerInfo, PoolId,
-    PoolPtrExport, VmmHandle,
+    PoolPtrExport, StreamId, VmmHandle,
 };
 use crate::errors::ApiError;
 use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
@@ -31,6 +31,7 @@ pub(crate) enum Value {
     PoolExport(PoolPtrExport),
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
     BufferId(u64),
+    Stream(StreamId),
 }
 
 /// What `==` compares: pointers and range bases are addresses.
@@ -50,6 +51,7 @@ enum Key {
     Pool(u64),
     PoolExport([u8; 64]),
     BufferId(u64),
+    Stream(u64),
 }
 
 impl Value {
@@ -69,6 +71,7 @@ impl Value {
             Value::Pool(p) => Key::Pool(p.0),
             Value::PoolExport(x) => Key::PoolExport(x.0),
             Value::BufferId(b) => Key::BufferId(*b),
+            Value::Stream(s) => Key::Stream(s.0),
         }
     }
 }
@@ -111,7 +114,9 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
             | ValueSummary::Handle { label }
             | ValueSummary::VmmHandle { label }
             | ValueSummary::Fd { label } => format!("ok ({label})"),
-            ValueSummary::Event { label } | ValueSummary::Pool { label } => format!("ok ({label})"),
+            ValueSummary::Event { label }
+            | ValueSummary::Pool { label }
+            | ValueSummary::Stream { label } => format!("ok ({label})"),
             ValueSummary::Range { base, size } => format!("ok (base {base}, size {size})"),
             ValueSummary::Int { value } => format!("ok (value {value})"),
             ValueSummary::Bytes { pattern } => format!("ok (bytes {pattern})"),

@@ -9,8 +9,9 @@ use super::lexer::{strip_comment, tokenize, Token};
 use super::model::{Metadata, ParseError, Scenario};
 use crate::driver::PointerAttribute;
 use crate::driver::{
-    event_flags, DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType,
-    OutArg, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE, IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
+    event_flags, stream_flags, DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind,
+    MemoryType, OutArg, ShareableHandleType, VmmAccess, IPC_HANDLE_SIZE,
+    IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
 use crate::errors::ErrorKind;
 use crate::machine::{HazardKind, ProcessSpec, Topology};
@@ -832,7 +833,7 @@ impl<'f> Parser<'f> {
         // Effects on validation state.
         match &op {
             Op::Exit => self.exited[proc_idx] = Some(l.line),
-            Op::EventDestroy { event } => {
+            Op::EventDestroy { event } | Op::StreamDestroy { stream: event } => {
                 if let Some(b) = self.bindings.get_mut(event) {
                     b.destroyed = Some(l.line);
                 }
@@ -947,6 +948,7 @@ impl<'f> Parser<'f> {
             ValueType::EventHandle => "an event handle binding",
             ValueType::Pool => "a memory pool binding",
             ValueType::PoolExport => "a pool pointer export binding",
+            ValueType::Stream => "a stream binding",
             _ => "a binding",
         };
         let t = l.name(what)?;
@@ -1063,6 +1065,41 @@ impl<'f> Parser<'f> {
             }
         }
         Ok(name)
+    }
+
+    /// A stream of process `proc_idx` that was not destroyed.
+    fn stream_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
+        let (name, col) = self.binding_arg(l, ValueType::Stream, op)?;
+        if let Some(b) = self.bindings.get(&name) {
+            if b.process != proc_idx {
+                return Err(l.err(
+                    col,
+                    format!(
+                        "stream '{name}' belongs to process '{}' (streams are per process)",
+                        self.processes[b.process].name
+                    ),
+                ));
+            }
+            if let Some(line) = b.destroyed {
+                return Err(l.err(col, format!("stream '{name}' was destroyed at line {line}")));
+            }
+        }
+        Ok(name)
+    }
+
+    /// An optional trailing `stream=S` (else the legacy default stream).
+    fn stream_option(
+        &self,
+        l: &mut Line,
+        proc_idx: ProcIndex,
+        op: &str,
+    ) -> PResult<Option<String>> {
+        let mut stream = None;
+        self.options(l, op, &["stream"], |l, _| {
+            stream = Some(self.stream_arg(l, proc_idx, op)?);
+            Ok(())
+        })?;
+        Ok(stream)
     }
 
     fn word_choice<T>(
@@ -1657,18 +1694,74 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::EventCreate { flags }
             }
-            "event_record" => Op::EventRecord {
-                event: self.event_arg(l, proc_idx, kw)?,
-            },
+            "event_record" => {
+                let event = self.event_arg(l, proc_idx, kw)?;
+                let stream = self.stream_option(l, proc_idx, kw)?;
+                Op::EventRecord { event, stream }
+            }
             "event_query" => Op::EventQuery {
                 event: self.event_arg(l, proc_idx, kw)?,
             },
             "event_sync" => Op::EventSync {
                 event: self.event_arg(l, proc_idx, kw)?,
             },
-            "stream_wait" => Op::StreamWait {
-                event: self.event_arg(l, proc_idx, kw)?,
+            "stream_wait" => {
+                let event = self.event_arg(l, proc_idx, kw)?;
+                let stream = self.stream_option(l, proc_idx, kw)?;
+                Op::StreamWait { event, stream }
+            }
+            "stream_create" => {
+                let mut flags = stream_flags::DEFAULT;
+                self.options(l, kw, &["flags"], |l, _| {
+                    flags = Self::word_choice(
+                        l,
+                        "stream flags after 'flags='",
+                        &["default", "nonblocking"],
+                        |w| match w {
+                            "default" => Some(stream_flags::DEFAULT),
+                            "nonblocking" => Some(stream_flags::NON_BLOCKING),
+                            _ => None,
+                        },
+                    )?;
+                    Ok(())
+                })?;
+                Op::StreamCreate { flags }
+            }
+            "stream_destroy" => Op::StreamDestroy {
+                stream: self.stream_arg(l, proc_idx, kw)?,
             },
+            "stream_sync" => Op::StreamSync {
+                stream: self.stream_arg(l, proc_idx, kw)?,
+            },
+            "stream_query" => Op::StreamQuery {
+                stream: self.stream_arg(l, proc_idx, kw)?,
+            },
+            "copy" => {
+                let dst = self.ptr_arg(l, kw)?;
+                let src = self.ptr_arg(l, kw)?;
+                let len = l.int("a length in bytes")?;
+                let stream = self.stream_option(l, proc_idx, kw)?;
+                Op::Copy {
+                    dst,
+                    src,
+                    len,
+                    stream,
+                }
+            }
+            "copy_peer" => {
+                let dst = self.ptr_arg(l, kw)?;
+                let dst_device = l.u32("the destination's device number")?;
+                let src = self.ptr_arg(l, kw)?;
+                let src_device = l.u32("the source's device number")?;
+                let len = l.int("a length in bytes")?;
+                Op::CopyPeer {
+                    dst,
+                    dst_device,
+                    src,
+                    src_device,
+                    len,
+                }
+            }
             "event_destroy" => Op::EventDestroy {
                 event: self.event_arg(l, proc_idx, kw)?,
             },
@@ -1704,7 +1797,12 @@ impl<'f> Parser<'f> {
                 let mut at: Option<(u64, usize)> = None;
                 let mut len = None;
                 let mut micros = None;
-                self.options(l, kw, &["us", "at", "len"], |l, key| {
+                let mut stream = None;
+                self.options(l, kw, &["us", "at", "len", "stream"], |l, key| {
+                    if key.text == "stream" {
+                        stream = Some(self.stream_arg(l, proc_idx, kw)?);
+                        return Ok(());
+                    }
                     let col = l.col();
                     let v = l.int("an integer")?;
                     match key.text {
@@ -1725,6 +1823,7 @@ impl<'f> Parser<'f> {
                     at: at.map(|a| a.0),
                     len,
                     resolved_len,
+                    stream,
                 }
             }
             other => {
