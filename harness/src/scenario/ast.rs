@@ -944,7 +944,7 @@ impl Op {
             | Op::IpcClose { ptr } => [ptr.name(), None, None],
             Op::SlowFill { ptr, stream, .. } => [ptr.name(), stream.as_deref(), None],
             Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => {
-                [Some(event.as_str()), stream.as_deref(), None]
+                [bound_event(event), stream.as_deref(), None]
             }
             Op::StreamDestroy { stream }
             | Op::StreamSync { stream }
