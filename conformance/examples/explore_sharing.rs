@@ -1,0 +1,79 @@
+//! How many generated explore cases may run on reused CUDA workers, and
+//! why the others need fresh processes (the first rule of
+//! `ipc_harness::sharing` that asks for them, without its line number):
+//! `cargo run -p ipc-conformance --example explore_sharing [CASES [SEED [DEVICES]]]`.
+//! Every fresh case pays the driver's serialised context creation and
+//! teardown for each of its processes, which bounds GPU exploration's speed
+//! whatever `--jobs` says.
+
+use ipc_conformance::explore::{case_seed, case_tree_on, generate, CaseId};
+use ipc_harness::sharing::{sharing, WorkerSharing};
+use ipc_harness::Dialect;
+use proptest::strategy::ValueTree;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn arg(n: usize, default: u64) -> u64 {
+    std::env::args()
+        .nth(n)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let (cases, seed, devices) = (arg(1, 2000), arg(2, 1), arg(3, 1) as u32);
+    let max_steps = 32;
+    let mut reused = 0u64;
+    let mut processes = [0u64; 2];
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+    for index in 0..cases {
+        let id = CaseId {
+            index,
+            seed: case_seed(seed, index),
+            dialect: if index % 2 == 0 {
+                Dialect::Runtime
+            } else {
+                Dialect::Driver
+            },
+        };
+        let tree = case_tree_on(id, max_steps, devices);
+        let text = generate::lower(&tree.current(), max_steps, "").text;
+        let scenario = match ipc_harness::scenario::parse(&text, Path::new("<case>")) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("case {index} does not parse: {e}");
+                continue;
+            }
+        };
+        let share = sharing(&scenario);
+        let n = scenario.processes.len() as u64;
+        match share {
+            WorkerSharing::Reused => {
+                reused += 1;
+                processes[0] += n;
+            }
+            WorkerSharing::Fresh(why) => {
+                processes[1] += n;
+                // "line 12: an interprocess event outlives a reset" -> the rule.
+                let rule = why.split_once(": ").map_or(why.as_str(), |(_, r)| r);
+                let rule = if rule.starts_with('\'') { "compares values" } else { rule };
+                *reasons.entry(rule.to_string()).or_default() += 1;
+            }
+        }
+    }
+    let fresh = cases - reused;
+    println!(
+        "{cases} cases (seed {seed}, {devices} device(s)): {reused} may reuse workers ({:.1} %), {fresh} need fresh processes",
+        100.0 * reused as f64 / cases.max(1) as f64
+    );
+    println!(
+        "processes per case: reused {:.2}, fresh {:.2}",
+        processes[0] as f64 / reused.max(1) as f64,
+        processes[1] as f64 / fresh.max(1) as f64
+    );
+    let mut sorted: Vec<_> = reasons.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    for (rule, n) in sorted {
+        println!("{n:>7}  {rule}");
+    }
+}
