@@ -108,7 +108,7 @@ fn main() {
         only[0], only[1], only[2]
     );
     let mut sorted: Vec<_> = reasons.into_iter().collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    sorted.sort_by_key(|r| std::cmp::Reverse(r.1));
     for (rule, n) in sorted {
         println!("{n:>7}  {rule}");
     }

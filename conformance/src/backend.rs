@@ -123,6 +123,10 @@ pub const REUSE_WORKERS_ENV: &str = "IPC_CONFORMANCE_REUSE_WORKERS";
 /// workers for the scenarios whose sharing allows it, fresh ones for the
 /// rest; see `ipc_harness::sharing`).
 pub fn worker_policy(chosen: Option<WorkerPolicy>) -> Result<WorkerPolicy, String> {
+    // A misspelt rule name is an error here, not a silent "no rule off".
+    if let Ok(v) = std::env::var(ipc_harness::sharing::SHARE_ALSO_ENV) {
+        ipc_harness::sharing::ShareAlso::parse(&v)?;
+    }
     if let Some(p) = chosen {
         return Ok(p);
     }
