@@ -9,6 +9,9 @@ use ipc_harness::Backend;
 use ipc_mock_driver::{Profile, SemanticChoice, SimBackend, SimConfig};
 
 /// The subcommand the real backend spawns its workers with.
+/// A backend that threads may share (`run --jobs`).
+pub type SharedBackend = Box<dyn Backend + Send + Sync>;
+
 pub const WORKER_SUBCOMMAND: &str = "worker";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -120,6 +123,10 @@ pub const REUSE_WORKERS_ENV: &str = "IPC_CONFORMANCE_REUSE_WORKERS";
 /// workers for the scenarios whose sharing allows it, fresh ones for the
 /// rest; see `ipc_harness::sharing`).
 pub fn worker_policy(chosen: Option<WorkerPolicy>) -> Result<WorkerPolicy, String> {
+    // A misspelt rule name is an error here, not a silent "no rule off".
+    if let Ok(v) = std::env::var(ipc_harness::sharing::SHARE_ALSO_ENV) {
+        ipc_harness::sharing::ShareAlso::parse(&v)?;
+    }
     if let Some(p) = chosen {
         return Ok(p);
     }
@@ -142,6 +149,15 @@ pub fn make_with_workers(
     sim: &SimSettings,
     workers: Option<WorkerPolicy>,
 ) -> Result<Box<dyn Backend>, String> {
+    Ok(make_shared(kind, sim, workers)?)
+}
+
+/// [`make_with_workers`] for a backend that threads may share (`run --jobs`).
+pub fn make_shared(
+    kind: BackendKind,
+    sim: &SimSettings,
+    workers: Option<WorkerPolicy>,
+) -> Result<SharedBackend, String> {
     match kind {
         BackendKind::Sim => Ok(Box::new(SimBackend::new(sim_config(sim)?))),
         BackendKind::Cuda => {
@@ -158,7 +174,7 @@ pub fn make_with_workers(
 
 /// The real backend: workers are this executable run as `ipc-conformance worker`.
 #[cfg(feature = "cuda")]
-fn cuda_backend(policy: WorkerPolicy) -> Result<Box<dyn Backend>, String> {
+fn cuda_backend(policy: WorkerPolicy) -> Result<SharedBackend, String> {
     use ipc_harness::cuda::{CudaBackend, WorkerCommand};
     let worker = WorkerCommand::current_exe_subcommand(WORKER_SUBCOMMAND).map_err(|e| {
         format!("--backend cuda: cannot locate this executable to start workers: {e}")
@@ -188,7 +204,7 @@ fn cuda_backend(policy: WorkerPolicy) -> Result<Box<dyn Backend>, String> {
 pub const WORKER_POOL_ENV: &str = "IPC_CONFORMANCE_WORKER_POOL";
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_backend(_policy: WorkerPolicy) -> Result<Box<dyn Backend>, String> {
+fn cuda_backend(_policy: WorkerPolicy) -> Result<SharedBackend, String> {
     Err(
         "--backend cuda: this ipc-conformance was built without the `cuda` feature \
          (rebuild with `cargo build -p ipc-conformance --features cuda`)"

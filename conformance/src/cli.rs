@@ -346,8 +346,15 @@ pub struct RunArgs {
     /// selected clause that may share workers runs on fresh workers and on
     /// reused ones, and any difference is reported (exit 1); writes
     /// sharing-check.json and sharing-check.md to --out.
-    #[arg(long, conflicts_with_all = ["expectations", "workers"])]
+    #[arg(long, conflicts_with_all = ["expectations", "workers", "jobs"])]
     pub check_sharing: bool,
+    /// Clauses run at once: a number, or `auto` (as many as the host has
+    /// devices). On the CUDA backend each clause gets as many devices as it
+    /// needs, none another running clause holds, and its workers see only
+    /// those (`CUDA_VISIBLE_DEVICES`); on the simulator clauses run on N
+    /// threads. Results and reports are in the order of a serial run.
+    #[arg(long, value_name = "N|auto", default_value = "1")]
+    pub jobs: crate::jobs::Jobs,
 }
 
 /// `--workers`: which scenarios run on reset, reused CUDA workers.
@@ -809,8 +816,7 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     if a.check_sharing {
         return check_sharing(a, g, &cat, &filter, &clauses);
     }
-    let backend =
-        backend::make_with_workers(a.target.backend, &a.sim.settings()?, a.workers.workers)?;
+    let backend = backend::make_shared(a.target.backend, &a.sim.settings()?, a.workers.workers)?;
     // A bad expectations file is a usage error, before anything runs.
     let expect = a
         .expectations
@@ -855,7 +861,8 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
         retries: console.0.retry_policy(),
         ..cfg
     };
-    let mut report = runner::run_clauses(&clauses, backend.as_ref(), &cfg, &mut console);
+    let mut report =
+        runner::run_clauses_jobs(&clauses, backend.as_ref(), &cfg, &mut console, a.jobs);
     console.0.finish(&mut report);
     report.run.shard = a.shard.map(|s| s.to_string());
     report::write_run(&a.out, &report)?;

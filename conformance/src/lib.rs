@@ -39,6 +39,7 @@ pub mod explore;
 pub mod filter;
 mod guard;
 pub mod interrupt;
+pub mod jobs;
 pub mod limits;
 pub mod model;
 pub mod portability;

@@ -279,6 +279,96 @@ pub fn run_clauses(
         }
     }
     observer.end();
+    report_of(backend, info, cfg, started, clock, interrupted, results)
+}
+
+/// [`run_clauses`] with `jobs` clauses at once (see [`crate::jobs`]): on
+/// the CUDA backend each on devices of its own, its workers seeing only
+/// them. Results are in the order of a serial run; the observer is told
+/// each one as it finishes.
+pub fn run_clauses_jobs(
+    clauses: &[&Clause],
+    backend: &(dyn Backend + Sync),
+    cfg: &RunConfig,
+    observer: &mut dyn Observer,
+    jobs: crate::jobs::Jobs,
+) -> RunReport {
+    use crate::jobs::{self, Placement};
+    let started = SystemTime::now();
+    let clock = Instant::now();
+    let info = guarded(|| backend.info()).unwrap_or_else(|panic| BackendInfo {
+        backend: backend.name().to_string(),
+        gpu_name: Some(format!("(info panicked: {panic})")),
+        ..BackendInfo::default()
+    });
+    // Only the CUDA backend's workers can be confined to devices.
+    let host = info
+        .device_count
+        .filter(|&d| d > 0 && backend.name() == "cuda");
+    let threads = jobs.threads(host);
+    if threads <= 1 {
+        return run_clauses(clauses, backend, cfg, observer);
+    }
+    let items: Vec<(Dialect, &Clause)> = cfg
+        .dialects
+        .iter()
+        .flat_map(|&d| clauses.iter().map(move |&c| (d, c)))
+        .collect();
+    let needs: Vec<jobs::DeviceNeed> = items
+        .iter()
+        .map(|(_, c)| host.map_or(jobs::DeviceNeed::Nothing, |h| jobs::device_need(c, h)))
+        .collect();
+    observer.begin(items.len());
+    let run = |i: usize, placement: &Placement| {
+        let (dialect, clause) = items[i];
+        let opts = cfg.exec_options(dialect);
+        let confined;
+        let on: &dyn Backend = match placement {
+            Placement::Devices(devices) => {
+                confined = jobs::on_devices(backend, devices);
+                &confined
+            }
+            Placement::Anywhere | Placement::Whole => backend,
+        };
+        let r = run_clause(clause, on, dialect, opts.seed, opts.step_timeout);
+        let attempts = attempts_with_retries(&r, cfg.retries.retries_for(&r), || {
+            run_clause(clause, on, dialect, opts.seed, opts.step_timeout)
+        });
+        (r, attempts)
+    };
+    let mut interrupted = observer.stop_requested();
+    let finished = if interrupted {
+        Vec::new()
+    } else {
+        jobs::run_scheduled(&needs, host, threads, &run, &mut |i, (r, attempts)| {
+            let (dialect, clause) = items[i];
+            observer.clause_started(clause, dialect);
+            observer.clause_finished(r, attempts);
+            if observer.stop_requested() {
+                interrupted = true;
+            }
+            !interrupted
+        })
+    };
+    // As a serial run would stop: the results before the first not run.
+    let results: Vec<ClauseResult> = finished
+        .into_iter()
+        .map_while(|r| r.map(|(r, _)| r))
+        .collect();
+    interrupted |= results.len() < items.len();
+    observer.end();
+    report_of(backend, info, cfg, started, clock, interrupted, results)
+}
+
+fn report_of(
+    backend: &dyn Backend,
+    info: BackendInfo,
+    cfg: &RunConfig,
+    started: SystemTime,
+    clock: Instant,
+    interrupted: bool,
+    results: Vec<ClauseResult>,
+) -> RunReport {
     let run = RunInfo {
         tool_version: TOOL_VERSION.to_string(),
         backend: if info.backend.is_empty() {

@@ -29,6 +29,13 @@
 //!
 //! The policy is checked, not assumed: `run --check-sharing` runs every
 //! scenario it lets share both ways and reports any difference.
+//!
+//! Two rules can be turned off by hand, for a `--check-sharing` run on a
+//! GPU to confirm or refute before the policy changes
+//! ([`SHARE_ALSO_ENV`], [`ShareAlso`]): `interprocess-events` (the reset
+//! destroys the events a scenario created or opened; the worker then comes
+//! back although it made interprocess events) and `exits` (a scenario's
+//! surviving workers come back when others exited by an `exit` step).
 
 use crate::scenario::ast::{Expectation, Op};
 use crate::scenario::Scenario;
@@ -118,16 +125,78 @@ impl std::str::FromStr for WorkerPolicy {
     }
 }
 
-/// The sharing [`Scenario`] allows (see the [module docs](self)); the first
-/// rule that asks for fresh processes gives the reason.
+/// Names rules of the policy turned off, comma-separated (see
+/// [`ShareAlso`]); read by the harness and by every worker it starts.
+pub const SHARE_ALSO_ENV: &str = "IPC_CONFORMANCE_SHARE_ALSO";
+
+/// Rules of the policy turned off by hand ([`SHARE_ALSO_ENV`]), each to be
+/// confirmed by `run --check-sharing` on a GPU: none by default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShareAlso {
+    /// `interprocess-events`: interprocess events (`event_create
+    /// flags=interprocess`, `ipc_get_event`, `ipc_open_event`) no longer
+    /// ask for fresh processes, and a worker that made them comes back
+    /// after a clean reset (which destroys every event it created or
+    /// opened).
+    pub interprocess_events: bool,
+    /// `exits`: `exit` no longer asks for fresh processes; a machine whose
+    /// processes all still run or exited by an `exit` step gives its
+    /// running workers back.
+    pub exits: bool,
+}
+
+impl ShareAlso {
+    /// Every name, in the order [`SHARE_ALSO_ENV`] documents them.
+    pub const NAMES: [&'static str; 2] = ["interprocess-events", "exits"];
+
+    /// `interprocess-events,exits` (either, both, or empty for none).
+    pub fn parse(list: &str) -> Result<ShareAlso, String> {
+        let mut also = ShareAlso::default();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "interprocess-events" => also.interprocess_events = true,
+                "exits" => also.exits = true,
+                other => {
+                    return Err(format!(
+                        "{SHARE_ALSO_ENV}: unknown rule '{other}' (valid: {})",
+                        Self::NAMES.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(also)
+    }
+
+    /// What [`SHARE_ALSO_ENV`] says in this process (read once); none when
+    /// it is unset or invalid (callers that can report an error check it
+    /// with [`parse`](Self::parse) first).
+    pub fn from_env() -> ShareAlso {
+        static ALSO: std::sync::OnceLock<ShareAlso> = std::sync::OnceLock::new();
+        *ALSO.get_or_init(|| {
+            std::env::var(SHARE_ALSO_ENV)
+                .ok()
+                .and_then(|v| ShareAlso::parse(&v).ok())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// The sharing [`Scenario`] allows (see the [module docs](self)) with the
+/// rules [`SHARE_ALSO_ENV`] turns off; the first rule that asks for fresh
+/// processes gives the reason.
 pub fn sharing(scenario: &Scenario) -> WorkerSharing {
-    match fresh_reason(scenario) {
+    sharing_with(scenario, ShareAlso::from_env())
+}
+
+/// [`sharing`] with the rules `also` turns off.
+pub fn sharing_with(scenario: &Scenario, also: ShareAlso) -> WorkerSharing {
+    match fresh_reason(scenario, also) {
         Some(why) => WorkerSharing::Fresh(why),
         None => WorkerSharing::Reused,
     }
 }
 
-fn fresh_reason(scenario: &Scenario) -> Option<String> {
+fn fresh_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
     if let Some(value) = scenario.meta.get(WORKERS_KEY) {
         return Some(match value.trim() {
             "fresh" => "marked '# workers: fresh'".to_string(),
@@ -141,7 +210,7 @@ fn fresh_reason(scenario: &Scenario) -> Option<String> {
     }
     for step in &scenario.steps {
         let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
-        if let Some(why) = op_fresh_reason(&step.op, own_device) {
+        if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
             return Some(format!("line {}: {why}", step.line));
         }
         for list in step.expect.lists() {
@@ -177,13 +246,16 @@ fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
     }
 }
 
-fn op_fresh_reason(op: &Op, own_device: u32) -> Option<String> {
+fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> {
     use crate::driver::event_flags::INTERPROCESS;
     let other_device = |device: u32, what: &str| {
         (device != own_device)
             .then(|| format!("{what} {device} retains a primary context a reset does not release"))
     };
     match op {
+        Op::Exit if also.exits => None,
+        Op::EventCreate { flags } if flags & INTERPROCESS != 0 && also.interprocess_events => None,
+        Op::IpcGetEvent { .. } | Op::IpcOpenEvent { .. } if also.interprocess_events => None,
         Op::Exit => Some("a process exits".to_string()),
         Op::CtxDestroy { .. } => Some("a destroyed context's VA goes to the next one".to_string()),
         Op::EnablePeer { .. } => Some("peer access outlives a reset".to_string()),
@@ -256,7 +328,12 @@ mod tests {
     use std::path::Path;
 
     fn of(text: &str) -> WorkerSharing {
-        sharing(&crate::scenario::parse(text, Path::new("<inline>")).expect("parses"))
+        of_with(text, ShareAlso::default())
+    }
+
+    fn of_with(text: &str, also: ShareAlso) -> WorkerSharing {
+        let scenario = crate::scenario::parse(text, Path::new("<inline>")).expect("parses");
+        sharing_with(&scenario, also)
     }
 
     fn reason(text: &str) -> String {
@@ -328,5 +405,64 @@ mod tests {
         assert_eq!(of(own), WorkerSharing::Reused);
         let other = "devices 2\nprocess a device=0\na: set_device 1\n";
         assert!(reason(other).contains("set_device 1 retains a primary context"));
+    }
+
+    #[test]
+    fn share_also_names_parse_and_unknown_ones_are_refused() {
+        assert_eq!(ShareAlso::parse(""), Ok(ShareAlso::default()));
+        let both = ShareAlso {
+            interprocess_events: true,
+            exits: true,
+        };
+        assert_eq!(ShareAlso::parse(" exits , interprocess-events "), Ok(both));
+        assert_eq!(
+            ShareAlso::parse("exits").map(|a| (a.exits, a.interprocess_events)),
+            Ok((true, false))
+        );
+        let e = ShareAlso::parse("exits,events").unwrap_err();
+        assert!(e.contains(SHARE_ALSO_ENV) && e.contains("'events'"), "{e}");
+    }
+
+    #[test]
+    fn share_also_turns_off_only_the_rules_it_names() {
+        let events = ShareAlso {
+            interprocess_events: true,
+            ..ShareAlso::default()
+        };
+        let exits = ShareAlso {
+            exits: true,
+            ..ShareAlso::default()
+        };
+        let ipc = format!(
+            "{BASE}a: e = event_create flags=disable_timing,interprocess\n\
+             a: h = ipc_get_event e\na: send h -> b\nb: o = ipc_open_event h\n"
+        );
+        assert_eq!(of_with(&ipc, events), WorkerSharing::Reused);
+        assert!(matches!(of_with(&ipc, exits), WorkerSharing::Fresh(_)));
+        let exit = format!("{BASE}a: exit\n");
+        assert_eq!(of_with(&exit, exits), WorkerSharing::Reused);
+        assert!(matches!(of_with(&exit, events), WorkerSharing::Fresh(_)));
+        // The other rules still hold.
+        let crash = format!("{BASE}a: exit\nb: p = malloc 4 => crash\n");
+        assert!(reason_with(&crash, exits).contains("kill its process"));
+        let both = format!("{ipc}a: exit\n");
+        assert!(matches!(of_with(&both, events), WorkerSharing::Fresh(_)));
+        assert_eq!(
+            of_with(
+                &both,
+                ShareAlso {
+                    interprocess_events: true,
+                    exits: true
+                }
+            ),
+            WorkerSharing::Reused
+        );
+    }
+
+    fn reason_with(text: &str, also: ShareAlso) -> String {
+        match of_with(text, also) {
+            WorkerSharing::Fresh(why) => why,
+            WorkerSharing::Reused => panic!("expected fresh:\n{text}"),
+        }
     }
 }

@@ -1032,6 +1032,34 @@ fn a_machine_with_an_exited_process_returns_no_worker() {
 }
 
 #[test]
+fn with_exits_shared_the_survivors_of_an_exit_come_back() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("reuse-exit-shared");
+    let backend =
+        reusing(server(&scratch, &[on_reset(&scratch, clean())]), 2).with_exits_shared(true);
+    let mut m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let pids = m.pids();
+    assert_eq!(m.exit(0), Ok(()));
+    drop(m);
+    assert!(
+        wait_gone(pids[0]),
+        "the exited worker {} left behind",
+        pids[0]
+    );
+    assert_eq!(
+        scratch.resets(),
+        vec![pids[1]],
+        "only the survivor is reset"
+    );
+    assert!(!gone(pids[1]), "the clean survivor was shut down");
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned), (1, 0), "{s:?}");
+    // It serves the next machine.
+    let m2 = launch_pooled(&backend, &spec(d));
+    assert_eq!(m2.pids(), vec![pids[1]]);
+}
+
+#[test]
 fn a_machine_with_a_crashed_or_hung_process_returns_no_worker() {
     let d = Dialect::Runtime;
     let scratch = Scratch::new("reuse-crashed");

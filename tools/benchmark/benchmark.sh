@@ -5,15 +5,20 @@
 #     speaks) under the worker policy (`--workers policy`) and on fresh
 #     workers (`--workers fresh`), and whether their verdicts are identical;
 #   - `run --check-sharing` over the gate (shareable clauses, fresh vs reused);
-#   - explore cases/s over a fixed number of cases;
+#   - explore cases/s over a fixed number of cases, on one thread and on
+#     JOBS threads (`explore --jobs JOBS`, each thread with its own workers);
+#   - on a host with several devices: the gate with `run --jobs auto` (one
+#     clause per device at once) and whether its verdicts are those of the
+#     serial run;
 #   - on the simulator: the whole catalogue's step time, best of 3, and
 #     explore cases/s per dialect mix.
-# Usage: tools/benchmark/benchmark.sh [BIN] [sim|cuda] [OUT] [EXPLORE_CASES]
+# Usage: tools/benchmark/benchmark.sh [BIN] [sim|cuda] [OUT] [EXPLORE_CASES] [JOBS]
 set -u
 BIN=${1:-target/release/ipc-conformance}
 BACKEND=${2:-sim}
 OUT=${3:-reports/latest/benchmark}
 CASES=${4:-300}
+JOBS=${5:-8}
 mkdir -p "$OUT"
 [ -x "$BIN" ] || { echo "benchmark: no executable $BIN (cargo build --release -p ipc-conformance --features cuda)" >&2; exit 2; }
 
@@ -44,6 +49,22 @@ dialect=all
 "$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s 180 --out "$OUT/explore" > "$OUT/explore.log" 2>&1
 explore_rc=$?
 explore_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
+"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s 180 --jobs "$JOBS" --out "$OUT/explore-jobs" > "$OUT/explore-jobs.log" 2>&1
+explore_jobs_rc=$?
+explore_jobs_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore-jobs.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
+# The devices the backend reported (results.json's run.device_count).
+devices=$(grep -o '"device_count": *[0-9]*' "$OUT/gate-policy/results.json" 2>/dev/null | head -1 | grep -o '[0-9]*$')
+jobs_json=""
+if [ "$BACKEND" = cuda ] && [ "${devices:-0}" -gt 1 ]; then
+  t5=$(now)
+  "$BIN" run --backend cuda --dialect all --filter "$gate" --workers policy --jobs auto -q --out "$OUT/gate-jobs" > "$OUT/gate-jobs.log" 2>&1
+  gate_jobs_rc=$?
+  t6=$(now)
+  "$BIN" diff "$OUT/gate-policy/results.json" "$OUT/gate-jobs/results.json" > "$OUT/gate-jobs-diff.log" 2>&1
+  gate_jobs_identical=$([ $? = 0 ] && echo true || echo false)
+  gate_jobs_s=$(secs "$t5" "$t6")
+  jobs_json="\"gate_jobs_auto_s\": $gate_jobs_s, \"gate_jobs_auto_exit\": $gate_jobs_rc, \"gate_jobs_auto_identical\": $gate_jobs_identical, \"devices\": $devices,"
+fi
 
 gate_policy_s=$(secs "$t0" "$t1")
 gate_fresh_s=$(secs "$t1" "$t2")
@@ -57,6 +78,10 @@ printf '| gate, --workers fresh (wall s, exit) | %s (%s) |\n' "$gate_fresh_s" "$
 printf '| gate verdicts identical (diff exit 0) | %s |\n' "$identical"
 printf '| check-sharing over the gate: no difference (wall s) | %s (%s) |\n' "$sharing_ok" "$sharing_s"
 printf '| explore %s, %s cases: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "${explore_rate:-?}" "$explore_rc"
+printf '| explore %s, %s cases, --jobs %s: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "$JOBS" "${explore_jobs_rate:-?}" "$explore_jobs_rc"
+if [ -n "$jobs_json" ]; then
+  printf '| gate, --jobs auto on %s devices (wall s, exit; verdicts identical) | %s (%s; %s) |\n' "$devices" "$gate_jobs_s" "$gate_jobs_rc" "$gate_jobs_identical"
+fi
 
 sim_json=""
 if [ "$BACKEND" = sim ]; then
@@ -84,8 +109,10 @@ cat > "$OUT/benchmark.json" <<JSON
   "gate_verdicts_identical": $identical,
   "check_sharing_no_difference": $sharing_ok, "check_sharing_s": $sharing_s,
   $sim_json
-  "explore_cases": $CASES, "explore_cases_per_s": ${explore_rate:-null}, "explore_exit": $explore_rc
+  $jobs_json
+  "explore_cases": $CASES, "explore_cases_per_s": ${explore_rate:-null}, "explore_exit": $explore_rc,
+  "explore_jobs": $JOBS, "explore_jobs_cases_per_s": ${explore_jobs_rate:-null}, "explore_jobs_exit": $explore_jobs_rc
 }
 JSON
 echo "benchmark: $OUT/benchmark.json and the logs beside it"
-[ "$identical" = true ] && [ "$sharing_ok" = true ]
+[ "$identical" = true ] && [ "$sharing_ok" = true ] && [ "${gate_jobs_identical:-true}" = true ]

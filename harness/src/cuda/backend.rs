@@ -71,6 +71,7 @@ impl CudaBackend {
     pub fn with_pool_size(self, n: usize) -> CudaBackend {
         let mut pool = WorkerPool::new(n);
         pool.set_reuse(self.policy != WorkerPolicy::Fresh);
+        pool.set_share_exits(self.lock_pool().shares_exits());
         CudaBackend {
             pool: Arc::new(Mutex::new(pool)),
             ..self
@@ -127,6 +128,16 @@ impl CudaBackend {
     pub fn with_worker_policy(self, policy: WorkerPolicy) -> CudaBackend {
         self.lock_pool().set_reuse(policy != WorkerPolicy::Fresh);
         CudaBackend { policy, ..self }
+    }
+
+    /// Whether a reusing machine whose processes all still run or ended by
+    /// their `exit` step gives its running workers back (`exits` of
+    /// [`ShareAlso`](crate::sharing::ShareAlso); default: what
+    /// `IPC_CONFORMANCE_SHARE_ALSO` says). Without it, any ended process
+    /// keeps every worker of the machine from coming back.
+    pub fn with_exits_shared(self, share: bool) -> CudaBackend {
+        self.lock_pool().set_share_exits(share);
+        self
     }
 
     /// Whether workers are reused across machines, for some scenarios at

@@ -218,7 +218,17 @@ impl CudaMachine {
     /// asked to exit and reaped in the background. Whatever stays here is
     /// shut down by the rest of `shutdown` as usual.
     fn return_workers(&mut self, pool: Weak<Mutex<WorkerPool>>) {
-        let eligible = pool.strong_count() > 0 && self.procs.iter().all(|p| p.is_running());
+        // Where the pool shares exits (IPC_CONFORMANCE_SHARE_ALSO names
+        // `exits`), a process that ended by its `exit` step does not stop
+        // the others coming back.
+        let exits = pool
+            .upgrade()
+            .is_some_and(|p| p.lock().unwrap_or_else(|e| e.into_inner()).shares_exits());
+        let eligible = pool.strong_count() > 0
+            && self
+                .procs
+                .iter()
+                .all(|p| p.is_running() || (exits && p.has_exited()));
         let mut clean = Vec::new();
         let mut failed = 0;
         if eligible {

@@ -117,6 +117,9 @@ pub(crate) struct WorkerPool {
     reuse: bool,
     entries: Vec<Entry>,
     stats: PoolStats,
+    /// Machines give their running workers back when others ended by an
+    /// `exit` step (`exits` of [`ShareAlso`](crate::sharing::ShareAlso)).
+    share_exits: bool,
 }
 
 impl WorkerPool {
@@ -126,7 +129,18 @@ impl WorkerPool {
             reuse: false,
             entries: Vec::new(),
             stats: PoolStats::default(),
+            share_exits: crate::sharing::ShareAlso::from_env().exits,
         }
+    }
+
+    pub fn set_share_exits(&mut self, share: bool) {
+        self.share_exits = share;
+    }
+
+    /// Whether a machine with processes that ended by `exit` still gives
+    /// its running workers back.
+    pub fn shares_exits(&self) -> bool {
+        self.share_exits
     }
 
     /// Workers kept ready per key (0: no pool).

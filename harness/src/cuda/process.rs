@@ -499,6 +499,11 @@ impl WorkerProxy {
 
     /// Whether the worker still runs as far as the proxy knows: not exited,
     /// lost or broken, and not reaped.
+    /// Whether its `exit` succeeded (it ended as the scenario asked).
+    pub(super) fn has_exited(&self) -> bool {
+        matches!(self.state, State::Exited)
+    }
+
     pub(super) fn is_running(&self) -> bool {
         matches!(self.state, State::Running) && self.child.is_some()
     }

@@ -704,8 +704,12 @@ impl Worker {
         if matches!(request, Request::EnablePeerAccess { .. }) {
             self.owned.peer_access = true;
         }
-        if matches!(request, Request::IpcOpenEventHandle { .. })
-            || matches!(request, Request::EventCreate { flags } if flags & crate::driver::event_flags::INTERPROCESS != 0)
+        // Unless IPC_CONFORMANCE_SHARE_ALSO names `interprocess-events`
+        // (to be confirmed by `run --check-sharing`): then the reset's
+        // destroying the events is taken as enough.
+        if (matches!(request, Request::IpcOpenEventHandle { .. })
+            || matches!(request, Request::EventCreate { flags } if flags & crate::driver::event_flags::INTERPROCESS != 0))
+            && !crate::sharing::ShareAlso::from_env().interprocess_events
         {
             self.owned.interprocess_events = true;
         }
