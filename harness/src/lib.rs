@@ -18,7 +18,8 @@ pub mod errors;
 pub mod machine;
 pub mod roles;
 pub mod scenario;
-pub mod sharing;
+/// Whether a scenario may run on reused workers: [`scenario::sharing`].
+pub use scenario::sharing;
 pub mod tier;
 #[allow(missing_docs)]
 pub mod trace;

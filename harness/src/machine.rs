@@ -271,7 +271,7 @@ pub trait Backend {
         None
     }
     /// Whether [`start_shared`](Self::start_shared) looks at the scenario's
-    /// [`WorkerSharing`](crate::sharing::WorkerSharing) (a backend that
+    /// [`WorkerSharing`](WorkerSharing) (a backend that
     /// reuses worker processes by scenario); when not, the executor does
     /// not work it out and calls [`start`](Self::start).
     fn shares_workers(&self) -> bool {
@@ -282,7 +282,7 @@ pub trait Backend {
     fn start_shared(
         &self,
         spec: &MachineSpec,
-        _sharing: &crate::sharing::WorkerSharing,
+        _sharing: &WorkerSharing,
     ) -> Result<Box<dyn Machine>, StartError> {
         self.start(spec)
     }
@@ -317,5 +317,30 @@ pub trait Machine {
         Err(DriverError::Harness(
             "this backend cannot pass file descriptors".to_string(),
         ))
+    }
+}
+
+/// Whether a scenario's processes may run on reset, reused workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerSharing {
+    /// Its expectations cannot depend on what a worker did before.
+    Reused,
+    /// It needs fresh worker processes, for this reason.
+    Fresh(String),
+}
+
+impl WorkerSharing {
+    /// Whether reused workers may serve it.
+    pub fn is_reused(&self) -> bool {
+        matches!(self, WorkerSharing::Reused)
+    }
+}
+
+impl std::fmt::Display for WorkerSharing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkerSharing::Reused => f.write_str("reused"),
+            WorkerSharing::Fresh(why) => write!(f, "fresh ({why})"),
+        }
     }
 }

@@ -969,7 +969,7 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
     };
     let started = Instant::now();
     let machine = if backend.shares_workers() {
-        backend.start_shared(&spec, &crate::sharing::sharing(scenario))
+        backend.start_shared(&spec, &super::sharing::sharing(scenario))
     } else {
         backend.start(&spec)
     };

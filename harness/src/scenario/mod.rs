@@ -13,6 +13,7 @@ mod lexer;
 pub mod limits;
 mod model;
 mod parser;
+pub mod sharing;
 #[cfg(test)]
 mod repeat_tests;
 #[cfg(test)]

@@ -37,38 +37,14 @@
 //! back although it made interprocess events) and `exits` (a scenario's
 //! surviving workers come back when others exited by an `exit` step).
 
-use crate::scenario::ast::{Expectation, Op};
-use crate::scenario::Scenario;
+use super::ast::{Expectation, Op};
+use super::model::Scenario;
 use crate::tier::Tier;
-use std::fmt;
 
 /// The header key that marks a scenario by hand (`# workers: fresh`).
 pub const WORKERS_KEY: &str = "workers";
 
-/// Whether a scenario's processes may run on reset, reused workers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkerSharing {
-    /// Its expectations cannot depend on what a worker did before.
-    Reused,
-    /// It needs fresh worker processes, for this reason.
-    Fresh(String),
-}
-
-impl WorkerSharing {
-    /// Whether reused workers may serve it.
-    pub fn is_reused(&self) -> bool {
-        matches!(self, WorkerSharing::Reused)
-    }
-}
-
-impl fmt::Display for WorkerSharing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkerSharing::Reused => f.write_str("reused"),
-            WorkerSharing::Fresh(why) => write!(f, "fresh ({why})"),
-        }
-    }
-}
+pub use crate::machine::WorkerSharing;
 
 /// Which workers a backend that can reuse them gives a scenario
 /// (`--workers`).
@@ -332,7 +308,7 @@ mod tests {
     }
 
     fn of_with(text: &str, also: ShareAlso) -> WorkerSharing {
-        let scenario = crate::scenario::parse(text, Path::new("<inline>")).expect("parses");
+        let scenario = crate::scenario::parser::parse(text, Path::new("<inline>")).expect("parses");
         sharing_with(&scenario, also)
     }
 
