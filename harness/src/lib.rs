@@ -6,23 +6,18 @@
 //! depend on this crate; it depends on neither.
 
 // Every public item is documented (issue 17), but for the modules marked
-// `allow(missing_docs)` below and in `scenario` and `cuda`.
+// `allow(missing_docs)` in `scenario` and `cuda`.
 #![warn(missing_docs)]
 
 pub mod calls;
-// Not documented item by item yet (issue 17): the lint is off in these.
-#[allow(missing_docs)]
 pub mod driver;
-#[allow(missing_docs)]
 pub mod errors;
 pub mod machine;
 pub mod roles;
 pub mod scenario;
 pub mod sharing;
 pub mod tier;
-#[allow(missing_docs)]
 pub mod trace;
-#[allow(missing_docs)]
 pub mod trace_record;
 
 #[cfg(feature = "cuda")]
