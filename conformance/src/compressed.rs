@@ -12,7 +12,7 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Read `path` as UTF-8 text, decompressing it when it is gzipped (told by
 /// its first bytes, not its name), with the results-file limit
-/// ([`crate::limits::MAX_RESULTS_FILE_BYTES`]) on both the stored and the
+/// (`limits::MAX_RESULTS_FILE_BYTES`) on both the stored and the
 /// decompressed size. A `path` that does not exist is read from `path.gz`
 /// when that exists, so a report's usual name finds its compressed copy.
 /// Errors are I/O errors: the caller names the file.

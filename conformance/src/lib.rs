@@ -6,12 +6,12 @@
 //!
 //! - loads and validates the catalogue of clauses ([`catalogue`]; the
 //!   catalogue is compiled in),
-//! - selects clauses by id globs ([`filter`]),
+//! - selects clauses by id globs ([`Filter`]),
 //! - runs them on a backend, never letting a panic escape ([`runner`]),
 //! - keeps what a run produced in one model ([`model`], `results.json`),
 //! - classifies results against an expectations file ([`expectations`]),
 //! - writes `results.json`, `junit.xml` and `summary.md` ([`report`]),
-//!   compares runs ([`diff`]) and merges shards ([`shard`]),
+//!   compares runs (`diff`) and merges shards ([`shard`]),
 //! - generates scenarios and judges the simulator ([`explore`]),
 //! - and drives all of it from the `ipc-conformance` command line ([`cli`]).
 //!
@@ -20,29 +20,32 @@
 //!
 //! # API boundary
 //!
-//! The public modules are what the command line is built from, and what a
-//! program embedding the suite uses; the `ipc-conformance` command line and
-//! the `results.json` schema (`docs/results-schema.md`) are the stable
-//! surface. The differential comparison, panic capture, exit codes (see
-//! the `EXIT_*` constants) and host facts are internal.
+//! The stable surface is the `ipc-conformance` command line (with the
+//! `EXIT_*` codes), the clause ids, the `results.json` schema
+//! (`docs/results-schema.md`) and the expectations file format. The public
+//! modules serve the binary, this crate's tests, benches and examples, with
+//! no promise beyond that; the rest (`diff`, `filter`, `limits`,
+//! `portability`, `trace_cmd`, the differential comparison, panic capture,
+//! exit codes and host facts) is crate-private. ARCHITECTURE.md's "API
+//! boundary" says the same for every crate.
 
 pub mod availability;
 pub mod backend;
 pub mod catalogue;
 pub mod cli;
 pub mod compressed;
-pub mod diff;
+pub(crate) mod diff;
 mod differential;
 mod exit;
 pub mod expectations;
 pub mod explore;
-pub mod filter;
+pub(crate) mod filter;
 mod guard;
 pub mod interrupt;
 pub mod jobs;
-pub mod limits;
+pub(crate) mod limits;
 pub mod model;
-pub mod portability;
+pub(crate) mod portability;
 pub mod report;
 pub mod runner;
 pub mod safe_fs;
@@ -50,7 +53,7 @@ pub mod shard;
 mod sharing_check;
 mod sysinfo;
 pub mod trace_check;
-pub mod trace_cmd;
+pub(crate) mod trace_cmd;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};
 pub use exit::{EXIT_BACKEND_UNAVAILABLE, EXIT_FAILURES, EXIT_OK, EXIT_USAGE};

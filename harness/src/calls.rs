@@ -1,11 +1,12 @@
 //! Every driver call, defined once.
 //!
-//! [`for_each_driver_call!`] holds the table: one row per API call, with its
+//! [`for_each_driver_call!`](crate::for_each_driver_call) holds the table:
+//! one row per API call, with its
 //! `Driver` method name, its wire name (the worker protocol's `Request`
 //! variant, also the [`CallKind`]), its arguments and its return type. Each
 //! consumer passes the name of its own generator macro and gets the rows:
 //!
-//! - here: the [`Driver`](crate::Driver) trait (every method required),
+//! - here: the [`Driver`] trait (every method required),
 //!   [`CallKind`] and [`Call`] (one call with its owned arguments, made on
 //!   any `Driver` by [`Call::call_on`], which gives a [`Returned`]);
 //! - `cuda/protocol.rs`: the worker protocol's `Request` and its dispatch

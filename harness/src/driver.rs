@@ -18,8 +18,10 @@ use std::fmt;
 pub struct DevicePtr(pub u64);
 
 impl DevicePtr {
+    /// The NULL pointer (`0`): the NULL forms of the calls pass it.
     pub const NULL: DevicePtr = DevicePtr(0);
 
+    /// The address `bytes` past this one (wrapping, as raw pointer arithmetic).
     pub fn offset(self, bytes: u64) -> DevicePtr {
         DevicePtr(self.0.wrapping_add(bytes))
     }
@@ -39,6 +41,8 @@ pub struct ContextId(pub u64);
 /// `CUDA_VISIBLE_DEVICES` remapping).
 pub type DeviceOrdinal = u32;
 
+/// The size in bytes of an IPC memory or event handle (and of a pool
+/// pointer's export data).
 pub const IPC_HANDLE_SIZE: usize = 64;
 
 /// `cudaIpcMemHandle_t` / `CUipcMemHandle`: 64 opaque bytes.
@@ -46,8 +50,11 @@ pub const IPC_HANDLE_SIZE: usize = 64;
 pub struct IpcMemHandle(pub [u8; IPC_HANDLE_SIZE]);
 
 impl IpcMemHandle {
+    /// The handle of all zero bytes (`handle_zero` in scenarios): never one
+    /// the driver gave out.
     pub const ZERO: IpcMemHandle = IpcMemHandle([0; IPC_HANDLE_SIZE]);
 
+    /// The handle in `bytes`; `None` unless it is exactly 64 bytes long.
     pub fn from_slice(bytes: &[u8]) -> Option<IpcMemHandle> {
         bytes.try_into().ok().map(IpcMemHandle)
     }
@@ -103,8 +110,11 @@ impl StreamId {
 pub struct IpcEventHandle(pub [u8; IPC_HANDLE_SIZE]);
 
 impl IpcEventHandle {
+    /// The handle of all zero bytes (`event_handle_zero` in scenarios): never
+    /// one the driver gave out.
     pub const ZERO: IpcEventHandle = IpcEventHandle([0; IPC_HANDLE_SIZE]);
 
+    /// The handle in `bytes`; `None` unless it is exactly 64 bytes long.
     pub fn from_slice(bytes: &[u8]) -> Option<IpcEventHandle> {
         bytes.try_into().ok().map(IpcEventHandle)
     }
@@ -196,8 +206,10 @@ pub enum FreeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum OutArg {
+    /// A valid pointer to receive the result.
     #[default]
     Valid,
+    /// NULL, to see what the API does with it (the NULL forms of the calls).
     Null,
 }
 
@@ -208,12 +220,19 @@ pub const IPC_MEM_LAZY_ENABLE_PEER_ACCESS: u32 = 0x1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceAttribute {
+    /// `cudaDevAttrUnifiedAddressing` / `CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING`.
     UnifiedAddressing,
+    /// `cudaDevAttrIpcEventSupport` / `CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED`.
     IpcEventSupport,
+    /// `cudaDevAttrComputeCapabilityMajor` / `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`.
     ComputeCapabilityMajor,
+    /// `cudaDevAttrComputeCapabilityMinor` / `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`.
     ComputeCapabilityMinor,
+    /// `cudaDevAttrMemoryPoolsSupported` / `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`.
     MemoryPoolsSupported,
+    /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED`.
     HandleTypePosixFdSupported,
+    /// `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`.
     VirtualMemoryManagementSupported,
     // --- VMM ---
     /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
@@ -221,6 +240,7 @@ pub enum DeviceAttribute {
 }
 
 impl DeviceAttribute {
+    /// Every attribute the suite asks about.
     pub const ALL: [DeviceAttribute; 8] = [
         DeviceAttribute::UnifiedAddressing,
         DeviceAttribute::IpcEventSupport,
@@ -248,6 +268,7 @@ impl DeviceAttribute {
         }
     }
 
+    /// The attribute spelled `name` in a scenario file; `None` for any other.
     pub fn from_name(name: &str) -> Option<DeviceAttribute> {
         Self::ALL.into_iter().find(|a| a.name() == name)
     }
@@ -272,12 +293,14 @@ pub struct Fd(pub i32);
 pub struct HandleTypes(pub u32);
 
 impl HandleTypes {
+    /// No handle type (`CU_MEM_HANDLE_TYPE_NONE`).
     pub const NONE: HandleTypes = HandleTypes(0);
     /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
     pub const POSIX_FD: HandleTypes = HandleTypes(0x1);
     /// `CU_MEM_HANDLE_TYPE_FABRIC`.
     pub const FABRIC: HandleTypes = HandleTypes(0x8);
 
+    /// Whether the set holds `ty`.
     pub fn contains(self, ty: ShareableHandleType) -> bool {
         self.0 & ty.bit().0 != 0
     }
@@ -293,6 +316,7 @@ impl HandleTypes {
         }
     }
 
+    /// The set spelled `name` in a scenario file; `None` for any other.
     pub fn from_name(name: &str) -> Option<HandleTypes> {
         match name {
             "none" => Some(HandleTypes::NONE),
@@ -307,15 +331,19 @@ impl HandleTypes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ShareableHandleType {
+    /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: a file descriptor, passed
+    /// between processes with `SCM_RIGHTS`.
     PosixFd,
     /// A 64-byte fabric handle (needs an IMEX channel on Linux).
     Fabric,
 }
 
 impl ShareableHandleType {
+    /// Every shareable handle type the suite knows.
     pub const ALL: [ShareableHandleType; 2] =
         [ShareableHandleType::PosixFd, ShareableHandleType::Fabric];
 
+    /// The type's bit in a [`HandleTypes`] set.
     pub fn bit(self) -> HandleTypes {
         match self {
             ShareableHandleType::PosixFd => HandleTypes::POSIX_FD,
@@ -323,6 +351,7 @@ impl ShareableHandleType {
         }
     }
 
+    /// The spelling used in scenario files.
     pub fn name(self) -> &'static str {
         match self {
             ShareableHandleType::PosixFd => "posix_fd",
@@ -330,6 +359,7 @@ impl ShareableHandleType {
         }
     }
 
+    /// The type spelled `name` in a scenario file; `None` for any other.
     pub fn from_name(name: &str) -> Option<ShareableHandleType> {
         Self::ALL.into_iter().find(|t| t.name() == name)
     }
@@ -339,11 +369,14 @@ impl ShareableHandleType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GranularityKind {
+    /// `CU_MEM_ALLOC_GRANULARITY_MINIMUM`.
     Minimum,
+    /// `CU_MEM_ALLOC_GRANULARITY_RECOMMENDED`.
     Recommended,
 }
 
 impl GranularityKind {
+    /// The spelling used in scenario files.
     pub fn name(self) -> &'static str {
         match self {
             GranularityKind::Minimum => "minimum",
@@ -365,6 +398,7 @@ pub enum VmmAccess {
 }
 
 impl VmmAccess {
+    /// The spelling used in scenario files.
     pub fn name(self) -> &'static str {
         match self {
             VmmAccess::None => "none",
@@ -373,6 +407,7 @@ impl VmmAccess {
         }
     }
 
+    /// The access spelled `name` in a scenario file; `None` for any other.
     pub fn from_name(name: &str) -> Option<VmmAccess> {
         [VmmAccess::None, VmmAccess::Read, VmmAccess::ReadWrite]
             .into_iter()
@@ -395,6 +430,7 @@ pub struct PoolId(pub u64);
 pub struct PoolPtrExport(pub [u8; IPC_HANDLE_SIZE]);
 
 impl PoolPtrExport {
+    /// The export data in `bytes`; `None` unless it is exactly 64 bytes long.
     pub fn from_slice(bytes: &[u8]) -> Option<PoolPtrExport> {
         bytes.try_into().ok().map(PoolPtrExport)
     }
@@ -428,14 +464,18 @@ impl<'de> Deserialize<'de> for PoolPtrExport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryType {
+    /// Device memory (`cudaMemoryTypeDevice`).
     Device,
+    /// Page-locked host memory (`cudaMemoryTypeHost`).
     Host,
+    /// Managed memory (`cudaMemoryTypeManaged`).
     Managed,
     /// Not a pointer the driver knows (`cudaMemoryTypeUnregistered`).
     Unregistered,
 }
 
 impl MemoryType {
+    /// The spelling used in traces and scenario files.
     pub fn name(self) -> &'static str {
         match self {
             MemoryType::Device => "device",
@@ -446,8 +486,10 @@ impl MemoryType {
     }
 }
 
+/// What `pointer_info` learns of a pointer: its memory type and device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PointerInfo {
+    /// The kind of memory the pointer lies in.
     pub memory_type: MemoryType,
     /// Device ordinal in the calling process; `None` for host/unregistered.
     pub device: Option<DeviceOrdinal>,
@@ -458,12 +500,18 @@ pub struct PointerInfo {
 pub enum ProcessLoss {
     /// The process died: a signal or an exit status.
     Crashed {
+        /// The signal that killed the process, if one did.
         signal: Option<i32>,
+        /// The exit status, if the process exited.
         exit_code: Option<i32>,
+        /// What the backend observed, for the report.
         detail: String,
     },
     /// The call did not return within the per-step timeout; the process was killed.
-    TimedOut { after_ms: u64 },
+    TimedOut {
+        /// How long the runner waited, in milliseconds.
+        after_ms: u64,
+    },
 }
 
 /// The error side of every driver call.
@@ -507,6 +555,7 @@ impl fmt::Display for DriverError {
 
 impl std::error::Error for DriverError {}
 
+/// The result of a driver call: a value, or why there is none.
 pub type DriverResult<T> = Result<T, DriverError>;
 
 // --- pointer attributes ---
@@ -555,6 +604,7 @@ pub enum PointerAttributeValue {
 }
 
 impl PointerAttribute {
+    /// Every pointer attribute the suite reads.
     pub const ALL: [PointerAttribute; 9] = [
         PointerAttribute::MemoryType,
         PointerAttribute::BufferId,
@@ -582,6 +632,7 @@ impl PointerAttribute {
         }
     }
 
+    /// The attribute spelled `name` in a scenario file; `None` for any other.
     pub fn from_name(name: &str) -> Option<PointerAttribute> {
         Self::ALL.into_iter().find(|a| a.name() == name)
     }
@@ -615,7 +666,10 @@ impl PointerAttribute {
 
 /// `CUmemorytype` values (`CU_POINTER_ATTRIBUTE_MEMORY_TYPE`).
 pub mod cu_memory_type {
+    /// `CU_MEMORYTYPE_HOST`.
     pub const HOST: u64 = 1;
+    /// `CU_MEMORYTYPE_DEVICE`.
     pub const DEVICE: u64 = 2;
+    /// `CU_MEMORYTYPE_UNIFIED`.
     pub const UNIFIED: u64 = 4;
 }

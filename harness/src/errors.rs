@@ -25,10 +25,12 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// Every dialect, in the order reports list them.
     pub const ALL: [Dialect; 3] = [Dialect::Runtime, Dialect::Driver, Dialect::Hip];
     /// The dialects real NVIDIA hardware speaks.
     pub const CUDA: [Dialect; 2] = [Dialect::Runtime, Dialect::Driver];
 
+    /// The dialect's name in scenario files, reports and `--dialect`.
     pub fn as_str(self) -> &'static str {
         match self {
             Dialect::Runtime => "runtime",
@@ -62,38 +64,71 @@ impl std::str::FromStr for Dialect {
 /// its kind (`InvalidValue`) or by a dialect's own name; both resolve here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorKind {
+    /// `cudaErrorInvalidValue` / `CUDA_ERROR_INVALID_VALUE`, code 1.
     InvalidValue,
+    /// `cudaErrorMemoryAllocation` / `CUDA_ERROR_OUT_OF_MEMORY`, code 2.
     OutOfMemory,
+    /// `cudaErrorInitializationError` / `CUDA_ERROR_NOT_INITIALIZED`, code 3.
     NotInitialized,
+    /// `cudaErrorCudartUnloading` / `CUDA_ERROR_DEINITIALIZED`, code 4.
     Deinitialized,
+    /// `cudaErrorInvalidHostPointer`, code 16 (runtime only).
     InvalidHostPointer,
+    /// `cudaErrorInvalidDevicePointer`, code 17 (runtime only).
     InvalidDevicePointer,
+    /// `cudaErrorInvalidMemcpyDirection`, code 21 (runtime only).
     InvalidMemcpyDirection,
+    /// `cudaErrorInsufficientDriver`, code 35 (runtime only).
     InsufficientDriver,
+    /// `cudaErrorNoDevice` / `CUDA_ERROR_NO_DEVICE`, code 100.
     NoDevice,
+    /// `cudaErrorInvalidDevice` / `CUDA_ERROR_INVALID_DEVICE`, code 101.
     InvalidDevice,
+    /// `cudaErrorDeviceUninitialized` / `CUDA_ERROR_INVALID_CONTEXT`, code 201.
     InvalidContext,
+    /// `CUDA_ERROR_CONTEXT_ALREADY_CURRENT`, code 202 (driver API only).
     ContextAlreadyCurrent,
+    /// `cudaErrorMapBufferObjectFailed` / `CUDA_ERROR_MAP_FAILED`, code 205.
     MapFailed,
+    /// `cudaErrorUnmapBufferObjectFailed` / `CUDA_ERROR_UNMAP_FAILED`, code 206.
     UnmapFailed,
+    /// `cudaErrorAlreadyMapped` / `CUDA_ERROR_ALREADY_MAPPED`, code 208.
     AlreadyMapped,
+    /// `cudaErrorNotMapped` / `CUDA_ERROR_NOT_MAPPED`, code 211.
     NotMapped,
+    /// `cudaErrorDeviceAlreadyInUse` / `CUDA_ERROR_CONTEXT_ALREADY_IN_USE`, code 216.
     ContextAlreadyInUse,
+    /// `cudaErrorPeerAccessUnsupported` / `CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`, code 217.
     PeerAccessUnsupported,
+    /// `cudaErrorOperatingSystem` / `CUDA_ERROR_OPERATING_SYSTEM`, code 304.
     OperatingSystem,
+    /// `cudaErrorInvalidResourceHandle` / `CUDA_ERROR_INVALID_HANDLE`, code 400.
     InvalidHandle,
+    /// `cudaErrorIllegalState` / `CUDA_ERROR_ILLEGAL_STATE`, code 401.
     IllegalState,
+    /// `cudaErrorSymbolNotFound` / `CUDA_ERROR_NOT_FOUND`, code 500.
     NotFound,
+    /// `cudaErrorNotReady` / `CUDA_ERROR_NOT_READY`, code 600.
     NotReady,
+    /// `cudaErrorIllegalAddress` / `CUDA_ERROR_ILLEGAL_ADDRESS`, code 700.
     IllegalAddress,
+    /// `cudaErrorPeerAccessAlreadyEnabled` / `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`, code 704.
     PeerAccessAlreadyEnabled,
+    /// `cudaErrorPeerAccessNotEnabled` / `CUDA_ERROR_PEER_ACCESS_NOT_ENABLED`, code 705.
     PeerAccessNotEnabled,
+    /// `cudaErrorSetOnActiveProcess` / `CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE`, code 708.
     PrimaryContextActive,
+    /// `cudaErrorContextIsDestroyed` / `CUDA_ERROR_CONTEXT_IS_DESTROYED`, code 709.
     ContextIsDestroyed,
+    /// `cudaErrorTooManyPeers` / `CUDA_ERROR_TOO_MANY_PEERS`, code 711.
     TooManyPeers,
+    /// `cudaErrorLaunchFailure` / `CUDA_ERROR_LAUNCH_FAILED`, code 719.
     LaunchFailed,
+    /// `cudaErrorNotPermitted` / `CUDA_ERROR_NOT_PERMITTED`, code 800.
     NotPermitted,
+    /// `cudaErrorNotSupported` / `CUDA_ERROR_NOT_SUPPORTED`, code 801.
     NotSupported,
+    /// `cudaErrorUnknown` / `CUDA_ERROR_UNKNOWN`, code 999.
     Unknown,
 }
 
@@ -381,6 +416,7 @@ impl ErrorKind {
             })
     }
 
+    /// Every kind the table knows, in table order.
     pub fn all() -> impl Iterator<Item = ErrorKind> {
         TABLE.iter().map(|r| r.kind)
     }
@@ -389,7 +425,9 @@ impl ErrorKind {
 /// An error exactly as a driver API returned it: the dialect and its code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ApiError {
+    /// The API family that returned the code.
     pub dialect: Dialect,
+    /// The numeric code exactly as the API returned it.
     pub code: i32,
 }
 
@@ -404,6 +442,7 @@ impl ApiError {
         ApiError { dialect, code }
     }
 
+    /// The error a dialect returned as `code`, known to the table or not.
     pub fn from_code(dialect: Dialect, code: i32) -> ApiError {
         ApiError { dialect, code }
     }
@@ -416,6 +455,8 @@ impl ApiError {
             .map(|r| r.kind)
     }
 
+    /// The dialect's own name for the code (`cudaErrorInvalidValue`), or
+    /// `cudaError(N)`-style for a code the table does not know.
     pub fn name(&self) -> Cow<'static, str> {
         TABLE
             .iter()

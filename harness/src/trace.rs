@@ -8,58 +8,74 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ValueSummary {
+    /// The step returned nothing (a free, close, set or wait).
     Unit,
     /// A pointer, as a label unique per distinct address within its process:
     /// two results with the same label are the same address.
     Ptr {
+        /// The pointer's label (`PROC.p1`, ...).
         label: String,
     },
     /// A context, labelled like pointers, except that a destroyed context's
     /// label is retired: a new context at its address gets a fresh label
     /// (the executor's `Labels` says when).
     Context {
+        /// The context's label.
         label: String,
     },
     /// A handle; `label` is shared by handles with identical bytes.
     Handle {
+        /// The handle's label (`h1`, `h2`, ... by identical bytes).
         label: String,
     },
     /// `address_range`: base labelled like a pointer, size in bytes.
     Range {
+        /// The base address's label.
         base: String,
+        /// The range's size in bytes.
         size: u64,
     },
+    /// A number the step returned (a count, an attribute, a device ordinal).
     Int {
+        /// The number.
         value: i64,
     },
     /// Bytes, run-length encoded like scenario patterns: `ab*16 00*48`.
     Bytes {
+        /// The pattern, as scenario files write it.
         pattern: String,
     },
+    /// `pointer_info`: the pointer's memory type and device attributes.
     PointerInfo {
+        /// The memory type's name (`device`, `host`, ...).
         memory_type: String,
+        /// The device ordinal; `None` when the pointer has none.
         device: Option<u32>,
     },
     // --- VMM ---
     /// A VMM allocation handle, labelled per process like pointers; a
     /// released handle's label is retired, as a context's is.
     VmmHandle {
+        /// The handle's label.
         label: String,
     },
     /// A file descriptor, labelled per process like pointers.
     Fd {
+        /// The descriptor's label.
         label: String,
     },
     /// An event, labelled like contexts (`PROC.e1`) per process (a
     /// destroyed event's label is retired). Event handles are `Handle`s
     /// labelled `eh1`, `eh2`, ... by identical bytes.
     Event {
+        /// The event's label.
         label: String,
     },
     /// A memory pool, labelled per process like events (`PROC.l1`; a
     /// destroyed pool's label is retired). Pool pointer export data are
     /// `Handle`s labelled `px1`, `px2`, ... by identical bytes.
     Pool {
+        /// The pool's label.
         label: String,
     },
     /// A stream, labelled like events (`PROC.s1`) per process (a destroyed
@@ -73,26 +89,36 @@ pub enum ValueSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum StepOutcome {
+    /// The call succeeded with this value.
     Ok {
+        /// What it returned.
         value: ValueSummary,
     },
+    /// The call returned a driver error.
     Error {
+        /// The numeric code, as the dialect returned it.
         code: i32,
+        /// The dialect's name for the code (`cudaErrorInvalidValue`).
         name: String,
     },
     /// The process died or hung during the step.
     Crash {
+        /// What the backend said about the death.
         detail: String,
     },
+    /// The step did not finish within the step timeout.
     Timeout {
+        /// How long the runner waited, in milliseconds.
         after_ms: u64,
     },
     /// The harness failed during this step.
     Broken {
+        /// What went wrong in the harness.
         detail: String,
     },
     /// Not run: an earlier failure made it impossible (missing binding, dead process).
     Skipped {
+        /// Which earlier failure made the step impossible.
         reason: String,
     },
 }
@@ -128,9 +154,11 @@ fn crash_kind(detail: &str) -> Option<&str> {
 /// One executed step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepRecord {
+    /// 0-based position among the scenario's steps.
     pub index: usize,
     /// 1-based line in the scenario file.
     pub line: usize,
+    /// The scenario process that ran the step.
     pub process: String,
     /// The step as written (canonical form), e.g. `p = ipc_open h flags=lazy`.
     pub op: String,
@@ -139,6 +167,7 @@ pub struct StepRecord {
     /// absent for harness-local steps. Not compared between runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
+    /// What the step did.
     pub outcome: StepOutcome,
     /// `None` when the step had no expectation to check; otherwise whether it held.
     pub check: Option<CheckResult>,
@@ -147,8 +176,10 @@ pub struct StepRecord {
     pub elapsed_us: u64,
 }
 
+/// One expectation checked: a step's, or a hazard-log line's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckResult {
+    /// Whether the expectation held.
     pub passed: bool,
     /// The expectation as written.
     pub expected: String,
@@ -156,8 +187,11 @@ pub struct CheckResult {
     pub message: String,
 }
 
+/// What one execution of a scenario observed: the record two backends'
+/// runs are compared by ([`Trace::differences`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trace {
+    /// Every step in order, run or skipped.
     pub steps: Vec<StepRecord>,
     /// Hazard-log expectations (`expect hazard ...`), checked at the end.
     pub hazard_checks: Vec<CheckResult>,
@@ -172,18 +206,26 @@ pub struct Trace {
 /// backend: processes and contexts), the steps, and shutting it down.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Timing {
+    /// Starting the machine.
     pub start_us: u64,
+    /// Running the steps.
     pub steps_us: u64,
+    /// Shutting the machine down.
     pub shutdown_us: u64,
 }
 
 /// A difference between two traces of one scenario.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepDifference {
+    /// 0-based index of the step.
     pub index: usize,
+    /// 1-based line in the scenario file.
     pub line: usize,
+    /// The step as written (canonical form).
     pub op: String,
+    /// The left trace's outcome; `None` when that trace has no such step.
     pub left: Option<StepOutcome>,
+    /// The right trace's outcome; `None` when that trace has no such step.
     pub right: Option<StepOutcome>,
 }
 
@@ -417,18 +459,23 @@ mod tests {
 /// The result vocabulary of a scenario or clause run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Status {
+    /// Every step ran and every expectation held.
     Pass,
+    /// An expectation did not hold.
     Fail,
     /// A requirement is absent (too few devices, no GPU, no libcuda): the
     /// message says which.
     NotSupported,
+    /// A process died during the run.
     Crash,
+    /// A step did not finish within the step timeout.
     Timeout,
     /// The harness failed (malformed file, protocol error, spawn failure).
     Broken,
 }
 
 impl Status {
+    /// The status's name as reports write it (`Pass`, `NotSupported`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Status::Pass => "Pass",
@@ -449,6 +496,8 @@ impl Status {
 /// A status with the message that explains it (empty for Pass).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// The status.
     pub status: Status,
+    /// Why (empty for Pass).
     pub message: String,
 }

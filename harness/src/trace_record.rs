@@ -11,8 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The file name prefix and suffix of a per-process trace.
+/// The file name prefix of a per-process trace (`trace-<pid>.jsonl`).
 pub const FILE_PREFIX: &str = "trace-";
+/// The file name suffix of a per-process trace (one JSON object a line).
 pub const FILE_SUFFIX: &str = ".jsonl";
 
 /// The environment variable naming the directory the tracer writes to.
@@ -24,21 +25,27 @@ pub const DIR_ENV: &str = "IPC_TRACE_DIR";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TraceLine {
+    /// The first line: which process wrote the file.
     Header(Header),
+    /// One driver call, in call order.
     Call(CallRecord),
+    /// The last line when the process exited normally.
     Exit(ExitRecord),
 }
 
 /// Which process wrote the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Header {
+    /// The process id of the writer.
     pub pid: u32,
+    /// Its parent's process id, to rebuild the process tree.
     pub ppid: u32,
     /// `/proc/self/exe`, or empty when unreadable.
     pub exe: String,
     /// Monotonic clock (`CLOCK_MONOTONIC`, shared by all processes of the
     /// machine) when the file was opened, in nanoseconds.
     pub start_ns: u64,
+    /// The `ipc-tracer` crate version that wrote the file.
     pub tracer_version: String,
 }
 
@@ -57,6 +64,7 @@ pub struct CallRecord {
     pub dur_ns: u64,
     /// Kernel thread id of the caller.
     pub tid: u32,
+    /// The call's IPC-relevant arguments (empty for an older record).
     #[serde(default)]
     pub args: CallArgs,
 }
@@ -67,24 +75,37 @@ pub struct CallRecord {
 /// left in them (unchanged, often zero, when it failed).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CallArgs {
+    /// The pointer a call takes or gives back (allocated, opened, freed,
+    /// mapped), or the destination of a copy or set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptr: Option<u64>,
+    /// The source pointer of a copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub src: Option<u64>,
+    /// A size in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// An offset in bytes (`cuMemMap`), or the alignment `cuMemAddressReserve`
+    /// was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// The value a set writes, or the address `cuMemAddressReserve` was asked
+    /// for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<u64>,
+    /// The call's flags argument.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flags: Option<u64>,
+    /// A device ordinal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<i32>,
+    /// A context (`CUcontext`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ctx: Option<u64>,
+    /// An event (`CUevent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event: Option<u64>,
+    /// A stream (`CUstream`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<u64>,
     /// A VMM allocation handle (`CUmemGenericAllocationHandle`).
@@ -115,6 +136,7 @@ pub struct CallArgs {
 /// The process returned from `main` or called `exit` (a crash writes none).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExitRecord {
+    /// Monotonic clock at exit, nanoseconds.
     pub t_ns: u64,
 }
 

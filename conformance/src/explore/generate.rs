@@ -20,8 +20,8 @@
 //! (cross-device opens, peer queries and enables) where the machine has
 //! two. Adding an op
 //! family: add its [`Action`] variants with
-//! a weight in [`action_strategy`], the state it produces to [`Lowering`],
-//! and its lowering in [`Lowering::lower`]; the properties see it through the
+//! a weight in [`action_strategy`], the state it produces to `Lowering`,
+//! and its lowering in `Lowering::lower`; the properties see it through the
 //! parsed scenario and its trace, and the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 

@@ -95,7 +95,6 @@ mod local;
 mod machine;
 mod pool;
 mod process;
-#[allow(missing_docs)] // Not documented item by item yet (issue 17).
 pub mod protocol;
 mod spawn;
 mod stop;

@@ -69,6 +69,7 @@ pub enum ProtocolError {
     /// More descriptors arrived than the receive buffer holds; some were lost.
     #[error("file descriptors were truncated (more than {MAX_FDS_PER_FRAME} in one frame)")]
     TooManyFds,
+    /// Reading or writing the socket failed.
     #[error("i/o error: {0}")]
     Io(#[from] io::Error),
 }
@@ -93,10 +94,18 @@ macro_rules! define_requests {
             Probe,
             /// First request of a machine's worker: choose the dialect and make
             /// `device` current (`cudaSetDevice`, or primary context + `cuCtxSetCurrent`).
-            Init { dialect: Dialect, device: u32 },
+            Init {
+                /// The API family the worker's calls use.
+                dialect: Dialect,
+                /// The device made current.
+                device: u32,
+            },
             /// Answered with `Ok(Unit)` and descriptor `fd` attached (`SCM_RIGHTS`);
             /// `InvalidValue` when the worker holds no such descriptor.
-            SendFd { fd: i32 },
+            SendFd {
+                /// The descriptor's number in the worker.
+                fd: i32,
+            },
             /// Sent with one descriptor attached; answered with `Reply::Fd`, the
             /// number the worker now has for it.
             ReceiveFd,
@@ -112,7 +121,10 @@ macro_rules! define_requests {
             Exit,
             $(
                 $(#[$doc])*
-                $Variant $({ $( $(#[$attr])* $arg: $($ty)? $($owned)? ),* })?,
+                $Variant $({ $(
+                    #[doc = concat!("The `", stringify!($arg), "` argument of [`Driver::", stringify!($method), "`].")]
+                    $(#[$attr])* $arg: $($ty)? $($owned)?
+                ),* })?,
             )*
         }
 
@@ -161,6 +173,7 @@ crate::for_each_driver_call!(define_requests);
 /// A value a driver call returns, as it travels in a [`Reply`]. Each return
 /// type of the call table has one reply variant.
 pub trait WireValue: Sized {
+    /// The value as the reply variant of its type.
     fn into_reply(self) -> Reply;
     /// The value, or the reply back when it is another variant.
     fn from_reply(reply: Reply) -> Result<Self, Reply>;
@@ -210,28 +223,44 @@ wire_values! {
 /// The value of a successful call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Reply {
+    /// A call that returns nothing succeeded.
     Unit,
+    /// A count (`device_count`, ...).
     Count(u32),
+    /// A number: an attribute value, or a `u64` carried as its bits.
     Int(i64),
+    /// A device pointer's address.
     Ptr(u64),
+    /// A context (the raw `CUcontext`).
     Context(u64),
+    /// `current_context`: the current context, `None` when there is none.
     CurrentContext(Option<u64>),
+    /// Memory contents read back (hex in JSON).
     Bytes(#[serde(with = "hex_bytes")] Vec<u8>),
+    /// `address_range`: an allocation's base address and size in bytes.
     Range {
+        /// The base address.
         base: u64,
+        /// The size in bytes.
         size: u64,
     },
+    /// `pointer_info`: the memory type and device of a pointer.
     PointerInfo(PointerInfo),
+    /// An IPC memory handle.
     Handle(IpcMemHandle),
+    /// The answer to [`Request::Probe`].
     Probe(ProbeReport),
     /// The answer to [`Request::Reset`]: the worker holds nothing its
     /// requests created and may serve another machine.
     Clean,
     // --- VMM ---
+    /// A VMM allocation handle (the raw `CUmemGenericAllocationHandle`).
     VmmHandle(u64),
+    /// A file descriptor, as numbered in the worker.
     Fd(i32),
     /// A created or opened event (the raw `cudaEvent_t` / `CUevent`).
     Event(u64),
+    /// An IPC event handle.
     EventHandle(IpcEventHandle),
     /// `stream_create`: the `cudaStream_t` / `CUstream`.
     Stream(u64),
@@ -240,6 +269,7 @@ pub enum Reply {
     // --- memory pools ---
     /// A memory pool (the raw `cudaMemPool_t` / `CUmemoryPool`).
     Pool(u64),
+    /// A pool pointer's export data (`cuMemPoolExportPointer`).
     PoolPtrExport(PoolPtrExport),
 }
 
@@ -284,6 +314,7 @@ pub mod hex_bytes {
 
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
+    /// `bytes` as lowercase hex, two digits a byte.
     pub fn encode(bytes: &[u8]) -> String {
         let mut s = String::with_capacity(bytes.len() * 2);
         for b in bytes {
@@ -293,6 +324,8 @@ pub mod hex_bytes {
         s
     }
 
+    /// The bytes `s` spells in hex (either case); an error names an odd
+    /// length or a non-hex digit.
     pub fn decode(s: &str) -> Result<Vec<u8>, String> {
         fn nibble(c: u8) -> Option<u8> {
             match c {
@@ -317,10 +350,12 @@ pub mod hex_bytes {
             .collect()
     }
 
+    /// Serde: write the bytes as a hex string.
     pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&encode(bytes))
     }
 
+    /// Serde: read a hex string back into bytes.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let s: std::borrow::Cow<'de, str> = Deserialize::deserialize(d)?;
         decode(&s).map_err(serde::de::Error::custom)

@@ -256,8 +256,8 @@ macro_rules! define_role_driver {
         $(#[$doc:meta])*
         $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
     )*) => {
-        /// Every call goes through [`RoleDriver::intercept`] (count, fault,
-        /// gate), then [`RoleDriver::record_effect`].
+        /// Every call goes through `RoleDriver::intercept` (count, fault,
+        /// gate), then `RoleDriver::record_effect`.
         impl Driver for RoleDriver {
             fn dialect(&self) -> Dialect {
                 self.dialect

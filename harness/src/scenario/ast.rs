@@ -22,7 +22,9 @@ pub struct Step {
     pub process: ProcIndex,
     /// The name the result is bound to when the call succeeds.
     pub bind: Option<String>,
+    /// What the step does.
     pub op: Op,
+    /// What its outcome must be.
     pub expect: Expect,
     /// `repeat N`: the step runs `N` times; a list name (`e[]`) names the
     /// current iteration's element (docs/scenario-language.md).
@@ -50,11 +52,14 @@ impl Step {
 /// A pointer argument: a binding or the NULL device pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Ref {
+    /// `null`: the NULL device pointer.
     Null,
+    /// A binding's name.
     Name(String),
 }
 
 impl Ref {
+    /// The binding's name; `None` for `null`.
     pub fn name(&self) -> Option<&str> {
         match self {
             Ref::Null => None,
@@ -75,6 +80,7 @@ impl fmt::Display for Ref {
 /// A byte pattern as written: runs of `(byte, count)`, `ab*16 00*48`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BytePattern {
+    /// `(byte, count)` runs in order.
     pub runs: Vec<(u8, u64)>,
 }
 
@@ -84,6 +90,7 @@ impl BytePattern {
         self.runs.iter().fold(0u64, |a, r| a.saturating_add(r.1))
     }
 
+    /// Whether the pattern has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -130,50 +137,81 @@ impl fmt::Display for BytePattern {
 /// An operation and its arguments (see the op table in the language docs).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
+    /// `device_count`: cudaGetDeviceCount / cuDeviceGetCount.
     DeviceCount,
+    /// `attr D NAME`: cudaDeviceGetAttribute / cuDeviceGetAttribute.
     Attr {
+        /// The device ordinal.
         device: u32,
+        /// The attribute.
         attr: DeviceAttribute,
     },
     /// `can_access_peer D P`: cudaDeviceCanAccessPeer / cuDeviceCanAccessPeer.
     CanAccessPeer {
+        /// The device ordinal.
         device: u32,
+        /// The peer device.
         peer: u32,
     },
     /// `enable_peer P`: cudaDeviceEnablePeerAccess / cuCtxEnablePeerAccess.
     EnablePeer {
+        /// The peer device whose memory becomes accessible.
         peer: u32,
     },
+    /// `set_device D`: cudaSetDevice / primary context + cuCtxSetCurrent.
     SetDevice {
+        /// The device ordinal.
         device: u32,
     },
+    /// `primary_ctx D`: cuDevicePrimaryCtxRetain.
     PrimaryCtx {
+        /// The device ordinal.
         device: u32,
     },
+    /// `ctx_create D`: cuCtxCreate (the new context becomes current).
     CtxCreate {
+        /// The device ordinal.
         device: u32,
     },
+    /// `ctx_set C`: cuCtxSetCurrent.
     CtxSet {
+        /// The binding of the context.
         ctx: String,
     },
+    /// `ctx_current`: cuCtxGetCurrent.
     CtxCurrent,
+    /// `ctx_destroy C`: cuCtxDestroy.
     CtxDestroy {
+        /// The binding of the context.
         ctx: String,
     },
+    /// `malloc`, `malloc_managed`, `malloc_host`, `malloc_async SIZE`: the
+    /// allocation call of `kind`.
     Malloc {
+        /// Which allocation call.
         kind: MemKind,
+        /// The size in bytes.
         size: u64,
     },
+    /// `free`, `free_host`, `free_async P`: the free call of `kind`.
     Free {
+        /// Which free call.
         kind: FreeKind,
+        /// The pointer.
         ptr: Ref,
     },
+    /// `offset P N`: pointer arithmetic, no call.
     Offset {
+        /// The pointer.
         ptr: Ref,
+        /// How many bytes past `ptr`.
         bytes: u64,
     },
+    /// `fill P BYTE [at=OFF] [len=N]`: cudaMemset / cuMemsetD8.
     Fill {
+        /// The pointer.
         ptr: Ref,
+        /// The byte written.
         value: u8,
         /// `at=` as written.
         at: Option<u64>,
@@ -182,177 +220,270 @@ pub enum Op {
         /// The length actually filled: `len=`, or the `malloc*` size minus `at`.
         resolved_len: u64,
     },
+    /// `write P OFF PATTERN`: a host-to-device copy.
     Write {
+        /// The pointer.
         ptr: Ref,
+        /// The offset in bytes from `ptr`.
         offset: u64,
+        /// The bytes to write.
         pattern: BytePattern,
     },
+    /// `read P OFF LEN`: a device-to-host copy.
     Read {
+        /// The pointer.
         ptr: Ref,
+        /// The offset in bytes from `ptr`.
         offset: u64,
+        /// The length in bytes.
         len: u64,
     },
+    /// `device_read P OFF LEN`: a copy kernel, then a device-to-host copy.
     DeviceRead {
+        /// The pointer.
         ptr: Ref,
+        /// The offset in bytes from `ptr`.
         offset: u64,
+        /// The length in bytes.
         len: u64,
     },
+    /// `address_range P`: cuMemGetAddressRange.
     AddressRange {
+        /// The pointer.
         ptr: Ref,
     },
+    /// `pointer_attr P`: cudaPointerGetAttributes / cuPointerGetAttribute.
     PointerAttr {
+        /// The pointer.
         ptr: Ref,
     },
     /// `pointer_attr P ATTR`: one `cuPointerGetAttribute` query.
     PointerAttribute {
+        /// The pointer.
         ptr: Ref,
+        /// The attribute queried.
         attr: PointerAttribute,
     },
     /// `fork_child_call alloc N`: fork; the child allocates `size` bytes.
     ForkChildAlloc {
+        /// The size in bytes.
         size: u64,
     },
+    /// `ipc_get P [out=null]`: cudaIpcGetMemHandle / cuIpcGetMemHandle.
     IpcGet {
+        /// The pointer.
         ptr: Ref,
+        /// Whether the out-parameter is valid or NULL (`out=null`).
         out: OutArg,
     },
+    /// `ipc_open H [flags=F] [out=null]`: cudaIpcOpenMemHandle /
+    /// cuIpcOpenMemHandle.
     IpcOpen {
+        /// The binding of the handle.
         handle: String,
+        /// The flags (`lazy` = 1, the default).
         flags: u32,
+        /// Whether the out-parameter is valid or NULL (`out=null`).
         out: OutArg,
     },
     /// `sync`: cudaDeviceSynchronize / cuCtxSynchronize.
     Sync,
+    /// `ipc_close P`: cudaIpcCloseMemHandle / cuIpcCloseMemHandle.
     IpcClose {
+        /// The pointer.
         ptr: Ref,
     },
+    /// `handle_zero`: 64 zero bytes, no call.
     HandleZero,
+    /// `handle_random`: 64 bytes derived from the run's seed and the step's
+    /// index, no call.
     HandleRandom,
+    /// `handle_flip H OFF`: a copy of the handle with one byte xor 0xff.
     HandleFlip {
+        /// The binding of the handle.
         handle: String,
+        /// The byte flipped (0..63).
         offset: u8,
     },
+    /// `send H -> PROC`: passes the handle's 64 bytes to another process.
     Send {
+        /// The binding of the handle.
         handle: String,
+        /// The receiving process.
         to: ProcIndex,
         /// The receiving process's name (for the canonical text).
         to_name: String,
     },
+    /// `exit`: the process exits normally.
     Exit,
     // --- VMM ---
     /// `vmm_granularity D minimum|recommended [types=T]`.
     VmmGranularity {
+        /// The device ordinal.
         device: u32,
+        /// Minimum or recommended.
         kind: GranularityKind,
+        /// The requested shareable handle types (`types=`).
         types: HandleTypes,
     },
     /// `vmm_create SIZE [types=T] [device=D]`.
     VmmCreate {
+        /// The size in bytes.
         size: u64,
+        /// The requested shareable handle types (`types=`).
         types: HandleTypes,
+        /// The device the memory lies on (`device=`).
         device: u32,
     },
     /// `vmm_export M posix_fd|fabric`.
     VmmExport {
+        /// The binding of the handle.
         handle: String,
+        /// The shareable handle type to export.
         ty: ShareableHandleType,
     },
     /// `vmm_import FD`.
     VmmImport {
+        /// The binding of the descriptor.
         fd: String,
     },
     /// `vmm_reserve SIZE`.
     VmmReserve {
+        /// The size in bytes.
         size: u64,
     },
     /// `vmm_map VA SIZE M [offset=N]`.
     VmmMap {
+        /// The reserved address.
         va: Ref,
+        /// The size in bytes.
         size: u64,
+        /// The binding of the handle.
         handle: String,
+        /// The offset in the allocation (`offset=`).
         offset: u64,
     },
     /// `vmm_set_access VA SIZE none|read|rw [device=D]`.
     VmmSetAccess {
+        /// The reserved address.
         va: Ref,
+        /// The size in bytes.
         size: u64,
+        /// The access granted to `device`.
         access: VmmAccess,
+        /// The device ordinal.
         device: u32,
     },
     /// `vmm_unmap VA SIZE`.
     VmmUnmap {
+        /// The reserved address.
         va: Ref,
+        /// The size in bytes.
         size: u64,
     },
     /// `vmm_address_free VA SIZE`.
     VmmAddressFree {
+        /// The reserved address.
         va: Ref,
+        /// The size in bytes.
         size: u64,
     },
     /// `vmm_release M`.
     VmmRelease {
+        /// The binding of the handle.
         handle: String,
     },
     /// `fd_close FD`.
     FdClose {
+        /// The binding of the descriptor.
         fd: String,
     },
     /// `fd_null_device`: open `/dev/null`.
     FdNullDevice,
     /// `fd_number N`: a descriptor number taken as is (no call).
     FdNumber {
+        /// The descriptor number (may be negative).
         number: i32,
     },
     /// `send_fd FD -> PROC`: the result is `PROC`'s descriptor.
     SendFd {
+        /// The binding of the descriptor.
         fd: String,
+        /// The receiving process.
         to: ProcIndex,
+        /// The receiving process's name (for the canonical text).
         to_name: String,
     },
     // --- events ---
     /// `event_create [flags=...]`.
     EventCreate {
+        /// The flags, as `driver::event_flags` bits.
         flags: u32,
     },
     /// `event_record E [stream=S]`: on `S`, else the legacy default stream.
     EventRecord {
+        /// The binding of the event, or `null` (the NULL event).
         event: String,
         stream: Option<String>,
     },
+    /// `event_query E`: cudaEventQuery / cuEventQuery.
     EventQuery {
+        /// The binding of the event, or `null` (the NULL event).
         event: String,
     },
+    /// `event_sync E`: cudaEventSynchronize / cuEventSynchronize.
     EventSync {
+        /// The binding of the event, or `null` (the NULL event).
         event: String,
     },
     /// `stream_wait E [stream=S]`: `S` (else the legacy default stream) waits.
     StreamWait {
+        /// The binding of the event, or `null` (the NULL event).
         event: String,
         stream: Option<String>,
     },
+    /// `event_elapsed E1 E2`: cudaEventElapsedTime / cuEventElapsedTime.
     EventElapsed {
+        /// The binding of the start event.
         start: String,
+        /// The binding of the end event.
         end: String,
     },
+    /// `event_destroy E`: cudaEventDestroy / cuEventDestroy.
     EventDestroy {
+        /// The binding of the event, or `null` (the NULL event).
         event: String,
     },
+    /// `ipc_get_event E [out=null]`: cudaIpcGetEventHandle / cuIpcGetEventHandle.
     IpcGetEvent {
+        /// The binding of the event, or `null` (the NULL event).
         event: String,
+        /// Whether the out-parameter is valid or NULL (`out=null`).
         out: OutArg,
     },
+    /// `ipc_open_event EH [out=null]`: cudaIpcOpenEventHandle /
+    /// cuIpcOpenEventHandle.
     IpcOpenEvent {
+        /// The binding of the event handle.
         handle: String,
+        /// Whether the out-parameter is valid or NULL (`out=null`).
         out: OutArg,
     },
+    /// `event_handle_zero`: 64 zero bytes, no call.
     EventHandleZero,
+    /// `event_handle_random`: 64 bytes as for `handle_random`, no call.
     EventHandleRandom,
     /// `slow_fill P BYTE us=N [at=OFF] [len=N]`: long work, then a fill.
     SlowFill {
+        /// The pointer.
         ptr: Ref,
+        /// The byte written.
         value: u8,
+        /// How long the work runs, in microseconds (`us=`).
         micros: u64,
+        /// `at=` as written.
         at: Option<u64>,
+        /// `len=` as written.
         len: Option<u64>,
         /// As for `fill`: `len=`, or the `malloc*` size minus `at`.
         resolved_len: u64,
@@ -362,47 +493,62 @@ pub enum Op {
     // --- memory pools ---
     /// `pool_create [types=T] [device=D]`.
     PoolCreate {
+        /// The requested shareable handle types (`types=`).
         types: HandleTypes,
+        /// The device ordinal.
         device: u32,
     },
     /// `pool_default [device=D]`: the device's default pool.
     PoolDefault {
+        /// The device ordinal.
         device: u32,
     },
     /// `pool_destroy PL`.
     PoolDestroy {
+        /// The binding of the pool.
         pool: String,
     },
     /// `pool_export PL`: a POSIX descriptor.
     PoolExport {
+        /// The binding of the pool.
         pool: String,
     },
     /// `pool_import FD`.
     PoolImport {
+        /// The binding of the descriptor.
         fd: String,
     },
     /// `pool_set_access PL none|read|rw [device=D]`.
     PoolSetAccess {
+        /// The binding of the pool.
         pool: String,
+        /// The access granted to `device`.
         access: VmmAccess,
+        /// The device ordinal.
         device: u32,
     },
     /// `pool_alloc PL SIZE`.
     PoolAlloc {
+        /// The binding of the pool.
         pool: String,
+        /// The size in bytes.
         size: u64,
     },
     /// `pool_free P`.
     PoolFree {
+        /// The pointer.
         ptr: Ref,
     },
     /// `pool_export_ptr P`: the allocation's 64-byte export data.
     PoolExportPtr {
+        /// The pointer.
         ptr: Ref,
     },
     /// `pool_import_ptr PL X`.
     PoolImportPtr {
+        /// The binding of the pool.
         pool: String,
+        /// The binding of the pool pointer's export data.
         data: String,
     },
     // --- streams and copies ---
@@ -471,21 +617,35 @@ pub fn fmt_event_flags(flags: u32) -> String {
 /// The type of the value an op produces (and of a binding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ValueType {
+    /// Nothing (a free, close, set or wait).
     Unit,
+    /// A device or host pointer.
     Ptr,
+    /// A context.
     Context,
+    /// An IPC memory handle.
     Handle,
+    /// A number.
     Int,
+    /// Bytes read back.
     Bytes,
+    /// A base address and size (`address_range`).
     Range,
+    /// A pointer's memory type and device (`pointer_info`).
     PointerInfo,
     // --- VMM ---
+    /// A VMM allocation handle.
     VmmHandle,
+    /// A file descriptor.
     Fd,
+    /// An event.
     Event,
+    /// An IPC event handle.
     EventHandle,
     // --- memory pools ---
+    /// A memory pool.
     Pool,
+    /// A pool pointer's 64-byte export data.
     PoolExport,
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: an opaque id, labelled like handles.
     BufferId,
@@ -1257,7 +1417,9 @@ fn write_stream(f: &mut fmt::Formatter<'_>, stream: &Option<String>) -> fmt::Res
 /// One expectation after `=>`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expectation {
+    /// `ok`: the call succeeded.
     Ok,
+    /// `any`: always holds; the outcome is recorded, not judged.
     Any,
     /// `error`: any error.
     AnyError,
@@ -1265,19 +1427,28 @@ pub enum Expectation {
     Crash,
     /// A named error, compared by kind; `name` is the spelling written.
     Error {
+        /// The error's meaning.
         kind: ErrorKind,
+        /// The name as written (a kind or a dialect's own name).
         name: String,
     },
     /// `== X`
     Eq(Ref),
     /// `!= X`
     Ne(Ref),
+    /// `bytes PATTERN`: the bytes read match.
     Bytes(BytePattern),
+    /// `value N`: an int result equals `N`.
     Value(i64),
+    /// `size N`: a range's size equals `N`.
     Size(u64),
+    /// `base == X`: a range's base equals `X`.
     BaseEq(Ref),
+    /// `base != X`: a range's base differs from `X`.
     BaseNe(Ref),
+    /// `type T`: the pointer info's memory type.
     Type(MemoryType),
+    /// `device D`: the pointer info's device.
     Device(u32),
     /// `A | B | ...`: the step's outcome is one of the alternatives, each
     /// `ok` or a named error (peers' tests accept either of two errors where
@@ -1318,6 +1489,7 @@ impl fmt::Display for Expectation {
 /// A comma-separated list of expectations, all of which must hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpectList {
+    /// The expectations, in the order written.
     pub items: Vec<Expectation>,
     /// The list as written in the file.
     pub text: String,
@@ -1337,13 +1509,17 @@ impl ExpectList {
 pub enum Expect {
     /// No `=>`: the step must succeed.
     Default,
+    /// One list for every dialect.
     List(ExpectList),
     /// `runtime: ...; driver: ...; hip: ...`; a missing arm means `any`,
     /// except a missing `hip:` arm, which takes the `runtime:` arm (the HIP
     /// runtime API mirrors the CUDA runtime API call for call).
     ByDialect {
+        /// The `runtime:` arm.
         runtime: Option<ExpectList>,
+        /// The `driver:` arm.
         driver: Option<ExpectList>,
+        /// The `hip:` arm.
         hip: Option<ExpectList>,
     },
 }
@@ -1399,7 +1575,9 @@ impl Expect {
 /// `expect hazard KIND` / `expect no-hazards`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HazardCheck {
+    /// `expect hazard KIND`: the simulator logged a hazard of this kind.
     Hazard(HazardKind),
+    /// `expect no-hazards`: the simulator logged none.
     NoHazards,
 }
 
@@ -1412,9 +1590,12 @@ impl fmt::Display for HazardCheck {
     }
 }
 
+/// One `expect hazard` / `expect no-hazards` line, checked at the end of a
+/// run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HazardExpectation {
     /// 1-based line in the file.
     pub line: usize,
+    /// What the line checks.
     pub check: HazardCheck,
 }

@@ -5,7 +5,6 @@
 //! - `lexer` / `parser`: the hand-written, line-oriented parser with validation;
 //! - `executor` / `expect`: running steps on a [`Machine`] and judging them.
 
-#[allow(missing_docs)] // Not documented item by item yet (issue 17).
 pub mod ast;
 mod executor;
 mod expect;
