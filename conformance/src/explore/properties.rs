@@ -405,6 +405,18 @@ pub fn check_on_sim(
     sim: &dyn Backend,
     opts: &ExecOptions,
 ) -> (Option<Trace>, Vec<Violation>) {
+    check_on_sim_with(scenario, sim, opts, true)
+}
+
+/// [`check_on_sim`], with the determinism property (a second run compared
+/// with the first) checked only when `determinism` is true: `explore` checks
+/// it on a sample of its cases ([`super::ExploreOptions::determinism_every`]).
+pub fn check_on_sim_with(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    opts: &ExecOptions,
+    determinism: bool,
+) -> (Option<Trace>, Vec<Violation>) {
     let run = || catch_unwind(AssertUnwindSafe(|| scenario::execute(scenario, sim, opts)));
     let first = match run() {
         Ok(e) => e,
@@ -429,8 +441,9 @@ pub fn check_on_sim(
             "broken run",
         ));
     }
-    match run() {
-        Ok(second) => {
+    match if determinism { Some(run()) } else { None } {
+        None => {}
+        Some(Ok(second)) => {
             if !first.trace.same_observations(&second.trace) {
                 let step = first
                     .trace
@@ -449,7 +462,7 @@ pub fn check_on_sim(
                 ));
             }
         }
-        Err(panic) => out.push(Violation::new(
+        Some(Err(panic)) => out.push(Violation::new(
             Property::Robustness,
             None,
             format!(
