@@ -441,27 +441,25 @@ pub fn check_on_sim_with(
             "broken run",
         ));
     }
-    match if determinism { Some(run()) } else { None } {
-        None => {}
-        Some(Ok(second)) => {
-            if !first.trace.same_observations(&second.trace) {
-                let step = first
-                    .trace
-                    .differences(&second.trace)
-                    .first()
-                    .map(|d| d.index);
-                let message = match step {
-                    Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
-                    None => format!("two runs with seed {} log different hazards", opts.seed),
-                };
-                out.push(Violation::new(
-                    Property::Determinism,
-                    step,
-                    message,
-                    "traces differ",
-                ));
-            }
+    match determinism.then(run) {
+        Some(Ok(second)) if !first.trace.same_observations(&second.trace) => {
+            let step = first
+                .trace
+                .differences(&second.trace)
+                .first()
+                .map(|d| d.index);
+            let message = match step {
+                Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
+                None => format!("two runs with seed {} log different hazards", opts.seed),
+            };
+            out.push(Violation::new(
+                Property::Determinism,
+                step,
+                message,
+                "traces differ",
+            ));
         }
+        None | Some(Ok(_)) => {}
         Some(Err(panic)) => out.push(Violation::new(
             Property::Robustness,
             None,
