@@ -52,6 +52,9 @@ fn properties_kill(mutant: Mutant, cases: u64) -> Vec<String> {
         seed: 3,
         dialects: Dialect::CUDA.to_vec(),
         shrink_runs: 0,
+        // Every case checks determinism, so a nondeterministic mutant is
+        // caught however few cases the sample would have picked.
+        determinism_every: 1,
         ..ExploreOptions::default()
     };
     let summary = explore::explore(&opts, &judge, None, &mut |_, _| {});
@@ -137,4 +140,62 @@ fn the_hazard_mutants_break_exploration_properties() {
             "{mutant:?}: expected {property} broken, got {broken:?}"
         );
     }
+}
+
+/// `explore` checks determinism on one case in `determinism_every`, chosen
+/// from the case seed: about an eighth by default, every case at 1.
+#[test]
+fn determinism_is_checked_on_a_seeded_sample_of_cases() {
+    let opts = ExploreOptions::default();
+    let checked = (0..8000)
+        .filter(|&index| {
+            opts.checks_determinism(explore::CaseId {
+                index,
+                seed: explore::case_seed(opts.seed, index),
+                dialect: Dialect::Runtime,
+            })
+        })
+        .count();
+    assert!((800..1200).contains(&checked), "{checked} of 8000 checked");
+    let every = ExploreOptions {
+        determinism_every: 1,
+        ..ExploreOptions::default()
+    };
+    assert!(
+        (0..100).all(|index| every.checks_determinism(explore::CaseId {
+            index,
+            seed: explore::case_seed(every.seed, index),
+            dialect: Dialect::Runtime,
+        }))
+    );
+}
+
+/// A simulator that is not deterministic is caught by the sampled check as
+/// well as by the check on every case, and not when no case is checked.
+#[test]
+fn a_nondeterministic_simulator_is_caught_by_the_sample() {
+    let backend = sim(Some(Mutant::NondeterministicKernelRead));
+    let judge = Judge {
+        sim: &backend,
+        real: None,
+        step_timeout: Duration::from_secs(5),
+    };
+    let found = |determinism_every: u64| {
+        let opts = ExploreOptions {
+            cases: 300,
+            seed: 3,
+            dialects: Dialect::CUDA.to_vec(),
+            shrink_runs: 0,
+            determinism_every,
+            ..ExploreOptions::default()
+        };
+        explore::explore(&opts, &judge, None, &mut |_, _| {})
+            .findings
+            .iter()
+            .any(|f| f.property == "determinism")
+    };
+    assert!(found(1));
+    assert!(found(explore::DETERMINISM_EVERY));
+    // None of these case seeds is 0 or u64::MAX: no case runs twice.
+    assert!(!found(u64::MAX));
 }

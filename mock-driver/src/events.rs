@@ -460,14 +460,22 @@ impl World {
     /// The lowest slot of `(p, ctx)`'s pool no live interprocess event
     /// holds (an exported event its exporter destroyed gives its slot up).
     fn free_event_slot(&self, p: ProcessIndex, ctx: CtxKey) -> u32 {
-        let taken: BTreeSet<u32> = self
+        // The lowest slot no live event of the context holds: with n events
+        // it is at most n, so a table of n + 1 flags finds it (a set rebuilt
+        // for every create made a thousand creates quadratic in a tree).
+        let mut taken = vec![false; self.events.cores.len() + 1];
+        for slot in self
             .events
             .cores
             .values()
             .filter(|c| c.owner == p && c.ctx == ctx && !c.exporter_destroyed)
             .filter_map(|c| c.slot)
-            .collect();
-        (0..).find(|s| !taken.contains(s)).unwrap_or(0)
+        {
+            if let Some(t) = taken.get_mut(slot as usize) {
+                *t = true;
+            }
+        }
+        taken.iter().position(|t| !t).unwrap_or(0) as u32
     }
 
     /// Shaped like the measured handles: a per-exporter word, a word naming

@@ -47,6 +47,23 @@ pub struct ExploreOptions {
     /// ([`crate::interrupt`]; the command line sets it, library callers
     /// need not).
     pub stop_on_signal: bool,
+    /// Check the determinism property (a second run of the case, compared
+    /// with the first) on one case in this many, chosen from the case seed
+    /// (1: every case). A finding's shrinking always checks it.
+    pub determinism_every: u64,
+}
+
+/// `explore` runs a case twice to check determinism on one case in this many
+/// by default: the second run is a fifth of a case's cost, and a simulator
+/// that is not deterministic is so on many programs.
+pub const DETERMINISM_EVERY: u64 = 8;
+
+impl ExploreOptions {
+    /// Whether case `id` checks the determinism property: one case in
+    /// [`Self::determinism_every`], chosen from its seed.
+    pub fn checks_determinism(&self, id: CaseId) -> bool {
+        self.determinism_every <= 1 || id.seed % self.determinism_every == 0
+    }
 }
 
 impl Default for ExploreOptions {
@@ -65,6 +82,7 @@ impl Default for ExploreOptions {
             record_devices: None,
             max_devices: 2,
             stop_on_signal: false,
+            determinism_every: DETERMINISM_EVERY,
         }
     }
 }
@@ -410,6 +428,12 @@ impl Judge<'_> {
     /// Parse `text` and check it: properties on the simulator, and with a
     /// real backend the differential.
     pub fn evaluate(&self, text: &str, id: CaseId) -> Evaluation {
+        self.evaluate_with(text, id, true)
+    }
+
+    /// [`Self::evaluate`], checking the determinism property only when
+    /// `determinism` is true.
+    pub fn evaluate_with(&self, text: &str, id: CaseId, determinism: bool) -> Evaluation {
         let scenario = match scenario::parse(text, Path::new("explore.ipc")) {
             Ok(s) => s,
             Err(e) => {
@@ -428,16 +452,28 @@ impl Judge<'_> {
                 }
             }
         };
-        self.evaluate_scenario(&scenario, id)
+        self.evaluate_scenario_with(&scenario, id, determinism)
     }
 
     pub fn evaluate_scenario(&self, scenario: &Scenario, id: CaseId) -> Evaluation {
+        self.evaluate_scenario_with(scenario, id, true)
+    }
+
+    /// [`Self::evaluate_scenario`], checking the determinism property only
+    /// when `determinism` is true.
+    pub fn evaluate_scenario_with(
+        &self,
+        scenario: &Scenario,
+        id: CaseId,
+        determinism: bool,
+    ) -> Evaluation {
         let opts = ExecOptions {
             dialect: id.dialect,
             seed: id.seed,
             step_timeout: self.step_timeout,
         };
-        let (trace, mut violations) = properties::check_on_sim(scenario, self.sim, &opts);
+        let (trace, mut violations) =
+            properties::check_on_sim_with(scenario, self.sim, &opts, determinism);
         let mut eval = Evaluation {
             violations: Vec::new(),
             steps: scenario.steps.len(),

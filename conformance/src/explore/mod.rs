@@ -19,7 +19,7 @@ pub mod shrink;
 pub use case::{
     case_seed, case_tree, case_tree_on, differences, finding_header, runner_for, side_by_side,
     CaseId, DifferingCase, Evaluation, ExploreOptions, Finding, Judge, Reached, Summary,
-    HEADER_LINES,
+    DETERMINISM_EVERY, HEADER_LINES,
 };
 use generate::GenStats;
 use ipc_harness::{Backend, Dialect};
@@ -184,7 +184,7 @@ fn run_case(
     };
     let mut tree = case_tree_on(id, opts.max_steps, opts.max_devices);
     let lowered = generate::lower(&tree.current(), opts.max_steps, "");
-    let eval = judge.evaluate(&lowered.text, id);
+    let eval = judge.evaluate_with(&lowered.text, id, opts.checks_determinism(id));
     let claimed = {
         let mut s = lock(shared);
         if let Some(r) = s.recorder.as_mut() {

@@ -455,6 +455,18 @@ pub fn check_on_sim(
     sim: &dyn Backend,
     opts: &ExecOptions,
 ) -> (Option<Trace>, Vec<Violation>) {
+    check_on_sim_with(scenario, sim, opts, true)
+}
+
+/// [`check_on_sim`], with the determinism property (a second run compared
+/// with the first) checked only when `determinism` is true: `explore` checks
+/// it on a sample of its cases ([`super::ExploreOptions::determinism_every`]).
+pub fn check_on_sim_with(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    opts: &ExecOptions,
+    determinism: bool,
+) -> (Option<Trace>, Vec<Violation>) {
     let run = || catch_unwind(AssertUnwindSafe(|| scenario::execute(scenario, sim, opts)));
     let first = match run() {
         Ok(e) => e,
@@ -479,27 +491,26 @@ pub fn check_on_sim(
             "broken run",
         ));
     }
-    match run() {
-        Ok(second) => {
-            if !first.trace.same_observations(&second.trace) {
-                let step = first
-                    .trace
-                    .differences(&second.trace)
-                    .first()
-                    .map(|d| d.index);
-                let message = match step {
-                    Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
-                    None => format!("two runs with seed {} log different hazards", opts.seed),
-                };
-                out.push(Violation::new(
-                    Property::Determinism,
-                    step,
-                    message,
-                    "traces differ",
-                ));
-            }
+    match determinism.then(run) {
+        Some(Ok(second)) if !first.trace.same_observations(&second.trace) => {
+            let step = first
+                .trace
+                .differences(&second.trace)
+                .first()
+                .map(|d| d.index);
+            let message = match step {
+                Some(i) => format!("two runs with seed {} differ at step {}", opts.seed, i + 1),
+                None => format!("two runs with seed {} log different hazards", opts.seed),
+            };
+            out.push(Violation::new(
+                Property::Determinism,
+                step,
+                message,
+                "traces differ",
+            ));
         }
-        Err(panic) => out.push(Violation::new(
+        None | Some(Ok(_)) => {}
+        Some(Err(panic)) => out.push(Violation::new(
             Property::Robustness,
             None,
             format!(

@@ -52,6 +52,94 @@ pub(crate) fn strip_comment(line: &str) -> &str {
 
 /// Tokens of one line (comment already stripped), into `out` (cleared first).
 pub(crate) fn tokenize<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), LexError> {
+    if line.is_ascii() {
+        tokenize_ascii(line, out)
+    } else {
+        tokenize_chars(line, out)
+    }
+}
+
+/// Whitespace as `char::is_whitespace` has it, for an ASCII byte (tab, line
+/// feed, vertical tab, form feed, carriage return, space).
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
+}
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// [`tokenize`] of an all-ASCII line: every byte is a character, so columns
+/// are byte indices and no character is decoded (the generator and the
+/// catalogue write such lines). The same tokens and errors as
+/// [`tokenize_chars`].
+fn tokenize_ascii<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), LexError> {
+    out.clear();
+    let bytes = line.as_bytes();
+    let at = |i: usize| bytes.get(i).copied().unwrap_or(0);
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if is_ascii_space(c) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let next = at(i + 1);
+        if is_word_byte(c) || (c == b'-' && next.is_ascii_digit()) {
+            i += 1;
+            loop {
+                let d = at(i);
+                if is_word_byte(d) || (d == b'-' && is_word_byte(at(i + 1))) {
+                    i += 1;
+                } else {
+                    break;
+                }
+            }
+            // `name[]`: a repeat step's list binding is one word.
+            if at(i) == b'[' && at(i + 1) == b']' {
+                i += 2;
+            }
+            out.push(Token {
+                kind: Kind::Word,
+                text: &line[start..i],
+                col: start + 1,
+                end: i,
+                bytes: (start, i),
+            });
+            continue;
+        }
+        let text = match (c, next) {
+            (b'=', b'>') => "=>",
+            (b'=', b'=') => "==",
+            (b'!', b'=') => "!=",
+            (b'-', b'>') => "->",
+            (b':', _) => ":",
+            (b'=', _) => "=",
+            (b',', _) => ",",
+            (b';', _) => ";",
+            (b'*', _) => "*",
+            _ => {
+                return Err(LexError {
+                    col: i + 1,
+                    ch: char::from(c),
+                })
+            }
+        };
+        i += text.len();
+        out.push(Token {
+            kind: Kind::Punct,
+            text,
+            col: start + 1,
+            end: i,
+            bytes: (start, i),
+        });
+    }
+    Ok(())
+}
+
+/// [`tokenize`] of any line: columns count characters.
+fn tokenize_chars<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), LexError> {
     out.clear();
     let bytes = line.as_bytes();
     // Every character a token is made of, and every one looked ahead at, is
@@ -166,6 +254,71 @@ mod tests {
             texts("=> InvalidValue|InvalidHandle"),
             ["=>", "InvalidValue", "|", "InvalidHandle"]
         );
+    }
+
+    /// Lines of the catalogue, the tests' scenario files and the committed
+    /// reports: the ASCII path reads each as the character path does.
+    #[test]
+    fn the_ascii_path_reads_lines_as_the_character_path_does() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files = Vec::new();
+        let mut dirs = vec![
+            root.join("conformance"),
+            root.join("harness"),
+            root.join("mock-driver"),
+        ];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "ipc") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() > 100, "{} scenario files", files.len());
+        let mut lines: Vec<String> = files
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        // Edges: dashes, list names, operators at the end, bad characters.
+        for extra in [
+            "a-",
+            "-",
+            "-1-",
+            "x-1",
+            "a--b",
+            "e[",
+            "e[]",
+            "e[]]",
+            "=",
+            "=>",
+            "!",
+            "-> ",
+            "a\u{b}b",
+            "a\x0cb\rc",
+            "p: x = y @",
+            "\t\tq",
+            "&",
+            "a*",
+            "1-a-b",
+            "-a",
+        ] {
+            lines.push(extra.to_string());
+        }
+        for line in &lines {
+            let code = strip_comment(line);
+            if !code.is_ascii() {
+                continue;
+            }
+            let mut a = Vec::new();
+            let mut c = Vec::new();
+            let ascii = tokenize_ascii(code, &mut a).map_err(|e| (e.col, e.ch));
+            let chars = tokenize_chars(code, &mut c).map_err(|e| (e.col, e.ch));
+            assert_eq!((ascii, &a), (chars, &c), "{code:?}");
+        }
     }
 
     #[test]

@@ -289,12 +289,19 @@ pub(crate) fn parse_int(text: &str) -> Result<u64, String> {
             ))
         }
     };
-    let clean: String = num.chars().filter(|&c| c != '_').collect();
-    if clean.is_empty() {
+    // Digits accumulate in place (no copy without the separators); `num`
+    // holds only digits of `radix` and `_`.
+    let mut value: Option<u64> = Some(0);
+    let mut any_digit = false;
+    for c in num.chars().filter(|&c| c != '_') {
+        any_digit = true;
+        let d = c.to_digit(radix).map(u64::from);
+        value = value.and_then(|v| v.checked_mul(u64::from(radix))?.checked_add(d?));
+    }
+    if !any_digit {
         return Err(format!("bad integer '{text}'"));
     }
-    u64::from_str_radix(&clean, radix)
-        .ok()
+    value
         .and_then(|v| v.checked_mul(mult))
         .ok_or_else(|| format!("integer '{text}' is too large"))
 }
@@ -2093,5 +2100,60 @@ impl<'f> Parser<'f> {
             },
         };
         Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod parse_int_tests {
+    use super::parse_int;
+
+    /// The reading of an integer: the digits without separators, in the
+    /// radix, times the suffix; too large for u64 is an error.
+    fn by_std(text: &str) -> Result<u64, String> {
+        let (digits, radix) = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+            Some(rest) => (rest, 16),
+            None => (text, 10),
+        };
+        let (num, mult) = [("KiB", 1u64 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)]
+            .iter()
+            .find_map(|&(sfx, m)| digits.strip_suffix(sfx).map(|n| (n, m)))
+            .unwrap_or((digits, 1));
+        let clean: String = num.chars().filter(|&c| c != '_').collect();
+        if clean.is_empty() {
+            return Err(format!("bad integer '{text}'"));
+        }
+        u64::from_str_radix(&clean, radix)
+            .ok()
+            .and_then(|v| v.checked_mul(mult))
+            .ok_or_else(|| format!("integer '{text}' is too large"))
+    }
+
+    #[test]
+    fn integers_read_as_the_standard_library_reads_their_digits() {
+        for text in [
+            "0",
+            "7",
+            "4096",
+            "1_000_000",
+            "2MiB",
+            "64KiB",
+            "1GiB",
+            "0x10",
+            "0XfF",
+            "0xFFFF_FFFF_FFFF_FFFF",
+            "18446744073709551615",
+            "18446744073709551616",
+            "0x1_0000_0000_0000_0000",
+            "17179869184GiB",
+            "17179869183GiB",
+            "99999999999999999999999",
+            "0x",
+            "_",
+            "__KiB",
+        ] {
+            assert_eq!(parse_int(text), by_std(text), "{text}");
+        }
+        assert_eq!(parse_int("2MiB"), Ok(2 << 20));
+        assert!(parse_int("3TiB").is_err_and(|m| m.contains("bad size suffix 'TiB'")));
     }
 }
