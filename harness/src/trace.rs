@@ -81,6 +81,7 @@ pub enum ValueSummary {
     /// A stream, labelled like events (`PROC.s1`) per process (a destroyed
     /// stream's label is retired).
     Stream {
+        /// The stream's label.
         label: String,
     },
 }

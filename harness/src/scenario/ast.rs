@@ -424,6 +424,7 @@ pub enum Op {
     EventRecord {
         /// The binding of the event, or `null` (the NULL event).
         event: String,
+        /// The stream (`stream=S`); `None`: the legacy default stream.
         stream: Option<String>,
     },
     /// `event_query E`: cudaEventQuery / cuEventQuery.
@@ -440,6 +441,7 @@ pub enum Op {
     StreamWait {
         /// The binding of the event, or `null` (the NULL event).
         event: String,
+        /// The stream (`stream=S`); `None`: the legacy default stream.
         stream: Option<String>,
     },
     /// `event_elapsed E1 E2`: cudaEventElapsedTime / cuEventElapsedTime.
@@ -554,33 +556,46 @@ pub enum Op {
     // --- streams and copies ---
     /// `stream_create [flags=default|nonblocking]`.
     StreamCreate {
+        /// The flags, as `driver::stream_flags` bits.
         flags: u32,
     },
     /// `stream_destroy S`.
     StreamDestroy {
+        /// The binding of the stream.
         stream: String,
     },
     /// `stream_sync S`.
     StreamSync {
+        /// The binding of the stream.
         stream: String,
     },
     /// `stream_query S`.
     StreamQuery {
+        /// The binding of the stream.
         stream: String,
     },
     /// `copy DST SRC LEN [stream=S]`: device to device.
     Copy {
+        /// The destination pointer.
         dst: Ref,
+        /// The source pointer.
         src: Ref,
+        /// Bytes to copy.
         len: u64,
+        /// The stream (`stream=S`); `None`: a synchronous copy on the legacy default stream.
         stream: Option<String>,
     },
     /// `copy_peer DST DST_DEVICE SRC SRC_DEVICE LEN`.
     CopyPeer {
+        /// The destination pointer.
         dst: Ref,
+        /// The device the destination lives on.
         dst_device: u32,
+        /// The source pointer.
         src: Ref,
+        /// The device the source lives on.
         src_device: u32,
+        /// Bytes to copy.
         len: u64,
     },
 }
@@ -649,6 +664,7 @@ pub enum ValueType {
     PoolExport,
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: an opaque id, labelled like handles.
     BufferId,
+    /// A stream.
     Stream,
 }
 
