@@ -292,6 +292,9 @@ impl Driver for Heap {
     fn fork_child_alloc(&mut self, _: u64) -> DriverResult<()> {
         self.unsupported()
     }
+    fn pidfd_getfd(&mut self, _: u32, _: Fd) -> DriverResult<Fd> {
+        self.unsupported()
+    }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
     }

@@ -93,6 +93,7 @@ mod backend;
 mod ffi;
 mod local;
 mod machine;
+mod pidns;
 mod pool;
 mod process;
 #[allow(missing_docs)] // Not documented item by item yet (issue 17).

@@ -27,6 +27,7 @@
 //! | `Vmm*` (granularity, create, export, import, reserve, map, set access, unmap, address free, release) | `cuMemGetAllocationGranularity`, `cuMemCreate`, `cuMemExportToShareableHandle`, `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` | same |
 //! | `Pool*` (create, default, destroy, export, import, set access, alloc + stream sync, free + stream sync, export pointer, import pointer) | `cudaMemPoolCreate`, `cudaDeviceGetDefaultMemPool`, `cudaMemPoolDestroy`, `cudaMemPoolExportToShareableHandle`, `cudaMemPoolImportFromShareableHandle`, `cudaMemPoolSetAccess`, `cudaMallocFromPoolAsync`, `cudaFreeAsync`, `cudaMemPoolExportPointer`, `cudaMemPoolImportPointer` | `cuMemPoolCreate`, `cuDeviceGetDefaultMemPool`, `cuMemPoolDestroy`, `cuMemPoolExportToShareableHandle`, `cuMemPoolImportFromShareableHandle`, `cuMemPoolSetAccess`, `cuMemAllocFromPoolAsync`, `cuMemFreeAsync`, `cuMemPoolExportPointer`, `cuMemPoolImportPointer` |
 //! | `FdClose` / `FdOpenNullDevice` | `close` (only descriptors the worker holds) / `open("/dev/null")` | same |
+//! | `PidfdGetfd` | `pidfd_open` + `pidfd_getfd` (no CUDA call) | same |
 //! | `SendFd` / `ReceiveFd` | no API call: the descriptor rides the answer / the request with `SCM_RIGHTS` | same |
 //! | `EventCreate` / `EventRecord` / `EventQuery` / `EventSynchronize` / `EventDestroy` | `cudaEventCreateWithFlags` / `cudaEventRecord(.., 0)` / `cudaEventQuery` / `cudaEventSynchronize` / `cudaEventDestroy` | `cuEventCreate` / `cuEventRecord(.., 0)` / `cuEventQuery` / `cuEventSynchronize` / `cuEventDestroy_v2` |
 //! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
@@ -290,12 +291,13 @@ enum ServeEnd {
     Broken,
 }
 
+/// Most received descriptors a worker holds at once (a scenario passes a
+/// few): more are refused and closed, so the parent's requests, before
+/// `Init` or after, cannot exhaust the worker's descriptor table.
+const MAX_HELD_FDS: usize = 256;
+
 /// Answers requests until `Exit`, the end of the stream, or a broken stream.
 fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
-    // Most received descriptors a worker holds at once (a scenario passes a
-    // few): more are refused and closed, so the parent's requests, before
-    // `Init` or after, cannot exhaust the worker's descriptor table.
-    const MAX_HELD_FDS: usize = 256;
     let mut worker = Worker::default();
     loop {
         let mut attached: Vec<OwnedFd> = Vec::new();
@@ -648,6 +650,8 @@ impl Worker {
             Request::Probe => Ok(Reply::Probe(probe())),
             Request::Init { dialect, device } => self.init(dialect, device).map(|()| Reply::Unit),
             Request::Exit => Ok(Reply::Unit),
+            // No CUDA call: answered with or without a context.
+            Request::PidfdGetfd { pid, fd } => self.take_descriptor(pid, fd.0),
             Request::Reset => match self.dialect {
                 Some(dialect) => self.reset(dialect).map(|()| Reply::Clean),
                 None => Err(harness("the worker got reset before a successful init")),
@@ -1322,7 +1326,7 @@ impl Worker {
                         .map_err(|e| harness(format!("cannot open /dev/null: {e}")))?;
                     Ok(Reply::Fd(OwnedFd::from(f).into_raw_fd()))
                 }
-                Request::SendFd { .. } | Request::ReceiveFd => {
+                Request::SendFd { .. } | Request::ReceiveFd | Request::PidfdGetfd { .. } => {
                     Err(harness("descriptor passing is handled by the serve loop"))
                 }
                 Request::EventCreate { flags } => {
@@ -1738,6 +1742,7 @@ fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
 }
 
 mod fork_child;
+mod pidfd;
 
 #[cfg(test)]
 mod tests {
