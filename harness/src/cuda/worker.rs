@@ -274,6 +274,7 @@ pub fn worker_main() -> i32 {
     // Keep it out of anything this process might exec.
     // SAFETY: sets a flag on a descriptor we own.
     unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
+    pidfd::allow_any_tracer();
     match serve(sock.as_fd()) {
         ServeEnd::Exit => std::process::exit(0),
         ServeEnd::ParentGone => 0,

@@ -32,6 +32,16 @@ impl Worker {
     }
 }
 
+/// Under Yama's `ptrace_scope` 1 only an ancestor may take a process's
+/// descriptors; a worker lets any process of its user do it, as a producer
+/// that hands out descriptors this way allows its consumers (with
+/// `PR_SET_PTRACER`). Scopes 2 and 3 still refuse (`EPERM`), and without
+/// Yama the call fails harmlessly (vmm.pidfd.same-namespace).
+pub(crate) fn allow_any_tracer() {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0) };
+}
+
 /// The error kind an `errno` of `pidfd_open`/`pidfd_getfd` reads as
 /// (vmm.pidfd.*): `ESRCH` no such process in the caller's PID namespace,
 /// `EPERM` no ptrace permission, `EBADF` no such descriptor in the owner,
