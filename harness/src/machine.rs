@@ -27,6 +27,13 @@ pub struct ProcessSpec {
     pub pid_namespace: PidNamespace,
 }
 
+impl ProcessSpec {
+    /// Whether it runs in a PID namespace of its own (`pidns=new`).
+    pub fn in_new_pid_namespace(&self) -> bool {
+        self.pid_namespace == PidNamespace::New
+    }
+}
+
 /// Where a process's pid lives (`process NAME ... pidns=new`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PidNamespace {

@@ -141,11 +141,7 @@ fn fresh_reason(scenario: &Scenario) -> Option<String> {
             return Some("incidental tier".to_string());
         }
     }
-    if let Some(p) = scenario
-        .processes
-        .iter()
-        .find(|p| p.pid_namespace == crate::machine::PidNamespace::New)
-    {
+    if let Some(p) = scenario.processes.iter().find(|p| p.in_new_pid_namespace()) {
         return Some(format!(
             "process '{}' runs in a PID namespace of its own (pidns=new)",
             p.name

@@ -1742,12 +1742,54 @@ fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
     })
 }
 
+impl Worker {
+    /// `PidfdGetfd`: the copy becomes a descriptor this worker holds (it
+    /// may close, send or import it, and `Reset` forgets it like any other).
+    pub(super) fn take_descriptor(&mut self, pid: u32, fd: i32) -> Response {
+        if self.owned.fds.len() >= MAX_HELD_FDS {
+            return Err(harness(format!(
+                "pidfd_getfd: the worker already holds {MAX_HELD_FDS} descriptors, the limit"
+            )));
+        }
+        // Both CUDA dialects give these kinds the same codes; before `Init`
+        // the driver's are used.
+        let dialect = match self.dialect {
+            Some(Api::Runtime) => Dialect::Runtime,
+            Some(Api::Driver) | None => Dialect::Driver,
+        };
+        let copy = pidfd::pidfd_getfd(pid, fd, dialect)?;
+        self.owned.fds.insert(copy);
+        Ok(Reply::Fd(copy))
+    }
+}
+
 mod fork_child;
 mod pidfd;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_takes_a_descriptor_before_init_and_holds_it() {
+        let mut worker = Worker::default();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        match worker.take_descriptor(std::process::id(), std::os::fd::AsRawFd::as_raw_fd(&file)) {
+            Ok(Reply::Fd(copy)) => {
+                assert!(worker.owned.fds.contains(&copy));
+                // SAFETY: the copy is ours.
+                unsafe { nix::libc::close(copy) };
+            }
+            Err(e) => eprintln!("skipped: pidfd_getfd of our own descriptor: {e:?}"),
+            Ok(other) => panic!("unexpected answer {other:?}"),
+        }
+        // A process that does not exist: ESRCH, in the driver's codes.
+        assert_eq!(
+            worker.take_descriptor(i32::MAX as u32, 0),
+            Err(WireError::Api(500))
+        );
+    }
+
     use crate::cuda::protocol::{encode_frame, recv_message, send_frame, send_message};
     use std::io::Write;
     use std::os::unix::net::UnixStream;

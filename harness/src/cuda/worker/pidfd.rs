@@ -6,31 +6,9 @@
 //! ptrace-attach permission over the owner (`PTRACE_MODE_ATTACH_REALCREDS`,
 //! and Yama's `ptrace_scope`); a refusal is an answer, not a harness error.
 
-use super::{harness, Api, Worker, MAX_HELD_FDS};
-use crate::cuda::protocol::{Reply, Response, WireError};
+use crate::cuda::protocol::WireError;
 use crate::errors::{Dialect, ErrorKind};
 use nix::libc;
-
-impl Worker {
-    /// `PidfdGetfd`: the copy becomes a descriptor this worker holds (it
-    /// may close, send or import it, and `Reset` forgets it like any other).
-    pub(super) fn take_descriptor(&mut self, pid: u32, fd: i32) -> Response {
-        if self.owned.fds.len() >= MAX_HELD_FDS {
-            return Err(harness(format!(
-                "pidfd_getfd: the worker already holds {MAX_HELD_FDS} descriptors, the limit"
-            )));
-        }
-        // Both CUDA dialects give these kinds the same codes; before `Init`
-        // the driver's are used.
-        let dialect = match self.dialect {
-            Some(Api::Runtime) => Dialect::Runtime,
-            Some(Api::Driver) | None => Dialect::Driver,
-        };
-        let copy = pidfd_getfd(pid, fd, dialect)?;
-        self.owned.fds.insert(copy);
-        Ok(Reply::Fd(copy))
-    }
-}
 
 /// Under Yama's `ptrace_scope` 1 only an ancestor may take a process's
 /// descriptors; a worker lets any process of its user do it, as a producer
@@ -114,26 +92,6 @@ mod tests {
             // A kernel before 5.6, or a sandbox that forbids the calls.
             Err(e) => eprintln!("skipped: pidfd_getfd of our own descriptor: {e:?}"),
         }
-    }
-
-    #[test]
-    fn a_worker_takes_a_descriptor_before_init_and_holds_it() {
-        let mut worker = Worker::default();
-        let file = std::fs::File::open("/dev/null").unwrap();
-        match worker.take_descriptor(std::process::id(), file.as_raw_fd()) {
-            Ok(Reply::Fd(copy)) => {
-                assert!(worker.owned.fds.contains(&copy));
-                // SAFETY: the copy is ours.
-                unsafe { libc::close(copy) };
-            }
-            Err(e) => eprintln!("skipped: pidfd_getfd of our own descriptor: {e:?}"),
-            Ok(other) => panic!("unexpected answer {other:?}"),
-        }
-        // A process that does not exist: ESRCH, in the driver's codes.
-        assert_eq!(
-            worker.take_descriptor(i32::MAX as u32, 0),
-            Err(WireError::Api(500))
-        );
     }
 
     #[test]
