@@ -111,7 +111,7 @@ fn an_undocumented_hip_code_is_a_finding() {
 }
 
 /// Every op `documented_returns` knows.
-const OPS: [&str; 40] = [
+const OPS: [&str; 41] = [
     "copy",
     "copy_peer",
     "stream_query",
@@ -140,6 +140,7 @@ const OPS: [&str; 40] = [
     "vmm_set_access",
     "vmm_unmap",
     "vmm_release",
+    "pidfd_getfd",
     "enable_peer",
     "can_access_peer",
     "ctx_destroy",
@@ -681,4 +682,42 @@ fn the_generator_asks_for_pointer_attributes() {
         .map(|a| a.name().to_string())
         .collect();
     assert_eq!(seen, all);
+}
+
+#[test]
+fn the_generator_takes_vmm_descriptors_with_pidfd_getfd() {
+    // Some generated case takes a descriptor with pidfd_getfd and imports
+    // it in the taking process; the text parses and passes on the simulator.
+    let mut found = 0;
+    for seed in 0..300 {
+        let id = CaseId {
+            index: 0,
+            seed,
+            dialect: Dialect::Driver,
+        };
+        let case = generate::lower(&explore::case_tree(id, 32).current(), 32, "");
+        if !case.text.contains("pidfd_getfd") {
+            continue;
+        }
+        scenario::parse(&case.text, Path::new("case.ipc")).expect("generated text parses");
+        let taken = case
+            .text
+            .lines()
+            .find_map(|l| {
+                l.split(" = pidfd_getfd ")
+                    .next()
+                    .filter(|_| l.contains("pidfd_getfd"))
+            })
+            .and_then(|lhs| lhs.split(": ").nth(1))
+            .expect("a binding")
+            .trim()
+            .to_string();
+        assert!(
+            case.text.contains(&format!("vmm_import {taken}")),
+            "{}",
+            case.text
+        );
+        found += 1;
+    }
+    assert!(found > 0, "no case in 300 seeds used pidfd_getfd");
 }

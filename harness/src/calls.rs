@@ -116,6 +116,12 @@ macro_rules! for_each_driver_call {
             fd_close FdClose(fd: Fd) -> ();
             /// `open("/dev/null", O_RDWR)`: a descriptor that is not CUDA's.
             fd_open_null_device FdOpenNullDevice -> Fd;
+            /// `pidfd_open(pid, 0)` then `pidfd_getfd(pidfd, fd, 0)`: a copy of
+            /// descriptor `fd` of process `pid` (as this process's PID namespace
+            /// names it), as UCX takes a VMM export. The `errno` reads as a kind:
+            /// `ESRCH` NotFound, `EPERM` NotPermitted, `EBADF` InvalidValue,
+            /// `ENOSYS` NotSupported.
+            pidfd_getfd PidfdGetfd(pid: u32, fd: Fd) -> Fd;
             // --- memory pools --------------------------------------------
             // Stream-ordered pools shared between processes. Allocation and
             // free run on the default stream, followed by a stream synchronize.

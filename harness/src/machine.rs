@@ -22,6 +22,27 @@ pub struct ProcessSpec {
     pub device: u32,
     /// `CUDA_VISIBLE_DEVICES` for this process; `None` means all devices.
     pub visible_devices: Option<Vec<u32>>,
+    /// The PID namespace it runs in (`pidns=new`).
+    #[serde(default)]
+    pub pid_namespace: PidNamespace,
+}
+
+impl ProcessSpec {
+    /// Whether it runs in a PID namespace of its own (`pidns=new`).
+    pub fn in_new_pid_namespace(&self) -> bool {
+        self.pid_namespace == PidNamespace::New
+    }
+}
+
+/// Where a process's pid lives (`process NAME ... pidns=new`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PidNamespace {
+    /// The harness's own PID namespace.
+    #[default]
+    Harness,
+    /// A new user and PID namespace of its own, as a container has: its pid
+    /// there is 1, and it sees no process outside.
+    New,
 }
 
 /// A simulated machine's device links, as a scenario's `topology` line asks
@@ -316,6 +337,15 @@ pub trait Machine {
     fn transfer_fd(&mut self, _from: ProcessIndex, _fd: Fd, _to: ProcessIndex) -> DriverResult<Fd> {
         Err(DriverError::Harness(
             "this backend cannot pass file descriptors".to_string(),
+        ))
+    }
+
+    /// The pid of process `process` as the harness sees it (in the
+    /// harness's PID namespace): what a launcher that collected its
+    /// processes' pids hands to `pidfd_open`.
+    fn process_pid(&self, _process: ProcessIndex) -> DriverResult<u32> {
+        Err(DriverError::Harness(
+            "this backend does not know its processes' pids".to_string(),
         ))
     }
 }

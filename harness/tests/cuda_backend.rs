@@ -27,6 +27,7 @@ fn spec_of(dialect: Dialect, processes: &[(&str, Option<Vec<u32>>)]) -> MachineS
                 name: name.to_string(),
                 device: 0,
                 visible_devices: visible.clone(),
+                pid_namespace: Default::default(),
             })
             .collect(),
         dialect,

@@ -63,6 +63,7 @@ fn spec(dialect: Dialect, names: &[&str]) -> MachineSpec {
                 name: n.to_string(),
                 device: 0,
                 visible_devices: None,
+                pid_namespace: Default::default(),
             })
             .collect(),
         dialect,

@@ -334,6 +334,9 @@ impl Driver for Heap {
     ) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn pidfd_getfd(&mut self, _: u32, _: Fd) -> DriverResult<Fd> {
+        self.unsupported()
+    }
     fn can_access_peer(&mut self, _: DeviceOrdinal, _: DeviceOrdinal) -> DriverResult<i64> {
         Ok(0)
     }

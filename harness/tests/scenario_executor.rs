@@ -298,6 +298,9 @@ impl Driver for Fake {
     ) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn pidfd_getfd(&mut self, _: u32, _: Fd) -> DriverResult<Fd> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     // --- VMM and descriptors: not modelled by this fake ---
     fn vmm_granularity(
         &mut self,

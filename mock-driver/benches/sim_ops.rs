@@ -17,6 +17,7 @@ fn machine() -> (Box<dyn Machine>, DevicePtr, IpcMemHandle) {
                 name: n.into(),
                 device: 0,
                 visible_devices: None,
+                pid_namespace: Default::default(),
             })
             .to_vec(),
         dialect: Dialect::Runtime,

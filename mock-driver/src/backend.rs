@@ -132,6 +132,7 @@ impl SimBackend {
             let mut proc = Process::new(ps.name.clone(), visible, spec.seed, i);
             proc.va_reuse = sem.va_reuse;
             proc.va_rewind = sem.va_rewind;
+            proc.pid_namespace = ps.pid_namespace;
             procs.push(proc);
         }
         let mut world = World {

@@ -534,6 +534,7 @@ impl World {
         if core.owner == p {
             return Err(self.sem.event_open_in_exporter.into());
         }
+        self.cross_pidns_rule(p, core.owner)?;
         // The exporter's exit released the event: only a context that opened a
         // handle of that exporter before opens again
         // (event.lifetime.reopen-after-exporter-exit); a new context, even one

@@ -180,6 +180,7 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let block_device = block.device;
+        self.cross_pidns_rule(p, block.owner)?;
         let export_size = self.damaged_offset_rule(p, block_id, &h)?;
         if device != block_device {
             self.cross_device_open(p, ctx, device, block_device, flags)?;

@@ -29,7 +29,7 @@
 //! let spec = MachineSpec {
 //!     devices: 1,
 //!     processes: ["owner", "peer"]
-//!         .map(|n| ProcessSpec { name: n.into(), device: 0, visible_devices: None })
+//!         .map(|n| ProcessSpec { name: n.into(), device: 0, visible_devices: None, pid_namespace: Default::default() })
 //!         .to_vec(),
 //!     dialect: Dialect::Runtime,
 //!     seed: 7,
@@ -60,6 +60,7 @@ mod machine;
 mod memory;
 #[cfg(feature = "mutants")]
 pub mod mutants;
+mod namespaces;
 mod peers;
 mod pool_state;
 mod pools;

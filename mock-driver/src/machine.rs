@@ -352,6 +352,11 @@ impl Driver for SimProcess {
         self.call(|w, p| w.fork_child_alloc(p, size))
     }
 
+    fn pidfd_getfd(&mut self, pid: u32, fd: Fd) -> DriverResult<Fd> {
+        // A system call, not a driver call: a sticky error does not stop it.
+        self.call_spared(|w, p| w.pidfd_getfd(p, pid, fd).map(Fd))
+    }
+
     fn slow_fill(&mut self, ptr: DevicePtr, value: u8, len: u64, micros: u64) -> DriverResult<()> {
         self.call(|w, p| w.slow_fill(p, ptr.0, value, len, micros))
     }
@@ -564,6 +569,14 @@ impl Machine for SimMachine {
             // sendmsg: not a driver call, a sticky error does not stop it.
             Some(sender) => sender.call_spared(|w, p| w.transfer_fd(p, fd, to).map(Fd)),
             None => Err(DriverError::Harness("no such process".into())),
+        }
+    }
+
+    fn process_pid(&self, process: ProcessIndex) -> DriverResult<u32> {
+        if process < self.procs.len() {
+            Ok(crate::namespaces::harness_pid(process))
+        } else {
+            Err(DriverError::Harness("no such process".into()))
         }
     }
 

@@ -217,6 +217,7 @@ pub const CHOICE_TIERS: &[ChoiceTier] = &[
     t("lazy_peer_access", Incidental, "the documents say a lazy open acts as if peer access were enabled; the hardware does not"),
     t("hidden_exporter_device", Contract, "cudaIpcOpenMemHandle can open handles to devices that may not be visible in the process calling the API"),
     t("enable_peer_self", Incidental, MEASURED),
+    t("cross_pidns_ipc", Incidental, "no CUDA page names PID namespaces; UCX-Py's deployment guide asks only for a shared IPC namespace (https://ucx-py.readthedocs.io/en/latest/deployment.html); not measured yet"),
 ];
 
 /// The tier of one choice by name (`None` for an unknown name).

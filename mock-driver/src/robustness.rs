@@ -84,6 +84,7 @@ fn walk(seed: u64) {
                 name: format!("p{i}"),
                 device: 0,
                 visible_devices: None,
+                pid_namespace: Default::default(),
             })
             .collect(),
         dialect: Dialect::ALL[rng.below(3) as usize],

@@ -704,6 +704,8 @@ semantics! {
         "ipc_open of a handle whose memory lives on a device the importer cannot see (CUDA_VISIBLE_DEVICES; measured on 2 x H200: allowed)";
     enable_peer_self: ErrorKind = ErrorKind::PeerAccessUnsupported,
         "Error for enable_peer of the current context's own device (measured on 2 x H200: PeerAccessUnsupported)";
+    cross_pidns_ipc: ExportRule = ExportRule::Allow,
+        "ipc_open and ipc_open_event of a handle exported by a process in another PID namespace (pidns=new; unmeasured): allow, or an error";
 }
 
 impl Semantics {

@@ -508,6 +508,18 @@ impl World {
         Ok(self.new_fd(to, obj))
     }
 
+    /// `pidfd_getfd`: `to` gets its own descriptor for whatever `owner`'s
+    /// number `fd` is (one the driver opened for itself too: the kernel does
+    /// not ask whose it is, and in `to` it is just a file); `None` when
+    /// `owner` has no such number (`EBADF`).
+    pub(crate) fn copy_fd(&mut self, owner: ProcessIndex, fd: Fd, to: ProcessIndex) -> Option<i32> {
+        let obj = match self.vp(owner).fds.get(&fd.0).copied()? {
+            FdObject::Driver => FdObject::Foreign,
+            obj => obj,
+        };
+        Some(self.new_fd(to, obj))
+    }
+
     /// Where an access to `[ptr, ptr + len)` lands when `ptr` is in a VMM
     /// mapping of `p`; None when it is not (the caller goes on as usual).
     pub(crate) fn vmm_resolve(

@@ -18,6 +18,7 @@ fn machine() -> SimMachine {
                 name: n.into(),
                 device: 0,
                 visible_devices: None,
+                pid_namespace: Default::default(),
             })
             .to_vec(),
         dialect: Dialect::Driver,

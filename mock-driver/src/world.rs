@@ -310,6 +310,8 @@ pub(crate) struct Process {
     /// Peer connections this process holds, as (lower, higher) physical
     /// device pairs; released when the process exits.
     pub peer_links: BTreeSet<(u32, u32)>,
+    /// The PID namespace it runs in (`namespaces.rs`).
+    pub pid_namespace: ipc_harness::PidNamespace,
 }
 
 /// Driver-internal memory that claims the free VA of an arena
@@ -543,6 +545,7 @@ impl Process {
             va_claims: Vec::new(),
             peer_enabled: BTreeSet::new(),
             peer_links: BTreeSet::new(),
+            pid_namespace: ipc_harness::PidNamespace::Harness,
         }
     }
 

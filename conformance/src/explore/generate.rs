@@ -289,6 +289,12 @@ pub enum Action {
         fd: Index,
         to: Index,
     },
+    /// Take a descriptor from its holder with `pidfd_getfd` (UCX's way, and
+    /// Isaac ROS's) and import it in the taker.
+    VmmPidfdImport {
+        fd: Index,
+        to: Index,
+    },
     /// Reserve VA, map the handle there and (usually) grant access.
     VmmMap {
         vmm: Index,
@@ -521,7 +527,10 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         2 => (i(), prop_oneof![6 => Just(VmmSize::Granule), 2 => Just(VmmSize::TwoGranules), 1 => Just(VmmSize::Unaligned)], proptest::bool::weighted(0.9))
             .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
         2 => i().prop_map(|vmm| Action::VmmExport { vmm }),
-        2 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
+        // A descriptor travels by socket or by pidfd_getfd: the weight of
+        // imports as a whole is unchanged.
+        1 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
+        1 => (i(), i()).prop_map(|(fd, to)| Action::VmmPidfdImport { fd, to }),
         2 => (i(), prop_oneof![6 => Just(VmmAccess::ReadWrite), 1 => Just(VmmAccess::Read), 1 => Just(VmmAccess::NotGranted)])
             .prop_map(|(vmm, access)| Action::VmmMap { vmm, access }),
         3 => (i(), any::<bool>(), any::<u8>()).prop_map(|(va, write, value)| Action::VmmTouch { va, write, value }),
@@ -1366,6 +1375,35 @@ impl Lowering {
                 };
                 let m = self.fresh("m");
                 self.emit(target, format_args!("{m} = vmm_import {fd_name}"));
+                self.stats.vmm_imports += 1;
+                self.vmms.push(VmmRec {
+                    name: m,
+                    proc: target,
+                    size: rec.size,
+                    released: false,
+                });
+            }
+            Action::VmmPidfdImport { fd, to } => {
+                let Some(f) = self.pick_fd(fd) else {
+                    return;
+                };
+                let Some(target) = self.pick_proc(to) else {
+                    return;
+                };
+                let rec = self.fds[f].clone();
+                let name = self.fresh("gfd");
+                self.emit(
+                    target,
+                    format_args!("{name} = pidfd_getfd {} {}", PROC_NAMES[rec.proc], rec.name),
+                );
+                self.fds.push(FdRec {
+                    name: name.clone(),
+                    proc: target,
+                    size: rec.size,
+                    closed: false,
+                });
+                let m = self.fresh("m");
+                self.emit(target, format_args!("{m} = vmm_import {name}"));
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,

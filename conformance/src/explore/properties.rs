@@ -382,6 +382,12 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             vec![(InvalidValue, Clause("vmm.map.edge-cases"))]
         }
         ("vmm_release", _) => vec![(InvalidValue, Clause("vmm.lifetime.release-while-mapped"))],
+        // pidfd_open + pidfd_getfd: the kernel's errno, read as a kind
+        // (pidfd_getfd(2), pid_namespaces(7)).
+        ("pidfd_getfd", _) => vec![
+            (InvalidValue, Clause("vmm.pidfd.bad-descriptor")),
+            (NotFound, Clause("vmm.pidfd.from-new-namespace")),
+        ],
         // Memory pools: the runtime pages list InvalidValue (and
         // NotSupported for allocation) without naming the case; the pool
         // clauses pin down which.

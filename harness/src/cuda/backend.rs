@@ -440,6 +440,7 @@ mod tests {
                 name: "a".into(),
                 device: 0,
                 visible_devices: visible,
+                pid_namespace: Default::default(),
             }],
             dialect,
             seed: 1,

@@ -9,7 +9,9 @@ use super::spawn::WorkerCommand;
 use crate::calls::Driver;
 use crate::driver::{DriverError, DriverResult, Fd};
 use crate::errors::Dialect;
-use crate::machine::{Hazard, Machine, MachineSpec, ProcessIndex, ProcessSpec, StartError};
+use crate::machine::{
+    Hazard, Machine, MachineSpec, PidNamespace, ProcessIndex, ProcessSpec, StartError,
+};
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::process::Child;
@@ -119,7 +121,13 @@ impl CudaMachine {
         };
         let mut init = Vec::with_capacity(spec.processes.len());
         for (p, (key, env)) in spec.processes.iter().zip(plans) {
-            match pool.as_deref_mut().and_then(|pool| pool.claim(key, shared)) {
+            // Pooled workers run in the harness's PID namespace.
+            let poolable = p.pid_namespace == PidNamespace::Harness;
+            match pool
+                .as_deref_mut()
+                .filter(|_| poolable)
+                .and_then(|pool| pool.claim(key, shared))
+            {
                 Some(claimed) => {
                     machine.procs.push(claimed.proxy);
                     init.push(claimed.init_sent.map_or(Init::Answered, Init::Pooled));
@@ -321,12 +329,26 @@ fn spawn_worker(
     p: &ProcessSpec,
     env: &[(OsString, OsString)],
 ) -> Result<WorkerProxy, StartError> {
-    WorkerProxy::spawn(&p.name, spec.dialect, spec.step_timeout, worker, env).map_err(|e| {
-        StartError::Harness(format!(
+    let spawned = WorkerProxy::spawn_in(
+        &p.name,
+        spec.dialect,
+        spec.step_timeout,
+        worker,
+        env,
+        p.pid_namespace,
+    );
+    spawned.map_err(|e| {
+        let why = format!(
             "cannot start the worker for process '{}' ({}): {e}",
             p.name,
             worker.program.display()
-        ))
+        );
+        // A host without user namespaces cannot run `pidns=new` here.
+        if e.kind() == std::io::ErrorKind::Unsupported {
+            StartError::NotSupported(why)
+        } else {
+            StartError::Harness(why)
+        }
     })
 }
 
@@ -410,6 +432,18 @@ impl Machine for CudaMachine {
         match receiver.await_reply("receive_fd", timeout)? {
             Reply::Fd(n) => Ok(Fd(n)),
             r => Err(unexpected("receive_fd", r)),
+        }
+    }
+
+    /// The worker's pid in the harness's PID namespace (for a worker in a
+    /// new namespace, not the pid it has there).
+    fn process_pid(&self, process: ProcessIndex) -> DriverResult<u32> {
+        match self.procs.get(process) {
+            Some(p) => Ok(p.process_pid()),
+            None => Err(DriverError::Harness(format!(
+                "no process {process} (the machine has {})",
+                self.procs.len()
+            ))),
         }
     }
 

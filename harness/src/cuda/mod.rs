@@ -93,6 +93,7 @@ mod backend;
 mod ffi;
 mod local;
 mod machine;
+mod pidns;
 mod pool;
 mod process;
 pub mod protocol;

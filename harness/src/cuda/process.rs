@@ -15,6 +15,7 @@ use crate::driver::{
     VmmHandle,
 };
 use crate::errors::{ApiError, Dialect};
+use crate::machine::PidNamespace;
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -146,6 +147,8 @@ pub struct WorkerProxy {
     dialect: Dialect,
     pub(super) timeout: Duration,
     pid: u32,
+    /// See [`WorkerProxy::process_pid`].
+    process_pid: u32,
     /// `None` once reaped.
     child: Option<Child>,
     sock: UnixStream,
@@ -168,6 +171,25 @@ impl WorkerProxy {
         worker: &WorkerCommand,
         env: &[(OsString, OsString)],
     ) -> std::io::Result<WorkerProxy> {
+        Self::spawn_in(name, dialect, timeout, worker, env, PidNamespace::Harness)
+    }
+
+    /// [`WorkerProxy::spawn`] in the PID namespace `namespace` (see
+    /// `cuda/pidns.rs`). A host that refuses a new namespace gives an error
+    /// of kind `Unsupported`.
+    pub fn spawn_in(
+        name: &str,
+        dialect: Dialect,
+        timeout: Duration,
+        worker: &WorkerCommand,
+        env: &[(OsString, OsString)],
+        namespace: PidNamespace,
+    ) -> std::io::Result<WorkerProxy> {
+        let ns_spawn = match namespace {
+            PidNamespace::Harness => None,
+            PidNamespace::New => Some(super::pidns::NamespaceSpawn::new()?),
+        };
+        let ns_child = ns_spawn.as_ref().map(|n| n.child());
         // Both ends are close-on-exec: no other child inherits either.
         let (parent_end, child_end) = UnixStream::pair()?;
         let child_fd = child_end.as_raw_fd();
@@ -183,7 +205,8 @@ impl WorkerProxy {
         }
         let parent_pid = std::process::id() as nix::libc::pid_t;
         // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe calls (prctl, getppid, dup2, fcntl).
+        // makes async-signal-safe calls (prctl, getppid, dup2, fcntl; in a
+        // new namespace unshare, open, write, fork, waitpid, see pidns.rs).
         unsafe {
             command.pre_exec(move || {
                 use nix::libc;
@@ -209,10 +232,28 @@ impl WorkerProxy {
                     // dup2 leaves the new descriptor without FD_CLOEXEC.
                     return Err(std::io::Error::last_os_error());
                 }
+                if let Some(ns) = &ns_child {
+                    ns.enter()?;
+                }
                 Ok(())
             });
         }
-        let mut child = command.spawn()?;
+        let spawned = command.spawn();
+        // The worker's own pid: in a new namespace, the grandchild's.
+        let (mut child, process_pid) = match ns_spawn {
+            None => (spawned?, None),
+            Some(ns) => match (spawned, ns.worker_pid()) {
+                (Ok(child), Ok(pid)) => (child, Some(pid)),
+                (Ok(mut child), Err(e)) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+                // A refusal explains the spawn's failure better than its errno.
+                (Err(_), Err(e)) if e.kind() == std::io::ErrorKind::Unsupported => return Err(e),
+                (Err(e), _) => return Err(e),
+            },
+        };
         // The parent's copy of the child's end must go, or the worker's death
         // would never read as end of stream.
         drop(child_end);
@@ -247,6 +288,7 @@ impl WorkerProxy {
             dialect,
             timeout,
             pid: child.id(),
+            process_pid: process_pid.unwrap_or(child.id()),
             child: Some(child),
             sock: parent_end,
             replies,
@@ -259,6 +301,13 @@ impl WorkerProxy {
     /// The worker's process id (it stays reported after the worker is reaped).
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The pid of the process that runs the worker code, in the harness's
+    /// PID namespace: [`pid`](Self::pid), except for a worker in a new PID
+    /// namespace, whose spawned child waits for it (`cuda/pidns.rs`).
+    pub fn process_pid(&self) -> u32 {
+        self.process_pid
     }
 
     /// Whether the worker process has been waited for (no zombie left).
@@ -542,6 +591,7 @@ impl WorkerProxy {
             dialect: self.dialect,
             timeout: self.timeout,
             pid: self.pid,
+            process_pid: self.process_pid,
             child,
             sock,
             replies,

@@ -706,6 +706,10 @@ mod tests {
                 out: OutArg::Null,
             },
             Request::ForkChildAlloc { size: 1 << 20 },
+            Request::PidfdGetfd {
+                pid: 4242,
+                fd: Fd(7),
+            },
             Request::PointerAttribute {
                 ptr: DevicePtr(0x7f00_0000_1000),
                 attr: PointerAttribute::BufferId,

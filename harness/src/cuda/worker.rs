@@ -27,6 +27,7 @@
 //! | `Vmm*` (granularity, create, export, import, reserve, map, set access, unmap, address free, release) | `cuMemGetAllocationGranularity`, `cuMemCreate`, `cuMemExportToShareableHandle`, `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` | same |
 //! | `Pool*` (create, default, destroy, export, import, set access, alloc + stream sync, free + stream sync, export pointer, import pointer) | `cudaMemPoolCreate`, `cudaDeviceGetDefaultMemPool`, `cudaMemPoolDestroy`, `cudaMemPoolExportToShareableHandle`, `cudaMemPoolImportFromShareableHandle`, `cudaMemPoolSetAccess`, `cudaMallocFromPoolAsync`, `cudaFreeAsync`, `cudaMemPoolExportPointer`, `cudaMemPoolImportPointer` | `cuMemPoolCreate`, `cuDeviceGetDefaultMemPool`, `cuMemPoolDestroy`, `cuMemPoolExportToShareableHandle`, `cuMemPoolImportFromShareableHandle`, `cuMemPoolSetAccess`, `cuMemAllocFromPoolAsync`, `cuMemFreeAsync`, `cuMemPoolExportPointer`, `cuMemPoolImportPointer` |
 //! | `FdClose` / `FdOpenNullDevice` | `close` (only descriptors the worker holds) / `open("/dev/null")` | same |
+//! | `PidfdGetfd` | `pidfd_open` + `pidfd_getfd` (no CUDA call) | same |
 //! | `SendFd` / `ReceiveFd` | no API call: the descriptor rides the answer / the request with `SCM_RIGHTS` | same |
 //! | `EventCreate` / `EventRecord` / `EventQuery` / `EventSynchronize` / `EventDestroy` | `cudaEventCreateWithFlags` / `cudaEventRecord(.., 0)` / `cudaEventQuery` / `cudaEventSynchronize` / `cudaEventDestroy` | `cuEventCreate` / `cuEventRecord(.., 0)` / `cuEventQuery` / `cuEventSynchronize` / `cuEventDestroy_v2` |
 //! | `StreamWaitEvent` / `EventElapsed` | `cudaStreamWaitEvent(0, .., 0)` / `cudaEventElapsedTime` | `cuStreamWaitEvent(0, .., 0)` / `cuEventElapsedTime_v2` |
@@ -277,6 +278,7 @@ pub fn worker_main() -> i32 {
     // Keep it out of anything this process might exec.
     // SAFETY: sets a flag on a descriptor we own.
     unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) };
+    pidfd::allow_any_tracer();
     match serve(sock.as_fd()) {
         ServeEnd::Exit => std::process::exit(0),
         ServeEnd::ParentGone => 0,
@@ -294,12 +296,13 @@ enum ServeEnd {
     Broken,
 }
 
+/// Most received descriptors a worker holds at once (a scenario passes a
+/// few): more are refused and closed, so the parent's requests, before
+/// `Init` or after, cannot exhaust the worker's descriptor table.
+const MAX_HELD_FDS: usize = 256;
+
 /// Answers requests until `Exit`, the end of the stream, or a broken stream.
 fn serve(sock: BorrowedFd<'_>) -> ServeEnd {
-    // Most received descriptors a worker holds at once (a scenario passes a
-    // few): more are refused and closed, so the parent's requests, before
-    // `Init` or after, cannot exhaust the worker's descriptor table.
-    const MAX_HELD_FDS: usize = 256;
     let mut worker = Worker::default();
     loop {
         let mut attached: Vec<OwnedFd> = Vec::new();
@@ -658,6 +661,8 @@ impl Worker {
             Request::Probe => Ok(Reply::Probe(probe())),
             Request::Init { dialect, device } => self.init(dialect, device).map(|()| Reply::Unit),
             Request::Exit => Ok(Reply::Unit),
+            // No CUDA call: answered with or without a context.
+            Request::PidfdGetfd { pid, fd } => self.take_descriptor(pid, fd.0),
             Request::Reset => match self.dialect {
                 Some(dialect) => self.reset(dialect).map(|()| Reply::Clean),
                 None => Err(harness("the worker got reset before a successful init")),
@@ -1382,7 +1387,7 @@ impl Worker {
                         .map_err(|e| harness(format!("cannot open /dev/null: {e}")))?;
                     Ok(Reply::Fd(OwnedFd::from(f).into_raw_fd()))
                 }
-                Request::SendFd { .. } | Request::ReceiveFd => {
+                Request::SendFd { .. } | Request::ReceiveFd | Request::PidfdGetfd { .. } => {
                     Err(harness("descriptor passing is handled by the serve loop"))
                 }
                 Request::EventCreate { flags } => {
@@ -1923,11 +1928,54 @@ fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
     })
 }
 
+impl Worker {
+    /// `PidfdGetfd`: the copy becomes a descriptor this worker holds (it
+    /// may close, send or import it, and `Reset` forgets it like any other).
+    pub(super) fn take_descriptor(&mut self, pid: u32, fd: i32) -> Response {
+        if self.owned.fds.len() >= MAX_HELD_FDS {
+            return Err(harness(format!(
+                "pidfd_getfd: the worker already holds {MAX_HELD_FDS} descriptors, the limit"
+            )));
+        }
+        // Both CUDA dialects give these kinds the same codes; before `Init`
+        // the driver's are used.
+        let dialect = match self.dialect {
+            Some(Api::Runtime) => Dialect::Runtime,
+            Some(Api::Driver) | None => Dialect::Driver,
+        };
+        let copy = pidfd::pidfd_getfd(pid, fd, dialect)?;
+        self.owned.fds.insert(copy);
+        Ok(Reply::Fd(copy))
+    }
+}
+
 mod fork_child;
+mod pidfd;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_takes_a_descriptor_before_init_and_holds_it() {
+        let mut worker = Worker::default();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        match worker.take_descriptor(std::process::id(), std::os::fd::AsRawFd::as_raw_fd(&file)) {
+            Ok(Reply::Fd(copy)) => {
+                assert!(worker.owned.fds.contains(&copy));
+                // SAFETY: the copy is ours.
+                unsafe { nix::libc::close(copy) };
+            }
+            Err(e) => eprintln!("skipped: pidfd_getfd of our own descriptor: {e:?}"),
+            Ok(other) => panic!("unexpected answer {other:?}"),
+        }
+        // A process that does not exist: ESRCH, in the driver's codes.
+        assert_eq!(
+            worker.take_descriptor(i32::MAX as u32, 0),
+            Err(WireError::Api(500))
+        );
+    }
+
     use crate::cuda::protocol::{encode_frame, recv_message, send_frame, send_message};
     use std::io::Write;
     use std::os::unix::net::UnixStream;

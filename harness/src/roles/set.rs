@@ -60,6 +60,7 @@ impl RoleSet {
                 name: name.into(),
                 device,
                 visible_devices: None,
+                pid_namespace: Default::default(),
             },
             body,
         )

@@ -414,6 +414,13 @@ pub enum Op {
         /// The receiving process's name (for the canonical text).
         to_name: String,
     },
+    /// `pidfd_getfd OWNER FD`: the step's process takes a copy of `OWNER`'s
+    /// descriptor `FD` with `pidfd_open` + `pidfd_getfd`.
+    PidfdGetfd {
+        owner: ProcIndex,
+        owner_name: String,
+        fd: String,
+    },
     // --- events ---
     /// `event_create [flags=...]`.
     EventCreate {
@@ -748,6 +755,7 @@ impl Op {
             Op::FdNullDevice => "fd_null_device",
             Op::FdNumber { .. } => "fd_number",
             Op::SendFd { .. } => "send_fd",
+            Op::PidfdGetfd { .. } => "pidfd_getfd",
             Op::EventCreate { .. } => "event_create",
             Op::EventRecord { .. } => "event_record",
             Op::EventQuery { .. } => "event_query",
@@ -994,6 +1002,11 @@ impl Op {
             // POSIX calls, the same in every dialect.
             Op::FdClose { .. } => ("close", "close", "close"),
             Op::FdNullDevice => ("open", "open", "open"),
+            Op::PidfdGetfd { .. } => (
+                "pidfd_open + pidfd_getfd",
+                "pidfd_open + pidfd_getfd",
+                "pidfd_open + pidfd_getfd",
+            ),
             Op::Offset { .. }
             | Op::HandleZero
             | Op::HandleRandom
@@ -1036,6 +1049,7 @@ impl Op {
             Op::VmmExport { .. } | Op::FdNullDevice | Op::FdNumber { .. } | Op::SendFd { .. } => {
                 ValueType::Fd
             }
+            Op::PidfdGetfd { .. } => ValueType::Fd,
             Op::VmmMap { .. }
             | Op::VmmSetAccess { .. }
             | Op::VmmUnmap { .. }
@@ -1170,6 +1184,7 @@ impl Op {
             Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => {
                 [Some(fd.as_str()), None, None]
             }
+            Op::PidfdGetfd { fd, .. } => [Some(fd.as_str()), None],
             Op::VmmGranularity { .. }
             | Op::VmmCreate { .. }
             | Op::VmmReserve { .. }
@@ -1395,6 +1410,7 @@ impl fmt::Display for Op {
             Op::VmmRelease { handle } => write!(f, "{kw} {handle}"),
             Op::FdNumber { number } => write!(f, "{kw} {number}"),
             Op::SendFd { fd, to_name, .. } => write!(f, "{kw} {fd} -> {to_name}"),
+            Op::PidfdGetfd { owner_name, fd, .. } => write!(f, "{kw} {owner_name} {fd}"),
             Op::PoolCreate { types, device } => {
                 write!(f, "{kw} types={} device={device}", types.name())
             }

@@ -541,6 +541,14 @@ impl Run<'_> {
                 let f = self.fd(fd)?;
                 Value::Fd(machine.transfer_fd(proc, f, *to)?)
             }
+            // The harness hands the importer the owner's pid as it sees it
+            // (vmm.pidfd.*): across PID namespaces that pid may name nothing.
+            Op::PidfdGetfd { owner, fd, .. } => {
+                let f = self.fd(fd)?;
+                let pid = machine.process_pid(*owner)?;
+                let call = Call::PidfdGetfd { pid, fd: f };
+                value_of(call.call_on(machine.driver(proc))?)
+            }
             op => match self.driver_call(op)? {
                 Some(call) => {
                     let returned = call.call_on(machine.driver(proc))?;
@@ -871,7 +879,8 @@ impl Run<'_> {
             | Op::EventHandleRandom
             | Op::FdNumber { .. }
             | Op::Exit
-            | Op::SendFd { .. } => return Ok(None),
+            | Op::SendFd { .. }
+            | Op::PidfdGetfd { .. } => return Ok(None),
         };
         Ok(Some(call))
     }
@@ -1035,6 +1044,7 @@ pub(crate) fn execute_on(
     let bad_index = scenario.steps.iter().find(|s| {
         s.process >= nproc
             || matches!(s.op, Op::Send { to, .. } | Op::SendFd { to, .. } if to >= nproc)
+            || matches!(s.op, Op::PidfdGetfd { owner, .. } if owner >= nproc)
     });
     if let Some(s) = bad_index {
         return Execution {

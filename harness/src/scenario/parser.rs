@@ -14,7 +14,7 @@ use crate::driver::{
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
 use crate::errors::ErrorKind;
-use crate::machine::{HazardKind, ProcessSpec, Topology};
+use crate::machine::{HazardKind, PidNamespace, ProcessSpec, Topology};
 // Keys are names and driver values chosen by the scenario: no need for
 // SipHash's flood resistance.
 use rustc_hash::FxHashMap as HashMap;
@@ -649,6 +649,7 @@ impl<'f> Parser<'f> {
         }
         let mut device: Option<(u32, usize)> = None;
         let mut visible: Option<(Vec<u32>, usize)> = None;
+        let mut pid_namespace: Option<PidNamespace> = None;
         while !l.at_end() {
             let key = l.next_word("'device=D' or 'visible=LIST'")?;
             if !l.is_punct("=") {
@@ -689,11 +690,30 @@ impl<'f> Parser<'f> {
                     }
                     visible = Some((list, key.col));
                 }
+                "pidns" => {
+                    if pid_namespace.is_some() {
+                        return Err(l.err(key.col, "duplicate option 'pidns='"));
+                    }
+                    let col = l.col();
+                    let v = l.next_word("'new' or 'harness'")?;
+                    pid_namespace = Some(match v.text {
+                        "new" => PidNamespace::New,
+                        "harness" => PidNamespace::Harness,
+                        other => {
+                            return Err(l.err(
+                                col,
+                                format!(
+                                    "unknown PID namespace '{other}' (expected new or harness)"
+                                ),
+                            ))
+                        }
+                    });
+                }
                 other => {
                     return Err(l.err(
                         key.col,
                         format!(
-                            "unknown option '{other}' for 'process' (expected device= or visible=)"
+                            "unknown option '{other}' for 'process' (expected device=, visible= or pidns=)"
                         ),
                     ))
                 }
@@ -720,6 +740,7 @@ impl<'f> Parser<'f> {
             name: name_tok.text.to_string(),
             device,
             visible_devices: visible.map(|v| v.0),
+            pid_namespace: pid_namespace.unwrap_or_default(),
         });
         self.process_lines.push(l.line);
         self.exited.push(None);
@@ -1691,6 +1712,22 @@ impl<'f> Parser<'f> {
                     fd,
                     to: to_idx,
                     to_name: to.text.to_string(),
+                }
+            }
+            "pidfd_getfd" => {
+                // The descriptor is the owner's: its number in the owner is
+                // what pidfd_getfd takes.
+                let col = l.col();
+                let owner = l.name("the owning process's name")?;
+                let Some(owner_idx) = self.processes.iter().position(|p| p.name == owner.text)
+                else {
+                    return Err(l.err(col, format!("unknown process '{}'", owner.text)));
+                };
+                let fd = self.held_local_arg(l, owner_idx, ValueType::Fd, kw)?;
+                Op::PidfdGetfd {
+                    owner: owner_idx,
+                    owner_name: owner.text.to_string(),
+                    fd,
                 }
             }
             "event_create" => {

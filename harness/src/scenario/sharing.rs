@@ -12,6 +12,8 @@
 //! carries:
 //!
 //! - `# workers: fresh` in the header marks a scenario fresh by hand.
+//! - A process declared `pidns=new`: pooled workers run in the harness's
+//!   PID namespace.
 //! - `# tier: incidental`: one driver's accident may well be one of history.
 //! - An expectation that compares values (`== X`, `!= X`, `base == X`,
 //!   `base != X`): pointers and handles, whose values depend on what the
@@ -183,6 +185,12 @@ fn fresh_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
         if tier.trim() == Tier::Incidental.as_str() {
             return Some("incidental tier".to_string());
         }
+    }
+    if let Some(p) = scenario.processes.iter().find(|p| p.in_new_pid_namespace()) {
+        return Some(format!(
+            "process '{}' runs in a PID namespace of its own (pidns=new)",
+            p.name
+        ));
     }
     for step in &scenario.steps {
         let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);

@@ -17,6 +17,7 @@ pub fn proc_spec(name: &str, device: u32, visible: Option<Vec<u32>>) -> ProcessS
         name: name.into(),
         device,
         visible_devices: visible,
+        pid_namespace: Default::default(),
     }
 }
 
