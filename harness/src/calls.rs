@@ -178,6 +178,12 @@ macro_rules! for_each_driver_call {
             /// microseconds (on the GPU's global timer), then writes `value` to
             /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.
             slow_fill SlowFill(ptr: DevicePtr, value: u8, len: u64, micros: u64) -> ();
+            /// A kernel on the default stream writing a computed pattern to
+            /// `[ptr, ptr + len)`: byte `i` is byte `i % width` of `pattern`
+            /// (little-endian, `width` 1 to 8) plus `step * (i / width)`,
+            /// modulo 256. Returns once launched, like any kernel launch.
+            /// `cuLaunchKernel` in both dialects; `hipModuleLaunchKernel`.
+            kernel_pattern KernelPattern(ptr: DevicePtr, len: u64, pattern: u64, width: u8, step: u8) -> ();
         }
     };
 }

@@ -43,7 +43,16 @@ pub(crate) struct PendingFill {
     pub block: u64,
     pub offset: u64,
     pub len: u64,
-    pub value: u8,
+    pub content: KernelWrite,
+}
+
+/// What a queued kernel writes over its range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KernelWrite {
+    /// `slow_fill`: one byte everywhere.
+    Byte(u8),
+    /// `kernel_pattern`: a computed pattern.
+    Pattern(crate::kernel_pattern::KernelBytes),
 }
 
 #[derive(Debug, Default)]

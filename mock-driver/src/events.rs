@@ -23,7 +23,7 @@
 //! (`event_other_context`), and `event_record` from another context is
 //! InvalidHandle, as cuEventRecord's documentation says.
 
-use crate::event_state::{Core, Local, PendingFill};
+use crate::event_state::{Core, KernelWrite, Local, PendingFill};
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{
@@ -97,7 +97,12 @@ impl World {
         for f in done {
             // A block freed in the meantime takes the bytes with it.
             if let Some(b) = self.blocks.get_mut(&f.block) {
-                b.data.fill(f.offset, f.len, f.value);
+                match f.content {
+                    KernelWrite::Byte(value) => b.data.fill(f.offset, f.len, value),
+                    KernelWrite::Pattern(pattern) => {
+                        b.data.write(f.offset, &pattern.bytes(f.len));
+                    }
+                }
             }
         }
     }
@@ -515,6 +520,19 @@ impl World {
         len: u64,
         micros: u64,
     ) -> SimResult<()> {
+        self.queue_kernel_write(p, ptr, len, micros, KernelWrite::Byte(value))
+    }
+
+    /// A kernel on `p`'s stream that runs `micros`, then writes `content`
+    /// to `[ptr, ptr + len)`: the bytes land when the clock passes its end.
+    pub(crate) fn queue_kernel_write(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+        micros: u64,
+        content: KernelWrite,
+    ) -> SimResult<()> {
         self.current_ctx(p)?;
         let target = if len == 0 {
             None
@@ -537,7 +555,7 @@ impl World {
                 block,
                 offset,
                 len,
-                value,
+                content,
             });
         }
         Ok(())

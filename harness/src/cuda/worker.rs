@@ -34,6 +34,7 @@
 //! | `PointerAttribute` | `cuPointerGetAttribute` (one attribute, into a zeroed `u64`) | same |
 //! | `ForkChildAlloc` | `fork()`; the child: `cudaMalloc`, its code through a socket, `_exit` | same with `cuMemAlloc_v2` |
 //! | `SlowFill` | slow-fill kernel (below) | same |
+//! | `KernelPattern` | pattern kernel (`worker/pattern_kernel.rs`) | same |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
@@ -525,6 +526,8 @@ pub(crate) struct Worker {
     kernels: HashMap<usize, usize>,
     /// `CUcontext` -> `CUfunction` of the slow-fill kernel loaded in it.
     slow_kernels: HashMap<usize, usize>,
+    /// `CUcontext` -> `CUfunction` of the pattern kernel loaded in it.
+    pattern_kernels: HashMap<usize, usize>,
     /// What this worker's requests created and have not released yet.
     owned: Owned,
 }
@@ -923,6 +926,7 @@ impl Worker {
             if note(format!("destroying context {ctx:#x}"), r) {
                 self.kernels.remove(&(ctx as usize));
                 self.slow_kernels.remove(&(ctx as usize));
+                self.pattern_kernels.remove(&(ctx as usize));
             } else {
                 self.owned.contexts.push(ctx);
             }
@@ -1054,6 +1058,7 @@ impl Worker {
                     // Its module went with it; a later context may reuse the address.
                     self.kernels.remove(&(ctx as usize));
                     self.slow_kernels.remove(&(ctx as usize));
+                    self.pattern_kernels.remove(&(ctx as usize));
                     Ok(Reply::Unit)
                 }
                 Request::Alloc { kind, size } => alloc(d, kind, size).map(Reply::Ptr),
@@ -1441,6 +1446,14 @@ impl Worker {
                 } => self
                     .slow_fill(ptr, value, len, micros)
                     .map(|()| Reply::Unit),
+                Request::KernelPattern {
+                    ptr: DevicePtr(ptr),
+                    len,
+                    pattern,
+                    width,
+                    step,
+                } => pattern_kernel::launch(&mut self.pattern_kernels, ptr, len, pattern, width, step)
+                    .map(|()| Reply::Unit),
                 r @ (Request::PoolCreate { .. }
                 | Request::PoolDefault { .. }
                 | Request::PoolDestroy { .. }
@@ -1738,6 +1751,7 @@ fn driver_pointer_info(ptr: u64) -> Result<PointerInfo, WireError> {
 }
 
 mod fork_child;
+mod pattern_kernel;
 
 #[cfg(test)]
 mod tests {
