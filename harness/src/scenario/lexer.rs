@@ -115,6 +115,8 @@ pub(crate) fn tokenize<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<()
                 ';' => ";",
                 '*' => "*",
                 '|' => "|",
+                '(' => "(",
+                ')' => ")",
                 _ => return Err(LexError { col: ci + 1, ch: c }),
             },
         };
