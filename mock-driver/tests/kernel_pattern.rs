@@ -55,10 +55,7 @@ fn another_processs_read_before_any_sync_is_unsynchronized() {
     m.driver(0).kernel_pattern(buf, 64, 0x10, 1, 1).unwrap();
     assert!(hazard_kinds(m.as_ref()).is_empty());
     let _ = m.driver(1).read(peer, 64).unwrap();
-    assert_eq!(
-        hazard_kinds(m.as_ref()),
-        [HazardKind::UnsynchronizedRead]
-    );
+    assert_eq!(hazard_kinds(m.as_ref()), [HazardKind::UnsynchronizedRead]);
     m.driver(0).synchronize().unwrap();
     let expected: Vec<u8> = (0x10..0x50).collect();
     assert_eq!(m.driver(1).read(peer, 64).unwrap(), expected);

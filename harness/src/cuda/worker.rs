@@ -1452,8 +1452,15 @@ impl Worker {
                     pattern,
                     width,
                     step,
-                } => pattern_kernel::launch(&mut self.pattern_kernels, ptr, len, pattern, width, step)
-                    .map(|()| Reply::Unit),
+                } => pattern_kernel::launch(
+                    &mut self.pattern_kernels,
+                    ptr,
+                    len,
+                    pattern,
+                    width,
+                    step,
+                )
+                .map(|()| Reply::Unit),
                 r @ (Request::PoolCreate { .. }
                 | Request::PoolDefault { .. }
                 | Request::PoolDestroy { .. }

@@ -82,8 +82,11 @@ pub(super) fn launch(
     if !(1..=8).contains(&width) {
         return Err(WireError::Api(ffi::ERROR_INVALID_VALUE));
     }
-    let grid = u32::try_from(len.div_ceil(PATTERN_BLOCK).max(1))
-        .map_err(|_| harness(format!("kernel_pattern of {len} bytes needs too many blocks")))?;
+    let grid = u32::try_from(len.div_ceil(PATTERN_BLOCK).max(1)).map_err(|_| {
+        harness(format!(
+            "kernel_pattern of {len} bytes needs too many blocks"
+        ))
+    })?;
     let function = load_kernel(cache, PATTERN_FILL_PTX, PATTERN_FILL_NAME)?;
     let (mut dst, mut n, mut word, mut w, mut s) =
         (ptr, len, pattern, u32::from(width), u32::from(step));
