@@ -13,8 +13,9 @@
 //!
 //! Events are generated (create with IPC or wrong flags, get, send and
 //! open, record/sync/stream-wait/query, destroy), kernel writes
-//! (`slow_fill`) read by another process with and without the event wait
-//! that orders them, the mistakes user code makes (a close from a process
+//! (`slow_fill`, and the multi-byte `kernel_fill` / `kernel_iota`) read by
+//! another process with and without the event wait that orders them,
+//! `fork_child_call` after initialisation, the mistakes user code makes (a close from a process
 //! that never opened the pointer, a second close, a second free), VMM
 //! allocations shared over descriptors, and programs on two devices
 //! (cross-device opens, peer queries and enables) where the machine has
@@ -30,7 +31,10 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use std::fmt::Write;
 
+mod kernels;
 mod pools;
+
+pub use kernels::KernelWrite;
 
 /// Allocation sizes, weighted toward small ones that share a 2 MiB block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,6 +304,17 @@ pub enum Action {
         order: PoolFreeOrder,
         exportable: bool,
     },
+    // --- pattern kernels and forked children (see `generate/kernels.rs`) ---
+    /// `kernel_fill` / `kernel_iota` of a live device allocation by its
+    /// owner: a kernel writing more than one constant byte.
+    PatternKernel {
+        alloc: Index,
+        write: KernelWrite,
+    },
+    /// `fork_child_call alloc 1MiB` in a live process.
+    ForkChild {
+        proc: Index,
+    },
 }
 
 /// Sizes of generated `vmm_create`s: the 2 MiB granularity, twice it, and
@@ -499,6 +514,9 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
         2 => (i(), any::<u8>(), prop_oneof![6 => Just(PoolFreeOrder::ImporterFirst), 1 => Just(PoolFreeOrder::ExporterFirst), 1 => Just(PoolFreeOrder::ExporterBeforeImport)], proptest::bool::weighted(0.9))
             .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
+        1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)])
+            .prop_map(|(alloc, write)| Action::PatternKernel { alloc, write }),
+        1 => i().prop_map(|proc| Action::ForkChild { proc }),
     ]
 }
 
@@ -668,6 +686,10 @@ pub struct GenStats {
     /// Reads of a kernel's bytes ordered by an event wait, and not ordered.
     pub ordered_kernel_reads: usize,
     pub unordered_kernel_reads: usize,
+    /// `kernel_fill` / `kernel_iota` steps.
+    pub pattern_kernels: usize,
+    /// `fork_child_call` steps.
+    pub fork_children: usize,
 }
 
 impl GenStats {
@@ -693,6 +715,8 @@ impl GenStats {
         self.opens_after_exporter_crash += o.opens_after_exporter_crash;
         self.ordered_kernel_reads += o.ordered_kernel_reads;
         self.unordered_kernel_reads += o.unordered_kernel_reads;
+        self.pattern_kernels += o.pattern_kernels;
+        self.fork_children += o.fork_children;
     }
 }
 
@@ -1519,6 +1543,8 @@ impl Lowering {
                 order,
                 exportable,
             } => self.pool_share(pair, *value, *order, *exportable),
+            Action::PatternKernel { alloc, write } => self.pattern_kernel(alloc, write),
+            Action::ForkChild { proc } => self.fork_child(proc),
         }
     }
 

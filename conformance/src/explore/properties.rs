@@ -389,6 +389,11 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ("can_access_peer", _) => vec![(InvalidDevice, Clause("multidev.peer.can-access"))],
         ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
         ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
+        // A child forked after CUDA is initialised gets the initialisation
+        // error; the parent goes on.
+        ("fork_child_call", _) => {
+            vec![(NotInitialized, Clause("mem.fork.child-call-after-init"))]
+        }
         ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
         // cuPointerGetAttribute of a pointer the driver does not know (freed,
         // closed, never allocated); `pointer_attr P` without an attribute
