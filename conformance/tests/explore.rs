@@ -267,6 +267,7 @@ fn the_generator_reaches_the_interesting_states() {
     // twice these per 800 cases).
     assert!(r.pattern_kernels > 30, "{r:?}");
     assert!(r.fork_children > 50, "{r:?}");
+    assert!(r.repeat_steps > 3, "{r:?}");
     // Cases of about the requested length.
     assert!(s.steps > 800 * 16, "{} steps", s.steps);
 }

@@ -173,6 +173,7 @@ pub struct Reached {
     pub unordered_kernel_reads: usize,
     pub pattern_kernels: usize,
     pub fork_children: usize,
+    pub repeat_steps: usize,
 }
 
 impl From<GenStats> for Reached {
@@ -200,6 +201,7 @@ impl From<GenStats> for Reached {
             unordered_kernel_reads: s.unordered_kernel_reads,
             pattern_kernels: s.pattern_kernels,
             fork_children: s.fork_children,
+            repeat_steps: s.repeat_steps,
         }
     }
 }

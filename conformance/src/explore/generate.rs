@@ -306,10 +306,12 @@ pub enum Action {
     },
     // --- pattern kernels and forked children (see `generate/kernels.rs`) ---
     /// `kernel_fill` / `kernel_iota` of a live device allocation by its
-    /// owner: a kernel writing more than one constant byte.
+    /// owner: a kernel writing more than one constant byte, launched
+    /// `repeat` times (1 to 4; more than 1 as a `repeat N` step).
     PatternKernel {
         alloc: Index,
         write: KernelWrite,
+        repeat: u32,
     },
     /// `fork_child_call alloc 1MiB` in a live process.
     ForkChild {
@@ -514,8 +516,8 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
         2 => (i(), any::<u8>(), prop_oneof![6 => Just(PoolFreeOrder::ImporterFirst), 1 => Just(PoolFreeOrder::ExporterFirst), 1 => Just(PoolFreeOrder::ExporterBeforeImport)], proptest::bool::weighted(0.9))
             .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
-        1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)])
-            .prop_map(|(alloc, write)| Action::PatternKernel { alloc, write }),
+        1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)], prop_oneof![3 => Just(1u32), 1 => 2u32..=4])
+            .prop_map(|(alloc, write, repeat)| Action::PatternKernel { alloc, write, repeat }),
         1 => i().prop_map(|proc| Action::ForkChild { proc }),
     ]
 }
@@ -690,6 +692,8 @@ pub struct GenStats {
     pub pattern_kernels: usize,
     /// `fork_child_call` steps.
     pub fork_children: usize,
+    /// `repeat N` steps.
+    pub repeat_steps: usize,
 }
 
 impl GenStats {
@@ -717,6 +721,7 @@ impl GenStats {
         self.unordered_kernel_reads += o.unordered_kernel_reads;
         self.pattern_kernels += o.pattern_kernels;
         self.fork_children += o.fork_children;
+        self.repeat_steps += o.repeat_steps;
     }
 }
 
@@ -1543,7 +1548,11 @@ impl Lowering {
                 order,
                 exportable,
             } => self.pool_share(pair, *value, *order, *exportable),
-            Action::PatternKernel { alloc, write } => self.pattern_kernel(alloc, write),
+            Action::PatternKernel {
+                alloc,
+                write,
+                repeat,
+            } => self.pattern_kernel(alloc, write, *repeat),
             Action::ForkChild { proc } => self.fork_child(proc),
         }
     }
