@@ -46,13 +46,49 @@ pub(crate) struct PendingFill {
     pub content: KernelWrite,
 }
 
+/// What the pattern kernel writes: byte `i` is byte `i % width` of
+/// `pattern` (little-endian) plus `step * (i / width)`, modulo 256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KernelBytes {
+    pattern: u64,
+    width: u8,
+    step: u8,
+}
+
+impl KernelBytes {
+    pub(crate) fn new(pattern: u64, width: u8, step: u8) -> Self {
+        KernelBytes {
+            pattern,
+            width,
+            step,
+        }
+    }
+
+    /// Whether the real kernel accepts the arguments: a word of 1 to 8 bytes.
+    pub(crate) fn is_valid(&self) -> bool {
+        (1..=8).contains(&self.width)
+    }
+
+    /// The first `len` bytes the kernel writes.
+    pub(crate) fn bytes(&self, len: u64) -> Vec<u8> {
+        let width = u64::from(self.width.max(1));
+        (0..len)
+            .map(|i| {
+                let word_byte = (self.pattern >> (8 * (i % width))) as u8;
+                let rounds = (i / width) as u8;
+                word_byte.wrapping_add(self.step.wrapping_mul(rounds))
+            })
+            .collect()
+    }
+}
+
 /// What a queued kernel writes over its range.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum KernelWrite {
     /// `slow_fill`: one byte everywhere.
     Byte(u8),
     /// `kernel_pattern`: a computed pattern.
-    Pattern(crate::kernel_pattern::KernelBytes),
+    Pattern(KernelBytes),
 }
 
 #[derive(Debug, Default)]

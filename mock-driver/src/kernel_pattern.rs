@@ -5,45 +5,9 @@
 //! reaches another process only through an event wait or the writer's sync
 //! (`event.order.kernel-pattern-after-wait`).
 
-use crate::event_state::KernelWrite;
+use crate::event_state::{KernelBytes, KernelWrite};
 use crate::world::{SimResult, World};
 use ipc_harness::{ErrorKind, ProcessIndex};
-
-/// What the pattern kernel writes: byte `i` is byte `i % width` of
-/// `pattern` (little-endian) plus `step * (i / width)`, modulo 256.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct KernelBytes {
-    pattern: u64,
-    width: u8,
-    step: u8,
-}
-
-impl KernelBytes {
-    pub(crate) fn new(pattern: u64, width: u8, step: u8) -> Self {
-        KernelBytes {
-            pattern,
-            width,
-            step,
-        }
-    }
-
-    /// Whether the real kernel accepts the arguments: a word of 1 to 8 bytes.
-    fn is_valid(&self) -> bool {
-        (1..=8).contains(&self.width)
-    }
-
-    /// The first `len` bytes the kernel writes.
-    pub(crate) fn bytes(&self, len: u64) -> Vec<u8> {
-        let width = u64::from(self.width.max(1));
-        (0..len)
-            .map(|i| {
-                let word_byte = (self.pattern >> (8 * (i % width))) as u8;
-                let rounds = (i / width) as u8;
-                word_byte.wrapping_add(self.step.wrapping_mul(rounds))
-            })
-            .collect()
-    }
-}
 
 impl World {
     /// Queue the pattern kernel on `p`'s stream (no long work before it).
@@ -65,7 +29,7 @@ impl World {
 
 #[cfg(test)]
 mod tests {
-    use super::KernelBytes;
+    use crate::event_state::KernelBytes;
 
     #[test]
     fn a_word_repeats_in_little_endian_order() {

@@ -364,7 +364,7 @@ impl Driver for SimProcess {
         width: u8,
         step: u8,
     ) -> DriverResult<()> {
-        let content = crate::kernel_pattern::KernelBytes::new(pattern, width, step);
+        let content = crate::event_state::KernelBytes::new(pattern, width, step);
         self.call(|w, p| w.kernel_pattern(p, ptr.0, len, content))
     }
 

@@ -34,8 +34,6 @@ use std::fmt::Write;
 mod kernels;
 mod pools;
 
-pub use kernels::KernelWrite;
-
 /// Allocation sizes, weighted toward small ones that share a 2 MiB block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SizeClass {
@@ -317,6 +315,15 @@ pub enum Action {
     ForkChild {
         proc: Index,
     },
+}
+
+/// What a generated pattern kernel writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelWrite {
+    /// `kernel_fill P (WORD)`: 1 to 8 bytes, repeated.
+    Word(Vec<u8>),
+    /// `kernel_iota P BASE`.
+    Iota(u8),
 }
 
 /// Sizes of generated `vmm_create`s: the 2 MiB granularity, twice it, and

@@ -1452,14 +1452,14 @@ impl Worker {
                     pattern,
                     width,
                     step,
-                } => pattern_kernel::launch(
+                } => load_kernel(
                     &mut self.pattern_kernels,
-                    ptr,
-                    len,
-                    pattern,
-                    width,
-                    step,
+                    pattern_kernel::PATTERN_FILL_PTX,
+                    pattern_kernel::PATTERN_FILL_NAME,
                 )
+                .and_then(|function| {
+                    pattern_kernel::launch(function, ptr, len, pattern, width, step)
+                })
                 .map(|()| Reply::Unit),
                 r @ (Request::PoolCreate { .. }
                 | Request::PoolDefault { .. }

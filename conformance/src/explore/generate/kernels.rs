@@ -2,17 +2,8 @@
 //! `kernel_iota`, sometimes as a small `repeat N` step), and a child forked after CUDA is initialised
 //! (`fork_child_call`). Low weight: each adds one step to a program.
 
-use super::Lowering;
+use super::{KernelWrite, Lowering};
 use proptest::sample::Index;
-
-/// What a generated pattern kernel writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KernelWrite {
-    /// `kernel_fill P (WORD)`: 1 to 8 bytes, repeated.
-    Word(Vec<u8>),
-    /// `kernel_iota P BASE`.
-    Iota(u8),
-}
 
 impl Lowering {
     /// A pattern kernel over (at most 4 KiB of) a live device allocation

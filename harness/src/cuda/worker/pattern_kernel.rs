@@ -3,10 +3,8 @@
 //! once launched; the bytes reach another process only through an event
 //! recorded after it (`event.order.kernel-pattern-after-wait`).
 
-use super::{harness, load_kernel};
-use crate::cuda::ffi::{self, CallResult};
+use crate::cuda::ffi::{self, CallResult, Handle};
 use crate::cuda::protocol::WireError;
-use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::ptr::null_mut;
 
@@ -14,7 +12,7 @@ use std::ptr::null_mut;
 /// `pattern` (shifted right by `8 * (i % width)`) plus `step * (i / width)`,
 /// keeping the low 8 bits. One thread per byte, in blocks of
 /// [`PATTERN_BLOCK`].
-const PATTERN_FILL_PTX: &CStr = c"
+pub(super) const PATTERN_FILL_PTX: &CStr = c"
 .version 7.0
 .target sm_52
 .address_size 64
@@ -63,16 +61,17 @@ $L__done:
 }
 ";
 
-const PATTERN_FILL_NAME: &CStr = c"pattern_fill";
+pub(super) const PATTERN_FILL_NAME: &CStr = c"pattern_fill";
 const PATTERN_BLOCK: u64 = 256;
 
-/// Launch the pattern kernel on the null stream and return without
+/// Launch the pattern kernel (`function`, loaded in the current context
+/// from [`PATTERN_FILL_PTX`]) on the null stream and return without
 /// waiting. A width outside 1 to 8 is refused before the launch with
 /// `CUDA_ERROR_INVALID_VALUE` / `cudaErrorInvalidValue` (the same code in
 /// both dialects), as a launch with a bad argument is. A zero length
 /// launches one block that writes nothing.
 pub(super) fn launch(
-    cache: &mut HashMap<usize, usize>,
+    function: Handle,
     ptr: u64,
     len: u64,
     pattern: u64,
@@ -83,11 +82,10 @@ pub(super) fn launch(
         return Err(WireError::Api(ffi::ERROR_INVALID_VALUE));
     }
     let grid = u32::try_from(len.div_ceil(PATTERN_BLOCK).max(1)).map_err(|_| {
-        harness(format!(
+        WireError::Harness(format!(
             "kernel_pattern of {len} bytes needs too many blocks"
         ))
     })?;
-    let function = load_kernel(cache, PATTERN_FILL_PTX, PATTERN_FILL_NAME)?;
     let (mut dst, mut n, mut word, mut w, mut s) =
         (ptr, len, pattern, u32::from(width), u32::from(step));
     let mut params: [*mut c_void; 5] = [
