@@ -400,11 +400,13 @@ mod tests {
                     name: "a".into(),
                     device: 1,
                     visible_devices: None,
+                    pid_namespace: Default::default(),
                 },
                 ProcessSpec {
                     name: "b".into(),
                     device: 0,
                     visible_devices: Some(vec![1]),
+                    pid_namespace: Default::default(),
                 },
             ],
             dialect: Dialect::Driver,

@@ -267,6 +267,11 @@ fn the_generator_reaches_the_interesting_states() {
     assert!(r.opens_after_exporter_crash > 40, "{r:?}");
     assert!(r.ordered_kernel_reads > 15, "{r:?}");
     assert!(r.unordered_kernel_reads > 15, "{r:?}");
+    // Low-weight actions: pattern kernels and forked children (about
+    // twice these per 800 cases).
+    assert!(r.pattern_kernels > 30, "{r:?}");
+    assert!(r.fork_children > 50, "{r:?}");
+    assert!(r.repeat_steps > 3, "{r:?}");
     // Cases of about the requested length.
     assert!(s.steps > 800 * 16, "{} steps", s.steps);
 }
@@ -658,9 +663,11 @@ fn side_by_side_marks_what_the_differential_counts() {
 #[test]
 fn the_generator_asks_for_pointer_attributes() {
     // Every attribute name turns up in some generated case (one case per
-    // seed), as a step that parses (the op is `pointer_attr P ATTR`).
+    // seed), as a step that parses (the op is `pointer_attr P ATTR`). The
+    // seeds are enough for each of the 9 attributes at the action's weight
+    // with room to spare (200 missed one once the action list grew).
     let mut seen = std::collections::BTreeSet::new();
-    for seed in 0..200 {
+    for seed in 0..400 {
         let id = CaseId {
             index: 0,
             seed,

@@ -210,6 +210,12 @@ macro_rules! for_each_driver_call {
             /// `cudaMemcpyPeer` / `cuMemcpyPeer` (primary contexts) / `hipMemcpyPeer`:
             /// `len` bytes from `src` on `src_device` to `dst` on `dst_device`.
             copy_peer CopyPeer(dst: DevicePtr, dst_device: DeviceOrdinal, src: DevicePtr, src_device: DeviceOrdinal, len: u64) -> ();
+            /// A kernel on the default stream writing a computed pattern to
+            /// `[ptr, ptr + len)`: byte `i` is byte `i % width` of `pattern`
+            /// (little-endian, `width` 1 to 8) plus `step * (i / width)`,
+            /// modulo 256. Returns once launched, like any kernel launch.
+            /// `cuLaunchKernel` in both dialects; `hipModuleLaunchKernel`.
+            kernel_pattern KernelPattern(ptr: DevicePtr, len: u64, pattern: u64, width: u8, step: u8) -> ();
         }
     };
 }

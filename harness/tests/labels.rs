@@ -238,6 +238,9 @@ impl Driver for Heap {
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         self.unsupported()
     }
+    fn kernel_pattern(&mut self, _: DevicePtr, _: u64, _: u64, _: u8, _: u8) -> DriverResult<()> {
+        self.unsupported()
+    }
     // --- memory pools: not modelled by this fake ---
     fn pool_create(
         &mut self,

@@ -202,6 +202,9 @@ impl Driver for Fake {
     fn slow_fill(&mut self, _: DevicePtr, _: u8, _: u64, _: u64) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn kernel_pattern(&mut self, _: DevicePtr, _: u64, _: u64, _: u8, _: u8) -> DriverResult<()> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     // --- memory pools: not modelled by this fake ---
     fn pool_create(
         &mut self,

@@ -3,7 +3,7 @@
 //! Plain malformed inputs and their messages are files in `parse-errors/`.
 
 use ipc_harness::scenario::{
-    parse, parse_file, Expect, Expectation, HazardCheck, Op, ParseError, Ref, Scenario,
+    parse, parse_file, Expect, Expectation, HazardCheck, Op, ParseError, PatternItem, Ref, Scenario,
 };
 use ipc_harness::{Dialect, ErrorKind, HazardKind, Topology};
 use rstest::rstest;
@@ -150,7 +150,14 @@ b: ipc_close q
         panic!()
     };
     match &l.items[0] {
-        Expectation::Bytes(p) => assert_eq!(p.runs, [(0xab, 2), (0, 1), (1, 1)]),
+        Expectation::Bytes(p) => assert_eq!(
+            p.items,
+            [
+                PatternItem::Run(0xab, 2),
+                PatternItem::Run(0, 1),
+                PatternItem::Run(1, 1)
+            ]
+        ),
         other => panic!("{other:?}"),
     }
     let Expect::ByDialect {

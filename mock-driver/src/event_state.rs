@@ -45,9 +45,10 @@ pub(crate) struct PendingFill {
     pub block: u64,
     pub offset: u64,
     pub len: u64,
-    pub value: u8,
+    /// What a kernel writes (ignored for a copy).
+    pub content: KernelWrite,
     /// A device-to-device copy: the source block and offset whose bytes
-    /// (as they are when the copy runs) land instead of `value`.
+    /// (as they are when the copy runs) land instead of `content`.
     pub source: Option<(u64, u64)>,
 }
 
@@ -67,6 +68,51 @@ pub(crate) struct StreamState {
     /// Happens-before of this stream only: per writer process, the newest
     /// write an event it waited on covers (`Process::seen` is the host's).
     pub seen: BTreeMap<ProcessIndex, u64>,
+}
+
+/// What the pattern kernel writes: byte `i` is byte `i % width` of
+/// `pattern` (little-endian) plus `step * (i / width)`, modulo 256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KernelBytes {
+    pattern: u64,
+    width: u8,
+    step: u8,
+}
+
+impl KernelBytes {
+    pub(crate) fn new(pattern: u64, width: u8, step: u8) -> Self {
+        KernelBytes {
+            pattern,
+            width,
+            step,
+        }
+    }
+
+    /// Whether the real kernel accepts the arguments: a word of 1 to 8 bytes.
+    pub(crate) fn is_valid(&self) -> bool {
+        (1..=8).contains(&self.width)
+    }
+
+    /// The first `len` bytes the kernel writes.
+    pub(crate) fn bytes(&self, len: u64) -> Vec<u8> {
+        let width = u64::from(self.width.max(1));
+        (0..len)
+            .map(|i| {
+                let word_byte = (self.pattern >> (8 * (i % width))) as u8;
+                let rounds = (i / width) as u8;
+                word_byte.wrapping_add(self.step.wrapping_mul(rounds))
+            })
+            .collect()
+    }
+}
+
+/// What a queued kernel writes over its range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum KernelWrite {
+    /// `slow_fill`: one byte everywhere.
+    Byte(u8),
+    /// `kernel_pattern`: a computed pattern.
+    Pattern(KernelBytes),
 }
 
 #[derive(Debug, Default)]

@@ -23,7 +23,7 @@
 //! (`event_other_context`), and `event_record` from another context is
 //! InvalidHandle, as cuEventRecord's documentation says.
 
-use crate::event_state::{Core, Local, PendingFill};
+use crate::event_state::{Core, KernelWrite, Local, PendingFill};
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{
@@ -35,7 +35,7 @@ use ipc_harness::{
     Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, StreamId,
     IPC_HANDLE_SIZE,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Simulated host time one API call takes (a worker round trip).
 pub(crate) const HOST_CALL_NS: u64 = 50_000;
@@ -123,7 +123,12 @@ impl World {
             }
             // A block freed in the meantime takes the bytes with it.
             if let Some(b) = self.blocks.get_mut(&f.block) {
-                b.data.fill(f.offset, f.len, f.value);
+                match f.content {
+                    KernelWrite::Byte(value) => b.data.fill(f.offset, f.len, value),
+                    KernelWrite::Pattern(pattern) => {
+                        b.data.write(f.offset, &pattern.bytes(f.len));
+                    }
+                }
             }
         }
     }
@@ -592,6 +597,20 @@ impl World {
         micros: u64,
         stream: StreamId,
     ) -> SimResult<()> {
+        self.queue_kernel_write(p, ptr, len, micros, KernelWrite::Byte(value), stream)
+    }
+
+    /// A kernel on `p`'s `stream` that runs `micros`, then writes `content`
+    /// to `[ptr, ptr + len)`: the bytes land when the clock passes its end.
+    pub(crate) fn queue_kernel_write(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+        micros: u64,
+        content: KernelWrite,
+        stream: StreamId,
+    ) -> SimResult<()> {
         self.current_ctx(p)?;
         self.stream_ctx(p, stream)?;
         let target = if len == 0 {
@@ -615,7 +634,7 @@ impl World {
                 block,
                 offset,
                 len,
-                value,
+                content,
                 source: None,
             });
         }

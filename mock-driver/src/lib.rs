@@ -56,6 +56,7 @@ mod handle_codec;
 mod hazards;
 mod ids;
 mod ipc;
+mod kernel_pattern;
 mod machine;
 mod memory;
 #[cfg(feature = "mutants")]

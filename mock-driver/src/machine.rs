@@ -361,6 +361,18 @@ impl Driver for SimProcess {
         self.call(|w, p| w.slow_fill(p, ptr.0, value, len, micros))
     }
 
+    fn kernel_pattern(
+        &mut self,
+        ptr: DevicePtr,
+        len: u64,
+        pattern: u64,
+        width: u8,
+        step: u8,
+    ) -> DriverResult<()> {
+        let content = crate::event_state::KernelBytes::new(pattern, width, step);
+        self.call(|w, p| w.kernel_pattern(p, ptr.0, len, content))
+    }
+
     // --- memory pools (`pools.rs`) ---
     fn pool_create(&mut self, device: DeviceOrdinal, types: HandleTypes) -> DriverResult<PoolId> {
         self.call(|w, p| w.pool_create(p, device, types).map(PoolId))

@@ -23,7 +23,7 @@
 //! and the hazard log sees it as a read of the source and a write of the
 //! destination.
 
-use crate::event_state::{PendingFill, StreamState};
+use crate::event_state::{KernelWrite, PendingFill, StreamState};
 use crate::world::{Access, CtxKey, Fail, SimResult, World, MAX_READ};
 use ipc_harness::stream_flags::NON_BLOCKING;
 use ipc_harness::{DeviceOrdinal, ErrorKind, ProcessIndex, StreamId};
@@ -301,7 +301,7 @@ impl World {
             block: dst_block,
             offset: dst_off,
             len,
-            value: 0,
+            content: KernelWrite::Byte(0),
             source: Some((src_block, src_off)),
         });
         self.settle();

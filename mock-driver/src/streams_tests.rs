@@ -25,6 +25,7 @@ fn machine() -> SimMachine {
                 name: n.into(),
                 device: 0,
                 visible_devices: None,
+                pid_namespace: Default::default(),
             })
             .to_vec(),
         dialect: Dialect::Runtime,
@@ -167,7 +168,9 @@ fn a_stream_wait_orders_copies_on_that_stream_only() {
         let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
         let peer = m.driver(PEER);
         let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
-        let x = peer.ipc_open_event_handle(eh, ipc_harness::OutArg::Valid).unwrap();
+        let x = peer
+            .ipc_open_event_handle(eh, ipc_harness::OutArg::Valid)
+            .unwrap();
         let b = peer.alloc(MemKind::Device, MIB2).unwrap();
         let waiting = peer.stream_create(NON_BLOCKING).unwrap();
         let other = peer.stream_create(NON_BLOCKING).unwrap();

@@ -189,6 +189,9 @@ pub struct Reached {
     pub opens_after_exporter_crash: usize,
     pub ordered_kernel_reads: usize,
     pub unordered_kernel_reads: usize,
+    pub pattern_kernels: usize,
+    pub fork_children: usize,
+    pub repeat_steps: usize,
 }
 
 impl From<GenStats> for Reached {
@@ -214,6 +217,9 @@ impl From<GenStats> for Reached {
             opens_after_exporter_crash: s.opens_after_exporter_crash,
             ordered_kernel_reads: s.ordered_kernel_reads,
             unordered_kernel_reads: s.unordered_kernel_reads,
+            pattern_kernels: s.pattern_kernels,
+            fork_children: s.fork_children,
+            repeat_steps: s.repeat_steps,
         }
     }
 }

@@ -13,8 +13,9 @@
 //!
 //! Events are generated (create with IPC or wrong flags, get, send and
 //! open, record/sync/stream-wait/query, destroy), kernel writes
-//! (`slow_fill`) read by another process with and without the event wait
-//! that orders them, the mistakes user code makes (a close from a process
+//! (`slow_fill`, and the multi-byte `kernel_fill` / `kernel_iota`) read by
+//! another process with and without the event wait that orders them,
+//! `fork_child_call` after initialisation, the mistakes user code makes (a close from a process
 //! that never opened the pointer, a second close, a second free), VMM
 //! allocations shared over descriptors, and programs on two devices
 //! (cross-device opens, peer queries and enables) where the machine has
@@ -30,6 +31,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use std::fmt::Write;
 
+mod kernels;
 mod pools;
 
 /// Allocation sizes, weighted toward small ones that share a 2 MiB block.
@@ -324,6 +326,28 @@ pub enum Action {
         order: PoolFreeOrder,
         exportable: bool,
     },
+    // --- pattern kernels and forked children (see `generate/kernels.rs`) ---
+    /// `kernel_fill` / `kernel_iota` of a live device allocation by its
+    /// owner: a kernel writing more than one constant byte, launched
+    /// `repeat` times (1 to 4; more than 1 as a `repeat N` step).
+    PatternKernel {
+        alloc: Index,
+        write: KernelWrite,
+        repeat: u32,
+    },
+    /// `fork_child_call alloc 1MiB` in a live process.
+    ForkChild {
+        proc: Index,
+    },
+}
+
+/// What a generated pattern kernel writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelWrite {
+    /// `kernel_fill P (WORD)`: 1 to 8 bytes, repeated.
+    Word(Vec<u8>),
+    /// `kernel_iota P BASE`.
+    Iota(u8),
 }
 
 /// Sizes of generated `vmm_create`s: the 2 MiB granularity, twice it, and
@@ -540,6 +564,9 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
         2 => (i(), any::<u8>(), prop_oneof![6 => Just(PoolFreeOrder::ImporterFirst), 1 => Just(PoolFreeOrder::ExporterFirst), 1 => Just(PoolFreeOrder::ExporterBeforeImport)], proptest::bool::weighted(0.9))
             .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
+        1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)], prop_oneof![3 => Just(1u32), 1 => 2u32..=4])
+            .prop_map(|(alloc, write, repeat)| Action::PatternKernel { alloc, write, repeat }),
+        1 => i().prop_map(|proc| Action::ForkChild { proc }),
     ]
 }
 
@@ -709,6 +736,12 @@ pub struct GenStats {
     /// Reads of a kernel's bytes ordered by an event wait, and not ordered.
     pub ordered_kernel_reads: usize,
     pub unordered_kernel_reads: usize,
+    /// `kernel_fill` / `kernel_iota` steps.
+    pub pattern_kernels: usize,
+    /// `fork_child_call` steps.
+    pub fork_children: usize,
+    /// `repeat N` steps.
+    pub repeat_steps: usize,
 }
 
 impl GenStats {
@@ -734,6 +767,9 @@ impl GenStats {
         self.opens_after_exporter_crash += o.opens_after_exporter_crash;
         self.ordered_kernel_reads += o.ordered_kernel_reads;
         self.unordered_kernel_reads += o.unordered_kernel_reads;
+        self.pattern_kernels += o.pattern_kernels;
+        self.fork_children += o.fork_children;
+        self.repeat_steps += o.repeat_steps;
     }
 }
 
@@ -1596,6 +1632,12 @@ impl Lowering {
                 long,
             } => self.stream_handoff(pair, *value, *order, *long),
             Action::DeviceCopy { open, peer } => self.device_copy(open, *peer),
+            Action::PatternKernel {
+                alloc,
+                write,
+                repeat,
+            } => self.pattern_kernel(alloc, write, *repeat),
+            Action::ForkChild { proc } => self.fork_child(proc),
         }
     }
 

@@ -406,6 +406,11 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ("can_access_peer", _) => vec![(InvalidDevice, Clause("multidev.peer.can-access"))],
         ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
         ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
+        // A child forked after CUDA is initialised gets the initialisation
+        // error; the parent goes on.
+        ("fork_child_call", _) => {
+            vec![(NotInitialized, Clause("mem.fork.child-call-after-init"))]
+        }
         ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
         // cuPointerGetAttribute of a pointer the driver does not know (freed,
         // closed, never allocated); `pointer_attr P` without an attribute
@@ -551,7 +556,7 @@ struct Object {
     writes: Vec<(u64, u64, WriteBytes)>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum WriteBytes {
     Fill(u8),
     Pattern(Vec<u8>),
@@ -629,7 +634,7 @@ struct Model {
     /// successful access inside one (through any process's pointer) must be
     /// logged as an access after free.
     freed_objects: HashSet<usize>,
-    /// Kernel writes (`slow_fill`) whose bytes may not have landed yet:
+    /// Kernel writes (`slow_fill`, `kernel_fill`, `kernel_iota`) whose bytes may not have landed yet:
     /// (writer, object, start, end). The writer's own host-blocking calls
     /// (sync, copies, sets, free) wait for them.
     pending_kernel: Vec<(usize, usize, u64, u64)>,
@@ -1144,11 +1149,24 @@ pub fn check_trace(
             }
             Op::SlowFill {
                 ptr,
-                value,
+                at,
+                resolved_len,
+                ..
+            }
+            | Op::KernelPattern {
+                ptr,
                 at,
                 resolved_len,
                 ..
             } if ok_value.is_some() => {
+                let written = match &step.op {
+                    Op::KernelPattern { content, .. } => {
+                        WriteBytes::Pattern(content.bytes(*resolved_len))
+                    }
+                    Op::SlowFill { value, .. } => WriteBytes::Fill(*value),
+                    // This arm matches only the two kernels above.
+                    _ => WriteBytes::Pattern(Vec::new()),
+                };
                 let at0 = at.unwrap_or(0);
                 let mut landed = None;
                 access(
@@ -1162,8 +1180,7 @@ pub fn check_trace(
                         let start = base.saturating_add(at0);
                         let end = start.saturating_add(*resolved_len);
                         m.write_races_kernel(p, o, start, end);
-                        let placed =
-                            m.objects[o].write(start, WriteBytes::Fill(*value), *resolved_len);
+                        let placed = m.objects[o].write(start, written.clone(), *resolved_len);
                         m.scrambled_all |= !placed;
                         if placed {
                             landed = Some((o, start, end));

@@ -720,6 +720,13 @@ mod tests {
                 len: 2 << 20,
                 micros: 300_000,
             },
+            Request::KernelPattern {
+                ptr: DevicePtr(21),
+                len: 64,
+                pattern: 0x0403_0201,
+                width: 4,
+                step: 0,
+            },
             Request::PoolCreate {
                 device: 0,
                 types: HandleTypes::POSIX_FD,

@@ -39,6 +39,7 @@
 //! | `EventRecordOn` / `StreamWaitEventOn` / `SlowFillOn` | as `EventRecord` / `StreamWaitEvent` / `SlowFill`, on the given stream | same |
 //! | `CopyDevice` | `cudaMemcpy(.., cudaMemcpyDeviceToDevice)` on stream 0, else `cudaMemcpyAsync(.., stream)` | `cuMemcpyDtoD_v2`, else `cuMemcpyDtoDAsync_v2` |
 //! | `CopyPeer` | `cudaMemcpyPeer` | `cuMemcpyPeer` with both devices' primary contexts (retained) |
+//! | `KernelPattern` | pattern kernel (`worker/pattern_kernel.rs`) | same |
 //! | `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
@@ -532,6 +533,8 @@ pub(crate) struct Worker {
     kernels: HashMap<usize, usize>,
     /// `CUcontext` -> `CUfunction` of the slow-fill kernel loaded in it.
     slow_kernels: HashMap<usize, usize>,
+    /// `CUcontext` -> `CUfunction` of the pattern kernel loaded in it.
+    pattern_kernels: HashMap<usize, usize>,
     /// What this worker's requests created and have not released yet.
     owned: Owned,
 }
@@ -988,6 +991,7 @@ impl Worker {
             if note(format!("destroying context {ctx:#x}"), r) {
                 self.kernels.remove(&(ctx as usize));
                 self.slow_kernels.remove(&(ctx as usize));
+                self.pattern_kernels.remove(&(ctx as usize));
             } else {
                 self.owned.contexts.push(ctx);
             }
@@ -1119,6 +1123,7 @@ impl Worker {
                     // Its module went with it; a later context may reuse the address.
                     self.kernels.remove(&(ctx as usize));
                     self.slow_kernels.remove(&(ctx as usize));
+                    self.pattern_kernels.remove(&(ctx as usize));
                     Ok(Reply::Unit)
                 }
                 Request::Alloc { kind, size } => alloc(d, kind, size).map(Reply::Ptr),
@@ -1506,6 +1511,21 @@ impl Worker {
                 } => self
                     .slow_fill(ptr, value, len, micros, 0)
                     .map(|()| Reply::Unit),
+                Request::KernelPattern {
+                    ptr: DevicePtr(ptr),
+                    len,
+                    pattern,
+                    width,
+                    step,
+                } => load_kernel(
+                    &mut self.pattern_kernels,
+                    pattern_kernel::PATTERN_FILL_PTX,
+                    pattern_kernel::PATTERN_FILL_NAME,
+                )
+                .and_then(|function| {
+                    pattern_kernel::launch(function, ptr, len, pattern, width, step)
+                })
+                .map(|()| Reply::Unit),
                 r @ (Request::PoolCreate { .. }
                 | Request::PoolDefault { .. }
                 | Request::PoolDestroy { .. }
@@ -1950,6 +1970,7 @@ impl Worker {
 }
 
 mod fork_child;
+mod pattern_kernel;
 mod pidfd;
 
 #[cfg(test)]

@@ -77,17 +77,56 @@ impl fmt::Display for Ref {
     }
 }
 
-/// A byte pattern as written: runs of `(byte, count)`, `ab*16 00*48`.
+/// A byte pattern as written: items in order, `ab*16 00*48`,
+/// `(01 02 03 04)*16`, `iota(10)*64`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BytePattern {
-    /// `(byte, count)` runs in order.
-    pub runs: Vec<(u8, u64)>,
+    /// The pattern's items, in order.
+    pub items: Vec<PatternItem>,
+}
+
+/// One item of a [`BytePattern`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatternItem {
+    /// `ab*16` (`ab`: a count of 1): one byte, repeated.
+    Run(u8, u64),
+    /// `(01 02 03 04)*16`: a group of bytes, repeated (count: groups).
+    Group(Vec<u8>, u64),
+    /// `iota(10)*64`: a counting sequence, byte `i` is `BASE + i` modulo
+    /// 256 (count: bytes).
+    Iota(u8, u64),
+}
+
+impl PatternItem {
+    /// Number of bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            PatternItem::Run(_, n) | PatternItem::Iota(_, n) => *n,
+            PatternItem::Group(g, n) => (g.len() as u64).saturating_mul(*n),
+        }
+    }
+
+    /// Whether the item has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Byte `i` of the item (`i < len()`).
+    fn byte(&self, i: u64) -> u8 {
+        match self {
+            PatternItem::Run(b, _) => *b,
+            PatternItem::Group(g, _) => g[(i % g.len() as u64) as usize],
+            PatternItem::Iota(base, _) => base.wrapping_add(i as u8),
+        }
+    }
 }
 
 impl BytePattern {
     /// Total number of bytes.
     pub fn len(&self) -> u64 {
-        self.runs.iter().fold(0u64, |a, r| a.saturating_add(r.1))
+        self.items
+            .iter()
+            .fold(0u64, |a, r| a.saturating_add(r.len()))
     }
 
     /// Whether the pattern has no bytes.
@@ -98,8 +137,11 @@ impl BytePattern {
     /// The bytes themselves.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for &(b, n) in &self.runs {
-            out.extend(std::iter::repeat_n(b, n as usize));
+        for item in &self.items {
+            match item {
+                PatternItem::Run(b, n) => out.extend(std::iter::repeat_n(*b, *n as usize)),
+                _ => out.extend((0..item.len()).map(|i| item.byte(i))),
+            }
         }
         out
     }
@@ -107,9 +149,21 @@ impl BytePattern {
     /// Whether `bytes` are exactly the pattern (without expanding it).
     pub fn matches(&self, bytes: &[u8]) -> bool {
         let mut i = 0usize;
-        for &(b, n) in &self.runs {
+        for item in &self.items {
+            let n = item.len();
+            if ((bytes.len() - i) as u64) < n {
+                return false;
+            }
             let n = n as usize;
-            if bytes.len() - i < n || bytes[i..i + n].iter().any(|&x| x != b) {
+            let here = &bytes[i..i + n];
+            let same = match item {
+                PatternItem::Run(b, _) => here.iter().all(|x| x == b),
+                _ => here
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &x)| x == item.byte(k as u64)),
+            };
+            if !same {
                 return false;
             }
             i += n;
@@ -118,19 +172,108 @@ impl BytePattern {
     }
 }
 
+impl fmt::Display for PatternItem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = match self {
+            PatternItem::Run(b, n) => {
+                write!(f, "{b:02x}")?;
+                *n
+            }
+            PatternItem::Group(g, n) => {
+                f.write_str("(")?;
+                for (i, b) in g.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{b:02x}")?;
+                }
+                f.write_str(")")?;
+                *n
+            }
+            // The count is the length, always written.
+            PatternItem::Iota(base, n) => return write!(f, "iota({base:02x})*{n}"),
+        };
+        if n != 1 {
+            write!(f, "*{n}")?;
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for BytePattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, &(b, n)) in self.runs.iter().enumerate() {
+        for (i, item) in self.items.iter().enumerate() {
             if i > 0 {
                 f.write_str(" ")?;
             }
-            if n == 1 {
-                write!(f, "{b:02x}")?;
-            } else {
-                write!(f, "{b:02x}*{n}")?;
-            }
+            write!(f, "{item}")?;
         }
         Ok(())
+    }
+}
+
+/// What a `kernel_fill` / `kernel_iota` kernel writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelContent {
+    /// `kernel_fill`: these 1 to 8 bytes, in memory order, repeated.
+    Word(Vec<u8>),
+    /// `kernel_iota`: byte `i` is `BASE + i` modulo 256.
+    Iota(u8),
+}
+
+/// Most bytes in a `kernel_fill` word (the kernel takes one 64-bit word).
+pub const MAX_KERNEL_WORD: usize = 8;
+
+impl KernelContent {
+    fn keyword(&self) -> &'static str {
+        match self {
+            KernelContent::Word(_) => "kernel_fill",
+            KernelContent::Iota(_) => "kernel_iota",
+        }
+    }
+
+    /// The `kernel_pattern` call's `(pattern, width, step)`: the word
+    /// packed little-endian, so that byte `k` of memory is byte `k` of it.
+    pub fn call_args(&self) -> (u64, u8, u8) {
+        match self {
+            KernelContent::Word(bytes) => {
+                let pattern = bytes
+                    .iter()
+                    .rev()
+                    .fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+                (pattern, bytes.len() as u8, 0)
+            }
+            KernelContent::Iota(base) => (u64::from(*base), 1, 1),
+        }
+    }
+
+    /// The first `len` bytes the kernel writes.
+    pub fn bytes(&self, len: u64) -> Vec<u8> {
+        match self {
+            KernelContent::Word(word) if !word.is_empty() => {
+                word.iter().copied().cycle().take(len as usize).collect()
+            }
+            KernelContent::Word(_) => Vec::new(),
+            KernelContent::Iota(base) => (0..len).map(|i| base.wrapping_add(i as u8)).collect(),
+        }
+    }
+}
+
+impl fmt::Display for KernelContent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelContent::Word(bytes) => {
+                f.write_str("(")?;
+                for (i, b) in bytes.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{b:02x}")?;
+                }
+                f.write_str(")")
+            }
+            KernelContent::Iota(base) => write!(f, "{base:#04x}"),
+        }
     }
 }
 
@@ -417,8 +560,11 @@ pub enum Op {
     /// `pidfd_getfd OWNER FD`: the step's process takes a copy of `OWNER`'s
     /// descriptor `FD` with `pidfd_open` + `pidfd_getfd`.
     PidfdGetfd {
+        /// The process whose descriptor is taken.
         owner: ProcIndex,
+        /// That process's name, as written.
         owner_name: String,
+        /// The owner's binding of the descriptor.
         fd: String,
     },
     // --- events ---
@@ -498,6 +644,21 @@ pub enum Op {
         resolved_len: u64,
         /// `stream=`: launched on that stream, else on the legacy default stream.
         stream: Option<String>,
+    },
+    /// `kernel_fill P (BYTES) [at=OFF] [len=N]` / `kernel_iota P BASE
+    /// [at=OFF] [len=N]`: a kernel writes a repeated word / a counting
+    /// sequence, on the default stream like `slow_fill` (no long work).
+    KernelPattern {
+        /// The pointer written through.
+        ptr: Ref,
+        /// The word or count the kernel writes.
+        content: KernelContent,
+        /// `at=`: the offset from `ptr`.
+        at: Option<u64>,
+        /// `len=`, as written.
+        len: Option<u64>,
+        /// As for `fill`: `len=`, or the `malloc*` size minus `at`.
+        resolved_len: u64,
     },
     // --- memory pools ---
     /// `pool_create [types=T] [device=D]`.
@@ -768,6 +929,7 @@ impl Op {
             Op::EventHandleZero => "event_handle_zero",
             Op::EventHandleRandom => "event_handle_random",
             Op::SlowFill { .. } => "slow_fill",
+            Op::KernelPattern { content, .. } => content.keyword(),
             Op::PoolCreate { .. } => "pool_create",
             Op::PoolDefault { .. } => "pool_default",
             Op::PoolDestroy { .. } => "pool_destroy",
@@ -937,7 +1099,9 @@ impl Op {
                 "cuIpcOpenEventHandle",
                 "hipIpcOpenEventHandle",
             ),
-            Op::SlowFill { .. } => ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel"),
+            Op::SlowFill { .. } | Op::KernelPattern { .. } => {
+                ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
+            }
             Op::PoolCreate { .. } => ("cudaMemPoolCreate", "cuMemPoolCreate", "hipMemPoolCreate"),
             Op::PoolDefault { .. } => (
                 "cudaDeviceGetDefaultMemPool",
@@ -1068,6 +1232,7 @@ impl Op {
             | Op::StreamWait { .. }
             | Op::EventDestroy { .. }
             | Op::SlowFill { .. }
+            | Op::KernelPattern { .. }
             | Op::StreamDestroy { .. }
             | Op::StreamSync { .. }
             | Op::StreamQuery { .. }
@@ -1131,7 +1296,8 @@ impl Op {
             | Op::PointerAttr { ptr }
             | Op::PointerAttribute { ptr, .. }
             | Op::IpcGet { ptr, .. }
-            | Op::IpcClose { ptr } => [ptr.name(), None, None],
+            | Op::IpcClose { ptr }
+            | Op::KernelPattern { ptr, .. } => [ptr.name(), None, None],
             Op::SlowFill { ptr, stream, .. } => [ptr.name(), stream.as_deref(), None],
             Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => {
                 [bound_event(event), stream.as_deref(), None]
@@ -1184,7 +1350,7 @@ impl Op {
             Op::VmmImport { fd } | Op::FdClose { fd } | Op::SendFd { fd, .. } => {
                 [Some(fd.as_str()), None, None]
             }
-            Op::PidfdGetfd { fd, .. } => [Some(fd.as_str()), None],
+            Op::PidfdGetfd { fd, .. } => [Some(fd.as_str()), None, None],
             Op::VmmGranularity { .. }
             | Op::VmmCreate { .. }
             | Op::VmmReserve { .. }
@@ -1300,6 +1466,22 @@ impl fmt::Display for Op {
                     write!(f, " len={}", Size(*len))?;
                 }
                 write_stream(f, stream)
+            }
+            Op::KernelPattern {
+                ptr,
+                content,
+                at,
+                len,
+                ..
+            } => {
+                write!(f, "{kw} {ptr} {content}")?;
+                if let Some(at) = at {
+                    write!(f, " at={}", Size(*at))?;
+                }
+                if let Some(len) = len {
+                    write!(f, " len={}", Size(*len))?;
+                }
+                Ok(())
             }
             Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
             Op::CanAccessPeer { device, peer } => write!(f, "{kw} {device} {peer}"),

@@ -773,6 +773,22 @@ impl Run<'_> {
                 src_device: *src_device,
                 len: *len,
             },
+            Op::KernelPattern {
+                ptr,
+                content,
+                at,
+                resolved_len,
+                ..
+            } => {
+                let (pattern, width, step) = content.call_args();
+                Call::KernelPattern {
+                    ptr: self.ptr(ptr)?.offset(at.unwrap_or(0)),
+                    len: *resolved_len,
+                    pattern,
+                    width,
+                    step,
+                }
+            }
             Op::VmmGranularity {
                 device,
                 kind,

@@ -204,6 +204,8 @@ fn tokenize_chars<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), Lex
                 ';' => ";",
                 '*' => "*",
                 '|' => "|",
+                '(' => "(",
+                ')' => ")",
                 _ => return Err(LexError { col: ci + 1, ch: c }),
             },
         };

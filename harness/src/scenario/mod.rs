@@ -12,9 +12,9 @@ mod lexer;
 pub mod limits;
 mod model;
 mod parser;
-pub mod sharing;
 #[cfg(test)]
 mod repeat_tests;
+pub mod sharing;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +22,7 @@ pub use ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
     ProcIndex, Ref, Step, ValueType, NULL_EVENT,
 };
+pub use ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 pub use executor::random_handle;
 pub use model::{ExecOptions, Execution, Metadata, ParseError, Scenario};
 pub use parser::MAX_WRITE_BYTES;

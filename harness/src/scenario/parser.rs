@@ -5,6 +5,7 @@ use super::ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
     ProcIndex, Ref, Step, ValueType, NULL_EVENT,
 };
+use super::ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 use super::lexer::{strip_comment, tokenize, Token};
 use super::model::{Metadata, ParseError, Scenario};
 use crate::driver::PointerAttribute;
@@ -217,38 +218,100 @@ impl<'a> Line<'a> {
             .ok_or_else(|| self.err(col, format!("expected {what}, found '{}'", t.text)))
     }
 
-    /// `BYTE` or `BYTE*COUNT` items up to `=>`, `,`, `;` or the end of the line.
+    /// `BYTE`, `BYTE*COUNT`, `(BYTE ...)[*COUNT]` and `iota(BASE)*LEN`
+    /// items up to `=>`, `,`, `;` or the end of the line.
     fn pattern(&mut self) -> PResult<BytePattern> {
-        let mut runs = Vec::new();
+        let mut items: Vec<PatternItem> = Vec::new();
         let mut total: u64 = 0;
         let start_col = self.col();
         while let Some(t) = self.peek() {
             if t.is_punct("=>") || t.is_punct(",") || t.is_punct(";") {
                 break;
             }
-            let b = self.byte()?;
-            let n = if self.eat_punct("*") {
-                let col = self.col();
-                let n = self.int("a count after '*'")?;
-                if n == 0 {
-                    return Err(self.err(col, "a run count must be at least 1"));
+            let item = if t.is_punct("(") {
+                let group = self.byte_group()?;
+                PatternItem::Group(group, self.run_count(1)?)
+            } else if t.text == "iota" {
+                self.pos += 1;
+                if !self.eat_punct("(") {
+                    return Err(self.expected("'(' after 'iota' (iota(BASE)*LEN)"));
                 }
-                n
+                let base = self.byte()?;
+                if !self.eat_punct(")") {
+                    return Err(self.expected("')' after the iota base"));
+                }
+                if !matches!(self.peek(), Some(t) if t.is_punct("*")) {
+                    return Err(self.expected("'*LEN' after iota(BASE)"));
+                }
+                PatternItem::Iota(base, self.run_count(1)?)
             } else {
-                1
+                let b = self.byte()?;
+                PatternItem::Run(b, self.run_count(1)?)
             };
             total = total
-                .checked_add(n)
+                .checked_add(item.len())
                 .ok_or_else(|| self.err(start_col, "byte pattern is too long"))?;
-            match runs.last_mut() {
-                Some((lb, ln)) if *lb == b => *ln += n,
-                _ => runs.push((b, n)),
+            match (items.last_mut(), &item) {
+                (Some(PatternItem::Run(lb, ln)), PatternItem::Run(b, n)) if lb == b => *ln += n,
+                _ => items.push(item),
             }
         }
-        if runs.is_empty() {
+        if items.is_empty() {
             return Err(self.expected("a byte pattern"));
         }
-        Ok(BytePattern { runs })
+        Ok(BytePattern { items })
+    }
+
+    /// `*COUNT` (at least 1) if present, else `default`.
+    fn run_count(&mut self, default: u64) -> PResult<u64> {
+        if !self.eat_punct("*") {
+            return Ok(default);
+        }
+        let col = self.col();
+        let n = self.int("a count after '*'")?;
+        if n == 0 {
+            return Err(self.err(col, "a run count must be at least 1"));
+        }
+        Ok(n)
+    }
+
+    /// `(BYTE BYTE ...)`: one or more bytes in parentheses.
+    fn byte_group(&mut self) -> PResult<Vec<u8>> {
+        let col = self.col();
+        if !self.eat_punct("(") {
+            return Err(self.expected("'(' and bytes, as in (01 02 03 04)"));
+        }
+        let mut group = Vec::new();
+        while !self.eat_punct(")") {
+            if self.peek().is_none() {
+                return Err(self.expected("')' closing the byte group"));
+            }
+            group.push(self.byte()?);
+        }
+        if group.is_empty() {
+            return Err(self.err(col, "a byte group needs at least one byte"));
+        }
+        Ok(group)
+    }
+
+    /// `kernel_fill`'s word: `(BYTE ...)` of 1 to 8 bytes, or one `BYTE`.
+    fn kernel_word(&mut self) -> PResult<Vec<u8>> {
+        if matches!(self.peek(), Some(t) if t.is_punct("(")) {
+            let col = self.col();
+            let word = self.byte_group()?;
+            if word.len() > MAX_KERNEL_WORD {
+                return Err(self.err(
+                    col,
+                    format!(
+                        "a kernel_fill word has 1 to {MAX_KERNEL_WORD} bytes, found {}",
+                        word.len()
+                    ),
+                ));
+            }
+            Ok(word)
+        } else {
+            Ok(vec![self.byte()?])
+        }
     }
 }
 
@@ -1868,6 +1931,34 @@ impl<'f> Parser<'f> {
                     len,
                     resolved_len,
                     stream,
+                }
+            }
+            "kernel_fill" | "kernel_iota" => {
+                let pcol = l.col();
+                let ptr = self.ptr_arg(l, kw)?;
+                let content = if kw == "kernel_fill" {
+                    KernelContent::Word(l.kernel_word()?)
+                } else {
+                    KernelContent::Iota(l.byte()?)
+                };
+                let mut at: Option<(u64, usize)> = None;
+                let mut len = None;
+                self.options(l, kw, &["at", "len"], |l, key| {
+                    let col = l.col();
+                    let v = l.int("an integer")?;
+                    match key.text {
+                        "at" => at = Some((v, col)),
+                        _ => len = Some(v),
+                    }
+                    Ok(())
+                })?;
+                let resolved_len = self.fill_len(l, kw, &ptr, pcol, at, len)?;
+                Op::KernelPattern {
+                    ptr,
+                    content,
+                    at: at.map(|a| a.0),
+                    len,
+                    resolved_len,
                 }
             }
             other => {

@@ -297,7 +297,8 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
         | Op::EventDestroy { .. }
         | Op::EventHandleZero
         | Op::EventHandleRandom
-        | Op::SlowFill { .. } => None,
+        | Op::SlowFill { .. }
+        | Op::KernelPattern { .. } => None,
         #[allow(unreachable_patterns)]
         other => Some(format!(
             "'{}' is not classified for worker reuse",
