@@ -120,6 +120,8 @@ fn tokenize_ascii<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), Lex
             (b';', _) => ";",
             (b'*', _) => "*",
             (b'|', _) => "|",
+            (b'(', _) => "(",
+            (b')', _) => ")",
             _ => {
                 return Err(LexError {
                     col: i + 1,
