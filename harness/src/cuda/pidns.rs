@@ -4,6 +4,10 @@
 //! `unshare(CLONE_NEWUSER | CLONE_NEWPID)`, maps its own user and group to
 //! themselves, and forks; the grandchild (pid 1 in the new namespace) execs
 //! the worker, while the child stays to wait for it and exits as it does.
+//! A harness running as root makes the PID namespace alone, as a container
+//! runtime running as root does: CUDA cannot initialise inside a new user
+//! namespace (`cudaSetDevice` fails with `cudaErrorOperatingSystem` on the
+//! H100, see `mem.namespaces.*`).
 //! The harness reads the grandchild's pid (in the harness's namespace)
 //! through a pipe; a host that refuses the namespaces (user namespaces
 //! disabled, a seccomp filter) sends `-errno` instead, and the process
@@ -33,6 +37,8 @@ pub(super) struct NamespaceChild {
     uid_map_len: usize,
     gid_map: [u8; 32],
     gid_map_len: usize,
+    /// Root: a PID namespace only, no user namespace.
+    pid_only: bool,
 }
 
 fn id_map(id: u32) -> ([u8; 32], usize) {
@@ -56,6 +62,7 @@ impl NamespaceSpawn {
             uid_map_len,
             gid_map,
             gid_map_len,
+            pid_only: uid == 0,
         };
         Ok(NamespaceSpawn {
             pid_read,
@@ -126,17 +133,24 @@ impl NamespaceChild {
         // SAFETY: raw system calls on local buffers and our own descriptors,
         // in the single-threaded child the caller promises.
         unsafe {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) < 0 {
+            let flags = if self.pid_only {
+                libc::CLONE_NEWPID
+            } else {
+                libc::CLONE_NEWUSER | libc::CLONE_NEWPID
+            };
+            if libc::unshare(flags) < 0 {
                 return Err(self.refuse());
             }
             // The worker keeps its user and group inside (a one-line map of
             // one's own id needs no privilege; the group map needs setgroups
             // denied first).
-            for (path, text) in [
-                (&b"/proc/self/setgroups\0"[..], &b"deny"[..]),
+            let all: [(&[u8], &[u8]); 3] = [
+                (b"/proc/self/setgroups\0", b"deny"),
                 (b"/proc/self/uid_map\0", &self.uid_map[..self.uid_map_len]),
                 (b"/proc/self/gid_map\0", &self.gid_map[..self.gid_map_len]),
-            ] {
+            ];
+            let maps = if self.pid_only { &all[..0] } else { &all[..] };
+            for &(path, text) in maps {
                 let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
                     return Err(self.refuse());
