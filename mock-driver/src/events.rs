@@ -35,7 +35,7 @@ use ipc_harness::{
     Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, StreamId,
     IPC_HANDLE_SIZE,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Simulated host time one API call takes (a worker round trip).
 pub(crate) const HOST_CALL_NS: u64 = 50_000;
@@ -157,10 +157,14 @@ impl World {
         if ipc_with_timing && self.sem.event_ipc_timing == EventIpcTiming::CreateFails {
             return Err(ErrorKind::InvalidValue.into());
         }
-        if flags & INTERPROCESS != 0 {
-            self.live_ipc_events_rule(p)?;
+        let slot = if flags & INTERPROCESS != 0 {
+            let (held, free_slot) = self.live_ipc_events(p, ctx);
+            Self::live_ipc_events_rule(held)?;
             self.events.ipc_state.insert((p, ctx));
-        }
+            Some(free_slot)
+        } else {
+            None
+        };
         let core = self.events.next_core;
         self.events.next_core += 1;
         self.events.cores.insert(
@@ -174,7 +178,7 @@ impl World {
                 exit_released: false,
                 handle: None,
                 ctx,
-                slot: (flags & INTERPROCESS != 0).then(|| self.free_event_slot(p, ctx)),
+                slot,
             },
         );
         if flags & INTERPROCESS != 0 {
@@ -457,17 +461,30 @@ impl World {
         Ok(IpcEventHandle(bytes))
     }
 
-    /// The lowest slot of `(p, ctx)`'s pool no live interprocess event
-    /// holds (an exported event its exporter destroyed gives its slot up).
-    fn free_event_slot(&self, p: ProcessIndex, ctx: CtxKey) -> u32 {
-        let taken: BTreeSet<u32> = self
+    /// How many live interprocess events `p` holds, and the lowest slot of
+    /// `(p, ctx)`'s pool none of them holds (an exported event its exporter
+    /// destroyed gives its slot up), in one pass over the events.
+    fn live_ipc_events(&self, p: ProcessIndex, ctx: CtxKey) -> (usize, u32) {
+        let mut held = 0;
+        let mut taken: Vec<bool> = Vec::new();
+        let live = self
             .events
             .cores
             .values()
-            .filter(|c| c.owner == p && c.ctx == ctx && !c.exporter_destroyed)
-            .filter_map(|c| c.slot)
-            .collect();
-        (0..).find(|s| !taken.contains(s)).unwrap_or(0)
+            .filter(|c| c.owner == p && !c.exporter_destroyed);
+        for c in live {
+            let Some(slot) = c.slot else { continue };
+            held += 1;
+            if c.ctx == ctx {
+                let slot = slot as usize;
+                if taken.len() <= slot {
+                    taken.resize(slot + 1, false);
+                }
+                taken[slot] = true;
+            }
+        }
+        let free = taken.iter().position(|t| !t).unwrap_or(taken.len());
+        (held, u32::try_from(free).unwrap_or(u32::MAX))
     }
 
     /// Shaped like the measured handles: a per-exporter word, a word naming
@@ -499,9 +516,8 @@ impl World {
             bytes[4..8].copy_from_slice(&pool.to_le_bytes());
         }
         bytes[8] = 1;
-        let (place, pool) = crate::scale_limits::event_slot_words(slot);
+        let place = crate::scale_limits::event_slot_word(slot);
         bytes[16..20].copy_from_slice(&place.to_le_bytes());
-        bytes[20..24].copy_from_slice(&pool.to_le_bytes());
         bytes
     }
 
