@@ -380,6 +380,12 @@ impl World {
         out: OutArg,
     ) -> SimResult<IpcEventHandle> {
         let (ctx, _) = self.current_ctx(p)?;
+        // A NULL event is a bad argument, not an unknown event: InvalidValue
+        // in both CUDA dialects on H100 / 580.159.04, as ROCm's
+        // hipIpcGetEventHandle answers it (event.null.get-handle).
+        if id == EventId::NULL {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         let core_id = self.event_core(p, id, "ipc_get_event")?;
         let Some(core) = self.events.cores.get(&core_id).cloned() else {
             return Err(ErrorKind::InvalidHandle.into());
