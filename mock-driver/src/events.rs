@@ -162,10 +162,14 @@ impl World {
         if ipc_with_timing && self.sem.event_ipc_timing == EventIpcTiming::CreateFails {
             return Err(ErrorKind::InvalidValue.into());
         }
-        if flags & INTERPROCESS != 0 {
-            self.live_ipc_events_rule(p)?;
+        let slot = if flags & INTERPROCESS != 0 {
+            let (held, free_slot) = self.live_ipc_events(p, ctx);
+            Self::live_ipc_events_rule(held)?;
             self.events.ipc_state.insert((p, ctx));
-        }
+            Some(free_slot)
+        } else {
+            None
+        };
         let core = self.events.next_core;
         self.events.next_core += 1;
         self.events.cores.insert(
@@ -179,7 +183,7 @@ impl World {
                 exit_released: false,
                 handle: None,
                 ctx,
-                slot: (flags & INTERPROCESS != 0).then(|| self.free_event_slot(p, ctx)),
+                slot,
             },
         );
         if flags & INTERPROCESS != 0 {
@@ -381,6 +385,12 @@ impl World {
         out: OutArg,
     ) -> SimResult<IpcEventHandle> {
         let (ctx, _) = self.current_ctx(p)?;
+        // A NULL event is a bad argument, not an unknown event: InvalidValue
+        // in both CUDA dialects on H100 / 580.159.04, as ROCm's
+        // hipIpcGetEventHandle answers it (event.null.get-handle).
+        if id == EventId::NULL {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         let core_id = self.event_core(p, id, "ipc_get_event")?;
         let Some(core) = self.events.cores.get(&core_id).cloned() else {
             return Err(ErrorKind::InvalidHandle.into());
@@ -462,25 +472,30 @@ impl World {
         Ok(IpcEventHandle(bytes))
     }
 
-    /// The lowest slot of `(p, ctx)`'s pool no live interprocess event
-    /// holds (an exported event its exporter destroyed gives its slot up).
-    fn free_event_slot(&self, p: ProcessIndex, ctx: CtxKey) -> u32 {
-        // The lowest slot no live event of the context holds: with n events
-        // it is at most n, so a table of n + 1 flags finds it (a set rebuilt
-        // for every create made a thousand creates quadratic in a tree).
-        let mut taken = vec![false; self.events.cores.len() + 1];
-        for slot in self
+    /// How many live interprocess events `p` holds, and the lowest slot of
+    /// `(p, ctx)`'s pool none of them holds (an exported event its exporter
+    /// destroyed gives its slot up), in one pass over the events.
+    fn live_ipc_events(&self, p: ProcessIndex, ctx: CtxKey) -> (usize, u32) {
+        let mut held = 0;
+        let mut taken: Vec<bool> = Vec::new();
+        let live = self
             .events
             .cores
             .values()
-            .filter(|c| c.owner == p && c.ctx == ctx && !c.exporter_destroyed)
-            .filter_map(|c| c.slot)
-        {
-            if let Some(t) = taken.get_mut(slot as usize) {
-                *t = true;
+            .filter(|c| c.owner == p && !c.exporter_destroyed);
+        for c in live {
+            let Some(slot) = c.slot else { continue };
+            held += 1;
+            if c.ctx == ctx {
+                let slot = slot as usize;
+                if taken.len() <= slot {
+                    taken.resize(slot + 1, false);
+                }
+                taken[slot] = true;
             }
         }
-        taken.iter().position(|t| !t).unwrap_or(0) as u32
+        let free = taken.iter().position(|t| !t).unwrap_or(taken.len());
+        (held, u32::try_from(free).unwrap_or(u32::MAX))
     }
 
     /// Shaped like the measured handles: a per-exporter word, a word naming
@@ -512,9 +527,8 @@ impl World {
             bytes[4..8].copy_from_slice(&pool.to_le_bytes());
         }
         bytes[8] = 1;
-        let (place, pool) = crate::scale_limits::event_slot_words(slot);
+        let place = crate::scale_limits::event_slot_word(slot);
         bytes[16..20].copy_from_slice(&place.to_le_bytes());
-        bytes[20..24].copy_from_slice(&pool.to_le_bytes());
         bytes
     }
 

@@ -26,6 +26,8 @@ pub(crate) struct SimPool {
     pub types: HandleTypes,
     /// The device's default pool (`cudaDeviceGetDefaultMemPool`).
     pub default: bool,
+    /// Exported to a shareable handle at least once (`pool_export`).
+    pub shared: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +54,9 @@ pub(crate) struct PoolProc {
     pub next_handle: u64,
     /// Default pool handle per physical device.
     pub defaults: BTreeMap<u32, u64>,
+    /// The descriptor the driver opened for a POSIX-exportable pool this
+    /// process created, by pool handle (`driver_fds`).
+    pub driver_fds: BTreeMap<u64, i32>,
     /// This process's allocations from pools: base -> (pool id, block).
     /// The block tells a live pool allocation from a later allocation at
     /// the same address after a free by another op (`free_async`).

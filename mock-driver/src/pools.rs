@@ -17,8 +17,9 @@
 //! says otherwise.
 
 use crate::pool_state::{PoolHandle, PoolProc, PtrExport, SimPool};
+use crate::vmm_state::FdObject;
 use crate::world::{Mapping, Region, SimResult, VaClass, VaPool, World};
-use ipc_harness::ErrorKind::{InvalidDevice, InvalidValue, NotSupported, OutOfMemory};
+use ipc_harness::ErrorKind::{InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown};
 use ipc_harness::{Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -63,7 +64,14 @@ impl World {
     fn new_pool(&mut self, types: HandleTypes, default: bool) -> u64 {
         let id = self.pools.next_pool;
         self.pools.next_pool += 1;
-        self.pools.pools.insert(id, SimPool { types, default });
+        self.pools.pools.insert(
+            id,
+            SimPool {
+                types,
+                default,
+                shared: false,
+            },
+        );
         id
     }
 
@@ -102,7 +110,17 @@ impl World {
             return Err(InvalidValue.into());
         }
         let pool = self.new_pool(types, false);
-        Ok(self.new_pool_handle(p, pool, false))
+        let h = self.new_pool_handle(p, pool, false);
+        // The real driver opens a descriptor for a POSIX-exportable pool and
+        // holds it until the pool is destroyed: explore found later
+        // descriptor numbers shifted by one on H100 / 580.159.04 (incidental;
+        // pools without handle types unmeasured, given none).
+        if types.contains(ipc_harness::ShareableHandleType::PosixFd) {
+            if let Some(fd) = self.driver_fd_for_pool(p) {
+                self.pp(p).driver_fds.insert(h, fd);
+            }
+        }
+        Ok(h)
     }
 
     /// `cudaDeviceGetDefaultMemPool`: the same pool every time, with no
@@ -132,6 +150,9 @@ impl World {
         let pp = self.pp(p);
         pp.handles.remove(&handle);
         pp.destroyed.insert(handle);
+        if let Some(fd) = pp.driver_fds.remove(&handle) {
+            self.driver_fd_closes(p, fd);
+        }
         Ok(())
     }
 
@@ -147,19 +168,27 @@ impl World {
         if h.imported || !types.contains(ipc_harness::ShareableHandleType::PosixFd) {
             return Err(InvalidValue.into());
         }
+        if let Some(pool) = self.pools.pools.get_mut(&h.pool) {
+            pool.shared = true;
+        }
         Ok(self.new_fd_for_pool(p, h.pool))
     }
 
     /// `cudaMemPoolImportFromShareableHandle` of a POSIX descriptor: a
-    /// descriptor of an exported pool, else InvalidValue (a closed number,
-    /// `/dev/null`, a VMM allocation's descriptor).
+    /// descriptor of an exported pool imports it. Measured on H100 /
+    /// 580.159.04, both dialects (pool.import.bad-descriptors): a closed
+    /// number and `/dev/null` are Unknown, a VMM allocation's descriptor is
+    /// NotSupported. A pool's descriptor whose pool is gone: InvalidValue
+    /// (simulator choice, unmeasured).
     pub(crate) fn pool_import(&mut self, p: ProcessIndex, fd: Fd) -> SimResult<u64> {
         self.current_ctx(p)?;
-        match self.fd_pool(p, fd) {
-            Some(pool) if self.pools.pools.contains_key(&pool) => {
+        match self.fd_object(p, fd) {
+            Some(FdObject::Pool(pool)) if self.pools.pools.contains_key(&pool) => {
                 Ok(self.new_pool_handle(p, pool, true))
             }
-            _ => Err(InvalidValue.into()),
+            Some(FdObject::Pool(_)) => Err(InvalidValue.into()),
+            Some(FdObject::Allocation(_)) => Err(NotSupported.into()),
+            None | Some(FdObject::Foreign | FdObject::Driver) => Err(Unknown.into()),
         }
     }
 
@@ -180,12 +209,12 @@ impl World {
 
     /// `cudaMallocFromPoolAsync` + stream synchronize: a stream-ordered
     /// allocation of `p`. An imported pool does not allocate ("Imported
-    /// memory pools do not support creating new allocations"): NotSupported
-    /// (simulator choice of code, pool.import.no-allocation, unmeasured).
+    /// memory pools do not support creating new allocations"): InvalidValue
+    /// in both dialects on H100 / 580.159.04 (pool.import.no-allocation).
     pub(crate) fn pool_alloc(&mut self, p: ProcessIndex, handle: u64, size: u64) -> SimResult<u64> {
         let h = self.pool_handle(p, handle)?;
         if h.imported {
-            return Err(NotSupported.into());
+            return Err(InvalidValue.into());
         }
         let base = self.alloc(p, MemKind::StreamOrdered, size)?;
         let block = self.procs[p].allocs.get(&base).map(|a| a.block);
@@ -210,7 +239,11 @@ impl World {
     }
 
     /// `cudaMemPoolExportPointer`: the base of a live allocation from a
-    /// pool that exports (pool.export.needs-handle-types), else InvalidValue.
+    /// pool that exports (pool.export.needs-handle-types) and was already
+    /// exported to a descriptor, else InvalidValue. The documents say "from
+    /// an already shared memory pool"; on H100 / 580.159.04 an allocation of
+    /// a never-exported pool was refused (pool.import.same-process-own-pool)
+    /// while one of an exported pool was not (pool.share.round-trip).
     pub(crate) fn pool_export_ptr(
         &mut self,
         p: ProcessIndex,
@@ -225,10 +258,11 @@ impl World {
             .filter(|a| a.block == block)
             .ok_or(InvalidValue)?;
         let (block, offset) = (a.block, a.offset);
-        if !self
-            .pool_of(pool)?
+        let sim_pool = self.pool_of(pool)?;
+        if !sim_pool
             .types
             .contains(ipc_harness::ShareableHandleType::PosixFd)
+            || !sim_pool.shared
         {
             return Err(InvalidValue.into());
         }

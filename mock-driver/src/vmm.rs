@@ -464,6 +464,17 @@ impl World {
         }
     }
 
+    /// A POSIX-exportable pool was created: it opens a descriptor the pool
+    /// holds until it is destroyed (`driver_fds`, `pools.rs`).
+    pub(crate) fn driver_fd_for_pool(&mut self, p: ProcessIndex) -> Option<i32> {
+        (self.sem.driver_fds != DriverFds::None).then(|| self.new_fd(p, FdObject::Driver))
+    }
+
+    /// The driver closes its descriptor `fd` of `p`.
+    pub(crate) fn driver_fd_closes(&mut self, p: ProcessIndex, fd: i32) {
+        self.vp(p).fds.remove(&fd);
+    }
+
     /// An interprocess event was made: the process's first opens a
     /// descriptor it keeps (`driver_fds`).
     pub(crate) fn driver_fd_for_ipc_event(&mut self, p: ProcessIndex) {
@@ -482,12 +493,10 @@ impl World {
         self.new_fd(p, FdObject::Pool(pool))
     }
 
-    /// The memory pool descriptor `fd` of `p` names, if it names one.
-    pub(crate) fn fd_pool(&mut self, p: ProcessIndex, fd: Fd) -> Option<u64> {
-        match self.vp(p).fds.get(&fd.0) {
-            Some(FdObject::Pool(pool)) => Some(*pool),
-            _ => None,
-        }
+    /// What descriptor `fd` of `p` names; `None` for a closed or never
+    /// opened number.
+    pub(crate) fn fd_object(&mut self, p: ProcessIndex, fd: Fd) -> Option<FdObject> {
+        self.vp(p).fds.get(&fd.0).copied()
     }
 
     /// `SCM_RIGHTS`: `to` gets its own descriptor for `from`'s open file.
