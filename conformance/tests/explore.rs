@@ -110,51 +110,6 @@ fn an_undocumented_hip_code_is_a_finding() {
     }
 }
 
-/// Every op `documented_returns` knows.
-const OPS: [&str; 41] = [
-    "copy",
-    "copy_peer",
-    "stream_query",
-    "ipc_open",
-    "ipc_get",
-    "ipc_close",
-    "free",
-    "free_host",
-    "free_async",
-    "read",
-    "write",
-    "fill",
-    "device_read",
-    "event_create",
-    "ipc_get_event",
-    "ipc_open_event",
-    "event_record",
-    "event_query",
-    "event_sync",
-    "stream_wait",
-    "vmm_create",
-    "vmm_reserve",
-    "vmm_export",
-    "vmm_import",
-    "vmm_map",
-    "vmm_set_access",
-    "vmm_unmap",
-    "vmm_release",
-    "pidfd_getfd",
-    "enable_peer",
-    "can_access_peer",
-    "ctx_destroy",
-    "ctx_set",
-    "address_range",
-    "pointer_attr",
-    "malloc",
-    "malloc_host",
-    "malloc_managed",
-    "sync",
-    "offset",
-    "send",
-];
-
 /// The documented-returns table: hipIpcOpenMemHandle's list is its page's
 /// (hip-hipIpcOpenMemHandle.txt: "Returns hipSuccess, hipErrorMapFailed,
 /// hipErrorInvalidHandle, hipErrorTooManyPeers"); every other code of a
@@ -165,15 +120,15 @@ const OPS: [&str; 41] = [
 #[test]
 fn every_documented_return_is_a_seed_or_a_clause_of_its_dialect() {
     use ipc_conformance::catalogue::{compiled_in_dir, Catalogue};
-    use ipc_conformance::explore::properties::{documented_returns, Source};
-    use ipc_harness::{ApiError, ErrorKind};
+    use ipc_conformance::explore::properties::{call_returns, Source};
+    use ipc_harness::{ApiError, CallKind, ErrorKind};
     let cat = Catalogue::load(&compiled_in_dir()).expect("the catalogue loads");
     let clause = |id: &str| {
         let found = cat.select(&ipc_conformance::Filter::new(&[id]).expect("an id"));
         assert_eq!(found.len(), 1, "clause {id}");
         found[0].clone()
     };
-    let seeded: Vec<ErrorKind> = documented_returns("ipc_open", Dialect::Hip)
+    let seeded: Vec<ErrorKind> = call_returns(CallKind::IpcOpenMemHandle, Dialect::Hip)
         .into_iter()
         .filter(|(_, s)| matches!(s, Source::Document(_)))
         .map(|(k, s)| {
@@ -191,8 +146,9 @@ fn every_documented_return_is_a_seed_or_a_clause_of_its_dialect() {
     );
     let mut unverified = Vec::new();
     for dialect in Dialect::ALL {
-        for op in OPS {
-            for (kind, source) in documented_returns(op, dialect) {
+        for &call in CallKind::ALL {
+            let op = call.keyword();
+            for (kind, source) in call_returns(call, dialect) {
                 if let Source::Document(page) = source {
                     // A public reference page: its URL, then the API it documents.
                     assert!(page.starts_with("https://"), "{op} {dialect}: {page}");

@@ -14,7 +14,14 @@
 //!   `Request` and decodes the `Reply`;
 //! - `roles/driver.rs`: `RoleDriver`, whose every call passes through one hook.
 //!
-//! Row syntax: `doc comments, method WireName(args) -> Return;`. A call
+//! Row syntax: `doc comments, method WireName(args) -> Return
+//! => keyword("runtime API", "driver API", "HIP API");`. After `=>`: the
+//! scenario keyword of the op that makes the call ([`CallKind::keyword`];
+//! several rows may share one, the parser then picks the row by the op's
+//! arguments, and [`CallKind::from_keyword`] answers the first row), and
+//! the API entry point the call makes in each dialect ([`CallKind::api`];
+//! the first, where it makes several). Generators that need neither match
+//! them as `=> $keyword:ident $api:tt`. A call
 //! without arguments has no parentheses (its request is a unit variant on
 //! the wire). An argument's type is one identifier (a `Copy` type), or a
 //! borrowed slice with the owned type it travels as
@@ -32,190 +39,257 @@ macro_rules! for_each_driver_call {
         $generator! {
             // --- devices -------------------------------------------------
             /// `cudaGetDeviceCount` / `cuDeviceGetCount`.
-            device_count DeviceCount -> u32;
+            device_count DeviceCount -> u32
+                => device_count("cudaGetDeviceCount", "cuDeviceGetCount", "hipGetDeviceCount");
             /// `cudaDeviceGetAttribute` / `cuDeviceGetAttribute`.
-            device_attribute DeviceAttribute(device: DeviceOrdinal, attr: DeviceAttribute) -> i64;
+            device_attribute DeviceAttribute(device: DeviceOrdinal, attr: DeviceAttribute) -> i64
+                => attr("cudaDeviceGetAttribute", "cuDeviceGetAttribute", "hipDeviceGetAttribute");
             // --- contexts ------------------------------------------------
             /// `cudaSetDevice` (runtime) / retain primary context + `cuCtxSetCurrent` (driver).
-            set_device SetDevice(device: DeviceOrdinal) -> ();
+            set_device SetDevice(device: DeviceOrdinal) -> ()
+                => set_device("cudaSetDevice", "cuCtxSetCurrent", "hipSetDevice");
             /// `cuDevicePrimaryCtxRetain` (both dialects: the runtime has no equivalent).
-            primary_context PrimaryContext(device: DeviceOrdinal) -> ContextId;
+            primary_context PrimaryContext(device: DeviceOrdinal) -> ContextId
+                => primary_ctx("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain", "hipDevicePrimaryCtxRetain");
             /// `cuCtxCreate`: a second, non-primary context on `device`; it becomes current.
-            create_context CreateContext(device: DeviceOrdinal) -> ContextId;
+            create_context CreateContext(device: DeviceOrdinal) -> ContextId
+                => ctx_create("cuCtxCreate", "cuCtxCreate", "hipCtxCreate");
             /// `cuCtxSetCurrent`.
-            set_current_context SetCurrentContext(ctx: ContextId) -> ();
+            set_current_context SetCurrentContext(ctx: ContextId) -> ()
+                => ctx_set("cuCtxSetCurrent", "cuCtxSetCurrent", "hipCtxSetCurrent");
             /// `cuCtxGetCurrent`; `None` when no context is current.
-            current_context CurrentContext -> Option<ContextId>;
+            current_context CurrentContext -> Option<ContextId>
+                => ctx_current("cuCtxGetCurrent", "cuCtxGetCurrent", "hipCtxGetCurrent");
             /// `cuCtxDestroy`.
-            destroy_context DestroyContext(ctx: ContextId) -> ();
+            destroy_context DestroyContext(ctx: ContextId) -> ()
+                => ctx_destroy("cuCtxDestroy", "cuCtxDestroy", "hipCtxDestroy");
             // --- allocations ---------------------------------------------
             /// `cudaMalloc*` / `cuMemAlloc*` of `kind` (see [`MemKind`]).
-            alloc Alloc(kind: MemKind, size: u64) -> DevicePtr;
+            alloc Alloc(kind: MemKind, size: u64) -> DevicePtr
+                => malloc("cudaMalloc", "cuMemAlloc", "hipMalloc");
             /// `cudaFree*` / `cuMemFree*` of `kind` (see [`FreeKind`]).
-            free Free(kind: FreeKind, ptr: DevicePtr) -> ();
+            free Free(kind: FreeKind, ptr: DevicePtr) -> ()
+                => free("cudaFree", "cuMemFree", "hipFree");
             /// `cudaDeviceSynchronize` / `cuCtxSynchronize`: wait for this process's
             /// work. A copy from pageable host memory may return before the bytes
             /// reach the device, so another process can read stale data without it.
-            synchronize Synchronize -> ();
+            synchronize Synchronize -> ()
+                => sync("cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize");
             // --- data ----------------------------------------------------
             /// `cudaMemset` / `cuMemsetD8`.
-            memset Memset(ptr: DevicePtr, value: u8, len: u64) -> ();
+            memset Memset(ptr: DevicePtr, value: u8, len: u64) -> ()
+                => fill("cudaMemset", "cuMemsetD8", "hipMemset");
             /// Host-to-device `cudaMemcpy` / `cuMemcpyHtoD`.
-            write Write(ptr: DevicePtr, #[serde(with = "hex_bytes")] bytes: &[u8] as Vec<u8>) -> ();
+            write Write(ptr: DevicePtr, #[serde(with = "hex_bytes")] bytes: &[u8] as Vec<u8>) -> ()
+                => write("cudaMemcpy", "cuMemcpyHtoD", "hipMemcpy");
             /// Device-to-host `cudaMemcpy` / `cuMemcpyDtoH`.
-            read Read(ptr: DevicePtr, len: u64) -> Vec<u8>;
+            read Read(ptr: DevicePtr, len: u64) -> Vec<u8>
+                => read("cudaMemcpy", "cuMemcpyDtoH", "hipMemcpy");
             /// What a kernel reading `[ptr, ptr+len)` sees: a copy kernel into a
             /// scratch buffer, then copied back. Can differ from what memcpy allows.
-            device_read DeviceRead(ptr: DevicePtr, len: u64) -> Vec<u8>;
+            device_read DeviceRead(ptr: DevicePtr, len: u64) -> Vec<u8>
+                => device_read("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel");
             // --- queries -------------------------------------------------
             /// `cuMemGetAddressRange`: base and size of the allocation containing `ptr`.
-            address_range AddressRange(ptr: DevicePtr) -> (DevicePtr, u64);
+            address_range AddressRange(ptr: DevicePtr) -> (DevicePtr, u64)
+                => address_range("cuMemGetAddressRange", "cuMemGetAddressRange", "hipMemGetAddressRange");
             /// `cudaPointerGetAttributes` / `cuPointerGetAttribute`.
-            pointer_info PointerInfo(ptr: DevicePtr) -> PointerInfo;
+            pointer_info PointerInfo(ptr: DevicePtr) -> PointerInfo
+                => pointer_attr("cudaPointerGetAttributes", "cuPointerGetAttribute", "hipPointerGetAttributes");
             // --- legacy IPC ----------------------------------------------
             /// `cudaIpcGetMemHandle` / `cuIpcGetMemHandle`.
-            ipc_get_mem_handle IpcGetMemHandle(ptr: DevicePtr, out: OutArg) -> IpcMemHandle;
+            ipc_get_mem_handle IpcGetMemHandle(ptr: DevicePtr, out: OutArg) -> IpcMemHandle
+                => ipc_get("cudaIpcGetMemHandle", "cuIpcGetMemHandle", "hipIpcGetMemHandle");
             /// `cudaIpcOpenMemHandle` / `cuIpcOpenMemHandle`.
-            ipc_open_mem_handle IpcOpenMemHandle(handle: IpcMemHandle, flags: u32, out: OutArg) -> DevicePtr;
+            ipc_open_mem_handle IpcOpenMemHandle(handle: IpcMemHandle, flags: u32, out: OutArg) -> DevicePtr
+                => ipc_open("cudaIpcOpenMemHandle", "cuIpcOpenMemHandle", "hipIpcOpenMemHandle");
             /// `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`.
-            ipc_close_mem_handle IpcCloseMemHandle(ptr: DevicePtr) -> ();
+            ipc_close_mem_handle IpcCloseMemHandle(ptr: DevicePtr) -> ()
+                => ipc_close("cudaIpcCloseMemHandle", "cuIpcCloseMemHandle", "hipIpcCloseMemHandle");
             // --- peers (several devices) ---------------------------------
             /// `cudaDeviceCanAccessPeer` / `cuDeviceCanAccessPeer`: 1 when `device`
             /// can access memory on `peer`, else 0.
-            can_access_peer CanAccessPeer(device: DeviceOrdinal, peer: DeviceOrdinal) -> i64;
+            can_access_peer CanAccessPeer(device: DeviceOrdinal, peer: DeviceOrdinal) -> i64
+                => can_access_peer("cudaDeviceCanAccessPeer", "cuDeviceCanAccessPeer", "hipDeviceCanAccessPeer");
             /// `cudaDeviceEnablePeerAccess(peer, 0)` / `cuCtxEnablePeerAccess` with
             /// `peer`'s primary context: the current context may access `peer`'s memory.
-            enable_peer_access EnablePeerAccess(peer: DeviceOrdinal) -> ();
+            enable_peer_access EnablePeerAccess(peer: DeviceOrdinal) -> ()
+                => enable_peer("cudaDeviceEnablePeerAccess", "cuCtxEnablePeerAccess", "hipDeviceEnablePeerAccess");
             // --- VMM -----------------------------------------------------
             // The virtual memory management calls exist only in the driver API;
             // a runtime-dialect program calls the same `cu*` functions, so both
             // dialects make the same calls (errors are still named per dialect).
             /// `cuMemGetAllocationGranularity` for a pinned device allocation on
             /// `device` requesting `types`.
-            vmm_granularity VmmGranularity(device: DeviceOrdinal, types: HandleTypes, kind: GranularityKind) -> u64;
+            vmm_granularity VmmGranularity(device: DeviceOrdinal, types: HandleTypes, kind: GranularityKind) -> u64
+                => vmm_granularity("cuMemGetAllocationGranularity", "cuMemGetAllocationGranularity", "hipMemGetAllocationGranularity");
             /// `cuMemCreate` (pinned, on `device`, `requestedHandleTypes = types`).
-            vmm_create VmmCreate(device: DeviceOrdinal, size: u64, types: HandleTypes) -> VmmHandle;
+            vmm_create VmmCreate(device: DeviceOrdinal, size: u64, types: HandleTypes) -> VmmHandle
+                => vmm_create("cuMemCreate", "cuMemCreate", "hipMemCreate");
             /// `cuMemExportToShareableHandle(.., flags = 0)`. Only POSIX fds are
             /// carried; a fabric export that succeeds is a harness error.
-            vmm_export VmmExport(handle: VmmHandle, ty: ShareableHandleType) -> Fd;
+            vmm_export VmmExport(handle: VmmHandle, ty: ShareableHandleType) -> Fd
+                => vmm_export("cuMemExportToShareableHandle", "cuMemExportToShareableHandle", "hipMemExportToShareableHandle");
             /// `cuMemImportFromShareableHandle(.., CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)`.
-            vmm_import VmmImport(fd: Fd) -> VmmHandle;
+            vmm_import VmmImport(fd: Fd) -> VmmHandle
+                => vmm_import("cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle", "hipMemImportFromShareableHandle");
             /// `cuMemAddressReserve(.., size, alignment 0, addr 0, flags 0)`.
-            vmm_reserve VmmReserve(size: u64) -> DevicePtr;
+            vmm_reserve VmmReserve(size: u64) -> DevicePtr
+                => vmm_reserve("cuMemAddressReserve", "cuMemAddressReserve", "hipMemAddressReserve");
             /// `cuMemMap(va, size, offset, handle, 0)`.
-            vmm_map VmmMap(va: DevicePtr, size: u64, offset: u64, handle: VmmHandle) -> ();
+            vmm_map VmmMap(va: DevicePtr, size: u64, offset: u64, handle: VmmHandle) -> ()
+                => vmm_map("cuMemMap", "cuMemMap", "hipMemMap");
             /// `cuMemSetAccess` with one descriptor for `device`.
-            vmm_set_access VmmSetAccess(va: DevicePtr, size: u64, device: DeviceOrdinal, access: VmmAccess) -> ();
+            vmm_set_access VmmSetAccess(va: DevicePtr, size: u64, device: DeviceOrdinal, access: VmmAccess) -> ()
+                => vmm_set_access("cuMemSetAccess", "cuMemSetAccess", "hipMemSetAccess");
             /// `cuMemUnmap`.
-            vmm_unmap VmmUnmap(va: DevicePtr, size: u64) -> ();
+            vmm_unmap VmmUnmap(va: DevicePtr, size: u64) -> ()
+                => vmm_unmap("cuMemUnmap", "cuMemUnmap", "hipMemUnmap");
             /// `cuMemAddressFree`.
-            vmm_address_free VmmAddressFree(va: DevicePtr, size: u64) -> ();
+            vmm_address_free VmmAddressFree(va: DevicePtr, size: u64) -> ()
+                => vmm_address_free("cuMemAddressFree", "cuMemAddressFree", "hipMemAddressFree");
             /// `cuMemRelease`.
-            vmm_release VmmRelease(handle: VmmHandle) -> ();
+            vmm_release VmmRelease(handle: VmmHandle) -> ()
+                => vmm_release("cuMemRelease", "cuMemRelease", "hipMemRelease");
             /// `close(2)` of a descriptor in this process (an `EBADF` is `InvalidValue`).
-            fd_close FdClose(fd: Fd) -> ();
+            fd_close FdClose(fd: Fd) -> ()
+                => fd_close("close", "close", "close");
             /// `open("/dev/null", O_RDWR)`: a descriptor that is not CUDA's.
-            fd_open_null_device FdOpenNullDevice -> Fd;
+            fd_open_null_device FdOpenNullDevice -> Fd
+                => fd_null_device("open", "open", "open");
             /// `pidfd_open(pid, 0)` then `pidfd_getfd(pidfd, fd, 0)`: a copy of
             /// descriptor `fd` of process `pid` (as this process's PID namespace
             /// names it), as UCX takes a VMM export. The `errno` reads as a kind:
             /// `ESRCH` NotFound, `EPERM` NotPermitted, `EBADF` InvalidValue,
             /// `ENOSYS` NotSupported.
-            pidfd_getfd PidfdGetfd(pid: u32, fd: Fd) -> Fd;
+            pidfd_getfd PidfdGetfd(pid: u32, fd: Fd) -> Fd
+                => pidfd_getfd("pidfd_open + pidfd_getfd", "pidfd_open + pidfd_getfd", "pidfd_open + pidfd_getfd");
             // --- memory pools --------------------------------------------
             // Stream-ordered pools shared between processes. Allocation and
             // free run on the default stream, followed by a stream synchronize.
             /// `cudaMemPoolCreate` / `cuMemPoolCreate` / `hipMemPoolCreate`: pinned
             /// device memory on `device`, `handleTypes = types`.
-            pool_create PoolCreate(device: DeviceOrdinal, types: HandleTypes) -> PoolId;
+            pool_create PoolCreate(device: DeviceOrdinal, types: HandleTypes) -> PoolId
+                => pool_create("cudaMemPoolCreate", "cuMemPoolCreate", "hipMemPoolCreate");
             /// `cudaDeviceGetDefaultMemPool` / `cuDeviceGetDefaultMemPool` /
             /// `hipDeviceGetDefaultMemPool`.
-            pool_default PoolDefault(device: DeviceOrdinal) -> PoolId;
+            pool_default PoolDefault(device: DeviceOrdinal) -> PoolId
+                => pool_default("cudaDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool", "hipDeviceGetDefaultMemPool");
             /// `cudaMemPoolDestroy` / `cuMemPoolDestroy` / `hipMemPoolDestroy`.
-            pool_destroy PoolDestroy(pool: PoolId) -> ();
+            pool_destroy PoolDestroy(pool: PoolId) -> ()
+                => pool_destroy("cudaMemPoolDestroy", "cuMemPoolDestroy", "hipMemPoolDestroy");
             /// `cudaMemPoolExportToShareableHandle` / `cuMemPoolExportToShareableHandle` /
             /// `hipMemPoolExportToShareableHandle` as a POSIX fd (flags 0).
-            pool_export PoolExport(pool: PoolId) -> Fd;
+            pool_export PoolExport(pool: PoolId) -> Fd
+                => pool_export("cudaMemPoolExportToShareableHandle", "cuMemPoolExportToShareableHandle", "hipMemPoolExportToShareableHandle");
             /// `cudaMemPoolImportFromShareableHandle` / `cuMemPoolImportFromShareableHandle` /
             /// `hipMemPoolImportFromShareableHandle` of a POSIX fd (flags 0).
-            pool_import PoolImport(fd: Fd) -> PoolId;
+            pool_import PoolImport(fd: Fd) -> PoolId
+                => pool_import("cudaMemPoolImportFromShareableHandle", "cuMemPoolImportFromShareableHandle", "hipMemPoolImportFromShareableHandle");
             /// `cudaMemPoolSetAccess` / `cuMemPoolSetAccess` / `hipMemPoolSetAccess`
             /// with one descriptor for `device`.
-            pool_set_access PoolSetAccess(pool: PoolId, device: DeviceOrdinal, access: VmmAccess) -> ();
+            pool_set_access PoolSetAccess(pool: PoolId, device: DeviceOrdinal, access: VmmAccess) -> ()
+                => pool_set_access("cudaMemPoolSetAccess", "cuMemPoolSetAccess", "hipMemPoolSetAccess");
             /// `cudaMallocFromPoolAsync` / `cuMemAllocFromPoolAsync` /
             /// `hipMallocFromPoolAsync` on the default stream, then stream synchronize.
-            pool_alloc PoolAlloc(pool: PoolId, size: u64) -> DevicePtr;
+            pool_alloc PoolAlloc(pool: PoolId, size: u64) -> DevicePtr
+                => pool_alloc("cudaMallocFromPoolAsync", "cuMemAllocFromPoolAsync", "hipMallocFromPoolAsync");
             /// `cudaFreeAsync` / `cuMemFreeAsync` / `hipFreeAsync` on the default
             /// stream, then stream synchronize (of a pool allocation or an imported pointer).
-            pool_free PoolFree(ptr: DevicePtr) -> ();
+            pool_free PoolFree(ptr: DevicePtr) -> ()
+                => pool_free("cudaFreeAsync", "cuMemFreeAsync", "hipFreeAsync");
             /// `cudaMemPoolExportPointer` / `cuMemPoolExportPointer` / `hipMemPoolExportPointer`.
-            pool_export_ptr PoolExportPtr(ptr: DevicePtr) -> PoolPtrExport;
+            pool_export_ptr PoolExportPtr(ptr: DevicePtr) -> PoolPtrExport
+                => pool_export_ptr("cudaMemPoolExportPointer", "cuMemPoolExportPointer", "hipMemPoolExportPointer");
             /// `cudaMemPoolImportPointer` / `cuMemPoolImportPointer` / `hipMemPoolImportPointer`.
-            pool_import_ptr PoolImportPtr(pool: PoolId, data: PoolPtrExport) -> DevicePtr;
+            pool_import_ptr PoolImportPtr(pool: PoolId, data: PoolPtrExport) -> DevicePtr
+                => pool_import_ptr("cudaMemPoolImportPointer", "cuMemPoolImportPointer", "hipMemPoolImportPointer");
             // --- events --------------------------------------------------
             /// `cudaEventCreateWithFlags` / `cuEventCreate` (flags: [`event_flags`](crate::driver::event_flags)).
-            event_create EventCreate(flags: u32) -> EventId;
+            event_create EventCreate(flags: u32) -> EventId
+                => event_create("cudaEventCreateWithFlags", "cuEventCreate", "hipEventCreateWithFlags");
             /// `cudaEventRecord` / `cuEventRecord` on the default stream.
-            event_record EventRecord(event: EventId) -> ();
+            event_record EventRecord(event: EventId) -> ()
+                => event_record("cudaEventRecord", "cuEventRecord", "hipEventRecord");
             /// `cudaEventQuery` / `cuEventQuery`: `Ok` when complete, `NotReady` otherwise.
-            event_query EventQuery(event: EventId) -> ();
+            event_query EventQuery(event: EventId) -> ()
+                => event_query("cudaEventQuery", "cuEventQuery", "hipEventQuery");
             /// `cudaEventSynchronize` / `cuEventSynchronize`.
-            event_synchronize EventSynchronize(event: EventId) -> ();
+            event_synchronize EventSynchronize(event: EventId) -> ()
+                => event_sync("cudaEventSynchronize", "cuEventSynchronize", "hipEventSynchronize");
             /// `cudaStreamWaitEvent` / `cuStreamWaitEvent` on the default stream.
-            stream_wait_event StreamWaitEvent(event: EventId) -> ();
+            stream_wait_event StreamWaitEvent(event: EventId) -> ()
+                => stream_wait("cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent");
             /// `cudaEventElapsedTime` / `cuEventElapsedTime`, in milliseconds.
-            event_elapsed EventElapsed(start: EventId, end: EventId) -> f32;
+            event_elapsed EventElapsed(start: EventId, end: EventId) -> f32
+                => event_elapsed("cudaEventElapsedTime", "cuEventElapsedTime_v2", "hipEventElapsedTime");
             /// `cudaEventDestroy` / `cuEventDestroy`.
-            event_destroy EventDestroy(event: EventId) -> ();
+            event_destroy EventDestroy(event: EventId) -> ()
+                => event_destroy("cudaEventDestroy", "cuEventDestroy", "hipEventDestroy");
             /// `cudaIpcGetEventHandle` / `cuIpcGetEventHandle`.
-            ipc_get_event_handle IpcGetEventHandle(event: EventId, out: OutArg) -> IpcEventHandle;
+            ipc_get_event_handle IpcGetEventHandle(event: EventId, out: OutArg) -> IpcEventHandle
+                => ipc_get_event("cudaIpcGetEventHandle", "cuIpcGetEventHandle", "hipIpcGetEventHandle");
             /// `cudaIpcOpenEventHandle` / `cuIpcOpenEventHandle`.
-            ipc_open_event_handle IpcOpenEventHandle(handle: IpcEventHandle, out: OutArg) -> EventId;
+            ipc_open_event_handle IpcOpenEventHandle(handle: IpcEventHandle, out: OutArg) -> EventId
+                => ipc_open_event("cudaIpcOpenEventHandle", "cuIpcOpenEventHandle", "hipIpcOpenEventHandle");
             // --- pointer attributes ------------------------------------
             /// `cuPointerGetAttribute(&value, attr, ptr)` (both dialects: UCX and
             /// the runtime's users call the driver function), the answer widened
             /// to `u64`; `hipPointerGetAttribute` on ROCm.
-            pointer_attribute PointerAttribute(ptr: DevicePtr, attr: PointerAttribute) -> u64;
+            pointer_attribute PointerAttribute(ptr: DevicePtr, attr: PointerAttribute) -> u64
+                => pointer_attr("cuPointerGetAttribute", "cuPointerGetAttribute", "hipPointerGetAttribute");
             // --- processes -----------------------------------------------
             /// `fork()` after CUDA is initialised: the child makes `cudaMalloc` /
             /// `cuMemAlloc(size)`, reports its result code and `_exit`s; the call
             /// answers the child's result, and the calling process goes on.
-            fork_child_alloc ForkChildAlloc(size: u64) -> ();
+            fork_child_alloc ForkChildAlloc(size: u64) -> ()
+                => fork_child_call("fork + cudaMalloc", "fork + cuMemAlloc", "fork + hipMalloc");
             /// Long work on the default stream: a kernel that busy-waits `micros`
             /// microseconds (on the GPU's global timer), then writes `value` to
             /// `[ptr, ptr + len)`. Returns once launched, like any kernel launch.
-            slow_fill SlowFill(ptr: DevicePtr, value: u8, len: u64, micros: u64) -> ();
+            slow_fill SlowFill(ptr: DevicePtr, value: u8, len: u64, micros: u64) -> ()
+                => slow_fill("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel");
             // --- streams and copies ----------------------------------------
             // A `stream` argument of 0 is the legacy default stream.
             /// `cudaStreamCreateWithFlags` / `cuStreamCreate` / `hipStreamCreateWithFlags`
             /// (flags: [`stream_flags`](crate::driver::stream_flags)).
-            stream_create StreamCreate(flags: u32) -> StreamId;
+            stream_create StreamCreate(flags: u32) -> StreamId
+                => stream_create("cudaStreamCreateWithFlags", "cuStreamCreate", "hipStreamCreateWithFlags");
             /// `cudaStreamDestroy` / `cuStreamDestroy_v2` / `hipStreamDestroy`.
-            stream_destroy StreamDestroy(stream: StreamId) -> ();
+            stream_destroy StreamDestroy(stream: StreamId) -> ()
+                => stream_destroy("cudaStreamDestroy", "cuStreamDestroy", "hipStreamDestroy");
             /// `cudaStreamSynchronize` / `cuStreamSynchronize` / `hipStreamSynchronize`.
-            stream_synchronize StreamSynchronize(stream: StreamId) -> ();
+            stream_synchronize StreamSynchronize(stream: StreamId) -> ()
+                => stream_sync("cudaStreamSynchronize", "cuStreamSynchronize", "hipStreamSynchronize");
             /// `cudaStreamQuery` / `cuStreamQuery` / `hipStreamQuery`: `Ok` when
             /// all its work is complete, `NotReady` otherwise.
-            stream_query StreamQuery(stream: StreamId) -> ();
+            stream_query StreamQuery(stream: StreamId) -> ()
+                => stream_query("cudaStreamQuery", "cuStreamQuery", "hipStreamQuery");
             /// `cudaEventRecord` / `cuEventRecord` / `hipEventRecord` on `stream`.
-            event_record_on EventRecordOn(event: EventId, stream: StreamId) -> ();
+            event_record_on EventRecordOn(event: EventId, stream: StreamId) -> ()
+                => event_record("cudaEventRecord", "cuEventRecord", "hipEventRecord");
             /// `cudaStreamWaitEvent` / `cuStreamWaitEvent` / `hipStreamWaitEvent` of `stream`.
-            stream_wait_event_on StreamWaitEventOn(stream: StreamId, event: EventId) -> ();
+            stream_wait_event_on StreamWaitEventOn(stream: StreamId, event: EventId) -> ()
+                => stream_wait("cudaStreamWaitEvent", "cuStreamWaitEvent", "hipStreamWaitEvent");
             /// [`slow_fill`](Driver::slow_fill) launched on `stream`.
-            slow_fill_on SlowFillOn(ptr: DevicePtr, value: u8, len: u64, micros: u64, stream: StreamId) -> ();
+            slow_fill_on SlowFillOn(ptr: DevicePtr, value: u8, len: u64, micros: u64, stream: StreamId) -> ()
+                => slow_fill("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel");
             /// Device-to-device copy: on the legacy default stream `cudaMemcpy`
             /// (`cudaMemcpyDeviceToDevice`) / `cuMemcpyDtoD_v2` / `hipMemcpyDtoD`,
             /// else `cudaMemcpyAsync` / `cuMemcpyDtoDAsync_v2` / `hipMemcpyDtoDAsync`.
-            copy_device CopyDevice(dst: DevicePtr, src: DevicePtr, len: u64, stream: StreamId) -> ();
+            copy_device CopyDevice(dst: DevicePtr, src: DevicePtr, len: u64, stream: StreamId) -> ()
+                => copy("cudaMemcpy", "cuMemcpyDtoD", "hipMemcpyDtoD");
             /// `cudaMemcpyPeer` / `cuMemcpyPeer` (primary contexts) / `hipMemcpyPeer`:
             /// `len` bytes from `src` on `src_device` to `dst` on `dst_device`.
-            copy_peer CopyPeer(dst: DevicePtr, dst_device: DeviceOrdinal, src: DevicePtr, src_device: DeviceOrdinal, len: u64) -> ();
+            copy_peer CopyPeer(dst: DevicePtr, dst_device: DeviceOrdinal, src: DevicePtr, src_device: DeviceOrdinal, len: u64) -> ()
+                => copy_peer("cudaMemcpyPeer", "cuMemcpyPeer", "hipMemcpyPeer");
             /// A kernel on the default stream writing a computed pattern to
             /// `[ptr, ptr + len)`: byte `i` is byte `i % width` of `pattern`
             /// (little-endian, `width` 1 to 8) plus `step * (i / width)`,
             /// modulo 256. Returns once launched, like any kernel launch.
             /// `cuLaunchKernel` in both dialects; `hipModuleLaunchKernel`.
-            kernel_pattern KernelPattern(ptr: DevicePtr, len: u64, pattern: u64, width: u8, step: u8) -> ();
+            kernel_pattern KernelPattern(ptr: DevicePtr, len: u64, pattern: u64, width: u8, step: u8) -> ()
+                => kernel_fill("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel");
         }
     };
 }
@@ -262,7 +336,8 @@ macro_rules! driver_call_duplicate {
 macro_rules! define_driver_trait_and_kinds {
     ($(
         $(#[$doc:meta])*
-        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty
+            => $keyword:ident ($runtime:literal, $driver:literal, $hip:literal);
     )*) => {
         /// One OS process's view of the driver. Each method is one API call in
         /// the process's dialect; see the scenario language docs for the
@@ -300,6 +375,32 @@ macro_rules! define_driver_trait_and_kinds {
             /// The call of that method name.
             pub fn from_name(name: &str) -> Option<CallKind> {
                 CallKind::ALL.iter().copied().find(|k| k.name() == name)
+            }
+
+            /// The keyword of the scenario op that makes this call
+            /// (`ipc_open`); rows that differ only by an option share one.
+            pub fn keyword(self) -> &'static str {
+                match self {
+                    $( CallKind::$Variant => stringify!($keyword), )*
+                }
+            }
+
+            /// The first call (in table order) whose op has that keyword.
+            pub fn from_keyword(keyword: &str) -> Option<CallKind> {
+                CallKind::ALL.iter().copied().find(|k| k.keyword() == keyword)
+            }
+
+            /// The API entry point this call makes in `dialect` (the first,
+            /// where it makes several).
+            pub fn api(self, dialect: Dialect) -> &'static str {
+                let (runtime, driver, hip) = match self {
+                    $( CallKind::$Variant => ($runtime, $driver, $hip), )*
+                };
+                match dialect {
+                    Dialect::Runtime => runtime,
+                    Dialect::Driver => driver,
+                    Dialect::Hip => hip,
+                }
             }
         }
 

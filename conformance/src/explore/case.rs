@@ -9,7 +9,7 @@ use super::generate::{self, GenStats, Program};
 use super::properties::{self, Property, Violation};
 use ipc_harness::scenario::{self, ExecOptions, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
-use ipc_harness::{ApiError, Backend, Dialect, ErrorKind, HazardKind, Status, Trace};
+use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, HazardKind, Status, Trace};
 use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::Serialize;
@@ -569,7 +569,7 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
     let ok = |o: &Option<StepOutcome>| matches!(o, Some(StepOutcome::Ok { .. }));
     let pending_either_way = |d: &ipc_harness::trace::StepDifference| {
         let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
-        call.split_whitespace().next() == Some("event_query")
+        call.split_whitespace().next() == Some(CallKind::EventQuery.keyword())
             && (ok(&d.left) || not_ready(&d.left))
             && (ok(&d.right) || not_ready(&d.right))
     };

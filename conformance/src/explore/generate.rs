@@ -26,6 +26,7 @@
 //! parsed scenario and its trace, and the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 
+use ipc_harness::CallKind;
 use ipc_harness::PointerAttribute;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -853,14 +854,17 @@ impl Lowering {
         }
         let name = self.fresh("m");
         let op = match kind {
-            KindSel::Device => "malloc",
+            KindSel::Device => CallKind::Alloc.keyword(),
             KindSel::Managed => "malloc_managed",
             KindSel::Host => "malloc_host",
             KindSel::Async => "malloc_async",
         };
         self.emit(proc, format_args!("{name} = {op} {}", fmt_size(bytes)));
         // Fresh memory holds whatever the previous user left: define it.
-        self.emit(proc, format_args!("fill {name} {fill:#04x}"));
+        self.emit(
+            proc,
+            format_args!("{kw} {name} {fill:#04x}", kw = CallKind::Memset.keyword()),
+        );
         self.allocs.push(AllocRec {
             name: name.clone(),
             proc,
@@ -898,12 +902,21 @@ impl Lowering {
             a.name.clone()
         };
         if null_out {
-            self.emit(a.proc, format_args!("ipc_get {ptr} out=null"));
+            self.emit(
+                a.proc,
+                format_args!(
+                    "{kw} {ptr} out=null",
+                    kw = CallKind::IpcGetMemHandle.keyword()
+                ),
+            );
             // The runtime's NULL out-argument kills the process (measured).
             return None;
         }
         let h = self.fresh("h");
-        self.emit(a.proc, format_args!("{h} = ipc_get {ptr}"));
+        self.emit(
+            a.proc,
+            format_args!("{h} = {kw} {ptr}", kw = CallKind::IpcGetMemHandle.keyword()),
+        );
         self.holdings[a.proc].push((h.clone(), Some(alloc)));
         Some(h)
     }
@@ -935,14 +948,20 @@ impl Lowering {
         if null_out {
             self.emit(
                 proc,
-                format_args!("ipc_open {handle} flags={flags} out=null"),
+                format_args!(
+                    "{kw} {handle} flags={flags} out=null",
+                    kw = CallKind::IpcOpenMemHandle.keyword()
+                ),
             );
             return;
         }
         let name = self.fresh("o");
         self.emit(
             proc,
-            format_args!("{name} = ipc_open {handle} flags={flags}"),
+            format_args!(
+                "{name} = {kw} {handle} flags={flags}",
+                kw = CallKind::IpcOpenMemHandle.keyword()
+            ),
         );
         self.stats.opens += 1;
         if from.is_some_and(|a| self.placement[self.allocs[a].proc] != self.placement[proc]) {
@@ -1007,13 +1026,13 @@ impl Lowering {
                 };
                 let rec = self.allocs[a].clone();
                 let right = match rec.kind {
-                    KindSel::Device | KindSel::Managed => "free",
+                    KindSel::Device | KindSel::Managed => CallKind::Free.keyword(),
                     KindSel::Host => "free_host",
                     KindSel::Async => "free_async",
                 };
                 let call = match (wrong_call, right) {
                     (false, r) => r,
-                    (true, "free_host") => "free",
+                    (true, "free_host") => CallKind::Free.keyword(),
                     (true, _) => "free_host",
                 };
                 self.emit(rec.proc, format_args!("{call} {}", rec.name));
@@ -1084,7 +1103,14 @@ impl Lowering {
                         self.stats.closes_after_exporter_exit += 1;
                     }
                     self.stats.closes += 1;
-                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
+                    self.emit(
+                        rec.proc,
+                        format_args!(
+                            "{kw} {}",
+                            rec.name,
+                            kw = CallKind::IpcCloseMemHandle.keyword()
+                        ),
+                    );
                 }
                 None => self.lower(&Action::SendOpen {
                     handle: *open,
@@ -1095,11 +1121,21 @@ impl Lowering {
             Action::CloseOther { ptr, null } => {
                 if *null {
                     if let Some(p) = self.pick_proc(ptr) {
-                        self.emit(p, format_args!("ipc_close null"));
+                        self.emit(
+                            p,
+                            format_args!("{kw} null", kw = CallKind::IpcCloseMemHandle.keyword()),
+                        );
                     }
                 } else if let Some(a) = self.pick_alloc(ptr) {
                     let rec = self.allocs[a].clone();
-                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
+                    self.emit(
+                        rec.proc,
+                        format_args!(
+                            "{kw} {}",
+                            rec.name,
+                            kw = CallKind::IpcCloseMemHandle.keyword()
+                        ),
+                    );
                 }
             }
             Action::Fill {
@@ -1112,7 +1148,11 @@ impl Lowering {
                     let (at, len) = within(p.len, u64::from(*at), u64::from(*len));
                     self.emit(
                         p.proc,
-                        format_args!("fill {} {value:#04x} at={at} len={len}", p.name),
+                        format_args!(
+                            "{kw} {} {value:#04x} at={at} len={len}",
+                            p.name,
+                            kw = CallKind::Memset.keyword()
+                        ),
                     );
                 }
             }
@@ -1129,7 +1169,14 @@ impl Lowering {
                     } else {
                         format!("{byte:02x}*{len}")
                     };
-                    self.emit(p.proc, format_args!("write {} {off} {pattern}", p.name));
+                    self.emit(
+                        p.proc,
+                        format_args!(
+                            "{kw} {} {off} {pattern}",
+                            p.name,
+                            kw = CallKind::Write.keyword()
+                        ),
+                    );
                 }
             }
             Action::Read {
@@ -1140,7 +1187,11 @@ impl Lowering {
             } => {
                 if let Some(p) = self.pick_ptr(ptr) {
                     let (off, len) = within(p.len, u64::from(*offset), u64::from(*len));
-                    let op = if *kernel { "device_read" } else { "read" };
+                    let op = if *kernel {
+                        CallKind::DeviceRead.keyword()
+                    } else {
+                        CallKind::Read.keyword()
+                    };
                     self.emit(p.proc, format_args!("{op} {} {off} {len}", p.name));
                 }
             }
@@ -1148,9 +1199,24 @@ impl Lowering {
                 if let Some(p) = self.pick_ptr(ptr) {
                     if p.len <= 1024 {
                         // The next 1024-byte slot of the shared block.
-                        self.emit(p.proc, format_args!("device_read {} 1024 16", p.name));
+                        self.emit(
+                            p.proc,
+                            format_args!(
+                                "{kw} {} 1024 16",
+                                p.name,
+                                kw = CallKind::DeviceRead.keyword()
+                            ),
+                        );
                     } else {
-                        self.emit(p.proc, format_args!("read {} {} 16", p.name, p.len - 8));
+                        self.emit(
+                            p.proc,
+                            format_args!(
+                                "{kw} {} {} 16",
+                                p.name,
+                                p.len - 8,
+                                kw = CallKind::Read.keyword()
+                            ),
+                        );
                     }
                 }
             }
@@ -1163,16 +1229,19 @@ impl Lowering {
                         .collect();
                     if !others.is_empty() {
                         let q = others[by.index(others.len())];
-                        self.emit(q, format_args!("read {} 0 16", p.name));
+                        self.emit(
+                            q,
+                            format_args!("{kw} {} 0 16", p.name, kw = CallKind::Read.keyword()),
+                        );
                     }
                 }
             }
             Action::Query { ptr, range } => {
                 if let Some(p) = self.pick_ptr(ptr) {
                     let op = if *range {
-                        "address_range"
+                        CallKind::AddressRange.keyword()
                     } else {
-                        "pointer_attr"
+                        CallKind::PointerInfo.keyword()
                     };
                     self.emit(p.proc, format_args!("{op} {}", p.name));
                 }
@@ -1182,7 +1251,12 @@ impl Lowering {
                     let attr = PointerAttribute::ALL[attr.index(PointerAttribute::ALL.len())];
                     self.emit(
                         p.proc,
-                        format_args!("pointer_attr {} {}", p.name, attr.name()),
+                        format_args!(
+                            "{kw} {} {}",
+                            p.name,
+                            attr.name(),
+                            kw = CallKind::PointerInfo.keyword()
+                        ),
                     );
                 }
             }
@@ -1215,7 +1289,13 @@ impl Lowering {
                     self.name_primary(p);
                     let c = self.fresh("c");
                     let device = self.placement[p];
-                    self.emit(p, format_args!("{c} = ctx_create {device}"));
+                    self.emit(
+                        p,
+                        format_args!(
+                            "{c} = {kw} {device}",
+                            kw = CallKind::CreateContext.keyword()
+                        ),
+                    );
                     self.stats.second_contexts += 1;
                     self.second_ctx[p] = true;
                     self.ctxs.push(CtxRec { name: c, proc: p });
@@ -1230,7 +1310,14 @@ impl Lowering {
                     .collect();
                 if !live.is_empty() {
                     let c = &live[ctx.index(live.len())];
-                    self.emit(c.proc, format_args!("ctx_set {}", c.name));
+                    self.emit(
+                        c.proc,
+                        format_args!(
+                            "{kw} {}",
+                            c.name,
+                            kw = CallKind::SetCurrentContext.keyword()
+                        ),
+                    );
                 } else {
                     self.lower(&Action::SecondContext { proc: *ctx });
                 }
@@ -1244,7 +1331,10 @@ impl Lowering {
                     .collect();
                 if !live.is_empty() {
                     let c = &live[ctx.index(live.len())];
-                    self.emit(c.proc, format_args!("ctx_destroy {}", c.name));
+                    self.emit(
+                        c.proc,
+                        format_args!("{kw} {}", c.name, kw = CallKind::DestroyContext.keyword()),
+                    );
                     // What a process does with a destroyed context made
                     // current is measured only for a few calls
                     // (mem.context.set-destroyed): not generated.
@@ -1259,7 +1349,10 @@ impl Lowering {
                     }
                     // Back to the primary context, so the process goes on.
                     if let Some(pc) = self.primary[c.proc].clone() {
-                        self.emit(c.proc, format_args!("ctx_set {pc}"));
+                        self.emit(
+                            c.proc,
+                            format_args!("{kw} {pc}", kw = CallKind::SetCurrentContext.keyword()),
+                        );
                     }
                 }
             }
@@ -1301,7 +1394,10 @@ impl Lowering {
             }
             Action::Sync { proc } => {
                 if let Some(p) = self.pick_proc(proc) {
-                    self.emit(p, format_args!("sync"));
+                    self.emit(
+                        p,
+                        format_args!("{kw}", kw = CallKind::Synchronize.keyword()),
+                    );
                 }
             }
             Action::EventCreate { proc, flags } => {
@@ -1330,11 +1426,23 @@ impl Lowering {
                     self.event_holdings[target].push(h.clone());
                 }
                 if *null_out {
-                    self.emit(target, format_args!("ipc_open_event {h} out=null"));
+                    self.emit(
+                        target,
+                        format_args!(
+                            "{kw} {h} out=null",
+                            kw = CallKind::IpcOpenEventHandle.keyword()
+                        ),
+                    );
                     return;
                 }
                 let name = self.fresh("e");
-                self.emit(target, format_args!("{name} = ipc_open_event {h}"));
+                self.emit(
+                    target,
+                    format_args!(
+                        "{name} = {kw} {h}",
+                        kw = CallKind::IpcOpenEventHandle.keyword()
+                    ),
+                );
                 self.stats.event_opens += 1;
                 self.events.push(EventRec {
                     name,
@@ -1346,12 +1454,12 @@ impl Lowering {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
                     let op = match how {
-                        EventUse::Record => "event_record",
-                        EventUse::Sync => "event_sync",
-                        EventUse::StreamWait => "stream_wait",
+                        EventUse::Record => CallKind::EventRecord.keyword(),
+                        EventUse::Sync => CallKind::EventSynchronize.keyword(),
+                        EventUse::StreamWait => CallKind::StreamWaitEvent.keyword(),
                         EventUse::Query => {
                             self.stats.event_queries += 1;
-                            "event_query"
+                            CallKind::EventQuery.keyword()
                         }
                     };
                     let name = if *null { "null" } else { &rec.name };
@@ -1365,9 +1473,18 @@ impl Lowering {
                 if let Some(p) = self.pick_proc(proc) {
                     let (d, other) = (self.placement[p], 1 - self.placement[p]);
                     if *enable {
-                        self.emit(p, format_args!("enable_peer {other}"));
+                        self.emit(
+                            p,
+                            format_args!("{kw} {other}", kw = CallKind::EnablePeerAccess.keyword()),
+                        );
                     } else {
-                        self.emit(p, format_args!("can_access_peer {d} {other}"));
+                        self.emit(
+                            p,
+                            format_args!(
+                                "{kw} {d} {other}",
+                                kw = CallKind::CanAccessPeer.keyword()
+                            ),
+                        );
                     }
                 }
             }
@@ -1410,7 +1527,10 @@ impl Lowering {
                     name
                 };
                 let m = self.fresh("m");
-                self.emit(target, format_args!("{m} = vmm_import {fd_name}"));
+                self.emit(
+                    target,
+                    format_args!("{m} = {kw} {fd_name}", kw = CallKind::VmmImport.keyword()),
+                );
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,
@@ -1454,10 +1574,22 @@ impl Lowering {
                 };
                 let rec = self.vmms[v].clone();
                 let va = self.fresh("va");
-                self.emit(rec.proc, format_args!("{va} = vmm_reserve {}", rec.size));
                 self.emit(
                     rec.proc,
-                    format_args!("vmm_map {va} {} {}", rec.size, rec.name),
+                    format_args!(
+                        "{va} = {kw} {}",
+                        rec.size,
+                        kw = CallKind::VmmReserve.keyword()
+                    ),
+                );
+                self.emit(
+                    rec.proc,
+                    format_args!(
+                        "{kw} {va} {} {}",
+                        rec.size,
+                        rec.name,
+                        kw = CallKind::VmmMap.keyword()
+                    ),
                 );
                 let grant = match access {
                     VmmAccess::ReadWrite => Some("rw"),
@@ -1467,7 +1599,11 @@ impl Lowering {
                 if let Some(g) = grant {
                     self.emit(
                         rec.proc,
-                        format_args!("vmm_set_access {va} {} {g}", rec.size),
+                        format_args!(
+                            "{kw} {va} {} {g}",
+                            rec.size,
+                            kw = CallKind::VmmSetAccess.keyword()
+                        ),
                     );
                 }
                 self.vas.push(VaRec {
@@ -1489,9 +1625,19 @@ impl Lowering {
                 }
                 let v = &live[va.index(live.len())];
                 if *write {
-                    self.emit(v.proc, format_args!("fill {} {value:#04x} len=64", v.name));
+                    self.emit(
+                        v.proc,
+                        format_args!(
+                            "{kw} {} {value:#04x} len=64",
+                            v.name,
+                            kw = CallKind::Memset.keyword()
+                        ),
+                    );
                 } else {
-                    self.emit(v.proc, format_args!("read {} 0 64", v.name));
+                    self.emit(
+                        v.proc,
+                        format_args!("{kw} {} 0 64", v.name, kw = CallKind::Read.keyword()),
+                    );
                 }
             }
             Action::VmmUnmap { va } => {
@@ -1505,28 +1651,42 @@ impl Lowering {
                 let rec = self.vas[v].clone();
                 self.emit(
                     rec.proc,
-                    format_args!("vmm_unmap {} {}", rec.name, rec.size),
+                    format_args!(
+                        "{kw} {} {}",
+                        rec.name,
+                        rec.size,
+                        kw = CallKind::VmmUnmap.keyword()
+                    ),
                 );
                 self.vas[v].mapped = false;
             }
             Action::VmmRelease { vmm } => {
                 if let Some(v) = self.pick_vmm(vmm) {
                     let rec = self.vmms[v].clone();
-                    self.emit(rec.proc, format_args!("vmm_release {}", rec.name));
+                    self.emit(
+                        rec.proc,
+                        format_args!("{kw} {}", rec.name, kw = CallKind::VmmRelease.keyword()),
+                    );
                     self.vmms[v].released = true;
                 }
             }
             Action::FdClose { fd } => {
                 if let Some(f) = self.pick_fd(fd) {
                     let rec = self.fds[f].clone();
-                    self.emit(rec.proc, format_args!("fd_close {}", rec.name));
+                    self.emit(
+                        rec.proc,
+                        format_args!("{kw} {}", rec.name, kw = CallKind::FdClose.keyword()),
+                    );
                     self.fds[f].closed = true;
                 }
             }
             Action::EventDestroy { event } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
-                    self.emit(rec.proc, format_args!("event_destroy {}", rec.name));
+                    self.emit(
+                        rec.proc,
+                        format_args!("{kw} {}", rec.name, kw = CallKind::EventDestroy.keyword()),
+                    );
                     self.events[e].destroyed = true;
                 }
             }
@@ -1536,7 +1696,7 @@ impl Lowering {
                 };
                 let rec = self.allocs[a].clone();
                 let call = match rec.kind {
-                    KindSel::Device | KindSel::Managed => "free",
+                    KindSel::Device | KindSel::Managed => CallKind::Free.keyword(),
                     KindSel::Host => "free_host",
                     KindSel::Async => "free_async",
                 };
@@ -1548,8 +1708,22 @@ impl Lowering {
             Action::CloseTwice { open } => match self.live_open(open) {
                 Some(o) => {
                     let rec = self.opens[o].clone();
-                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
-                    self.emit(rec.proc, format_args!("ipc_close {}", rec.name));
+                    self.emit(
+                        rec.proc,
+                        format_args!(
+                            "{kw} {}",
+                            rec.name,
+                            kw = CallKind::IpcCloseMemHandle.keyword()
+                        ),
+                    );
+                    self.emit(
+                        rec.proc,
+                        format_args!(
+                            "{kw} {}",
+                            rec.name,
+                            kw = CallKind::IpcCloseMemHandle.keyword()
+                        ),
+                    );
                     self.stats.closes += 1;
                     self.stats.double_closes += 1;
                 }
@@ -1569,7 +1743,14 @@ impl Lowering {
                         .collect();
                     if !others.is_empty() {
                         let q = others[by.index(others.len())];
-                        self.emit(q, format_args!("ipc_close {}", rec.name));
+                        self.emit(
+                            q,
+                            format_args!(
+                                "{kw} {}",
+                                rec.name,
+                                kw = CallKind::IpcCloseMemHandle.keyword()
+                            ),
+                        );
                         self.stats.foreign_closes += 1;
                     }
                 }
@@ -1597,7 +1778,13 @@ impl Lowering {
                 self.event_holdings[r].push(h.clone());
                 self.event_get(e, true);
                 let x = self.fresh("e");
-                self.emit(r, format_args!("{x} = ipc_open_event {h}"));
+                self.emit(
+                    r,
+                    format_args!(
+                        "{x} = {kw} {h}",
+                        kw = CallKind::IpcOpenEventHandle.keyword()
+                    ),
+                );
                 self.stats.event_opens += 1;
                 self.stats.opens_after_exporter_crash += 1;
                 self.events.push(EventRec {
@@ -1658,33 +1845,61 @@ impl Lowering {
         let s = self.fresh("s");
         self.emit(
             writer,
-            format_args!("{s} = stream_create flags=nonblocking"),
+            format_args!(
+                "{s} = {kw} flags=nonblocking",
+                kw = CallKind::StreamCreate.keyword()
+            ),
         );
         let len = alloc.size.min(4096);
         let micros = slow_micros(long);
         self.emit(
             writer,
             format_args!(
-                "slow_fill {} {value:#04x} us={micros} len={len} stream={s}",
-                alloc.name
+                "{kw} {} {value:#04x} us={micros} len={len} stream={s}",
+                alloc.name,
+                kw = CallKind::SlowFill.keyword()
             ),
         );
         self.stats.slow_fills += 1;
-        self.emit(writer, format_args!("event_record {e} stream={s}"));
+        self.emit(
+            writer,
+            format_args!("{kw} {e} stream={s}", kw = CallKind::EventRecord.keyword()),
+        );
         let t = self.fresh("s");
         self.emit(
             reader,
-            format_args!("{t} = stream_create flags=nonblocking"),
+            format_args!(
+                "{t} = {kw} flags=nonblocking",
+                kw = CallKind::StreamCreate.keyword()
+            ),
         );
         let other = match order {
             StreamOrder::Waited => {
-                self.emit(reader, format_args!("stream_wait {x} stream={t}"));
+                self.emit(
+                    reader,
+                    format_args!(
+                        "{kw} {x} stream={t}",
+                        kw = CallKind::StreamWaitEvent.keyword()
+                    ),
+                );
                 None
             }
             StreamOrder::OtherStream => {
                 let u = self.fresh("s");
-                self.emit(reader, format_args!("{u} = stream_create flags=default"));
-                self.emit(reader, format_args!("stream_wait {x} stream={u}"));
+                self.emit(
+                    reader,
+                    format_args!(
+                        "{u} = {kw} flags=default",
+                        kw = CallKind::StreamCreate.keyword()
+                    ),
+                );
+                self.emit(
+                    reader,
+                    format_args!(
+                        "{kw} {x} stream={u}",
+                        kw = CallKind::StreamWaitEvent.keyword()
+                    ),
+                );
                 Some(u)
             }
             StreamOrder::NoWait => None,
@@ -1697,15 +1912,39 @@ impl Lowering {
         let local = self.malloc(reader, KindSel::Device, SizeClass::Page, 0);
         let b = self.allocs[local].name.clone();
         let mapping = self.opens[o].name.clone();
-        self.emit(reader, format_args!("copy {b} {mapping} 16 stream={t}"));
-        self.emit(reader, format_args!("stream_sync {t}"));
-        self.emit(reader, format_args!("read {b} 0 16"));
-        self.emit(reader, format_args!("stream_destroy {t}"));
+        self.emit(
+            reader,
+            format_args!(
+                "{kw} {b} {mapping} 16 stream={t}",
+                kw = CallKind::CopyDevice.keyword()
+            ),
+        );
+        self.emit(
+            reader,
+            format_args!("{kw} {t}", kw = CallKind::StreamSynchronize.keyword()),
+        );
+        self.emit(
+            reader,
+            format_args!("{kw} {b} 0 16", kw = CallKind::Read.keyword()),
+        );
+        self.emit(
+            reader,
+            format_args!("{kw} {t}", kw = CallKind::StreamDestroy.keyword()),
+        );
         if let Some(u) = other {
-            self.emit(reader, format_args!("stream_destroy {u}"));
+            self.emit(
+                reader,
+                format_args!("{kw} {u}", kw = CallKind::StreamDestroy.keyword()),
+            );
         }
-        self.emit(writer, format_args!("stream_sync {s}"));
-        self.emit(writer, format_args!("stream_destroy {s}"));
+        self.emit(
+            writer,
+            format_args!("{kw} {s}", kw = CallKind::StreamSynchronize.keyword()),
+        );
+        self.emit(
+            writer,
+            format_args!("{kw} {s}", kw = CallKind::StreamDestroy.keyword()),
+        );
     }
 
     /// See [`Action::DeviceCopy`].
@@ -1740,11 +1979,25 @@ impl Lowering {
         match exporter_device {
             Some(d) if peer && d != own_device => self.emit(
                 rec.proc,
-                format_args!("copy_peer {b} {own_device} {} {d} 16", rec.name),
+                format_args!(
+                    "{kw} {b} {own_device} {} {d} 16",
+                    rec.name,
+                    kw = CallKind::CopyPeer.keyword()
+                ),
             ),
-            _ => self.emit(rec.proc, format_args!("copy {b} {} 16", rec.name)),
+            _ => self.emit(
+                rec.proc,
+                format_args!(
+                    "{kw} {b} {} 16",
+                    rec.name,
+                    kw = CallKind::CopyDevice.keyword()
+                ),
+            ),
         }
-        self.emit(rec.proc, format_args!("read {b} 0 16"));
+        self.emit(
+            rec.proc,
+            format_args!("{kw} {b} 0 16", kw = CallKind::Read.keyword()),
+        );
     }
 
     /// A live device allocation whose process may run a generated kernel
@@ -1767,7 +2020,10 @@ impl Lowering {
         let micros = slow_micros(long);
         self.emit(
             proc,
-            format_args!("slow_fill {ptr} {value:#04x} us={micros} len={len}"),
+            format_args!(
+                "{kw} {ptr} {value:#04x} us={micros} len={len}",
+                kw = CallKind::SlowFill.keyword()
+            ),
         );
         self.stats.slow_fills += 1;
     }
@@ -1809,7 +2065,13 @@ impl Lowering {
         self.emit(writer, format_args!("send {h} -> {}", PROC_NAMES[reader]));
         self.event_holdings[reader].push(h.clone());
         let x = self.fresh("e");
-        self.emit(reader, format_args!("{x} = ipc_open_event {h}"));
+        self.emit(
+            reader,
+            format_args!(
+                "{x} = {kw} {h}",
+                kw = CallKind::IpcOpenEventHandle.keyword()
+            ),
+        );
         self.stats.event_opens += 1;
         self.events.push(EventRec {
             name: x,
@@ -1844,21 +2106,36 @@ impl Lowering {
         };
         let alloc = self.allocs[a].clone();
         if order == HandoffOrder::RecordedBefore {
-            self.emit(writer, format_args!("event_record {e}"));
+            self.emit(
+                writer,
+                format_args!("{kw} {e}", kw = CallKind::EventRecord.keyword()),
+            );
         }
         self.slow_fill(writer, &alloc.name, alloc.size, value, long);
         if order != HandoffOrder::RecordedBefore {
-            self.emit(writer, format_args!("event_record {e}"));
+            self.emit(
+                writer,
+                format_args!("{kw} {e}", kw = CallKind::EventRecord.keyword()),
+            );
         }
         if query {
-            self.emit(reader, format_args!("event_query {x}"));
+            self.emit(
+                reader,
+                format_args!("{kw} {x}", kw = CallKind::EventQuery.keyword()),
+            );
             self.stats.event_queries += 1;
         }
         match order {
             HandoffOrder::Synced | HandoffOrder::RecordedBefore => {
-                self.emit(reader, format_args!("event_sync {x}"));
+                self.emit(
+                    reader,
+                    format_args!("{kw} {x}", kw = CallKind::EventSynchronize.keyword()),
+                );
             }
-            HandoffOrder::StreamWaited => self.emit(reader, format_args!("stream_wait {x}")),
+            HandoffOrder::StreamWaited => self.emit(
+                reader,
+                format_args!("{kw} {x}", kw = CallKind::StreamWaitEvent.keyword()),
+            ),
             HandoffOrder::NoWait => {}
         }
         if matches!(order, HandoffOrder::Synced | HandoffOrder::StreamWaited) {
@@ -1867,7 +2144,10 @@ impl Lowering {
             self.stats.unordered_kernel_reads += 1;
         }
         let name = self.opens[o].name.clone();
-        self.emit(reader, format_args!("read {name} 0 16"));
+        self.emit(
+            reader,
+            format_args!("{kw} {name} 0 16", kw = CallKind::Read.keyword()),
+        );
     }
 
     fn vmm_create(&mut self, p: usize, size: VmmSize, exportable: bool) -> usize {
@@ -1875,7 +2155,11 @@ impl Lowering {
         let types = if exportable { "posix_fd" } else { "none" };
         self.emit(
             p,
-            format_args!("{name} = vmm_create {} types={types}", size.text()),
+            format_args!(
+                "{name} = {kw} {} types={types}",
+                size.text(),
+                kw = CallKind::VmmCreate.keyword()
+            ),
         );
         self.vmms.push(VmmRec {
             name,
@@ -1903,7 +2187,11 @@ impl Lowering {
         let fd = self.fresh("fd");
         self.emit(
             rec.proc,
-            format_args!("{fd} = vmm_export {} posix_fd", rec.name),
+            format_args!(
+                "{fd} = {kw} {} posix_fd",
+                rec.name,
+                kw = CallKind::VmmExport.keyword()
+            ),
         );
         self.fds.push(FdRec {
             name: fd,
@@ -1933,7 +2221,13 @@ impl Lowering {
             EventFlags::InterprocessTiming => "interprocess",
             EventFlags::Default => "default",
         };
-        self.emit(p, format_args!("{name} = event_create flags={flags}"));
+        self.emit(
+            p,
+            format_args!(
+                "{name} = {kw} flags={flags}",
+                kw = CallKind::EventCreate.keyword()
+            ),
+        );
         self.events.push(EventRec {
             name,
             proc: p,
@@ -1959,12 +2253,23 @@ impl Lowering {
         if null_out {
             self.emit(
                 rec.proc,
-                format_args!("ipc_get_event {} out=null", rec.name),
+                format_args!(
+                    "{kw} {} out=null",
+                    rec.name,
+                    kw = CallKind::IpcGetEventHandle.keyword()
+                ),
             );
             return None;
         }
         let h = self.fresh("eh");
-        self.emit(rec.proc, format_args!("{h} = ipc_get_event {}", rec.name));
+        self.emit(
+            rec.proc,
+            format_args!(
+                "{h} = {kw} {}",
+                rec.name,
+                kw = CallKind::IpcGetEventHandle.keyword()
+            ),
+        );
         self.event_holdings[rec.proc].push(h.clone());
         Some(h)
     }
@@ -1989,7 +2294,13 @@ impl Lowering {
         if self.primary[p].is_none() {
             let c = self.fresh("c");
             let device = self.placement[p];
-            self.emit(p, format_args!("{c} = primary_ctx {device}"));
+            self.emit(
+                p,
+                format_args!(
+                    "{c} = {kw} {device}",
+                    kw = CallKind::PrimaryContext.keyword()
+                ),
+            );
             self.ctxs.push(CtxRec {
                 name: c.clone(),
                 proc: p,

@@ -29,7 +29,7 @@
 use ipc_harness::machine::HazardKind;
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
-use ipc_harness::{ApiError, Backend, Dialect, ErrorKind, Status, Trace};
+use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, MemKind, Status, Trace};
 // FxHash: keys are labels and names of one trace, no untrusted input.
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
@@ -217,19 +217,39 @@ fn hip_open_returns() -> Vec<(ErrorKind, Source)> {
     ]
 }
 
-/// The error kinds each op may return, with where each is documented or
-/// measured. Ops without a driver call (`offset`, `send`, `handle_*`) have
-/// none. Codes a dialect spells differently share one kind
-/// (`cudaErrorDeviceUninitialized` is `InvalidContext`). A kind may appear
-/// more than once, with each source that names it.
-pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
+/// The error kinds `op` may return: those of its driver call
+/// ([`call_returns`]). Ops without a driver call (`offset`, `send`,
+/// `handle_*`) have none.
+pub fn documented_returns(op: &Op, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
+    match op {
+        // mem.context.set-destroyed measures the other allocation kinds only.
+        Op::Malloc {
+            kind: MemKind::StreamOrdered,
+            ..
+        } => Vec::new(),
+        _ => op
+            .call_kind()
+            .map(|call| call_returns(call, dialect))
+            .unwrap_or_default(),
+    }
+}
+
+/// The error kinds each driver call (a row of the call table) may return,
+/// with where each is documented (a public page's URL and the API it
+/// documents) or measured (a clause id): one data table keyed by
+/// [`CallKind`], kept here beside the explore property that reads it, since
+/// its sources are clauses of the catalogue. Codes a dialect spells
+/// differently share one kind (`cudaErrorDeviceUninitialized` is
+/// `InvalidContext`). A kind may appear more than once, with each source
+/// that names it.
+pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
     use ErrorKind::*;
     use Source::{Clause, Document};
     const RT_OPEN: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcOpenMemHandle)";
     const DRV_OPEN: &str =
         "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html (cuIpcOpenMemHandle)";
-    match (op, dialect) {
-        ("ipc_open", Dialect::Runtime) => vec![
+    match (call, dialect) {
+        (CallKind::IpcOpenMemHandle, Dialect::Runtime) => vec![
             (MapFailed, Document(RT_OPEN)),
             (InvalidHandle, Document(RT_OPEN)),
             (InvalidContext, Document(RT_OPEN)),
@@ -242,7 +262,7 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
                 Clause("mem.lifetime.freed-export-after-new-allocation"),
             ),
         ],
-        ("ipc_open", Dialect::Driver) => vec![
+        (CallKind::IpcOpenMemHandle, Dialect::Driver) => vec![
             (InvalidContext, Document(DRV_OPEN)),
             (MapFailed, Document(DRV_OPEN)),
             (InvalidHandle, Document(DRV_OPEN)),
@@ -254,12 +274,12 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
                 Clause("mem.lifetime.freed-export-after-new-allocation"),
             ),
         ],
-        ("ipc_open", Dialect::Hip) => hip_open_returns(),
+        (CallKind::IpcOpenMemHandle, Dialect::Hip) => hip_open_returns(),
         // In the hip dialect a `Clause` exception is the HIP profile keeping
         // the answer the clause measured on CUDA hardware (the clause runs in
         // the hip dialect too); like every HIP answer here, no AMD hardware
         // measured it. Where HIP differs, its own arms come first.
-        ("ipc_get_event", Dialect::Hip) => vec![
+        (CallKind::IpcGetEventHandle, Dialect::Hip) => vec![
             (InvalidHandle, Clause("event.get.not-interprocess")),
             (
                 InvalidValue,
@@ -272,12 +292,12 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ],
         // The exporter's exit does not refuse an open in HIP
         // (event_exporter_exit=by-dialect opens, as the driver API).
-        ("ipc_open_event", Dialect::Hip) => vec![
+        (CallKind::IpcOpenEventHandle, Dialect::Hip) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (InvalidContext, Clause("event.open.own-process")),
             (InvalidValue, Clause("event.open.null-out")),
         ],
-        ("ipc_get", _) => {
+        (CallKind::IpcGetMemHandle, _) => {
             const RT_GET: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcGetMemHandle)";
             const DRV_GET: &str =
                 "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html (cuIpcGetMemHandle)";
@@ -296,26 +316,26 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
                 ])
                 .collect()
         }
-        ("ipc_close", _) => vec![(InvalidValue, Clause("mem.close.twice"))],
-        ("free" | "free_host" | "free_async", _) => {
+        (CallKind::IpcCloseMemHandle, _) => vec![(InvalidValue, Clause("mem.close.twice"))],
+        (CallKind::Free, _) => {
             vec![(InvalidValue, Clause("mem.lifetime.cudafree-of-ipc-pointer"))]
         }
-        ("read" | "write" | "fill", _) => vec![
+        (CallKind::Read | CallKind::Write | CallKind::Memset, _) => vec![
             (InvalidValue, Clause("mem.close.use-after-close")),
             (InvalidValue, Clause("mem.suballoc.memcpy-bounded")),
         ],
         // A device-to-device or peer copy through a closed or freed mapping
         // fails as the memcpy of `read` does.
-        ("copy" | "copy_peer", _) => vec![
+        (CallKind::CopyDevice | CallKind::CopyPeer, _) => vec![
             (InvalidValue, Clause("mem.copy.from-closed-mapping")),
             (InvalidValue, Clause("mem.close.use-after-close")),
         ],
         // A status, not a failure: the stream's work has not completed.
-        ("stream_query", _) => vec![(
+        (CallKind::StreamQuery, _) => vec![(
             NotReady,
             Clause("event.stream.record-on-stream-covers-its-work"),
         )],
-        ("device_read", _) => vec![
+        (CallKind::DeviceRead, _) => vec![
             (
                 IllegalAddress,
                 Clause("mem.lifetime.kernel-read-after-free"),
@@ -323,11 +343,11 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (IllegalAddress, Clause("mem.close.kernel-read-after-close")),
         ],
         // Events: no seed documents their returns; the event clauses measured these.
-        ("event_create", _) => vec![(
+        (CallKind::EventCreate, _) => vec![(
             InvalidValue,
             Clause("event.flags.interprocess-needs-disable-timing"),
         )],
-        ("ipc_get_event", _) => vec![
+        (CallKind::IpcGetEventHandle, _) => vec![
             (InvalidHandle, Clause("event.get.not-interprocess")),
             (InvalidHandle, Clause("event.get.imported-event")),
             (InvalidValue, Clause("event.get.null-out")),
@@ -335,11 +355,11 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         // cuEventRecord: "hEvent and hStream must be from the same context
         // otherwise CUDA_ERROR_INVALID_HANDLE is returned".
         // The other-context clause does not run in the hip dialect.
-        ("event_record", Dialect::Hip) => vec![
+        (CallKind::EventRecord | CallKind::EventRecordOn, Dialect::Hip) => vec![
             (InvalidHandle, Clause("event.null.record")),
             (InvalidValue, Clause("event.null.record")),
         ],
-        ("event_record", _) => vec![
+        (CallKind::EventRecord | CallKind::EventRecordOn, _) => vec![
             (
                 InvalidHandle,
                 Clause("event.context.record-from-other-context"),
@@ -348,21 +368,21 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (InvalidValue, Clause("event.null.record")),
         ],
         // A status, not a failure: the recorded work has not completed.
-        ("event_query", _) => vec![
+        (CallKind::EventQuery, _) => vec![
             (NotReady, Clause("event.order.sync-waits-for-exporter")),
             (InvalidHandle, Clause("event.null.query")),
             (InvalidValue, Clause("event.null.query")),
         ],
         // The NULL event: either documented error (event.null.*).
-        ("event_sync", _) => vec![
+        (CallKind::EventSynchronize, _) => vec![
             (InvalidHandle, Clause("event.null.synchronize")),
             (InvalidValue, Clause("event.null.synchronize")),
         ],
-        ("stream_wait", _) => vec![
+        (CallKind::StreamWaitEvent | CallKind::StreamWaitEventOn, _) => vec![
             (InvalidHandle, Clause("event.null.stream-wait")),
             (InvalidValue, Clause("event.null.stream-wait")),
         ],
-        ("ipc_open_event", _) => vec![
+        (CallKind::IpcOpenEventHandle, _) => vec![
             (MapFailed, Clause("event.handle.zeroed")),
             (MapFailed, Clause("event.lifetime.open-after-exporter-exit")),
             (InvalidContext, Clause("event.open.own-process")),
@@ -370,53 +390,53 @@ pub fn documented_returns(op: &str, dialect: Dialect) -> Vec<(ErrorKind, Source)
         ],
         // VMM: driver API calls, documented in no seed's return list; the
         // vmm clauses measured these.
-        ("vmm_create" | "vmm_reserve", _) => {
+        (CallKind::VmmCreate | CallKind::VmmReserve, _) => {
             vec![(InvalidValue, Clause("vmm.granularity.unaligned-size"))]
         }
-        ("vmm_export", _) => vec![(InvalidValue, Clause("vmm.export.type-not-requested"))],
-        ("vmm_import", _) => vec![
+        (CallKind::VmmExport, _) => vec![(InvalidValue, Clause("vmm.export.type-not-requested"))],
+        (CallKind::VmmImport, _) => vec![
             (Unknown, Clause("vmm.import.bad-descriptors")),
             (InvalidValue, Clause("vmm.import.twice")),
         ],
-        ("vmm_map" | "vmm_set_access" | "vmm_unmap", _) => {
+        (CallKind::VmmMap | CallKind::VmmSetAccess | CallKind::VmmUnmap, _) => {
             vec![(InvalidValue, Clause("vmm.map.edge-cases"))]
         }
-        ("vmm_release", _) => vec![(InvalidValue, Clause("vmm.lifetime.release-while-mapped"))],
+        (CallKind::VmmRelease, _) => vec![(InvalidValue, Clause("vmm.lifetime.release-while-mapped"))],
         // pidfd_open + pidfd_getfd: the kernel's errno, read as a kind
         // (pidfd_getfd(2), pid_namespaces(7)).
-        ("pidfd_getfd", _) => vec![
+        (CallKind::PidfdGetfd, _) => vec![
             (InvalidValue, Clause("vmm.pidfd.bad-descriptor")),
             (NotFound, Clause("vmm.pidfd.from-new-namespace")),
         ],
         // Memory pools: the runtime pages list InvalidValue (and
         // NotSupported for allocation) without naming the case; the pool
         // clauses pin down which.
-        ("pool_export", _) => vec![(InvalidValue, Clause("pool.export.needs-handle-types"))],
-        ("pool_export_ptr", _) => vec![(InvalidValue, Clause("pool.export.needs-handle-types"))],
-        ("pool_import", _) => vec![(InvalidValue, Clause("pool.import.bad-descriptors"))],
-        ("pool_import_ptr", _) => vec![(
+        (CallKind::PoolExport, _) => vec![(InvalidValue, Clause("pool.export.needs-handle-types"))],
+        (CallKind::PoolExportPtr, _) => vec![(InvalidValue, Clause("pool.export.needs-handle-types"))],
+        (CallKind::PoolImport, _) => vec![(InvalidValue, Clause("pool.import.bad-descriptors"))],
+        (CallKind::PoolImportPtr, _) => vec![(
             InvalidValue,
             Clause("pool.lifetime.import-after-exporter-free"),
         )],
-        ("pool_alloc", _) => vec![(NotSupported, Clause("pool.import.no-allocation"))],
-        ("enable_peer", _) => vec![
+        (CallKind::PoolAlloc, _) => vec![(NotSupported, Clause("pool.import.no-allocation"))],
+        (CallKind::EnablePeerAccess, _) => vec![
             (PeerAccessAlreadyEnabled, Clause("multidev.peer.enable")),
             (PeerAccessUnsupported, Clause("multidev.peer.enable-self")),
         ],
-        ("can_access_peer", _) => vec![(InvalidDevice, Clause("multidev.peer.can-access"))],
-        ("ctx_destroy", _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
-        ("ctx_set", _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
+        (CallKind::CanAccessPeer, _) => vec![(InvalidDevice, Clause("multidev.peer.can-access"))],
+        (CallKind::DestroyContext, _) => vec![(InvalidContext, Clause("mem.context.destroy-primary"))],
+        (CallKind::SetCurrentContext, _) => vec![(InvalidContext, Clause("mem.context.set-destroyed"))],
         // A child forked after CUDA is initialised gets the initialisation
         // error; the parent goes on.
-        ("fork_child_call", _) => {
+        (CallKind::ForkChildAlloc, _) => {
             vec![(NotInitialized, Clause("mem.fork.child-call-after-init"))]
         }
-        ("address_range", _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
+        (CallKind::AddressRange, _) => vec![(NotFound, Clause("mem.attr.address-range-of-freed"))],
         // cuPointerGetAttribute of a pointer the driver does not know (freed,
         // closed, never allocated); `pointer_attr P` without an attribute
         // answers `unregistered` instead and never takes this path.
-        ("pointer_attr", _) => vec![(InvalidValue, Clause("mem.pointer-attr.interior-pointer"))],
-        ("malloc" | "malloc_host" | "malloc_managed" | "sync", _) => vec![
+        (CallKind::PointerInfo | CallKind::PointerAttribute, _) => vec![(InvalidValue, Clause("mem.pointer-attr.interior-pointer"))],
+        (CallKind::Alloc | CallKind::Synchronize, _) => vec![
             (InvalidContext, Clause("mem.context.set-destroyed")),
             (ContextIsDestroyed, Clause("mem.context.set-destroyed")),
         ],
@@ -786,7 +806,7 @@ pub fn check_trace(
                 let kind = ApiError::from_code(dialect, *code).kind();
                 let sticky = kind == Some(ErrorKind::IllegalAddress);
                 let listed = kind.is_some_and(|k| {
-                    documented_returns(keyword, dialect)
+                    documented_returns(&step.op, dialect)
                         .iter()
                         .any(|(d, _)| *d == k)
                 });

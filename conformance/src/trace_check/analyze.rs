@@ -6,6 +6,7 @@
 
 use super::load::{Merged, MergedEntry};
 use ipc_harness::trace_record::{base_name, CallRecord};
+use ipc_harness::CallKind;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -638,9 +639,9 @@ impl State<'_> {
             "cuDevicePrimaryCtxRetain" | "cuCtxCreate" => {
                 let c = self.proc(pid).fresh("c");
                 let op = if name == "cuCtxCreate" {
-                    "ctx_create"
+                    CallKind::CreateContext.keyword()
                 } else {
-                    "primary_ctx"
+                    CallKind::PrimaryContext.keyword()
                 };
                 self.step(
                     pid,
@@ -657,9 +658,9 @@ impl State<'_> {
                 match self.proc(pid).contexts.get(&ctx).cloned() {
                     Some(c) => {
                         let op = if name == "cuCtxDestroy" {
-                            "ctx_destroy"
+                            CallKind::DestroyContext.keyword()
                         } else {
-                            "ctx_set"
+                            CallKind::SetCurrentContext.keyword()
                         };
                         self.step(pid, seq, &r.call, format!("{op} {c} => ok"));
                         if name == "cuCtxDestroy" {
@@ -677,7 +678,7 @@ impl State<'_> {
             | "cuMemAllocAsync" => {
                 let (ptr, size) = (a.ptr.unwrap_or(0), a.size.unwrap_or(0));
                 let op = match name {
-                    "cuMemAlloc" => "malloc",
+                    "cuMemAlloc" => CallKind::Alloc.keyword(),
                     "cuMemAllocManaged" => "malloc_managed",
                     "cuMemAllocAsync" => "malloc_async",
                     _ => "malloc_host",
@@ -690,7 +691,7 @@ impl State<'_> {
             "cuMemFree" | "cuMemFreeHost" | "cuMemFreeAsync" => {
                 let ptr = a.ptr.unwrap_or(0);
                 let op = match name {
-                    "cuMemFree" => "free",
+                    "cuMemFree" => CallKind::Free.keyword(),
                     "cuMemFreeHost" => "free_host",
                     _ => "free_async",
                 };
@@ -715,7 +716,12 @@ impl State<'_> {
             "cuIpcCloseMemHandle" => {
                 let ptr = a.ptr.unwrap_or(0);
                 if let Some(p) = self.pointer(pid, r, ptr) {
-                    self.step(pid, seq, &r.call, format!("ipc_close {p} => ok"));
+                    self.step(
+                        pid,
+                        seq,
+                        &r.call,
+                        format!("{kw} {p} => ok", kw = CallKind::IpcCloseMemHandle.keyword()),
+                    );
                 }
                 self.close(pid, r, ptr);
             }
@@ -725,7 +731,11 @@ impl State<'_> {
                     pid,
                     seq,
                     &r.call,
-                    format!("{e} = event_create flags={} => ok", a.flags.unwrap_or(0)),
+                    format!(
+                        "{e} = {kw} flags={} => ok",
+                        a.flags.unwrap_or(0),
+                        kw = CallKind::EventCreate.keyword()
+                    ),
                 );
                 if let Some(ev) = a.event {
                     self.proc(pid).events.insert(ev, (e, None));
@@ -743,7 +753,15 @@ impl State<'_> {
                     return self.unlowered(pid, r, "an event the trace did not see made");
                 };
                 let h = self.proc(pid).fresh("eh");
-                self.step(pid, seq, &r.call, format!("{h} = ipc_get_event {e} => ok"));
+                self.step(
+                    pid,
+                    seq,
+                    &r.call,
+                    format!(
+                        "{h} = {kw} {e} => ok",
+                        kw = CallKind::IpcGetEventHandle.keyword()
+                    ),
+                );
                 if let Some(bytes) = a.handle.clone() {
                     self.proc(pid).events.insert(ev, (e, Some(bytes.clone())));
                     self.event_handles
@@ -758,7 +776,15 @@ impl State<'_> {
                     return self.unlowered(pid, r, "an event handle no traced process made");
                 };
                 let e = self.proc(pid).fresh("e");
-                self.step(pid, seq, &r.call, format!("{e} = ipc_open_event {h} => ok"));
+                self.step(
+                    pid,
+                    seq,
+                    &r.call,
+                    format!(
+                        "{e} = {kw} {h} => ok",
+                        kw = CallKind::IpcOpenEventHandle.keyword()
+                    ),
+                );
                 if let Some(ev) = a.event {
                     self.proc(pid).events.insert(ev, (e, Some(bytes)));
                 }
@@ -771,9 +797,10 @@ impl State<'_> {
                     seq,
                     &r.call,
                     format!(
-                        "{m} = vmm_create {} types={types} device={} => ok",
+                        "{m} = {kw} {} types={types} device={} => ok",
                         a.size.unwrap_or(0),
-                        a.device.unwrap_or(0)
+                        a.device.unwrap_or(0),
+                        kw = CallKind::VmmCreate.keyword()
                     ),
                 );
                 let object = self.new_object(pid, &m);
@@ -795,7 +822,12 @@ impl State<'_> {
                     return self.unlowered(pid, r, "a descriptor whose export was not lowered");
                 };
                 let m = self.proc(pid).fresh("m");
-                self.step(pid, seq, &r.call, format!("{m} = vmm_import {fd} => ok"));
+                self.step(
+                    pid,
+                    seq,
+                    &r.call,
+                    format!("{m} = {kw} {fd} => ok", kw = CallKind::VmmImport.keyword()),
+                );
                 let object = self.exported_object.get(&export).copied().flatten();
                 if let Some(v) = a.vmm {
                     self.proc(pid).vmm.insert(v, (m, object));
@@ -804,7 +836,15 @@ impl State<'_> {
             "cuMemAddressReserve" => {
                 let v = self.proc(pid).fresh("v");
                 let size = a.size.unwrap_or(0);
-                self.step(pid, seq, &r.call, format!("{v} = vmm_reserve {size} => ok"));
+                self.step(
+                    pid,
+                    seq,
+                    &r.call,
+                    format!(
+                        "{v} = {kw} {size} => ok",
+                        kw = CallKind::VmmReserve.keyword()
+                    ),
+                );
                 self.add_region(
                     pid,
                     a.ptr.unwrap_or(0),
@@ -827,8 +867,9 @@ impl State<'_> {
                     seq,
                     &r.call,
                     format!(
-                        "vmm_map {p} {size} {m} offset={} => ok",
-                        a.offset.unwrap_or(0)
+                        "{kw} {p} {size} {m} offset={} => ok",
+                        a.offset.unwrap_or(0),
+                        kw = CallKind::VmmMap.keyword()
                     ),
                 );
                 let binding = p.clone();
@@ -849,7 +890,10 @@ impl State<'_> {
                         pid,
                         seq,
                         &r.call,
-                        format!("vmm_set_access {p} {size} {access} device={device} => ok"),
+                        format!(
+                            "{kw} {p} {size} {access} device={device} => ok",
+                            kw = CallKind::VmmSetAccess.keyword()
+                        ),
                     );
                 }
             }
@@ -870,9 +914,9 @@ impl State<'_> {
                     return self.unlowered(pid, r, "a range the trace did not see reserved");
                 };
                 let op = if unmap {
-                    "vmm_unmap"
+                    CallKind::VmmUnmap.keyword()
                 } else {
-                    "vmm_address_free"
+                    CallKind::VmmAddressFree.keyword()
                 };
                 self.step(pid, seq, &r.call, format!("{op} {p} {size} => ok"));
                 if let Some(reg) = self
@@ -892,7 +936,12 @@ impl State<'_> {
                     return self.unlowered(pid, r, "a VMM handle the trace does not see held");
                 };
                 self.proc(pid).released_vmm.insert(h);
-                self.step(pid, seq, &r.call, format!("vmm_release {m} => ok"));
+                self.step(
+                    pid,
+                    seq,
+                    &r.call,
+                    format!("{kw} {m} => ok", kw = CallKind::VmmRelease.keyword()),
+                );
             }
             "cuMemcpy" | "cuMemcpyHtoD" | "cuMemcpyDtoH" | "cuMemcpyDtoD" | "cuMemcpyAsync"
             | "cuMemcpyHtoDAsync" | "cuMemcpyDtoHAsync" | "cuMemcpyDtoDAsync" => {
@@ -909,9 +958,10 @@ impl State<'_> {
                         seq,
                         &r.call,
                         format!(
-                            "fill {} 0x{byte:02x} at={} len={size} => ok",
+                            "{kw} {} 0x{byte:02x} at={} len={size} => ok",
                             reg.binding,
-                            ptr - reg.base
+                            ptr - reg.base,
+                            kw = CallKind::Memset.keyword()
                         ),
                     ),
                     _ => self.unlowered(
@@ -996,7 +1046,10 @@ impl State<'_> {
             pid,
             Some(r.seq),
             &r.call,
-            format!("{h} = ipc_get {p} => ok"),
+            format!(
+                "{h} = {kw} {p} => ok",
+                kw = CallKind::IpcGetMemHandle.keyword()
+            ),
         );
         if let Some(bytes) = r.args.handle.clone() {
             let (_, first, _) = self
@@ -1041,7 +1094,10 @@ impl State<'_> {
                 pid,
                 Some(r.seq),
                 &r.call,
-                format!("{again} = ipc_open {h} flags={flags} => ok, == {q}"),
+                format!(
+                    "{again} = {kw} {h} flags={flags} => ok, == {q}",
+                    kw = CallKind::IpcOpenMemHandle.keyword()
+                ),
             );
             return;
         }
@@ -1050,7 +1106,10 @@ impl State<'_> {
             pid,
             Some(r.seq),
             &r.call,
-            format!("{q} = ipc_open {h} flags={flags} => ok"),
+            format!(
+                "{q} = {kw} {h} flags={flags} => ok",
+                kw = CallKind::IpcOpenMemHandle.keyword()
+            ),
         );
         self.add_region(pid, ptr, size, object, &q, RegionKind::Opened);
     }
@@ -1095,47 +1154,52 @@ impl State<'_> {
         let Some((e, bytes)) = self.proc(pid).events.get(&ev).cloned() else {
             return self.unlowered(pid, r, "an event the trace did not see made");
         };
-        let op = match name {
-            "cuEventRecord" | "cuEventRecordWithFlags" => "event_record",
-            "cuEventQuery" => "event_query",
-            "cuEventSynchronize" => "event_sync",
-            "cuStreamWaitEvent" => "stream_wait",
-            _ => "event_destroy",
+        let call = match name {
+            "cuEventRecord" | "cuEventRecordWithFlags" => CallKind::EventRecord,
+            "cuEventQuery" => CallKind::EventQuery,
+            "cuEventSynchronize" => CallKind::EventSynchronize,
+            "cuStreamWaitEvent" => CallKind::StreamWaitEvent,
+            _ => CallKind::EventDestroy,
         };
-        self.step(pid, Some(r.seq), &r.call, format!("{op} {e} => ok"));
+        self.step(
+            pid,
+            Some(r.seq),
+            &r.call,
+            format!("{} {e} => ok", call.keyword()),
+        );
         let Some(bytes) = bytes else {
-            if op == "event_sync" {
+            if call == CallKind::EventSynchronize {
                 self.complete_work(pid);
             }
-            if op == "event_destroy" {
+            if call == CallKind::EventDestroy {
                 self.proc(pid).events.remove(&ev);
             }
             return;
         };
         let exporter = self.event_handles.get(&bytes).map(|(_, p)| *p);
-        match op {
-            "event_record" if exporter == Some(pid) => {
+        match call {
+            CallKind::EventRecord if exporter == Some(pid) => {
                 // The record captures this process's work launched so far.
                 let captured: Vec<usize> = (0..self.works.len())
                     .filter(|&i| self.works[i].pid == pid)
                     .collect();
                 self.captured.insert(bytes, captured);
             }
-            "event_record" => {
+            CallKind::EventRecord => {
                 let captured: Vec<usize> = (0..self.works.len())
                     .filter(|&i| self.works[i].pid == pid)
                     .collect();
                 self.captured.insert(bytes, captured);
             }
-            "event_sync" | "stream_wait" | "event_query" => {
+            CallKind::EventSynchronize | CallKind::StreamWaitEvent | CallKind::EventQuery => {
                 let own = exporter == Some(pid);
                 for i in self.captured.get(&bytes).cloned().unwrap_or_default() {
-                    if own && op == "event_sync" {
+                    if own && call == CallKind::EventSynchronize {
                         self.works[i].done = true;
                     }
                     self.works[i].visible_to.insert(pid);
                 }
-                if own && op == "event_sync" {
+                if own && call == CallKind::EventSynchronize {
                     self.complete_work(pid);
                 }
             }
@@ -1156,7 +1220,10 @@ impl State<'_> {
                 pid,
                 Some(r.seq),
                 &r.call,
-                format!("{f} = vmm_export {m} fabric => ok"),
+                format!(
+                    "{f} = {kw} {m} fabric => ok",
+                    kw = CallKind::VmmExport.keyword()
+                ),
             );
             return;
         }
@@ -1165,7 +1232,10 @@ impl State<'_> {
             pid,
             Some(r.seq),
             &r.call,
-            format!("{f} = vmm_export {m} posix_fd => ok"),
+            format!(
+                "{f} = {kw} {m} posix_fd => ok",
+                kw = CallKind::VmmExport.keyword()
+            ),
         );
         self.exported_object.insert((pid, r.seq), object);
         let importers: Vec<(u32, u64)> = self
@@ -1213,13 +1283,23 @@ impl State<'_> {
                 pid,
                 Some(r.seq),
                 &r.call,
-                format!("write {} {} 00*{size} => ok", d.binding, dst - d.base),
+                format!(
+                    "{kw} {} {} 00*{size} => ok",
+                    d.binding,
+                    dst - d.base,
+                    kw = CallKind::Write.keyword()
+                ),
             ),
             ("cuMemcpyDtoH", false, _, Some(s)) if size > 0 => self.step(
                 pid,
                 Some(r.seq),
                 &r.call,
-                format!("read {} {} {size} => ok", s.binding, src - s.base),
+                format!(
+                    "{kw} {} {} {size} => ok",
+                    s.binding,
+                    src - s.base,
+                    kw = CallKind::Read.keyword()
+                ),
             ),
             _ => self.unlowered(
                 pid,

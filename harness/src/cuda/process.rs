@@ -734,7 +734,7 @@ impl RequestChannel for WorkerProxy {
 macro_rules! define_request_channel_driver {
     ($(
         $(#[$doc:meta])*
-        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty => $keyword:ident $api:tt;
     )*) => {
         /// Every call is one request; its reply must be the variant of the
         /// call's return type.

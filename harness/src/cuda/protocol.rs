@@ -81,7 +81,7 @@ pub enum ProtocolError {
 macro_rules! define_requests {
     ($(
         $(#[$doc:meta])*
-        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty => $keyword:ident $api:tt;
     )*) => {
         /// One API call (or control message) for a worker: a variant per
         /// [`crate::Driver`] method, from the table in `calls.rs`, and the

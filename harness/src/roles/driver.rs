@@ -254,7 +254,7 @@ impl RoleDriver {
 macro_rules! define_role_driver {
     ($(
         $(#[$doc:meta])*
-        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty;
+        $method:ident $Variant:ident $(( $( $(#[$attr:meta])* $arg:ident : $($ty:ident)? $(&[$elem:ident] as $owned:ty)? ),* ))? -> $ret:ty => $keyword:ident $api:tt;
     )*) => {
         /// Every call goes through `RoleDriver::intercept` (count, fault,
         /// gate), then `RoleDriver::record_effect`.

@@ -1,5 +1,6 @@
 //! The step model of a parsed scenario.
 
+use crate::calls::CallKind;
 use crate::driver::{
     DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind, MemoryType, OutArg,
     ShareableHandleType, VmmAccess,
@@ -861,326 +862,152 @@ impl ValueType {
 }
 
 impl Op {
-    /// The op's keyword as written in files.
-    pub fn keyword(&self) -> &'static str {
-        match self {
-            Op::DeviceCount => "device_count",
-            Op::Attr { .. } => "attr",
-            Op::CanAccessPeer { .. } => "can_access_peer",
-            Op::EnablePeer { .. } => "enable_peer",
-            Op::SetDevice { .. } => "set_device",
-            Op::PrimaryCtx { .. } => "primary_ctx",
-            Op::CtxCreate { .. } => "ctx_create",
-            Op::CtxSet { .. } => "ctx_set",
-            Op::CtxCurrent => "ctx_current",
-            Op::CtxDestroy { .. } => "ctx_destroy",
-            Op::Malloc { kind, .. } => match kind {
-                MemKind::Device => "malloc",
-                MemKind::Managed => "malloc_managed",
-                MemKind::PinnedHost => "malloc_host",
-                MemKind::StreamOrdered => "malloc_async",
-            },
-            Op::Free { kind, .. } => match kind {
-                FreeKind::Device => "free",
-                FreeKind::Host => "free_host",
-                FreeKind::StreamOrdered => "free_async",
-            },
-            Op::Offset { .. } => "offset",
-            Op::Fill { .. } => "fill",
-            Op::Write { .. } => "write",
-            Op::Read { .. } => "read",
-            Op::DeviceRead { .. } => "device_read",
-            Op::AddressRange { .. } => "address_range",
-            Op::PointerAttr { .. } | Op::PointerAttribute { .. } => "pointer_attr",
-            Op::ForkChildAlloc { .. } => "fork_child_call",
-            Op::IpcGet { .. } => "ipc_get",
-            Op::IpcOpen { .. } => "ipc_open",
-            Op::IpcClose { .. } => "ipc_close",
-            Op::Sync => "sync",
-            Op::HandleZero => "handle_zero",
-            Op::HandleRandom => "handle_random",
-            Op::HandleFlip { .. } => "handle_flip",
-            Op::Send { .. } => "send",
-            Op::Exit => "exit",
-            Op::VmmGranularity { .. } => "vmm_granularity",
-            Op::VmmCreate { .. } => "vmm_create",
-            Op::VmmExport { .. } => "vmm_export",
-            Op::VmmImport { .. } => "vmm_import",
-            Op::VmmReserve { .. } => "vmm_reserve",
-            Op::VmmMap { .. } => "vmm_map",
-            Op::VmmSetAccess { .. } => "vmm_set_access",
-            Op::VmmUnmap { .. } => "vmm_unmap",
-            Op::VmmAddressFree { .. } => "vmm_address_free",
-            Op::VmmRelease { .. } => "vmm_release",
-            Op::FdClose { .. } => "fd_close",
-            Op::FdNullDevice => "fd_null_device",
-            Op::FdNumber { .. } => "fd_number",
-            Op::SendFd { .. } => "send_fd",
-            Op::PidfdGetfd { .. } => "pidfd_getfd",
-            Op::EventCreate { .. } => "event_create",
-            Op::EventRecord { .. } => "event_record",
-            Op::EventQuery { .. } => "event_query",
-            Op::EventSync { .. } => "event_sync",
-            Op::StreamWait { .. } => "stream_wait",
-            Op::EventElapsed { .. } => "event_elapsed",
-            Op::EventDestroy { .. } => "event_destroy",
-            Op::IpcGetEvent { .. } => "ipc_get_event",
-            Op::IpcOpenEvent { .. } => "ipc_open_event",
-            Op::EventHandleZero => "event_handle_zero",
-            Op::EventHandleRandom => "event_handle_random",
-            Op::SlowFill { .. } => "slow_fill",
-            Op::KernelPattern { content, .. } => content.keyword(),
-            Op::PoolCreate { .. } => "pool_create",
-            Op::PoolDefault { .. } => "pool_default",
-            Op::PoolDestroy { .. } => "pool_destroy",
-            Op::PoolExport { .. } => "pool_export",
-            Op::PoolImport { .. } => "pool_import",
-            Op::PoolSetAccess { .. } => "pool_set_access",
-            Op::PoolAlloc { .. } => "pool_alloc",
-            Op::PoolFree { .. } => "pool_free",
-            Op::PoolExportPtr { .. } => "pool_export_ptr",
-            Op::PoolImportPtr { .. } => "pool_import_ptr",
-            Op::StreamCreate { .. } => "stream_create",
-            Op::StreamDestroy { .. } => "stream_destroy",
-            Op::StreamSync { .. } => "stream_sync",
-            Op::StreamQuery { .. } => "stream_query",
-            Op::Copy { .. } => "copy",
-            Op::CopyPeer { .. } => "copy_peer",
-        }
-    }
-
-    /// The API entry point the op calls in `dialect` (the first, where it
-    /// makes several); `None` for harness-local ops and `exit`.
-    pub fn api(&self, dialect: Dialect) -> Option<&'static str> {
-        // (CUDA runtime, CUDA driver, HIP)
-        let (runtime, driver, hip) = match self {
-            Op::DeviceCount => (
-                "cudaGetDeviceCount",
-                "cuDeviceGetCount",
-                "hipGetDeviceCount",
-            ),
-            Op::Attr { .. } => (
-                "cudaDeviceGetAttribute",
-                "cuDeviceGetAttribute",
-                "hipDeviceGetAttribute",
-            ),
-            Op::CanAccessPeer { .. } => (
-                "cudaDeviceCanAccessPeer",
-                "cuDeviceCanAccessPeer",
-                "hipDeviceCanAccessPeer",
-            ),
-            Op::EnablePeer { .. } => (
-                "cudaDeviceEnablePeerAccess",
-                "cuCtxEnablePeerAccess",
-                "hipDeviceEnablePeerAccess",
-            ),
-            Op::SetDevice { .. } => ("cudaSetDevice", "cuCtxSetCurrent", "hipSetDevice"),
-            Op::PrimaryCtx { .. } => (
-                "cuDevicePrimaryCtxRetain",
-                "cuDevicePrimaryCtxRetain",
-                "hipDevicePrimaryCtxRetain",
-            ),
-            Op::CtxCreate { .. } => ("cuCtxCreate", "cuCtxCreate", "hipCtxCreate"),
-            Op::CtxSet { .. } => ("cuCtxSetCurrent", "cuCtxSetCurrent", "hipCtxSetCurrent"),
-            Op::CtxCurrent => ("cuCtxGetCurrent", "cuCtxGetCurrent", "hipCtxGetCurrent"),
-            Op::CtxDestroy { .. } => ("cuCtxDestroy", "cuCtxDestroy", "hipCtxDestroy"),
-            Op::Malloc { kind, .. } => match kind {
-                MemKind::Device => ("cudaMalloc", "cuMemAlloc", "hipMalloc"),
-                MemKind::Managed => ("cudaMallocManaged", "cuMemAllocManaged", "hipMallocManaged"),
-                MemKind::PinnedHost => ("cudaMallocHost", "cuMemAllocHost", "hipHostMalloc"),
-                MemKind::StreamOrdered => ("cudaMallocAsync", "cuMemAllocAsync", "hipMallocAsync"),
-            },
-            Op::Free { kind, .. } => match kind {
-                FreeKind::Device => ("cudaFree", "cuMemFree", "hipFree"),
-                FreeKind::Host => ("cudaFreeHost", "cuMemFreeHost", "hipHostFree"),
-                FreeKind::StreamOrdered => ("cudaFreeAsync", "cuMemFreeAsync", "hipFreeAsync"),
-            },
-            Op::Fill { .. } => ("cudaMemset", "cuMemsetD8", "hipMemset"),
-            Op::Write { .. } => ("cudaMemcpy", "cuMemcpyHtoD", "hipMemcpy"),
-            Op::Read { .. } => ("cudaMemcpy", "cuMemcpyDtoH", "hipMemcpy"),
-            Op::DeviceRead { .. } => ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel"),
-            Op::AddressRange { .. } => (
-                "cuMemGetAddressRange",
-                "cuMemGetAddressRange",
-                "hipMemGetAddressRange",
-            ),
-            Op::PointerAttr { .. } => (
-                "cudaPointerGetAttributes",
-                "cuPointerGetAttribute",
-                "hipPointerGetAttributes",
-            ),
-            Op::PointerAttribute { .. } => (
-                "cuPointerGetAttribute",
-                "cuPointerGetAttribute",
-                "hipPointerGetAttribute",
-            ),
-            Op::ForkChildAlloc { .. } => {
-                ("fork + cudaMalloc", "fork + cuMemAlloc", "fork + hipMalloc")
-            }
-            Op::IpcGet { .. } => (
-                "cudaIpcGetMemHandle",
-                "cuIpcGetMemHandle",
-                "hipIpcGetMemHandle",
-            ),
-            Op::IpcOpen { .. } => (
-                "cudaIpcOpenMemHandle",
-                "cuIpcOpenMemHandle",
-                "hipIpcOpenMemHandle",
-            ),
-            Op::IpcClose { .. } => (
-                "cudaIpcCloseMemHandle",
-                "cuIpcCloseMemHandle",
-                "hipIpcCloseMemHandle",
-            ),
-            Op::Sync => (
-                "cudaDeviceSynchronize",
-                "cuCtxSynchronize",
-                "hipDeviceSynchronize",
-            ),
-            // VMM is a driver API in both CUDA dialects.
-            Op::VmmGranularity { .. } => (
-                "cuMemGetAllocationGranularity",
-                "cuMemGetAllocationGranularity",
-                "hipMemGetAllocationGranularity",
-            ),
-            Op::VmmCreate { .. } => ("cuMemCreate", "cuMemCreate", "hipMemCreate"),
-            Op::VmmExport { .. } => (
-                "cuMemExportToShareableHandle",
-                "cuMemExportToShareableHandle",
-                "hipMemExportToShareableHandle",
-            ),
-            Op::VmmImport { .. } => (
-                "cuMemImportFromShareableHandle",
-                "cuMemImportFromShareableHandle",
-                "hipMemImportFromShareableHandle",
-            ),
-            Op::VmmReserve { .. } => (
-                "cuMemAddressReserve",
-                "cuMemAddressReserve",
-                "hipMemAddressReserve",
-            ),
-            Op::VmmMap { .. } => ("cuMemMap", "cuMemMap", "hipMemMap"),
-            Op::VmmSetAccess { .. } => ("cuMemSetAccess", "cuMemSetAccess", "hipMemSetAccess"),
-            Op::VmmUnmap { .. } => ("cuMemUnmap", "cuMemUnmap", "hipMemUnmap"),
-            Op::VmmAddressFree { .. } => {
-                ("cuMemAddressFree", "cuMemAddressFree", "hipMemAddressFree")
-            }
-            Op::VmmRelease { .. } => ("cuMemRelease", "cuMemRelease", "hipMemRelease"),
-            Op::EventCreate { .. } => (
-                "cudaEventCreateWithFlags",
-                "cuEventCreate",
-                "hipEventCreateWithFlags",
-            ),
-            Op::EventRecord { .. } => ("cudaEventRecord", "cuEventRecord", "hipEventRecord"),
-            Op::EventQuery { .. } => ("cudaEventQuery", "cuEventQuery", "hipEventQuery"),
-            Op::EventSync { .. } => (
-                "cudaEventSynchronize",
-                "cuEventSynchronize",
-                "hipEventSynchronize",
-            ),
-            Op::StreamWait { .. } => (
-                "cudaStreamWaitEvent",
-                "cuStreamWaitEvent",
-                "hipStreamWaitEvent",
-            ),
-            Op::EventElapsed { .. } => (
-                "cudaEventElapsedTime",
-                "cuEventElapsedTime_v2",
-                "hipEventElapsedTime",
-            ),
-            Op::EventDestroy { .. } => ("cudaEventDestroy", "cuEventDestroy", "hipEventDestroy"),
-            Op::IpcGetEvent { .. } => (
-                "cudaIpcGetEventHandle",
-                "cuIpcGetEventHandle",
-                "hipIpcGetEventHandle",
-            ),
-            Op::IpcOpenEvent { .. } => (
-                "cudaIpcOpenEventHandle",
-                "cuIpcOpenEventHandle",
-                "hipIpcOpenEventHandle",
-            ),
-            Op::SlowFill { .. } | Op::KernelPattern { .. } => {
-                ("cuLaunchKernel", "cuLaunchKernel", "hipModuleLaunchKernel")
-            }
-            Op::PoolCreate { .. } => ("cudaMemPoolCreate", "cuMemPoolCreate", "hipMemPoolCreate"),
-            Op::PoolDefault { .. } => (
-                "cudaDeviceGetDefaultMemPool",
-                "cuDeviceGetDefaultMemPool",
-                "hipDeviceGetDefaultMemPool",
-            ),
-            Op::PoolDestroy { .. } => (
-                "cudaMemPoolDestroy",
-                "cuMemPoolDestroy",
-                "hipMemPoolDestroy",
-            ),
-            Op::PoolExport { .. } => (
-                "cudaMemPoolExportToShareableHandle",
-                "cuMemPoolExportToShareableHandle",
-                "hipMemPoolExportToShareableHandle",
-            ),
-            Op::PoolImport { .. } => (
-                "cudaMemPoolImportFromShareableHandle",
-                "cuMemPoolImportFromShareableHandle",
-                "hipMemPoolImportFromShareableHandle",
-            ),
-            Op::PoolSetAccess { .. } => (
-                "cudaMemPoolSetAccess",
-                "cuMemPoolSetAccess",
-                "hipMemPoolSetAccess",
-            ),
-            Op::PoolAlloc { .. } => (
-                "cudaMallocFromPoolAsync",
-                "cuMemAllocFromPoolAsync",
-                "hipMallocFromPoolAsync",
-            ),
-            Op::PoolFree { .. } => ("cudaFreeAsync", "cuMemFreeAsync", "hipFreeAsync"),
-            Op::PoolExportPtr { .. } => (
-                "cudaMemPoolExportPointer",
-                "cuMemPoolExportPointer",
-                "hipMemPoolExportPointer",
-            ),
-            Op::PoolImportPtr { .. } => (
-                "cudaMemPoolImportPointer",
-                "cuMemPoolImportPointer",
-                "hipMemPoolImportPointer",
-            ),
-            Op::StreamCreate { .. } => (
-                "cudaStreamCreateWithFlags",
-                "cuStreamCreate",
-                "hipStreamCreateWithFlags",
-            ),
-            Op::StreamDestroy { .. } => {
-                ("cudaStreamDestroy", "cuStreamDestroy", "hipStreamDestroy")
-            }
-            Op::StreamSync { .. } => (
-                "cudaStreamSynchronize",
-                "cuStreamSynchronize",
-                "hipStreamSynchronize",
-            ),
-            Op::StreamQuery { .. } => ("cudaStreamQuery", "cuStreamQuery", "hipStreamQuery"),
-            Op::Copy { stream: None, .. } => ("cudaMemcpy", "cuMemcpyDtoD", "hipMemcpyDtoD"),
-            Op::Copy {
+    /// The driver call this op makes, from the table in `calls.rs` (the
+    /// row that owns its keyword and API names); `None` for ops that are
+    /// not a driver call (`send`, `exit`, `offset`, handle forgeries, ...).
+    pub fn call_kind(&self) -> Option<CallKind> {
+        Some(match self {
+            Op::DeviceCount => CallKind::DeviceCount,
+            Op::Attr { .. } => CallKind::DeviceAttribute,
+            Op::CanAccessPeer { .. } => CallKind::CanAccessPeer,
+            Op::EnablePeer { .. } => CallKind::EnablePeerAccess,
+            Op::SetDevice { .. } => CallKind::SetDevice,
+            Op::PrimaryCtx { .. } => CallKind::PrimaryContext,
+            Op::CtxCreate { .. } => CallKind::CreateContext,
+            Op::CtxSet { .. } => CallKind::SetCurrentContext,
+            Op::CtxCurrent => CallKind::CurrentContext,
+            Op::CtxDestroy { .. } => CallKind::DestroyContext,
+            Op::Malloc { .. } => CallKind::Alloc,
+            Op::Free { .. } => CallKind::Free,
+            Op::Fill { .. } => CallKind::Memset,
+            Op::Write { .. } => CallKind::Write,
+            Op::Read { .. } => CallKind::Read,
+            Op::DeviceRead { .. } => CallKind::DeviceRead,
+            Op::AddressRange { .. } => CallKind::AddressRange,
+            Op::PointerAttr { .. } => CallKind::PointerInfo,
+            Op::PointerAttribute { .. } => CallKind::PointerAttribute,
+            Op::ForkChildAlloc { .. } => CallKind::ForkChildAlloc,
+            Op::IpcGet { .. } => CallKind::IpcGetMemHandle,
+            Op::IpcOpen { .. } => CallKind::IpcOpenMemHandle,
+            Op::IpcClose { .. } => CallKind::IpcCloseMemHandle,
+            Op::Sync => CallKind::Synchronize,
+            Op::VmmGranularity { .. } => CallKind::VmmGranularity,
+            Op::VmmCreate { .. } => CallKind::VmmCreate,
+            Op::VmmExport { .. } => CallKind::VmmExport,
+            Op::VmmImport { .. } => CallKind::VmmImport,
+            Op::VmmReserve { .. } => CallKind::VmmReserve,
+            Op::VmmMap { .. } => CallKind::VmmMap,
+            Op::VmmSetAccess { .. } => CallKind::VmmSetAccess,
+            Op::VmmUnmap { .. } => CallKind::VmmUnmap,
+            Op::VmmAddressFree { .. } => CallKind::VmmAddressFree,
+            Op::VmmRelease { .. } => CallKind::VmmRelease,
+            Op::FdClose { .. } => CallKind::FdClose,
+            Op::FdNullDevice => CallKind::FdOpenNullDevice,
+            Op::EventCreate { .. } => CallKind::EventCreate,
+            Op::EventRecord { stream: None, .. } => CallKind::EventRecord,
+            Op::EventRecord {
                 stream: Some(_), ..
-            } => ("cudaMemcpyAsync", "cuMemcpyDtoDAsync", "hipMemcpyDtoDAsync"),
-            Op::CopyPeer { .. } => ("cudaMemcpyPeer", "cuMemcpyPeer", "hipMemcpyPeer"),
-            // POSIX calls, the same in every dialect.
-            Op::FdClose { .. } => ("close", "close", "close"),
-            Op::FdNullDevice => ("open", "open", "open"),
-            Op::PidfdGetfd { .. } => (
-                "pidfd_open + pidfd_getfd",
-                "pidfd_open + pidfd_getfd",
-                "pidfd_open + pidfd_getfd",
-            ),
+            } => CallKind::EventRecordOn,
+            Op::EventQuery { .. } => CallKind::EventQuery,
+            Op::EventSync { .. } => CallKind::EventSynchronize,
+            Op::StreamWait { stream: None, .. } => CallKind::StreamWaitEvent,
+            Op::StreamWait {
+                stream: Some(_), ..
+            } => CallKind::StreamWaitEventOn,
+            Op::EventElapsed { .. } => CallKind::EventElapsed,
+            Op::EventDestroy { .. } => CallKind::EventDestroy,
+            Op::IpcGetEvent { .. } => CallKind::IpcGetEventHandle,
+            Op::IpcOpenEvent { .. } => CallKind::IpcOpenEventHandle,
+            Op::SlowFill { stream: None, .. } => CallKind::SlowFill,
+            Op::SlowFill {
+                stream: Some(_), ..
+            } => CallKind::SlowFillOn,
+            Op::PoolCreate { .. } => CallKind::PoolCreate,
+            Op::PoolDefault { .. } => CallKind::PoolDefault,
+            Op::PoolDestroy { .. } => CallKind::PoolDestroy,
+            Op::PoolExport { .. } => CallKind::PoolExport,
+            Op::PoolImport { .. } => CallKind::PoolImport,
+            Op::PoolSetAccess { .. } => CallKind::PoolSetAccess,
+            Op::PoolAlloc { .. } => CallKind::PoolAlloc,
+            Op::PoolFree { .. } => CallKind::PoolFree,
+            Op::PoolExportPtr { .. } => CallKind::PoolExportPtr,
+            Op::PoolImportPtr { .. } => CallKind::PoolImportPtr,
+            Op::StreamCreate { .. } => CallKind::StreamCreate,
+            Op::StreamDestroy { .. } => CallKind::StreamDestroy,
+            Op::StreamSync { .. } => CallKind::StreamSynchronize,
+            Op::StreamQuery { .. } => CallKind::StreamQuery,
+            Op::Copy { .. } => CallKind::CopyDevice,
+            Op::CopyPeer { .. } => CallKind::CopyPeer,
+            Op::PidfdGetfd { .. } => CallKind::PidfdGetfd,
+            Op::KernelPattern { .. } => CallKind::KernelPattern,
             Op::Offset { .. }
             | Op::HandleZero
             | Op::HandleRandom
             | Op::HandleFlip { .. }
             | Op::Send { .. }
+            | Op::Exit
             | Op::FdNumber { .. }
             | Op::SendFd { .. }
             | Op::EventHandleZero
-            | Op::EventHandleRandom
-            | Op::Exit => return None,
+            | Op::EventHandleRandom => return None,
+        })
+    }
+
+    /// The op's keyword as written in files: its call's (the table's),
+    /// by allocation kind for `malloc*` and `free*`, or its own.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            Op::Malloc { kind, .. } => match kind {
+                MemKind::Device => CallKind::Alloc.keyword(),
+                MemKind::Managed => "malloc_managed",
+                MemKind::PinnedHost => "malloc_host",
+                MemKind::StreamOrdered => "malloc_async",
+            },
+            Op::Free { kind, .. } => match kind {
+                FreeKind::Device => CallKind::Free.keyword(),
+                FreeKind::Host => "free_host",
+                FreeKind::StreamOrdered => "free_async",
+            },
+            Op::Offset { .. } => "offset",
+            Op::HandleZero => "handle_zero",
+            Op::HandleRandom => "handle_random",
+            Op::HandleFlip { .. } => "handle_flip",
+            Op::Send { .. } => "send",
+            Op::Exit => "exit",
+            Op::FdNumber { .. } => "fd_number",
+            Op::SendFd { .. } => "send_fd",
+            Op::EventHandleZero => "event_handle_zero",
+            Op::EventHandleRandom => "event_handle_random",
+            Op::KernelPattern { content, .. } => content.keyword(),
+            _ => self
+                .call_kind()
+                .expect("every op without its own keyword makes a driver call")
+                .keyword(),
+        }
+    }
+
+    /// The API entry point the op calls in `dialect` (the first, where it
+    /// makes several): its call's (the table's), by allocation kind for
+    /// `malloc*` and `free*` and by stream for `copy`; `None` for
+    /// harness-local ops and `exit`.
+    pub fn api(&self, dialect: Dialect) -> Option<&'static str> {
+        // (CUDA runtime, CUDA driver, HIP)
+        let (runtime, driver, hip) = match self {
+            Op::Malloc { kind, .. } => match kind {
+                MemKind::Device => return Some(CallKind::Alloc.api(dialect)),
+                MemKind::Managed => ("cudaMallocManaged", "cuMemAllocManaged", "hipMallocManaged"),
+                MemKind::PinnedHost => ("cudaMallocHost", "cuMemAllocHost", "hipHostMalloc"),
+                MemKind::StreamOrdered => ("cudaMallocAsync", "cuMemAllocAsync", "hipMallocAsync"),
+            },
+            Op::Free { kind, .. } => match kind {
+                FreeKind::Device => return Some(CallKind::Free.api(dialect)),
+                FreeKind::Host => ("cudaFreeHost", "cuMemFreeHost", "hipHostFree"),
+                FreeKind::StreamOrdered => ("cudaFreeAsync", "cuMemFreeAsync", "hipFreeAsync"),
+            },
+            Op::Copy {
+                stream: Some(_), ..
+            } => ("cudaMemcpyAsync", "cuMemcpyDtoDAsync", "hipMemcpyDtoDAsync"),
+            _ => return self.call_kind().map(|call| call.api(dialect)),
         };
         Some(match dialect {
             Dialect::Runtime => runtime,

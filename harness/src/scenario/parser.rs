@@ -8,6 +8,7 @@ use super::ast::{
 use super::ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 use super::lexer::{strip_comment, tokenize, Token};
 use super::model::{Metadata, ParseError, Scenario};
+use crate::calls::CallKind;
 use crate::driver::PointerAttribute;
 use crate::driver::{
     event_flags, stream_flags, DeviceAttribute, FreeKind, GranularityKind, HandleTypes, MemKind,
@@ -1326,9 +1327,10 @@ impl<'f> Parser<'f> {
 
     fn op(&mut self, l: &mut Line, proc_idx: ProcIndex, op_tok: &Token) -> PResult<Op> {
         let kw = op_tok.text;
-        let op = match kw {
-            "device_count" => Op::DeviceCount,
-            "attr" => {
+        let call = CallKind::from_keyword(kw);
+        let op = match (call, kw) {
+            (Some(CallKind::DeviceCount), _) => Op::DeviceCount,
+            (Some(CallKind::DeviceAttribute), _) => {
                 let device = l.u32("a device number")?;
                 let col = l.col();
                 let a = l.next_word("an attribute name")?;
@@ -1345,32 +1347,33 @@ impl<'f> Parser<'f> {
                 };
                 Op::Attr { device, attr }
             }
-            "set_device" => Op::SetDevice {
+            (Some(CallKind::SetDevice), _) => Op::SetDevice {
                 device: l.u32("a device number")?,
             },
-            "can_access_peer" => Op::CanAccessPeer {
+            (Some(CallKind::CanAccessPeer), _) => Op::CanAccessPeer {
                 device: l.u32("a device number")?,
                 peer: l.u32("a peer device number")?,
             },
-            "enable_peer" => Op::EnablePeer {
+            (Some(CallKind::EnablePeerAccess), _) => Op::EnablePeer {
                 peer: l.u32("a peer device number")?,
             },
-            "primary_ctx" => Op::PrimaryCtx {
+            (Some(CallKind::PrimaryContext), _) => Op::PrimaryCtx {
                 device: l.u32("a device number")?,
             },
-            "ctx_create" => Op::CtxCreate {
+            (Some(CallKind::CreateContext), _) => Op::CtxCreate {
                 device: l.u32("a device number")?,
             },
-            "ctx_set" => Op::CtxSet {
+            (Some(CallKind::SetCurrentContext), _) => Op::CtxSet {
                 ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
             },
-            "ctx_current" => Op::CtxCurrent,
-            "ctx_destroy" => Op::CtxDestroy {
+            (Some(CallKind::CurrentContext), _) => Op::CtxCurrent,
+            (Some(CallKind::DestroyContext), _) => Op::CtxDestroy {
                 ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
             },
-            "malloc" | "malloc_managed" | "malloc_host" | "malloc_async" => {
+            (Some(CallKind::Alloc), _)
+            | (None, "malloc_managed" | "malloc_host" | "malloc_async") => {
                 let kind = match kw {
-                    "malloc" => MemKind::Device,
+                    _ if call.is_some() => MemKind::Device,
                     "malloc_managed" => MemKind::Managed,
                     "malloc_host" => MemKind::PinnedHost,
                     _ => MemKind::StreamOrdered,
@@ -1380,9 +1383,9 @@ impl<'f> Parser<'f> {
                     size: l.int("a size in bytes")?,
                 }
             }
-            "free" | "free_host" | "free_async" => {
+            (Some(CallKind::Free), _) | (None, "free_host" | "free_async") => {
                 let kind = match kw {
-                    "free" => FreeKind::Device,
+                    _ if call.is_some() => FreeKind::Device,
                     "free_host" => FreeKind::Host,
                     _ => FreeKind::StreamOrdered,
                 };
@@ -1391,14 +1394,14 @@ impl<'f> Parser<'f> {
                     ptr: self.ptr_arg(l, kw)?,
                 }
             }
-            "offset" => {
+            (None, "offset") => {
                 let ptr = self.ptr_arg(l, kw)?;
                 Op::Offset {
                     ptr,
                     bytes: l.int("a byte offset")?,
                 }
             }
-            "fill" => {
+            (Some(CallKind::Memset), _) => {
                 let pcol = l.col();
                 let ptr = self.ptr_arg(l, kw)?;
                 let value = l.byte()?;
@@ -1423,7 +1426,7 @@ impl<'f> Parser<'f> {
                     resolved_len,
                 }
             }
-            "write" => {
+            (Some(CallKind::Write), _) => {
                 let ptr = self.ptr_arg(l, kw)?;
                 let offset = l.int("a byte offset")?;
                 let col = l.col();
@@ -1443,7 +1446,7 @@ impl<'f> Parser<'f> {
                     pattern,
                 }
             }
-            "read" | "device_read" => {
+            (Some(CallKind::Read | CallKind::DeviceRead), _) => {
                 let ptr = self.ptr_arg(l, kw)?;
                 let offset = l.int("a byte offset")?;
                 let col = l.col();
@@ -1454,16 +1457,16 @@ impl<'f> Parser<'f> {
                         format!("'{kw}' of {len} bytes is above the limit of 256MiB for one read"),
                     ));
                 }
-                if kw == "read" {
+                if call == Some(CallKind::Read) {
                     Op::Read { ptr, offset, len }
                 } else {
                     Op::DeviceRead { ptr, offset, len }
                 }
             }
-            "address_range" => Op::AddressRange {
+            (Some(CallKind::AddressRange), _) => Op::AddressRange {
                 ptr: self.ptr_arg(l, kw)?,
             },
-            "fork_child_call" => {
+            (Some(CallKind::ForkChildAlloc), _) => {
                 // The child's one call; only an allocation so far.
                 let col = l.col();
                 let call = l.next_word("the child's call ('alloc')")?;
@@ -1477,7 +1480,7 @@ impl<'f> Parser<'f> {
                     size: l.int("a size in bytes")?,
                 }
             }
-            "pointer_attr" => {
+            (Some(CallKind::PointerInfo), _) => {
                 let ptr = self.ptr_arg(l, kw)?;
                 // With an attribute name: one cuPointerGetAttribute query.
                 match l.peek().filter(|t| t.is_word()).copied() {
@@ -1500,7 +1503,7 @@ impl<'f> Parser<'f> {
                     }
                 }
             }
-            "ipc_get" => {
+            (Some(CallKind::IpcGetMemHandle), _) => {
                 let ptr = self.ptr_arg(l, kw)?;
                 let mut out = OutArg::Valid;
                 self.options(l, kw, &["out"], |l, _| {
@@ -1509,7 +1512,7 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::IpcGet { ptr, out }
             }
-            "ipc_open" => {
+            (Some(CallKind::IpcOpenMemHandle), _) => {
                 let handle = self.handle_arg(l, proc_idx, kw)?;
                 let mut out = OutArg::Valid;
                 let mut flags = IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
@@ -1537,13 +1540,13 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::IpcOpen { handle, flags, out }
             }
-            "ipc_close" => Op::IpcClose {
+            (Some(CallKind::IpcCloseMemHandle), _) => Op::IpcClose {
                 ptr: self.ptr_arg(l, kw)?,
             },
-            "sync" => Op::Sync,
-            "handle_zero" => Op::HandleZero,
-            "handle_random" => Op::HandleRandom,
-            "handle_flip" => {
+            (Some(CallKind::Synchronize), _) => Op::Sync,
+            (None, "handle_zero") => Op::HandleZero,
+            (None, "handle_random") => Op::HandleRandom,
+            (None, "handle_flip") => {
                 let handle = self.handle_arg(l, proc_idx, kw)?;
                 let col = l.col();
                 let off = l.int("a byte offset (0..63)")?;
@@ -1558,7 +1561,7 @@ impl<'f> Parser<'f> {
                     offset: off as u8,
                 }
             }
-            "send" => {
+            (None, "send") => {
                 let ty = match l.peek().and_then(|t| self.bindings.get(t.text)) {
                     Some(b) if b.ty == ValueType::EventHandle => ValueType::EventHandle,
                     Some(b) if b.ty == ValueType::PoolExport => ValueType::PoolExport,
@@ -1577,8 +1580,8 @@ impl<'f> Parser<'f> {
                     to_name: to.text.to_string(),
                 }
             }
-            "exit" => Op::Exit,
-            "vmm_granularity" => {
+            (None, "exit") => Op::Exit,
+            (Some(CallKind::VmmGranularity), _) => {
                 let device = l.u32("a device number")?;
                 let kind =
                     Self::word_choice(l, "a granularity kind", &["minimum", "recommended"], |w| {
@@ -1599,7 +1602,7 @@ impl<'f> Parser<'f> {
                     types,
                 }
             }
-            "vmm_create" => {
+            (Some(CallKind::VmmCreate), _) => {
                 let size = l.int("a size in bytes")?;
                 let mut types = HandleTypes::NONE;
                 let mut device = 0;
@@ -1617,7 +1620,7 @@ impl<'f> Parser<'f> {
                     device,
                 }
             }
-            "vmm_export" => {
+            (Some(CallKind::VmmExport), _) => {
                 let handle = self.held_local_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
                 let ty = Self::word_choice(
                     l,
@@ -1627,13 +1630,13 @@ impl<'f> Parser<'f> {
                 )?;
                 Op::VmmExport { handle, ty }
             }
-            "vmm_import" => Op::VmmImport {
+            (Some(CallKind::VmmImport), _) => Op::VmmImport {
                 fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
             },
-            "vmm_reserve" => Op::VmmReserve {
+            (Some(CallKind::VmmReserve), _) => Op::VmmReserve {
                 size: l.int("a size in bytes")?,
             },
-            "vmm_map" => {
+            (Some(CallKind::VmmMap), _) => {
                 let va = self.ptr_arg(l, kw)?;
                 let size = l.int("a size in bytes")?;
                 let handle = self.held_local_arg(l, proc_idx, ValueType::VmmHandle, kw)?;
@@ -1649,7 +1652,7 @@ impl<'f> Parser<'f> {
                     offset,
                 }
             }
-            "vmm_set_access" => {
+            (Some(CallKind::VmmSetAccess), _) => {
                 let va = self.ptr_arg(l, kw)?;
                 let size = l.int("a size in bytes")?;
                 let access = Self::word_choice(
@@ -1670,24 +1673,24 @@ impl<'f> Parser<'f> {
                     device,
                 }
             }
-            "vmm_unmap" | "vmm_address_free" => {
+            (Some(CallKind::VmmUnmap | CallKind::VmmAddressFree), _) => {
                 let va = self.ptr_arg(l, kw)?;
                 let size = l.int("a size in bytes")?;
-                if kw == "vmm_unmap" {
+                if call == Some(CallKind::VmmUnmap) {
                     Op::VmmUnmap { va, size }
                 } else {
                     Op::VmmAddressFree { va, size }
                 }
             }
-            "vmm_release" => Op::VmmRelease {
+            (Some(CallKind::VmmRelease), _) => Op::VmmRelease {
                 handle: self.held_local_arg(l, proc_idx, ValueType::VmmHandle, kw)?,
             },
-            "fd_close" => Op::FdClose {
+            (Some(CallKind::FdClose), _) => Op::FdClose {
                 fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
             },
-            "fd_null_device" => Op::FdNullDevice,
+            (Some(CallKind::FdOpenNullDevice), _) => Op::FdNullDevice,
             // --- memory pools ---
-            "pool_create" => {
+            (Some(CallKind::PoolCreate), _) => {
                 let mut types = HandleTypes::NONE;
                 let mut device = 0;
                 self.options(l, kw, &["types", "device"], |l, key| {
@@ -1700,7 +1703,7 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::PoolCreate { types, device }
             }
-            "pool_default" => {
+            (Some(CallKind::PoolDefault), _) => {
                 let mut device = 0;
                 self.options(l, kw, &["device"], |l, _| {
                     device = l.u32("a device number")?;
@@ -1708,16 +1711,16 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::PoolDefault { device }
             }
-            "pool_destroy" => Op::PoolDestroy {
+            (Some(CallKind::PoolDestroy), _) => Op::PoolDestroy {
                 pool: self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?,
             },
-            "pool_export" => Op::PoolExport {
+            (Some(CallKind::PoolExport), _) => Op::PoolExport {
                 pool: self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?,
             },
-            "pool_import" => Op::PoolImport {
+            (Some(CallKind::PoolImport), _) => Op::PoolImport {
                 fd: self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?,
             },
-            "pool_set_access" => {
+            (Some(CallKind::PoolSetAccess), _) => {
                 let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
                 let access = Self::word_choice(
                     l,
@@ -1736,23 +1739,23 @@ impl<'f> Parser<'f> {
                     device,
                 }
             }
-            "pool_alloc" => {
+            (Some(CallKind::PoolAlloc), _) => {
                 let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
                 let size = l.int("a size in bytes")?;
                 Op::PoolAlloc { pool, size }
             }
-            "pool_free" => Op::PoolFree {
+            (Some(CallKind::PoolFree), _) => Op::PoolFree {
                 ptr: self.ptr_arg(l, kw)?,
             },
-            "pool_export_ptr" => Op::PoolExportPtr {
+            (Some(CallKind::PoolExportPtr), _) => Op::PoolExportPtr {
                 ptr: self.ptr_arg(l, kw)?,
             },
-            "pool_import_ptr" => {
+            (Some(CallKind::PoolImportPtr), _) => {
                 let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
                 let data = self.held_arg(l, proc_idx, kw, ValueType::PoolExport)?;
                 Op::PoolImportPtr { pool, data }
             }
-            "fd_number" => {
+            (None, "fd_number") => {
                 let col = l.col();
                 let v = l.signed("a descriptor number")?;
                 let number = i32::try_from(v).map_err(|_| {
@@ -1760,7 +1763,7 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::FdNumber { number }
             }
-            "send_fd" => {
+            (None, "send_fd") => {
                 let fd = self.held_local_arg(l, proc_idx, ValueType::Fd, kw)?;
                 l.expect_punct("->", "'->' after the descriptor")?;
                 let col = l.col();
@@ -1777,7 +1780,7 @@ impl<'f> Parser<'f> {
                     to_name: to.text.to_string(),
                 }
             }
-            "pidfd_getfd" => {
+            (Some(CallKind::PidfdGetfd), _) => {
                 // The descriptor is the owner's: its number in the owner is
                 // what pidfd_getfd takes.
                 let col = l.col();
@@ -1793,7 +1796,7 @@ impl<'f> Parser<'f> {
                     fd,
                 }
             }
-            "event_create" => {
+            (Some(CallKind::EventCreate), _) => {
                 let mut flags = event_flags::DEFAULT;
                 self.options(l, kw, &["flags"], |l, _| {
                     flags = Self::event_flags(l)?;
@@ -1801,23 +1804,23 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::EventCreate { flags }
             }
-            "event_record" => {
+            (Some(CallKind::EventRecord), _) => {
                 let event = self.event_arg(l, proc_idx, kw)?;
                 let stream = self.stream_option(l, proc_idx, kw)?;
                 Op::EventRecord { event, stream }
             }
-            "event_query" => Op::EventQuery {
+            (Some(CallKind::EventQuery), _) => Op::EventQuery {
                 event: self.event_arg(l, proc_idx, kw)?,
             },
-            "event_sync" => Op::EventSync {
+            (Some(CallKind::EventSynchronize), _) => Op::EventSync {
                 event: self.event_arg(l, proc_idx, kw)?,
             },
-            "stream_wait" => {
+            (Some(CallKind::StreamWaitEvent), _) => {
                 let event = self.event_arg(l, proc_idx, kw)?;
                 let stream = self.stream_option(l, proc_idx, kw)?;
                 Op::StreamWait { event, stream }
             }
-            "stream_create" => {
+            (Some(CallKind::StreamCreate), _) => {
                 let mut flags = stream_flags::DEFAULT;
                 self.options(l, kw, &["flags"], |l, _| {
                     flags = Self::word_choice(
@@ -1834,16 +1837,16 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::StreamCreate { flags }
             }
-            "stream_destroy" => Op::StreamDestroy {
+            (Some(CallKind::StreamDestroy), _) => Op::StreamDestroy {
                 stream: self.stream_arg(l, proc_idx, kw)?,
             },
-            "stream_sync" => Op::StreamSync {
+            (Some(CallKind::StreamSynchronize), _) => Op::StreamSync {
                 stream: self.stream_arg(l, proc_idx, kw)?,
             },
-            "stream_query" => Op::StreamQuery {
+            (Some(CallKind::StreamQuery), _) => Op::StreamQuery {
                 stream: self.stream_arg(l, proc_idx, kw)?,
             },
-            "copy" => {
+            (Some(CallKind::CopyDevice), _) => {
                 let dst = self.ptr_arg(l, kw)?;
                 let src = self.ptr_arg(l, kw)?;
                 let len = l.int("a length in bytes")?;
@@ -1855,7 +1858,7 @@ impl<'f> Parser<'f> {
                     stream,
                 }
             }
-            "copy_peer" => {
+            (Some(CallKind::CopyPeer), _) => {
                 let dst = self.ptr_arg(l, kw)?;
                 let dst_device = l.u32("the destination's device number")?;
                 let src = self.ptr_arg(l, kw)?;
@@ -1869,15 +1872,15 @@ impl<'f> Parser<'f> {
                     len,
                 }
             }
-            "event_destroy" => Op::EventDestroy {
+            (Some(CallKind::EventDestroy), _) => Op::EventDestroy {
                 event: self.event_arg(l, proc_idx, kw)?,
             },
-            "event_elapsed" => {
+            (Some(CallKind::EventElapsed), _) => {
                 let start = self.event_arg(l, proc_idx, kw)?;
                 let end = self.event_arg(l, proc_idx, kw)?;
                 Op::EventElapsed { start, end }
             }
-            "ipc_get_event" => {
+            (Some(CallKind::IpcGetEventHandle), _) => {
                 let event = self.event_arg(l, proc_idx, kw)?;
                 let mut out = OutArg::Valid;
                 self.options(l, kw, &["out"], |l, _| {
@@ -1886,7 +1889,7 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::IpcGetEvent { event, out }
             }
-            "ipc_open_event" => {
+            (Some(CallKind::IpcOpenEventHandle), _) => {
                 let handle = self.held_arg(l, proc_idx, kw, ValueType::EventHandle)?;
                 let mut out = OutArg::Valid;
                 self.options(l, kw, &["out"], |l, _| {
@@ -1895,9 +1898,9 @@ impl<'f> Parser<'f> {
                 })?;
                 Op::IpcOpenEvent { handle, out }
             }
-            "event_handle_zero" => Op::EventHandleZero,
-            "event_handle_random" => Op::EventHandleRandom,
-            "slow_fill" => {
+            (None, "event_handle_zero") => Op::EventHandleZero,
+            (None, "event_handle_random") => Op::EventHandleRandom,
+            (Some(CallKind::SlowFill), _) => {
                 let pcol = l.col();
                 let ptr = self.ptr_arg(l, kw)?;
                 let value = l.byte()?;
@@ -1933,7 +1936,7 @@ impl<'f> Parser<'f> {
                     stream,
                 }
             }
-            "kernel_fill" | "kernel_iota" => {
+            (Some(CallKind::KernelPattern), _) | (None, "kernel_iota") => {
                 let pcol = l.col();
                 let ptr = self.ptr_arg(l, kw)?;
                 let content = if kw == "kernel_fill" {
@@ -1961,7 +1964,7 @@ impl<'f> Parser<'f> {
                     resolved_len,
                 }
             }
-            other => {
+            (_, other) => {
                 return Err(l.err(op_tok.col, format!("unknown op '{other}'")));
             }
         };

@@ -4,6 +4,7 @@
 //! data, import the pointer and read; then the frees in a chosen order.
 
 use super::{Lowering, PoolFreeOrder};
+use ipc_harness::CallKind;
 use proptest::sample::Index;
 
 impl Lowering {
@@ -34,39 +35,108 @@ impl Lowering {
         let alloc = self.fresh("pa");
         let data = self.fresh("px");
         let ptr = self.fresh("pq");
-        self.emit(exporter, format_args!("{pool} = pool_create types={types}"));
-        self.emit(exporter, format_args!("{fd} = pool_export {pool}"));
+        self.emit(
+            exporter,
+            format_args!(
+                "{pool} = {kw} types={types}",
+                kw = CallKind::PoolCreate.keyword()
+            ),
+        );
+        self.emit(
+            exporter,
+            format_args!("{fd} = {kw} {pool}", kw = CallKind::PoolExport.keyword()),
+        );
         self.emit(exporter, format_args!("{sent} = send_fd {fd} -> {to}"));
-        self.emit(importer, format_args!("{imported} = pool_import {sent}"));
-        self.emit(exporter, format_args!("{alloc} = pool_alloc {pool} 2MiB"));
-        self.emit(exporter, format_args!("fill {alloc} {value:#04x} len=2MiB"));
-        self.emit(exporter, format_args!("sync"));
-        self.emit(exporter, format_args!("{data} = pool_export_ptr {alloc}"));
+        self.emit(
+            importer,
+            format_args!(
+                "{imported} = {kw} {sent}",
+                kw = CallKind::PoolImport.keyword()
+            ),
+        );
+        self.emit(
+            exporter,
+            format_args!(
+                "{alloc} = {kw} {pool} 2MiB",
+                kw = CallKind::PoolAlloc.keyword()
+            ),
+        );
+        self.emit(
+            exporter,
+            format_args!(
+                "{kw} {alloc} {value:#04x} len=2MiB",
+                kw = CallKind::Memset.keyword()
+            ),
+        );
+        self.emit(
+            exporter,
+            format_args!("{kw}", kw = CallKind::Synchronize.keyword()),
+        );
+        self.emit(
+            exporter,
+            format_args!(
+                "{data} = {kw} {alloc}",
+                kw = CallKind::PoolExportPtr.keyword()
+            ),
+        );
         self.emit(exporter, format_args!("send {data} -> {to}"));
         if order == PoolFreeOrder::ExporterBeforeImport {
-            self.emit(exporter, format_args!("pool_free {alloc}"));
+            self.emit(
+                exporter,
+                format_args!("{kw} {alloc}", kw = CallKind::PoolFree.keyword()),
+            );
         }
         self.emit(
             importer,
-            format_args!("{ptr} = pool_import_ptr {imported} {data}"),
+            format_args!(
+                "{ptr} = {kw} {imported} {data}",
+                kw = CallKind::PoolImportPtr.keyword()
+            ),
         );
         self.stats.pool_imports += 1;
-        self.emit(importer, format_args!("read {ptr} 0 4"));
+        self.emit(
+            importer,
+            format_args!("{kw} {ptr} 0 4", kw = CallKind::Read.keyword()),
+        );
         match order {
             PoolFreeOrder::ImporterFirst => {
-                self.emit(importer, format_args!("pool_free {ptr}"));
-                self.emit(exporter, format_args!("pool_free {alloc}"));
+                self.emit(
+                    importer,
+                    format_args!("{kw} {ptr}", kw = CallKind::PoolFree.keyword()),
+                );
+                self.emit(
+                    exporter,
+                    format_args!("{kw} {alloc}", kw = CallKind::PoolFree.keyword()),
+                );
             }
             PoolFreeOrder::ExporterFirst => {
-                self.emit(exporter, format_args!("pool_free {alloc}"));
-                self.emit(importer, format_args!("pool_free {ptr}"));
+                self.emit(
+                    exporter,
+                    format_args!("{kw} {alloc}", kw = CallKind::PoolFree.keyword()),
+                );
+                self.emit(
+                    importer,
+                    format_args!("{kw} {ptr}", kw = CallKind::PoolFree.keyword()),
+                );
             }
             PoolFreeOrder::ExporterBeforeImport => {
-                self.emit(importer, format_args!("pool_free {ptr}"));
+                self.emit(
+                    importer,
+                    format_args!("{kw} {ptr}", kw = CallKind::PoolFree.keyword()),
+                );
             }
         }
-        self.emit(exporter, format_args!("fd_close {fd}"));
-        self.emit(importer, format_args!("fd_close {sent}"));
-        self.emit(exporter, format_args!("pool_destroy {pool}"));
+        self.emit(
+            exporter,
+            format_args!("{kw} {fd}", kw = CallKind::FdClose.keyword()),
+        );
+        self.emit(
+            importer,
+            format_args!("{kw} {sent}", kw = CallKind::FdClose.keyword()),
+        );
+        self.emit(
+            exporter,
+            format_args!("{kw} {pool}", kw = CallKind::PoolDestroy.keyword()),
+        );
     }
 }
