@@ -202,12 +202,11 @@ fn the_generator_reaches_the_interesting_states() {
     let s = explore::explore(&opts, &judge(&backend), None, &mut |_, _| {});
     let r = s.reached;
     eprintln!("{r:?}");
-    // Per 400 cases (seeds 1-6, 2026-11-24): about 210 re-opens, 50 closes
-    // after the exporter exited (39-69), 120 bad handles; the bounds sit
-    // well below twice those.
+    // The bounds sit well below what 800 cases of the current action mix
+    // reach, so a generator change that starves one of them shows.
     assert!(r.reopens > 200, "{r:?}");
-    assert!(r.closes_after_exporter_exit > 60, "{r:?}");
-    assert!(r.suballocated_neighbours > 200, "{r:?}");
+    assert!(r.closes_after_exporter_exit > 35, "{r:?}");
+    assert!(r.suballocated_neighbours > 140, "{r:?}");
     assert!(r.second_contexts > 200, "{r:?}");
     assert!(r.bad_handles > 100, "{r:?}");
     assert!(r.event_opens > 100, "{r:?}");

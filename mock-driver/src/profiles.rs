@@ -280,6 +280,7 @@ impl Semantics {
             interior_handle: InteriorHandle::PointerOffset,
             lazy_peer_access: LazyPeerAccess::Enables,
             enable_peer_self: ErrorKind::InvalidDevice,
+            cross_pidns_ipc: ExportRule::Refuse(ErrorKind::NotSupported),
             ..Semantics::default()
         }
     }

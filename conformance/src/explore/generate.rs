@@ -1550,7 +1550,12 @@ impl Lowering {
                 let name = self.fresh("gfd");
                 self.emit(
                     target,
-                    format_args!("{name} = pidfd_getfd {} {}", PROC_NAMES[rec.proc], rec.name),
+                    format_args!(
+                        "{name} = {} {} {}",
+                        CallKind::PidfdGetfd.keyword(),
+                        PROC_NAMES[rec.proc],
+                        rec.name
+                    ),
                 );
                 self.fds.push(FdRec {
                     name: name.clone(),
