@@ -292,7 +292,7 @@ pub trait Backend {
         None
     }
     /// Whether [`start_shared`](Self::start_shared) looks at the scenario's
-    /// [`WorkerSharing`](WorkerSharing) (a backend that
+    /// [`WorkerSharing`] (a backend that
     /// reuses worker processes by scenario); when not, the executor does
     /// not work it out and calls [`start`](Self::start).
     fn shares_workers(&self) -> bool {

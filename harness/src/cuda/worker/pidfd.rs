@@ -1,6 +1,6 @@
 //! `PidfdGetfd`: a copy of another process's descriptor, taken with
 //! `pidfd_open(pid)` and `pidfd_getfd(pidfd, fd)` instead of a Unix socket
-//! (https://man7.org/linux/man-pages/man2/pidfd_getfd.2.html).
+//! (<https://man7.org/linux/man-pages/man2/pidfd_getfd.2.html>).
 //!
 //! No CUDA call: the worker needs no context for it. `pidfd_getfd` needs
 //! ptrace-attach permission over the owner (`PTRACE_MODE_ATTACH_REALCREDS`,
