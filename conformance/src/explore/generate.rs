@@ -699,9 +699,12 @@ struct Lowering {
     stats: GenStats,
 }
 
-/// How often a generated program reached the states the issue names.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How often a generated program reached the states the properties are
+/// about (summed over a run, explore's `Reached`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct GenStats {
+    /// Steps written.
+    #[serde(skip)]
     pub steps: usize,
     pub opens: usize,
     pub reopens: usize,

@@ -157,7 +157,7 @@ fn finish(shared: Mutex<Shared>, started: Instant) -> Summary {
     }
     summary.findings.sort_by_key(|f| f.case.index);
     summary.seconds = started.elapsed().as_secs_f64();
-    summary.reached = shared.reached.into();
+    summary.reached = shared.reached;
     summary
 }
 
