@@ -65,6 +65,27 @@ fn is_ascii_space(b: u8) -> bool {
     matches!(b, b'\t'..=b'\r' | b' ')
 }
 
+/// The punctuation token starting with `c` (two characters where `next`
+/// completes one), or `None` for a character the language does not use.
+/// Both tokenizers take their punctuation from here.
+fn punctuation(c: char, next: Option<char>) -> Option<&'static str> {
+    Some(match (c, next) {
+        ('=', Some('>')) => "=>",
+        ('=', Some('=')) => "==",
+        ('!', Some('=')) => "!=",
+        ('-', Some('>')) => "->",
+        (':', _) => ":",
+        ('=', _) => "=",
+        (',', _) => ",",
+        (';', _) => ";",
+        ('*', _) => "*",
+        ('|', _) => "|",
+        ('(', _) => "(",
+        (')', _) => ")",
+        _ => return None,
+    })
+}
+
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
@@ -109,25 +130,12 @@ fn tokenize_ascii<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), Lex
             });
             continue;
         }
-        let text = match (c, next) {
-            (b'=', b'>') => "=>",
-            (b'=', b'=') => "==",
-            (b'!', b'=') => "!=",
-            (b'-', b'>') => "->",
-            (b':', _) => ":",
-            (b'=', _) => "=",
-            (b',', _) => ",",
-            (b';', _) => ";",
-            (b'*', _) => "*",
-            (b'|', _) => "|",
-            (b'(', _) => "(",
-            (b')', _) => ")",
-            _ => {
-                return Err(LexError {
-                    col: i + 1,
-                    ch: char::from(c),
-                })
-            }
+        let Some(text) = punctuation(char::from(c), bytes.get(i + 1).map(|&b| char::from(b)))
+        else {
+            return Err(LexError {
+                col: i + 1,
+                ch: char::from(c),
+            });
         };
         i += text.len();
         out.push(Token {
@@ -190,26 +198,8 @@ fn tokenize_chars<'s>(line: &'s str, out: &mut Vec<Token<'s>>) -> Result<(), Lex
             });
             continue;
         }
-        let two = match (c, next) {
-            ('=', Some('>')) => Some("=>"),
-            ('=', Some('=')) => Some("=="),
-            ('!', Some('=')) => Some("!="),
-            ('-', Some('>')) => Some("->"),
-            _ => None,
-        };
-        let text = match two {
-            Some(t) => t,
-            None => match c {
-                ':' => ":",
-                '=' => "=",
-                ',' => ",",
-                ';' => ";",
-                '*' => "*",
-                '|' => "|",
-                '(' => "(",
-                ')' => ")",
-                _ => return Err(LexError { col: ci + 1, ch: c }),
-            },
+        let Some(text) = punctuation(c, next) else {
+            return Err(LexError { col: ci + 1, ch: c });
         };
         i += text.len();
         ci += text.len();
