@@ -44,6 +44,8 @@ Environment:
   IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
   IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 6; 0: no pool)
   IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
+  IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits (the default), or none
+  IPC_CONFORMANCE_PROFILE      1: print where the run spent its time (harness side) at the end
   IPC_GIT_REVISION             revision recorded in results.json (default: the build's, else git)
   CUDA_VISIBLE_DEVICES         the GPUs the real backend may use (each worker sees its own subset)
   CUDA_HOME, CUDA_PATH         where the real backend looks for the CUDA libraries
@@ -594,6 +596,8 @@ pub fn main() -> ExitCode {
 /// Run a parsed command line; returns the exit code.
 pub fn run_cli(cli: Cli) -> u8 {
     let g = &cli.global;
+    // Workers inherit IPC_CONFORMANCE_PROFILE; only the harness prints.
+    let prints_profile = !is_worker(&cli.command);
     let outcome = guarded(|| match cli.command {
         Command::List(a) => cmd_list(&a, g),
         Command::Run(a) => cmd_run(&a, g),
@@ -626,6 +630,11 @@ pub fn run_cli(cli: Cli) -> u8 {
             Ok(backend::worker_main().clamp(0, 255) as u8)
         }
     });
+    if prints_profile {
+        if let Some(profile) = ipc_harness::profile::report() {
+            warn!("{}", profile.trim_end());
+        }
+    }
     match outcome {
         Ok(Ok(code)) => code,
         Ok(Err(UsageError(msg))) => {
@@ -637,6 +646,15 @@ pub fn run_cli(cli: Cli) -> u8 {
             EXIT_PANIC
         }
     }
+}
+
+fn is_worker(command: &Command) -> bool {
+    #[cfg(feature = "cuda")]
+    if matches!(command, Command::Worker(_)) {
+        return true;
+    }
+    let _ = command;
+    false
 }
 
 fn load_catalogue(select: &SelectArgs, g: &GlobalArgs) -> Result<(Catalogue, Filter), UsageError> {
@@ -1092,17 +1110,18 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
         ));
     }
     let mut settings = c.sim.settings()?;
-    let make_real = || -> Result<Option<Box<dyn Backend>>, UsageError> {
-        match c.backend {
-            BackendKind::Sim => Ok(None),
-            kind => Ok(Some(backend::make_with_workers(
-                kind,
-                &SimSettings::default(),
-                c.workers.workers,
-            )?)),
-        }
+    // One real backend for every exploring thread: one pool of workers,
+    // which cases on one GPU take and give back in turn (a pool per thread
+    // would start `--jobs` times as many CUDA processes, whose context
+    // creation the driver serialises).
+    let real: Option<std::sync::Arc<dyn Backend + Send + Sync>> = match c.backend {
+        BackendKind::Sim => None,
+        kind => Some(std::sync::Arc::from(backend::make_shared(
+            kind,
+            &SimSettings::default(),
+            c.workers.workers,
+        )?)),
     };
-    let real = make_real()?;
     // The simulator plays the machine the real driver runs on.
     if let (Some(r), None) = (&real, settings.devices) {
         settings.devices = r.info().device_count.filter(|&d| d > 0);
@@ -1148,15 +1167,17 @@ fn cmd_explore_generate(a: &ExploreGenerateArgs, g: &GlobalArgs) -> CmdResult {
     };
     let judge = Judge {
         sim: sim.as_ref(),
-        real: real.as_deref(),
+        real: real.as_deref().map(|r| r as &dyn Backend),
         step_timeout: opts.step_timeout,
     };
     let summary = if a.jobs <= 1 {
         explore::explore(&opts, &judge, Some(&c.out), &mut |d, f| show(d, f))
     } else {
-        // Each further thread makes its own backends (and worker processes).
+        // Each further thread makes its own simulator and shares the real backend.
         let make = || -> Result<explore::Backends, String> {
-            let real = make_real().map_err(|e| e.0)?;
+            let real = real
+                .as_ref()
+                .map(|r| Box::new(std::sync::Arc::clone(r)) as Box<dyn Backend>);
             let sim = backend::make(BackendKind::Sim, &settings).map_err(|e| e.to_string())?;
             Ok((sim, real))
         };

@@ -23,6 +23,7 @@ pub mod trace_record;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod profile;
 
 #[cfg(any(test, feature = "mock"))]
 pub use calls::MockDriver;

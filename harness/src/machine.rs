@@ -309,6 +309,39 @@ pub trait Backend {
     }
 }
 
+/// A backend several owners share (the threads of `explore --jobs` share
+/// one real backend, and so one pool of workers): every call goes to it.
+impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn info(&self) -> BackendInfo {
+        (**self).info()
+    }
+    fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError> {
+        (**self).start(spec)
+    }
+    fn has_hazard_log(&self) -> bool {
+        (**self).has_hazard_log()
+    }
+    fn dialects(&self) -> &[Dialect] {
+        (**self).dialects()
+    }
+    fn semantic_choice(&self, dialect: Dialect, name: &str) -> Option<String> {
+        (**self).semantic_choice(dialect, name)
+    }
+    fn shares_workers(&self) -> bool {
+        (**self).shares_workers()
+    }
+    fn start_shared(
+        &self,
+        spec: &MachineSpec,
+        sharing: &WorkerSharing,
+    ) -> Result<Box<dyn Machine>, StartError> {
+        (**self).start_shared(spec, sharing)
+    }
+}
+
 /// A running set of processes.
 pub trait Machine {
     /// How many processes it has.

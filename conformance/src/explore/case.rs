@@ -425,8 +425,9 @@ impl Judge<'_> {
             seed: id.seed,
             step_timeout: self.step_timeout,
         };
-        let (trace, mut violations) =
-            properties::check_on_sim_with(scenario, self.sim, &opts, determinism);
+        let (trace, mut violations) = ipc_harness::profile::timed("explore: simulator checks", || {
+            properties::check_on_sim_with(scenario, self.sim, &opts, determinism)
+        });
         let mut eval = Evaluation {
             violations: Vec::new(),
             steps: scenario.steps.len(),
@@ -436,7 +437,9 @@ impl Judge<'_> {
             real_trace: None,
         };
         if let (Some(real), Some(sim_trace)) = (self.real, &trace) {
-            let e = scenario::execute(scenario, real, &opts);
+            let e = ipc_harness::profile::timed("explore: real run", || {
+                scenario::execute(scenario, real, &opts)
+            });
             match e.verdict.status {
                 Status::NotSupported => eval.not_compared = true,
                 // A generated case may have no steps at all: nothing to compare.

@@ -132,8 +132,8 @@ impl CudaBackend {
 
     /// Whether a reusing machine whose processes all still run or ended by
     /// their `exit` step gives its running workers back (`exits` of
-    /// [`ShareAlso`](crate::sharing::ShareAlso); default: what
-    /// `IPC_CONFORMANCE_SHARE_ALSO` says). Without it, any ended process
+    /// [`ShareAlso`](crate::sharing::ShareAlso); default: on, unless
+    /// `IPC_CONFORMANCE_SHARE_ALSO` leaves it out). Without it, any ended process
     /// keeps every worker of the machine from coming back.
     pub fn with_exits_shared(self, share: bool) -> CudaBackend {
         self.lock_pool().set_share_exits(share);
@@ -192,7 +192,9 @@ impl CudaBackend {
             let reusing = shared && pool.reusing();
             let pool = (pool.size() > 0).then_some(&mut *pool);
             (
-                CudaMachine::launch_with(&self.worker, spec, pool, reusing),
+                crate::profile::timed("launch", || {
+                    CudaMachine::launch_with(&self.worker, spec, pool, reusing)
+                }),
                 reusing,
             )
         };

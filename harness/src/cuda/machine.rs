@@ -78,7 +78,9 @@ impl CudaMachine {
         if let Some(pool) = pool.as_deref_mut() {
             pool.sweep();
         }
-        let result = Self::start_workers(worker, spec, &plans, pool.as_deref_mut(), shared);
+        let result = crate::profile::timed("launch: start workers", || {
+            Self::start_workers(worker, spec, &plans, pool.as_deref_mut(), shared)
+        });
         if let Some(pool) = pool {
             if let Ok(machine) = &result {
                 for (key, _) in &plans {
@@ -89,7 +91,9 @@ impl CudaMachine {
                     pool.note_out(&machine.keys);
                 }
             }
-            pool.refill(worker, &base_env, parent_visible.as_deref());
+            crate::profile::timed("launch: pool refill", || {
+                pool.refill(worker, &base_env, parent_visible.as_deref())
+            });
         }
         result
     }
@@ -158,7 +162,9 @@ impl CudaMachine {
                 Init::Answered => true,
                 Init::Pooled(sent) => {
                     let left = (sent + init_timeout).saturating_duration_since(Instant::now());
-                    matches!(proxy.await_reply("init", left), Ok(Reply::Unit))
+                    crate::profile::timed("launch: wait for pooled init", || {
+                        matches!(proxy.await_reply("init", left), Ok(Reply::Unit))
+                    })
                 }
                 Init::ToSend | Init::Due(_) => continue,
             };
@@ -182,7 +188,10 @@ impl CudaMachine {
                 continue;
             };
             let left = due.saturating_duration_since(Instant::now());
-            match proxy.await_reply("init", left) {
+            let reply = crate::profile::timed("launch: wait for fresh init", || {
+                proxy.await_reply("init", left)
+            });
+            match reply {
                 Ok(Reply::Unit) => {}
                 Ok(other) => {
                     return Err(StartError::Harness(format!(
@@ -226,9 +235,9 @@ impl CudaMachine {
     /// asked to exit and reaped in the background. Whatever stays here is
     /// shut down by the rest of `shutdown` as usual.
     fn return_workers(&mut self, pool: Weak<Mutex<WorkerPool>>) {
-        // Where the pool shares exits (IPC_CONFORMANCE_SHARE_ALSO names
-        // `exits`), a process that ended by its `exit` step does not stop
-        // the others coming back.
+        // Where the pool shares exits (`exits` of ShareAlso, on unless
+        // IPC_CONFORMANCE_SHARE_ALSO leaves it out), a process that ended by
+        // its `exit` step does not stop the others coming back.
         let exits = pool
             .upgrade()
             .is_some_and(|p| p.lock().unwrap_or_else(|e| e.into_inner()).shares_exits());
@@ -452,8 +461,15 @@ impl Machine for CudaMachine {
     /// gives cleanly reset workers back to the pool (see
     /// [`CudaBackend::with_worker_reuse`](super::CudaBackend::with_worker_reuse)).
     fn shutdown(&mut self) {
+        crate::profile::timed("shutdown", || self.shutdown_timed())
+    }
+}
+
+impl CudaMachine {
+    /// [`Machine::shutdown`], timed as a whole by the caller.
+    fn shutdown_timed(&mut self) {
         if let Some(pool) = self.reuse.take() {
-            self.return_workers(pool);
+            crate::profile::timed("shutdown: reset and return", || self.return_workers(pool));
         }
         for p in &mut self.procs {
             p.request_exit();

@@ -185,6 +185,19 @@ impl WorkerProxy {
         env: &[(OsString, OsString)],
         namespace: PidNamespace,
     ) -> std::io::Result<WorkerProxy> {
+        crate::profile::timed("spawn worker", || {
+            Self::spawn_untimed(name, dialect, timeout, worker, env, namespace)
+        })
+    }
+
+    fn spawn_untimed(
+        name: &str,
+        dialect: Dialect,
+        timeout: Duration,
+        worker: &WorkerCommand,
+        env: &[(OsString, OsString)],
+        namespace: PidNamespace,
+    ) -> std::io::Result<WorkerProxy> {
         let ns_spawn = match namespace {
             PidNamespace::Harness => None,
             PidNamespace::New => Some(super::pidns::NamespaceSpawn::new()?),
@@ -431,8 +444,10 @@ impl WorkerProxy {
 
     /// One call: send, then wait up to the step timeout.
     fn call(&mut self, request: Request) -> DriverResult<Reply> {
-        self.send(&request)?;
-        self.await_reply(request.name(), self.timeout)
+        crate::profile::timed(request.name(), || {
+            self.send(&request)?;
+            self.await_reply(request.name(), self.timeout)
+        })
     }
 
     /// The worker's stream ended: reap it and record how it ended.
