@@ -6,13 +6,15 @@
 #     workers (`--workers fresh`), and whether their verdicts are identical;
 #   - `run --check-sharing` over the gate (shareable clauses, fresh vs reused);
 #   - explore cases/s over a fixed number of cases, on one thread and on
-#     JOBS threads (`explore --jobs JOBS`, each thread with its own workers);
+#     JOBS threads (`explore --jobs JOBS`, the threads sharing one pool of
+#     workers), and on a GPU its findings rechecked on fresh workers;
 #   - on a host with several devices: the gate with `run --jobs auto` (one
 #     clause per device at once) and whether its verdicts are those of the
 #     serial run;
 #   - on the simulator: the whole catalogue's step time, best of 3, and
 #     explore cases/s per dialect mix.
 # Usage: tools/benchmark/benchmark.sh [BIN] [sim|cuda] [OUT] [EXPLORE_CASES] [JOBS]
+# EXPLORE_TIME_LIMIT_S (default 180) bounds each explore run.
 set -u
 BIN=${1:-target/release/ipc-conformance}
 BACKEND=${2:-sim}
@@ -46,10 +48,20 @@ t3=$(now)
 sharing_rc=$?
 t4=$(now)
 dialect=all
-"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s 180 --out "$OUT/explore" > "$OUT/explore.log" 2>&1
+"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s "${EXPLORE_TIME_LIMIT_S:-180}" --out "$OUT/explore" > "$OUT/explore.log" 2>&1
 explore_rc=$?
 explore_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
-"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s 180 --jobs "$JOBS" --out "$OUT/explore-jobs" > "$OUT/explore-jobs.log" 2>&1
+# The findings again on fresh workers (explore ran on reused ones where the
+# policy allows): how many still differ, and how many agree now (worker
+# history, not the scenario).
+recheck_json=""
+if [ "$BACKEND" != sim ] && ls "$OUT"/explore/*.ipc > /dev/null 2>&1; then
+  "$BIN" explore recheck --backend "$BACKEND" --shrink-runs-real 0 -q --out "$OUT/explore-recheck" "$OUT"/explore/*.ipc > "$OUT/explore-recheck.log" 2>&1
+  still=$(grep -c 'still differs' "$OUT/explore-recheck.log")
+  agrees=$(grep -c 'agrees now' "$OUT/explore-recheck.log")
+  recheck_json="\"explore_findings_still_differ_on_fresh_workers\": $still, \"explore_findings_agree_on_fresh_workers\": $agrees,"
+fi
+"$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s "${EXPLORE_TIME_LIMIT_S:-180}" --jobs "$JOBS" --out "$OUT/explore-jobs" > "$OUT/explore-jobs.log" 2>&1
 explore_jobs_rc=$?
 explore_jobs_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore-jobs.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
 # The devices the backend reported (results.json's run.device_count).
@@ -79,6 +91,9 @@ printf '| gate verdicts identical (diff exit 0) | %s |\n' "$identical"
 printf '| check-sharing over the gate: no difference (wall s) | %s (%s) |\n' "$sharing_ok" "$sharing_s"
 printf '| explore %s, %s cases: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "${explore_rate:-?}" "$explore_rc"
 printf '| explore %s, %s cases, --jobs %s: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "$JOBS" "${explore_jobs_rate:-?}" "$explore_jobs_rc"
+if [ -n "$recheck_json" ]; then
+  printf '| explore findings on fresh workers: still differ, agree now | %s, %s |\n' "$still" "$agrees"
+fi
 if [ -n "$jobs_json" ]; then
   printf '| gate, --jobs auto on %s devices (wall s, exit; verdicts identical) | %s (%s; %s) |\n' "$devices" "$gate_jobs_s" "$gate_jobs_rc" "$gate_jobs_identical"
 fi
@@ -110,6 +125,7 @@ cat > "$OUT/benchmark.json" <<JSON
   "check_sharing_no_difference": $sharing_ok, "check_sharing_s": $sharing_s,
   $sim_json
   $jobs_json
+  $recheck_json
   "explore_cases": $CASES, "explore_cases_per_s": ${explore_rate:-null}, "explore_exit": $explore_rc,
   "explore_jobs": $JOBS, "explore_jobs_cases_per_s": ${explore_jobs_rate:-null}, "explore_jobs_exit": $explore_jobs_rc
 }

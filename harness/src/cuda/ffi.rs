@@ -141,6 +141,8 @@ entry_points! { Lib::Driver;
     fn cuCtxCreate_v4(pctx: *mut Handle, params: *mut c_void, flags: c_uint, device: c_int);
     fn cuCtxDestroy_v2(ctx: Handle);
     fn cuCtxSetCurrent(ctx: Handle);
+    fn cuCtxPopCurrent_v2(ctx: *mut Handle);
+    fn cuCtxPushCurrent_v2(ctx: Handle);
     fn cuCtxGetCurrent(pctx: *mut Handle);
     fn cuCtxSynchronize();
     fn cuMemAlloc_v2(dptr: *mut DevPtr, size: usize);

@@ -537,7 +537,14 @@ pub(crate) struct Worker {
     pattern_kernels: HashMap<usize, usize>,
     /// What this worker's requests created and have not released yet.
     owned: Owned,
+    /// Device ordinal -> contexts an earlier machine's `CreateContext` made,
+    /// emptied and kept by `Reset` for the next `CreateContext` of that
+    /// device (see [`Worker::create_context`]).
+    spare_contexts: HashMap<u32, Vec<u64>>,
 }
+
+/// The most emptied contexts a reused worker keeps per device.
+const MAX_SPARE_CONTEXTS: usize = 2;
 
 /// Resources created by requests and not yet released, for `Reset`. Each
 /// is recorded with the context that was current when it was created
@@ -548,8 +555,9 @@ struct Owned {
     allocations: HashMap<u64, (u64, FreeKind)>,
     /// IPC-opened pointer -> (context, times opened and not closed).
     ipc_opened: HashMap<u64, (u64, u32)>,
-    /// Contexts created by `CreateContext` and not destroyed, oldest first.
-    contexts: Vec<u64>,
+    /// Contexts created by `CreateContext` and not destroyed, oldest first,
+    /// with their device ordinal.
+    contexts: Vec<(u64, u32)>,
     // --- VMM ---
     /// Allocation handles (created or imported) not released.
     vmm_handles: HashSet<u64>,
@@ -598,7 +606,7 @@ impl Owned {
 
     /// A context was destroyed: so was everything created in it.
     fn forget_context(&mut self, ctx: u64) {
-        self.contexts.retain(|&c| c != ctx);
+        self.contexts.retain(|&(c, _)| c != ctx);
         self.allocations.retain(|_, (c, _)| *c != ctx);
         self.ipc_opened.retain(|_, (c, _)| *c != ctx);
         self.events.retain(|_, c| *c != ctx);
@@ -613,7 +621,7 @@ enum Track {
     Free(u64),
     IpcOpen,
     IpcClose(u64),
-    CreateContext,
+    CreateContext(u32),
     DestroyContext(u64),
     VmmMap(u64, u64),
     VmmUnmap(u64),
@@ -633,6 +641,18 @@ fn free_kind(kind: MemKind) -> FreeKind {
         MemKind::Device | MemKind::Managed => FreeKind::Device,
         MemKind::PinnedHost => FreeKind::Host,
         MemKind::StreamOrdered => FreeKind::StreamOrdered,
+    }
+}
+
+/// Pops this thread's context stack until it is empty (at most a bound of
+/// pops, should a driver answer success forever).
+fn pop_every_context() {
+    for _ in 0..1024 {
+        let mut ctx: Handle = null_mut();
+        // SAFETY: valid out-pointer; popping an empty stack is an error.
+        if unsafe { ffi::cuCtxPopCurrent_v2(&mut ctx) }.is_err() || ctx.is_null() {
+            break;
+        }
     }
 }
 
@@ -712,9 +732,10 @@ impl Worker {
         if matches!(request, Request::EnablePeerAccess { .. }) {
             self.owned.peer_access = true;
         }
-        // Unless IPC_CONFORMANCE_SHARE_ALSO names `interprocess-events`
-        // (to be confirmed by `run --check-sharing`): then the reset's
-        // destroying the events is taken as enough.
+        // Unless `interprocess-events` of ShareAlso is on (the default,
+        // confirmed by `run --check-sharing`; IPC_CONFORMANCE_SHARE_ALSO
+        // can leave it out): then the reset's destroying the events is
+        // enough.
         if (matches!(request, Request::IpcOpenEventHandle { .. })
             || matches!(request, Request::EventCreate { flags } if flags & crate::driver::event_flags::INTERPROCESS != 0))
             && !crate::sharing::ShareAlso::from_env().interprocess_events
@@ -731,7 +752,7 @@ impl Worker {
                 out: OutArg::Valid, ..
             } => Track::IpcOpen,
             Request::IpcCloseMemHandle { ptr } => Track::IpcClose(ptr.0),
-            Request::CreateContext { .. } => Track::CreateContext,
+            Request::CreateContext { device } => Track::CreateContext(*device),
             Request::DestroyContext { ctx } => Track::DestroyContext(ctx.0),
             Request::VmmMap { va, size, .. } => Track::VmmMap(va.0, *size),
             Request::VmmUnmap { va, .. } => Track::VmmUnmap(va.0),
@@ -812,7 +833,9 @@ impl Worker {
                     }
                 }
             }
-            (Track::CreateContext, Reply::Context(c)) if *c != 0 => owned.contexts.push(*c),
+            (Track::CreateContext(device), Reply::Context(c)) if *c != 0 => {
+                owned.contexts.push((*c, device))
+            }
             (Track::DestroyContext(ctx), _) => owned.forget_context(ctx),
             (_, Reply::VmmHandle(h)) => {
                 owned.vmm_handles.insert(*h);
@@ -984,18 +1007,36 @@ impl Worker {
             );
         }
 
+        // Created contexts, newest first, each emptied above: a healthy one
+        // is kept (up to MAX_SPARE_CONTEXTS per device) for the next
+        // machine's CreateContext, which costs hundreds of milliseconds on
+        // some GPUs; the rest are destroyed.
         let contexts = std::mem::take(&mut self.owned.contexts);
-        for ctx in contexts.into_iter().rev() {
+        for (ctx, device) in contexts.into_iter().rev() {
+            let spares = self.spare_contexts.entry(device).or_default();
             // SAFETY: a context CreateContext made and nothing destroyed since.
+            let healthy = spares.len() < MAX_SPARE_CONTEXTS
+                && set_context(ctx).is_ok()
+                && unsafe { ffi::cuCtxSynchronize() }.is_ok();
+            if healthy {
+                spares.push(ctx);
+                continue;
+            }
+            // SAFETY: as above.
             let r = unsafe { ffi::cuCtxDestroy_v2(as_ptr(ctx)) };
             if note(format!("destroying context {ctx:#x}"), r) {
                 self.kernels.remove(&(ctx as usize));
                 self.slow_kernels.remove(&(ctx as usize));
                 self.pattern_kernels.remove(&(ctx as usize));
             } else {
-                self.owned.contexts.push(ctx);
+                self.owned.contexts.push((ctx, device));
             }
         }
+
+        // CreateContext pushed onto this thread's context stack and
+        // SetCurrentContext replaced its top: empty it, so that the Init
+        // context below is the only one on it, as in a fresh worker.
+        pop_every_context();
 
         let device = self.init_device;
         let current = match d {
@@ -1027,6 +1068,30 @@ impl Worker {
                 failures.join("; ")
             )))
         }
+    }
+
+    /// `CreateContext`: `cuCtxCreate_v4` of `device`, or, on a reused
+    /// worker, a context an earlier machine created on it and `Reset`
+    /// emptied, pushed on the thread's context stack as `cuCtxCreate` pushes
+    /// a new one. Only a scenario that compares values (a context's handle,
+    /// the VA of its allocations) could tell them apart, and such a scenario
+    /// gets fresh workers (`scenario::sharing`).
+    fn create_context(&mut self, device: u32) -> Response {
+        if let Some(ctx) = self.spare_contexts.get_mut(&device).and_then(Vec::pop) {
+            // SAFETY: a live context this worker created and no stack holds.
+            match unsafe { ffi::cuCtxPushCurrent_v2(as_ptr(ctx)) } {
+                Ok(()) => return Ok(Reply::Context(ctx)),
+                // SAFETY: as above; it is not used again.
+                Err(_) => unsafe {
+                    let _ = ffi::cuCtxDestroy_v2(as_ptr(ctx));
+                },
+            }
+        }
+        let dev = cu_device(device)?;
+        let mut ctx: Handle = null_mut();
+        // SAFETY: valid out-pointer; the device was validated by cuDeviceGet.
+        unsafe { ffi::cuCtxCreate_v4(&mut ctx, null_mut(), 0, dev)? };
+        Ok(Reply::Context(ctx as u64))
     }
 
     fn call(&mut self, d: Api, request: Request) -> Response {
@@ -1097,12 +1162,7 @@ impl Worker {
                     ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)?;
                     Ok(Reply::Context(ctx as u64))
                 }
-                Request::CreateContext { device } => {
-                    let dev = cu_device(device)?;
-                    let mut ctx: Handle = null_mut();
-                    ffi::cuCtxCreate_v4(&mut ctx, null_mut(), 0, dev)?;
-                    Ok(Reply::Context(ctx as u64))
-                }
+                Request::CreateContext { device } => self.create_context(device),
                 Request::SetCurrentContext {
                     ctx: ContextId(ctx),
                 } => {
@@ -2133,12 +2193,12 @@ mod tests {
     fn destroying_a_context_forgets_what_was_made_in_it() {
         let mut owned = Owned::default();
         assert!(owned.is_empty());
-        owned.contexts.extend([0x10, 0x20]);
+        owned.contexts.extend([(0x10, 0), (0x20, 0)]);
         owned.allocations.insert(0x1000, (0x10, FreeKind::Device));
         owned.allocations.insert(0x2000, (0x20, FreeKind::Host));
         owned.ipc_opened.insert(0x3000, (0x10, 2));
         owned.forget_context(0x10);
-        assert_eq!(owned.contexts, vec![0x20]);
+        assert_eq!(owned.contexts, vec![(0x20, 0)]);
         assert_eq!(owned.allocations.len(), 1);
         assert!(owned.ipc_opened.is_empty());
         owned.forget_context(0x20);

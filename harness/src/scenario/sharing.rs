@@ -22,22 +22,29 @@
 //!   ends, which a reset neither undoes nor replays.
 //! - Ops whose effect a reset does not undo: `ctx_destroy` (a destroyed
 //!   context's VA goes to the next context), `enable_peer`, `set_device` /
-//!   `primary_ctx` / `ctx_create` of a device other than the process's own
-//!   (a retained primary context), interprocess events (`event_create
-//!   flags=interprocess`, `ipc_get_event`, `ipc_open_event`: per-process
-//!   shared event memory).
+//!   `primary_ctx` / `ctx_create` / `copy_peer` of a device other than the
+//!   process's own (a retained primary context), interprocess events
+//!   (`event_create flags=interprocess`, `ipc_get_event`, `ipc_open_event`:
+//!   per-process shared event memory), memory pools (`pool_*`: the reset
+//!   releases none of them).
+//! - Shared: streams (the reset destroys them), copies on one device, the
+//!   `pointer_attr` queries, `pidfd_getfd` (the reset closes the copied
+//!   descriptor) and `fork_child_call` (the child is gone when the step
+//!   ends).
 //! - Any op not classified here yet (new ops start fresh until someone
 //!   checks what a reset leaves of them).
 //!
 //! The policy is checked, not assumed: `run --check-sharing` runs every
 //! scenario it lets share both ways and reports any difference.
 //!
-//! Two rules can be turned off by hand, for a `--check-sharing` run on a
-//! GPU to confirm or refute before the policy changes
-//! ([`SHARE_ALSO_ENV`], [`ShareAlso`]): `interprocess-events` (the reset
+//! Two further rules are off by default, because `run --check-sharing` on
+//! an H100 found every clause they concern identical on fresh and reused
+//! workers ([`ShareAlso::CONFIRMED`]): `interprocess-events` (the reset
 //! destroys the events a scenario created or opened; the worker then comes
 //! back although it made interprocess events) and `exits` (a scenario's
 //! surviving workers come back when others exited by an `exit` step).
+//! [`SHARE_ALSO_ENV`] chooses them by hand: `none` turns both rules back
+//! on, for a driver where a `--check-sharing` run disagrees.
 
 use super::ast::{Expectation, Op};
 use super::model::Scenario;
@@ -103,12 +110,14 @@ impl std::str::FromStr for WorkerPolicy {
     }
 }
 
-/// Names rules of the policy turned off, comma-separated (see
-/// [`ShareAlso`]); read by the harness and by every worker it starts.
+/// Names the rules of the policy turned off, comma-separated, or `none`
+/// (see [`ShareAlso`]); read by the harness and by every worker it starts.
+/// Unset: [`ShareAlso::CONFIRMED`].
 pub const SHARE_ALSO_ENV: &str = "IPC_CONFORMANCE_SHARE_ALSO";
 
-/// Rules of the policy turned off by hand ([`SHARE_ALSO_ENV`]), each to be
-/// confirmed by `run --check-sharing` on a GPU: none by default.
+/// Rules of the policy turned off ([`SHARE_ALSO_ENV`]). `Default` is
+/// none (the strictest policy); what runs when the variable is unset is
+/// [`ShareAlso::CONFIRMED`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShareAlso {
     /// `interprocess-events`: interprocess events (`event_create
@@ -124,19 +133,30 @@ pub struct ShareAlso {
 }
 
 impl ShareAlso {
+    /// The rules a `run --check-sharing` on a GPU confirmed may be off
+    /// (every clause they concern gave identical results on fresh and
+    /// reused workers): both.
+    pub const CONFIRMED: ShareAlso = ShareAlso {
+        interprocess_events: true,
+        exits: true,
+    };
+
     /// Every name, in the order [`SHARE_ALSO_ENV`] documents them.
     pub const NAMES: [&'static str; 2] = ["interprocess-events", "exits"];
 
-    /// `interprocess-events,exits` (either, both, or empty for none).
+    /// `interprocess-events,exits` (either, both), or `none` (or empty).
     pub fn parse(list: &str) -> Result<ShareAlso, String> {
         let mut also = ShareAlso::default();
+        if list.trim() == "none" {
+            return Ok(also);
+        }
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             match name {
                 "interprocess-events" => also.interprocess_events = true,
                 "exits" => also.exits = true,
                 other => {
                     return Err(format!(
-                        "{SHARE_ALSO_ENV}: unknown rule '{other}' (valid: {})",
+                        "{SHARE_ALSO_ENV}: unknown rule '{other}' (valid: {}, or none)",
                         Self::NAMES.join(", ")
                     ))
                 }
@@ -145,16 +165,15 @@ impl ShareAlso {
         Ok(also)
     }
 
-    /// What [`SHARE_ALSO_ENV`] says in this process (read once); none when
-    /// it is unset or invalid (callers that can report an error check it
-    /// with [`parse`](Self::parse) first).
+    /// What [`SHARE_ALSO_ENV`] says in this process (read once):
+    /// [`CONFIRMED`](Self::CONFIRMED) when it is unset, none when it is
+    /// invalid (callers that can report an error check it with
+    /// [`parse`](Self::parse) first).
     pub fn from_env() -> ShareAlso {
         static ALSO: std::sync::OnceLock<ShareAlso> = std::sync::OnceLock::new();
-        *ALSO.get_or_init(|| {
-            std::env::var(SHARE_ALSO_ENV)
-                .ok()
-                .and_then(|v| ShareAlso::parse(&v).ok())
-                .unwrap_or_default()
+        *ALSO.get_or_init(|| match std::env::var(SHARE_ALSO_ENV) {
+            Err(_) => ShareAlso::CONFIRMED,
+            Ok(v) => ShareAlso::parse(&v).unwrap_or_default(),
         })
     }
 }
@@ -252,6 +271,24 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
         Op::IpcGetEvent { .. } | Op::IpcOpenEvent { .. } => {
             Some("an interprocess event outlives a reset".to_string())
         }
+        Op::CopyPeer {
+            dst_device,
+            src_device,
+            ..
+        } => other_device(*dst_device, "copy_peer to device")
+            .or_else(|| other_device(*src_device, "copy_peer from device")),
+        Op::PoolCreate { .. }
+        | Op::PoolDefault { .. }
+        | Op::PoolDestroy { .. }
+        | Op::PoolExport { .. }
+        | Op::PoolImport { .. }
+        | Op::PoolSetAccess { .. }
+        | Op::PoolAlloc { .. }
+        | Op::PoolFree { .. }
+        | Op::PoolExportPtr { .. }
+        | Op::PoolImportPtr { .. } => {
+            Some("a reset does not release memory pools".to_string())
+        }
         Op::DeviceCount
         | Op::Attr { .. }
         | Op::CanAccessPeer { .. }
@@ -298,7 +335,15 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
         | Op::EventHandleZero
         | Op::EventHandleRandom
         | Op::SlowFill { .. }
-        | Op::KernelPattern { .. } => None,
+        | Op::KernelPattern { .. }
+        | Op::PointerAttribute { .. }
+        | Op::Copy { .. }
+        | Op::PidfdGetfd { .. }
+        | Op::ForkChildAlloc { .. }
+        | Op::StreamCreate { .. }
+        | Op::StreamDestroy { .. }
+        | Op::StreamSync { .. }
+        | Op::StreamQuery { .. } => None,
         #[allow(unreachable_patterns)]
         other => Some(format!(
             "'{}' is not classified for worker reuse",
@@ -393,8 +438,28 @@ mod tests {
     }
 
     #[test]
+    fn streams_and_copies_are_shared_pools_and_peer_copies_are_not() {
+        let streams = format!(
+            "{BASE}a: s = stream_create flags=nonblocking\na: p = malloc 64\na: q = malloc 64\n\
+             a: copy q p 64 stream=s\na: stream_sync s\na: stream_destroy s\n"
+        );
+        assert_eq!(of(&streams), WorkerSharing::Reused);
+        let pool = format!("{BASE}a: pl = pool_create\n");
+        assert!(reason(&pool).contains("memory pools"), "{}", reason(&pool));
+        let peer = "devices 2\nprocess a device=0\n\
+                    a: p = malloc 64\na: q = malloc 64\na: copy_peer q 1 p 0 64\n";
+        assert!(
+            reason(peer).contains("copy_peer to device 1 retains a primary context"),
+            "{}",
+            reason(peer)
+        );
+    }
+
+    #[test]
     fn share_also_names_parse_and_unknown_ones_are_refused() {
         assert_eq!(ShareAlso::parse(""), Ok(ShareAlso::default()));
+        assert_eq!(ShareAlso::parse(" none "), Ok(ShareAlso::default()));
+        assert!(ShareAlso::parse("none,exits").is_err());
         let both = ShareAlso {
             interprocess_events: true,
             exits: true,
