@@ -3,7 +3,7 @@
 //! get fresh processes.
 
 use ipc_conformance::catalogue::{compiled_in_dir, Catalogue, Clause, Tier};
-use ipc_harness::sharing::{sharing, WorkerSharing, WORKERS_KEY};
+use ipc_harness::sharing::{sharing, sharing_with, ShareAlso, WorkerSharing, WORKERS_KEY};
 
 fn catalogue() -> Catalogue {
     Catalogue::load(&compiled_in_dir()).expect("the catalogue loads")
@@ -52,8 +52,24 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     assert!(base.contains("'base == p'"), "{base}");
     let peer = fresh_reason(&cat, "multidev.peer.enable");
     assert!(peer.contains("peer access outlives a reset"), "{peer}");
-    let events = fresh_reason(&cat, "event.order.stream-wait");
-    assert!(events.contains("interprocess event"), "{events}");
+}
+
+#[test]
+fn interprocess_events_share_workers_unless_the_strict_policy_is_asked_for() {
+    let cat = catalogue();
+    let id = "event.order.stream-wait";
+    let clause = cat.clauses.iter().find(|c| c.id == id).expect("the clause");
+    let scenario = clause.scenario.as_ref().expect("the clause parses");
+    // The default: a reset destroys the events (confirmed by --check-sharing).
+    assert_eq!(
+        sharing_with(scenario, ShareAlso::CONFIRMED),
+        WorkerSharing::Reused
+    );
+    // IPC_CONFORMANCE_SHARE_ALSO=none: every rule of the policy is on.
+    match sharing_with(scenario, ShareAlso::default()) {
+        WorkerSharing::Fresh(why) => assert!(why.contains("interprocess event"), "{why}"),
+        WorkerSharing::Reused => panic!("{id} shares workers under the strict policy"),
+    }
 }
 
 #[test]

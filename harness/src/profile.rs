@@ -1,10 +1,10 @@
 //! Where a run spends its time, when [`PROFILE_ENV`] is set: wall time per
 //! phase of the harness side (for the real backend: a machine's launch,
 //! worker spawns, the pool's refill, each request's round trip by request
-//! name, the reset and shutdown at a machine's end; for `explore`: each
-//! case's simulator checks and real run), summed over the whole run and
-//! printed by the CLI at its end. Off by default: then [`timed`] costs one
-//! check of a value initialised once.
+//! name, the reset and shutdown at a machine's end; every scenario step by
+//! its op keyword; for `explore`: each case's simulator checks and real
+//! run), summed over the whole run and printed by the CLI at its end. Off
+//! by default: then [`timed`] costs one check of a value initialised once.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -22,8 +22,15 @@ pub struct PhaseTime {
     pub total: Duration,
 }
 
-fn table() -> Option<&'static Mutex<BTreeMap<&'static str, PhaseTime>>> {
-    static TABLE: OnceLock<Option<Mutex<BTreeMap<&'static str, PhaseTime>>>> = OnceLock::new();
+/// A phase's name: a group (`""` for none, `"step"` for scenario steps)
+/// and a name within it, so that a step and the request it sends can share
+/// a word.
+pub type Phase = (&'static str, &'static str);
+
+type Table = Mutex<BTreeMap<Phase, PhaseTime>>;
+
+fn table() -> Option<&'static Table> {
+    static TABLE: OnceLock<Option<Table>> = OnceLock::new();
     TABLE
         .get_or_init(|| {
             std::env::var(PROFILE_ENV)
@@ -40,6 +47,11 @@ pub fn enabled() -> bool {
 
 /// Runs `f`, adding its wall time to `phase` when profiling.
 pub fn timed<T>(phase: &'static str, f: impl FnOnce() -> T) -> T {
+    timed_in("", phase, f)
+}
+
+/// [`timed`], for a phase of a group (`timed_in("step", "malloc", ..)`).
+pub fn timed_in<T>(group: &'static str, phase: &'static str, f: impl FnOnce() -> T) -> T {
     match table() {
         None => f(),
         Some(t) => {
@@ -47,7 +59,7 @@ pub fn timed<T>(phase: &'static str, f: impl FnOnce() -> T) -> T {
             let out = f();
             let elapsed = started.elapsed();
             let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
-            let entry = t.entry(phase).or_default();
+            let entry = t.entry((group, phase)).or_default();
             entry.count += 1;
             entry.total += elapsed;
             out
@@ -56,7 +68,7 @@ pub fn timed<T>(phase: &'static str, f: impl FnOnce() -> T) -> T {
 }
 
 /// The phases so far (empty when not profiling).
-pub fn snapshot() -> BTreeMap<&'static str, PhaseTime> {
+pub fn snapshot() -> BTreeMap<Phase, PhaseTime> {
     table()
         .map(|t| t.lock().unwrap_or_else(|e| e.into_inner()).clone())
         .unwrap_or_default()
@@ -69,19 +81,28 @@ pub fn report() -> Option<String> {
     enabled().then(|| render(&snapshot()))
 }
 
-fn render(phases: &BTreeMap<&'static str, PhaseTime>) -> String {
-    let mut rows: Vec<(&&str, &PhaseTime)> = phases.iter().collect();
+fn render(phases: &BTreeMap<Phase, PhaseTime>) -> String {
+    let mut rows: Vec<(&Phase, &PhaseTime)> = phases.iter().collect();
     rows.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(b.0)));
     let mut out = String::from("profile (harness side, wall time; phases nest):\n");
     out.push_str(&format!(
-        "  {:<28} {:>8} {:>11} {:>10}\n",
+        "  {:<34} {:>8} {:>11} {:>10}\n",
         "phase", "count", "total ms", "mean ms"
     ));
-    for (name, p) in rows {
+    for ((group, name), p) in rows {
+        let name = if group.is_empty() {
+            name.to_string()
+        } else {
+            format!("{group} {name}")
+        };
         let total = p.total.as_secs_f64() * 1e3;
-        let mean = if p.count == 0 { 0.0 } else { total / p.count as f64 };
+        let mean = if p.count == 0 {
+            0.0
+        } else {
+            total / p.count as f64
+        };
         out.push_str(&format!(
-            "  {:<28} {:>8} {:>11.1} {:>10.3}\n",
+            "  {:<34} {:>8} {:>11.1} {:>10.3}\n",
             name, p.count, total, mean
         ));
     }
@@ -96,14 +117,14 @@ mod tests {
     fn the_table_puts_the_slowest_phase_first_with_its_mean() {
         let mut phases = BTreeMap::new();
         phases.insert(
-            "request malloc",
+            ("step", "malloc"),
             PhaseTime {
                 count: 4,
                 total: Duration::from_millis(2),
             },
         );
         phases.insert(
-            "launch",
+            ("", "launch"),
             PhaseTime {
                 count: 2,
                 total: Duration::from_millis(300),
@@ -111,7 +132,7 @@ mod tests {
         );
         let text = render(&phases);
         let launch = text.find("launch").expect("launch row");
-        let malloc = text.find("request malloc").expect("malloc row");
+        let malloc = text.find("step malloc").expect("malloc row");
         assert!(launch < malloc, "{text}");
         assert!(text.contains("150.000"), "mean of launch: {text}");
         assert!(text.contains("0.500"), "mean of malloc: {text}");

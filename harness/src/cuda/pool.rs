@@ -260,14 +260,16 @@ impl WorkerPool {
     }
 
     /// Takes an idle worker for `key`. With `shared`, a worker that served
-    /// a machine before comes first (keeping the never-used ones for
-    /// machines that need fresh processes); without, only a never-used one
-    /// is taken. Among those, one that has answered `Init` if there is one,
-    /// else the one that has been initialising longest.
+    /// a machine before comes first, the one that came back last (keeping
+    /// the never-used ones for machines that need fresh processes, and
+    /// sending work to the workers whose spare contexts and loaded kernels
+    /// are warm); without, only a never-used one is taken. Among those, one
+    /// that has answered `Init` if there is one, else the one that has been
+    /// initialising longest.
     pub fn claim(&mut self, key: &WorkerKey, shared: bool) -> Option<Claimed> {
         let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
         let served = if shared {
-            entry.idle.iter().position(|w| w.served)
+            entry.idle.iter().rposition(|w| w.served)
         } else {
             None
         };

@@ -580,10 +580,14 @@ struct Owned {
     interprocess_events: bool,
     /// Events created or opened and not destroyed -> their context.
     events: HashMap<u64, u64>,
-    /// A memory-pool request was made: pools, their allocations and
-    /// imported pointers are not released by `Reset`, so the worker is not
-    /// reused.
+    /// A device's default memory pool was asked for: it lives as long as
+    /// the process, with whatever access or allocations a scenario gave it,
+    /// so the worker is not reused. (Pools a request created or imported
+    /// are in `pools`; their allocations and imported pointers in
+    /// `allocations`.)
     mempools: bool,
+    /// Memory pools created or imported and not destroyed -> their context.
+    pools: HashMap<u64, u64>,
     /// Streams created and not destroyed -> their context.
     streams: HashMap<u64, u64>,
 }
@@ -601,6 +605,7 @@ impl Owned {
             && !self.interprocess_events
             && self.events.is_empty()
             && !self.mempools
+            && self.pools.is_empty()
             && self.streams.is_empty()
     }
 
@@ -611,6 +616,7 @@ impl Owned {
         self.ipc_opened.retain(|_, (c, _)| *c != ctx);
         self.events.retain(|_, c| *c != ctx);
         self.streams.retain(|_, c| *c != ctx);
+        self.pools.retain(|_, c| *c != ctx);
     }
 }
 
@@ -633,6 +639,8 @@ enum Track {
     StreamMade,
     StreamDestroy(u64),
     EventDestroy(u64),
+    PoolMade,
+    PoolDestroy(u64),
 }
 
 /// The free that releases an allocation of `kind`.
@@ -742,7 +750,7 @@ impl Worker {
         {
             self.owned.interprocess_events = true;
         }
-        if mempools::is_pool_request(&request) {
+        if matches!(request, Request::PoolDefault { .. }) {
             self.owned.mempools = true;
         }
         let track = match &request {
@@ -767,6 +775,14 @@ impl Worker {
             Request::EventDestroy { event } => Track::EventDestroy(event.0),
             Request::StreamCreate { .. } => Track::StreamMade,
             Request::StreamDestroy { stream } => Track::StreamDestroy(stream.0),
+            // Pool allocations and imported pointers are released by a
+            // stream-ordered free (cuMemFreeAsync), pools by cuMemPoolDestroy.
+            Request::PoolAlloc { .. } | Request::PoolImportPtr { .. } => {
+                Track::Alloc(FreeKind::StreamOrdered)
+            }
+            Request::PoolFree { ptr } => Track::Free(ptr.0),
+            Request::PoolCreate { .. } | Request::PoolImport { .. } => Track::PoolMade,
+            Request::PoolDestroy { pool } => Track::PoolDestroy(pool.0),
             _ => Track::Nothing,
         };
         // Likewise a stream: 0 is the legacy default stream.
@@ -873,14 +889,22 @@ impl Worker {
             (Track::StreamDestroy(st), _) => {
                 owned.streams.remove(&st);
             }
+            (Track::PoolMade, Reply::Pool(p)) if *p != 0 => {
+                owned.pools.insert(*p, current_context());
+            }
+            (Track::PoolDestroy(p), _) => {
+                owned.pools.remove(&p);
+            }
             _ => {}
         }
         response
     }
 
     /// `Reset`: closes every IPC mapping as many times as it was opened,
-    /// frees every allocation with the matching free (each with the context
-    /// it was made in current), destroys the created contexts (newest
+    /// frees every allocation (pool allocations and imported pool pointers
+    /// too) with the matching free (each with the context it was made in
+    /// current), destroys the memory pools it created or imported, releases
+    /// VMM state, destroys the created contexts (newest
     /// first), makes the `Init` device's primary context current again
     /// (`cudaSetDevice`, or `cuCtxSetCurrent` of the primary context `Init`
     /// retained) and
@@ -974,6 +998,23 @@ impl Worker {
                 && note(format!("freeing {ptr:#x} ({kind:?})"), free(d, kind, ptr));
             if !ok {
                 self.owned.allocations.insert(ptr, (ctx, kind));
+            }
+        }
+
+        // Pools after their allocations and imported pointers (freed above).
+        let mut pools: Vec<(u64, u64)> = self.owned.pools.drain().collect();
+        pools.sort_unstable();
+        for (pool, ctx) in pools {
+            // SAFETY: a pool this worker created or imported and not destroyed.
+            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                && note(format!("destroying memory pool {pool:#x}"), unsafe {
+                    match d {
+                        Api::Runtime => ffi::cudaMemPoolDestroy(as_ptr(pool)),
+                        Api::Driver => ffi::cuMemPoolDestroy(as_ptr(pool)),
+                    }
+                });
+            if !ok {
+                self.owned.pools.insert(pool, ctx);
             }
         }
 

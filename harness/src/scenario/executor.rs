@@ -1117,7 +1117,9 @@ pub(crate) fn execute_on(
                 .or_else(|| run.missing_binding(step));
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
-                None => run.perform(machine, index, step),
+                None => crate::profile::timed_in("step", step.op.keyword(), || {
+                    run.perform(machine, index, step)
+                }),
             };
             let (outcome, observed_value, api) = match result {
                 Ok(v) => {

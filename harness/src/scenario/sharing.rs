@@ -25,9 +25,11 @@
 //!   `primary_ctx` / `ctx_create` / `copy_peer` of a device other than the
 //!   process's own (a retained primary context), interprocess events
 //!   (`event_create flags=interprocess`, `ipc_get_event`, `ipc_open_event`:
-//!   per-process shared event memory), memory pools (`pool_*`: the reset
-//!   releases none of them).
-//! - Shared: streams (the reset destroys them), copies on one device, the
+//!   per-process shared event memory), a device's default memory pool
+//!   (`pool_default`: it lives as long as the process).
+//! - Shared: streams (the reset destroys them), memory pools a scenario
+//!   creates or imports (the reset frees their allocations and imported
+//!   pointers, then destroys them), copies on one device, the
 //!   `pointer_attr` queries, `pidfd_getfd` (the reset closes the copied
 //!   descriptor) and `fork_child_call` (the child is gone when the step
 //!   ends).
@@ -277,17 +279,9 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
             ..
         } => other_device(*dst_device, "copy_peer to device")
             .or_else(|| other_device(*src_device, "copy_peer from device")),
-        Op::PoolCreate { .. }
-        | Op::PoolDefault { .. }
-        | Op::PoolDestroy { .. }
-        | Op::PoolExport { .. }
-        | Op::PoolImport { .. }
-        | Op::PoolSetAccess { .. }
-        | Op::PoolAlloc { .. }
-        | Op::PoolFree { .. }
-        | Op::PoolExportPtr { .. }
-        | Op::PoolImportPtr { .. } => {
-            Some("a reset does not release memory pools".to_string())
+        Op::PoolCreate { device, .. } => other_device(*device, "pool_create on device"),
+        Op::PoolDefault { .. } => {
+            Some("a device's default memory pool outlives a reset".to_string())
         }
         Op::DeviceCount
         | Op::Attr { .. }
@@ -343,7 +337,15 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
         | Op::StreamCreate { .. }
         | Op::StreamDestroy { .. }
         | Op::StreamSync { .. }
-        | Op::StreamQuery { .. } => None,
+        | Op::StreamQuery { .. }
+        | Op::PoolDestroy { .. }
+        | Op::PoolExport { .. }
+        | Op::PoolImport { .. }
+        | Op::PoolSetAccess { .. }
+        | Op::PoolAlloc { .. }
+        | Op::PoolFree { .. }
+        | Op::PoolExportPtr { .. }
+        | Op::PoolImportPtr { .. } => None,
         #[allow(unreachable_patterns)]
         other => Some(format!(
             "'{}' is not classified for worker reuse",
@@ -438,14 +440,22 @@ mod tests {
     }
 
     #[test]
-    fn streams_and_copies_are_shared_pools_and_peer_copies_are_not() {
+    fn streams_copies_and_pools_are_shared_default_pools_and_peer_copies_not() {
         let streams = format!(
             "{BASE}a: s = stream_create flags=nonblocking\na: p = malloc 64\na: q = malloc 64\n\
              a: copy q p 64 stream=s\na: stream_sync s\na: stream_destroy s\n"
         );
         assert_eq!(of(&streams), WorkerSharing::Reused);
-        let pool = format!("{BASE}a: pl = pool_create\n");
-        assert!(reason(&pool).contains("memory pools"), "{}", reason(&pool));
+        let pool = format!(
+            "{BASE}a: pl = pool_create\na: q = pool_alloc pl 64\na: pool_free q\na: pool_destroy pl\n"
+        );
+        assert_eq!(of(&pool), WorkerSharing::Reused);
+        let default_pool = format!("{BASE}a: pl = pool_default\n");
+        assert!(
+            reason(&default_pool).contains("default memory pool"),
+            "{}",
+            reason(&default_pool)
+        );
         let peer = "devices 2\nprocess a device=0\n\
                     a: p = malloc 64\na: q = malloc 64\na: copy_peer q 1 p 0 64\n";
         assert!(

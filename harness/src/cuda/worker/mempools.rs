@@ -52,23 +52,6 @@ fn pool(p: PoolId) -> Handle {
     p.0 as usize as Handle
 }
 
-/// Whether `request` is a memory-pool request (handled by [`call`]).
-pub(crate) fn is_pool_request(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::PoolCreate { .. }
-            | Request::PoolDefault { .. }
-            | Request::PoolDestroy { .. }
-            | Request::PoolExport { .. }
-            | Request::PoolImport { .. }
-            | Request::PoolSetAccess { .. }
-            | Request::PoolAlloc { .. }
-            | Request::PoolFree { .. }
-            | Request::PoolExportPtr { .. }
-            | Request::PoolImportPtr { .. }
-    )
-}
-
 /// Runs one memory-pool request in dialect `d`.
 ///
 /// # Safety
