@@ -79,7 +79,11 @@ fn render(phases: &BTreeMap<&'static str, PhaseTime>) -> String {
     ));
     for (name, p) in rows {
         let total = p.total.as_secs_f64() * 1e3;
-        let mean = if p.count == 0 { 0.0 } else { total / p.count as f64 };
+        let mean = if p.count == 0 {
+            0.0
+        } else {
+            total / p.count as f64
+        };
         out.push_str(&format!(
             "  {:<28} {:>8} {:>11.1} {:>10.3}\n",
             name, p.count, total, mean

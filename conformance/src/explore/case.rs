@@ -425,9 +425,10 @@ impl Judge<'_> {
             seed: id.seed,
             step_timeout: self.step_timeout,
         };
-        let (trace, mut violations) = ipc_harness::profile::timed("explore: simulator checks", || {
-            properties::check_on_sim_with(scenario, self.sim, &opts, determinism)
-        });
+        let (trace, mut violations) =
+            ipc_harness::profile::timed("explore: simulator checks", || {
+                properties::check_on_sim_with(scenario, self.sim, &opts, determinism)
+            });
         let mut eval = Evaluation {
             violations: Vec::new(),
             steps: scenario.steps.len(),

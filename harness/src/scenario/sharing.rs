@@ -286,9 +286,7 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
         | Op::PoolAlloc { .. }
         | Op::PoolFree { .. }
         | Op::PoolExportPtr { .. }
-        | Op::PoolImportPtr { .. } => {
-            Some("a reset does not release memory pools".to_string())
-        }
+        | Op::PoolImportPtr { .. } => Some("a reset does not release memory pools".to_string()),
         Op::DeviceCount
         | Op::Attr { .. }
         | Op::CanAccessPeer { .. }
