@@ -87,7 +87,7 @@ fn full_cases(n: usize) -> Vec<CaseId> {
         })
         .filter(|&id| {
             let tree = explore::case_tree_on(id, MAX_STEPS, 2);
-            generate::lower(&tree.current(), MAX_STEPS, "").stats.steps >= MAX_STEPS
+            generate::lower(&tree.current(), MAX_STEPS).stats.steps >= MAX_STEPS
         })
         .take(n)
         .collect()
@@ -150,8 +150,8 @@ fn explore_benches<M: Measurement>(c: &mut Criterion<M>, group: &str) {
                 // As `explore` does: the tree (kept for shrinking) is dropped
                 // with the case.
                 let tree = explore::case_tree_on(id, MAX_STEPS, 2);
-                let lowered = generate::lower(&tree.current(), MAX_STEPS, "");
-                let eval = judge.evaluate(&lowered.text, id);
+                let lowered = generate::lower(&tree.current(), MAX_STEPS);
+                let eval = judge.evaluate_scenario(&lowered.scenario, id);
                 assert!(eval.violations.is_empty());
                 steps += eval.steps;
             }
@@ -175,7 +175,7 @@ fn print_steps_per_case() {
         .into_iter()
         .map(|id| {
             let tree = explore::case_tree_on(id, MAX_STEPS, 2);
-            generate::lower(&tree.current(), MAX_STEPS, "").stats.steps
+            generate::lower(&tree.current(), MAX_STEPS).stats.steps
         })
         .sum();
     println!(

@@ -9,7 +9,6 @@ use ipc_harness::scenario::{self, ExecOptions};
 use ipc_harness::Dialect;
 use ipc_mock_driver::SimBackend;
 use std::alloc::{GlobalAlloc, Layout};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -54,8 +53,8 @@ fn cpu_now() -> Duration {
 const PHASES: [&str; 10] = [
     "draw the program tree (proptest)",
     "tree.current()",
-    "lower to text",
-    "parse",
+    "lower to a scenario",
+    "its text (a finding's file; not in run_case)",
     "execute (first run)",
     "execute (second run)",
     "compare the two runs",
@@ -79,7 +78,7 @@ fn main() {
         .filter(|&id| {
             !full || {
                 let tree = explore::case_tree_on(id, 32, 2);
-                generate::lower(&tree.current(), 32, "").stats.steps >= 32
+                generate::lower(&tree.current(), 32).stats.steps >= 32
             }
         })
         .take(cases as usize)
@@ -104,29 +103,30 @@ fn main() {
         lap(0);
         let program = tree.current();
         lap(1);
-        let lowered = generate::lower(&program, 32, "");
+        let lowered = generate::lower(&program, 32);
         lap(2);
-        let sc = scenario::parse(&lowered.text, Path::new("explore.ipc")).expect("parses");
+        std::hint::black_box(lowered.text());
         lap(3);
+        let sc = &lowered.scenario;
         let opts = ExecOptions {
             dialect: id.dialect,
             seed: id.seed,
             step_timeout: Duration::from_secs(5),
         };
-        let a = scenario::execute(&sc, &sim, &opts);
+        let a = scenario::execute(sc, &sim, &opts);
         lap(4);
-        let b = scenario::execute(&sc, &sim, &opts);
+        let b = scenario::execute(sc, &sim, &opts);
         lap(5);
         assert!(a.trace.same_observations(&b.trace));
         lap(6);
         let choices = properties::Choices::of(&sim, id.dialect);
-        let v = properties::check_trace(&sc, &a.trace, id.dialect, &choices);
+        let v = properties::check_trace(sc, &a.trace, id.dialect, &choices);
         assert!(v.is_empty());
         lap(7);
         steps += sc.steps.len();
         drop(tree);
         lap(8);
-        drop((program, lowered, sc, a, b));
+        drop((program, lowered, a, b));
         lap(9);
     }
     let total = cpu_now() - all;

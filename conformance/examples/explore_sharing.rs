@@ -60,7 +60,7 @@ fn main() {
             },
         };
         let tree = case_tree_on(id, max_steps, devices);
-        let text = generate::lower(&tree.current(), max_steps, "").text;
+        let text = generate::lower(&tree.current(), max_steps).text();
         let scenario = match ipc_harness::scenario::parse(&text, Path::new("<case>")) {
             Ok(s) => s,
             Err(e) => {

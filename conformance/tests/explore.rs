@@ -252,7 +252,7 @@ fn the_generator_writes_stream_handoffs_and_copies() {
             seed,
             dialect: Dialect::Runtime,
         };
-        let text = generate::lower(&explore::case_tree(id, 32).current(), 32, "").text;
+        let text = generate::lower(&explore::case_tree(id, 32).current(), 32).text();
         missing.retain(|w| !text.contains(w));
         legacy_copies += text
             .lines()
@@ -272,14 +272,37 @@ fn a_case_is_the_same_text_for_the_same_seed() {
         seed: 99,
         dialect: Dialect::Runtime,
     };
-    let a = generate::lower(&explore::case_tree(id, 32).current(), 32, "");
-    let b = generate::lower(&explore::case_tree(id, 32).current(), 32, "");
-    assert_eq!(a.text, b.text);
+    let a = generate::lower(&explore::case_tree(id, 32).current(), 32);
+    let b = generate::lower(&explore::case_tree(id, 32).current(), 32);
+    assert_eq!(a.text(), b.text());
     let other = CaseId { seed: 100, ..id };
-    let c = generate::lower(&explore::case_tree(other, 32).current(), 32, "");
-    assert_ne!(a.text, c.text);
+    let c = generate::lower(&explore::case_tree(other, 32).current(), 32);
+    assert_ne!(a.text(), c.text());
     // Valid by construction.
-    scenario::parse(&a.text, Path::new("case.ipc")).expect("generated text parses");
+    scenario::parse(&a.text(), Path::new("case.ipc")).expect("generated text parses");
+}
+
+#[test]
+fn a_lowered_scenario_is_what_parsing_its_text_gives() {
+    // Explore runs the lowered scenario and writes its text into findings
+    // and recordings: the two must not drift apart. Over many programs, on
+    // one and two devices, short and long, the text parses to exactly the
+    // scenario (lines, bindings, resolved lengths, process indices).
+    for seed in 0..3000u64 {
+        let id = CaseId {
+            index: 0,
+            seed,
+            dialect: Dialect::Runtime,
+        };
+        let (max_steps, devices) = [(32, 2), (32, 1), (8, 2), (64, 2)][(seed % 4) as usize];
+        let program = explore::case_tree_on(id, max_steps, devices).current();
+        let lowered = generate::lower(&program, max_steps);
+        let text = lowered.text();
+        let parsed = scenario::parse(&text, &lowered.scenario.path)
+            .unwrap_or_else(|e| panic!("seed {seed}: the text does not parse: {e}\n{text}"));
+        assert_eq!(parsed, lowered.scenario, "seed {seed}:\n{text}");
+        assert_eq!(lowered.stats.steps, parsed.steps.len(), "seed {seed}");
+    }
 }
 
 #[test]
@@ -628,9 +651,9 @@ fn the_generator_asks_for_pointer_attributes() {
             seed,
             dialect: Dialect::Driver,
         };
-        let case = generate::lower(&explore::case_tree(id, 32).current(), 32, "");
-        scenario::parse(&case.text, Path::new("case.ipc")).expect("generated text parses");
-        for line in case.text.lines() {
+        let text = generate::lower(&explore::case_tree(id, 32).current(), 32).text();
+        scenario::parse(&text, Path::new("case.ipc")).expect("generated text parses");
+        for line in text.lines() {
             if let Some(rest) = line.split("pointer_attr ").nth(1) {
                 // `pointer_attr P => ...` is the pointer-info query.
                 if let Some(attr) = rest.split_whitespace().nth(1).filter(|w| *w != "=>") {
@@ -657,13 +680,12 @@ fn the_generator_takes_vmm_descriptors_with_pidfd_getfd() {
             seed,
             dialect: Dialect::Driver,
         };
-        let case = generate::lower(&explore::case_tree(id, 32).current(), 32, "");
-        if !case.text.contains("pidfd_getfd") {
+        let text = generate::lower(&explore::case_tree(id, 32).current(), 32).text();
+        if !text.contains("pidfd_getfd") {
             continue;
         }
-        scenario::parse(&case.text, Path::new("case.ipc")).expect("generated text parses");
-        let taken = case
-            .text
+        scenario::parse(&text, Path::new("case.ipc")).expect("generated text parses");
+        let taken = text
             .lines()
             .find_map(|l| {
                 l.split(" = pidfd_getfd ")
@@ -674,11 +696,7 @@ fn the_generator_takes_vmm_descriptors_with_pidfd_getfd() {
             .expect("a binding")
             .trim()
             .to_string();
-        assert!(
-            case.text.contains(&format!("vmm_import {taken}")),
-            "{}",
-            case.text
-        );
+        assert!(text.contains(&format!("vmm_import {taken}")), "{text}");
         found += 1;
     }
     assert!(found > 0, "no case in 300 seeds used pidfd_getfd");

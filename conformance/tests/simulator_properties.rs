@@ -105,7 +105,7 @@ proptest! {
         dialect in dialect_strategy(),
         seed in any::<u64>(),
     ) {
-        let text = generate::lower(&program, MAX_STEPS, "").text;
+        let text = generate::lower(&program, MAX_STEPS).text();
         let sc = scenario::parse(&text, Path::new("generated.ipc"))
             .map_err(|e| TestCaseError::fail(format!("invalid scenario: {e}\n{text}")))?;
         let sim = SimBackend::default();
@@ -125,7 +125,7 @@ proptest! {
         dialect in dialect_strategy(),
         seed in any::<u64>(),
     ) {
-        let text = with_whole_machine_tail(&generate::lower(&program, MAX_STEPS, "").text, &program);
+        let text = with_whole_machine_tail(&generate::lower(&program, MAX_STEPS).text(), &program);
         let sc = scenario::parse(&text, Path::new("generated.ipc"))
             .map_err(|e| TestCaseError::fail(format!("invalid scenario: {e}\n{text}")))?;
         let sim = SimBackend::default();

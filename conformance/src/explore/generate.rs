@@ -1,10 +1,10 @@
 //! Generated scenarios: a proptest strategy for abstract programs, and their
-//! lowering into scenario-language text that is valid by construction.
+//! lowering into scenarios that are valid by construction.
 //!
 //! A [`Program`] is a list of [`Action`]s whose operands are
 //! `proptest::sample::Index`es into what earlier actions produced
 //! (allocations, handles, opened pointers, contexts), so every program lowers
-//! to a file the parser accepts, and proptest shrinks it by dropping and
+//! to a scenario the parser accepts, and proptest shrinks it by dropping and
 //! simplifying actions. An action with nothing to act on yet lowers to the
 //! step that would make it possible (close -> open -> ipc_get -> malloc).
 //!
@@ -22,15 +22,23 @@
 //! two. Adding an op
 //! family: add its [`Action`] variants with
 //! a weight in [`action_strategy`], the state it produces to `Lowering`,
-//! and its lowering in `Lowering::lower`; the properties see it through the
-//! parsed scenario and its trace, and the documented-returns table in
+//! and its lowering in `Lowering::lower` (to `Op` values, which the test
+//! `a_lowered_scenario_is_what_parsing_its_text_gives` checks against the
+//! parser); the properties see it through the scenario and its trace, and
+//! the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 
-use ipc_harness::CallKind;
-use ipc_harness::PointerAttribute;
+use ipc_harness::driver::{event_flags, stream_flags};
+use ipc_harness::scenario::{
+    BytePattern, Expect, ExpectList, Expectation, Metadata, Op, PatternItem, Ref, Scenario, Step,
+    NULL_EVENT,
+};
+use ipc_harness::{
+    FreeKind, HandleTypes, MemKind, OutArg, PointerAttribute, ProcessSpec, ShareableHandleType,
+};
 use proptest::prelude::*;
 use proptest::sample::Index;
-use std::fmt::Write;
+use std::path::PathBuf;
 
 mod kernels;
 mod pools;
@@ -361,11 +369,11 @@ pub enum VmmSize {
 }
 
 impl VmmSize {
-    fn text(self) -> &'static str {
+    fn bytes(self) -> u64 {
         match self {
-            VmmSize::Granule => "2MiB",
-            VmmSize::TwoGranules => "4MiB",
-            VmmSize::Unaligned => "1MiB",
+            VmmSize::Granule => 2 << 20,
+            VmmSize::TwoGranules => 4 << 20,
+            VmmSize::Unaligned => 1 << 20,
         }
     }
 }
@@ -634,7 +642,7 @@ struct PtrRec {
 struct VmmRec {
     name: String,
     proc: usize,
-    size: &'static str,
+    size: u64,
     released: bool,
 }
 
@@ -642,7 +650,7 @@ struct VmmRec {
 struct FdRec {
     name: String,
     proc: usize,
-    size: &'static str,
+    size: u64,
     closed: bool,
 }
 
@@ -650,7 +658,7 @@ struct FdRec {
 struct VaRec {
     name: String,
     proc: usize,
-    size: &'static str,
+    size: u64,
     mapped: bool,
 }
 
@@ -692,10 +700,8 @@ struct Lowering {
     handoff_events: Vec<(usize, usize, usize, usize)>,
     ptrs: Vec<PtrRec>,
     serial: usize,
-    /// The scenario text so far (header, declarations, steps).
-    text: String,
-    /// Steps written.
-    steps: usize,
+    /// The steps so far.
+    steps: Vec<Step>,
     stats: GenStats,
 }
 
@@ -777,28 +783,65 @@ impl GenStats {
     }
 }
 
-/// A lowered program: scenario text and what it reached.
+/// A lowered program: the scenario and what it reached.
 #[derive(Debug, Clone)]
 pub struct Lowered {
-    pub text: String,
+    /// The scenario, as parsing [`Lowered::text`] gives it.
+    pub scenario: Scenario,
     pub stats: GenStats,
 }
 
+/// The path generated scenarios carry (for messages).
+pub const SCENARIO_PATH: &str = "explore.ipc";
+
+impl Lowered {
+    /// The scenario file: the declarations, then one step a line, each
+    /// written `=> any`.
+    pub fn text(&self) -> String {
+        scenario_text(&self.scenario)
+    }
+}
+
+/// The text of a generated scenario: `devices`, the process declarations,
+/// and each step in its canonical form with its expectation list.
+pub fn scenario_text(s: &Scenario) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(64 + 40 * s.steps.len());
+    let _ = writeln!(text, "devices {}", s.devices);
+    for p in &s.processes {
+        let _ = writeln!(text, "process {} device={}", p.name, p.device);
+    }
+    for step in &s.steps {
+        let _ = write!(text, "{}: {}", s.processes[step.process].name, step.text());
+        match &step.expect {
+            Expect::List(list) => {
+                let _ = writeln!(text, " => {}", list.text);
+            }
+            _ => text.push('\n'),
+        }
+    }
+    text
+}
+
+/// `=> any`: every generated step records its outcome, none is judged.
+fn expect_any() -> Expect {
+    Expect::List(ExpectList {
+        items: vec![Expectation::Any],
+        text: Expectation::Any.to_string(),
+    })
+}
+
+fn name(n: &str) -> Ref {
+    Ref::Name(n.to_string())
+}
+
 impl Lowering {
-    /// A lowering whose text starts with `header` and the declarations.
-    fn new(nprocs: usize, devices: u32, placement: &[u32], header: &str) -> Lowering {
+    fn new(nprocs: usize, devices: u32, placement: &[u32]) -> Lowering {
         let nprocs = nprocs.clamp(1, PROC_NAMES.len());
         let devices = devices.clamp(1, 2);
         let placement: Vec<u32> = (0..nprocs)
             .map(|p| placement.get(p).copied().unwrap_or(0).min(devices - 1))
             .collect();
-        // Room for the declarations and a program's worth of steps.
-        let mut text = String::with_capacity(header.len() + 1024);
-        text.push_str(header);
-        let _ = writeln!(text, "devices {devices}");
-        for (name, device) in PROC_NAMES.iter().zip(&placement) {
-            let _ = writeln!(text, "process {name} device={device}");
-        }
         Lowering {
             devices,
             placement,
@@ -818,8 +861,8 @@ impl Lowering {
             handoff_events: Vec::new(),
             ptrs: Vec::new(),
             serial: 0,
-            text,
-            steps: 0,
+            // Room for a program's worth of steps.
+            steps: Vec::with_capacity(40),
             stats: GenStats::default(),
         }
     }
@@ -839,10 +882,39 @@ impl Lowering {
         (!live.is_empty()).then(|| live[i.index(live.len())])
     }
 
-    /// Write one step of process `proc`.
-    fn emit(&mut self, proc: usize, step: std::fmt::Arguments<'_>) {
-        let _ = writeln!(self.text, "{}: {step} => any", PROC_NAMES[proc]);
-        self.steps += 1;
+    /// One step of process `proc`, on the line [`scenario_text`] writes it.
+    fn emit(&mut self, proc: usize, op: Op) {
+        self.emit_step(proc, None, op, None);
+    }
+
+    /// One step of process `proc` binding its result to `bind`.
+    fn bind(&mut self, proc: usize, bind: &str, op: Op) {
+        self.emit_step(proc, Some(bind.to_string()), op, None);
+    }
+
+    fn emit_step(&mut self, proc: usize, bind: Option<String>, op: Op, repeat: Option<u32>) {
+        // `devices`, then one line per process, then the steps.
+        let line = 2 + self.nprocs + self.steps.len();
+        self.steps.push(Step {
+            line,
+            process: proc,
+            bind,
+            op,
+            expect: expect_any(),
+            repeat,
+        });
+    }
+
+    /// `send H -> TO` from `from`.
+    fn send(&mut self, from: usize, handle: &str, to: usize) {
+        self.emit(
+            from,
+            Op::Send {
+                handle: handle.to_string(),
+                to,
+                to_name: PROC_NAMES[to].to_string(),
+            },
+        );
     }
 
     fn malloc(&mut self, proc: usize, kind: KindSel, size: SizeClass, fill: u8) -> usize {
@@ -856,17 +928,30 @@ impl Lowering {
             self.stats.suballocated_neighbours += 1;
         }
         let name = self.fresh("m");
-        let op = match kind {
-            KindSel::Device => CallKind::Alloc.keyword(),
-            KindSel::Managed => "malloc_managed",
-            KindSel::Host => "malloc_host",
-            KindSel::Async => "malloc_async",
+        let kind_of = match kind {
+            KindSel::Device => MemKind::Device,
+            KindSel::Managed => MemKind::Managed,
+            KindSel::Host => MemKind::PinnedHost,
+            KindSel::Async => MemKind::StreamOrdered,
         };
-        self.emit(proc, format_args!("{name} = {op} {}", fmt_size(bytes)));
+        self.bind(
+            proc,
+            &name,
+            Op::Malloc {
+                kind: kind_of,
+                size: bytes,
+            },
+        );
         // Fresh memory holds whatever the previous user left: define it.
         self.emit(
             proc,
-            format_args!("{kw} {name} {fill:#04x}", kw = CallKind::Memset.keyword()),
+            Op::Fill {
+                ptr: self::name(&name),
+                value: fill,
+                at: None,
+                len: None,
+                resolved_len: bytes,
+            },
         );
         self.allocs.push(AllocRec {
             name: name.clone(),
@@ -898,27 +983,38 @@ impl Lowering {
     fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<String> {
         let a = self.allocs[alloc].clone();
         let ptr = if interior && a.size > 256 {
-            let name = self.fresh("x");
-            self.emit(a.proc, format_args!("{name} = offset {} 256", a.name));
-            name
+            let x = self.fresh("x");
+            self.bind(
+                a.proc,
+                &x,
+                Op::Offset {
+                    ptr: name(&a.name),
+                    bytes: 256,
+                },
+            );
+            x
         } else {
             a.name.clone()
         };
         if null_out {
             self.emit(
                 a.proc,
-                format_args!(
-                    "{kw} {ptr} out=null",
-                    kw = CallKind::IpcGetMemHandle.keyword()
-                ),
+                Op::IpcGet {
+                    ptr: name(&ptr),
+                    out: OutArg::Null,
+                },
             );
             // The runtime's NULL out-argument kills the process (measured).
             return None;
         }
         let h = self.fresh("h");
-        self.emit(
+        self.bind(
             a.proc,
-            format_args!("{h} = {kw} {ptr}", kw = CallKind::IpcGetMemHandle.keyword()),
+            &h,
+            Op::IpcGet {
+                ptr: name(&ptr),
+                out: OutArg::Valid,
+            },
         );
         self.holdings[a.proc].push((h.clone(), Some(alloc)));
         Some(h)
@@ -943,29 +1039,17 @@ impl Lowering {
     }
 
     fn open(&mut self, proc: usize, handle: &str, from: Option<usize>, flags: u32, null_out: bool) {
-        let flags = if flags == 1 {
-            "lazy".to_string()
-        } else {
-            flags.to_string()
+        let op = |out| Op::IpcOpen {
+            handle: handle.to_string(),
+            flags,
+            out,
         };
         if null_out {
-            self.emit(
-                proc,
-                format_args!(
-                    "{kw} {handle} flags={flags} out=null",
-                    kw = CallKind::IpcOpenMemHandle.keyword()
-                ),
-            );
+            self.emit(proc, op(OutArg::Null));
             return;
         }
         let name = self.fresh("o");
-        self.emit(
-            proc,
-            format_args!(
-                "{name} = {kw} {handle} flags={flags}",
-                kw = CallKind::IpcOpenMemHandle.keyword()
-            ),
-        );
+        self.bind(proc, &name, op(OutArg::Valid));
         self.stats.opens += 1;
         if from.is_some_and(|a| self.placement[self.allocs[a].proc] != self.placement[proc]) {
             self.stats.cross_device_opens += 1;
@@ -1028,17 +1112,19 @@ impl Lowering {
                     return;
                 };
                 let rec = self.allocs[a].clone();
-                let right = match rec.kind {
-                    KindSel::Device | KindSel::Managed => CallKind::Free.keyword(),
-                    KindSel::Host => "free_host",
-                    KindSel::Async => "free_async",
-                };
-                let call = match (wrong_call, right) {
+                let right = free_kind(rec.kind);
+                let kind = match (wrong_call, right) {
                     (false, r) => r,
-                    (true, "free_host") => CallKind::Free.keyword(),
-                    (true, _) => "free_host",
+                    (true, FreeKind::Host) => FreeKind::Device,
+                    (true, _) => FreeKind::Host,
                 };
-                self.emit(rec.proc, format_args!("{call} {}", rec.name));
+                self.emit(
+                    rec.proc,
+                    Op::Free {
+                        kind,
+                        ptr: name(&rec.name),
+                    },
+                );
                 if !wrong_call {
                     self.allocs[a].freed = true;
                 }
@@ -1065,7 +1151,7 @@ impl Lowering {
                     return;
                 }
                 let dest = others[to.index(others.len())];
-                self.emit(from, format_args!("send {h} -> {}", PROC_NAMES[dest]));
+                self.send(from, &h, dest);
                 if !self.holdings[dest].iter().any(|(x, _)| *x == h) {
                     self.holdings[dest].push((h.clone(), alloc));
                 }
@@ -1108,11 +1194,9 @@ impl Lowering {
                     self.stats.closes += 1;
                     self.emit(
                         rec.proc,
-                        format_args!(
-                            "{kw} {}",
-                            rec.name,
-                            kw = CallKind::IpcCloseMemHandle.keyword()
-                        ),
+                        Op::IpcClose {
+                            ptr: name(&rec.name),
+                        },
                     );
                 }
                 None => self.lower(&Action::SendOpen {
@@ -1124,20 +1208,15 @@ impl Lowering {
             Action::CloseOther { ptr, null } => {
                 if *null {
                     if let Some(p) = self.pick_proc(ptr) {
-                        self.emit(
-                            p,
-                            format_args!("{kw} null", kw = CallKind::IpcCloseMemHandle.keyword()),
-                        );
+                        self.emit(p, Op::IpcClose { ptr: Ref::Null });
                     }
                 } else if let Some(a) = self.pick_alloc(ptr) {
                     let rec = self.allocs[a].clone();
                     self.emit(
                         rec.proc,
-                        format_args!(
-                            "{kw} {}",
-                            rec.name,
-                            kw = CallKind::IpcCloseMemHandle.keyword()
-                        ),
+                        Op::IpcClose {
+                            ptr: name(&rec.name),
+                        },
                     );
                 }
             }
@@ -1151,11 +1230,13 @@ impl Lowering {
                     let (at, len) = within(p.len, u64::from(*at), u64::from(*len));
                     self.emit(
                         p.proc,
-                        format_args!(
-                            "{kw} {} {value:#04x} at={at} len={len}",
-                            p.name,
-                            kw = CallKind::Memset.keyword()
-                        ),
+                        Op::Fill {
+                            ptr: name(&p.name),
+                            value: *value,
+                            at: Some(at),
+                            len: Some(len),
+                            resolved_len: len,
+                        },
                     );
                 }
             }
@@ -1167,18 +1248,15 @@ impl Lowering {
             } => {
                 if let Some(p) = self.pick_ptr(ptr) {
                     let (off, len) = within(p.len, u64::from(*offset), u64::from(*len));
-                    let pattern = if len == 1 {
-                        format!("{byte:02x}")
-                    } else {
-                        format!("{byte:02x}*{len}")
-                    };
                     self.emit(
                         p.proc,
-                        format_args!(
-                            "{kw} {} {off} {pattern}",
-                            p.name,
-                            kw = CallKind::Write.keyword()
-                        ),
+                        Op::Write {
+                            ptr: name(&p.name),
+                            offset: off,
+                            pattern: BytePattern {
+                                items: vec![PatternItem::Run(*byte, len)],
+                            },
+                        },
                     );
                 }
             }
@@ -1189,36 +1267,37 @@ impl Lowering {
                 kernel,
             } => {
                 if let Some(p) = self.pick_ptr(ptr) {
-                    let (off, len) = within(p.len, u64::from(*offset), u64::from(*len));
+                    let (offset, len) = within(p.len, u64::from(*offset), u64::from(*len));
+                    let ptr = name(&p.name);
                     let op = if *kernel {
-                        CallKind::DeviceRead.keyword()
+                        Op::DeviceRead { ptr, offset, len }
                     } else {
-                        CallKind::Read.keyword()
+                        Op::Read { ptr, offset, len }
                     };
-                    self.emit(p.proc, format_args!("{op} {} {off} {len}", p.name));
+                    self.emit(p.proc, op);
                 }
             }
             Action::ReadNeighbour { ptr } => {
                 if let Some(p) = self.pick_ptr(ptr) {
+                    let ptr = name(&p.name);
                     if p.len <= 1024 {
                         // The next 1024-byte slot of the shared block.
                         self.emit(
                             p.proc,
-                            format_args!(
-                                "{kw} {} 1024 16",
-                                p.name,
-                                kw = CallKind::DeviceRead.keyword()
-                            ),
+                            Op::DeviceRead {
+                                ptr,
+                                offset: 1024,
+                                len: 16,
+                            },
                         );
                     } else {
                         self.emit(
                             p.proc,
-                            format_args!(
-                                "{kw} {} {} 16",
-                                p.name,
-                                p.len - 8,
-                                kw = CallKind::Read.keyword()
-                            ),
+                            Op::Read {
+                                ptr,
+                                offset: p.len - 8,
+                                len: 16,
+                            },
                         );
                     }
                 }
@@ -1232,21 +1311,19 @@ impl Lowering {
                         .collect();
                     if !others.is_empty() {
                         let q = others[by.index(others.len())];
-                        self.emit(
-                            q,
-                            format_args!("{kw} {} 0 16", p.name, kw = CallKind::Read.keyword()),
-                        );
+                        self.emit(q, read16(&p.name));
                     }
                 }
             }
             Action::Query { ptr, range } => {
                 if let Some(p) = self.pick_ptr(ptr) {
+                    let ptr = name(&p.name);
                     let op = if *range {
-                        CallKind::AddressRange.keyword()
+                        Op::AddressRange { ptr }
                     } else {
-                        CallKind::PointerInfo.keyword()
+                        Op::PointerAttr { ptr }
                     };
-                    self.emit(p.proc, format_args!("{op} {}", p.name));
+                    self.emit(p.proc, op);
                 }
             }
             Action::PointerAttribute { ptr, attr } => {
@@ -1254,12 +1331,10 @@ impl Lowering {
                     let attr = PointerAttribute::ALL[attr.index(PointerAttribute::ALL.len())];
                     self.emit(
                         p.proc,
-                        format_args!(
-                            "{kw} {} {}",
-                            p.name,
-                            attr.name(),
-                            kw = CallKind::PointerInfo.keyword()
-                        ),
+                        Op::PointerAttribute {
+                            ptr: name(&p.name),
+                            attr,
+                        },
                     );
                 }
             }
@@ -1284,7 +1359,7 @@ impl Lowering {
                 if target.is_some() {
                     self.stats.exporter_exits += 1;
                 }
-                self.emit(p, format_args!("exit"));
+                self.emit(p, Op::Exit);
                 self.exited[p] = true;
             }
             Action::SecondContext { proc } => {
@@ -1292,13 +1367,7 @@ impl Lowering {
                     self.name_primary(p);
                     let c = self.fresh("c");
                     let device = self.placement[p];
-                    self.emit(
-                        p,
-                        format_args!(
-                            "{c} = {kw} {device}",
-                            kw = CallKind::CreateContext.keyword()
-                        ),
-                    );
+                    self.bind(p, &c, Op::CtxCreate { device });
                     self.stats.second_contexts += 1;
                     self.second_ctx[p] = true;
                     self.ctxs.push(CtxRec { name: c, proc: p });
@@ -1315,11 +1384,9 @@ impl Lowering {
                     let c = &live[ctx.index(live.len())];
                     self.emit(
                         c.proc,
-                        format_args!(
-                            "{kw} {}",
-                            c.name,
-                            kw = CallKind::SetCurrentContext.keyword()
-                        ),
+                        Op::CtxSet {
+                            ctx: c.name.clone(),
+                        },
                     );
                 } else {
                     self.lower(&Action::SecondContext { proc: *ctx });
@@ -1336,7 +1403,9 @@ impl Lowering {
                     let c = &live[ctx.index(live.len())];
                     self.emit(
                         c.proc,
-                        format_args!("{kw} {}", c.name, kw = CallKind::DestroyContext.keyword()),
+                        Op::CtxDestroy {
+                            ctx: c.name.clone(),
+                        },
                     );
                     // What a process does with a destroyed context made
                     // current is measured only for a few calls
@@ -1352,10 +1421,7 @@ impl Lowering {
                     }
                     // Back to the primary context, so the process goes on.
                     if let Some(pc) = self.primary[c.proc].clone() {
-                        self.emit(
-                            c.proc,
-                            format_args!("{kw} {pc}", kw = CallKind::SetCurrentContext.keyword()),
-                        );
+                        self.emit(c.proc, Op::CtxSet { ctx: pc });
                     }
                 }
             }
@@ -1367,17 +1433,24 @@ impl Lowering {
                 let source = match damage {
                     HandleDamage::Flip(off) => match self.pick_holding(holding) {
                         Some((q, h, _)) => {
-                            self.emit(q, format_args!("{name} = handle_flip {h} {off}"));
+                            self.bind(
+                                q,
+                                &name,
+                                Op::HandleFlip {
+                                    handle: h,
+                                    offset: *off,
+                                },
+                            );
                             q
                         }
                         None => return,
                     },
                     HandleDamage::Zero => {
-                        self.emit(p, format_args!("{name} = handle_zero"));
+                        self.bind(p, &name, Op::HandleZero);
                         p
                     }
                     HandleDamage::Random => {
-                        self.emit(p, format_args!("{name} = handle_random"));
+                        self.bind(p, &name, Op::HandleRandom);
                         p
                     }
                 };
@@ -1390,17 +1463,14 @@ impl Lowering {
                     .find(|&q| q != source)
                     .unwrap_or(source);
                 if dest != source {
-                    self.emit(source, format_args!("send {name} -> {}", PROC_NAMES[dest]));
+                    self.send(source, &name, dest);
                     self.holdings[dest].push((name.clone(), None));
                 }
                 self.open(dest, &name, None, 1, false);
             }
             Action::Sync { proc } => {
                 if let Some(p) = self.pick_proc(proc) {
-                    self.emit(
-                        p,
-                        format_args!("{kw}", kw = CallKind::Synchronize.keyword()),
-                    );
+                    self.emit(p, Op::Sync);
                 }
             }
             Action::EventCreate { proc, flags } => {
@@ -1425,26 +1495,27 @@ impl Lowering {
                     return;
                 };
                 if target != from {
-                    self.emit(from, format_args!("send {h} -> {}", PROC_NAMES[target]));
+                    self.send(from, &h, target);
                     self.event_holdings[target].push(h.clone());
                 }
                 if *null_out {
                     self.emit(
                         target,
-                        format_args!(
-                            "{kw} {h} out=null",
-                            kw = CallKind::IpcOpenEventHandle.keyword()
-                        ),
+                        Op::IpcOpenEvent {
+                            handle: h,
+                            out: OutArg::Null,
+                        },
                     );
                     return;
                 }
                 let name = self.fresh("e");
-                self.emit(
+                self.bind(
                     target,
-                    format_args!(
-                        "{name} = {kw} {h}",
-                        kw = CallKind::IpcOpenEventHandle.keyword()
-                    ),
+                    &name,
+                    Op::IpcOpenEvent {
+                        handle: h,
+                        out: OutArg::Valid,
+                    },
                 );
                 self.stats.event_opens += 1;
                 self.events.push(EventRec {
@@ -1456,17 +1527,27 @@ impl Lowering {
             Action::EventUse { event, how, null } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
+                    let event = if *null {
+                        NULL_EVENT.to_string()
+                    } else {
+                        rec.name
+                    };
                     let op = match how {
-                        EventUse::Record => CallKind::EventRecord.keyword(),
-                        EventUse::Sync => CallKind::EventSynchronize.keyword(),
-                        EventUse::StreamWait => CallKind::StreamWaitEvent.keyword(),
+                        EventUse::Record => Op::EventRecord {
+                            event,
+                            stream: None,
+                        },
+                        EventUse::Sync => Op::EventSync { event },
+                        EventUse::StreamWait => Op::StreamWait {
+                            event,
+                            stream: None,
+                        },
                         EventUse::Query => {
                             self.stats.event_queries += 1;
-                            CallKind::EventQuery.keyword()
+                            Op::EventQuery { event }
                         }
                     };
-                    let name = if *null { "null" } else { &rec.name };
-                    self.emit(rec.proc, format_args!("{op} {name}"));
+                    self.emit(rec.proc, op);
                 }
             }
             Action::Peer { proc, enable } => {
@@ -1476,17 +1557,14 @@ impl Lowering {
                 if let Some(p) = self.pick_proc(proc) {
                     let (d, other) = (self.placement[p], 1 - self.placement[p]);
                     if *enable {
-                        self.emit(
-                            p,
-                            format_args!("{kw} {other}", kw = CallKind::EnablePeerAccess.keyword()),
-                        );
+                        self.emit(p, Op::EnablePeer { peer: other });
                     } else {
                         self.emit(
                             p,
-                            format_args!(
-                                "{kw} {d} {other}",
-                                kw = CallKind::CanAccessPeer.keyword()
-                            ),
+                            Op::CanAccessPeer {
+                                device: d,
+                                peer: other,
+                            },
                         );
                     }
                 }
@@ -1517,9 +1595,14 @@ impl Lowering {
                     rec.name.clone()
                 } else {
                     let name = self.fresh("pfd");
-                    self.emit(
+                    self.bind(
                         rec.proc,
-                        format_args!("{name} = send_fd {} -> {}", rec.name, PROC_NAMES[target]),
+                        &name,
+                        Op::SendFd {
+                            fd: rec.name.clone(),
+                            to: target,
+                            to_name: PROC_NAMES[target].to_string(),
+                        },
                     );
                     self.fds.push(FdRec {
                         name: name.clone(),
@@ -1530,10 +1613,7 @@ impl Lowering {
                     name
                 };
                 let m = self.fresh("m");
-                self.emit(
-                    target,
-                    format_args!("{m} = {kw} {fd_name}", kw = CallKind::VmmImport.keyword()),
-                );
+                self.bind(target, &m, Op::VmmImport { fd: fd_name });
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,
@@ -1551,14 +1631,14 @@ impl Lowering {
                 };
                 let rec = self.fds[f].clone();
                 let name = self.fresh("gfd");
-                self.emit(
+                self.bind(
                     target,
-                    format_args!(
-                        "{name} = {} {} {}",
-                        CallKind::PidfdGetfd.keyword(),
-                        PROC_NAMES[rec.proc],
-                        rec.name
-                    ),
+                    &name,
+                    Op::PidfdGetfd {
+                        owner: rec.proc,
+                        owner_name: PROC_NAMES[rec.proc].to_string(),
+                        fd: rec.name.clone(),
+                    },
                 );
                 self.fds.push(FdRec {
                     name: name.clone(),
@@ -1567,7 +1647,7 @@ impl Lowering {
                     closed: false,
                 });
                 let m = self.fresh("m");
-                self.emit(target, format_args!("{m} = vmm_import {name}"));
+                self.bind(target, &m, Op::VmmImport { fd: name.clone() });
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,
@@ -1582,36 +1662,30 @@ impl Lowering {
                 };
                 let rec = self.vmms[v].clone();
                 let va = self.fresh("va");
+                self.bind(rec.proc, &va, Op::VmmReserve { size: rec.size });
                 self.emit(
                     rec.proc,
-                    format_args!(
-                        "{va} = {kw} {}",
-                        rec.size,
-                        kw = CallKind::VmmReserve.keyword()
-                    ),
-                );
-                self.emit(
-                    rec.proc,
-                    format_args!(
-                        "{kw} {va} {} {}",
-                        rec.size,
-                        rec.name,
-                        kw = CallKind::VmmMap.keyword()
-                    ),
+                    Op::VmmMap {
+                        va: name(&va),
+                        size: rec.size,
+                        handle: rec.name.clone(),
+                        offset: 0,
+                    },
                 );
                 let grant = match access {
-                    VmmAccess::ReadWrite => Some("rw"),
-                    VmmAccess::Read => Some("read"),
+                    VmmAccess::ReadWrite => Some(ipc_harness::VmmAccess::ReadWrite),
+                    VmmAccess::Read => Some(ipc_harness::VmmAccess::Read),
                     VmmAccess::NotGranted => None,
                 };
-                if let Some(g) = grant {
+                if let Some(access) = grant {
                     self.emit(
                         rec.proc,
-                        format_args!(
-                            "{kw} {va} {} {g}",
-                            rec.size,
-                            kw = CallKind::VmmSetAccess.keyword()
-                        ),
+                        Op::VmmSetAccess {
+                            va: name(&va),
+                            size: rec.size,
+                            access,
+                            device: 0,
+                        },
                     );
                 }
                 self.vas.push(VaRec {
@@ -1632,19 +1706,26 @@ impl Lowering {
                     return;
                 }
                 let v = &live[va.index(live.len())];
+                let ptr = name(&v.name);
                 if *write {
                     self.emit(
                         v.proc,
-                        format_args!(
-                            "{kw} {} {value:#04x} len=64",
-                            v.name,
-                            kw = CallKind::Memset.keyword()
-                        ),
+                        Op::Fill {
+                            ptr,
+                            value: *value,
+                            at: None,
+                            len: Some(64),
+                            resolved_len: 64,
+                        },
                     );
                 } else {
                     self.emit(
                         v.proc,
-                        format_args!("{kw} {} 0 64", v.name, kw = CallKind::Read.keyword()),
+                        Op::Read {
+                            ptr,
+                            offset: 0,
+                            len: 64,
+                        },
                     );
                 }
             }
@@ -1659,42 +1740,31 @@ impl Lowering {
                 let rec = self.vas[v].clone();
                 self.emit(
                     rec.proc,
-                    format_args!(
-                        "{kw} {} {}",
-                        rec.name,
-                        rec.size,
-                        kw = CallKind::VmmUnmap.keyword()
-                    ),
+                    Op::VmmUnmap {
+                        va: name(&rec.name),
+                        size: rec.size,
+                    },
                 );
                 self.vas[v].mapped = false;
             }
             Action::VmmRelease { vmm } => {
                 if let Some(v) = self.pick_vmm(vmm) {
                     let rec = self.vmms[v].clone();
-                    self.emit(
-                        rec.proc,
-                        format_args!("{kw} {}", rec.name, kw = CallKind::VmmRelease.keyword()),
-                    );
+                    self.emit(rec.proc, Op::VmmRelease { handle: rec.name });
                     self.vmms[v].released = true;
                 }
             }
             Action::FdClose { fd } => {
                 if let Some(f) = self.pick_fd(fd) {
                     let rec = self.fds[f].clone();
-                    self.emit(
-                        rec.proc,
-                        format_args!("{kw} {}", rec.name, kw = CallKind::FdClose.keyword()),
-                    );
+                    self.emit(rec.proc, Op::FdClose { fd: rec.name });
                     self.fds[f].closed = true;
                 }
             }
             Action::EventDestroy { event } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
-                    self.emit(
-                        rec.proc,
-                        format_args!("{kw} {}", rec.name, kw = CallKind::EventDestroy.keyword()),
-                    );
+                    self.emit(rec.proc, Op::EventDestroy { event: rec.name });
                     self.events[e].destroyed = true;
                 }
             }
@@ -1703,35 +1773,23 @@ impl Lowering {
                     return;
                 };
                 let rec = self.allocs[a].clone();
-                let call = match rec.kind {
-                    KindSel::Device | KindSel::Managed => CallKind::Free.keyword(),
-                    KindSel::Host => "free_host",
-                    KindSel::Async => "free_async",
+                let free = Op::Free {
+                    kind: free_kind(rec.kind),
+                    ptr: name(&rec.name),
                 };
-                self.emit(rec.proc, format_args!("{call} {}", rec.name));
-                self.emit(rec.proc, format_args!("{call} {}", rec.name));
+                self.emit(rec.proc, free.clone());
+                self.emit(rec.proc, free);
                 self.allocs[a].freed = true;
                 self.stats.double_frees += 1;
             }
             Action::CloseTwice { open } => match self.live_open(open) {
                 Some(o) => {
                     let rec = self.opens[o].clone();
-                    self.emit(
-                        rec.proc,
-                        format_args!(
-                            "{kw} {}",
-                            rec.name,
-                            kw = CallKind::IpcCloseMemHandle.keyword()
-                        ),
-                    );
-                    self.emit(
-                        rec.proc,
-                        format_args!(
-                            "{kw} {}",
-                            rec.name,
-                            kw = CallKind::IpcCloseMemHandle.keyword()
-                        ),
-                    );
+                    let close = Op::IpcClose {
+                        ptr: name(&rec.name),
+                    };
+                    self.emit(rec.proc, close.clone());
+                    self.emit(rec.proc, close);
                     self.stats.closes += 1;
                     self.stats.double_closes += 1;
                 }
@@ -1753,11 +1811,9 @@ impl Lowering {
                         let q = others[by.index(others.len())];
                         self.emit(
                             q,
-                            format_args!(
-                                "{kw} {}",
-                                rec.name,
-                                kw = CallKind::IpcCloseMemHandle.keyword()
-                            ),
+                            Op::IpcClose {
+                                ptr: name(&rec.name),
+                            },
                         );
                         self.stats.foreign_closes += 1;
                     }
@@ -1782,16 +1838,17 @@ impl Lowering {
                 let Some(h) = self.event_get(e, false) else {
                     return;
                 };
-                self.emit(w, format_args!("send {h} -> {}", PROC_NAMES[r]));
+                self.send(w, &h, r);
                 self.event_holdings[r].push(h.clone());
                 self.event_get(e, true);
                 let x = self.fresh("e");
-                self.emit(
+                self.bind(
                     r,
-                    format_args!(
-                        "{x} = {kw} {h}",
-                        kw = CallKind::IpcOpenEventHandle.keyword()
-                    ),
+                    &x,
+                    Op::IpcOpenEvent {
+                        handle: h,
+                        out: OutArg::Valid,
+                    },
                 );
                 self.stats.event_opens += 1;
                 self.stats.opens_after_exporter_crash += 1;
@@ -1851,62 +1908,68 @@ impl Lowering {
         };
         let alloc = self.allocs[a].clone();
         let s = self.fresh("s");
-        self.emit(
+        self.bind(
             writer,
-            format_args!(
-                "{s} = {kw} flags=nonblocking",
-                kw = CallKind::StreamCreate.keyword()
-            ),
+            &s,
+            Op::StreamCreate {
+                flags: stream_flags::NON_BLOCKING,
+            },
         );
         let len = alloc.size.min(4096);
-        let micros = slow_micros(long);
         self.emit(
             writer,
-            format_args!(
-                "{kw} {} {value:#04x} us={micros} len={len} stream={s}",
-                alloc.name,
-                kw = CallKind::SlowFill.keyword()
-            ),
+            Op::SlowFill {
+                ptr: name(&alloc.name),
+                value,
+                micros: slow_micros(long),
+                at: None,
+                len: Some(len),
+                resolved_len: len,
+                stream: Some(s.clone()),
+            },
         );
         self.stats.slow_fills += 1;
         self.emit(
             writer,
-            format_args!("{kw} {e} stream={s}", kw = CallKind::EventRecord.keyword()),
+            Op::EventRecord {
+                event: e,
+                stream: Some(s.clone()),
+            },
         );
         let t = self.fresh("s");
-        self.emit(
+        self.bind(
             reader,
-            format_args!(
-                "{t} = {kw} flags=nonblocking",
-                kw = CallKind::StreamCreate.keyword()
-            ),
+            &t,
+            Op::StreamCreate {
+                flags: stream_flags::NON_BLOCKING,
+            },
         );
         let other = match order {
             StreamOrder::Waited => {
                 self.emit(
                     reader,
-                    format_args!(
-                        "{kw} {x} stream={t}",
-                        kw = CallKind::StreamWaitEvent.keyword()
-                    ),
+                    Op::StreamWait {
+                        event: x,
+                        stream: Some(t.clone()),
+                    },
                 );
                 None
             }
             StreamOrder::OtherStream => {
                 let u = self.fresh("s");
-                self.emit(
+                self.bind(
                     reader,
-                    format_args!(
-                        "{u} = {kw} flags=default",
-                        kw = CallKind::StreamCreate.keyword()
-                    ),
+                    &u,
+                    Op::StreamCreate {
+                        flags: stream_flags::DEFAULT,
+                    },
                 );
                 self.emit(
                     reader,
-                    format_args!(
-                        "{kw} {x} stream={u}",
-                        kw = CallKind::StreamWaitEvent.keyword()
-                    ),
+                    Op::StreamWait {
+                        event: x,
+                        stream: Some(u.clone()),
+                    },
                 );
                 Some(u)
             }
@@ -1922,37 +1985,21 @@ impl Lowering {
         let mapping = self.opens[o].name.clone();
         self.emit(
             reader,
-            format_args!(
-                "{kw} {b} {mapping} 16 stream={t}",
-                kw = CallKind::CopyDevice.keyword()
-            ),
+            Op::Copy {
+                dst: name(&b),
+                src: name(&mapping),
+                len: 16,
+                stream: Some(t.clone()),
+            },
         );
-        self.emit(
-            reader,
-            format_args!("{kw} {t}", kw = CallKind::StreamSynchronize.keyword()),
-        );
-        self.emit(
-            reader,
-            format_args!("{kw} {b} 0 16", kw = CallKind::Read.keyword()),
-        );
-        self.emit(
-            reader,
-            format_args!("{kw} {t}", kw = CallKind::StreamDestroy.keyword()),
-        );
+        self.emit(reader, Op::StreamSync { stream: t.clone() });
+        self.emit(reader, read16(&b));
+        self.emit(reader, Op::StreamDestroy { stream: t });
         if let Some(u) = other {
-            self.emit(
-                reader,
-                format_args!("{kw} {u}", kw = CallKind::StreamDestroy.keyword()),
-            );
+            self.emit(reader, Op::StreamDestroy { stream: u });
         }
-        self.emit(
-            writer,
-            format_args!("{kw} {s}", kw = CallKind::StreamSynchronize.keyword()),
-        );
-        self.emit(
-            writer,
-            format_args!("{kw} {s}", kw = CallKind::StreamDestroy.keyword()),
-        );
+        self.emit(writer, Op::StreamSync { stream: s.clone() });
+        self.emit(writer, Op::StreamDestroy { stream: s });
     }
 
     /// See [`Action::DeviceCopy`].
@@ -1984,28 +2031,23 @@ impl Lowering {
         let b = self.allocs[local].name.clone();
         let exporter_device = self.exporter_of(&rec.handle).map(|e| self.placement[e]);
         let own_device = self.placement[rec.proc];
-        match exporter_device {
-            Some(d) if peer && d != own_device => self.emit(
-                rec.proc,
-                format_args!(
-                    "{kw} {b} {own_device} {} {d} 16",
-                    rec.name,
-                    kw = CallKind::CopyPeer.keyword()
-                ),
-            ),
-            _ => self.emit(
-                rec.proc,
-                format_args!(
-                    "{kw} {b} {} 16",
-                    rec.name,
-                    kw = CallKind::CopyDevice.keyword()
-                ),
-            ),
-        }
-        self.emit(
-            rec.proc,
-            format_args!("{kw} {b} 0 16", kw = CallKind::Read.keyword()),
-        );
+        let copy = match exporter_device {
+            Some(d) if peer && d != own_device => Op::CopyPeer {
+                dst: name(&b),
+                dst_device: own_device,
+                src: name(&rec.name),
+                src_device: d,
+                len: 16,
+            },
+            _ => Op::Copy {
+                dst: name(&b),
+                src: name(&rec.name),
+                len: 16,
+                stream: None,
+            },
+        };
+        self.emit(rec.proc, copy);
+        self.emit(rec.proc, read16(&b));
     }
 
     /// A live device allocation whose process may run a generated kernel
@@ -2025,13 +2067,17 @@ impl Lowering {
 
     fn slow_fill(&mut self, proc: usize, ptr: &str, size: u64, value: u8, long: bool) {
         let len = size.min(4096);
-        let micros = slow_micros(long);
         self.emit(
             proc,
-            format_args!(
-                "{kw} {ptr} {value:#04x} us={micros} len={len}",
-                kw = CallKind::SlowFill.keyword()
-            ),
+            Op::SlowFill {
+                ptr: name(ptr),
+                value,
+                micros: slow_micros(long),
+                at: None,
+                len: Some(len),
+                resolved_len: len,
+                stream: None,
+            },
         );
         self.stats.slow_fills += 1;
     }
@@ -2070,15 +2116,16 @@ impl Lowering {
         }
         let e = self.event_create(writer, EventFlags::Ipc);
         let h = self.event_get(e, false)?;
-        self.emit(writer, format_args!("send {h} -> {}", PROC_NAMES[reader]));
+        self.send(writer, &h, reader);
         self.event_holdings[reader].push(h.clone());
         let x = self.fresh("e");
-        self.emit(
+        self.bind(
             reader,
-            format_args!(
-                "{x} = {kw} {h}",
-                kw = CallKind::IpcOpenEventHandle.keyword()
-            ),
+            &x,
+            Op::IpcOpenEvent {
+                handle: h,
+                out: OutArg::Valid,
+            },
         );
         self.stats.event_opens += 1;
         self.events.push(EventRec {
@@ -2113,36 +2160,31 @@ impl Lowering {
             return;
         };
         let alloc = self.allocs[a].clone();
+        let record = Op::EventRecord {
+            event: e,
+            stream: None,
+        };
         if order == HandoffOrder::RecordedBefore {
-            self.emit(
-                writer,
-                format_args!("{kw} {e}", kw = CallKind::EventRecord.keyword()),
-            );
+            self.emit(writer, record.clone());
         }
         self.slow_fill(writer, &alloc.name, alloc.size, value, long);
         if order != HandoffOrder::RecordedBefore {
-            self.emit(
-                writer,
-                format_args!("{kw} {e}", kw = CallKind::EventRecord.keyword()),
-            );
+            self.emit(writer, record);
         }
         if query {
-            self.emit(
-                reader,
-                format_args!("{kw} {x}", kw = CallKind::EventQuery.keyword()),
-            );
+            self.emit(reader, Op::EventQuery { event: x.clone() });
             self.stats.event_queries += 1;
         }
         match order {
             HandoffOrder::Synced | HandoffOrder::RecordedBefore => {
-                self.emit(
-                    reader,
-                    format_args!("{kw} {x}", kw = CallKind::EventSynchronize.keyword()),
-                );
+                self.emit(reader, Op::EventSync { event: x });
             }
             HandoffOrder::StreamWaited => self.emit(
                 reader,
-                format_args!("{kw} {x}", kw = CallKind::StreamWaitEvent.keyword()),
+                Op::StreamWait {
+                    event: x,
+                    stream: None,
+                },
             ),
             HandoffOrder::NoWait => {}
         }
@@ -2151,28 +2193,30 @@ impl Lowering {
         } else {
             self.stats.unordered_kernel_reads += 1;
         }
-        let name = self.opens[o].name.clone();
-        self.emit(
-            reader,
-            format_args!("{kw} {name} 0 16", kw = CallKind::Read.keyword()),
-        );
+        let mapping = self.opens[o].name.clone();
+        self.emit(reader, read16(&mapping));
     }
 
     fn vmm_create(&mut self, p: usize, size: VmmSize, exportable: bool) -> usize {
         let name = self.fresh("m");
-        let types = if exportable { "posix_fd" } else { "none" };
-        self.emit(
+        let types = if exportable {
+            HandleTypes::POSIX_FD
+        } else {
+            HandleTypes::NONE
+        };
+        self.bind(
             p,
-            format_args!(
-                "{name} = {kw} {} types={types}",
-                size.text(),
-                kw = CallKind::VmmCreate.keyword()
-            ),
+            &name,
+            Op::VmmCreate {
+                size: size.bytes(),
+                types,
+                device: 0,
+            },
         );
         self.vmms.push(VmmRec {
             name,
             proc: p,
-            size: size.text(),
+            size: size.bytes(),
             released: false,
         });
         self.vmms.len() - 1
@@ -2193,13 +2237,13 @@ impl Lowering {
     fn vmm_export(&mut self, v: usize) -> usize {
         let rec = self.vmms[v].clone();
         let fd = self.fresh("fd");
-        self.emit(
+        self.bind(
             rec.proc,
-            format_args!(
-                "{fd} = {kw} {} posix_fd",
-                rec.name,
-                kw = CallKind::VmmExport.keyword()
-            ),
+            &fd,
+            Op::VmmExport {
+                handle: rec.name.clone(),
+                ty: ShareableHandleType::PosixFd,
+            },
         );
         self.fds.push(FdRec {
             name: fd,
@@ -2225,17 +2269,11 @@ impl Lowering {
     fn event_create(&mut self, p: usize, flags: EventFlags) -> usize {
         let name = self.fresh("e");
         let flags = match flags {
-            EventFlags::Ipc => "interprocess,disable_timing",
-            EventFlags::InterprocessTiming => "interprocess",
-            EventFlags::Default => "default",
+            EventFlags::Ipc => event_flags::INTERPROCESS | event_flags::DISABLE_TIMING,
+            EventFlags::InterprocessTiming => event_flags::INTERPROCESS,
+            EventFlags::Default => event_flags::DEFAULT,
         };
-        self.emit(
-            p,
-            format_args!(
-                "{name} = {kw} flags={flags}",
-                kw = CallKind::EventCreate.keyword()
-            ),
-        );
+        self.bind(p, &name, Op::EventCreate { flags });
         self.events.push(EventRec {
             name,
             proc: p,
@@ -2261,22 +2299,21 @@ impl Lowering {
         if null_out {
             self.emit(
                 rec.proc,
-                format_args!(
-                    "{kw} {} out=null",
-                    rec.name,
-                    kw = CallKind::IpcGetEventHandle.keyword()
-                ),
+                Op::IpcGetEvent {
+                    event: rec.name,
+                    out: OutArg::Null,
+                },
             );
             return None;
         }
         let h = self.fresh("eh");
-        self.emit(
+        self.bind(
             rec.proc,
-            format_args!(
-                "{h} = {kw} {}",
-                rec.name,
-                kw = CallKind::IpcGetEventHandle.keyword()
-            ),
+            &h,
+            Op::IpcGetEvent {
+                event: rec.name,
+                out: OutArg::Valid,
+            },
         );
         self.event_holdings[rec.proc].push(h.clone());
         Some(h)
@@ -2302,13 +2339,7 @@ impl Lowering {
         if self.primary[p].is_none() {
             let c = self.fresh("c");
             let device = self.placement[p];
-            self.emit(
-                p,
-                format_args!(
-                    "{c} = {kw} {device}",
-                    kw = CallKind::PrimaryContext.keyword()
-                ),
-            );
+            self.bind(p, &c, Op::PrimaryCtx { device });
             self.ctxs.push(CtxRec {
                 name: c.clone(),
                 proc: p,
@@ -2319,11 +2350,48 @@ impl Lowering {
 
     fn finish(self) -> Lowered {
         let mut stats = self.stats;
-        stats.steps = self.steps;
+        stats.steps = self.steps.len();
+        let processes = PROC_NAMES
+            .iter()
+            .zip(&self.placement)
+            .map(|(name, &device)| ProcessSpec {
+                name: name.to_string(),
+                device,
+                visible_devices: None,
+                pid_namespace: Default::default(),
+            })
+            .collect();
         Lowered {
-            text: self.text,
+            scenario: Scenario {
+                path: PathBuf::from(SCENARIO_PATH),
+                meta: Metadata::default(),
+                devices: self.devices,
+                topology: None,
+                semantics: Vec::new(),
+                processes,
+                steps: self.steps,
+                hazard_expectations: Vec::new(),
+            },
             stats,
         }
+    }
+}
+
+/// The free call of an allocation kind.
+fn free_kind(kind: KindSel) -> FreeKind {
+    match kind {
+        KindSel::Device | KindSel::Managed => FreeKind::Device,
+        KindSel::Host => FreeKind::Host,
+        KindSel::Async => FreeKind::StreamOrdered,
+    }
+}
+
+/// `read P 0 16`.
+fn read16(ptr: &str) -> Op {
+    Op::Read {
+        ptr: name(ptr),
+        offset: 0,
+        len: 16,
     }
 }
 
@@ -2335,22 +2403,12 @@ fn within(size: u64, at: u64, len: u64) -> (u64, u64) {
     (at, len)
 }
 
-fn fmt_size(n: u64) -> String {
-    ipc_harness::scenario::fmt_size(n)
-}
-
-/// Lower `program` to scenario text, stopping once `max_steps` steps are
-/// written (an action's steps are kept whole). `header` goes first (comment
-/// lines).
-pub fn lower(program: &Program, max_steps: usize, header: &str) -> Lowered {
-    let mut l = Lowering::new(
-        program.processes,
-        program.devices,
-        &program.placement,
-        header,
-    );
+/// Lower `program` to a scenario, stopping once `max_steps` steps are
+/// written (an action's steps are kept whole).
+pub fn lower(program: &Program, max_steps: usize) -> Lowered {
+    let mut l = Lowering::new(program.processes, program.devices, &program.placement);
     for a in &program.actions {
-        if l.steps >= max_steps {
+        if l.steps.len() >= max_steps {
             break;
         }
         l.lower(a);

@@ -1,23 +1,26 @@
-//! A weighted union of boxed strategies that draws exactly what
-//! `proptest::strategy::Union` draws from the same runner, and shrinks the
-//! same way, at a fraction of the cost.
+//! A weighted union of boxed strategies that picks its option as
+//! `proptest::strategy::Union` does and shrinks the same way, at a fraction
+//! of the cost.
 //!
-//! proptest's union keeps, for every option before the one drawn, a whole
-//! forked `TestRunner` (its config cloned, two maps, an `Arc`) in a vector
-//! sized one short, so every draw also regrows it. Here an option passed over
-//! keeps only its forked RNG (`TestRunner::new_rng`, which advances the
-//! runner's RNG exactly as the fork does), and the runner is built from it
-//! only when shrinking moves to that option. The explore generator draws
-//! about 20 actions a case through such a union, and these forks were a
-//! third of a case's instructions.
+//! proptest's union forks the runner for every option before the one drawn
+//! (a whole `TestRunner`, whose RNG is seeded from 16 draws of the runner's)
+//! so that shrinking can move to such an option later. Here the draw takes
+//! one `u64` from the runner's RNG for all of them (only when an option is
+//! passed over), and an option passed over is drawn only when shrinking
+//! moves to it, from a runner whose RNG is seeded from that `u64` and the
+//! option's position: each still draws from an RNG of its own, which is all
+//! shrinking needs. The explore generator draws about 20 actions a case
+//! through such a union, and proptest's forks were a third of a case's
+//! instructions. What a seed draws differs from proptest's union (the
+//! option picked is the same; what it and later draws hold is not).
 //!
-//! The draw and the shrinking steps mirror proptest 1.x's `Union::new_tree`
-//! and `UnionValueTree` (MIT/Apache-2.0); `tests` checks that both give the
-//! same values and the same shrinking sequence.
+//! The shrinking steps mirror proptest 1.x's `UnionValueTree`
+//! (MIT/Apache-2.0); `tests` checks that both pick and shrink alike.
 
 use proptest::num::sample_uniform_incl;
+use proptest::prelude::Rng;
 use proptest::strategy::{BoxedStrategy, NewTree, Strategy, ValueTree};
-use proptest::test_runner::{Config, TestRng, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::fmt;
 use std::sync::Arc;
 
@@ -34,14 +37,14 @@ pub(crate) use lean_oneof;
 
 /// The weighted options.
 pub struct LeanUnion<T> {
-    options: Vec<(u32, Arc<BoxedStrategy<T>>)>,
+    options: Arc<[(u32, BoxedStrategy<T>)]>,
     total_weight: u64,
 }
 
 impl<T> Clone for LeanUnion<T> {
     fn clone(&self) -> Self {
         LeanUnion {
-            options: self.options.clone(),
+            options: Arc::clone(&self.options),
             total_weight: self.total_weight,
         }
     }
@@ -66,26 +69,27 @@ impl<T: fmt::Debug> LeanUnion<T> {
         );
         let total_weight = options.iter().map(|&(w, _)| u64::from(w)).sum();
         LeanUnion {
-            options: options.into_iter().map(|(w, s)| (w, Arc::new(s))).collect(),
+            options: options.into(),
             total_weight,
         }
     }
 }
 
-/// One option's tree: drawn, deferred (its forked RNG), or failed to draw.
-// Slots are built in place in a vector sized for them: boxing the RNG would
-// cost an allocation for every option passed over.
-#[allow(clippy::large_enum_variant)]
+/// One option's tree: drawn, deferred (drawn when shrinking reaches it), or
+/// failed to draw.
 enum Slot<T> {
     Drawn(Box<dyn ValueTree<Value = T>>),
-    Deferred(TestRng),
+    Deferred,
     Failed,
 }
 
 /// The tree of a [`LeanUnion`] draw: `pick` is the option in use.
 pub struct LeanUnionTree<T> {
-    strategies: Vec<Arc<BoxedStrategy<T>>>,
+    options: Arc<[(u32, BoxedStrategy<T>)]>,
+    /// One per option up to the one drawn.
     slots: Vec<Slot<T>>,
+    /// What the RNG of a deferred option is seeded from.
+    fork_seed: u64,
     /// The drawing runner's config, for the runner of a deferred option.
     config: Option<Arc<Config>>,
     pick: usize,
@@ -101,6 +105,25 @@ impl<T> fmt::Debug for LeanUnionTree<T> {
             .field("prev_pick", &self.prev_pick)
             .finish()
     }
+}
+
+/// One step of splitmix64.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The RNG of option `at` of a draw whose fork seed is `fork_seed`.
+fn fork_rng(fork_seed: u64, at: usize) -> TestRng {
+    let mut state = fork_seed ^ (at as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut seed = [0u8; 16];
+    for chunk in seed.chunks_mut(8) {
+        chunk.copy_from_slice(&splitmix64(&mut state).to_le_bytes());
+    }
+    TestRng::from_seed(RngAlgorithm::XorShift, &seed)
 }
 
 impl<T: fmt::Debug> Strategy for LeanUnion<T> {
@@ -120,19 +143,16 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
             })
             .filter(|&v| v <= drawn)
             .count();
+        // The options passed over share one draw, taken before the pick's own.
+        let fork_seed = if pick > 0 { runner.rng().next_u64() } else { 0 };
         let mut slots = Vec::with_capacity(pick + 1);
-        // Each option passed over forks the runner's RNG, as `Union` does.
-        for _ in 0..pick {
-            slots.push(Slot::Deferred(runner.new_rng()));
-        }
+        slots.resize_with(pick, || Slot::Deferred);
         slots.push(Slot::Drawn(self.options[pick].1.new_tree(runner)?));
         let config = (pick > 0).then(|| Arc::new(runner.config().clone()));
         Ok(LeanUnionTree {
-            strategies: self.options[..=pick]
-                .iter()
-                .map(|(_, s)| Arc::clone(s))
-                .collect(),
+            options: Arc::clone(&self.options),
             slots,
+            fork_seed,
             config,
             pick,
             min_pick: 0,
@@ -156,19 +176,17 @@ impl<T: fmt::Debug> LeanUnionTree<T> {
         }
     }
 
-    /// Draw a deferred option from its forked RNG; whether it is drawn.
+    /// Draw a deferred option from its own RNG; whether it is drawn.
     fn draw(&mut self, at: usize) -> bool {
-        if let Slot::Deferred(_) = self.slots[at] {
-            let Slot::Deferred(rng) = std::mem::replace(&mut self.slots[at], Slot::Failed) else {
-                unreachable!("matched above")
-            };
+        if let Slot::Deferred = self.slots[at] {
+            self.slots[at] = Slot::Failed;
             let config = self
                 .config
                 .as_deref()
                 .cloned()
                 .unwrap_or_else(Config::default);
-            let mut runner = TestRunner::new_with_rng(config, rng);
-            if let Ok(t) = self.strategies[at].new_tree(&mut runner) {
+            let mut runner = TestRunner::new_with_rng(config, fork_rng(self.fork_seed, at));
+            if let Ok(t) = self.options[at].1.new_tree(&mut runner) {
                 self.slots[at] = Slot::Drawn(t);
             }
         }
@@ -221,7 +239,6 @@ impl<T: fmt::Debug> ValueTree for LeanUnionTree<T> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use proptest::test_runner::RngAlgorithm;
 
     fn runner(seed: u8) -> TestRunner {
         TestRunner::new_with_rng(
@@ -230,12 +247,67 @@ mod tests {
         )
     }
 
-    fn options() -> Vec<(u32, BoxedStrategy<(u8, u16)>)> {
-        (0..14u8)
-            .map(|k| {
-                let w = u32::from(k % 4) + 1;
-                (w, (Just(k), 0u16..1000).boxed())
+    /// A strategy whose value is `(k, n)` with `n` shrinking from `from` to
+    /// 0 one step at a time, whatever the RNG: both unions' trees then hold
+    /// the same values, so their walks can be compared.
+    #[derive(Debug, Clone)]
+    struct Countdown(u8, u8);
+
+    struct CountdownTree {
+        k: u8,
+        n: u8,
+        prev: Option<u8>,
+    }
+
+    impl ValueTree for CountdownTree {
+        type Value = (u8, u8);
+        fn current(&self) -> (u8, u8) {
+            (self.k, self.n)
+        }
+        fn simplify(&mut self) -> bool {
+            if self.n == 0 {
+                return false;
+            }
+            self.prev = Some(self.n);
+            self.n -= 1;
+            true
+        }
+        fn complicate(&mut self) -> bool {
+            match self.prev.take() {
+                Some(n) => {
+                    self.n = n;
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+
+    impl Strategy for Countdown {
+        type Tree = CountdownTree;
+        type Value = (u8, u8);
+        fn new_tree(&self, _: &mut TestRunner) -> NewTree<Self> {
+            Ok(CountdownTree {
+                k: self.0,
+                n: self.1,
+                prev: None,
             })
+        }
+    }
+
+    fn weight(k: u8) -> u32 {
+        u32::from(k % 4) + 1
+    }
+
+    fn countdowns() -> Vec<(u32, BoxedStrategy<(u8, u8)>)> {
+        (0..14u8)
+            .map(|k| (weight(k), Countdown(k, k % 3).boxed()))
+            .collect()
+    }
+
+    fn drawn_options() -> Vec<(u32, BoxedStrategy<(u8, u16)>)> {
+        (0..14u8)
+            .map(|k| (weight(k), (Just(k), 0u16..1000).boxed()))
             .collect()
     }
 
@@ -255,40 +327,96 @@ mod tests {
     }
 
     #[test]
-    fn draws_and_shrinks_as_proptests_union() {
-        let lean = LeanUnion::new_weighted(options());
-        let reference = proptest::strategy::Union::new_weighted(options());
-        let mut differing_picks = std::collections::BTreeSet::new();
+    fn picks_and_shrinks_as_proptests_union() {
+        let lean = LeanUnion::new_weighted(countdowns());
+        let reference = proptest::strategy::Union::new_weighted(countdowns());
+        let mut picks = std::collections::BTreeSet::new();
         for seed in 0..=255u8 {
-            let (mut a, mut b) = (runner(seed), runner(seed));
-            let mut lean_tree = lean.new_tree(&mut a).unwrap();
-            let mut reference_tree = reference.new_tree(&mut b).unwrap();
-            differing_picks.insert(lean_tree.current().0);
+            let mut lean_tree = lean.new_tree(&mut runner(seed)).unwrap();
+            let mut reference_tree = reference.new_tree(&mut runner(seed)).unwrap();
+            picks.insert(lean_tree.current().0);
             assert_eq!(
                 walk(&mut lean_tree),
                 walk(&mut reference_tree),
                 "seed {seed}"
             );
-            // Both runners are left in the same state.
-            assert_eq!(a.rng().next_u64(), b.rng().next_u64(), "seed {seed}");
         }
         // The seeds reached most options, so deferred ones were drawn.
-        assert!(differing_picks.len() >= 10, "{differing_picks:?}");
+        assert!(picks.len() >= 10, "{picks:?}");
     }
 
     #[test]
-    fn a_vector_of_lean_unions_draws_as_one_of_unions() {
-        let lean = proptest::collection::vec(LeanUnion::new_weighted(options()), 1..30);
-        let reference =
-            proptest::collection::vec(proptest::strategy::Union::new_weighted(options()), 1..30);
+    fn a_draw_takes_one_u64_for_the_options_it_passes_over() {
+        let lean = LeanUnion::new_weighted(drawn_options());
+        let total: u64 = (0..14u8).map(|k| u64::from(weight(k))).sum();
+        for seed in 0..=255u8 {
+            let mut a = runner(seed);
+            let tree = lean.new_tree(&mut a).unwrap();
+            // By hand: the pick, one u64 if an option was passed over, then
+            // the picked option's own draw.
+            let mut b = runner(seed);
+            let drawn = sample_uniform_incl(&mut b, 0u64, total - 1);
+            let mut sum = 0;
+            let pick = (0..14u8)
+                .take_while(|&k| {
+                    sum += u64::from(weight(k));
+                    sum <= drawn
+                })
+                .count();
+            if pick > 0 {
+                b.rng().next_u64();
+            }
+            let value = (0u16..1000).new_tree(&mut b).unwrap().current();
+            assert_eq!(tree.current(), (pick as u8, value), "seed {seed}");
+            assert_eq!(a.rng().next_u64(), b.rng().next_u64(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn options_passed_over_draw_from_rngs_of_their_own() {
+        let lean = LeanUnion::new_weighted(drawn_options());
+        let mut reached = std::collections::BTreeMap::<u8, Vec<u16>>::new();
+        for seed in 0..=255u8 {
+            let mut tree = lean.new_tree(&mut runner(seed)).unwrap();
+            let again = walk(&mut lean.new_tree(&mut runner(seed)).unwrap());
+            // The same seed walks the same way.
+            assert_eq!(walk(&mut tree), again, "seed {seed}");
+            // The value each option passed over is drawn with.
+            let mut tree = lean.new_tree(&mut runner(seed)).unwrap();
+            let mut at = tree.current().0;
+            while tree.simplify() {
+                let (k, v) = tree.current();
+                if k != at {
+                    reached.entry(k).or_default().push(v);
+                    at = k;
+                }
+            }
+        }
+        // Shrinking moved to options passed over, whose draws differ
+        // from seed to seed and from option to option.
+        assert!(reached.len() >= 10, "{:?}", reached.keys());
+        for (k, values) in &reached {
+            let distinct: std::collections::BTreeSet<_> = values.iter().collect();
+            assert!(
+                values.len() < 4 || distinct.len() * 2 > values.len(),
+                "option {k}: {values:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_vector_of_lean_unions_shrinks_as_one_of_unions() {
+        // Whatever the RNG gives each element, its option and shrinking
+        // follow proptest's union; the vector's own shrinking is proptest's.
+        let lean = proptest::collection::vec(LeanUnion::new_weighted(countdowns()), 1..30);
         for seed in 0..64u8 {
             let mut lean_tree = lean.new_tree(&mut runner(seed)).unwrap();
-            let mut reference_tree = reference.new_tree(&mut runner(seed)).unwrap();
-            assert_eq!(
-                walk(&mut lean_tree),
-                walk(&mut reference_tree),
-                "seed {seed}"
-            );
+            let walked = walk(&mut lean_tree);
+            assert_eq!(walked, walk(&mut lean.new_tree(&mut runner(seed)).unwrap()));
+            // Simplified all the way: one element, of the first option, at 0.
+            let mut tree = lean.new_tree(&mut runner(seed)).unwrap();
+            while tree.simplify() {}
+            assert_eq!(tree.current(), vec![(0, 0)], "seed {seed}");
         }
     }
 }

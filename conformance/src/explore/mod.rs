@@ -3,8 +3,8 @@
 //! driver (any difference in outcomes or pointer relations is a finding).
 //!
 //! A case is a [`generate::Program`] drawn from a proptest strategy with a
-//! seed derived from `--seed` and the case number, lowered to scenario text
-//! and parsed back (so what runs is exactly what a finding file holds). A
+//! seed derived from `--seed` and the case number, lowered to a scenario
+//! whose text, the one a finding file holds, parses back to it. A
 //! failing case is shrunk ([`shrink`]) to a minimal scenario that still
 //! breaks the same property, and written under `--out` with its seed.
 
@@ -183,12 +183,17 @@ fn run_case(
         dialect: dialects[(index % dialects.len() as u64) as usize],
     };
     let mut tree = case_tree_on(id, opts.max_steps, opts.max_devices);
-    let lowered = generate::lower(&tree.current(), opts.max_steps, "");
-    let eval = judge.evaluate_with(&lowered.text, id, opts.checks_determinism(id));
+    let lowered = generate::lower(&tree.current(), opts.max_steps);
+    // What runs is what a finding's file holds: its text parses to it.
+    debug_assert_eq!(
+        ipc_harness::scenario::parse(&lowered.text(), &lowered.scenario.path).as_ref(),
+        Ok(&lowered.scenario)
+    );
+    let eval = judge.evaluate_scenario_with(&lowered.scenario, id, opts.checks_determinism(id));
     let claimed = {
         let mut s = lock(shared);
         if let Some(r) = s.recorder.as_mut() {
-            r.record(id, &lowered.text, &eval);
+            r.record(id, &lowered.text(), &eval);
         }
         s.reached.add(&lowered.stats);
         let summary = &mut s.summary;
@@ -223,7 +228,7 @@ fn run_case(
                 message: v.message.clone(),
                 original_steps: eval.steps,
                 steps: eval.steps,
-                scenario: lowered.text.clone(),
+                scenario: lowered.text(),
                 file: None,
                 signature: v.signature.clone(),
                 repeats: 0,

@@ -37,7 +37,7 @@ pub fn minimise(
             .into_iter()
             .find(|v| v.signature == first.signature)
     };
-    let mut best = generate::lower(&tree.current(), max_steps, "").text;
+    let mut best = generate::lower(&tree.current(), max_steps).text();
     let original_steps = step_count(&best);
     let mut why = first.clone();
 
@@ -46,7 +46,7 @@ pub fn minimise(
         let mut spent = 0;
         while spent < budget {
             spent += 1;
-            let text = generate::lower(&tree.current(), max_steps, "").text;
+            let text = generate::lower(&tree.current(), max_steps).text();
             match still_fails(&text) {
                 Some(v) => {
                     if step_count(&text) <= step_count(&best) {

@@ -2,7 +2,8 @@
 //! `kernel_iota`, sometimes as a small `repeat N` step), and a child forked after CUDA is initialised
 //! (`fork_child_call`). Low weight: each adds one step to a program.
 
-use super::{KernelWrite, Lowering};
+use super::{name, KernelWrite, Lowering};
+use ipc_harness::scenario::{KernelContent, Op};
 use proptest::sample::Index;
 
 impl Lowering {
@@ -15,31 +16,24 @@ impl Lowering {
         };
         let rec = self.allocs[a].clone();
         let len = rec.size.min(4096);
-        let prefix = if repeat > 1 {
+        let repeat = if repeat > 1 {
             self.stats.repeat_steps += 1;
-            format!("repeat {repeat} ")
+            Some(repeat)
         } else {
-            String::new()
+            None
         };
-        match write {
-            KernelWrite::Word(word) => {
-                let bytes: Vec<String> = word.iter().map(|b| format!("{b:02x}")).collect();
-                self.emit(
-                    rec.proc,
-                    format_args!(
-                        "{prefix}kernel_fill {} ({}) len={len}",
-                        rec.name,
-                        bytes.join(" ")
-                    ),
-                );
-            }
-            KernelWrite::Iota(base) => {
-                self.emit(
-                    rec.proc,
-                    format_args!("{prefix}kernel_iota {} {base:#04x} len={len}", rec.name),
-                );
-            }
-        }
+        let content = match write {
+            KernelWrite::Word(word) => KernelContent::Word(word.clone()),
+            KernelWrite::Iota(base) => KernelContent::Iota(*base),
+        };
+        let op = Op::KernelPattern {
+            ptr: name(&rec.name),
+            content,
+            at: None,
+            len: Some(len),
+            resolved_len: len,
+        };
+        self.emit_step(rec.proc, None, op, repeat);
         self.stats.pattern_kernels += 1;
     }
 
@@ -47,7 +41,7 @@ impl Lowering {
     /// (NotInitialized, mem.fork.child-call-after-init); the parent goes on.
     pub(super) fn fork_child(&mut self, proc: &Index) {
         if let Some(p) = self.pick_proc(proc) {
-            self.emit(p, format_args!("fork_child_call alloc 1MiB"));
+            self.emit(p, Op::ForkChildAlloc { size: 1 << 20 });
             self.stats.fork_children += 1;
         }
     }

@@ -3,8 +3,9 @@
 //! descriptor, import it, export an allocation's pointer, send the export
 //! data, import the pointer and read; then the frees in a chosen order.
 
-use super::{Lowering, PoolFreeOrder};
-use ipc_harness::CallKind;
+use super::{name, Lowering, PoolFreeOrder};
+use ipc_harness::scenario::Op;
+use ipc_harness::HandleTypes;
 use proptest::sample::Index;
 
 impl Lowering {
@@ -26,8 +27,11 @@ impl Lowering {
         let exporter = live[k / (live.len() - 1)];
         let others: Vec<usize> = live.iter().copied().filter(|&p| p != exporter).collect();
         let importer = others[k % (live.len() - 1)];
-        let to = super::PROC_NAMES[importer];
-        let types = if exportable { "posix_fd" } else { "none" };
+        let types = if exportable {
+            HandleTypes::POSIX_FD
+        } else {
+            HandleTypes::NONE
+        };
         let pool = self.fresh("pl");
         let fd = self.fresh("pf");
         let sent = self.fresh("ppf");
@@ -35,108 +39,76 @@ impl Lowering {
         let alloc = self.fresh("pa");
         let data = self.fresh("px");
         let ptr = self.fresh("pq");
-        self.emit(
+        self.bind(exporter, &pool, Op::PoolCreate { types, device: 0 });
+        self.bind(exporter, &fd, Op::PoolExport { pool: pool.clone() });
+        self.bind(
             exporter,
-            format_args!(
-                "{pool} = {kw} types={types}",
-                kw = CallKind::PoolCreate.keyword()
-            ),
+            &sent,
+            Op::SendFd {
+                fd: fd.clone(),
+                to: importer,
+                to_name: super::PROC_NAMES[importer].to_string(),
+            },
         );
-        self.emit(
+        self.bind(importer, &imported, Op::PoolImport { fd: sent.clone() });
+        self.bind(
             exporter,
-            format_args!("{fd} = {kw} {pool}", kw = CallKind::PoolExport.keyword()),
-        );
-        self.emit(exporter, format_args!("{sent} = send_fd {fd} -> {to}"));
-        self.emit(
-            importer,
-            format_args!(
-                "{imported} = {kw} {sent}",
-                kw = CallKind::PoolImport.keyword()
-            ),
-        );
-        self.emit(
-            exporter,
-            format_args!(
-                "{alloc} = {kw} {pool} 2MiB",
-                kw = CallKind::PoolAlloc.keyword()
-            ),
+            &alloc,
+            Op::PoolAlloc {
+                pool: pool.clone(),
+                size: 2 << 20,
+            },
         );
         self.emit(
             exporter,
-            format_args!(
-                "{kw} {alloc} {value:#04x} len=2MiB",
-                kw = CallKind::Memset.keyword()
-            ),
+            Op::Fill {
+                ptr: name(&alloc),
+                value,
+                at: None,
+                len: Some(2 << 20),
+                resolved_len: 2 << 20,
+            },
         );
-        self.emit(
-            exporter,
-            format_args!("{kw}", kw = CallKind::Synchronize.keyword()),
-        );
-        self.emit(
-            exporter,
-            format_args!(
-                "{data} = {kw} {alloc}",
-                kw = CallKind::PoolExportPtr.keyword()
-            ),
-        );
-        self.emit(exporter, format_args!("send {data} -> {to}"));
+        self.emit(exporter, Op::Sync);
+        self.bind(exporter, &data, Op::PoolExportPtr { ptr: name(&alloc) });
+        self.send(exporter, &data, importer);
+        let free_alloc = Op::PoolFree { ptr: name(&alloc) };
+        let free_ptr = Op::PoolFree { ptr: name(&ptr) };
         if order == PoolFreeOrder::ExporterBeforeImport {
-            self.emit(
-                exporter,
-                format_args!("{kw} {alloc}", kw = CallKind::PoolFree.keyword()),
-            );
+            self.emit(exporter, free_alloc.clone());
         }
-        self.emit(
+        self.bind(
             importer,
-            format_args!(
-                "{ptr} = {kw} {imported} {data}",
-                kw = CallKind::PoolImportPtr.keyword()
-            ),
+            &ptr,
+            Op::PoolImportPtr {
+                pool: imported,
+                data,
+            },
         );
         self.stats.pool_imports += 1;
         self.emit(
             importer,
-            format_args!("{kw} {ptr} 0 4", kw = CallKind::Read.keyword()),
+            Op::Read {
+                ptr: name(&ptr),
+                offset: 0,
+                len: 4,
+            },
         );
         match order {
             PoolFreeOrder::ImporterFirst => {
-                self.emit(
-                    importer,
-                    format_args!("{kw} {ptr}", kw = CallKind::PoolFree.keyword()),
-                );
-                self.emit(
-                    exporter,
-                    format_args!("{kw} {alloc}", kw = CallKind::PoolFree.keyword()),
-                );
+                self.emit(importer, free_ptr);
+                self.emit(exporter, free_alloc);
             }
             PoolFreeOrder::ExporterFirst => {
-                self.emit(
-                    exporter,
-                    format_args!("{kw} {alloc}", kw = CallKind::PoolFree.keyword()),
-                );
-                self.emit(
-                    importer,
-                    format_args!("{kw} {ptr}", kw = CallKind::PoolFree.keyword()),
-                );
+                self.emit(exporter, free_alloc);
+                self.emit(importer, free_ptr);
             }
             PoolFreeOrder::ExporterBeforeImport => {
-                self.emit(
-                    importer,
-                    format_args!("{kw} {ptr}", kw = CallKind::PoolFree.keyword()),
-                );
+                self.emit(importer, free_ptr);
             }
         }
-        self.emit(
-            exporter,
-            format_args!("{kw} {fd}", kw = CallKind::FdClose.keyword()),
-        );
-        self.emit(
-            importer,
-            format_args!("{kw} {sent}", kw = CallKind::FdClose.keyword()),
-        );
-        self.emit(
-            exporter,
-            format_args!("{kw} {pool}", kw = CallKind::PoolDestroy.keyword()),
-        );
+        self.emit(exporter, Op::FdClose { fd });
+        self.emit(importer, Op::FdClose { fd: sent });
+        self.emit(exporter, Op::PoolDestroy { pool });
     }
 }
