@@ -6,21 +6,22 @@
 #     workers (`--workers fresh`), and whether their verdicts are identical;
 #   - `run --check-sharing` over the gate (shareable clauses, fresh vs reused);
 #   - explore cases/s over a fixed number of cases, on one thread and on
-#     JOBS threads (`explore --jobs JOBS`, the threads sharing one pool of
-#     workers), and on a GPU its findings rechecked on fresh workers;
+#     JOBS threads (default 2; `explore --jobs JOBS`, the threads sharing one
+#     pool of workers), and on a GPU its findings rechecked on fresh workers;
 #   - on a host with several devices: the gate with `run --jobs auto` (one
 #     clause per device at once) and whether its verdicts are those of the
 #     serial run;
 #   - on the simulator: the whole catalogue's step time, best of 3, and
 #     explore cases/s per dialect mix.
 # Usage: tools/benchmark/benchmark.sh [BIN] [sim|cuda] [OUT] [EXPLORE_CASES] [JOBS]
-# EXPLORE_TIME_LIMIT_S (default 180) bounds each explore run.
+# EXPLORE_TIME_LIMIT_S (default 180) bounds each explore run. With
+# IPC_CONFORMANCE_PROFILE=1 every log ends with where its run spent its time.
 set -u
 BIN=${1:-target/release/ipc-conformance}
 BACKEND=${2:-sim}
 OUT=${3:-reports/latest/benchmark}
 CASES=${4:-300}
-JOBS=${5:-8}
+JOBS=${5:-2}
 mkdir -p "$OUT"
 [ -x "$BIN" ] || { echo "benchmark: no executable $BIN (cargo build --release -p ipc-conformance --features cuda)" >&2; exit 2; }
 
