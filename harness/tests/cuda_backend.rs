@@ -1013,10 +1013,12 @@ fn a_worker_that_does_not_answer_reset_in_time_is_killed() {
 }
 
 #[test]
-fn a_machine_with_an_exited_process_returns_no_worker() {
+fn without_shared_exits_a_machine_with_an_exited_process_returns_no_worker() {
     let d = Dialect::Driver;
     let scratch = Scratch::new("reuse-exited");
-    let backend = reusing(server(&scratch, &[on_reset(&scratch, clean())]), 2);
+    // IPC_CONFORMANCE_SHARE_ALSO=none: the strict policy.
+    let backend =
+        reusing(server(&scratch, &[on_reset(&scratch, clean())]), 2).with_exits_shared(false);
     let mut m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
     let pids = m.pids();
     assert_eq!(m.exit(0), Ok(()));
