@@ -96,13 +96,23 @@ impl KernelBytes {
     /// The first `len` bytes the kernel writes.
     pub(crate) fn bytes(&self, len: u64) -> Vec<u8> {
         let width = u64::from(self.width.max(1));
-        (0..len)
-            .map(|i| {
-                let word_byte = (self.pattern >> (8 * (i % width))) as u8;
-                let rounds = (i / width) as u8;
-                word_byte.wrapping_add(self.step.wrapping_mul(rounds))
-            })
-            .collect()
+        // The rounds count modulo 256, so the bytes repeat every 256 words
+        // (every word when the step is 0): one period is computed, then
+        // copied over the rest in doubling runs.
+        let period = if self.step == 0 { width } else { 256 * width };
+        let first = len.min(period);
+        let mut out: Vec<u8> = Vec::with_capacity(len as usize);
+        out.extend((0..first).map(|i| {
+            let word_byte = (self.pattern >> (8 * (i % width))) as u8;
+            let rounds = (i / width) as u8;
+            word_byte.wrapping_add(self.step.wrapping_mul(rounds))
+        }));
+        let len = len as usize;
+        while out.len() < len {
+            let n = out.len().min(len - out.len());
+            out.extend_from_within(..n);
+        }
+        out
     }
 }
 

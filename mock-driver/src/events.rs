@@ -117,7 +117,7 @@ impl World {
                     continue;
                 };
                 if let Some(b) = self.blocks.get_mut(&f.block) {
-                    b.data.write(f.offset, &bytes);
+                    b.data.write_vec(f.offset, bytes);
                 }
                 continue;
             }
@@ -126,7 +126,7 @@ impl World {
                 match f.content {
                     KernelWrite::Byte(value) => b.data.fill(f.offset, f.len, value),
                     KernelWrite::Pattern(pattern) => {
-                        b.data.write(f.offset, &pattern.bytes(f.len));
+                        b.data.write_vec(f.offset, pattern.bytes(f.len));
                     }
                 }
             }

@@ -79,6 +79,11 @@ impl Store {
     }
 
     pub(crate) fn write(&mut self, start: u64, bytes: &[u8]) {
+        self.write_vec(start, bytes.to_vec());
+    }
+
+    /// `write`, keeping `bytes` as the segment's content.
+    pub(crate) fn write_vec(&mut self, start: u64, bytes: Vec<u8>) {
         if bytes.is_empty() {
             return;
         }
@@ -88,7 +93,7 @@ impl Store {
             start,
             Segment {
                 len,
-                content: Content::Bytes(bytes.to_vec()),
+                content: Content::Bytes(bytes),
             },
         );
     }
