@@ -94,25 +94,33 @@ impl KernelBytes {
     }
 
     /// The first `len` bytes the kernel writes.
+    #[cfg(test)]
     pub(crate) fn bytes(&self, len: u64) -> Vec<u8> {
+        let mut out = vec![0; len as usize];
+        self.fill(0, &mut out);
+        out
+    }
+
+    /// Bytes `first..` of what the kernel writes, into `dst`.
+    pub(crate) fn fill(&self, first: u64, dst: &mut [u8]) {
         let width = u64::from(self.width.max(1));
         // The rounds count modulo 256, so the bytes repeat every 256 words
         // (every word when the step is 0): one period is computed, then
         // copied over the rest in doubling runs.
         let period = if self.step == 0 { width } else { 256 * width };
-        let first = len.min(period);
-        let mut out: Vec<u8> = Vec::with_capacity(len as usize);
-        out.extend((0..first).map(|i| {
+        let once = dst.len().min(period as usize);
+        for (j, d) in dst[..once].iter_mut().enumerate() {
+            let i = first + j as u64;
             let word_byte = (self.pattern >> (8 * (i % width))) as u8;
             let rounds = (i / width) as u8;
-            word_byte.wrapping_add(self.step.wrapping_mul(rounds))
-        }));
-        let len = len as usize;
-        while out.len() < len {
-            let n = out.len().min(len - out.len());
-            out.extend_from_within(..n);
+            *d = word_byte.wrapping_add(self.step.wrapping_mul(rounds));
         }
-        out
+        let mut done = once;
+        while done < dst.len() {
+            let n = done.min(dst.len() - done);
+            dst.copy_within(..n, done);
+            done += n;
+        }
     }
 }
 

@@ -109,15 +109,15 @@ impl World {
             // A copy reads its source as it is when it runs; a block freed
             // in the meantime (either side) takes the bytes with it.
             if let Some((block, offset)) = f.source {
-                let Some(bytes) = self
+                let Some(part) = self
                     .blocks
                     .get(&block)
-                    .map(|b| b.data.read(offset, f.len as usize))
+                    .map(|b| b.data.extract(offset, f.len))
                 else {
                     continue;
                 };
                 if let Some(b) = self.blocks.get_mut(&f.block) {
-                    b.data.write_vec(f.offset, bytes);
+                    b.data.paste(f.offset, f.len, part);
                 }
                 continue;
             }
@@ -125,9 +125,7 @@ impl World {
             if let Some(b) = self.blocks.get_mut(&f.block) {
                 match f.content {
                     KernelWrite::Byte(value) => b.data.fill(f.offset, f.len, value),
-                    KernelWrite::Pattern(pattern) => {
-                        b.data.write_vec(f.offset, pattern.bytes(f.len));
-                    }
+                    KernelWrite::Pattern(pattern) => b.data.write_pattern(f.offset, f.len, pattern),
                 }
             }
         }
@@ -168,7 +166,12 @@ impl World {
         let slot = if flags & INTERPROCESS != 0 {
             Self::live_ipc_events_rule(self.events.live_ipc_events(p))?;
             self.events.ipc_state.insert((p, ctx));
-            Some(self.events.slots.get(&(p, ctx)).map_or(0, |s| s.lowest_free()))
+            Some(
+                self.events
+                    .slots
+                    .get(&(p, ctx))
+                    .map_or(0, |s| s.lowest_free()),
+            )
         } else {
             None
         };
