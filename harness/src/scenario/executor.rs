@@ -1311,8 +1311,16 @@ mod element_name_tests {
 
     #[test]
     fn element_names_on_the_stack_are_the_formatted_ones() {
-        for (list, i) in [("e", 0), ("a", 17), ("x", usize::MAX), (&*"n".repeat(60), 3)] {
-            assert_eq!(with_element_name(list, i, str::to_owned), element_name(list, i));
+        for (list, i) in [
+            ("e", 0),
+            ("a", 17),
+            ("x", usize::MAX),
+            (&*"n".repeat(60), 3),
+        ] {
+            assert_eq!(
+                with_element_name(list, i, str::to_owned),
+                element_name(list, i)
+            );
         }
     }
 }
