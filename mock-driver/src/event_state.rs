@@ -94,15 +94,33 @@ impl KernelBytes {
     }
 
     /// The first `len` bytes the kernel writes.
+    #[cfg(test)]
     pub(crate) fn bytes(&self, len: u64) -> Vec<u8> {
+        let mut out = vec![0; len as usize];
+        self.fill(0, &mut out);
+        out
+    }
+
+    /// Bytes `first..` of what the kernel writes, into `dst`.
+    pub(crate) fn fill(&self, first: u64, dst: &mut [u8]) {
         let width = u64::from(self.width.max(1));
-        (0..len)
-            .map(|i| {
-                let word_byte = (self.pattern >> (8 * (i % width))) as u8;
-                let rounds = (i / width) as u8;
-                word_byte.wrapping_add(self.step.wrapping_mul(rounds))
-            })
-            .collect()
+        // The rounds count modulo 256, so the bytes repeat every 256 words
+        // (every word when the step is 0): one period is computed, then
+        // copied over the rest in doubling runs.
+        let period = if self.step == 0 { width } else { 256 * width };
+        let once = dst.len().min(period as usize);
+        for (j, d) in dst[..once].iter_mut().enumerate() {
+            let i = first + j as u64;
+            let word_byte = (self.pattern >> (8 * (i % width))) as u8;
+            let rounds = (i / width) as u8;
+            *d = word_byte.wrapping_add(self.step.wrapping_mul(rounds));
+        }
+        let mut done = once;
+        while done < dst.len() {
+            let n = done.min(dst.len() - done);
+            dst.copy_within(..n, done);
+            done += n;
+        }
     }
 }
 
@@ -134,6 +152,11 @@ pub(crate) struct Events {
     /// `(importer, context, exporter)`: the importer opened a handle of the
     /// exporter in that context.
     pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
+    /// The slots live interprocess events hold, per `(owner, context)` pool:
+    /// kept with `cores` (a core holds its slot until its exporter destroys
+    /// it), so a create finds the lowest free slot and the process's count
+    /// without a pass over every event (event.scale.interprocess-event-limit).
+    pub slots: BTreeMap<(ProcessIndex, CtxKey), SlotPool>,
     pub next_core: u64,
     pub next_local: u64,
     /// Per process: the streams it created (`streams.rs`).
@@ -141,7 +164,64 @@ pub(crate) struct Events {
     pub next_stream: u64,
 }
 
+/// The slots of one context's interprocess-event pool that live events
+/// hold.
+#[derive(Debug, Default)]
+pub(crate) struct SlotPool {
+    /// Slot -> the core holding it.
+    pub held: BTreeMap<u32, u64>,
+    /// Slots below `next` no live event holds.
+    free: BTreeSet<u32>,
+    /// Every slot from here up is free.
+    next: u32,
+}
+
+impl SlotPool {
+    /// The lowest slot no live event holds.
+    pub(crate) fn lowest_free(&self) -> u32 {
+        self.free.first().copied().unwrap_or(self.next)
+    }
+
+    /// `core` takes slot `slot`, which is free.
+    pub(crate) fn take(&mut self, slot: u32, core: u64) {
+        if slot >= self.next {
+            self.free.extend(self.next..slot);
+            self.next = slot.saturating_add(1);
+        } else {
+            self.free.remove(&slot);
+        }
+        self.held.insert(slot, core);
+    }
+
+    /// `core`, holding `slot`, is gone: the slot is free again.
+    fn give_up(&mut self, slot: u32, core: u64) {
+        if self.held.get(&slot) == Some(&core) {
+            self.held.remove(&slot);
+            self.free.insert(slot);
+        }
+    }
+}
+
 impl Events {
+    /// How many live interprocess events `p` holds over all its contexts.
+    pub(crate) fn live_ipc_events(&self, p: ProcessIndex) -> usize {
+        self.slots
+            .range((p, 0)..=(p, CtxKey::MAX))
+            .map(|(_, s)| s.held.len())
+            .sum()
+    }
+
+    /// Core `id` (made by `owner` in `ctx`) gives up its slot, if it holds one.
+    fn free_slot(&mut self, id: u64) {
+        let Some(c) = self.cores.get(&id) else {
+            return;
+        };
+        let (key, slot) = ((c.owner, c.ctx), c.slot);
+        if let (Some(slot), Some(pool)) = (slot, self.slots.get_mut(&key)) {
+            pool.give_up(slot, id);
+        }
+    }
+
     /// When work queued now on `p`'s legacy default stream could start: after
     /// its own work and that of `p`'s blocking streams (stream.legacy-waits-for-blocking).
     pub(crate) fn tail(&self, p: ProcessIndex) -> u64 {
@@ -198,6 +278,7 @@ impl Events {
         if l.imported {
             return;
         }
+        self.free_slot(l.core);
         if let Some(core) = self.cores.get_mut(&l.core) {
             if core.handle.is_some() {
                 // Importers (and later opens) still reach the core.

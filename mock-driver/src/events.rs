@@ -109,15 +109,15 @@ impl World {
             // A copy reads its source as it is when it runs; a block freed
             // in the meantime (either side) takes the bytes with it.
             if let Some((block, offset)) = f.source {
-                let Some(bytes) = self
+                let Some(part) = self
                     .blocks
                     .get(&block)
-                    .map(|b| b.data.read(offset, f.len as usize))
+                    .map(|b| b.data.extract(offset, f.len))
                 else {
                     continue;
                 };
                 if let Some(b) = self.blocks.get_mut(&f.block) {
-                    b.data.write(f.offset, &bytes);
+                    b.data.paste(f.offset, f.len, part);
                 }
                 continue;
             }
@@ -125,9 +125,7 @@ impl World {
             if let Some(b) = self.blocks.get_mut(&f.block) {
                 match f.content {
                     KernelWrite::Byte(value) => b.data.fill(f.offset, f.len, value),
-                    KernelWrite::Pattern(pattern) => {
-                        b.data.write(f.offset, &pattern.bytes(f.len));
-                    }
+                    KernelWrite::Pattern(pattern) => b.data.write_pattern(f.offset, f.len, pattern),
                 }
             }
         }
@@ -162,16 +160,30 @@ impl World {
         if ipc_with_timing && self.sem.event_ipc_timing == EventIpcTiming::CreateFails {
             return Err(ErrorKind::InvalidValue.into());
         }
+        // An exported event its exporter destroyed gives its slot up: the
+        // new event takes the lowest slot of the context's pool no live
+        // event holds (event.get.slot-reused-after-destroy).
         let slot = if flags & INTERPROCESS != 0 {
-            let (held, free_slot) = self.live_ipc_events(p, ctx);
-            Self::live_ipc_events_rule(held)?;
+            Self::live_ipc_events_rule(self.events.live_ipc_events(p))?;
             self.events.ipc_state.insert((p, ctx));
-            Some(free_slot)
+            Some(
+                self.events
+                    .slots
+                    .get(&(p, ctx))
+                    .map_or(0, |s| s.lowest_free()),
+            )
         } else {
             None
         };
         let core = self.events.next_core;
         self.events.next_core += 1;
+        if let Some(slot) = slot {
+            self.events
+                .slots
+                .entry((p, ctx))
+                .or_default()
+                .take(slot, core);
+        }
         self.events.cores.insert(
             core,
             Core {
@@ -446,12 +458,10 @@ impl World {
             let bytes = self.handle_bytes(core.owner, p, ctx, slot);
             let holder = self
                 .events
-                .cores
-                .iter()
-                .find(|(_, c)| {
-                    c.owner == p && c.ctx == ctx && c.slot == Some(slot) && !c.exporter_destroyed
-                })
-                .map(|(&id, _)| id);
+                .slots
+                .get(&(p, ctx))
+                .and_then(|s| s.held.get(&slot))
+                .copied();
             if let Some(id) = holder.filter(|_| core.owner == p) {
                 self.events.by_handle.insert(bytes, id);
             }
@@ -470,32 +480,6 @@ impl World {
             c.handle = Some(bytes);
         }
         Ok(IpcEventHandle(bytes))
-    }
-
-    /// How many live interprocess events `p` holds, and the lowest slot of
-    /// `(p, ctx)`'s pool none of them holds (an exported event its exporter
-    /// destroyed gives its slot up), in one pass over the events.
-    fn live_ipc_events(&self, p: ProcessIndex, ctx: CtxKey) -> (usize, u32) {
-        let mut held = 0;
-        let mut taken: Vec<bool> = Vec::new();
-        let live = self
-            .events
-            .cores
-            .values()
-            .filter(|c| c.owner == p && !c.exporter_destroyed);
-        for c in live {
-            let Some(slot) = c.slot else { continue };
-            held += 1;
-            if c.ctx == ctx {
-                let slot = slot as usize;
-                if taken.len() <= slot {
-                    taken.resize(slot + 1, false);
-                }
-                taken[slot] = true;
-            }
-        }
-        let free = taken.iter().position(|t| !t).unwrap_or(taken.len());
-        (held, u32::try_from(free).unwrap_or(u32::MAX))
     }
 
     /// Shaped like the measured handles: a per-exporter word, a word naming

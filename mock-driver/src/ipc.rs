@@ -522,13 +522,13 @@ impl World {
             .blocks
             .get(&block_id)
             .is_some_and(|b| self.procs[b.owner].exited);
-        let same_ids = self.procs[p].regions.values().any(|r| {
-            r.block == block_id
-                && r.import.as_ref().is_some_and(|m| {
-                    m.ctx == ctx && m.opened.iter().any(|o| o.0[40..56] == handle.0[40..56])
-                })
+        if !exporter_exited {
+            return Ok(());
+        }
+        let same_ids = self.procs[p].opened_like(ctx, handle).any(|(_, r, m)| {
+            r.block == block_id && m.opened.iter().any(|o| o.0[40..56] == handle.0[40..56])
         });
-        if !exporter_exited || same_ids {
+        if same_ids {
             return Ok(());
         }
         if self.maps_block(p, ctx, block_id) {
@@ -571,6 +571,7 @@ impl World {
             m.closed.remove(&export.0);
             if !m.opened.contains(handle) {
                 m.opened.push(*handle);
+                self.procs[p].note_opened(ctx, handle, base);
             }
         }
         Ok(Some(ret))
@@ -675,12 +676,9 @@ impl World {
         handle: &IpcMemHandle,
         block_id: BlockId,
     ) -> bool {
-        self.procs[p].regions.values().any(|r| {
-            r.block == block_id
-                && r.import
-                    .as_ref()
-                    .is_some_and(|m| m.ctx == ctx && m.opened.contains(handle))
-        })
+        self.procs[p]
+            .opened_like(ctx, handle)
+            .any(|(_, r, m)| r.block == block_id && m.opened.contains(handle))
     }
 
     /// Whether context `ctx` of `p` maps `block_id`.
@@ -809,6 +807,7 @@ impl World {
             },
         );
         proc.imports.insert((ctx, block_id, base));
+        proc.note_opened(ctx, handle, base);
         proc.opened_ptrs.insert(ret);
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.importers = b.importers.saturating_add(1);
@@ -962,17 +961,15 @@ impl World {
             return None;
         }
         let base = self.procs[p]
-            .regions
-            .iter()
-            .find(|(_, r)| {
-                r.import.as_ref().is_some_and(|m| {
-                    m.ctx == ctx && m.opened.iter().any(|o| o.0[8..] == handle.0[8..])
-                }) && self
-                    .blocks
-                    .get(&r.block)
-                    .is_some_and(|b| b.export_id != Some(object))
+            .opened_like(ctx, handle)
+            .find(|(_, r, m)| {
+                m.opened.iter().any(|o| o.0[8..] == handle.0[8..])
+                    && self
+                        .blocks
+                        .get(&r.block)
+                        .is_some_and(|b| b.export_id != Some(object))
             })
-            .map(|(&b, _)| b)?;
+            .map(|(b, _, _)| b)?;
         let m = self.procs[p]
             .regions
             .get_mut(&base)
@@ -1007,15 +1004,21 @@ impl World {
         block_device: Option<u32>,
     ) -> bool {
         let proc = &self.procs[p];
-        proc.imports.iter().any(|&(c, b, base)| {
-            c != ctx
-                && proc.contexts.get(&c).is_some_and(|x| x.device == device)
-                && proc
-                    .regions
-                    .get(&base)
-                    .and_then(|r| r.import.as_ref())
-                    .is_some_and(|m| m.exporter_tag == tag)
-                && block_device.is_none_or(|d| self.blocks.get(&b).is_some_and(|x| x.device == d))
+        let others = proc
+            .contexts
+            .iter()
+            .filter(|&(&c, x)| c != ctx && x.device == device);
+        others.into_iter().any(|(&c, _)| {
+            proc.imports
+                .range((c, 0, 0)..=(c, BlockId::MAX, u64::MAX))
+                .any(|&(_, b, base)| {
+                    proc.regions
+                        .get(&base)
+                        .and_then(|r| r.import.as_ref())
+                        .is_some_and(|m| m.exporter_tag == tag)
+                        && block_device
+                            .is_none_or(|d| self.blocks.get(&b).is_some_and(|x| x.device == d))
+                })
         })
     }
 
@@ -1048,8 +1051,7 @@ impl World {
         // pointer's handle is not a copy of an open one (it opens at its own
         // offset).
         let interior = self.sem.interior_handle == InteriorHandle::PointerOffset;
-        let original = proc.regions.values().find_map(|r| {
-            let m = r.import.as_ref().filter(|m| m.ctx == ctx)?;
+        let original = proc.opened_like(ctx, handle).find_map(|(_, _, m)| {
             m.opened
                 .iter()
                 .find(|o| {
@@ -1067,14 +1069,11 @@ impl World {
             // serial names no slot and is ignored.
             let serials = self.sem.handle_stable == HandleStability::SameBytes;
             let reserial = serials
-                && proc.regions.values().any(|r| {
-                    r.import.as_ref().is_some_and(|m| {
-                        m.ctx == ctx
-                            && m.opened.iter().any(|o| {
-                                o.0[28..31] == b[28..31]
-                                    && o.0[48..56] == b[48..56]
-                                    && o.0[40..48] != b[40..48]
-                            })
+                && proc.opened_like(ctx, handle).any(|(_, _, m)| {
+                    m.opened.iter().any(|o| {
+                        o.0[28..31] == b[28..31]
+                            && o.0[48..56] == b[48..56]
+                            && o.0[40..48] != b[40..48]
                     })
                 });
             return if reserial {

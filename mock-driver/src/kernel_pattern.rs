@@ -57,6 +57,25 @@ mod tests {
     }
 
     #[test]
+    fn long_runs_are_byte_i_of_the_pattern_word_plus_the_step_per_round() {
+        for (pattern, width, step) in [
+            (0xa5, 1, 0),
+            (0x0807_0605_0403_0201, 8, 3),
+            (0x0f0e0d, 3, 255),
+        ] {
+            let k = KernelBytes::new(pattern, width, step);
+            let len = 3 * 256 * u64::from(width) + 5;
+            let want: Vec<u8> = (0..len)
+                .map(|i| {
+                    let word_byte = (pattern >> (8 * (i % u64::from(width)))) as u8;
+                    word_byte.wrapping_add(step.wrapping_mul((i / u64::from(width)) as u8))
+                })
+                .collect();
+            assert_eq!(k.bytes(len), want);
+        }
+    }
+
+    #[test]
     fn widths_outside_one_to_eight_are_invalid() {
         assert!(!KernelBytes::new(1, 0, 0).is_valid());
         assert!(!KernelBytes::new(1, 9, 0).is_valid());

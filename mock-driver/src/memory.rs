@@ -475,6 +475,7 @@ impl World {
         let Some((id, off)) = self.procs[p].allocs.get(&out).map(|a| (a.block, a.offset)) else {
             return Ok(bytes);
         };
+        let fresh = self.blocks.len() > blocks_before;
         if let Some(b) = self.blocks.get_mut(&id) {
             let (from, to) = (ptr.max(out), ptr.saturating_add(len).min(out + len));
             if from < to {
@@ -482,9 +483,12 @@ impl World {
                 let at = (from - ptr) as usize;
                 bytes[at..at + old.len()].copy_from_slice(&old);
             }
-            b.data.write(off, &bytes);
+            // Only a shared block keeps the output: a block of its own goes
+            // with the free below, its bytes unread.
+            if !fresh {
+                b.data.write(off, &bytes);
+            }
         }
-        let fresh = self.blocks.len() > blocks_before;
         self.free_allocation(p, out, false);
         // A buffer that needed a block of its own leaves no trace in the
         // process's VA (free spans, release stamps, arenas): the program's

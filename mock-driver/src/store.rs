@@ -1,15 +1,22 @@
 //! Sparse byte storage for one physical block.
 //!
-//! Contents are kept as non-overlapping segments (a run of one byte value, or
-//! literal bytes); gaps read as zero. A 64 GiB allocation therefore costs
-//! nothing until written, and even a memset of all of it is one segment.
+//! Contents are kept as non-overlapping segments (a run of one byte value,
+//! literal bytes, or a pattern kernel's bytes, computed when read); gaps
+//! read as zero. A 64 GiB allocation therefore costs nothing until written,
+//! and even a memset or a pattern kernel over all of it is one segment.
 
+use crate::event_state::KernelBytes;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone)]
 enum Content {
     Fill(u8),
     Bytes(Vec<u8>),
+    /// Bytes `skip..` of what a pattern kernel writes.
+    Pattern {
+        kernel: KernelBytes,
+        skip: u64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -24,6 +31,10 @@ impl Segment {
         let content = match &self.content {
             Content::Fill(v) => Content::Fill(*v),
             Content::Bytes(b) => Content::Bytes(b[from as usize..to as usize].to_vec()),
+            Content::Pattern { kernel, skip } => Content::Pattern {
+                kernel: *kernel,
+                skip: skip + from,
+            },
         };
         Segment {
             len: to - from,
@@ -93,6 +104,52 @@ impl Store {
         );
     }
 
+    /// A pattern kernel's bytes over `[start, start + len)`.
+    pub(crate) fn write_pattern(&mut self, start: u64, len: u64, kernel: KernelBytes) {
+        let end = start.saturating_add(len);
+        self.punch(start, end);
+        if end > start {
+            self.segments.insert(
+                start,
+                Segment {
+                    len: end - start,
+                    content: Content::Pattern { kernel, skip: 0 },
+                },
+            );
+        }
+    }
+
+    /// The contents of `[start, start + len)`, as a store of `len` bytes.
+    pub(crate) fn extract(&self, start: u64, len: u64) -> Store {
+        let end = start.saturating_add(len);
+        let first = self
+            .segments
+            .range(..start)
+            .next_back()
+            .filter(|(&s, seg)| s.saturating_add(seg.len) > start)
+            .map(|(&s, _)| s)
+            .unwrap_or(start);
+        let segments = self
+            .segments
+            .range(first..end)
+            .filter_map(|(&s, seg)| {
+                let from = s.max(start);
+                let to = s.saturating_add(seg.len).min(end);
+                (from < to).then(|| (from - start, seg.slice(from - s, to - s)))
+            })
+            .collect();
+        Store { segments }
+    }
+
+    /// Replace `[start, start + len)` with `part`, a store of `len` bytes
+    /// (`extract`): a copy keeps fills and patterns as they are.
+    pub(crate) fn paste(&mut self, start: u64, len: u64, part: Store) {
+        self.punch(start, start.saturating_add(len));
+        for (s, seg) in part.segments {
+            self.segments.insert(start.saturating_add(s), seg);
+        }
+    }
+
     /// `len` must fit in memory; callers bound it.
     pub(crate) fn read(&self, start: u64, len: usize) -> Vec<u8> {
         let mut out = vec![0u8; len];
@@ -116,6 +173,7 @@ impl Store {
                 Content::Bytes(b) => {
                     dst.copy_from_slice(&b[(from - s) as usize..(to - s) as usize])
                 }
+                Content::Pattern { kernel, skip } => kernel.fill(skip + (from - s), dst),
             }
         }
         out
@@ -149,6 +207,37 @@ mod tests {
         let mut want = vec![0xaa; 16];
         want[2..12].fill(0);
         assert_eq!(s.read(0, 16), want);
+    }
+
+    #[test]
+    fn a_pattern_is_one_segment_and_reads_as_its_bytes_when_split() {
+        let k = KernelBytes::new(0x0403_0201, 4, 1);
+        let mut s = Store::default();
+        s.write_pattern(8, 2048, k);
+        assert_eq!(s.segment_count(), 1);
+        s.fill(100, 10, 0xee);
+        let mut want = vec![0u8; 8];
+        want.extend(k.bytes(2048));
+        want[100..110].fill(0xee);
+        want.extend([0; 4]);
+        assert_eq!(s.read(0, 2060), want);
+        assert_eq!(s.read(777, 5), want[777..782]);
+    }
+
+    #[test]
+    fn a_pasted_range_reads_as_the_extracted_bytes() {
+        let mut src = Store::default();
+        src.fill(0, 64, 0x11);
+        src.write(10, &[1, 2, 3, 4]);
+        src.write_pattern(40, 30, KernelBytes::new(0x0201, 2, 1));
+        let mut dst = Store::default();
+        dst.fill(0, 100, 0x77);
+        dst.paste(20, 70, src.extract(5, 70));
+        let mut want = dst.read(0, 20);
+        want.extend(src.read(5, 70));
+        want.extend([0x77; 10]);
+        assert_eq!(dst.read(0, 100), want);
+        assert_eq!(dst.read(0, 100)[20 + 70 - 5..90], [0; 5]);
     }
 
     #[test]

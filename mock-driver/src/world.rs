@@ -260,6 +260,12 @@ pub(crate) struct Process {
     /// IPC mappings: (importing context, block, mapping base). One context
     /// may map one block several times (`reopen=new-mapping`).
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
+    /// IPC mappings by the handles opened into them: (importing context,
+    /// the handle's export object word, mapping base). Every rule of
+    /// `ipc_open` that looks for a mapping this context opened with a copy
+    /// of a handle compares that word, so it looks up here instead of
+    /// scanning every mapping (mem.scale.open-thousand-allocations).
+    pub opened_by_object: BTreeSet<(CtxKey, u32, u64)>,
     pub dead: BTreeMap<u64, DeadRange>,
     /// Released VA spans (base -> `FreeVa`) that `va_reuse` hands out
     /// again.
@@ -526,6 +532,7 @@ impl Process {
             allocs: BTreeMap::new(),
             regions: BTreeMap::new(),
             imports: BTreeSet::new(),
+            opened_by_object: BTreeSet::new(),
             dead: BTreeMap::new(),
             free_va: BTreeMap::new(),
             va_releases: 0,
@@ -679,6 +686,29 @@ impl Process {
 
     pub(crate) fn region_at(&self, addr: u64) -> Option<(u64, &Region)> {
         containing(&self.regions, addr, |r| r.len)
+    }
+
+    /// Handle `h` was opened into the mapping at `base` of context `ctx`.
+    pub(crate) fn note_opened(&mut self, ctx: CtxKey, h: &ipc_harness::IpcMemHandle, base: u64) {
+        self.opened_by_object
+            .insert((ctx, crate::handle_codec::u32_at(&h.0, 48), base));
+    }
+
+    /// The IPC mappings of context `ctx`, by base, that a handle with `h`'s
+    /// export object word (bytes 48..52) was opened into: every mapping
+    /// where an opened handle matches `h` on bytes that include those.
+    pub(crate) fn opened_like<'a>(
+        &'a self,
+        ctx: CtxKey,
+        h: &ipc_harness::IpcMemHandle,
+    ) -> impl Iterator<Item = (u64, &'a Region, &'a Mapping)> + 'a {
+        let object = crate::handle_codec::u32_at(&h.0, 48);
+        self.opened_by_object
+            .range((ctx, object, 0)..=(ctx, object, u64::MAX))
+            .filter_map(move |&(_, _, base)| {
+                let r = self.regions.get(&base)?;
+                Some((base, r, r.import.as_ref()?))
+            })
     }
 
     pub(crate) fn dead_at(&self, addr: u64) -> Option<Gone> {
@@ -1012,6 +1042,10 @@ impl World {
         };
         if let Some(m) = &region.import {
             proc.imports.remove(&(m.ctx, region.block, base));
+            for h in &m.opened {
+                let object = crate::handle_codec::u32_at(&h.0, 48);
+                proc.opened_by_object.remove(&(m.ctx, object, base));
+            }
         }
         proc.mark_dead(base, region.len, Gone::Closed);
         proc.release_va(base, region.len, pool);

@@ -407,12 +407,42 @@ fn element_name(list: &str, i: usize) -> String {
     format!("{list}[{i}]")
 }
 
+/// `f` of `element_name(list, i)`, written on the stack: a `repeat` step
+/// looks its elements up in every iteration.
+fn with_element_name<R>(list: &str, i: usize, f: impl FnOnce(&str) -> R) -> R {
+    let mut buf = [0u8; 64];
+    let mut digits = [0u8; 20];
+    let mut d = digits.len();
+    let mut v = i;
+    loop {
+        d -= 1;
+        digits[d] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let digits = &digits[d..];
+    let len = list.len() + digits.len() + 2;
+    if len > buf.len() {
+        return f(&element_name(list, i));
+    }
+    buf[..list.len()].copy_from_slice(list.as_bytes());
+    buf[list.len()] = b'[';
+    buf[list.len() + 1..len - 1].copy_from_slice(digits);
+    buf[len - 1] = b']';
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(name) => f(name),
+        Err(_) => f(&element_name(list, i)),
+    }
+}
+
 impl Run<'_> {
     /// The binding `n` names; a list name (`e[]`) names the current
     /// iteration's element.
     fn bound(&self, n: &str) -> Option<&Bound> {
         match n.strip_suffix(LIST_SUFFIX) {
-            Some(list) => self.bindings.get(&element_name(list, self.iteration)),
+            Some(list) => with_element_name(list, self.iteration, |name| self.bindings.get(name)),
             None => self.bindings.get(n),
         }
     }
@@ -1274,5 +1304,25 @@ mod label_tests {
         assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m2");
         assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
         assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
+    }
+}
+
+#[cfg(test)]
+mod element_name_tests {
+    use super::*;
+
+    #[test]
+    fn element_names_on_the_stack_are_the_formatted_ones() {
+        for (list, i) in [
+            ("e", 0),
+            ("a", 17),
+            ("x", usize::MAX),
+            (&*"n".repeat(60), 3),
+        ] {
+            assert_eq!(
+                with_element_name(list, i, str::to_owned),
+                element_name(list, i)
+            );
+        }
     }
 }
