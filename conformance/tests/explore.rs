@@ -701,3 +701,90 @@ fn the_generator_takes_vmm_descriptors_with_pidfd_getfd() {
     }
     assert!(found > 0, "no case in 300 seeds used pidfd_getfd");
 }
+
+/// A real backend whose reused workers answer from history (here: another
+/// profile's VA placement) while fresh ones answer as the simulator: what
+/// `explore --backend cuda` meets when a reset cannot undo driver state.
+struct HistoryBackend {
+    reused: SimBackend,
+    fresh: SimBackend,
+}
+
+impl ipc_harness::Backend for HistoryBackend {
+    fn name(&self) -> &str {
+        "history"
+    }
+    fn info(&self) -> ipc_harness::BackendInfo {
+        self.fresh.info()
+    }
+    fn start(
+        &self,
+        spec: &ipc_harness::MachineSpec,
+    ) -> Result<Box<dyn ipc_harness::Machine>, ipc_harness::StartError> {
+        self.fresh.start(spec)
+    }
+    fn has_hazard_log(&self) -> bool {
+        false
+    }
+    fn shares_workers(&self) -> bool {
+        true
+    }
+    fn start_shared(
+        &self,
+        spec: &ipc_harness::MachineSpec,
+        sharing: &ipc_harness::WorkerSharing,
+    ) -> Result<Box<dyn ipc_harness::Machine>, ipc_harness::StartError> {
+        if sharing.is_reused() {
+            self.reused.start(spec)
+        } else {
+            self.fresh.start(spec)
+        }
+    }
+}
+
+/// A case that differs on reused workers is judged again on fresh ones:
+/// agreeing there, it is counted as worker history, not a finding; a case
+/// that differs on fresh workers too stays a differential violation.
+#[test]
+fn a_difference_only_reused_workers_show_is_worker_history() {
+    use ipc_mock_driver::Profile;
+    // b lands where a was (measured VA reuse) or elsewhere (documented).
+    let text = "devices 1\nprocess owner device=0\nowner: a = malloc 2MiB\n\
+                owner: c = malloc 2MiB\nowner: free a\nowner: b = malloc 2MiB\n";
+    let scenario = scenario::parse(text, Path::new("history.ipc")).expect("parses");
+    assert!(ipc_harness::sharing::sharing(&scenario).is_reused());
+    let sim = SimBackend::with_profile(Profile::Measured);
+    let id = CaseId {
+        index: 0,
+        seed: 1,
+        dialect: Dialect::Runtime,
+    };
+    let differential = |e: &explore::Evaluation| {
+        e.violations
+            .iter()
+            .any(|v| v.property == Property::Differential)
+    };
+    let history = HistoryBackend {
+        reused: SimBackend::with_profile(Profile::Documented),
+        fresh: SimBackend::with_profile(Profile::Measured),
+    };
+    let with = |real: &dyn ipc_harness::Backend| {
+        Judge {
+            sim: &sim,
+            real: Some(real),
+            step_timeout: Duration::from_secs(5),
+        }
+        .evaluate_scenario(&scenario, id)
+    };
+    let e = with(&history);
+    assert!(e.worker_history, "{:?}", e.violations);
+    assert!(!differential(&e), "{:?}", e.violations);
+    // The same placement on fresh workers: a real difference.
+    let always = HistoryBackend {
+        reused: SimBackend::with_profile(Profile::Documented),
+        fresh: SimBackend::with_profile(Profile::Documented),
+    };
+    let e = with(&always);
+    assert!(!e.worker_history);
+    assert!(differential(&e), "{:?}", e.violations);
+}

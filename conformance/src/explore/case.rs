@@ -7,7 +7,7 @@
 
 use super::generate::{self, GenStats, Program};
 use super::properties::{self, Property, Violation};
-use ipc_harness::scenario::{self, ExecOptions, Scenario};
+use ipc_harness::scenario::{self, sharing, ExecOptions, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, HazardKind, Status, Trace};
 use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
@@ -128,6 +128,9 @@ pub struct Summary {
     pub compared_steps: u64,
     /// Cases with at least one differing step (a finding or a repeat).
     pub differing_cases: u64,
+    /// Cases that differed on reused workers and agreed when run again on
+    /// fresh ones (an earlier case's leftovers; not findings).
+    pub worker_history_cases: u64,
     /// The number of the first case run.
     pub first_case: u64,
     pub findings: Vec<Finding>,
@@ -196,7 +199,13 @@ impl Summary {
             self.backend,
             self.findings.len(),
             if self.findings.len() == 1 { "" } else { "s" }
-        )
+        ) + &match self.worker_history_cases {
+            0 => String::new(),
+            n => format!(
+                " ({n} case{} differed on reused workers only and agreed on fresh ones)",
+                if n == 1 { "" } else { "s" }
+            ),
+        }
     }
 
     /// `differing cases per tier: incidental 14, unattributed 1`, in tier
@@ -372,6 +381,9 @@ pub struct Evaluation {
     pub compared_steps: usize,
     /// The real backend could not run it (NotSupported).
     pub not_compared: bool,
+    /// It differed on reused workers and agreed on fresh ones: what
+    /// differed was an earlier case's leftovers, not this case.
+    pub worker_history: bool,
     /// Both traces, for the side-by-side comment of a finding file.
     pub sim_trace: Option<Trace>,
     pub real_trace: Option<Trace>,
@@ -400,6 +412,7 @@ impl Judge<'_> {
                     steps: 0,
                     compared_steps: 0,
                     not_compared: false,
+                    worker_history: false,
                     sim_trace: None,
                     real_trace: None,
                 }
@@ -434,13 +447,29 @@ impl Judge<'_> {
             steps: scenario.steps.len(),
             compared_steps: 0,
             not_compared: false,
+            worker_history: false,
             sim_trace: None,
             real_trace: None,
         };
         if let (Some(real), Some(sim_trace)) = (self.real, &trace) {
-            let e = ipc_harness::profile::timed("explore: real run", || {
+            let mut e = ipc_harness::profile::timed("explore: real run", || {
                 scenario::execute(scenario, real, &opts)
             });
+            // Reused workers keep driver state a reset cannot undo (the
+            // shared memory of interprocess events, where the next
+            // allocation lands), and a generated case compares every
+            // value: a case that differs there is judged on fresh workers,
+            // as the simulator models a fresh process.
+            if real.shares_workers()
+                && sharing::sharing(scenario).is_reused()
+                && e.verdict.status != Status::NotSupported
+                && !differences(sim_trace, &e.trace).is_empty()
+            {
+                e = ipc_harness::profile::timed("explore: fresh-worker rerun", || {
+                    scenario::execute_fresh(scenario, real, &opts)
+                });
+                eval.worker_history = differences(sim_trace, &e.trace).is_empty();
+            }
             match e.verdict.status {
                 Status::NotSupported => eval.not_compared = true,
                 // A generated case may have no steps at all: nothing to compare.

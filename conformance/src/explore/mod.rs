@@ -206,6 +206,7 @@ fn run_case(
         summary.steps += eval.steps as u64;
         summary.compared_steps += eval.compared_steps as u64;
         summary.not_compared += u64::from(eval.not_compared);
+        summary.worker_history_cases += u64::from(eval.worker_history);
         let new = eval
             .violations
             .iter()

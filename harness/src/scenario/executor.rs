@@ -1012,7 +1012,14 @@ fn check_hazards(scenario: &Scenario, log: Option<&[Hazard]>) -> Vec<(usize, Che
 }
 
 /// Start a machine on `backend`, run the scenario, shut the machine down.
-pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
+/// `shared`: whether the machine may take reused workers (where the backend
+/// shares them and the scenario's sharing allows).
+pub(crate) fn execute(
+    scenario: &Scenario,
+    backend: &dyn Backend,
+    opts: &ExecOptions,
+    shared: bool,
+) -> Execution {
     let spec = MachineSpec {
         devices: scenario.devices,
         processes: scenario.processes.clone(),
@@ -1023,7 +1030,7 @@ pub(crate) fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOpt
         semantics: scenario.semantics.clone(),
     };
     let started = Instant::now();
-    let machine = if backend.shares_workers() {
+    let machine = if shared && backend.shares_workers() {
         backend.start_shared(&spec, &super::sharing::sharing(scenario))
     } else {
         backend.start(&spec)

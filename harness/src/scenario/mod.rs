@@ -71,9 +71,17 @@ fn read_scenario_file(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// Start a machine on `backend` and run the scenario on it.
+/// Start a machine on `backend` and run the scenario on it (on reused
+/// workers where the backend shares them and [`sharing`] allows).
 pub fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
-    executor::execute(scenario, backend, opts)
+    executor::execute(scenario, backend, opts, true)
+}
+
+/// [`execute`] on processes that never served another scenario (unless
+/// the backend reuses workers for everything, as `--workers reused` asks):
+/// what the scenario observes there cannot be an earlier one's leftovers.
+pub fn execute_fresh(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
+    executor::execute(scenario, backend, opts, false)
 }
 
 /// Run the scenario on an already started machine (used with mocks).
