@@ -119,16 +119,21 @@ impl Store {
         }
     }
 
-    /// The contents of `[start, start + len)`, as a store of `len` bytes.
-    pub(crate) fn extract(&self, start: u64, len: u64) -> Store {
-        let end = start.saturating_add(len);
-        let first = self
-            .segments
+    /// Where the segments reaching `start` or beyond begin: the start of a
+    /// segment that covers `start`, else `start`.
+    fn first_from(&self, start: u64) -> u64 {
+        self.segments
             .range(..start)
             .next_back()
             .filter(|(&s, seg)| s.saturating_add(seg.len) > start)
             .map(|(&s, _)| s)
-            .unwrap_or(start);
+            .unwrap_or(start)
+    }
+
+    /// The contents of `[start, start + len)`, as a store of `len` bytes.
+    pub(crate) fn extract(&self, start: u64, len: u64) -> Store {
+        let end = start.saturating_add(len);
+        let first = self.first_from(start);
         let segments = self
             .segments
             .range(first..end)
@@ -154,13 +159,7 @@ impl Store {
     pub(crate) fn read(&self, start: u64, len: usize) -> Vec<u8> {
         let mut out = vec![0u8; len];
         let end = start.saturating_add(len as u64);
-        let first = self
-            .segments
-            .range(..start)
-            .next_back()
-            .filter(|(&s, seg)| s.saturating_add(seg.len) > start)
-            .map(|(&s, _)| s)
-            .unwrap_or(start);
+        let first = self.first_from(start);
         for (&s, seg) in self.segments.range(first..end) {
             let from = s.max(start);
             let to = s.saturating_add(seg.len).min(end);
