@@ -158,7 +158,7 @@ impl BytePattern {
             let n = n as usize;
             let here = &bytes[i..i + n];
             let same = match item {
-                PatternItem::Run(b, _) => here.iter().all(|x| x == b),
+                PatternItem::Run(b, _) => crate::trace::run_end(here, 0, *b) == n,
                 _ => here
                     .iter()
                     .enumerate()
