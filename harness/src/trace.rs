@@ -3,6 +3,7 @@
 
 use crate::machine::Hazard;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// The value a successful step produced, summarised without addresses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,7 +168,7 @@ pub struct StepRecord {
     /// (`cudaIpcOpenMemHandle`, `cuIpcOpenMemHandle`, `hipIpcOpenMemHandle`);
     /// absent for harness-local steps. Not compared between runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api: Option<String>,
+    pub api: Option<Cow<'static, str>>,
     /// What the step did.
     pub outcome: StepOutcome,
     /// `None` when the step had no expectation to check; otherwise whether it held.
