@@ -3,6 +3,7 @@
 
 use crate::machine::Hazard;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// The value a successful step produced, summarised without addresses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,7 +168,7 @@ pub struct StepRecord {
     /// (`cudaIpcOpenMemHandle`, `cuIpcOpenMemHandle`, `hipIpcOpenMemHandle`);
     /// absent for harness-local steps. Not compared between runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api: Option<String>,
+    pub api: Option<Cow<'static, str>>,
     /// What the step did.
     pub outcome: StepOutcome,
     /// `None` when the step had no expectation to check; otherwise whether it held.
@@ -303,26 +304,68 @@ impl Trace {
     }
 }
 
+/// The end of the run of `b` that starts at `from`: the index of the first
+/// byte at or after `from` that is not `b`, or `bytes.len()`.
+pub(crate) fn run_end(bytes: &[u8], from: usize, b: u8) -> usize {
+    // Short runs are found byte by byte; long ones a block at a time (a
+    // block without early exit compiles to vector compares).
+    const SHORT: usize = 16;
+    const BLOCK: usize = 64;
+    let mut j = from;
+    let short = bytes.len().min(from.saturating_add(SHORT));
+    while j < short {
+        if bytes[j] != b {
+            return j;
+        }
+        j += 1;
+    }
+    while let Some(block) = bytes.get(j..j + BLOCK) {
+        if block.iter().fold(0u8, |acc, &x| acc | (x ^ b)) != 0 {
+            break;
+        }
+        j += BLOCK;
+    }
+    while j < bytes.len() && bytes[j] == b {
+        j += 1;
+    }
+    j
+}
+
+/// Append `n` in decimal.
+pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut d = digits.len();
+    loop {
+        d -= 1;
+        digits[d] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &c in &digits[d..] {
+        out.push(char::from(c));
+    }
+}
+
 /// Run-length encode bytes the way scenario patterns are written.
 pub fn encode_bytes(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::new();
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        let mut j = i + 1;
-        while j < bytes.len() && bytes[j] == b {
-            j += 1;
-        }
+        let j = run_end(bytes, i + 1, b);
         let run = j - i;
         if i > 0 {
             out.push(' ');
         }
-        let _ = if run == 1 {
-            write!(out, "{b:02x}")
-        } else {
-            write!(out, "{b:02x}*{run}")
-        };
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+        if run != 1 {
+            out.push('*');
+            push_decimal(&mut out, run as u64);
+        }
         i = j;
     }
     out
@@ -337,6 +380,65 @@ mod tests {
         assert_eq!(encode_bytes(&[]), "");
         assert_eq!(encode_bytes(&[0xab; 4]), "ab*4");
         assert_eq!(encode_bytes(&[1, 2, 2, 0]), "01 02*2 00");
+    }
+
+    /// The bulk encoder against the byte-at-a-time definition, on runs
+    /// that end before, at and across block edges.
+    #[test]
+    fn bulk_encoding_is_the_bytewise_one() {
+        use std::fmt::Write;
+        fn bytewise(bytes: &[u8]) -> String {
+            let mut out = String::new();
+            let mut i = 0;
+            while i < bytes.len() {
+                let b = bytes[i];
+                let mut j = i + 1;
+                while j < bytes.len() && bytes[j] == b {
+                    j += 1;
+                }
+                if i > 0 {
+                    out.push(' ');
+                }
+                let _ = if j - i == 1 {
+                    write!(out, "{b:02x}")
+                } else {
+                    write!(out, "{b:02x}*{}", j - i)
+                };
+                i = j;
+            }
+            out
+        }
+        let mut cases: Vec<Vec<u8>> = vec![vec![0xff], (0..=255).collect()];
+        for len in [1, 15, 16, 17, 63, 64, 65, 80, 81, 128, 200, 4096] {
+            for at in [0, 1, 16, 17, 63, 64, 65, 79, 80, len - 1] {
+                let mut v = vec![0xabu8; len];
+                if at < len {
+                    v[at] = 0xac;
+                }
+                v.push(0);
+                cases.push(v);
+            }
+        }
+        for v in &cases {
+            assert_eq!(encode_bytes(v), bytewise(v));
+            for b in [0u8, 0xab, 0xac] {
+                for from in [0, 1, 17, 65] {
+                    let from = from.min(v.len());
+                    let want = from
+                        + v[from..]
+                            .iter()
+                            .position(|&x| x != b)
+                            .unwrap_or(v.len() - from);
+                    assert_eq!(run_end(v, from, b), want);
+                }
+            }
+        }
+        let mut s = String::new();
+        for n in [0, 7, 10, 2_097_152, u64::MAX] {
+            s.clear();
+            push_decimal(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
     }
 
     #[test]

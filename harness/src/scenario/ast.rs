@@ -158,7 +158,7 @@ impl BytePattern {
             let n = n as usize;
             let here = &bytes[i..i + n];
             let same = match item {
-                PatternItem::Run(b, _) => here.iter().all(|x| x == b),
+                PatternItem::Run(b, _) => crate::trace::run_end(here, 0, *b) == n,
                 _ => here
                     .iter()
                     .enumerate()
@@ -1574,7 +1574,12 @@ impl Expect {
     /// [`Expect::for_dialect`], borrowed where the step spells the list out.
     pub fn in_force(&self, dialect: Dialect) -> Cow<'_, ExpectList> {
         match self {
-            Expect::Default => Cow::Owned(ExpectList::single(Expectation::Ok)),
+            // Most steps: one list for all, built once.
+            Expect::Default => {
+                static OK: std::sync::LazyLock<ExpectList> =
+                    std::sync::LazyLock::new(|| ExpectList::single(Expectation::Ok));
+                Cow::Borrowed(&*OK)
+            }
             Expect::List(l) => Cow::Borrowed(l),
             Expect::ByDialect {
                 runtime,
@@ -1589,7 +1594,11 @@ impl Expect {
                 };
                 match arm {
                     Some(l) => Cow::Borrowed(l),
-                    None => Cow::Owned(ExpectList::single(Expectation::Any)),
+                    None => {
+                        static ANY: std::sync::LazyLock<ExpectList> =
+                            std::sync::LazyLock::new(|| ExpectList::single(Expectation::Any));
+                        Cow::Borrowed(&*ANY)
+                    }
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! Runs a parsed scenario on a machine and judges it.
 
 use super::ast::{Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
-use super::expect::{bytes_summary, check, describe, Bound, Observed, Value};
+use super::expect::{bytes_summary, check_result, describe, failure, Bound, Observed, Value};
 use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::{LIST_SUFFIX, MAX_WRITE_BYTES};
 use crate::calls::{Call, Returned};
@@ -12,11 +12,14 @@ use crate::driver::{
 use crate::driver::{PointerAttribute, PointerAttributeValue};
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
-    CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
+    push_decimal, CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary,
+    Verdict,
 };
 // Keys are names and driver values chosen by the scenario: no need for
 // SipHash's flood resistance.
 use rustc_hash::FxHashMap as HashMap;
+use std::borrow::Cow;
+use std::rc::Rc;
 use std::time::Instant;
 
 /// One step of splitmix64.
@@ -45,10 +48,12 @@ pub fn random_handle(seed: u64, index: usize) -> IpcMemHandle {
 /// by every label ever issued in the scope, so a retired label is never
 /// given out again.
 struct Namer<K> {
-    live: HashMap<K, String>,
+    live: HashMap<K, Rc<str>>,
     /// Values whose object was destroyed, with the label they had.
-    retired: HashMap<K, String>,
+    retired: HashMap<K, Rc<str>>,
     issued: usize,
+    /// Where a fresh label is written before it is shared.
+    scratch: String,
 }
 
 impl<K> Default for Namer<K> {
@@ -57,6 +62,7 @@ impl<K> Default for Namer<K> {
             live: HashMap::default(),
             retired: HashMap::default(),
             issued: 0,
+            scratch: String::new(),
         }
     }
 }
@@ -67,24 +73,28 @@ impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
     /// (`{scope}.{prefix}{n}`, or `{prefix}{n}` when `scope` is empty). A
     /// retired value coming back from such a call is a new object at a
     /// reused address.
-    fn label(&mut self, key: K, scope: &str, prefix: &str) -> String {
+    fn label(&mut self, key: K, scope: &str, prefix: &str) -> Rc<str> {
         if let Some(l) = self.live.get(&key) {
             return l.clone();
         }
         self.retired.remove(&key);
         self.issued += 1;
-        let l = if scope.is_empty() {
-            format!("{prefix}{}", self.issued)
-        } else {
-            format!("{scope}.{prefix}{}", self.issued)
-        };
-        self.live.insert(key, l.clone());
+        let s = &mut self.scratch;
+        s.clear();
+        if !scope.is_empty() {
+            s.push_str(scope);
+            s.push('.');
+        }
+        s.push_str(prefix);
+        push_decimal(s, self.issued as u64);
+        let l: Rc<str> = Rc::from(s.as_str());
+        self.live.insert(key, Rc::clone(&l));
         l
     }
 
     /// The label of `key` as a query returned it (`ctx_current`): a live
     /// object's label, or the destroyed object's it still names.
-    fn recall(&mut self, key: K, scope: &str, prefix: &str) -> String {
+    fn recall(&mut self, key: K, scope: &str, prefix: &str) -> Rc<str> {
         match self.retired.get(&key) {
             Some(l) if !self.live.contains_key(&key) => l.clone(),
             _ => self.label(key, scope, prefix),
@@ -157,17 +167,17 @@ impl Labels {
         }
     }
 
-    fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> String {
+    fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> Rc<str> {
         if p == DevicePtr::NULL {
-            return "null".to_string();
+            return "null".into();
         }
         self.ptrs[proc].label(p.0, name, "p")
     }
 
     /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
-    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>, query: bool) -> String {
+    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>, query: bool) -> Rc<str> {
         let Some(c) = c else {
-            return "null".to_string();
+            return "null".into();
         };
         if query {
             self.ctxs[proc].recall(c, name, "c")
@@ -176,22 +186,36 @@ impl Labels {
         }
     }
 
-    fn handle(&mut self, h: &IpcMemHandle) -> String {
+    fn handle(&mut self, h: &IpcMemHandle) -> Rc<str> {
         self.handles.label(h.0, "", "h")
     }
 
-    fn event(&mut self, proc: usize, name: &str, e: EventId) -> String {
+    fn event(&mut self, proc: usize, name: &str, e: EventId) -> Rc<str> {
         self.events[proc].label(e.0, name, "e")
     }
 
-    fn event_handle(&mut self, h: &IpcEventHandle) -> String {
+    fn event_handle(&mut self, h: &IpcEventHandle) -> Rc<str> {
         self.event_handles.label(h.0, "", "eh")
     }
 
     /// After step `op` of process `proc` succeeded: retire the labels of the
-    /// opaque driver objects it destroyed (see [`Labels`]). `destroyed` is
-    /// the bound value the step named.
-    fn retire_after(&mut self, proc: usize, op: &Op, destroyed: Option<&Value>) {
+    /// opaque driver objects it destroyed (see [`Labels`]). `destroyed`
+    /// gives the bound value the step named (looked up only for an op that
+    /// destroys).
+    fn retire_after<'v>(
+        &mut self,
+        proc: usize,
+        op: &Op,
+        destroyed: impl FnOnce() -> Option<&'v Value>,
+    ) {
+        let destroyed = match op {
+            Op::CtxDestroy { .. }
+            | Op::VmmRelease { .. }
+            | Op::EventDestroy { .. }
+            | Op::PoolDestroy { .. }
+            | Op::StreamDestroy { .. } => destroyed(),
+            _ => None,
+        };
         match (op, destroyed) {
             (Op::CtxDestroy { .. }, Some(Value::Ctx(Some(c)))) => self.ctxs[proc].retire(&c.0),
             (Op::VmmRelease { .. }, Some(Value::VmmHandle(h))) => {
@@ -218,14 +242,14 @@ impl Labels {
         name: &str,
         op: &Op,
         v: &Value,
-    ) -> (ValueSummary, Option<String>) {
+    ) -> (ValueSummary, Option<Rc<str>>) {
         match v {
             Value::Unit => (ValueSummary::Unit, None),
             Value::Ptr(p) => {
                 let label = self.ptr(proc, name, *p);
                 (
                     ValueSummary::Ptr {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -235,7 +259,7 @@ impl Labels {
                 let label = self.ctx(proc, name, c.map(|c| c.0), query);
                 (
                     ValueSummary::Context {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -244,7 +268,7 @@ impl Labels {
                 let label = self.handle(h);
                 (
                     ValueSummary::Handle {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -253,7 +277,7 @@ impl Labels {
                 let label = self.event(proc, name, *e);
                 (
                     ValueSummary::Event {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -262,7 +286,7 @@ impl Labels {
                 let label = self.streams[proc].label(s.0, name, "s");
                 (
                     ValueSummary::Stream {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -271,7 +295,7 @@ impl Labels {
                 let label = self.event_handle(h);
                 (
                     ValueSummary::Handle {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -282,7 +306,7 @@ impl Labels {
                 let label = self.ptr(proc, name, *base);
                 (
                     ValueSummary::Range {
-                        base: label.clone(),
+                        base: String::from(&*label),
                         size: *size,
                     },
                     Some(label),
@@ -299,7 +323,7 @@ impl Labels {
                 let label = self.vmm_handles[proc].label(h.0, name, "m");
                 (
                     ValueSummary::VmmHandle {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -308,7 +332,7 @@ impl Labels {
                 let label = self.buffer_ids[proc].label(*b, name, "b");
                 (
                     ValueSummary::Handle {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -317,7 +341,7 @@ impl Labels {
                 let label = self.fds[proc].label(f.0, name, "f");
                 (
                     ValueSummary::Fd {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -326,7 +350,7 @@ impl Labels {
                 let label = self.pools[proc].label(pool.0, name, "l");
                 (
                     ValueSummary::Pool {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -335,7 +359,7 @@ impl Labels {
                 let label = self.pool_exports.label(x.0, "", "px");
                 (
                     ValueSummary::Handle {
-                        label: label.clone(),
+                        label: String::from(&*label),
                     },
                     Some(label),
                 )
@@ -404,7 +428,12 @@ struct Run<'a> {
 /// The binding that holds element `i` of list `list` (`e[]`): `e[i]`, a name
 /// no file can write.
 fn element_name(list: &str, i: usize) -> String {
-    format!("{list}[{i}]")
+    let mut name = String::with_capacity(list.len() + 6);
+    name.push_str(list);
+    name.push('[');
+    push_decimal(&mut name, i as u64);
+    name.push(']');
+    name
 }
 
 /// `f` of `element_name(list, i)`, written on the stack: a `repeat` step
@@ -1166,8 +1195,11 @@ pub(crate) fn execute_on(
                         _ => (step.process, pname),
                     };
                     let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
-                    let named = step.op.used()[0].and_then(|n| run.bound(n));
-                    labels.retire_after(step.process, &step.op, named.map(|b| &b.value));
+                    labels.retire_after(step.process, &step.op, || {
+                        step.op.used()[0]
+                            .and_then(|n| run.bound(n))
+                            .map(|b| &b.value)
+                    });
                     (StepOutcome::Ok { value: summary }, Some((v, label)), None)
                 }
                 Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
@@ -1208,7 +1240,8 @@ pub(crate) fn execute_on(
                 (None, Some(e)) => Observed::Api(e),
                 (None, None) => Observed::NoAnswer,
             };
-            let mut result = check(&list, &observed, &outcome, &run.bindings);
+            // The record is built once, after the last iteration.
+            let mut failed = failure(&list, &observed, &outcome, &run.bindings);
             if let (Some(name), Some((v, label))) = (&step.bind, observed_value) {
                 let name = match name.strip_suffix(LIST_SUFFIX) {
                     Some(list) => element_name(list, iteration),
@@ -1217,15 +1250,14 @@ pub(crate) fn execute_on(
                 run.bindings.insert(name, Bound { value: v, label });
             }
             iteration += 1;
-            if !result.passed && step.repeat.is_some() {
-                result.message = format!(
-                    "iteration {iteration} of {iterations} ({} passed): {}",
+            if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
+                *message = format!(
+                    "iteration {iteration} of {iterations} ({} passed): {message}",
                     iteration - 1,
-                    result.message
                 );
             }
-            if !result.passed || iteration == iterations || dead[step.process].is_some() {
-                break (outcome, result);
+            if failed.is_some() || iteration == iterations || dead[step.process].is_some() {
+                break (outcome, check_result(&list, failed));
             }
         };
         let elapsed_us = micros(call.elapsed());
@@ -1265,7 +1297,7 @@ pub(crate) fn execute_on(
             line: step.line,
             process: pname.to_string(),
             op: text,
-            api: step.op.api(opts.dialect).map(str::to_string),
+            api: step.op.api(opts.dialect).map(Cow::Borrowed),
             outcome,
             check: Some(result),
             elapsed_us,
@@ -1299,18 +1331,18 @@ mod label_tests {
     #[test]
     fn exit_retires_opaque_labels_only() {
         let mut l = Labels::new(2);
-        assert_eq!(l.ctx(0, "a", Some(5), false), "a.c1");
-        assert_eq!(l.event(0, "a", EventId(6)), "a.e1");
-        assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m1");
-        assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
-        assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
-        l.retire_after(0, &Op::Exit, None);
-        assert_eq!(l.ctx(0, "a", Some(5), true), "a.c1");
-        assert_eq!(l.ctx(0, "a", Some(5), false), "a.c2");
-        assert_eq!(l.event(0, "a", EventId(6)), "a.e2");
-        assert_eq!(l.vmm_handles[0].label(7, "a", "m"), "a.m2");
-        assert_eq!(l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
-        assert_eq!(l.ctx(1, "b", Some(5), false), "b.c1");
+        assert_eq!(&*l.ctx(0, "a", Some(5), false), "a.c1");
+        assert_eq!(&*l.event(0, "a", EventId(6)), "a.e1");
+        assert_eq!(&*l.vmm_handles[0].label(7, "a", "m"), "a.m1");
+        assert_eq!(&*l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
+        assert_eq!(&*l.ctx(1, "b", Some(5), false), "b.c1");
+        l.retire_after(0, &Op::Exit, || None);
+        assert_eq!(&*l.ctx(0, "a", Some(5), true), "a.c1");
+        assert_eq!(&*l.ctx(0, "a", Some(5), false), "a.c2");
+        assert_eq!(&*l.event(0, "a", EventId(6)), "a.e2");
+        assert_eq!(&*l.vmm_handles[0].label(7, "a", "m"), "a.m2");
+        assert_eq!(&*l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
+        assert_eq!(&*l.ctx(1, "b", Some(5), false), "b.c1");
     }
 }
 
@@ -1326,10 +1358,9 @@ mod element_name_tests {
             ("x", usize::MAX),
             (&*"n".repeat(60), 3),
         ] {
-            assert_eq!(
-                with_element_name(list, i, str::to_owned),
-                element_name(list, i)
-            );
+            let formatted = format!("{list}[{i}]");
+            assert_eq!(with_element_name(list, i, str::to_owned), formatted);
+            assert_eq!(element_name(list, i), formatted);
         }
     }
 }

@@ -80,7 +80,7 @@ impl Value {
 #[derive(Debug, Clone)]
 pub(crate) struct Bound {
     pub value: Value,
-    pub label: Option<String>,
+    pub label: Option<std::rc::Rc<str>>,
 }
 
 /// What the step observed, for judging.
@@ -256,14 +256,15 @@ fn holds(e: &Expectation, obs: &Observed, bindings: &HashMap<String, Bound>) -> 
     }
 }
 
-/// Judge `outcome` against `list`; the message names the first expectation that failed.
-pub(crate) fn check(
+/// Judge `outcome` against `list`: `None` when it holds, else the message,
+/// which names the first expectation that failed.
+pub(crate) fn failure(
     list: &ExpectList,
     obs: &Observed,
     outcome: &StepOutcome,
     bindings: &HashMap<String, Bound>,
-) -> CheckResult {
-    let failure = if let StepOutcome::Skipped { reason } = outcome {
+) -> Option<String> {
+    if let StepOutcome::Skipped { reason } = outcome {
         Some(format!("skipped: {reason}"))
     } else {
         list.items
@@ -276,7 +277,11 @@ pub(crate) fn check(
                 Miss::Expected(shown) => format!("expected {shown}, got {}", describe(outcome)),
                 Miss::Other(why) => why,
             })
-    };
+    }
+}
+
+/// The check record of `list` with the [`failure`] it had.
+pub(crate) fn check_result(list: &ExpectList, failure: Option<String>) -> CheckResult {
     CheckResult {
         passed: failure.is_none(),
         expected: list.text.clone(),
