@@ -185,129 +185,120 @@ impl WorkerProxy {
         env: &[(OsString, OsString)],
         namespace: PidNamespace,
     ) -> std::io::Result<WorkerProxy> {
-        crate::profile::timed("spawn worker", || {
-            Self::spawn_untimed(name, dialect, timeout, worker, env, namespace)
-        })
-    }
-
-    fn spawn_untimed(
-        name: &str,
-        dialect: Dialect,
-        timeout: Duration,
-        worker: &WorkerCommand,
-        env: &[(OsString, OsString)],
-        namespace: PidNamespace,
-    ) -> std::io::Result<WorkerProxy> {
-        let ns_spawn = match namespace {
-            PidNamespace::Harness => None,
-            PidNamespace::New => Some(super::pidns::NamespaceSpawn::new()?),
-        };
-        let ns_child = ns_spawn.as_ref().map(|n| n.child());
-        // Both ends are close-on-exec: no other child inherits either.
-        let (parent_end, child_end) = UnixStream::pair()?;
-        let child_fd = child_end.as_raw_fd();
-        let mut command = Command::new(&worker.program);
-        command
-            .args(&worker.args)
-            .env(WORKER_FD_ENV, WORKER_FD.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let parent_pid = std::process::id() as nix::libc::pid_t;
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe calls (prctl, getppid, dup2, fcntl; in a
-        // new namespace unshare, open, write, fork, waitpid, see pidns.rs).
-        unsafe {
-            command.pre_exec(move || {
-                use nix::libc;
-                // A worker dies with its parent (a CI timeout's kill -9, a
-                // second Ctrl-C): it must not keep its GPU context under
-                // PID 1. The signal follows the thread that spawns, which
-                // is the thread owning the backend and its machines. A
-                // parent already gone before prctl is caught by getppid.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent_pid {
-                    return Err(std::io::Error::other("the parent exited"));
-                }
-                if child_fd == WORKER_FD {
-                    let flags = libc::fcntl(child_fd, libc::F_GETFD);
-                    if flags < 0
-                        || libc::fcntl(child_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
-                    {
+        crate::profile::timed("spawn worker", || -> std::io::Result<WorkerProxy> {
+            let ns_spawn = match namespace {
+                PidNamespace::Harness => None,
+                PidNamespace::New => Some(super::pidns::NamespaceSpawn::new()?),
+            };
+            let ns_child = ns_spawn.as_ref().map(|n| n.child());
+            // Both ends are close-on-exec: no other child inherits either.
+            let (parent_end, child_end) = UnixStream::pair()?;
+            let child_fd = child_end.as_raw_fd();
+            let mut command = Command::new(&worker.program);
+            command
+                .args(&worker.args)
+                .env(WORKER_FD_ENV, WORKER_FD.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                command.env(k, v);
+            }
+            let parent_pid = std::process::id() as nix::libc::pid_t;
+            // SAFETY: the closure runs in the forked child before exec and only
+            // makes async-signal-safe calls (prctl, getppid, dup2, fcntl; in a
+            // new namespace unshare, open, write, fork, waitpid, see pidns.rs).
+            unsafe {
+                command.pre_exec(move || {
+                    use nix::libc;
+                    // A worker dies with its parent (a CI timeout's kill -9, a
+                    // second Ctrl-C): it must not keep its GPU context under
+                    // PID 1. The signal follows the thread that spawns, which
+                    // is the thread owning the backend and its machines. A
+                    // parent already gone before prctl is caught by getppid.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                } else if libc::dup2(child_fd, WORKER_FD) < 0 {
-                    // dup2 leaves the new descriptor without FD_CLOEXEC.
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(ns) = &ns_child {
-                    ns.enter()?;
-                }
-                Ok(())
-            });
-        }
-        let spawned = command.spawn();
-        // The worker's own pid: in a new namespace, the grandchild's.
-        let (mut child, process_pid) = match ns_spawn {
-            None => (spawned?, None),
-            Some(ns) => match (spawned, ns.worker_pid()) {
-                (Ok(child), Ok(pid)) => (child, Some(pid)),
-                (Ok(mut child), Err(e)) => {
+                    if libc::getppid() != parent_pid {
+                        return Err(std::io::Error::other("the parent exited"));
+                    }
+                    if child_fd == WORKER_FD {
+                        let flags = libc::fcntl(child_fd, libc::F_GETFD);
+                        if flags < 0
+                            || libc::fcntl(child_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
+                        {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    } else if libc::dup2(child_fd, WORKER_FD) < 0 {
+                        // dup2 leaves the new descriptor without FD_CLOEXEC.
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if let Some(ns) = &ns_child {
+                        ns.enter()?;
+                    }
+                    Ok(())
+                });
+            }
+            let spawned = command.spawn();
+            // The worker's own pid: in a new namespace, the grandchild's.
+            let (mut child, process_pid) = match ns_spawn {
+                None => (spawned?, None),
+                Some(ns) => match (spawned, ns.worker_pid()) {
+                    (Ok(child), Ok(pid)) => (child, Some(pid)),
+                    (Ok(mut child), Err(e)) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(e);
+                    }
+                    // A refusal explains the spawn's failure better than its errno.
+                    (Err(_), Err(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+                        return Err(e)
+                    }
+                    (Err(e), _) => return Err(e),
+                },
+            };
+            // The parent's copy of the child's end must go, or the worker's death
+            // would never read as end of stream.
+            drop(child_end);
+            let helpers = (|| {
+                let stderr = match child.stderr.take() {
+                    Some(s) => StderrTail::collect(s)?,
+                    None => StderrTail::default(),
+                };
+                let reader_sock = parent_end.try_clone()?;
+                let (tx, replies) = mpsc::channel::<Frame>();
+                thread::Builder::new()
+                    .name("ipc-worker-reader".into())
+                    .spawn(move || loop {
+                        let frame = recv_frame(reader_sock.as_fd());
+                        let end = frame.is_err();
+                        if tx.send(frame).is_err() || end {
+                            break;
+                        }
+                    })?;
+                Ok::<_, std::io::Error>((stderr, replies))
+            })();
+            let (stderr, replies) = match helpers {
+                Ok(h) => h,
+                Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err(e);
                 }
-                // A refusal explains the spawn's failure better than its errno.
-                (Err(_), Err(e)) if e.kind() == std::io::ErrorKind::Unsupported => return Err(e),
-                (Err(e), _) => return Err(e),
-            },
-        };
-        // The parent's copy of the child's end must go, or the worker's death
-        // would never read as end of stream.
-        drop(child_end);
-        let helpers = (|| {
-            let stderr = match child.stderr.take() {
-                Some(s) => StderrTail::collect(s)?,
-                None => StderrTail::default(),
             };
-            let reader_sock = parent_end.try_clone()?;
-            let (tx, replies) = mpsc::channel::<Frame>();
-            thread::Builder::new()
-                .name("ipc-worker-reader".into())
-                .spawn(move || loop {
-                    let frame = recv_frame(reader_sock.as_fd());
-                    let end = frame.is_err();
-                    if tx.send(frame).is_err() || end {
-                        break;
-                    }
-                })?;
-            Ok::<_, std::io::Error>((stderr, replies))
-        })();
-        let (stderr, replies) = match helpers {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
-            }
-        };
-        Ok(WorkerProxy {
-            name: name.to_string(),
-            dialect,
-            timeout,
-            pid: child.id(),
-            process_pid: process_pid.unwrap_or(child.id()),
-            child: Some(child),
-            sock: parent_end,
-            replies,
-            stderr,
-            state: State::Running,
-            poisoned: false,
+            Ok(WorkerProxy {
+                name: name.to_string(),
+                dialect,
+                timeout,
+                pid: child.id(),
+                process_pid: process_pid.unwrap_or(child.id()),
+                child: Some(child),
+                sock: parent_end,
+                replies,
+                stderr,
+                state: State::Running,
+                poisoned: false,
+            })
         })
     }
 
