@@ -331,19 +331,24 @@ pub(crate) fn run_end(bytes: &[u8], from: usize, b: u8) -> usize {
     j
 }
 
-/// Append `n` in decimal.
-pub(crate) fn push_decimal(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut d = digits.len();
+/// `n` in decimal ASCII digits, written into the end of `buf`.
+pub(crate) fn decimal_digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut d = buf.len();
     loop {
         d -= 1;
-        digits[d] = b'0' + (n % 10) as u8;
+        buf[d] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    for &c in &digits[d..] {
+    &buf[d..]
+}
+
+/// Append `n` in decimal.
+pub(crate) fn push_decimal(out: &mut String, n: u64) {
+    let mut buf = [0u8; 20];
+    for &c in decimal_digits(n, &mut buf) {
         out.push(char::from(c));
     }
 }

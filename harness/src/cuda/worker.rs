@@ -934,36 +934,51 @@ impl Worker {
             unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
         };
 
-        // Streams first: destroying one with work queued returns at once and
-        // the work completes (stream.destroy-with-pending-work-completes).
-        let mut streams: Vec<(u64, u64)> = self.owned.streams.drain().collect();
-        streams.sort_unstable();
-        for (stream, ctx) in streams {
-            // SAFETY: a stream this worker created and did not destroy.
-            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
-                && note(format!("destroying stream {stream:#x}"), unsafe {
-                    match d {
-                        Api::Runtime => ffi::cudaStreamDestroy(as_ptr(stream)),
-                        Api::Driver => ffi::cuStreamDestroy_v2(as_ptr(stream)),
-                    }
-                });
-            if !ok {
-                self.owned.streams.insert(stream, ctx);
+        // Destroys each object of `held` (object -> the context it was made
+        // in) with that context current, in address order; keeps the ones
+        // whose destruction failed.
+        type Note<'a> = dyn FnMut(String, CallResult) -> bool + 'a;
+        fn destroy_each(
+            held: &mut HashMap<u64, u64>,
+            what: &str,
+            note: &mut Note<'_>,
+            set_context: &dyn Fn(u64) -> CallResult,
+            destroy: &dyn Fn(u64) -> CallResult,
+        ) {
+            let mut objects: Vec<(u64, u64)> = held.drain().collect();
+            objects.sort_unstable();
+            for (object, ctx) in objects {
+                let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                    && note(format!("destroying {what} {object:#x}"), destroy(object));
+                if !ok {
+                    held.insert(object, ctx);
+                }
             }
         }
 
-        let mut events: Vec<(u64, u64)> = self.owned.events.drain().collect();
-        events.sort_unstable();
-        for (event, ctx) in events {
-            // SAFETY: an event this worker created or opened and not destroyed.
-            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
-                && note(format!("destroying event {event:#x}"), unsafe {
-                    event_destroy(d, event)
-                });
-            if !ok {
-                self.owned.events.insert(event, ctx);
-            }
-        }
+        // Streams first: destroying one with work queued returns at once and
+        // the work completes (stream.destroy-with-pending-work-completes).
+        // SAFETY (each closure below): an object this worker created (or
+        // opened, imported) and did not destroy.
+        destroy_each(
+            &mut self.owned.streams,
+            "stream",
+            &mut note,
+            &set_context,
+            &|stream| unsafe {
+                match d {
+                    Api::Runtime => ffi::cudaStreamDestroy(as_ptr(stream)),
+                    Api::Driver => ffi::cuStreamDestroy_v2(as_ptr(stream)),
+                }
+            },
+        );
+        destroy_each(
+            &mut self.owned.events,
+            "event",
+            &mut note,
+            &set_context,
+            &|event| unsafe { event_destroy(d, event) },
+        );
 
         let mut opened: Vec<(u64, (u64, u32))> = self.owned.ipc_opened.drain().collect();
         opened.sort_unstable();
@@ -1002,21 +1017,18 @@ impl Worker {
         }
 
         // Pools after their allocations and imported pointers (freed above).
-        let mut pools: Vec<(u64, u64)> = self.owned.pools.drain().collect();
-        pools.sort_unstable();
-        for (pool, ctx) in pools {
-            // SAFETY: a pool this worker created or imported and not destroyed.
-            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
-                && note(format!("destroying memory pool {pool:#x}"), unsafe {
-                    match d {
-                        Api::Runtime => ffi::cudaMemPoolDestroy(as_ptr(pool)),
-                        Api::Driver => ffi::cuMemPoolDestroy(as_ptr(pool)),
-                    }
-                });
-            if !ok {
-                self.owned.pools.insert(pool, ctx);
-            }
-        }
+        destroy_each(
+            &mut self.owned.pools,
+            "memory pool",
+            &mut note,
+            &set_context,
+            &|pool| unsafe {
+                match d {
+                    Api::Runtime => ffi::cudaMemPoolDestroy(as_ptr(pool)),
+                    Api::Driver => ffi::cuMemPoolDestroy(as_ptr(pool)),
+                }
+            },
+        );
 
         // VMM: unmap, free the reservations, release the handles, close the
         // descriptors (the order the API requires).

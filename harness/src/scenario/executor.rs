@@ -440,18 +440,8 @@ fn element_name(list: &str, i: usize) -> String {
 /// looks its elements up in every iteration.
 fn with_element_name<R>(list: &str, i: usize, f: impl FnOnce(&str) -> R) -> R {
     let mut buf = [0u8; 64];
-    let mut digits = [0u8; 20];
-    let mut d = digits.len();
-    let mut v = i;
-    loop {
-        d -= 1;
-        digits[d] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let digits = &digits[d..];
+    let mut digit_buf = [0u8; 20];
+    let digits = crate::trace::decimal_digits(i as u64, &mut digit_buf);
     let len = list.len() + digits.len() + 2;
     if len > buf.len() {
         return f(&element_name(list, i));
