@@ -460,15 +460,17 @@ impl Judge<'_> {
             // allocation lands), and a generated case compares every
             // value: a case that differs there is judged on fresh workers,
             // as the simulator models a fresh process.
+            let mut diffs = differences(sim_trace, &e.trace);
             if real.shares_workers()
                 && sharing::sharing(scenario).is_reused()
                 && e.verdict.status != Status::NotSupported
-                && !differences(sim_trace, &e.trace).is_empty()
+                && !diffs.is_empty()
             {
                 e = ipc_harness::profile::timed("explore: fresh-worker rerun", || {
                     scenario::execute_fresh(scenario, real, &opts)
                 });
-                eval.worker_history = differences(sim_trace, &e.trace).is_empty();
+                diffs = differences(sim_trace, &e.trace);
+                eval.worker_history = diffs.is_empty();
             }
             match e.verdict.status {
                 Status::NotSupported => eval.not_compared = true,
@@ -486,7 +488,7 @@ impl Judge<'_> {
                 }
                 _ => {
                     eval.compared_steps = e.trace.steps.len();
-                    violations.extend(differences(sim_trace, &e.trace));
+                    violations.extend(diffs);
                 }
             }
             eval.real_trace = Some(e.trace);
