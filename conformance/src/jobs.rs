@@ -320,9 +320,10 @@ impl Backend for OnDevices<'_> {
         &self,
         spec: &MachineSpec,
         sharing: &ipc_harness::sharing::WorkerSharing,
+        fits: &[ipc_harness::WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
         self.inner
-            .start_shared(&confine(spec, &self.devices), sharing)
+            .start_shared(&confine(spec, &self.devices), sharing, fits)
     }
 }
 

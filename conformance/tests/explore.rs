@@ -733,6 +733,7 @@ impl ipc_harness::Backend for HistoryBackend {
         &self,
         spec: &ipc_harness::MachineSpec,
         sharing: &ipc_harness::WorkerSharing,
+        _fits: &[ipc_harness::WorkerFit],
     ) -> Result<Box<dyn ipc_harness::Machine>, ipc_harness::StartError> {
         if sharing.is_reused() {
             self.reused.start(spec)

@@ -299,11 +299,13 @@ pub trait Backend {
         false
     }
     /// [`start`](Self::start) for a scenario whose processes may run on
-    /// reused workers as `sharing` says (see [`crate::sharing`]).
+    /// reused workers as `sharing` says (see [`crate::sharing`]); `fits`
+    /// (one per process, or empty) says which reused worker suits each.
     fn start_shared(
         &self,
         spec: &MachineSpec,
         _sharing: &WorkerSharing,
+        _fits: &[WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
         self.start(spec)
     }
@@ -337,8 +339,9 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         &self,
         spec: &MachineSpec,
         sharing: &WorkerSharing,
+        fits: &[WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
-        (**self).start_shared(spec, sharing)
+        (**self).start_shared(spec, sharing, fits)
     }
 }
 
@@ -390,6 +393,20 @@ pub enum WorkerSharing {
     Reused,
     /// It needs fresh worker processes, for this reason.
     Fresh(String),
+}
+
+/// What a scenario will ask of one of its processes that matters to which
+/// reused worker serves it ([`Backend::start_shared`]). It never changes
+/// what the process does, only how long it takes: a worker keeps the
+/// contexts earlier scenarios created as spares, a new context costs
+/// hundreds of milliseconds on some GPUs, and a worker that exits tears
+/// its spares down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerFit {
+    /// The process creates contexts (`ctx_create`): a worker with spare
+    /// contexts suits it; any other process is better served by one
+    /// without, leaving the spares to those that use them.
+    pub creates_contexts: bool,
 }
 
 impl WorkerSharing {

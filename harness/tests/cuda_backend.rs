@@ -867,7 +867,7 @@ fn on_reset(scratch: &Scratch, then: String) -> (Request, String) {
 }
 
 fn clean() -> String {
-    answer(&[Ok(Reply::Clean)])
+    answer(&[Ok(Reply::Clean { spare_contexts: 0 })])
 }
 
 fn count_one() -> (Request, String) {
@@ -1256,4 +1256,54 @@ fn a_fresh_policy_never_reuses_even_a_shareable_machine() {
     assert_ne!(second.pids()[0], pid);
     drop(second);
     assert!(scratch.resets().is_empty(), "a worker was reset");
+}
+
+#[test]
+fn a_process_that_creates_contexts_gets_the_worker_with_spare_contexts() {
+    use ipc_harness::sharing::WorkerPolicy;
+    use ipc_harness::WorkerFit;
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("fits");
+    // The first worker to be reset (it writes its pid) keeps two spare
+    // contexts at every reset, every other worker none.
+    let marker = scratch.0.join("first");
+    let spares_log = scratch.0.join("spares");
+    let reset = format!(
+        "if mkdir {m} 2>/dev/null; then echo $$ > {log}; fi; \
+         if [ \"$(cat {log})\" = \"$$\" ]; then {two}; else {none}; fi",
+        m = marker.display(),
+        log = spares_log.display(),
+        two = answer(&[Ok(Reply::Clean { spare_contexts: 2 })]),
+        none = clean()
+    );
+    let worker = server(&scratch, &[on_reset(&scratch, reset), count_one()]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_policy(WorkerPolicy::ByScenario)
+        .with_pool_size(2);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    let first = launch_shared(&backend, &two, true);
+    let pids = first.pids();
+    drop(first);
+    assert_eq!(backend.pool_stats().returned, 2);
+    let with_spares: u32 = std::fs::read_to_string(&spares_log)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let without = *pids.iter().find(|&&p| p != with_spares).unwrap();
+
+    let creates = WorkerFit {
+        creates_contexts: true,
+    };
+    let launch = |fits: &[WorkerFit]| match backend.launch_placed(&two, true, fits) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    };
+    // Whatever the order of the processes, the spares go to the one that
+    // creates contexts; a process that does not gets the worker without.
+    let m = launch(&[WorkerFit::default(), creates]);
+    assert_eq!(m.pids(), vec![without, with_spares]);
+    drop(m);
+    let m = launch(&[creates, WorkerFit::default()]);
+    assert_eq!(m.pids(), vec![with_spares, without]);
 }

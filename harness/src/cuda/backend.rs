@@ -7,7 +7,7 @@ use super::process::WorkerProxy;
 use super::protocol::{ProbeReport, Reply, Request};
 use super::spawn::{worker_env, WorkerCommand};
 use crate::errors::{ApiError, Dialect};
-use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError};
+use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError, WorkerFit};
 use crate::sharing::{WorkerPolicy, WorkerSharing};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -187,13 +187,25 @@ impl CudaBackend {
         spec: &MachineSpec,
         shared: bool,
     ) -> Result<CudaMachine, StartError> {
+        self.launch_placed(spec, shared, &[])
+    }
+
+    /// [`launch_shared`](Self::launch_shared), each process taking the
+    /// reused worker that suits its [`WorkerFit`] (`fits`: one per
+    /// process, or empty for none).
+    pub fn launch_placed(
+        &self,
+        spec: &MachineSpec,
+        shared: bool,
+        fits: &[WorkerFit],
+    ) -> Result<CudaMachine, StartError> {
         let (result, reusing) = {
             let mut pool = self.lock_pool();
             let reusing = shared && pool.reusing();
             let pool = (pool.size() > 0).then_some(&mut *pool);
             (
                 crate::profile::timed("launch", || {
-                    CudaMachine::launch_with(&self.worker, spec, pool, reusing)
+                    CudaMachine::launch_with(&self.worker, spec, pool, reusing, fits)
                 }),
                 reusing,
             )
@@ -358,7 +370,7 @@ impl Backend for CudaBackend {
     }
 
     fn start(&self, spec: &MachineSpec) -> Result<Box<dyn Machine>, StartError> {
-        self.start_checked(spec, self.policy == WorkerPolicy::Reused)
+        self.start_checked(spec, self.policy == WorkerPolicy::Reused, &[])
     }
 
     fn has_hazard_log(&self) -> bool {
@@ -373,8 +385,9 @@ impl Backend for CudaBackend {
         &self,
         spec: &MachineSpec,
         sharing: &WorkerSharing,
+        fits: &[WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
-        self.start_checked(spec, self.policy.reuses(sharing))
+        self.start_checked(spec, self.policy.reuses(sharing), fits)
     }
 }
 
@@ -384,6 +397,7 @@ impl CudaBackend {
         &self,
         spec: &MachineSpec,
         shared: bool,
+        fits: &[WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
         // Whatever this host has, it runs no process of another dialect (HIP).
         if !self.dialects().contains(&spec.dialect) {
@@ -394,7 +408,7 @@ impl CudaBackend {
             ProbeOutcome::Failed(m) => Err(StartError::Harness(m.clone())),
             ProbeOutcome::Report(report) => {
                 check_requirements(report, spec)?;
-                Ok(Box::new(self.launch_shared(spec, shared)?))
+                Ok(Box::new(self.launch_placed(spec, shared, fits)?))
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::calls::Driver;
 use crate::driver::{DriverError, DriverResult, Fd};
 use crate::errors::Dialect;
 use crate::machine::{
-    Hazard, Machine, MachineSpec, PidNamespace, ProcessIndex, ProcessSpec, StartError,
+    Hazard, Machine, MachineSpec, PidNamespace, ProcessIndex, ProcessSpec, StartError, WorkerFit,
 };
 use std::ffi::OsString;
 use std::os::fd::AsFd;
@@ -53,7 +53,7 @@ impl CudaMachine {
     /// answers nonsense is a `Harness` error. Workers already started are
     /// shut down on failure.
     pub fn launch(worker: &WorkerCommand, spec: &MachineSpec) -> Result<CudaMachine, StartError> {
-        Self::launch_with(worker, spec, None, false)
+        Self::launch_with(worker, spec, None, false, &[])
     }
 
     /// [`launch`](Self::launch), taking initialised workers from `pool`
@@ -67,6 +67,7 @@ impl CudaMachine {
         spec: &MachineSpec,
         mut pool: Option<&mut WorkerPool>,
         shared: bool,
+        fits: &[WorkerFit],
     ) -> Result<CudaMachine, StartError> {
         let base_env = super::spawn::worker_env();
         let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
@@ -79,7 +80,7 @@ impl CudaMachine {
             pool.sweep();
         }
         let result = crate::profile::timed("launch: start workers", || {
-            Self::start_workers(worker, spec, &plans, pool.as_deref_mut(), shared)
+            Self::start_workers(worker, spec, &plans, pool.as_deref_mut(), shared, fits)
         });
         if let Some(pool) = pool {
             if let Ok(machine) = &result {
@@ -104,6 +105,7 @@ impl CudaMachine {
         plans: &[(WorkerKey, Vec<(OsString, OsString)>)],
         mut pool: Option<&mut WorkerPool>,
         shared: bool,
+        fits: &[WorkerFit],
     ) -> Result<CudaMachine, StartError> {
         /// Where a worker's `Init` stands.
         enum Init {
@@ -124,13 +126,14 @@ impl CudaMachine {
             reuse: None,
         };
         let mut init = Vec::with_capacity(spec.processes.len());
-        for (p, (key, env)) in spec.processes.iter().zip(plans) {
+        for (i, (p, (key, env))) in spec.processes.iter().zip(plans).enumerate() {
             // Pooled workers run in the harness's PID namespace.
             let poolable = p.pid_namespace == PidNamespace::Harness;
+            let fit = fits.get(i).copied().unwrap_or_default();
             match pool
                 .as_deref_mut()
                 .filter(|_| poolable)
-                .and_then(|pool| pool.claim(key, shared))
+                .and_then(|pool| pool.claim(key, shared, fit))
             {
                 Some(claimed) => {
                     machine.procs.push(claimed.proxy);
@@ -258,19 +261,20 @@ impl CudaMachine {
             let deadline = Instant::now() + RESET_TIMEOUT;
             for i in sent {
                 let p = &mut self.procs[i];
-                if p.await_clean(deadline) && p.idle_and_alive() {
-                    clean.push(i);
-                } else {
-                    // Its state after a failed reset is unknown: discard it.
-                    p.start_kill();
-                    failed += 1;
+                match p.await_clean(deadline).filter(|_| p.idle_and_alive()) {
+                    Some(spare_contexts) => clean.push((i, spare_contexts)),
+                    None => {
+                        // Its state after a failed reset is unknown: discard it.
+                        p.start_kill();
+                        failed += 1;
+                    }
                 }
             }
         }
-        let mut back: Vec<(WorkerKey, WorkerProxy)> = Vec::new();
-        for i in clean {
+        let mut back: Vec<(WorkerKey, WorkerProxy, u32)> = Vec::new();
+        for (i, spare_contexts) in clean {
             match self.procs[i].detach() {
-                Some(w) => back.push((self.keys[i].clone(), w)),
+                Some(w) => back.push((self.keys[i].clone(), w, spare_contexts)),
                 None => self.procs[i].start_kill(),
             }
         }
@@ -280,13 +284,13 @@ impl CudaMachine {
                 let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
                 pool.note_in(&self.keys);
                 pool.note_not_returned(failed);
-                for (key, w) in back {
-                    if let Some(w) = pool.give_back(&key, w) {
+                for (key, w, spare_contexts) in back {
+                    if let Some(w) = pool.give_back(&key, w, spare_contexts) {
                         extra.push(w);
                     }
                 }
             }
-            None => extra.extend(back.into_iter().map(|(_, w)| w)),
+            None => extra.extend(back.into_iter().map(|(_, w, _)| w)),
         }
         retire_in_background(extra);
     }

@@ -38,6 +38,7 @@ use super::process::{WorkerProxy, MIN_INIT_TIMEOUT, POOLED_NAME};
 use super::protocol::Request;
 use super::spawn::WorkerCommand;
 use crate::errors::Dialect;
+use crate::machine::WorkerFit;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::time::Instant;
@@ -86,6 +87,9 @@ struct Idle {
     /// It served a machine and came back reset: only a machine that may
     /// share workers takes it, never one that needs fresh processes.
     served: bool,
+    /// Emptied contexts it keeps for the next `CreateContext` (its `Clean`
+    /// answer said so; none for a worker that never served).
+    spare_contexts: u32,
 }
 
 struct Entry {
@@ -182,7 +186,12 @@ impl WorkerPool {
     /// `Clean`, as an idle, initialised worker of `key`; hands it back
     /// (`Some`) when the pool already holds [`size`](Self::size) idle
     /// workers for that key (the caller shuts it down).
-    pub fn give_back(&mut self, key: &WorkerKey, proxy: WorkerProxy) -> Option<WorkerProxy> {
+    pub fn give_back(
+        &mut self,
+        key: &WorkerKey,
+        proxy: WorkerProxy,
+        spare_contexts: u32,
+    ) -> Option<WorkerProxy> {
         let size = self.size;
         let entry = self.entry(key);
         if entry.idle.iter().filter(|w| w.served).count() >= size {
@@ -193,6 +202,7 @@ impl WorkerPool {
             proxy,
             init_sent: None,
             served: true,
+            spare_contexts,
         });
         self.stats.returned += 1;
         None
@@ -260,16 +270,34 @@ impl WorkerPool {
     }
 
     /// Takes an idle worker for `key`. With `shared`, a worker that served
-    /// a machine before comes first, the one that came back last (keeping
-    /// the never-used ones for machines that need fresh processes, and
-    /// sending work to the workers whose spare contexts and loaded kernels
-    /// are warm); without, only a never-used one is taken. Among those, one
-    /// that has answered `Init` if there is one, else the one that has been
+    /// a machine before comes first (keeping the never-used ones for
+    /// machines that need fresh processes): for a process that creates
+    /// contexts (`fit`), the one with the most spare contexts, else the one
+    /// with the fewest, so that spares wait for the processes that use
+    /// them and a process that exits does not tear them down; among equals,
+    /// the one that came back last (its loaded kernels are warm). Without
+    /// `shared`, only a never-used one is taken. Among those, one that has
+    /// answered `Init` if there is one, else the one that has been
     /// initialising longest.
-    pub fn claim(&mut self, key: &WorkerKey, shared: bool) -> Option<Claimed> {
+    pub fn claim(&mut self, key: &WorkerKey, shared: bool, fit: WorkerFit) -> Option<Claimed> {
         let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
         let served = if shared {
-            entry.idle.iter().rposition(|w| w.served)
+            let rank = |w: &Idle| {
+                let spares = i64::from(w.spare_contexts);
+                if fit.creates_contexts {
+                    spares
+                } else {
+                    -spares
+                }
+            };
+            // The last of the best: `max_by_key` keeps the last maximum.
+            entry
+                .idle
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.served)
+                .max_by_key(|(_, w)| rank(w))
+                .map(|(i, _)| i)
         } else {
             None
         };
@@ -368,6 +396,7 @@ impl WorkerPool {
                     proxy,
                     init_sent: Some(Instant::now()),
                     served: false,
+                    spare_contexts: 0,
                 });
             }
         }

@@ -563,17 +563,18 @@ impl WorkerProxy {
         matches!(self.state, State::Running) && self.child.is_some()
     }
 
-    /// Reuse mode: whether the answer to the `Reset` sent last is `Clean`,
-    /// waiting until `deadline` at most. Changes nothing on failure: the
+    /// Reuse mode: the spare contexts the worker keeps if the answer to
+    /// the `Reset` sent last is `Clean`, waiting until `deadline` at most;
+    /// `None` for any other answer or none. Changes nothing on failure: the
     /// caller discards the worker.
-    pub(super) fn await_clean(&mut self, deadline: Instant) -> bool {
+    pub(super) fn await_clean(&mut self, deadline: Instant) -> Option<u32> {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.replies.recv_timeout(left) {
-            Ok(Ok((payload, _fds))) => matches!(
-                serde_json::from_slice::<Response>(&payload),
-                Ok(Ok(Reply::Clean))
-            ),
-            _ => false,
+            Ok(Ok((payload, _fds))) => match serde_json::from_slice::<Response>(&payload) {
+                Ok(Ok(Reply::Clean { spare_contexts })) => Some(spare_contexts),
+                _ => None,
+            },
+            _ => None,
         }
     }
 

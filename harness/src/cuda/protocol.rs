@@ -252,7 +252,11 @@ pub enum Reply {
     Probe(ProbeReport),
     /// The answer to [`Request::Reset`]: the worker holds nothing its
     /// requests created and may serve another machine.
-    Clean,
+    Clean {
+        /// Emptied contexts it keeps for the next `CreateContext` (the pool
+        /// gives such a worker to a process that creates contexts).
+        spare_contexts: u32,
+    },
     // --- VMM ---
     /// A VMM allocation handle (the raw `CUmemGenericAllocationHandle`).
     VmmHandle(u64),
@@ -820,7 +824,7 @@ mod tests {
                 gpu_name: Some("NVIDIA H100 80GB HBM3".into()),
                 compute_capability: Some((9, 0)),
             })),
-            Ok(Reply::Clean),
+            Ok(Reply::Clean { spare_contexts: 2 }),
             Ok(Reply::VmmHandle(u64::MAX)),
             Ok(Reply::Fd(-1)),
             Ok(Reply::Event(0x5e00_0010)),

@@ -695,7 +695,10 @@ impl Worker {
             // No CUDA call: answered with or without a context.
             Request::PidfdGetfd { pid, fd } => self.take_descriptor(pid, fd.0),
             Request::Reset => match self.dialect {
-                Some(dialect) => self.reset(dialect).map(|()| Reply::Clean),
+                Some(dialect) => self.reset(dialect).map(|()| Reply::Clean {
+                    spare_contexts: self.spare_contexts.values().map(Vec::len).sum::<usize>()
+                        as u32,
+                }),
                 None => Err(harness("the worker got reset before a successful init")),
             },
             request => match self.dialect {

@@ -1050,7 +1050,11 @@ pub(crate) fn execute(
     };
     let started = Instant::now();
     let machine = if shared && backend.shares_workers() {
-        backend.start_shared(&spec, &super::sharing::sharing(scenario))
+        backend.start_shared(
+            &spec,
+            &super::sharing::sharing(scenario),
+            &super::sharing::worker_fits(scenario),
+        )
     } else {
         backend.start(&spec)
     };

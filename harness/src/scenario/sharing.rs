@@ -50,6 +50,7 @@
 
 use super::ast::{Expectation, Op};
 use super::model::Scenario;
+use crate::machine::WorkerFit;
 use crate::tier::Tier;
 
 /// The header key that marks a scenario by hand (`# workers: fresh`).
@@ -193,6 +194,18 @@ pub fn sharing_with(scenario: &Scenario, also: ShareAlso) -> WorkerSharing {
         Some(why) => WorkerSharing::Fresh(why),
         None => WorkerSharing::Reused,
     }
+}
+
+/// What each process of `scenario` will ask of its worker, in process
+/// order (see [`WorkerFit`]).
+pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
+    let mut fits = vec![WorkerFit::default(); scenario.processes.len()];
+    for step in &scenario.steps {
+        if let (Op::CtxCreate { .. }, Some(fit)) = (&step.op, fits.get_mut(step.process)) {
+            fit.creates_contexts = true;
+        }
+    }
+    fits
 }
 
 fn fresh_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
@@ -376,6 +389,18 @@ mod tests {
     }
 
     const BASE: &str = "devices 1\nprocess a device=0\nprocess b device=0\n";
+
+    #[test]
+    fn only_a_process_that_creates_contexts_wants_spares() {
+        let text = format!("{BASE}b: c = ctx_create 0\na: x = malloc 4KiB\n");
+        let scenario =
+            crate::scenario::parser::parse(&text, Path::new("<inline>")).expect("parses");
+        let fits: Vec<bool> = worker_fits(&scenario)
+            .iter()
+            .map(|f| f.creates_contexts)
+            .collect();
+        assert_eq!(fits, vec![false, true]);
+    }
 
     #[test]
     fn policies_parse_and_decide() {
