@@ -309,7 +309,8 @@ impl WorkerPool {
                     .position(|w| !w.served && w.init_sent.is_none())
             })
             .or_else(|| entry.idle.iter().position(|w| !w.served))?;
-        let w = entry.idle.remove(i)?;
+        let mut w = entry.idle.remove(i)?;
+        w.proxy.spare_contexts = w.spare_contexts;
         Some(Claimed {
             proxy: w.proxy,
             init_sent: w.init_sent,
