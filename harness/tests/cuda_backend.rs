@@ -1307,3 +1307,34 @@ fn a_process_that_creates_contexts_gets_the_worker_with_spare_contexts() {
     let m = launch(&[creates, WorkerFit::default()]);
     assert_eq!(m.pids(), vec![with_spares, without]);
 }
+
+#[test]
+fn a_full_pool_keeps_the_worker_with_spare_contexts() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("full-pool-spares");
+    // A worker asked `device_count` keeps two spare contexts at its reset,
+    // the others none.
+    let asked = |pid: &str| format!("{}/asked.{pid}", scratch.0.display());
+    let count = (
+        Request::DeviceCount,
+        format!("touch {}; {}", asked("$$"), answer(&[Ok(Reply::Count(1))])),
+    );
+    let reset = format!(
+        "if [ -e {} ]; then {}; else {}; fi",
+        asked("$$"),
+        answer(&[Ok(Reply::Clean { spare_contexts: 2 })]),
+        clean()
+    );
+    let worker = server(&scratch, &[on_reset(&scratch, reset), count]);
+    let backend = reusing(worker, 1);
+    let mut m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let with_spares = m.pids()[1];
+    assert_eq!(m.driver(1).device_count(), Ok(1));
+    // Both come back; the pool has room for one. `a` comes back first, but
+    // `b`, with the spares, is the one kept.
+    drop(m);
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned, s.idle), (2, 1, 1), "{s:?}");
+    let m = launch_pooled(&backend, &spec(d));
+    assert_eq!(m.pids(), vec![with_spares]);
+}

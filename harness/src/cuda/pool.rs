@@ -183,9 +183,11 @@ impl WorkerPool {
     }
 
     /// Takes back a worker that served a machine and answered `Reset` with
-    /// `Clean`, as an idle, initialised worker of `key`; hands it back
-    /// (`Some`) when the pool already holds [`size`](Self::size) idle
-    /// workers for that key (the caller shuts it down).
+    /// `Clean` keeping `spare_contexts`, as an idle, initialised worker of
+    /// `key`. When the pool already holds [`size`](Self::size) served
+    /// workers for that key, one worker goes (returned, for the caller to
+    /// shut down): the one with the fewest spare contexts, the oldest
+    /// among equals, this one if none has fewer.
     pub fn give_back(
         &mut self,
         key: &WorkerKey,
@@ -194,18 +196,35 @@ impl WorkerPool {
     ) -> Option<WorkerProxy> {
         let size = self.size;
         let entry = self.entry(key);
-        if entry.idle.iter().filter(|w| w.served).count() >= size {
-            self.stats.not_returned += 1;
-            return Some(proxy);
-        }
-        entry.idle.push_back(Idle {
+        let returning = Idle {
             proxy,
             init_sent: None,
             served: true,
             spare_contexts,
-        });
+        };
+        let mut leaving = None;
+        if entry.idle.iter().filter(|w| w.served).count() >= size {
+            // The first of the fewest: `min_by_key` keeps the first minimum.
+            let poorest = entry
+                .idle
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.served)
+                .min_by_key(|(_, w)| w.spare_contexts)
+                .filter(|(_, w)| w.spare_contexts < spare_contexts)
+                .map(|(i, _)| i);
+            match poorest.and_then(|i| entry.idle.remove(i)) {
+                Some(w) => leaving = Some(w.proxy),
+                None => {
+                    self.stats.not_returned += 1;
+                    return Some(returning.proxy);
+                }
+            }
+        }
+        entry.idle.push_back(returning);
         self.stats.returned += 1;
-        None
+        self.stats.not_returned += u64::from(leaving.is_some());
+        leaving
     }
 
     /// Workers that were sent `Reset` and did not answer `Clean`.
