@@ -708,6 +708,22 @@ fn the_generator_takes_vmm_descriptors_with_pidfd_getfd() {
 struct HistoryBackend {
     reused: SimBackend,
     fresh: SimBackend,
+    /// Machines started on fresh workers.
+    fresh_starts: std::sync::atomic::AtomicUsize,
+}
+
+impl HistoryBackend {
+    fn new(reused: SimBackend, fresh: SimBackend) -> HistoryBackend {
+        HistoryBackend {
+            reused,
+            fresh,
+            fresh_starts: Default::default(),
+        }
+    }
+
+    fn fresh_starts(&self) -> usize {
+        self.fresh_starts.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl ipc_harness::Backend for HistoryBackend {
@@ -721,6 +737,8 @@ impl ipc_harness::Backend for HistoryBackend {
         &self,
         spec: &ipc_harness::MachineSpec,
     ) -> Result<Box<dyn ipc_harness::Machine>, ipc_harness::StartError> {
+        self.fresh_starts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.fresh.start(spec)
     }
     fn has_hazard_log(&self) -> bool {
@@ -738,7 +756,7 @@ impl ipc_harness::Backend for HistoryBackend {
         if sharing.is_reused() {
             self.reused.start(spec)
         } else {
-            self.fresh.start(spec)
+            self.start(spec)
         }
     }
 }
@@ -765,10 +783,10 @@ fn a_difference_only_reused_workers_show_is_worker_history() {
             .iter()
             .any(|v| v.property == Property::Differential)
     };
-    let history = HistoryBackend {
-        reused: SimBackend::with_profile(Profile::Documented),
-        fresh: SimBackend::with_profile(Profile::Measured),
-    };
+    let history = HistoryBackend::new(
+        SimBackend::with_profile(Profile::Documented),
+        SimBackend::with_profile(Profile::Measured),
+    );
     let with = |real: &dyn ipc_harness::Backend| {
         Judge {
             sim: &sim,
@@ -781,11 +799,30 @@ fn a_difference_only_reused_workers_show_is_worker_history() {
     assert!(e.worker_history, "{:?}", e.violations);
     assert!(!differential(&e), "{:?}", e.violations);
     // The same placement on fresh workers: a real difference.
-    let always = HistoryBackend {
-        reused: SimBackend::with_profile(Profile::Documented),
-        fresh: SimBackend::with_profile(Profile::Documented),
-    };
+    let always = HistoryBackend::new(
+        SimBackend::with_profile(Profile::Documented),
+        SimBackend::with_profile(Profile::Documented),
+    );
     let e = with(&always);
+    assert!(!e.worker_history);
+    assert!(differential(&e), "{:?}", e.violations);
+    assert_eq!(always.fresh_starts(), 1);
+    // Once that difference is a finding, a case that differs alike is not
+    // run again on fresh workers: it counts with the finding.
+    let known = e.violations.clone();
+    let e = Judge {
+        sim: &sim,
+        real: Some(&always),
+        step_timeout: Duration::from_secs(5),
+    }
+    .evaluate_scenario_knowing(&scenario, id, true, &|v| {
+        known.iter().any(|k| k.signature == v.signature)
+    });
+    assert_eq!(
+        always.fresh_starts(),
+        1,
+        "the case ran again on fresh workers"
+    );
     assert!(!e.worker_history);
     assert!(differential(&e), "{:?}", e.violations);
 }

@@ -433,6 +433,22 @@ impl Judge<'_> {
         id: CaseId,
         determinism: bool,
     ) -> Evaluation {
+        self.evaluate_scenario_knowing(scenario, id, determinism, &|_| false)
+    }
+
+    /// [`Self::evaluate_scenario_with`] in a run that already has findings:
+    /// a case that differs on reused workers only in ways `known` says are
+    /// alike a finding (one judged on fresh workers) is not run again on
+    /// fresh ones. It counts with that finding, which it would almost
+    /// always join anyway, and saves the rerun (half a second or more on a
+    /// GPU).
+    pub fn evaluate_scenario_knowing(
+        &self,
+        scenario: &Scenario,
+        id: CaseId,
+        determinism: bool,
+        known: &dyn Fn(&Violation) -> bool,
+    ) -> Evaluation {
         let opts = ExecOptions {
             dialect: id.dialect,
             seed: id.seed,
@@ -465,6 +481,7 @@ impl Judge<'_> {
                 && sharing::sharing(scenario).is_reused()
                 && e.verdict.status != Status::NotSupported
                 && !diffs.is_empty()
+                && !diffs.iter().all(known)
             {
                 e = ipc_harness::profile::timed("explore: fresh-worker rerun", || {
                     scenario::execute_fresh(scenario, real, &opts)

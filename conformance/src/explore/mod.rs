@@ -23,7 +23,7 @@ pub use case::{
 };
 use generate::GenStats;
 use ipc_harness::{Backend, Dialect};
-use properties::Property;
+use properties::{Property, Violation};
 use proptest::strategy::ValueTree;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,7 +189,15 @@ fn run_case(
         ipc_harness::scenario::parse(&lowered.text(), &lowered.scenario.path).as_ref(),
         Ok(&lowered.scenario)
     );
-    let eval = judge.evaluate_scenario_with(&lowered.scenario, id, opts.checks_determinism(id));
+    let known = |v: &Violation| {
+        lock(shared)
+            .summary
+            .findings
+            .iter()
+            .any(|f| f.signature == v.signature)
+    };
+    let eval =
+        judge.evaluate_scenario_knowing(&lowered.scenario, id, opts.checks_determinism(id), &known);
     let claimed = {
         let mut s = lock(shared);
         if let Some(r) = s.recorder.as_mut() {
