@@ -793,7 +793,7 @@ impl World {
             Region {
                 len: block_size,
                 block: block_id,
-                import: Some(Mapping {
+                import: Some(Box::new(Mapping {
                     ctx,
                     device,
                     exporter,
@@ -803,7 +803,7 @@ impl World {
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
                     buffer_id,
-                }),
+                })),
             },
         );
         proc.imports.insert((ctx, block_id, base));

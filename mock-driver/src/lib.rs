@@ -50,6 +50,7 @@
 mod attributes;
 mod backend;
 mod contexts;
+mod dense;
 mod event_state;
 mod events;
 mod handle_codec;

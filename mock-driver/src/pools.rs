@@ -331,7 +331,7 @@ impl World {
             Region {
                 len: block_size,
                 block: export.block,
-                import: Some(Mapping {
+                import: Some(Box::new(Mapping {
                     ctx,
                     device,
                     exporter,
@@ -341,7 +341,7 @@ impl World {
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
                     buffer_id,
-                }),
+                })),
             },
         );
         proc.imports.insert((ctx, export.block, base));

@@ -216,7 +216,8 @@ impl Mapping {
 pub(crate) struct Region {
     pub len: u64,
     pub block: BlockId,
-    pub import: Option<Mapping>,
+    /// Boxed: regions sit in a tree whose inserts and removes move them.
+    pub import: Option<Box<Mapping>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -404,7 +405,8 @@ pub(crate) struct World {
     pub topology: ipc_harness::Topology,
     pub sem: Semantics,
     pub procs: Vec<Process>,
-    pub blocks: BTreeMap<BlockId, Block>,
+    /// By id (`next_block` counts them).
+    pub blocks: crate::dense::DenseMap<Block>,
     pub next_block: BlockId,
     /// Bytes of device memory in use, per physical device.
     pub device_used: Vec<u64>,
@@ -707,7 +709,7 @@ impl Process {
             .range((ctx, object, 0)..=(ctx, object, u64::MAX))
             .filter_map(move |&(_, _, base)| {
                 let r = self.regions.get(&base)?;
-                Some((base, r, r.import.as_ref()?))
+                Some((base, r, r.import.as_deref()?))
             })
     }
 
@@ -1193,7 +1195,7 @@ impl World {
             .blocks
             .iter()
             .filter(|(_, b)| b.owner == p)
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .collect();
         self.freed_exports.retain(|_, f| f.owner != p);
         // Exited before releasing, so blocks kept for their export go too.
