@@ -2,6 +2,7 @@
 //! clock. The rules that change it are `events.rs`; this state is a leaf so
 //! that `world.rs` can hold it without importing the rules.
 
+use crate::dense::DenseMap;
 use crate::ids::CtxKey;
 use ipc_harness::{ProcessIndex, IPC_HANDLE_SIZE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +32,7 @@ pub(crate) struct Core {
 }
 
 /// A process's event: its own, or one it opened from a handle.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Local {
     pub core: u64,
     pub ctx: CtxKey,
@@ -140,8 +141,9 @@ pub(crate) struct Events {
     pub tails: BTreeMap<ProcessIndex, u64>,
     /// In queueing order; applied in order of completion.
     pub pending: Vec<PendingFill>,
-    pub cores: BTreeMap<u64, Core>,
-    pub local: BTreeMap<(ProcessIndex, u64), Local>,
+    /// By id (`next_core` counts them).
+    pub cores: crate::dense::DenseMap<Core>,
+    pub local: LocalEvents,
     pub by_handle: BTreeMap<[u8; IPC_HANDLE_SIZE], u64>,
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
@@ -164,12 +166,86 @@ pub(crate) struct Events {
     pub next_stream: u64,
 }
 
+/// Where local event ids start (they only need to be distinct and non-zero).
+pub(crate) const EVENT_ID_BASE: u64 = 0x5e00_0000;
+
+/// Every process's events by (process, id), as a map of that key would hold
+/// them. An id is `EVENT_ID_BASE + serial * 0x10` for a serial that counts
+/// up over the machine, so the events are stored by serial: a lookup is an
+/// index, and one process's events come in increasing id.
+#[derive(Debug, Default)]
+pub(crate) struct LocalEvents {
+    by_serial: DenseMap<(ProcessIndex, Local)>,
+}
+
+impl LocalEvents {
+    /// The id of the event with serial `serial`.
+    pub(crate) fn id_of(serial: u64) -> u64 {
+        EVENT_ID_BASE + serial * 0x10
+    }
+
+    /// The serial of id `id`; `None` for a number no event ever had.
+    fn serial(id: u64) -> Option<u64> {
+        let d = id.checked_sub(EVENT_ID_BASE)?;
+        (d % 0x10 == 0).then_some(d / 0x10)
+    }
+
+    pub(crate) fn get(&self, p: ProcessIndex, id: u64) -> Option<&Local> {
+        self.by_serial
+            .get(&Self::serial(id)?)
+            .filter(|(q, _)| *q == p)
+            .map(|(_, l)| l)
+    }
+
+    pub(crate) fn contains(&self, p: ProcessIndex, id: u64) -> bool {
+        self.get(p, id).is_some()
+    }
+
+    /// Event `id` of `p`, whose id is new.
+    pub(crate) fn insert(&mut self, p: ProcessIndex, id: u64, l: Local) {
+        let serial = Self::serial(id).expect("an event id made by `id_of`");
+        self.by_serial.insert(serial, (p, l));
+    }
+
+    pub(crate) fn remove(&mut self, p: ProcessIndex, id: u64) -> Option<Local> {
+        self.get(p, id)?;
+        self.by_serial.remove(&Self::serial(id)?).map(|(_, l)| l)
+    }
+
+    /// `p`'s events, (id, event) in increasing id.
+    pub(crate) fn of(&self, p: ProcessIndex) -> impl Iterator<Item = (u64, &Local)> {
+        self.by_serial
+            .iter()
+            .filter(move |(_, (q, _))| *q == p)
+            .map(|(serial, (_, l))| (Self::id_of(serial), l))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_serial.is_empty()
+    }
+
+    /// Every (process, id), as a map keyed by them orders them.
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> Vec<(ProcessIndex, u64)> {
+        let mut k: Vec<(ProcessIndex, u64)> = self
+            .by_serial
+            .iter()
+            .map(|(serial, (p, _))| (*p, Self::id_of(serial)))
+            .collect();
+        k.sort_unstable();
+        k
+    }
+}
+
 /// The slots of one context's interprocess-event pool that live events
 /// hold.
 #[derive(Debug, Default)]
 pub(crate) struct SlotPool {
-    /// Slot -> the core holding it.
-    pub held: BTreeMap<u32, u64>,
+    /// Slot (index) -> the core holding it; `next` long.
+    held: Vec<Option<u64>>,
+    /// How many slots are held.
+    count: usize,
     /// Slots below `next` no live event holds.
     free: BTreeSet<u32>,
     /// Every slot from here up is free.
@@ -182,21 +258,35 @@ impl SlotPool {
         self.free.first().copied().unwrap_or(self.next)
     }
 
+    /// The core holding `slot`, if any.
+    pub(crate) fn holder(&self, slot: u32) -> Option<u64> {
+        self.held.get(slot as usize).copied().flatten()
+    }
+
+    /// How many slots live events hold.
+    pub(crate) fn held(&self) -> usize {
+        self.count
+    }
+
     /// `core` takes slot `slot`, which is free.
     pub(crate) fn take(&mut self, slot: u32, core: u64) {
         if slot >= self.next {
             self.free.extend(self.next..slot);
             self.next = slot.saturating_add(1);
+            self.held.resize(self.next as usize, None);
         } else {
             self.free.remove(&slot);
         }
-        self.held.insert(slot, core);
+        if self.held[slot as usize].replace(core).is_none() {
+            self.count += 1;
+        }
     }
 
     /// `core`, holding `slot`, is gone: the slot is free again.
     fn give_up(&mut self, slot: u32, core: u64) {
-        if self.held.get(&slot) == Some(&core) {
-            self.held.remove(&slot);
+        if self.holder(slot) == Some(core) {
+            self.held[slot as usize] = None;
+            self.count -= 1;
             self.free.insert(slot);
         }
     }
@@ -207,7 +297,7 @@ impl Events {
     pub(crate) fn live_ipc_events(&self, p: ProcessIndex) -> usize {
         self.slots
             .range((p, 0)..=(p, CtxKey::MAX))
-            .map(|(_, s)| s.held.len())
+            .map(|(_, s)| s.held())
             .sum()
     }
 
@@ -244,11 +334,7 @@ impl Events {
     /// The process exits (or tears down): its events go; exported ones it
     /// owned count as destroyed by the exporter.
     pub(crate) fn drop_process(&mut self, p: ProcessIndex) {
-        let ids: Vec<u64> = self
-            .local
-            .range((p, 0)..=(p, u64::MAX))
-            .map(|(&(_, id), _)| id)
-            .collect();
+        let ids: Vec<u64> = self.local.of(p).map(|(id, _)| id).collect();
         for id in ids {
             self.release(p, id);
         }
@@ -260,9 +346,9 @@ impl Events {
     pub(crate) fn drop_context(&mut self, p: ProcessIndex, ctx: CtxKey) {
         let ids: Vec<u64> = self
             .local
-            .range((p, 0)..=(p, u64::MAX))
+            .of(p)
             .filter(|(_, l)| l.ctx == ctx)
-            .map(|(&(_, id), _)| id)
+            .map(|(id, _)| id)
             .collect();
         for id in ids {
             self.release(p, id);
@@ -272,7 +358,7 @@ impl Events {
     }
 
     pub(crate) fn release(&mut self, p: ProcessIndex, id: u64) {
-        let Some(l) = self.local.remove(&(p, id)) else {
+        let Some(l) = self.local.remove(p, id) else {
             return;
         };
         if l.imported {

@@ -23,7 +23,7 @@
 //! (`event_other_context`), and `event_record` from another context is
 //! InvalidHandle, as cuEventRecord's documentation says.
 
-use crate::event_state::{Core, KernelWrite, Local, PendingFill};
+use crate::event_state::{Core, KernelWrite, Local, LocalEvents, PendingFill};
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{
@@ -42,9 +42,6 @@ pub(crate) const HOST_CALL_NS: u64 = 50_000;
 
 /// Every flag bit `event_create` knows.
 const KNOWN_FLAGS: u32 = BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS;
-
-/// Where local event ids start (they only need to be distinct and non-zero).
-const EVENT_ID_BASE: u64 = 0x5e00_0000;
 
 impl World {
     /// Process `p` exits: its events go; handles of events it exported stop
@@ -98,6 +95,9 @@ impl World {
     /// Apply the pending fills the clock has passed, in completion order.
     pub(crate) fn settle(&mut self) {
         let clock = self.events.clock;
+        if !self.events.pending.iter().any(|f| f.done_at <= clock) {
+            return;
+        }
         let (mut done, left): (Vec<PendingFill>, Vec<PendingFill>) = self
             .events
             .pending
@@ -134,7 +134,7 @@ impl World {
     /// Look up `p`'s event `id`; an imported event whose exporter destroyed
     /// it is the documented undefined behaviour: logged, then `rule` decides.
     fn event_core(&mut self, p: ProcessIndex, id: EventId, what: &str) -> SimResult<u64> {
-        let Some(l) = self.events.local.get(&(p, id.0)).cloned() else {
+        let Some(l) = self.events.local.get(p, id.0).copied() else {
             return Err(ErrorKind::InvalidHandle.into());
         };
         let destroyed = self
@@ -207,9 +207,10 @@ impl World {
 
     fn new_local(&mut self, p: ProcessIndex, core: u64, ctx: CtxKey, imported: bool) -> EventId {
         self.events.next_local += 1;
-        let id = EVENT_ID_BASE + self.events.next_local * 0x10;
+        let id = LocalEvents::id_of(self.events.next_local);
         self.events.local.insert(
-            (p, id),
+            p,
+            id,
             Local {
                 core,
                 ctx,
@@ -265,7 +266,7 @@ impl World {
 
     /// The context `p`'s event `id` was made in.
     fn event_ctx(&self, p: ProcessIndex, id: EventId) -> Option<CtxKey> {
-        self.events.local.get(&(p, id.0)).map(|l| l.ctx)
+        self.events.local.get(p, id.0).map(|l| l.ctx)
     }
 
     /// `event_other_context=crash`: event `id` belongs to a context other
@@ -383,7 +384,7 @@ impl World {
     }
 
     pub(crate) fn event_destroy(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
-        if !self.events.local.contains_key(&(p, id.0)) {
+        if !self.events.local.contains(p, id.0) {
             return Err(ErrorKind::InvalidHandle.into());
         }
         self.events.release(p, id.0);
@@ -416,11 +417,7 @@ impl World {
         }
         // An opened event is not the process's to export
         // (event.get.imported-event); this is checked before the context.
-        let imported = self
-            .events
-            .local
-            .get(&(p, id.0))
-            .is_some_and(|l| l.imported);
+        let imported = self.events.local.get(p, id.0).is_some_and(|l| l.imported);
         // cuIpcGetEventHandle checks its out pointer before the event's
         // origin: a NULL out for an opened event is InvalidValue
         // (event.get.imported-event-null-out); the runtime asks the driver
@@ -460,8 +457,7 @@ impl World {
                 .events
                 .slots
                 .get(&(p, ctx))
-                .and_then(|s| s.held.get(&slot))
-                .copied();
+                .and_then(|s| s.holder(slot));
             if let Some(id) = holder.filter(|_| core.owner == p) {
                 self.events.by_handle.insert(bytes, id);
             }
@@ -562,9 +558,9 @@ impl World {
             let existing = self
                 .events
                 .local
-                .range((p, 0)..=(p, u64::MAX))
+                .of(p)
                 .find(|(_, l)| l.imported && l.core == core_id)
-                .map(|(&(_, id), _)| EventId(id));
+                .map(|(id, _)| EventId(id));
             if let Some(e) = existing {
                 return Ok(e);
             }
