@@ -31,14 +31,17 @@ impl<V> DenseMap<V> {
         Self::default()
     }
 
+    #[inline]
     fn index(id: u64) -> Option<usize> {
         usize::try_from(id).ok()
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: &u64) -> Option<&V> {
         self.slots.get(Self::index(*id)?)?.as_ref()
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
         self.slots.get_mut(Self::index(*id)?)?.as_mut()
     }
@@ -48,6 +51,7 @@ impl<V> DenseMap<V> {
         self.get(id).is_some()
     }
 
+    #[inline]
     pub(crate) fn insert(&mut self, id: u64, value: V) -> Option<V> {
         let i = Self::index(id).expect("a dense id fits in usize");
         assert!(
@@ -69,6 +73,7 @@ impl<V> DenseMap<V> {
         old
     }
 
+    #[inline]
     pub(crate) fn remove(&mut self, id: &u64) -> Option<V> {
         let old = self.slots.get_mut(Self::index(*id)?)?.take();
         if old.is_some() {

@@ -295,8 +295,11 @@ impl SlotPool {
 impl Events {
     /// How many live interprocess events `p` holds over all its contexts.
     pub(crate) fn live_ipc_events(&self, p: ProcessIndex) -> usize {
+        // A walk over every pool: there are a few (one per context that made
+        // an interprocess event), cheaper to walk than to search a range of.
         self.slots
-            .range((p, 0)..=(p, CtxKey::MAX))
+            .iter()
+            .filter(|((q, _), _)| *q == p)
             .map(|(_, s)| s.held())
             .sum()
     }

@@ -163,27 +163,18 @@ impl World {
         // An exported event its exporter destroyed gives its slot up: the
         // new event takes the lowest slot of the context's pool no live
         // event holds (event.get.slot-reused-after-destroy).
+        let core = self.events.next_core;
         let slot = if flags & INTERPROCESS != 0 {
             Self::live_ipc_events_rule(self.events.live_ipc_events(p))?;
             self.events.ipc_state.insert((p, ctx));
-            Some(
-                self.events
-                    .slots
-                    .get(&(p, ctx))
-                    .map_or(0, |s| s.lowest_free()),
-            )
+            let pool = self.events.slots.entry((p, ctx)).or_default();
+            let slot = pool.lowest_free();
+            pool.take(slot, core);
+            Some(slot)
         } else {
             None
         };
-        let core = self.events.next_core;
         self.events.next_core += 1;
-        if let Some(slot) = slot {
-            self.events
-                .slots
-                .entry((p, ctx))
-                .or_default()
-                .take(slot, core);
-        }
         self.events.cores.insert(
             core,
             Core {

@@ -596,11 +596,7 @@ impl World {
         (offset, size): (u64, u64),
     ) -> Option<u64> {
         let proc = &self.procs[p];
-        let mappings = || {
-            proc.imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base)
-        };
+        let mappings = || proc.mappings_of(ctx, block_id).iter().copied();
         let serials = self.sem.handle_stable == HandleStability::SameBytes;
         let serial = serial_of(handle);
         let first = mappings().filter(|b| !self.stale_mapping(p, *b)).find(|b| {
@@ -683,11 +679,7 @@ impl World {
 
     /// Whether context `ctx` of `p` maps `block_id`.
     fn maps_block(&self, p: ProcessIndex, ctx: CtxKey, block_id: BlockId) -> bool {
-        self.procs[p]
-            .imports
-            .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-            .next()
-            .is_some()
+        !self.procs[p].mappings_of(ctx, block_id).is_empty()
     }
 
     /// The exporter freed the block while another process maps it
@@ -799,14 +791,14 @@ impl World {
                     exporter,
                     exporter_tag: h.exporter_tag,
                     opened: vec![*handle],
-                    exports: BTreeMap::from([export]),
-                    opens: BTreeMap::from([(ret, 1)]),
+                    exports: one_entry(export),
+                    opens: one_entry((ret, 1)),
                     closed: BTreeSet::new(),
                     buffer_id,
                 })),
             },
         );
-        proc.imports.insert((ctx, block_id, base));
+        proc.add_import(ctx, block_id, base);
         proc.note_opened(ctx, handle, base);
         proc.opened_ptrs.insert(ret);
         if let Some(b) = self.blocks.get_mut(&block_id) {
@@ -1173,4 +1165,11 @@ impl World {
             }
         }
     }
+}
+
+/// A map of one entry (cheaper than `BTreeMap::from`, which sorts).
+pub(crate) fn one_entry((k, v): (u64, u64)) -> BTreeMap<u64, u64> {
+    let mut m = BTreeMap::new();
+    m.insert(k, v);
+    m
 }

@@ -56,6 +56,7 @@ mod events;
 mod handle_codec;
 mod hazards;
 mod ids;
+mod index;
 mod ipc;
 mod kernel_pattern;
 mod machine;

@@ -344,7 +344,7 @@ impl World {
                 })),
             },
         );
-        proc.imports.insert((ctx, export.block, base));
+        proc.add_import(ctx, export.block, base);
         if let Some(b) = self.blocks.get_mut(&export.block) {
             b.importers = b.importers.saturating_add(1);
         }

@@ -51,7 +51,7 @@ pub(crate) struct Store {
 impl Store {
     /// Remove `[start, end)` from every segment, keeping the parts outside it.
     fn punch(&mut self, start: u64, end: u64) {
-        if start >= end {
+        if start >= end || self.segments.is_empty() {
             return;
         }
         let mut hit: Vec<u64> = Vec::new();

@@ -259,14 +259,18 @@ pub(crate) struct Process {
     /// Mapped VA by base address.
     pub regions: BTreeMap<u64, Region>,
     /// IPC mappings: (importing context, block, mapping base). One context
-    /// may map one block several times (`reopen=new-mapping`).
+    /// may map one block several times (`reopen=new-mapping`). Changed only
+    /// through `add_import` and `remove_import`.
     pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
+    /// `imports` by (importing context, block): the mapping bases. The
+    /// rules of `ipc_open` ask which mappings a context has of a block.
+    pub imports_by_block: crate::index::MultiIndex<(CtxKey, BlockId)>,
     /// IPC mappings by the handles opened into them: (importing context,
-    /// the handle's export object word, mapping base). Every rule of
+    /// the handle's export object word) -> mapping bases. Every rule of
     /// `ipc_open` that looks for a mapping this context opened with a copy
     /// of a handle compares that word, so it looks up here instead of
     /// scanning every mapping (mem.scale.open-thousand-allocations).
-    pub opened_by_object: BTreeSet<(CtxKey, u32, u64)>,
+    pub opened_by_object: crate::index::MultiIndex<(CtxKey, u32)>,
     pub dead: BTreeMap<u64, DeadRange>,
     /// Released VA spans (base -> `FreeVa`) that `va_reuse` hands out
     /// again.
@@ -534,7 +538,8 @@ impl Process {
             allocs: BTreeMap::new(),
             regions: BTreeMap::new(),
             imports: BTreeSet::new(),
-            opened_by_object: BTreeSet::new(),
+            imports_by_block: Default::default(),
+            opened_by_object: Default::default(),
             dead: BTreeMap::new(),
             free_va: BTreeMap::new(),
             va_releases: 0,
@@ -693,7 +698,35 @@ impl Process {
     /// Handle `h` was opened into the mapping at `base` of context `ctx`.
     pub(crate) fn note_opened(&mut self, ctx: CtxKey, h: &ipc_harness::IpcMemHandle, base: u64) {
         self.opened_by_object
-            .insert((ctx, crate::handle_codec::u32_at(&h.0, 48), base));
+            .insert((ctx, crate::handle_codec::u32_at(&h.0, 48)), base);
+    }
+
+    /// Context `ctx` maps `block` at `base` now.
+    pub(crate) fn add_import(&mut self, ctx: CtxKey, block: BlockId, base: u64) {
+        self.imports.insert((ctx, block, base));
+        self.imports_by_block.insert((ctx, block), base);
+        self.check_imports_index(ctx, block);
+    }
+
+    /// Context `ctx` no longer maps `block` at `base`.
+    pub(crate) fn remove_import(&mut self, ctx: CtxKey, block: BlockId, base: u64) {
+        self.imports.remove(&(ctx, block, base));
+        self.imports_by_block.remove((ctx, block), base);
+        self.check_imports_index(ctx, block);
+    }
+
+    /// The bases context `ctx` maps `block` at, in increasing order.
+    pub(crate) fn mappings_of(&self, ctx: CtxKey, block: BlockId) -> &[u64] {
+        self.imports_by_block.get(&(ctx, block))
+    }
+
+    /// Debug builds: the index agrees with `imports` for (`ctx`, `block`).
+    fn check_imports_index(&self, ctx: CtxKey, block: BlockId) {
+        debug_assert!(self
+            .imports
+            .range((ctx, block, 0)..=(ctx, block, u64::MAX))
+            .map(|&(_, _, b)| b)
+            .eq(self.mappings_of(ctx, block).iter().copied()));
     }
 
     /// The IPC mappings of context `ctx`, by base, that a handle with `h`'s
@@ -706,8 +739,9 @@ impl Process {
     ) -> impl Iterator<Item = (u64, &'a Region, &'a Mapping)> + 'a {
         let object = crate::handle_codec::u32_at(&h.0, 48);
         self.opened_by_object
-            .range((ctx, object, 0)..=(ctx, object, u64::MAX))
-            .filter_map(move |&(_, _, base)| {
+            .get(&(ctx, object))
+            .iter()
+            .filter_map(move |&base| {
                 let r = self.regions.get(&base)?;
                 Some((base, r, r.import.as_deref()?))
             })
@@ -1043,10 +1077,10 @@ impl World {
             class: VaClass::Device,
         };
         if let Some(m) = &region.import {
-            proc.imports.remove(&(m.ctx, region.block, base));
+            proc.remove_import(m.ctx, region.block, base);
             for h in &m.opened {
                 let object = crate::handle_codec::u32_at(&h.0, 48);
-                proc.opened_by_object.remove(&(m.ctx, object, base));
+                proc.opened_by_object.remove((m.ctx, object), base);
             }
         }
         proc.mark_dead(base, region.len, Gone::Closed);
