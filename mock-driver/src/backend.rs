@@ -145,7 +145,7 @@ impl SimBackend {
             next_block: 0,
             device_used: vec![0; devices as usize],
             handle_serial: 0,
-            export_ids: BTreeMap::new(),
+            export_ids: Default::default(),
             freed_exports: BTreeMap::new(),
             hazards: HazardLog::default(),
             vmm: Default::default(),

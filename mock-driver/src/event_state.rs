@@ -144,7 +144,8 @@ pub(crate) struct Events {
     /// By id (`next_core` counts them).
     pub cores: crate::dense::DenseMap<Core>,
     pub local: LocalEvents,
-    pub by_handle: BTreeMap<[u8; IPC_HANDLE_SIZE], u64>,
+    /// Handle bytes -> core (looked up by the bytes only).
+    pub by_handle: crate::index::IdMap<[u8; IPC_HANDLE_SIZE], u64>,
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
     pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,

@@ -336,11 +336,11 @@ impl World {
     /// only (happens-before over processes); the writer's own host
     /// synchronization (`synced`) orders its writes for every process.
     fn writes_seen(&mut self, waiter: ProcessIndex, core: u64) {
-        let Some(covers) = self.events.cores.get(&core).map(|c| c.covers.clone()) else {
+        let Some(covers) = self.events.cores.get(&core).map(|c| &c.covers) else {
             return;
         };
         if let Some(proc) = self.procs.get_mut(waiter) {
-            for (r, upto) in covers {
+            for (&r, &upto) in covers {
                 let seen = proc.seen.entry(r).or_insert(0);
                 *seen = (*seen).max(upto);
             }

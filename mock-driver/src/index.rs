@@ -4,7 +4,7 @@
 //! one key is in increasing order, as the ordered set it stands for would
 //! give it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 /// A multiply-rotate hash for small integer keys (ids, addresses): a few
@@ -25,7 +25,13 @@ impl IdHasher {
 impl Hasher for IdHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(w);
+            self.add(u64::from_le_bytes(word));
+        }
+        for &b in words.remainder() {
             self.add(u64::from(b));
         }
     }
@@ -60,6 +66,9 @@ impl Hasher for IdHasher {
 
 /// A hash map looked up by key only.
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// A hash set asked for membership only.
+pub(crate) type IdSet<T> = HashSet<T, BuildHasherDefault<IdHasher>>;
 
 /// The set of `(key, value)` pairs an ordered `BTreeSet<(K, u64)>` would
 /// hold, for the question "which values under `key`", answered in

@@ -287,8 +287,8 @@ pub(crate) struct Process {
     pub arena: u64,
     /// The last arena id handed out.
     pub arena_seq: u64,
-    /// Reserved VA base -> the arena it came from.
-    pub reserved: BTreeMap<u64, u64>,
+    /// Reserved VA base -> the arena it came from (looked up by base only).
+    pub reserved: crate::index::IdMap<u64, u64>,
     /// Its fresh reservations of the device heap (`va_rewind`).
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
@@ -304,11 +304,11 @@ pub(crate) struct Process {
     /// event recorded after them); its later reads of those bytes are ordered.
     pub seen: BTreeMap<ProcessIndex, u64>,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
-    /// `foreign-close`).
-    pub opened_ptrs: BTreeSet<u64>,
+    /// `foreign-close`); asked for membership only.
+    pub opened_ptrs: crate::index::IdSet<u64>,
     /// Allocation bases this process freed and has not been given again
-    /// (`double-free`).
-    pub freed_ptrs: BTreeSet<u64>,
+    /// (`double-free`); asked for membership only.
+    pub freed_ptrs: crate::index::IdSet<u64>,
     /// The process crashed rather than exited: the runtime's teardown at exit
     /// did not run (`event_exporter_crash`).
     pub crashed: bool,
@@ -415,8 +415,9 @@ pub(crate) struct World {
     /// Bytes of device memory in use, per physical device.
     pub device_used: Vec<u64>,
     pub handle_serial: u64,
-    /// Export object ids (bytes 48..52 of a handle) -> block.
-    pub export_ids: BTreeMap<u32, BlockId>,
+    /// Export object ids (bytes 48..52 of a handle) -> block (looked up by
+    /// id only).
+    pub export_ids: crate::index::IdMap<u32, BlockId>,
     /// Export ids of blocks their (living) exporter freed and that nobody
     /// maps any more: the owner and where it mapped the block (a handle then
     /// reaches what the owner has at that address: `stale_handle`).
@@ -547,14 +548,14 @@ impl Process {
             va_rewind: VaRewind::Newest,
             arena: 0,
             arena_seq: 0,
-            reserved: BTreeMap::new(),
+            reserved: Default::default(),
             fresh: FreshVa::default(),
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
             seen: BTreeMap::new(),
-            opened_ptrs: BTreeSet::new(),
-            freed_ptrs: BTreeSet::new(),
+            opened_ptrs: Default::default(),
+            freed_ptrs: Default::default(),
             crashed: false,
             va_claims: Vec::new(),
             peer_enabled: BTreeSet::new(),
