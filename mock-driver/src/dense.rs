@@ -6,21 +6,25 @@
 //! neighbours on every insert and remove).
 
 /// Ids are indexes: an id must come from a counter (a small number), never
-/// from a hash or an address.
+/// from a hash or an address. Objects are kept in chunks of `CHUNK` that
+/// never grow once made, so no insert copies the objects already stored.
 #[derive(Debug, Clone)]
 pub(crate) struct DenseMap<V> {
-    slots: Vec<Option<V>>,
+    chunks: Vec<Vec<Option<V>>>,
     len: usize,
 }
 
 impl<V> Default for DenseMap<V> {
     fn default() -> Self {
         DenseMap {
-            slots: Vec::new(),
+            chunks: Vec::new(),
             len: 0,
         }
     }
 }
+
+/// Objects per chunk.
+const CHUNK: usize = 64;
 
 /// How far past the highest id so far an id may go: the counters behind
 /// these maps count up by one.
@@ -31,19 +35,23 @@ impl<V> DenseMap<V> {
         Self::default()
     }
 
+    /// (chunk, place in it) of `id`.
     #[inline]
-    fn index(id: u64) -> Option<usize> {
-        usize::try_from(id).ok()
+    fn place(id: u64) -> Option<(usize, usize)> {
+        let i = usize::try_from(id).ok()?;
+        Some((i / CHUNK, i % CHUNK))
     }
 
     #[inline]
     pub(crate) fn get(&self, id: &u64) -> Option<&V> {
-        self.slots.get(Self::index(*id)?)?.as_ref()
+        let (c, o) = Self::place(*id)?;
+        self.chunks.get(c)?.get(o)?.as_ref()
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, id: &u64) -> Option<&mut V> {
-        self.slots.get_mut(Self::index(*id)?)?.as_mut()
+        let (c, o) = Self::place(*id)?;
+        self.chunks.get_mut(c)?.get_mut(o)?.as_mut()
     }
 
     #[cfg(test)]
@@ -53,20 +61,24 @@ impl<V> DenseMap<V> {
 
     #[inline]
     pub(crate) fn insert(&mut self, id: u64, value: V) -> Option<V> {
-        let i = Self::index(id).expect("a dense id fits in usize");
+        let (c, o) = Self::place(id).expect("a dense id fits in usize");
         assert!(
-            i < self.slots.len() + MAX_GAP,
+            c * CHUNK < self.chunks.len() * CHUNK + MAX_GAP,
             "dense id {id} is far past the ids so far (not from a counter)"
         );
-        if i == self.slots.len() {
-            self.slots.push(Some(value));
+        while self.chunks.len() <= c {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let chunk = &mut self.chunks[c];
+        if o == chunk.len() {
+            chunk.push(Some(value));
             self.len += 1;
             return None;
         }
-        if i > self.slots.len() {
-            self.slots.resize_with(i + 1, || None);
+        if o > chunk.len() {
+            chunk.resize_with(o + 1, || None);
         }
-        let old = self.slots[i].replace(value);
+        let old = chunk[o].replace(value);
         if old.is_none() {
             self.len += 1;
         }
@@ -75,7 +87,8 @@ impl<V> DenseMap<V> {
 
     #[inline]
     pub(crate) fn remove(&mut self, id: &u64) -> Option<V> {
-        let old = self.slots.get_mut(Self::index(*id)?)?.take();
+        let (c, o) = Self::place(*id)?;
+        let old = self.chunks.get_mut(c)?.get_mut(o)?.take();
         if old.is_some() {
             self.len -= 1;
         }
@@ -93,10 +106,12 @@ impl<V> DenseMap<V> {
 
     /// (id, object) in increasing id.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.as_ref().map(|v| (i as u64, v)))
+        self.chunks.iter().enumerate().flat_map(|(c, chunk)| {
+            chunk
+                .iter()
+                .enumerate()
+                .filter_map(move |(o, v)| v.as_ref().map(|v| ((c * CHUNK + o) as u64, v)))
+        })
     }
 
     #[cfg(test)]
@@ -106,11 +121,13 @@ impl<V> DenseMap<V> {
 
     #[cfg(test)]
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
-        self.slots.iter().filter_map(Option::as_ref)
+        self.iter().map(|(_, v)| v)
     }
 
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
-        self.slots.iter_mut().filter_map(Option::as_mut)
+        self.chunks
+            .iter_mut()
+            .flat_map(|chunk| chunk.iter_mut().filter_map(Option::as_mut))
     }
 }
 

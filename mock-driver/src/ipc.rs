@@ -1091,27 +1091,31 @@ impl World {
         } else {
             self.sem.close_unopened
         };
+        // The IPC mapping containing `ptr` (`Process::region_at`), where
+        // `ptr` is open.
         let open_here = self.procs[p]
-            .region_at(ptr)
-            .and_then(|(base, r)| {
-                r.import
-                    .as_ref()
-                    .map(|m| (base, m.opens.contains_key(&ptr)))
-            })
-            .and_then(|(base, open)| open.then_some(base));
-        let Some(base) = open_here else {
+            .regions
+            .range_mut(..=ptr)
+            .next_back()
+            .filter(|(&base, r)| ptr - base < r.len)
+            .and_then(|(&base, r)| Some((base, r.import.as_mut()?)))
+            .filter(|(_, m)| m.opens.contains_key(&ptr));
+        let Some((base, m)) = open_here else {
             self.close_unopened(p, ptr);
             return Err(unopened.into());
         };
-        let proc = &mut self.procs[p];
-        let Some(m) = proc.regions.get_mut(&base).and_then(|r| r.import.as_mut()) else {
-            return Err(unopened.into());
-        };
+        let only_open = m.opens.len() == 1;
         let Some(n) = m.opens.get_mut(&ptr) else {
             return Err(unopened.into());
         };
         if !mutant_close {
             *n -= 1;
+        }
+        if *n == 0 && only_open {
+            // The mapping's last open: it goes, with what it remembers of
+            // its opens.
+            self.unmap_import(p, base);
+            return Ok(());
         }
         if *n == 0 {
             m.opens.remove(&ptr);
