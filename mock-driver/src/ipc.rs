@@ -1001,16 +1001,13 @@ impl World {
             .iter()
             .filter(|&(&c, x)| c != ctx && x.device == device);
         others.into_iter().any(|(&c, _)| {
-            proc.imports
-                .range((c, 0, 0)..=(c, BlockId::MAX, u64::MAX))
-                .any(|&(_, b, base)| {
-                    proc.regions
-                        .get(&base)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| m.exporter_tag == tag)
-                        && block_device
-                            .is_none_or(|d| self.blocks.get(&b).is_some_and(|x| x.device == d))
-                })
+            proc.regions.values().any(|r| {
+                r.import
+                    .as_ref()
+                    .is_some_and(|m| m.ctx == c && m.exporter_tag == tag)
+                    && block_device
+                        .is_none_or(|d| self.blocks.get(&r.block).is_some_and(|x| x.device == d))
+            })
         })
     }
 

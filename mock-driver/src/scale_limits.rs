@@ -67,7 +67,7 @@ impl World {
 
     /// Before process `p` maps one more IPC handle.
     pub(crate) fn open_mappings_rule(&self, p: ProcessIndex) -> SimResult<()> {
-        beyond_limit(OPEN_MAPPINGS_PER_PROCESS, || self.procs[p].imports.len())
+        beyond_limit(OPEN_MAPPINGS_PER_PROCESS, || self.procs[p].imports().len())
     }
 }
 

@@ -258,12 +258,11 @@ pub(crate) struct Process {
     pub allocs: BTreeMap<u64, Allocation>,
     /// Mapped VA by base address.
     pub regions: BTreeMap<u64, Region>,
-    /// IPC mappings: (importing context, block, mapping base). One context
-    /// may map one block several times (`reopen=new-mapping`). Changed only
-    /// through `add_import` and `remove_import`.
-    pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
-    /// `imports` by (importing context, block): the mapping bases. The
-    /// rules of `ipc_open` ask which mappings a context has of a block.
+    /// The IPC mappings (the regions with an import) by (importing context,
+    /// block): their bases. One context may map one block several times
+    /// (`reopen=new-mapping`). The rules of `ipc_open` ask which mappings a
+    /// context has of a block; kept in step with `regions` by `add_import`
+    /// and `remove_import`.
     pub imports_by_block: crate::index::MultiIndex<(CtxKey, BlockId)>,
     /// IPC mappings by the handles opened into them: (importing context,
     /// the handle's export object word) -> mapping bases. Every rule of
@@ -538,7 +537,6 @@ impl Process {
             va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
             allocs: BTreeMap::new(),
             regions: BTreeMap::new(),
-            imports: BTreeSet::new(),
             imports_by_block: Default::default(),
             opened_by_object: Default::default(),
             dead: BTreeMap::new(),
@@ -702,16 +700,26 @@ impl Process {
             .insert((ctx, crate::handle_codec::u32_at(&h.0, 48)), base);
     }
 
-    /// Context `ctx` maps `block` at `base` now.
+    /// The IPC mappings: (importing context, block, mapping base), in that
+    /// order.
+    pub(crate) fn imports(&self) -> Vec<(CtxKey, BlockId, u64)> {
+        let mut all: Vec<(CtxKey, BlockId, u64)> = self
+            .regions
+            .iter()
+            .filter_map(|(&base, r)| r.import.as_ref().map(|m| (m.ctx, r.block, base)))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// Context `ctx` maps `block` at `base` now (its region is in place).
     pub(crate) fn add_import(&mut self, ctx: CtxKey, block: BlockId, base: u64) {
-        self.imports.insert((ctx, block, base));
         self.imports_by_block.insert((ctx, block), base);
         self.check_imports_index(ctx, block);
     }
 
-    /// Context `ctx` no longer maps `block` at `base`.
+    /// Context `ctx` no longer maps `block` at `base` (its region is gone).
     pub(crate) fn remove_import(&mut self, ctx: CtxKey, block: BlockId, base: u64) {
-        self.imports.remove(&(ctx, block, base));
         self.imports_by_block.remove((ctx, block), base);
         self.check_imports_index(ctx, block);
     }
@@ -721,12 +729,13 @@ impl Process {
         self.imports_by_block.get(&(ctx, block))
     }
 
-    /// Debug builds: the index agrees with `imports` for (`ctx`, `block`).
+    /// Debug builds: the index agrees with the regions for (`ctx`, `block`).
     fn check_imports_index(&self, ctx: CtxKey, block: BlockId) {
         debug_assert!(self
-            .imports
-            .range((ctx, block, 0)..=(ctx, block, u64::MAX))
-            .map(|&(_, _, b)| b)
+            .regions
+            .iter()
+            .filter(|(_, r)| r.block == block && r.import.as_ref().is_some_and(|m| m.ctx == ctx))
+            .map(|(&b, _)| b)
             .eq(self.mappings_of(ctx, block).iter().copied()));
     }
 
@@ -948,9 +957,6 @@ impl World {
             });
             (base, r.len, r.block, import)
         });
-        let own_alloc = proc
-            .alloc_at(ptr)
-            .map(|(b, a)| (b, b.saturating_add(a.size)));
         let Some((base, region_len, block_id, import)) = found else {
             match dead {
                 Some(Gone::Closed) => self.hazard(
@@ -1030,7 +1036,9 @@ impl World {
                     (s, s.saturating_add(size))
                 })
             }
-            None => own_alloc,
+            None => self.procs[p]
+                .alloc_at(ptr)
+                .map(|(b, a)| (b, b.saturating_add(a.size))),
         };
         if own.is_none() && dead == Some(Gone::Freed) {
             // The owner's pointer after its free, in a block a live
@@ -1156,10 +1164,10 @@ impl World {
             .map(|(&b, _)| b)
             .collect();
         let maps: Vec<u64> = proc
-            .imports
-            .iter()
+            .imports()
+            .into_iter()
             .filter(|(c, _, _)| *c == ctx)
-            .map(|&(_, _, b)| b)
+            .map(|(_, _, b)| b)
             .collect();
         for base in allocs {
             self.free_allocation(p, base, explicit);
@@ -1204,7 +1212,11 @@ impl World {
             }
         }
         self.events_exit(p);
-        let imports: Vec<u64> = self.procs[p].imports.iter().map(|&(_, _, b)| b).collect();
+        let imports: Vec<u64> = self.procs[p]
+            .imports()
+            .into_iter()
+            .map(|(_, _, b)| b)
+            .collect();
         for base in imports {
             self.unmap_import(p, base);
         }
