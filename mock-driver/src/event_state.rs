@@ -24,11 +24,39 @@ pub(crate) struct Core {
     /// The exporter exited and its exit released the event
     /// (`event_exporter_exit`): only cached re-opens still succeed.
     pub exit_released: bool,
-    pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
+    /// The bytes its export handed out; boxed, as most events are never
+    /// exported (a smaller core is cheaper to make and move).
+    pub handle: Option<Box<[u8; IPC_HANDLE_SIZE]>>,
     /// The context it was made in, and (interprocess events) its slot in
     /// that context's pool of event memory (`ipc_get_event_handle`).
     pub ctx: CtxKey,
     pub slot: Option<u32>,
+}
+
+/// What the handle calls read of a core, copied out of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoreView {
+    pub owner: ProcessIndex,
+    pub flags: u32,
+    pub exporter_destroyed: bool,
+    pub exit_released: bool,
+    pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
+    pub ctx: CtxKey,
+    pub slot: Option<u32>,
+}
+
+impl Core {
+    pub(crate) fn view(&self) -> CoreView {
+        CoreView {
+            owner: self.owner,
+            flags: self.flags,
+            exporter_destroyed: self.exporter_destroyed,
+            exit_released: self.exit_released,
+            handle: self.handle.as_deref().copied(),
+            ctx: self.ctx,
+            slot: self.slot,
+        }
+    }
 }
 
 /// A process's event: its own, or one it opened from a handle.

@@ -93,11 +93,16 @@ impl World {
     }
 
     /// Apply the pending fills the clock has passed, in completion order.
+    #[inline]
     pub(crate) fn settle(&mut self) {
         let clock = self.events.clock;
-        if !self.events.pending.iter().any(|f| f.done_at <= clock) {
-            return;
+        if self.events.pending.iter().any(|f| f.done_at <= clock) {
+            self.settle_due(clock);
         }
+    }
+
+    /// `settle`, where some fill is due at `clock`.
+    fn settle_due(&mut self, clock: u64) {
         let (mut done, left): (Vec<PendingFill>, Vec<PendingFill>) = self
             .events
             .pending
@@ -396,7 +401,7 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let core_id = self.event_core(p, id, "ipc_get_event")?;
-        let Some(core) = self.events.cores.get(&core_id).cloned() else {
+        let Some(core) = self.events.cores.get(&core_id).map(Core::view) else {
             return Err(ErrorKind::InvalidHandle.into());
         };
         if core.flags & INTERPROCESS == 0 && !self.mutant(MutantId::EventWithoutInterprocessFlag) {
@@ -464,7 +469,7 @@ impl World {
         let bytes = self.handle_bytes(core.owner, p, core.ctx, core.slot.unwrap_or(0));
         self.events.by_handle.insert(bytes, core_id);
         if let Some(c) = self.events.cores.get_mut(&core_id) {
-            c.handle = Some(bytes);
+            c.handle = Some(Box::new(bytes));
         }
         Ok(IpcEventHandle(bytes))
     }
@@ -518,7 +523,7 @@ impl World {
         let Some(&core_id) = self.events.by_handle.get(&handle.0) else {
             return Err(self.sem.event_bad_handle.into());
         };
-        let Some(core) = self.events.cores.get(&core_id).cloned() else {
+        let Some(core) = self.events.cores.get(&core_id).map(Core::view) else {
             return Err(self.sem.event_bad_handle.into());
         };
         if core.owner == p {
