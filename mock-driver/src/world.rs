@@ -492,9 +492,14 @@ pub(crate) fn containing<T>(
     addr: u64,
     len: impl Fn(&T) -> u64,
 ) -> Option<(u64, &T)> {
-    map.range(..=addr)
-        .next_back()
-        .filter(|(&base, v)| addr - base < len(v))
+    // A map of one entry (a mapping's one export, a block's one segment)
+    // answers without a range search.
+    let last = if map.len() == 1 {
+        map.first_key_value().filter(|(&base, _)| base <= addr)
+    } else {
+        map.range(..=addr).next_back()
+    };
+    last.filter(|(&base, v)| addr - base < len(v))
         .map(|(&b, v)| (b, v))
 }
 
@@ -821,16 +826,27 @@ impl Process {
             // as made after the release only if made after all of it.
             let same = |f: &FreeVa| f.pool == pool && f.arena == arena && !f.frontier;
             let after = base + span;
-            if let Some(f) = self.free_va.get(&after).copied().filter(same) {
+            // The spans starting at `after` and the last one before `base`,
+            // found by one walk back from `after`.
+            let mut near = self.free_va.range(..=after).rev();
+            let mut next = near.next();
+            let at_after = next
+                .filter(|(&b, _)| b == after)
+                .map(|(_, f)| *f)
+                .filter(same);
+            if next.is_some_and(|(&b, _)| b == after) {
+                next = near.next();
+            }
+            let before = next
+                .into_iter()
+                .chain(near)
+                .find(|(&b, _)| b < base)
+                .filter(|(&b, f)| b + f.span == base && same(f))
+                .map(|(&b, f)| (b, f.span));
+            if let Some(f) = at_after {
                 self.free_va.remove(&after);
                 span += f.span;
             }
-            let before = self
-                .free_va
-                .range(..base)
-                .next_back()
-                .filter(|(&b, f)| b + f.span == base && same(f))
-                .map(|(&b, f)| (b, f.span));
             if let Some((b, s)) = before {
                 self.free_va.remove(&b);
                 base = b;
