@@ -188,6 +188,9 @@ pub(crate) struct Events {
     /// it), so a create finds the lowest free slot and the process's count
     /// without a pass over every event (event.scale.interprocess-event-limit).
     pub slots: BTreeMap<(ProcessIndex, CtxKey), SlotPool>,
+    /// Per process (by index): how many slots its pools hold, kept in step
+    /// with `slots` by `take_slot` and `free_slot`.
+    live_ipc: Vec<usize>,
     pub next_core: u64,
     pub next_local: u64,
     /// Per process: the streams it created (`streams.rs`).
@@ -298,7 +301,7 @@ impl SlotPool {
     }
 
     /// `core` takes slot `slot`, which is free.
-    pub(crate) fn take(&mut self, slot: u32, core: u64) {
+    fn take(&mut self, slot: u32, core: u64) {
         if slot >= self.next {
             self.free.extend(self.next..slot);
             self.next = slot.saturating_add(1);
@@ -311,26 +314,44 @@ impl SlotPool {
         }
     }
 
-    /// `core`, holding `slot`, is gone: the slot is free again.
-    fn give_up(&mut self, slot: u32, core: u64) {
-        if self.holder(slot) == Some(core) {
-            self.held[slot as usize] = None;
-            self.count -= 1;
-            self.free.insert(slot);
+    /// `core`, holding `slot`, is gone: the slot is free again. False if
+    /// `core` did not hold it.
+    fn give_up(&mut self, slot: u32, core: u64) -> bool {
+        if self.holder(slot) != Some(core) {
+            return false;
         }
+        self.held[slot as usize] = None;
+        self.count -= 1;
+        self.free.insert(slot);
+        true
     }
 }
 
 impl Events {
     /// How many live interprocess events `p` holds over all its contexts.
     pub(crate) fn live_ipc_events(&self, p: ProcessIndex) -> usize {
-        // A walk over every pool: there are a few (one per context that made
-        // an interprocess event), cheaper to walk than to search a range of.
-        self.slots
-            .iter()
-            .filter(|((q, _), _)| *q == p)
-            .map(|(_, s)| s.held())
-            .sum()
+        let live = self.live_ipc.get(p).copied().unwrap_or(0);
+        debug_assert_eq!(
+            live,
+            self.slots
+                .range((p, 0)..=(p, CtxKey::MAX))
+                .map(|(_, s)| s.held())
+                .sum::<usize>()
+        );
+        live
+    }
+
+    /// Core `core`, made by `p` in `ctx`, takes the lowest free slot of that
+    /// context's pool; returns the slot.
+    pub(crate) fn take_slot(&mut self, p: ProcessIndex, ctx: CtxKey, core: u64) -> u32 {
+        let pool = self.slots.entry((p, ctx)).or_default();
+        let slot = pool.lowest_free();
+        pool.take(slot, core);
+        if self.live_ipc.len() <= p {
+            self.live_ipc.resize(p + 1, 0);
+        }
+        self.live_ipc[p] += 1;
+        slot
     }
 
     /// Core `id` (made by `owner` in `ctx`) gives up its slot, if it holds one.
@@ -340,7 +361,9 @@ impl Events {
         };
         let (key, slot) = ((c.owner, c.ctx), c.slot);
         if let (Some(slot), Some(pool)) = (slot, self.slots.get_mut(&key)) {
-            pool.give_up(slot, id);
+            if pool.give_up(slot, id) {
+                self.live_ipc[key.0] -= 1;
+            }
         }
     }
 
@@ -348,6 +371,9 @@ impl Events {
     /// its own work and that of `p`'s blocking streams (stream.legacy-waits-for-blocking).
     pub(crate) fn tail(&self, p: ProcessIndex) -> u64 {
         let own = self.tails.get(&p).copied().unwrap_or(0);
+        if self.streams.is_empty() {
+            return own;
+        }
         self.streams_of(p)
             .filter(|s| !s.nonblocking)
             .fold(own, |t, s| t.max(s.tail))
@@ -356,6 +382,9 @@ impl Events {
     /// When all of `p`'s work on every stream ends.
     pub(crate) fn all_tail(&self, p: ProcessIndex) -> u64 {
         let own = self.tails.get(&p).copied().unwrap_or(0);
+        if self.streams.is_empty() {
+            return own;
+        }
         self.streams_of(p).fold(own, |t, s| t.max(s.tail))
     }
 

@@ -72,7 +72,10 @@ impl World {
     /// Start of every call: host time passes and finished work lands.
     pub(crate) fn tick(&mut self) {
         self.events.clock = self.events.clock.saturating_add(HOST_CALL_NS);
-        self.settle();
+        // Most calls find nothing queued: no call into `settle` then.
+        if !self.events.pending.is_empty() {
+            self.settle();
+        }
     }
 
     /// A host-blocking call in `p`: wait for everything queued on its stream.
@@ -172,10 +175,7 @@ impl World {
         let slot = if flags & INTERPROCESS != 0 {
             Self::live_ipc_events_rule(self.events.live_ipc_events(p))?;
             self.events.ipc_state.insert((p, ctx));
-            let pool = self.events.slots.entry((p, ctx)).or_default();
-            let slot = pool.lowest_free();
-            pool.take(slot, core);
-            Some(slot)
+            Some(self.events.take_slot(p, ctx, core))
         } else {
             None
         };

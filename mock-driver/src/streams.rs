@@ -253,6 +253,9 @@ impl World {
     /// the legacy stream waits for): what they were ordered after is
     /// ordered before the host's later calls.
     pub(crate) fn merge_stream_seen(&mut self, p: ProcessIndex, all: bool) {
+        if self.events.streams.is_empty() {
+            return;
+        }
         let Some(proc) = self.procs.get_mut(p) else {
             return;
         };
