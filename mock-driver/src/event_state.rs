@@ -2,6 +2,7 @@
 //! clock. The rules that change it are `events.rs`; this state is a leaf so
 //! that `world.rs` can hold it without importing the rules.
 
+use crate::dense::DenseMap;
 use crate::ids::CtxKey;
 use ipc_harness::{ProcessIndex, IPC_HANDLE_SIZE};
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,15 +24,43 @@ pub(crate) struct Core {
     /// The exporter exited and its exit released the event
     /// (`event_exporter_exit`): only cached re-opens still succeed.
     pub exit_released: bool,
-    pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
+    /// The bytes its export handed out; boxed, as most events are never
+    /// exported (a smaller core is cheaper to make and move).
+    pub handle: Option<Box<[u8; IPC_HANDLE_SIZE]>>,
     /// The context it was made in, and (interprocess events) its slot in
     /// that context's pool of event memory (`ipc_get_event_handle`).
     pub ctx: CtxKey,
     pub slot: Option<u32>,
 }
 
+/// What the handle calls read of a core, copied out of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoreView {
+    pub owner: ProcessIndex,
+    pub flags: u32,
+    pub exporter_destroyed: bool,
+    pub exit_released: bool,
+    pub handle: Option<[u8; IPC_HANDLE_SIZE]>,
+    pub ctx: CtxKey,
+    pub slot: Option<u32>,
+}
+
+impl Core {
+    pub(crate) fn view(&self) -> CoreView {
+        CoreView {
+            owner: self.owner,
+            flags: self.flags,
+            exporter_destroyed: self.exporter_destroyed,
+            exit_released: self.exit_released,
+            handle: self.handle.as_deref().copied(),
+            ctx: self.ctx,
+            slot: self.slot,
+        }
+    }
+}
+
 /// A process's event: its own, or one it opened from a handle.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Local {
     pub core: u64,
     pub ctx: CtxKey,
@@ -140,9 +169,11 @@ pub(crate) struct Events {
     pub tails: BTreeMap<ProcessIndex, u64>,
     /// In queueing order; applied in order of completion.
     pub pending: Vec<PendingFill>,
-    pub cores: BTreeMap<u64, Core>,
-    pub local: BTreeMap<(ProcessIndex, u64), Local>,
-    pub by_handle: BTreeMap<[u8; IPC_HANDLE_SIZE], u64>,
+    /// By id (`next_core` counts them).
+    pub cores: crate::dense::DenseMap<Core>,
+    pub local: LocalEvents,
+    /// Handle bytes -> core (looked up by the bytes only).
+    pub by_handle: crate::index::IdMap<[u8; IPC_HANDLE_SIZE], u64>,
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
     pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
@@ -157,6 +188,9 @@ pub(crate) struct Events {
     /// it), so a create finds the lowest free slot and the process's count
     /// without a pass over every event (event.scale.interprocess-event-limit).
     pub slots: BTreeMap<(ProcessIndex, CtxKey), SlotPool>,
+    /// Per process (by index): how many slots its pools hold, kept in step
+    /// with `slots` by `take_slot` and `free_slot`.
+    live_ipc: Vec<usize>,
     pub next_core: u64,
     pub next_local: u64,
     /// Per process: the streams it created (`streams.rs`).
@@ -164,12 +198,86 @@ pub(crate) struct Events {
     pub next_stream: u64,
 }
 
+/// Where local event ids start (they only need to be distinct and non-zero).
+pub(crate) const EVENT_ID_BASE: u64 = 0x5e00_0000;
+
+/// Every process's events by (process, id), as a map of that key would hold
+/// them. An id is `EVENT_ID_BASE + serial * 0x10` for a serial that counts
+/// up over the machine, so the events are stored by serial: a lookup is an
+/// index, and one process's events come in increasing id.
+#[derive(Debug, Default)]
+pub(crate) struct LocalEvents {
+    by_serial: DenseMap<(ProcessIndex, Local)>,
+}
+
+impl LocalEvents {
+    /// The id of the event with serial `serial`.
+    pub(crate) fn id_of(serial: u64) -> u64 {
+        EVENT_ID_BASE + serial * 0x10
+    }
+
+    /// The serial of id `id`; `None` for a number no event ever had.
+    fn serial(id: u64) -> Option<u64> {
+        let d = id.checked_sub(EVENT_ID_BASE)?;
+        (d % 0x10 == 0).then_some(d / 0x10)
+    }
+
+    pub(crate) fn get(&self, p: ProcessIndex, id: u64) -> Option<&Local> {
+        self.by_serial
+            .get(&Self::serial(id)?)
+            .filter(|(q, _)| *q == p)
+            .map(|(_, l)| l)
+    }
+
+    pub(crate) fn contains(&self, p: ProcessIndex, id: u64) -> bool {
+        self.get(p, id).is_some()
+    }
+
+    /// Event `id` of `p`, whose id is new.
+    pub(crate) fn insert(&mut self, p: ProcessIndex, id: u64, l: Local) {
+        let serial = Self::serial(id).expect("an event id made by `id_of`");
+        self.by_serial.insert(serial, (p, l));
+    }
+
+    pub(crate) fn remove(&mut self, p: ProcessIndex, id: u64) -> Option<Local> {
+        self.get(p, id)?;
+        self.by_serial.remove(&Self::serial(id)?).map(|(_, l)| l)
+    }
+
+    /// `p`'s events, (id, event) in increasing id.
+    pub(crate) fn of(&self, p: ProcessIndex) -> impl Iterator<Item = (u64, &Local)> {
+        self.by_serial
+            .iter()
+            .filter(move |(_, (q, _))| *q == p)
+            .map(|(serial, (_, l))| (Self::id_of(serial), l))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_serial.is_empty()
+    }
+
+    /// Every (process, id), as a map keyed by them orders them.
+    #[cfg(test)]
+    pub(crate) fn keys(&self) -> Vec<(ProcessIndex, u64)> {
+        let mut k: Vec<(ProcessIndex, u64)> = self
+            .by_serial
+            .iter()
+            .map(|(serial, (p, _))| (*p, Self::id_of(serial)))
+            .collect();
+        k.sort_unstable();
+        k
+    }
+}
+
 /// The slots of one context's interprocess-event pool that live events
 /// hold.
 #[derive(Debug, Default)]
 pub(crate) struct SlotPool {
-    /// Slot -> the core holding it.
-    pub held: BTreeMap<u32, u64>,
+    /// Slot (index) -> the core holding it; `next` long.
+    held: Vec<Option<u64>>,
+    /// How many slots are held.
+    count: usize,
     /// Slots below `next` no live event holds.
     free: BTreeSet<u32>,
     /// Every slot from here up is free.
@@ -182,33 +290,68 @@ impl SlotPool {
         self.free.first().copied().unwrap_or(self.next)
     }
 
+    /// The core holding `slot`, if any.
+    pub(crate) fn holder(&self, slot: u32) -> Option<u64> {
+        self.held.get(slot as usize).copied().flatten()
+    }
+
+    /// How many slots live events hold.
+    pub(crate) fn held(&self) -> usize {
+        self.count
+    }
+
     /// `core` takes slot `slot`, which is free.
-    pub(crate) fn take(&mut self, slot: u32, core: u64) {
+    fn take(&mut self, slot: u32, core: u64) {
         if slot >= self.next {
             self.free.extend(self.next..slot);
             self.next = slot.saturating_add(1);
+            self.held.resize(self.next as usize, None);
         } else {
             self.free.remove(&slot);
         }
-        self.held.insert(slot, core);
+        if self.held[slot as usize].replace(core).is_none() {
+            self.count += 1;
+        }
     }
 
-    /// `core`, holding `slot`, is gone: the slot is free again.
-    fn give_up(&mut self, slot: u32, core: u64) {
-        if self.held.get(&slot) == Some(&core) {
-            self.held.remove(&slot);
-            self.free.insert(slot);
+    /// `core`, holding `slot`, is gone: the slot is free again. False if
+    /// `core` did not hold it.
+    fn give_up(&mut self, slot: u32, core: u64) -> bool {
+        if self.holder(slot) != Some(core) {
+            return false;
         }
+        self.held[slot as usize] = None;
+        self.count -= 1;
+        self.free.insert(slot);
+        true
     }
 }
 
 impl Events {
     /// How many live interprocess events `p` holds over all its contexts.
     pub(crate) fn live_ipc_events(&self, p: ProcessIndex) -> usize {
-        self.slots
-            .range((p, 0)..=(p, CtxKey::MAX))
-            .map(|(_, s)| s.held.len())
-            .sum()
+        let live = self.live_ipc.get(p).copied().unwrap_or(0);
+        debug_assert_eq!(
+            live,
+            self.slots
+                .range((p, 0)..=(p, CtxKey::MAX))
+                .map(|(_, s)| s.held())
+                .sum::<usize>()
+        );
+        live
+    }
+
+    /// Core `core`, made by `p` in `ctx`, takes the lowest free slot of that
+    /// context's pool; returns the slot.
+    pub(crate) fn take_slot(&mut self, p: ProcessIndex, ctx: CtxKey, core: u64) -> u32 {
+        let pool = self.slots.entry((p, ctx)).or_default();
+        let slot = pool.lowest_free();
+        pool.take(slot, core);
+        if self.live_ipc.len() <= p {
+            self.live_ipc.resize(p + 1, 0);
+        }
+        self.live_ipc[p] += 1;
+        slot
     }
 
     /// Core `id` (made by `owner` in `ctx`) gives up its slot, if it holds one.
@@ -218,7 +361,9 @@ impl Events {
         };
         let (key, slot) = ((c.owner, c.ctx), c.slot);
         if let (Some(slot), Some(pool)) = (slot, self.slots.get_mut(&key)) {
-            pool.give_up(slot, id);
+            if pool.give_up(slot, id) {
+                self.live_ipc[key.0] -= 1;
+            }
         }
     }
 
@@ -226,6 +371,9 @@ impl Events {
     /// its own work and that of `p`'s blocking streams (stream.legacy-waits-for-blocking).
     pub(crate) fn tail(&self, p: ProcessIndex) -> u64 {
         let own = self.tails.get(&p).copied().unwrap_or(0);
+        if self.streams.is_empty() {
+            return own;
+        }
         self.streams_of(p)
             .filter(|s| !s.nonblocking)
             .fold(own, |t, s| t.max(s.tail))
@@ -234,6 +382,9 @@ impl Events {
     /// When all of `p`'s work on every stream ends.
     pub(crate) fn all_tail(&self, p: ProcessIndex) -> u64 {
         let own = self.tails.get(&p).copied().unwrap_or(0);
+        if self.streams.is_empty() {
+            return own;
+        }
         self.streams_of(p).fold(own, |t, s| t.max(s.tail))
     }
 
@@ -244,11 +395,7 @@ impl Events {
     /// The process exits (or tears down): its events go; exported ones it
     /// owned count as destroyed by the exporter.
     pub(crate) fn drop_process(&mut self, p: ProcessIndex) {
-        let ids: Vec<u64> = self
-            .local
-            .range((p, 0)..=(p, u64::MAX))
-            .map(|(&(_, id), _)| id)
-            .collect();
+        let ids: Vec<u64> = self.local.of(p).map(|(id, _)| id).collect();
         for id in ids {
             self.release(p, id);
         }
@@ -260,9 +407,9 @@ impl Events {
     pub(crate) fn drop_context(&mut self, p: ProcessIndex, ctx: CtxKey) {
         let ids: Vec<u64> = self
             .local
-            .range((p, 0)..=(p, u64::MAX))
+            .of(p)
             .filter(|(_, l)| l.ctx == ctx)
-            .map(|(&(_, id), _)| id)
+            .map(|(id, _)| id)
             .collect();
         for id in ids {
             self.release(p, id);
@@ -272,7 +419,7 @@ impl Events {
     }
 
     pub(crate) fn release(&mut self, p: ProcessIndex, id: u64) {
-        let Some(l) = self.local.remove(&(p, id)) else {
+        let Some(l) = self.local.remove(p, id) else {
             return;
         };
         if l.imported {

@@ -23,7 +23,7 @@
 //! (`event_other_context`), and `event_record` from another context is
 //! InvalidHandle, as cuEventRecord's documentation says.
 
-use crate::event_state::{Core, KernelWrite, Local, PendingFill};
+use crate::event_state::{Core, KernelWrite, Local, LocalEvents, PendingFill};
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{
@@ -42,9 +42,6 @@ pub(crate) const HOST_CALL_NS: u64 = 50_000;
 
 /// Every flag bit `event_create` knows.
 const KNOWN_FLAGS: u32 = BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS;
-
-/// Where local event ids start (they only need to be distinct and non-zero).
-const EVENT_ID_BASE: u64 = 0x5e00_0000;
 
 impl World {
     /// Process `p` exits: its events go; handles of events it exported stop
@@ -75,7 +72,10 @@ impl World {
     /// Start of every call: host time passes and finished work lands.
     pub(crate) fn tick(&mut self) {
         self.events.clock = self.events.clock.saturating_add(HOST_CALL_NS);
-        self.settle();
+        // Most calls find nothing queued: no call into `settle` then.
+        if !self.events.pending.is_empty() {
+            self.settle();
+        }
     }
 
     /// A host-blocking call in `p`: wait for everything queued on its stream.
@@ -96,8 +96,16 @@ impl World {
     }
 
     /// Apply the pending fills the clock has passed, in completion order.
+    #[inline]
     pub(crate) fn settle(&mut self) {
         let clock = self.events.clock;
+        if self.events.pending.iter().any(|f| f.done_at <= clock) {
+            self.settle_due(clock);
+        }
+    }
+
+    /// `settle`, where some fill is due at `clock`.
+    fn settle_due(&mut self, clock: u64) {
         let (mut done, left): (Vec<PendingFill>, Vec<PendingFill>) = self
             .events
             .pending
@@ -134,7 +142,7 @@ impl World {
     /// Look up `p`'s event `id`; an imported event whose exporter destroyed
     /// it is the documented undefined behaviour: logged, then `rule` decides.
     fn event_core(&mut self, p: ProcessIndex, id: EventId, what: &str) -> SimResult<u64> {
-        let Some(l) = self.events.local.get(&(p, id.0)).cloned() else {
+        let Some(l) = self.events.local.get(p, id.0).copied() else {
             return Err(ErrorKind::InvalidHandle.into());
         };
         let destroyed = self
@@ -163,27 +171,15 @@ impl World {
         // An exported event its exporter destroyed gives its slot up: the
         // new event takes the lowest slot of the context's pool no live
         // event holds (event.get.slot-reused-after-destroy).
+        let core = self.events.next_core;
         let slot = if flags & INTERPROCESS != 0 {
             Self::live_ipc_events_rule(self.events.live_ipc_events(p))?;
             self.events.ipc_state.insert((p, ctx));
-            Some(
-                self.events
-                    .slots
-                    .get(&(p, ctx))
-                    .map_or(0, |s| s.lowest_free()),
-            )
+            Some(self.events.take_slot(p, ctx, core))
         } else {
             None
         };
-        let core = self.events.next_core;
         self.events.next_core += 1;
-        if let Some(slot) = slot {
-            self.events
-                .slots
-                .entry((p, ctx))
-                .or_default()
-                .take(slot, core);
-        }
         self.events.cores.insert(
             core,
             Core {
@@ -207,9 +203,10 @@ impl World {
 
     fn new_local(&mut self, p: ProcessIndex, core: u64, ctx: CtxKey, imported: bool) -> EventId {
         self.events.next_local += 1;
-        let id = EVENT_ID_BASE + self.events.next_local * 0x10;
+        let id = LocalEvents::id_of(self.events.next_local);
         self.events.local.insert(
-            (p, id),
+            p,
+            id,
             Local {
                 core,
                 ctx,
@@ -265,7 +262,7 @@ impl World {
 
     /// The context `p`'s event `id` was made in.
     fn event_ctx(&self, p: ProcessIndex, id: EventId) -> Option<CtxKey> {
-        self.events.local.get(&(p, id.0)).map(|l| l.ctx)
+        self.events.local.get(p, id.0).map(|l| l.ctx)
     }
 
     /// `event_other_context=crash`: event `id` belongs to a context other
@@ -344,11 +341,11 @@ impl World {
     /// only (happens-before over processes); the writer's own host
     /// synchronization (`synced`) orders its writes for every process.
     fn writes_seen(&mut self, waiter: ProcessIndex, core: u64) {
-        let Some(covers) = self.events.cores.get(&core).map(|c| c.covers.clone()) else {
+        let Some(covers) = self.events.cores.get(&core).map(|c| &c.covers) else {
             return;
         };
         if let Some(proc) = self.procs.get_mut(waiter) {
-            for (r, upto) in covers {
+            for (&r, &upto) in covers {
                 let seen = proc.seen.entry(r).or_insert(0);
                 *seen = (*seen).max(upto);
             }
@@ -383,7 +380,7 @@ impl World {
     }
 
     pub(crate) fn event_destroy(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
-        if !self.events.local.contains_key(&(p, id.0)) {
+        if !self.events.local.contains(p, id.0) {
             return Err(ErrorKind::InvalidHandle.into());
         }
         self.events.release(p, id.0);
@@ -404,7 +401,7 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let core_id = self.event_core(p, id, "ipc_get_event")?;
-        let Some(core) = self.events.cores.get(&core_id).cloned() else {
+        let Some(core) = self.events.cores.get(&core_id).map(Core::view) else {
             return Err(ErrorKind::InvalidHandle.into());
         };
         if core.flags & INTERPROCESS == 0 && !self.mutant(MutantId::EventWithoutInterprocessFlag) {
@@ -416,11 +413,7 @@ impl World {
         }
         // An opened event is not the process's to export
         // (event.get.imported-event); this is checked before the context.
-        let imported = self
-            .events
-            .local
-            .get(&(p, id.0))
-            .is_some_and(|l| l.imported);
+        let imported = self.events.local.get(p, id.0).is_some_and(|l| l.imported);
         // cuIpcGetEventHandle checks its out pointer before the event's
         // origin: a NULL out for an opened event is InvalidValue
         // (event.get.imported-event-null-out); the runtime asks the driver
@@ -460,8 +453,7 @@ impl World {
                 .events
                 .slots
                 .get(&(p, ctx))
-                .and_then(|s| s.held.get(&slot))
-                .copied();
+                .and_then(|s| s.holder(slot));
             if let Some(id) = holder.filter(|_| core.owner == p) {
                 self.events.by_handle.insert(bytes, id);
             }
@@ -477,7 +469,7 @@ impl World {
         let bytes = self.handle_bytes(core.owner, p, core.ctx, core.slot.unwrap_or(0));
         self.events.by_handle.insert(bytes, core_id);
         if let Some(c) = self.events.cores.get_mut(&core_id) {
-            c.handle = Some(bytes);
+            c.handle = Some(Box::new(bytes));
         }
         Ok(IpcEventHandle(bytes))
     }
@@ -531,7 +523,7 @@ impl World {
         let Some(&core_id) = self.events.by_handle.get(&handle.0) else {
             return Err(self.sem.event_bad_handle.into());
         };
-        let Some(core) = self.events.cores.get(&core_id).cloned() else {
+        let Some(core) = self.events.cores.get(&core_id).map(Core::view) else {
             return Err(self.sem.event_bad_handle.into());
         };
         if core.owner == p {
@@ -562,9 +554,9 @@ impl World {
             let existing = self
                 .events
                 .local
-                .range((p, 0)..=(p, u64::MAX))
+                .of(p)
                 .find(|(_, l)| l.imported && l.core == core_id)
-                .map(|(&(_, id), _)| EventId(id));
+                .map(|(id, _)| EventId(id));
             if let Some(e) = existing {
                 return Ok(e);
             }

@@ -596,11 +596,7 @@ impl World {
         (offset, size): (u64, u64),
     ) -> Option<u64> {
         let proc = &self.procs[p];
-        let mappings = || {
-            proc.imports
-                .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-                .map(|&(_, _, base)| base)
-        };
+        let mappings = || proc.mappings_of(ctx, block_id).iter().copied();
         let serials = self.sem.handle_stable == HandleStability::SameBytes;
         let serial = serial_of(handle);
         let first = mappings().filter(|b| !self.stale_mapping(p, *b)).find(|b| {
@@ -683,11 +679,7 @@ impl World {
 
     /// Whether context `ctx` of `p` maps `block_id`.
     fn maps_block(&self, p: ProcessIndex, ctx: CtxKey, block_id: BlockId) -> bool {
-        self.procs[p]
-            .imports
-            .range((ctx, block_id, 0)..=(ctx, block_id, u64::MAX))
-            .next()
-            .is_some()
+        !self.procs[p].mappings_of(ctx, block_id).is_empty()
     }
 
     /// The exporter freed the block while another process maps it
@@ -793,20 +785,20 @@ impl World {
             Region {
                 len: block_size,
                 block: block_id,
-                import: Some(Mapping {
+                import: Some(Box::new(Mapping {
                     ctx,
                     device,
                     exporter,
                     exporter_tag: h.exporter_tag,
                     opened: vec![*handle],
-                    exports: BTreeMap::from([export]),
-                    opens: BTreeMap::from([(ret, 1)]),
+                    exports: one_entry(export),
+                    opens: one_entry((ret, 1)),
                     closed: BTreeSet::new(),
                     buffer_id,
-                }),
+                })),
             },
         );
-        proc.imports.insert((ctx, block_id, base));
+        proc.add_import(ctx, block_id, base);
         proc.note_opened(ctx, handle, base);
         proc.opened_ptrs.insert(ret);
         if let Some(b) = self.blocks.get_mut(&block_id) {
@@ -1009,16 +1001,13 @@ impl World {
             .iter()
             .filter(|&(&c, x)| c != ctx && x.device == device);
         others.into_iter().any(|(&c, _)| {
-            proc.imports
-                .range((c, 0, 0)..=(c, BlockId::MAX, u64::MAX))
-                .any(|&(_, b, base)| {
-                    proc.regions
-                        .get(&base)
-                        .and_then(|r| r.import.as_ref())
-                        .is_some_and(|m| m.exporter_tag == tag)
-                        && block_device
-                            .is_none_or(|d| self.blocks.get(&b).is_some_and(|x| x.device == d))
-                })
+            proc.regions.values().any(|r| {
+                r.import
+                    .as_ref()
+                    .is_some_and(|m| m.ctx == c && m.exporter_tag == tag)
+                    && block_device
+                        .is_none_or(|d| self.blocks.get(&r.block).is_some_and(|x| x.device == d))
+            })
         })
     }
 
@@ -1099,27 +1088,31 @@ impl World {
         } else {
             self.sem.close_unopened
         };
+        // The IPC mapping containing `ptr` (`Process::region_at`), where
+        // `ptr` is open.
         let open_here = self.procs[p]
-            .region_at(ptr)
-            .and_then(|(base, r)| {
-                r.import
-                    .as_ref()
-                    .map(|m| (base, m.opens.contains_key(&ptr)))
-            })
-            .and_then(|(base, open)| open.then_some(base));
-        let Some(base) = open_here else {
+            .regions
+            .range_mut(..=ptr)
+            .next_back()
+            .filter(|(&base, r)| ptr - base < r.len)
+            .and_then(|(&base, r)| Some((base, r.import.as_mut()?)))
+            .filter(|(_, m)| m.opens.contains_key(&ptr));
+        let Some((base, m)) = open_here else {
             self.close_unopened(p, ptr);
             return Err(unopened.into());
         };
-        let proc = &mut self.procs[p];
-        let Some(m) = proc.regions.get_mut(&base).and_then(|r| r.import.as_mut()) else {
-            return Err(unopened.into());
-        };
+        let only_open = m.opens.len() == 1;
         let Some(n) = m.opens.get_mut(&ptr) else {
             return Err(unopened.into());
         };
         if !mutant_close {
             *n -= 1;
+        }
+        if *n == 0 && only_open {
+            // The mapping's last open: it goes, with what it remembers of
+            // its opens.
+            self.unmap_import(p, base);
+            return Ok(());
         }
         if *n == 0 {
             m.opens.remove(&ptr);
@@ -1173,4 +1166,11 @@ impl World {
             }
         }
     }
+}
+
+/// A map of one entry (cheaper than `BTreeMap::from`, which sorts).
+pub(crate) fn one_entry((k, v): (u64, u64)) -> BTreeMap<u64, u64> {
+    let mut m = BTreeMap::new();
+    m.insert(k, v);
+    m
 }

@@ -50,11 +50,13 @@
 mod attributes;
 mod backend;
 mod contexts;
+mod dense;
 mod event_state;
 mod events;
 mod handle_codec;
 mod hazards;
 mod ids;
+mod index;
 mod ipc;
 mod kernel_pattern;
 mod machine;

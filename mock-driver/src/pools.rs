@@ -331,7 +331,7 @@ impl World {
             Region {
                 len: block_size,
                 block: export.block,
-                import: Some(Mapping {
+                import: Some(Box::new(Mapping {
                     ctx,
                     device,
                     exporter,
@@ -341,10 +341,10 @@ impl World {
                     opens: BTreeMap::from([(ret, 1)]),
                     closed: BTreeSet::new(),
                     buffer_id,
-                }),
+                })),
             },
         );
-        proc.imports.insert((ctx, export.block, base));
+        proc.add_import(ctx, export.block, base);
         if let Some(b) = self.blocks.get_mut(&export.block) {
             b.importers = b.importers.saturating_add(1);
         }

@@ -293,7 +293,7 @@ fn walk(seed: u64) {
     assert!(
         w.blocks.is_empty(),
         "seed {seed}: blocks left {:?}",
-        w.blocks.keys()
+        w.blocks.keys().collect::<Vec<_>>()
     );
     assert!(
         w.events.local.is_empty(),

@@ -61,17 +61,13 @@ impl World {
     /// Before process `p` opens one more event handle.
     pub(crate) fn open_event_handles_rule(&self, p: ProcessIndex) -> SimResult<()> {
         beyond_limit(OPEN_EVENT_HANDLES_PER_PROCESS, || {
-            self.events
-                .local
-                .iter()
-                .filter(|((q, _), l)| *q == p && l.imported)
-                .count()
+            self.events.local.of(p).filter(|(_, l)| l.imported).count()
         })
     }
 
     /// Before process `p` maps one more IPC handle.
     pub(crate) fn open_mappings_rule(&self, p: ProcessIndex) -> SimResult<()> {
-        beyond_limit(OPEN_MAPPINGS_PER_PROCESS, || self.procs[p].imports.len())
+        beyond_limit(OPEN_MAPPINGS_PER_PROCESS, || self.procs[p].imports().len())
     }
 }
 

@@ -51,7 +51,7 @@ pub(crate) struct Store {
 impl Store {
     /// Remove `[start, end)` from every segment, keeping the parts outside it.
     fn punch(&mut self, start: u64, end: u64) {
-        if start >= end {
+        if start >= end || self.segments.is_empty() {
             return;
         }
         let mut hit: Vec<u64> = Vec::new();
@@ -122,9 +122,13 @@ impl Store {
     /// Where the segments reaching `start` or beyond begin: the start of a
     /// segment that covers `start`, else `start`.
     fn first_from(&self, start: u64) -> u64 {
-        self.segments
-            .range(..start)
-            .next_back()
+        // One segment (the common case) needs no range search.
+        let before = if self.segments.len() == 1 {
+            self.segments.first_key_value().filter(|(&s, _)| s < start)
+        } else {
+            self.segments.range(..start).next_back()
+        };
+        before
             .filter(|(&s, seg)| s.saturating_add(seg.len) > start)
             .map(|(&s, _)| s)
             .unwrap_or(start)

@@ -253,17 +253,19 @@ impl World {
     /// the legacy stream waits for): what they were ordered after is
     /// ordered before the host's later calls.
     pub(crate) fn merge_stream_seen(&mut self, p: ProcessIndex, all: bool) {
-        let merged: Vec<BTreeMap<ProcessIndex, u64>> = self
+        if self.events.streams.is_empty() {
+            return;
+        }
+        let Some(proc) = self.procs.get_mut(p) else {
+            return;
+        };
+        let streams = self
             .events
             .streams
             .range((p, 0)..=(p, u64::MAX))
-            .filter(|(_, s)| all || !s.nonblocking)
-            .map(|(_, s)| s.seen.clone())
-            .collect();
-        if let Some(proc) = self.procs.get_mut(p) {
-            for seen in &merged {
-                merge_seen(&mut proc.seen, seen);
-            }
+            .filter(|(_, s)| all || !s.nonblocking);
+        for (_, s) in streams {
+            merge_seen(&mut proc.seen, &s.seen);
         }
     }
 

@@ -216,7 +216,8 @@ impl Mapping {
 pub(crate) struct Region {
     pub len: u64,
     pub block: BlockId,
-    pub import: Option<Mapping>,
+    /// Boxed: regions sit in a tree whose inserts and removes move them.
+    pub import: Option<Box<Mapping>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,15 +258,18 @@ pub(crate) struct Process {
     pub allocs: BTreeMap<u64, Allocation>,
     /// Mapped VA by base address.
     pub regions: BTreeMap<u64, Region>,
-    /// IPC mappings: (importing context, block, mapping base). One context
-    /// may map one block several times (`reopen=new-mapping`).
-    pub imports: BTreeSet<(CtxKey, BlockId, u64)>,
+    /// The IPC mappings (the regions with an import) by (importing context,
+    /// block): their bases. One context may map one block several times
+    /// (`reopen=new-mapping`). The rules of `ipc_open` ask which mappings a
+    /// context has of a block; kept in step with `regions` by `add_import`
+    /// and `remove_import`.
+    pub imports_by_block: crate::index::MultiIndex<(CtxKey, BlockId)>,
     /// IPC mappings by the handles opened into them: (importing context,
-    /// the handle's export object word, mapping base). Every rule of
+    /// the handle's export object word) -> mapping bases. Every rule of
     /// `ipc_open` that looks for a mapping this context opened with a copy
     /// of a handle compares that word, so it looks up here instead of
     /// scanning every mapping (mem.scale.open-thousand-allocations).
-    pub opened_by_object: BTreeSet<(CtxKey, u32, u64)>,
+    pub opened_by_object: crate::index::MultiIndex<(CtxKey, u32)>,
     pub dead: BTreeMap<u64, DeadRange>,
     /// Released VA spans (base -> `FreeVa`) that `va_reuse` hands out
     /// again.
@@ -282,8 +286,8 @@ pub(crate) struct Process {
     pub arena: u64,
     /// The last arena id handed out.
     pub arena_seq: u64,
-    /// Reserved VA base -> the arena it came from.
-    pub reserved: BTreeMap<u64, u64>,
+    /// Reserved VA base -> the arena it came from (looked up by base only).
+    pub reserved: crate::index::IdMap<u64, u64>,
     /// Its fresh reservations of the device heap (`va_rewind`).
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
@@ -299,11 +303,11 @@ pub(crate) struct Process {
     /// event recorded after them); its later reads of those bytes are ordered.
     pub seen: BTreeMap<ProcessIndex, u64>,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
-    /// `foreign-close`).
-    pub opened_ptrs: BTreeSet<u64>,
+    /// `foreign-close`); asked for membership only.
+    pub opened_ptrs: crate::index::IdSet<u64>,
     /// Allocation bases this process freed and has not been given again
-    /// (`double-free`).
-    pub freed_ptrs: BTreeSet<u64>,
+    /// (`double-free`); asked for membership only.
+    pub freed_ptrs: crate::index::IdSet<u64>,
     /// The process crashed rather than exited: the runtime's teardown at exit
     /// did not run (`event_exporter_crash`).
     pub crashed: bool,
@@ -404,13 +408,15 @@ pub(crate) struct World {
     pub topology: ipc_harness::Topology,
     pub sem: Semantics,
     pub procs: Vec<Process>,
-    pub blocks: BTreeMap<BlockId, Block>,
+    /// By id (`next_block` counts them).
+    pub blocks: crate::dense::DenseMap<Block>,
     pub next_block: BlockId,
     /// Bytes of device memory in use, per physical device.
     pub device_used: Vec<u64>,
     pub handle_serial: u64,
-    /// Export object ids (bytes 48..52 of a handle) -> block.
-    pub export_ids: BTreeMap<u32, BlockId>,
+    /// Export object ids (bytes 48..52 of a handle) -> block (looked up by
+    /// id only).
+    pub export_ids: crate::index::IdMap<u32, BlockId>,
     /// Export ids of blocks their (living) exporter freed and that nobody
     /// maps any more: the owner and where it mapped the block (a handle then
     /// reaches what the owner has at that address: `stale_handle`).
@@ -486,9 +492,14 @@ pub(crate) fn containing<T>(
     addr: u64,
     len: impl Fn(&T) -> u64,
 ) -> Option<(u64, &T)> {
-    map.range(..=addr)
-        .next_back()
-        .filter(|(&base, v)| addr - base < len(v))
+    // A map of one entry (a mapping's one export, a block's one segment)
+    // answers without a range search.
+    let last = if map.len() == 1 {
+        map.first_key_value().filter(|(&base, _)| base <= addr)
+    } else {
+        map.range(..=addr).next_back()
+    };
+    last.filter(|(&base, v)| addr - base < len(v))
         .map(|(&b, v)| (b, v))
 }
 
@@ -531,8 +542,8 @@ impl Process {
             va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
             allocs: BTreeMap::new(),
             regions: BTreeMap::new(),
-            imports: BTreeSet::new(),
-            opened_by_object: BTreeSet::new(),
+            imports_by_block: Default::default(),
+            opened_by_object: Default::default(),
             dead: BTreeMap::new(),
             free_va: BTreeMap::new(),
             va_releases: 0,
@@ -540,14 +551,14 @@ impl Process {
             va_rewind: VaRewind::Newest,
             arena: 0,
             arena_seq: 0,
-            reserved: BTreeMap::new(),
+            reserved: Default::default(),
             fresh: FreshVa::default(),
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
             seen: BTreeMap::new(),
-            opened_ptrs: BTreeSet::new(),
-            freed_ptrs: BTreeSet::new(),
+            opened_ptrs: Default::default(),
+            freed_ptrs: Default::default(),
             crashed: false,
             va_claims: Vec::new(),
             peer_enabled: BTreeSet::new(),
@@ -691,7 +702,46 @@ impl Process {
     /// Handle `h` was opened into the mapping at `base` of context `ctx`.
     pub(crate) fn note_opened(&mut self, ctx: CtxKey, h: &ipc_harness::IpcMemHandle, base: u64) {
         self.opened_by_object
-            .insert((ctx, crate::handle_codec::u32_at(&h.0, 48), base));
+            .insert((ctx, crate::handle_codec::u32_at(&h.0, 48)), base);
+    }
+
+    /// The IPC mappings: (importing context, block, mapping base), in that
+    /// order.
+    pub(crate) fn imports(&self) -> Vec<(CtxKey, BlockId, u64)> {
+        let mut all: Vec<(CtxKey, BlockId, u64)> = self
+            .regions
+            .iter()
+            .filter_map(|(&base, r)| r.import.as_ref().map(|m| (m.ctx, r.block, base)))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// Context `ctx` maps `block` at `base` now (its region is in place).
+    pub(crate) fn add_import(&mut self, ctx: CtxKey, block: BlockId, base: u64) {
+        self.imports_by_block.insert((ctx, block), base);
+        self.check_imports_index(ctx, block);
+    }
+
+    /// Context `ctx` no longer maps `block` at `base` (its region is gone).
+    pub(crate) fn remove_import(&mut self, ctx: CtxKey, block: BlockId, base: u64) {
+        self.imports_by_block.remove((ctx, block), base);
+        self.check_imports_index(ctx, block);
+    }
+
+    /// The bases context `ctx` maps `block` at, in increasing order.
+    pub(crate) fn mappings_of(&self, ctx: CtxKey, block: BlockId) -> &[u64] {
+        self.imports_by_block.get(&(ctx, block))
+    }
+
+    /// Debug builds: the index agrees with the regions for (`ctx`, `block`).
+    fn check_imports_index(&self, ctx: CtxKey, block: BlockId) {
+        debug_assert!(self
+            .regions
+            .iter()
+            .filter(|(_, r)| r.block == block && r.import.as_ref().is_some_and(|m| m.ctx == ctx))
+            .map(|(&b, _)| b)
+            .eq(self.mappings_of(ctx, block).iter().copied()));
     }
 
     /// The IPC mappings of context `ctx`, by base, that a handle with `h`'s
@@ -704,10 +754,11 @@ impl Process {
     ) -> impl Iterator<Item = (u64, &'a Region, &'a Mapping)> + 'a {
         let object = crate::handle_codec::u32_at(&h.0, 48);
         self.opened_by_object
-            .range((ctx, object, 0)..=(ctx, object, u64::MAX))
-            .filter_map(move |&(_, _, base)| {
+            .get(&(ctx, object))
+            .iter()
+            .filter_map(move |&base| {
                 let r = self.regions.get(&base)?;
-                Some((base, r, r.import.as_ref()?))
+                Some((base, r, r.import.as_deref()?))
             })
     }
 
@@ -775,16 +826,27 @@ impl Process {
             // as made after the release only if made after all of it.
             let same = |f: &FreeVa| f.pool == pool && f.arena == arena && !f.frontier;
             let after = base + span;
-            if let Some(f) = self.free_va.get(&after).copied().filter(same) {
+            // The spans starting at `after` and the last one before `base`,
+            // found by one walk back from `after`.
+            let mut near = self.free_va.range(..=after).rev();
+            let mut next = near.next();
+            let at_after = next
+                .filter(|(&b, _)| b == after)
+                .map(|(_, f)| *f)
+                .filter(same);
+            if next.is_some_and(|(&b, _)| b == after) {
+                next = near.next();
+            }
+            let before = next
+                .into_iter()
+                .chain(near)
+                .find(|(&b, _)| b < base)
+                .filter(|(&b, f)| b + f.span == base && same(f))
+                .map(|(&b, f)| (b, f.span));
+            if let Some(f) = at_after {
                 self.free_va.remove(&after);
                 span += f.span;
             }
-            let before = self
-                .free_va
-                .range(..base)
-                .next_back()
-                .filter(|(&b, f)| b + f.span == base && same(f))
-                .map(|(&b, f)| (b, f.span));
             if let Some((b, s)) = before {
                 self.free_va.remove(&b);
                 base = b;
@@ -911,9 +973,6 @@ impl World {
             });
             (base, r.len, r.block, import)
         });
-        let own_alloc = proc
-            .alloc_at(ptr)
-            .map(|(b, a)| (b, b.saturating_add(a.size)));
         let Some((base, region_len, block_id, import)) = found else {
             match dead {
                 Some(Gone::Closed) => self.hazard(
@@ -993,7 +1052,9 @@ impl World {
                     (s, s.saturating_add(size))
                 })
             }
-            None => own_alloc,
+            None => self.procs[p]
+                .alloc_at(ptr)
+                .map(|(b, a)| (b, b.saturating_add(a.size))),
         };
         if own.is_none() && dead == Some(Gone::Freed) {
             // The owner's pointer after its free, in a block a live
@@ -1041,10 +1102,10 @@ impl World {
             class: VaClass::Device,
         };
         if let Some(m) = &region.import {
-            proc.imports.remove(&(m.ctx, region.block, base));
+            proc.remove_import(m.ctx, region.block, base);
             for h in &m.opened {
                 let object = crate::handle_codec::u32_at(&h.0, 48);
-                proc.opened_by_object.remove(&(m.ctx, object, base));
+                proc.opened_by_object.remove((m.ctx, object), base);
             }
         }
         proc.mark_dead(base, region.len, Gone::Closed);
@@ -1119,10 +1180,10 @@ impl World {
             .map(|(&b, _)| b)
             .collect();
         let maps: Vec<u64> = proc
-            .imports
-            .iter()
+            .imports()
+            .into_iter()
             .filter(|(c, _, _)| *c == ctx)
-            .map(|&(_, _, b)| b)
+            .map(|(_, _, b)| b)
             .collect();
         for base in allocs {
             self.free_allocation(p, base, explicit);
@@ -1167,7 +1228,11 @@ impl World {
             }
         }
         self.events_exit(p);
-        let imports: Vec<u64> = self.procs[p].imports.iter().map(|&(_, _, b)| b).collect();
+        let imports: Vec<u64> = self.procs[p]
+            .imports()
+            .into_iter()
+            .map(|(_, _, b)| b)
+            .collect();
         for base in imports {
             self.unmap_import(p, base);
         }
@@ -1193,7 +1258,7 @@ impl World {
             .blocks
             .iter()
             .filter(|(_, b)| b.owner == p)
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .collect();
         self.freed_exports.retain(|_, f| f.owner != p);
         // Exited before releasing, so blocks kept for their export go too.
