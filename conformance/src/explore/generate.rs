@@ -38,6 +38,7 @@ use ipc_harness::{
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 mod kernels;
@@ -827,9 +828,9 @@ pub fn scenario_text(s: &Scenario) -> String {
 fn expect_any() -> Expect {
     Expect::List(ExpectList {
         items: vec![Expectation::Any],
-        // `Expectation::Any`'s text, without the formatter (a step's worth
-        // of work per generated step); parsing a case's text checks it.
-        text: String::from("any"),
+        // `Expectation::Any`'s text, borrowed (formatting it was a step's
+        // worth of work per generated step); parsing a case's text checks it.
+        text: Cow::Borrowed("any"),
     })
 }
 

@@ -798,11 +798,14 @@ pub fn check_trace(
     };
     // The process each binding was made in (a pointer another process names
     // is that process's address).
-    let made_in: HashMap<&str, usize> = scenario
-        .steps
-        .iter()
-        .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process)))
-        .collect();
+    let mut made_in: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default());
+    made_in.extend(
+        scenario
+            .steps
+            .iter()
+            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process))),
+    );
     for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
         let p = step.process;
         let keyword = || step.op.keyword();

@@ -350,9 +350,13 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     /// Look up the lists `step` uses or binds, for [`Run::bound`] and
-    /// [`Run::bind`] during its iterations.
+    /// [`Run::bind`] during its iterations (a step that does not repeat
+    /// finds them when it names them).
     fn enter_step(&mut self, step: &'a Step) {
         self.step_lists.clear();
+        if step.repeat.is_none() {
+            return;
+        }
         let names = step.op.used().into_iter().chain([step.bind.as_deref()]);
         for name in names.flatten().filter(|n| n.ends_with(LIST_SUFFIX)) {
             let id = self.list_made(name);
@@ -1230,7 +1234,7 @@ pub(crate) fn execute_on(
                 );
             }
             if let (true, Some(outcome)) = (last, outcome) {
-                let expected = if full { list.text.as_str() } else { "" };
+                let expected = if full { &*list.text } else { "" };
                 break (outcome, check_result(expected, failed));
             }
         };
