@@ -305,6 +305,46 @@ fn a_lowered_scenario_is_what_parsing_its_text_gives() {
     }
 }
 
+/// Explore judges its cases on runs whose records leave the step texts,
+/// API names and wall times out: the violations are those of the checks
+/// on full traces, whose trace is a plain run's.
+#[test]
+fn checks_on_outcomes_only_judge_as_the_full_checks() {
+    use ipc_conformance::explore::properties::{check_on_sim_with, violations_on_sim};
+    let mutant = SimBackend::new(SimConfig {
+        mutant: Some(Mutant::CloseDoesNotDecrement),
+        ..SimConfig::default()
+    });
+    let fine = SimBackend::default();
+    let mut violations = 0;
+    for seed in 0..300u64 {
+        let dialect = Dialect::ALL[(seed % 3) as usize];
+        let id = CaseId {
+            index: 0,
+            seed,
+            dialect,
+        };
+        let lowered = generate::lower(&explore::case_tree(id, 32).current(), 32);
+        let sc = &lowered.scenario;
+        let opts = ExecOptions {
+            dialect,
+            seed,
+            ..ExecOptions::default()
+        };
+        for sim in [&mutant, &fine] {
+            let (trace, full) = check_on_sim_with(sc, sim, &opts, true);
+            assert_eq!(violations_on_sim(sc, sim, &opts, true), full, "seed {seed}");
+            let plain = scenario::execute(sc, sim, &opts).trace;
+            assert!(
+                trace.expect("it ran").same_observations(&plain),
+                "seed {seed}"
+            );
+            violations += full.len();
+        }
+    }
+    assert!(violations > 0, "the mutant breaks a property somewhere");
+}
+
 #[test]
 fn a_finding_is_shrunk_to_a_scenario_file_that_replays() {
     // A simulator whose close never decrements breaks conservation.

@@ -384,7 +384,8 @@ pub struct Evaluation {
     /// It differed on reused workers and agreed on fresh ones: what
     /// differed was an earlier case's leftovers, not this case.
     pub worker_history: bool,
-    /// Both traces, for the side-by-side comment of a finding file.
+    /// Both traces, for the side-by-side comment of a finding file (with
+    /// a real backend only).
     pub sim_trace: Option<Trace>,
     pub real_trace: Option<Trace>,
 }
@@ -454,9 +455,15 @@ impl Judge<'_> {
             seed: id.seed,
             step_timeout: self.step_timeout,
         };
+        // The simulator's trace serves only the differential and its
+        // finding file: without a real backend no trace is kept.
         let (trace, mut violations) =
-            ipc_harness::profile::timed("explore: simulator checks", || {
-                properties::check_on_sim_with(scenario, self.sim, &opts, determinism)
+            ipc_harness::profile::timed("explore: simulator checks", || match self.real {
+                Some(_) => properties::check_on_sim_with(scenario, self.sim, &opts, determinism),
+                None => (
+                    None,
+                    properties::violations_on_sim(scenario, self.sim, &opts, determinism),
+                ),
             });
         let mut eval = Evaluation {
             violations: Vec::new(),

@@ -498,7 +498,31 @@ pub fn check_on_sim_with(
     opts: &ExecOptions,
     determinism: bool,
 ) -> (Option<Trace>, Vec<Violation>) {
-    let run = || catch_unwind(AssertUnwindSafe(|| scenario::execute(scenario, sim, opts)));
+    checks_on_sim(scenario, sim, opts, determinism, scenario::execute)
+}
+
+/// [`check_on_sim_with`] for a caller that needs the violations only: its
+/// runs leave the step records' texts, API names and wall times out (the
+/// texts were a fifth of an explore case's work).
+pub fn violations_on_sim(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    opts: &ExecOptions,
+    determinism: bool,
+) -> Vec<Violation> {
+    let execute = scenario::execute_for_outcomes;
+    checks_on_sim(scenario, sim, opts, determinism, execute).1
+}
+
+/// The checks of [`check_on_sim_with`], on runs that `execute` makes.
+fn checks_on_sim(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    opts: &ExecOptions,
+    determinism: bool,
+    execute: fn(&Scenario, &dyn Backend, &ExecOptions) -> scenario::Execution,
+) -> (Option<Trace>, Vec<Violation>) {
+    let run = || catch_unwind(AssertUnwindSafe(|| execute(scenario, sim, opts)));
     let first = match run() {
         Ok(e) => e,
         Err(panic) => {
@@ -774,30 +798,35 @@ pub fn check_trace(
     };
     // The process each binding was made in (a pointer another process names
     // is that process's address).
-    let made_in: HashMap<&str, usize> = scenario
-        .steps
-        .iter()
-        .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process)))
-        .collect();
+    let mut made_in: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default());
+    made_in.extend(
+        scenario
+            .steps
+            .iter()
+            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process))),
+    );
     for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
         let p = step.process;
-        let keyword = step.op.keyword();
+        let keyword = || step.op.keyword();
         let here = hazards_at(i);
         let own_binding = |r: &Ref| r.name().and_then(|n| made_in.get(n)) == Some(&p);
         // Dialect-neutral, so both dialects' cases of one finding match.
-        let code = match &rec.outcome {
+        let code = || match &rec.outcome {
             StepOutcome::Error { code, .. } => match ApiError::from_code(dialect, *code).kind() {
                 Some(k) => format!("{k:?}"),
                 None => code.to_string(),
             },
             _ => String::new(),
         };
+        // The texts of a violation are written only for one.
         let mut fail = |property, message: String| {
             out.push(Violation::new(
                 property,
                 Some(i),
-                format!("line {} '{}': {message}", step.line, rec.op),
-                &format!("{keyword} {code}"),
+                // The step's text, not the record's: a record may leave it out.
+                format!("line {} '{}': {message}", step.line, step.text()),
+                &format!("{} {}", keyword(), code()),
             ))
         };
         // Documented returns.
@@ -820,7 +849,7 @@ pub fn check_trace(
                 if !listed && !poisoned && !undefined {
                     fail(
                         Property::DocumentedReturns,
-                        format!("{keyword} returned {name} ({code}), which neither its documentation nor a clause lists"),
+                        format!("{} returned {name} ({code}), which neither its documentation nor a clause lists", keyword()),
                     );
                 }
                 // The refusal event.lifetime.open-after-exporter-exit lists
@@ -840,7 +869,7 @@ pub fn check_trace(
                     {
                         fail(
                             Property::DocumentedReturns,
-                            format!("{keyword} returned {name} ({code}) for a handle whose exporter crashed: only an exit refuses it"),
+                            format!("{} returned {name} ({code}) for a handle whose exporter crashed: only an exit refuses it", keyword()),
                         );
                     }
                 }

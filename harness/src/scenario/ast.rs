@@ -1532,14 +1532,15 @@ impl fmt::Display for Expectation {
 pub struct ExpectList {
     /// The expectations, in the order written.
     pub items: Vec<Expectation>,
-    /// The list as written in the file.
-    pub text: String,
+    /// The list as written in the file (borrowed where a generator writes
+    /// a fixed list: a string for each of its steps was work to no end).
+    pub text: Cow<'static, str>,
 }
 
 impl ExpectList {
     fn single(e: Expectation) -> ExpectList {
         ExpectList {
-            text: e.to_string(),
+            text: e.to_string().into(),
             items: vec![e],
         }
     }

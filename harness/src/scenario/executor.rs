@@ -1,7 +1,9 @@
 //! Runs a parsed scenario on a machine and judges it.
 
 use super::ast::{Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
-use super::expect::{bytes_summary, check_result, describe, failure, Bound, Observed, Value};
+use super::expect::{
+    bytes_summary, check_result, describe, failure, Bindings, Bound, Label, Observed, Value,
+};
 use super::model::{ExecOptions, Execution, Scenario};
 use super::parser::{LIST_SUFFIX, MAX_WRITE_BYTES};
 use crate::calls::{Call, Returned};
@@ -12,14 +14,12 @@ use crate::driver::{
 use crate::driver::{PointerAttribute, PointerAttributeValue};
 use crate::machine::{Backend, Hazard, Machine, MachineSpec, StartError};
 use crate::trace::{
-    push_decimal, CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary,
-    Verdict,
+    CheckResult, Status, StepOutcome, StepRecord, Timing, Trace, ValueSummary, Verdict,
 };
 // Keys are names and driver values chosen by the scenario: no need for
 // SipHash's flood resistance.
 use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
-use std::rc::Rc;
 use std::time::Instant;
 
 /// One step of splitmix64.
@@ -44,16 +44,14 @@ pub fn random_handle(seed: u64, index: usize) -> IpcMemHandle {
     IpcMemHandle(bytes)
 }
 
-/// First-seen labels for one kind of value in one scope: `PREFIXn`, numbered
-/// by every label ever issued in the scope, so a retired label is never
-/// given out again.
+/// First-seen label numbers for one kind of value in one scope: `n` of
+/// `PREFIXn`, numbered by every label ever issued in the scope, so a
+/// retired label is never given out again.
 struct Namer<K> {
-    live: HashMap<K, Rc<str>>,
-    /// Values whose object was destroyed, with the label they had.
-    retired: HashMap<K, Rc<str>>,
-    issued: usize,
-    /// Where a fresh label is written before it is shared.
-    scratch: String,
+    live: HashMap<K, u64>,
+    /// Values whose object was destroyed, with the number they had.
+    retired: HashMap<K, u64>,
+    issued: u64,
 }
 
 impl<K> Default for Namer<K> {
@@ -62,50 +60,42 @@ impl<K> Default for Namer<K> {
             live: HashMap::default(),
             retired: HashMap::default(),
             issued: 0,
-            scratch: String::new(),
         }
     }
 }
 
 impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
-    /// The label of `key` as a call that makes (or retains) an object
-    /// returned it: its old one while it is live, else a fresh one
-    /// (`{scope}.{prefix}{n}`, or `{prefix}{n}` when `scope` is empty). A
+    /// The number of `key` as a call that makes (or retains) an object
+    /// returned it: its old one while it is live, else a fresh one. A
     /// retired value coming back from such a call is a new object at a
     /// reused address.
-    fn label(&mut self, key: K, scope: &str, prefix: &str) -> Rc<str> {
-        if let Some(l) = self.live.get(&key) {
-            return l.clone();
+    fn label(&mut self, key: K) -> u64 {
+        if !self.retired.is_empty() && !self.live.contains_key(&key) {
+            self.retired.remove(&key);
         }
-        self.retired.remove(&key);
-        self.issued += 1;
-        let s = &mut self.scratch;
-        s.clear();
-        if !scope.is_empty() {
-            s.push_str(scope);
-            s.push('.');
+        // One hash of the key: a live key keeps its number, below `fresh`.
+        let fresh = self.issued + 1;
+        let n = *self.live.entry(key).or_insert(fresh);
+        if n == fresh {
+            self.issued = fresh;
         }
-        s.push_str(prefix);
-        push_decimal(s, self.issued as u64);
-        let l: Rc<str> = Rc::from(s.as_str());
-        self.live.insert(key, Rc::clone(&l));
-        l
+        n
     }
 
-    /// The label of `key` as a query returned it (`ctx_current`): a live
-    /// object's label, or the destroyed object's it still names.
-    fn recall(&mut self, key: K, scope: &str, prefix: &str) -> Rc<str> {
+    /// The number of `key` as a query returned it (`ctx_current`): a live
+    /// object's, or the destroyed object's it still names.
+    fn recall(&mut self, key: K) -> u64 {
         match self.retired.get(&key) {
-            Some(l) if !self.live.contains_key(&key) => l.clone(),
-            _ => self.label(key, scope, prefix),
+            Some(&n) if !self.live.contains_key(&key) => n,
+            _ => self.label(key),
         }
     }
 
     /// The object `key` names is gone: a new object with an equal value
     /// gets a fresh label.
     fn retire(&mut self, key: &K) {
-        if let Some(l) = self.live.remove(key) {
-            self.retired.insert(key.clone(), l);
+        if let Some(n) = self.live.remove(key) {
+            self.retired.insert(key.clone(), n);
         }
     }
 
@@ -129,73 +119,71 @@ impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
 /// measured semantics), and so do memory and event handles (labelled by
 /// their bytes) and descriptors (POSIX numbering, which the simulator models).
 struct Labels {
-    ptrs: Vec<Namer<u64>>,
-    ctxs: Vec<Namer<u64>>,
+    /// Per process, by process index.
+    processes: Vec<ProcessLabels>,
     handles: Namer<[u8; IPC_HANDLE_SIZE]>,
-    /// VMM handles and descriptors: per process, like pointers (`owner.m1`, `peer.f2`).
-    vmm_handles: Vec<Namer<u64>>,
-    fds: Vec<Namer<i32>>,
-    events: Vec<Namer<u64>>,
     event_handles: Namer<[u8; IPC_HANDLE_SIZE]>,
-    /// Memory pools: per process, retired when destroyed (`PROC.l1`).
-    pools: Vec<Namer<u64>>,
     /// Pool pointer export data, by bytes (`px1`).
     pool_exports: Namer<[u8; IPC_HANDLE_SIZE]>,
-    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`s, per process (`owner.b1`).
-    buffer_ids: Vec<Namer<u64>>,
-    streams: Vec<Namer<u64>>,
 }
 
-fn per_process<K>(processes: usize) -> Vec<Namer<K>> {
-    (0..processes).map(|_| Namer::default()).collect()
+/// The labels one process gives (`owner.p1`, `peer.f2`), in one value per
+/// process: a run makes and drops them all at once.
+#[derive(Default)]
+struct ProcessLabels {
+    ptrs: Namer<u64>,
+    ctxs: Namer<u64>,
+    vmm_handles: Namer<u64>,
+    fds: Namer<i32>,
+    events: Namer<u64>,
+    /// Memory pools, retired when destroyed (`PROC.l1`).
+    pools: Namer<u64>,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`s (`owner.b1`).
+    buffer_ids: Namer<u64>,
+    streams: Namer<u64>,
+}
+
+/// The label numbered `number` in `scope` (a process name, or empty).
+fn issued<'s>(scope: &'s str, prefix: &'static str, number: u64) -> Label<'s> {
+    Label::Issued {
+        scope,
+        prefix,
+        number,
+    }
 }
 
 impl Labels {
     fn new(processes: usize) -> Labels {
         Labels {
-            ptrs: per_process(processes),
-            ctxs: per_process(processes),
+            processes: (0..processes).map(|_| ProcessLabels::default()).collect(),
             handles: Namer::default(),
-            vmm_handles: per_process(processes),
-            fds: per_process(processes),
-            events: per_process(processes),
             event_handles: Namer::default(),
-            pools: per_process(processes),
             pool_exports: Namer::default(),
-            buffer_ids: per_process(processes),
-            streams: per_process(processes),
         }
     }
 
-    fn ptr(&mut self, proc: usize, name: &str, p: DevicePtr) -> Rc<str> {
+    fn ptr<'s>(&mut self, proc: usize, name: &'s str, p: DevicePtr) -> Label<'s> {
         if p == DevicePtr::NULL {
-            return "null".into();
+            return Label::Null;
         }
-        self.ptrs[proc].label(p.0, name, "p")
+        issued(name, "p", self.processes[proc].ptrs.label(p.0))
     }
 
     /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
-    fn ctx(&mut self, proc: usize, name: &str, c: Option<u64>, query: bool) -> Rc<str> {
+    fn ctx<'s>(&mut self, proc: usize, name: &'s str, c: Option<u64>, query: bool) -> Label<'s> {
         let Some(c) = c else {
-            return "null".into();
+            return Label::Null;
         };
-        if query {
-            self.ctxs[proc].recall(c, name, "c")
+        let number = if query {
+            self.processes[proc].ctxs.recall(c)
         } else {
-            self.ctxs[proc].label(c, name, "c")
-        }
+            self.processes[proc].ctxs.label(c)
+        };
+        issued(name, "c", number)
     }
 
-    fn handle(&mut self, h: &IpcMemHandle) -> Rc<str> {
-        self.handles.label(h.0, "", "h")
-    }
-
-    fn event(&mut self, proc: usize, name: &str, e: EventId) -> Rc<str> {
-        self.events[proc].label(e.0, name, "e")
-    }
-
-    fn event_handle(&mut self, h: &IpcEventHandle) -> Rc<str> {
-        self.event_handles.label(h.0, "", "eh")
+    fn event<'s>(&mut self, proc: usize, name: &'s str, e: EventId) -> Label<'s> {
+        issued(name, "e", self.processes[proc].events.label(e.0))
     }
 
     /// After step `op` of process `proc` succeeded: retire the labels of the
@@ -217,154 +205,81 @@ impl Labels {
             _ => None,
         };
         match (op, destroyed) {
-            (Op::CtxDestroy { .. }, Some(Value::Ctx(Some(c)))) => self.ctxs[proc].retire(&c.0),
-            (Op::VmmRelease { .. }, Some(Value::VmmHandle(h))) => {
-                self.vmm_handles[proc].retire(&h.0);
+            (Op::CtxDestroy { .. }, Some(Value::Ctx(Some(c)))) => {
+                self.processes[proc].ctxs.retire(&c.0)
             }
-            (Op::EventDestroy { .. }, Some(Value::Event(e))) => self.events[proc].retire(&e.0),
-            (Op::PoolDestroy { .. }, Some(Value::Pool(p))) => self.pools[proc].retire(&p.0),
-            (Op::StreamDestroy { .. }, Some(Value::Stream(s))) => self.streams[proc].retire(&s.0),
+            (Op::VmmRelease { .. }, Some(Value::VmmHandle(h))) => {
+                self.processes[proc].vmm_handles.retire(&h.0);
+            }
+            (Op::EventDestroy { .. }, Some(Value::Event(e))) => {
+                self.processes[proc].events.retire(&e.0)
+            }
+            (Op::PoolDestroy { .. }, Some(Value::Pool(p))) => {
+                self.processes[proc].pools.retire(&p.0)
+            }
+            (Op::StreamDestroy { .. }, Some(Value::Stream(s))) => {
+                self.processes[proc].streams.retire(&s.0)
+            }
             (Op::Exit, _) => {
-                self.pools[proc].retire_all();
-                self.ctxs[proc].retire_all();
-                self.vmm_handles[proc].retire_all();
-                self.events[proc].retire_all();
-                self.streams[proc].retire_all();
+                let p = &mut self.processes[proc];
+                p.pools.retire_all();
+                p.ctxs.retire_all();
+                p.vmm_handles.retire_all();
+                p.events.retire_all();
+                p.streams.retire_all();
             }
             _ => {}
         }
     }
 
-    /// The summary of `v` seen by process `proc`, and the label (if any).
-    fn summarise(
-        &mut self,
-        proc: usize,
-        name: &str,
-        op: &Op,
-        v: &Value,
-    ) -> (ValueSummary, Option<Rc<str>>) {
-        match v {
-            Value::Unit => (ValueSummary::Unit, None),
-            Value::Ptr(p) => {
-                let label = self.ptr(proc, name, *p);
-                (
-                    ValueSummary::Ptr {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
+    /// The label of `v` as seen by process `proc` (named `name`), if its
+    /// kind has labels; a value seen for the first time gets a fresh one.
+    fn label<'s>(&mut self, proc: usize, name: &'s str, op: &Op, v: &Value) -> Option<Label<'s>> {
+        Some(match v {
+            Value::Unit | Value::Int(_) | Value::Bytes(_) | Value::Info(_) => return None,
+            Value::Ptr(p) | Value::Range(p, _) => self.ptr(proc, name, *p),
             Value::Ctx(c) => {
                 let query = matches!(op, Op::CtxCurrent);
-                let label = self.ctx(proc, name, c.map(|c| c.0), query);
-                (
-                    ValueSummary::Context {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
+                self.ctx(proc, name, c.map(|c| c.0), query)
             }
-            Value::Handle(h) => {
-                let label = self.handle(h);
-                (
-                    ValueSummary::Handle {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::Event(e) => {
-                let label = self.event(proc, name, *e);
-                (
-                    ValueSummary::Event {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::Stream(s) => {
-                let label = self.streams[proc].label(s.0, name, "s");
-                (
-                    ValueSummary::Stream {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::EventHandle(h) => {
-                let label = self.event_handle(h);
-                (
-                    ValueSummary::Handle {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::Int(i) => (ValueSummary::Int { value: *i }, None),
-            Value::Bytes(b) => (bytes_summary(b), None),
-            Value::Range(base, size) => {
-                let label = self.ptr(proc, name, *base);
-                (
-                    ValueSummary::Range {
-                        base: String::from(&*label),
-                        size: *size,
-                    },
-                    Some(label),
-                )
-            }
-            Value::Info(i) => (
-                ValueSummary::PointerInfo {
-                    memory_type: i.memory_type.name().to_string(),
-                    device: i.device,
-                },
-                None,
-            ),
-            Value::VmmHandle(h) => {
-                let label = self.vmm_handles[proc].label(h.0, name, "m");
-                (
-                    ValueSummary::VmmHandle {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::BufferId(b) => {
-                let label = self.buffer_ids[proc].label(*b, name, "b");
-                (
-                    ValueSummary::Handle {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::Fd(f) => {
-                let label = self.fds[proc].label(f.0, name, "f");
-                (
-                    ValueSummary::Fd {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::Pool(pool) => {
-                let label = self.pools[proc].label(pool.0, name, "l");
-                (
-                    ValueSummary::Pool {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
-            Value::PoolExport(x) => {
-                let label = self.pool_exports.label(x.0, "", "px");
-                (
-                    ValueSummary::Handle {
-                        label: String::from(&*label),
-                    },
-                    Some(label),
-                )
-            }
+            Value::Handle(h) => issued("", "h", self.handles.label(h.0)),
+            Value::Event(e) => self.event(proc, name, *e),
+            Value::Stream(s) => issued(name, "s", self.processes[proc].streams.label(s.0)),
+            Value::EventHandle(h) => issued("", "eh", self.event_handles.label(h.0)),
+            Value::VmmHandle(h) => issued(name, "m", self.processes[proc].vmm_handles.label(h.0)),
+            Value::BufferId(b) => issued(name, "b", self.processes[proc].buffer_ids.label(*b)),
+            Value::Fd(f) => issued(name, "f", self.processes[proc].fds.label(f.0)),
+            Value::Pool(pool) => issued(name, "l", self.processes[proc].pools.label(pool.0)),
+            Value::PoolExport(x) => issued("", "px", self.pool_exports.label(x.0)),
+        })
+    }
+}
+
+/// The trace's summary of `v`, whose label [`Labels::label`] gave.
+fn summary(v: &Value, label: Option<Label<'_>>) -> ValueSummary {
+    let label = || label.map_or_else(String::new, Label::text);
+    match v {
+        Value::Unit => ValueSummary::Unit,
+        Value::Ptr(_) => ValueSummary::Ptr { label: label() },
+        Value::Ctx(_) => ValueSummary::Context { label: label() },
+        Value::Handle(_) | Value::EventHandle(_) | Value::BufferId(_) | Value::PoolExport(_) => {
+            ValueSummary::Handle { label: label() }
         }
+        Value::Event(_) => ValueSummary::Event { label: label() },
+        Value::Stream(_) => ValueSummary::Stream { label: label() },
+        Value::Int(i) => ValueSummary::Int { value: *i },
+        Value::Bytes(b) => bytes_summary(b),
+        Value::Range(_, size) => ValueSummary::Range {
+            base: label(),
+            size: *size,
+        },
+        Value::Info(i) => ValueSummary::PointerInfo {
+            memory_type: i.memory_type.name().to_string(),
+            device: i.device,
+        },
+        Value::VmmHandle(_) => ValueSummary::VmmHandle { label: label() },
+        Value::Fd(_) => ValueSummary::Fd { label: label() },
+        Value::Pool(_) => ValueSummary::Pool { label: label() },
     }
 }
 
@@ -420,50 +335,86 @@ impl From<DriverError> for Failure {
 struct Run<'a> {
     scenario: &'a Scenario,
     opts: &'a ExecOptions,
-    bindings: HashMap<String, Bound>,
+    bindings: Bindings<'a>,
+    /// List bindings (`e[]`): element `i` of a list is what iteration `i`
+    /// of the `repeat` step that binds it bound, if it did.
+    lists: Vec<Vec<Option<Bound<'a>>>>,
+    /// Where each list name's elements are in `lists`.
+    list_ids: HashMap<&'a str, usize>,
+    /// The lists the running step names, looked up once for all its
+    /// iterations (a `repeat 1000` step reads its lists 1000 times).
+    step_lists: Vec<(&'a str, usize)>,
     /// The iteration of the `repeat` step running (0 for other steps).
     iteration: usize,
 }
 
-/// The binding that holds element `i` of list `list` (`e[]`): `e[i]`, a name
-/// no file can write.
-fn element_name(list: &str, i: usize) -> String {
-    let mut name = String::with_capacity(list.len() + 6);
-    name.push_str(list);
-    name.push('[');
-    push_decimal(&mut name, i as u64);
-    name.push(']');
-    name
-}
-
-/// `f` of `element_name(list, i)`, written on the stack: a `repeat` step
-/// looks its elements up in every iteration.
-fn with_element_name<R>(list: &str, i: usize, f: impl FnOnce(&str) -> R) -> R {
-    let mut buf = [0u8; 64];
-    let mut digit_buf = [0u8; 20];
-    let digits = crate::trace::decimal_digits(i as u64, &mut digit_buf);
-    let len = list.len() + digits.len() + 2;
-    if len > buf.len() {
-        return f(&element_name(list, i));
+impl<'a> Run<'a> {
+    /// Look up the lists `step` uses or binds, for [`Run::bound`] and
+    /// [`Run::bind`] during its iterations (a step that does not repeat
+    /// finds them when it names them).
+    fn enter_step(&mut self, step: &'a Step) {
+        self.step_lists.clear();
+        if step.repeat.is_none() {
+            return;
+        }
+        let names = step.op.used().into_iter().chain([step.bind.as_deref()]);
+        for name in names.flatten().filter(|n| n.ends_with(LIST_SUFFIX)) {
+            let id = self.list_made(name);
+            self.step_lists.push((name, id));
+        }
     }
-    buf[..list.len()].copy_from_slice(list.as_bytes());
-    buf[list.len()] = b'[';
-    buf[list.len() + 1..len - 1].copy_from_slice(digits);
-    buf[len - 1] = b']';
-    match std::str::from_utf8(&buf[..len]) {
-        Ok(name) => f(name),
-        Err(_) => f(&element_name(list, i)),
-    }
-}
 
-impl Run<'_> {
+    /// Where list `name`'s elements are, made empty if no step named it yet.
+    fn list_made(&mut self, name: &'a str) -> usize {
+        let next = self.list_ids.len();
+        let id = *self.list_ids.entry(name).or_insert(next);
+        if id == self.lists.len() {
+            self.lists.push(Vec::new());
+        }
+        id
+    }
+
+    /// Where list `name`'s elements are: one the running step names.
+    #[inline]
+    fn list_id(&self, name: &str) -> Option<usize> {
+        // The names come from the step itself: the same string, mostly.
+        let of_step = self
+            .step_lists
+            .iter()
+            .find(|(n, _)| std::ptr::eq(*n, name) || *n == name);
+        match of_step {
+            Some(&(_, id)) => Some(id),
+            None => self.list_ids.get(name).copied(),
+        }
+    }
+
     /// The binding `n` names; a list name (`e[]`) names the current
     /// iteration's element.
-    fn bound(&self, n: &str) -> Option<&Bound> {
-        match n.strip_suffix(LIST_SUFFIX) {
-            Some(list) => with_element_name(list, self.iteration, |name| self.bindings.get(name)),
-            None => self.bindings.get(n),
+    #[inline]
+    fn bound(&self, n: &str) -> Option<&Bound<'a>> {
+        if n.ends_with(LIST_SUFFIX) {
+            self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
+        } else {
+            self.bindings.get(n)
         }
+    }
+
+    /// Bind `name` (for a list name of the running step, the current
+    /// iteration's element).
+    fn bind(&mut self, name: &'a str, bound: Bound<'a>) {
+        if !name.ends_with(LIST_SUFFIX) {
+            self.bindings.insert(name, bound);
+            return;
+        }
+        let id = match self.list_id(name) {
+            Some(id) => id,
+            None => self.list_made(name),
+        };
+        let list = &mut self.lists[id];
+        if list.len() <= self.iteration {
+            list.resize_with(self.iteration + 1, || None);
+        }
+        list[self.iteration] = Some(bound);
     }
 
     fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
@@ -512,7 +463,7 @@ impl Run<'_> {
         let Some(n) = n else {
             return Ok(StreamId::LEGACY_DEFAULT);
         };
-        match self.bindings.get(n).map(|b| &b.value) {
+        match self.bindings.get(n.as_str()).map(|b| &b.value) {
             Some(Value::Stream(s)) => Ok(*s),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound stream"))),
         }
@@ -1038,6 +989,7 @@ pub(crate) fn execute(
     backend: &dyn Backend,
     opts: &ExecOptions,
     shared: bool,
+    detail: TraceDetail,
 ) -> Execution {
     let spec = MachineSpec {
         devices: scenario.devices,
@@ -1079,7 +1031,7 @@ pub(crate) fn execute(
         Ok(mut machine) => {
             let start_us = micros(started.elapsed());
             let steps = Instant::now();
-            let mut e = execute_on(scenario, machine.as_mut(), opts);
+            let mut e = execute_on(scenario, machine.as_mut(), opts, detail);
             let steps_us = micros(steps.elapsed());
             let shutdown = Instant::now();
             machine.shutdown();
@@ -1097,11 +1049,23 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// What the trace's step records hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TraceDetail {
+    Full,
+    /// The outcomes and whether their checks held (with the failure
+    /// messages), without the texts and times only a kept trace shows: the
+    /// step's text, process name, API name, expectation text and wall time
+    /// (`execute_for_outcomes`).
+    OutcomesOnly,
+}
+
 /// Run every step on `machine` (already started) and judge the run.
 pub(crate) fn execute_on(
     scenario: &Scenario,
     machine: &mut dyn Machine,
     opts: &ExecOptions,
+    detail: TraceDetail,
 ) -> Execution {
     let nproc = scenario.processes.len();
     if machine.process_count() < nproc {
@@ -1138,7 +1102,11 @@ pub(crate) fn execute_on(
     let mut run = Run {
         scenario,
         opts,
-        bindings: HashMap::default(),
+        // Room for a binding per step, so the map is not regrown as it fills.
+        bindings: HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default()),
+        lists: Vec::new(),
+        list_ids: HashMap::default(),
+        step_lists: Vec::new(),
         iteration: 0,
     };
     let mut labels = Labels::new(nproc);
@@ -1151,16 +1119,26 @@ pub(crate) fn execute_on(
     };
     let seed = opts.seed;
 
+    let profiling = crate::profile::enabled();
+    // Whether the records hold the texts and times only a kept trace shows.
+    let full = detail == TraceDetail::Full;
+
     for (index, step) in scenario.steps.iter().enumerate() {
         machine.begin_step(index);
+        run.enter_step(step);
         let pname = scenario.processes[step.process].name.as_str();
-        let text = step.text();
         let list = step.expect.in_force(opts.dialect);
         let iterations = step.repeat.map_or(1, |n| n as usize);
-        let call = Instant::now();
+        // A passed descriptor is the receiver's: label it there.
+        let (owner, oname) = match &step.op {
+            Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
+            _ => (step.process, pname),
+        };
+        let call = full.then(Instant::now);
         // A repeat step runs until an iteration fails its expectation; the
         // trace keeps one record: the last iteration's outcome, and for a
-        // failure its iteration and how many passed before it.
+        // failure its iteration and how many passed before it. Only that
+        // record's outcome is built; every iteration labels its value.
         let mut iteration = 0;
         let (outcome, result) = loop {
             run.iteration = iteration;
@@ -1177,47 +1155,43 @@ pub(crate) fn execute_on(
                 .or_else(|| run.missing_binding(step));
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
-                None => crate::profile::timed_in("step", step.op.keyword(), || {
+                None if profiling => crate::profile::timed_in("step", step.op.keyword(), || {
                     run.perform(machine, index, step)
                 }),
+                None => run.perform(machine, index, step),
             };
-            let (outcome, observed_value, api) = match result {
+            // What the step answered: a value and its label, or the outcome
+            // of a step without one.
+            let (answer, api) = match result {
                 Ok(v) => {
-                    // A passed descriptor is the receiver's: label it there.
-                    let (owner, oname) = match &step.op {
-                        Op::SendFd { to, .. } => (*to, scenario.processes[*to].name.as_str()),
-                        _ => (step.process, pname),
-                    };
-                    let (summary, label) = labels.summarise(owner, oname, &step.op, &v);
+                    let label = labels.label(owner, oname, &step.op, &v);
                     labels.retire_after(step.process, &step.op, || {
                         step.op.used()[0]
                             .and_then(|n| run.bound(n))
                             .map(|b| &b.value)
                     });
-                    (StepOutcome::Ok { value: summary }, Some((v, label)), None)
+                    (Ok((v, label)), None)
                 }
-                Err(Failure::Skip(reason)) => (StepOutcome::Skipped { reason }, None, None),
+                Err(Failure::Skip(reason)) => (Err(StepOutcome::Skipped { reason }), None),
                 Err(Failure::Driver(DriverError::Api(e))) => (
-                    StepOutcome::Error {
+                    Err(StepOutcome::Error {
                         code: e.code,
                         name: e.name().into_owned(),
-                    },
-                    None,
+                    }),
                     Some(e),
                 ),
                 Err(Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms }))) => {
                     dead[step.process] =
                         Some(format!("process '{pname}' timed out at line {}", step.line));
-                    (StepOutcome::Timeout { after_ms }, None, None)
+                    (Err(StepOutcome::Timeout { after_ms }), None)
                 }
                 Err(Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. }))) => {
                     dead[step.process] =
                         Some(format!("process '{pname}' crashed at line {}", step.line));
                     (
-                        StepOutcome::Crash {
+                        Err(StepOutcome::Crash {
                             detail: e.to_string(),
-                        },
-                        None,
+                        }),
                         None,
                     )
                 }
@@ -1226,35 +1200,49 @@ pub(crate) fn execute_on(
                         "process '{pname}' lost to a harness error at line {}",
                         step.line
                     ));
-                    (StepOutcome::Broken { detail: m }, None, None)
+                    (Err(StepOutcome::Broken { detail: m }), None)
                 }
             };
-            let observed = match (&observed_value, api) {
-                (Some((v, _)), _) => Observed::Ok(v),
-                (None, Some(e)) => Observed::Api(e),
-                (None, None) => Observed::NoAnswer,
+            let observed = match (&answer, api) {
+                (Ok((v, _)), _) => Observed::Ok(v),
+                (Err(_), Some(e)) => Observed::Api(e),
+                (Err(StepOutcome::Crash { .. }), None) => Observed::Crash,
+                (Err(StepOutcome::Skipped { reason }), None) => Observed::Skipped(reason),
+                (Err(_), None) => Observed::NoAnswer,
             };
-            // The record is built once, after the last iteration.
-            let mut failed = failure(&list, &observed, &outcome, &run.bindings);
-            if let (Some(name), Some((v, label))) = (&step.bind, observed_value) {
-                let name = match name.strip_suffix(LIST_SUFFIX) {
-                    Some(list) => element_name(list, iteration),
-                    None => name.clone(),
-                };
-                run.bindings.insert(name, Bound { value: v, label });
-            }
+            let described = || match &answer {
+                Ok((v, label)) => describe(&StepOutcome::Ok {
+                    value: summary(v, *label),
+                }),
+                Err(outcome) => describe(outcome),
+            };
+            let mut failed = failure(&list, &observed, described, &run.bindings);
             iteration += 1;
+            let last = failed.is_some() || iteration == iterations || dead[step.process].is_some();
+            let outcome = match answer {
+                Ok((v, label)) => {
+                    let outcome = last.then(|| StepOutcome::Ok {
+                        value: summary(&v, label),
+                    });
+                    if let Some(name) = &step.bind {
+                        run.bind(name, Bound { value: v, label });
+                    }
+                    outcome
+                }
+                Err(outcome) => Some(outcome),
+            };
             if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
                 *message = format!(
                     "iteration {iteration} of {iterations} ({} passed): {message}",
                     iteration - 1,
                 );
             }
-            if failed.is_some() || iteration == iterations || dead[step.process].is_some() {
-                break (outcome, check_result(&list, failed));
+            if let (true, Some(outcome)) = (last, outcome) {
+                let expected = if full { &*list.text } else { "" };
+                break (outcome, check_result(expected, failed));
             }
         };
-        let elapsed_us = micros(call.elapsed());
+        let elapsed_us = call.map_or(0, |c| micros(c.elapsed()));
 
         if first_failure.is_none() {
             let crash_expected = result.passed && list.items.contains(&Expectation::Crash);
@@ -1265,7 +1253,10 @@ pub(crate) fn execute_on(
                 StepOutcome::Broken { .. } => Some(Status::Broken),
                 _ => None,
             };
-            let head = || format!("{}: step '{text}' in {pname}", run.where_(step.line));
+            let head = || {
+                let text = step.text();
+                format!("{}: step '{text}' in {pname}", run.where_(step.line))
+            };
             if let Some(status) = lost {
                 let what = match &outcome {
                     StepOutcome::Crash { detail } => detail.clone(),
@@ -1289,9 +1280,17 @@ pub(crate) fn execute_on(
         trace.steps.push(StepRecord {
             index,
             line: step.line,
-            process: pname.to_string(),
-            op: text,
-            api: step.op.api(opts.dialect).map(Cow::Borrowed),
+            process: if full {
+                pname.to_string()
+            } else {
+                String::new()
+            },
+            op: if full { step.text() } else { String::new() },
+            api: if full {
+                step.op.api(opts.dialect).map(Cow::Borrowed)
+            } else {
+                None
+            },
             outcome,
             check: Some(result),
             elapsed_us,
@@ -1325,36 +1324,30 @@ mod label_tests {
     #[test]
     fn exit_retires_opaque_labels_only() {
         let mut l = Labels::new(2);
-        assert_eq!(&*l.ctx(0, "a", Some(5), false), "a.c1");
-        assert_eq!(&*l.event(0, "a", EventId(6)), "a.e1");
-        assert_eq!(&*l.vmm_handles[0].label(7, "a", "m"), "a.m1");
-        assert_eq!(&*l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
-        assert_eq!(&*l.ctx(1, "b", Some(5), false), "b.c1");
+        let text = |label: Label<'_>| label.text();
+        assert_eq!(text(l.ctx(0, "a", Some(5), false)), "a.c1");
+        assert_eq!(text(l.event(0, "a", EventId(6))), "a.e1");
+        assert_eq!(l.processes[0].vmm_handles.label(7), 1);
+        assert_eq!(text(l.ptr(0, "a", DevicePtr(0x1000))), "a.p1");
+        assert_eq!(text(l.ctx(1, "b", Some(5), false)), "b.c1");
         l.retire_after(0, &Op::Exit, || None);
-        assert_eq!(&*l.ctx(0, "a", Some(5), true), "a.c1");
-        assert_eq!(&*l.ctx(0, "a", Some(5), false), "a.c2");
-        assert_eq!(&*l.event(0, "a", EventId(6)), "a.e2");
-        assert_eq!(&*l.vmm_handles[0].label(7, "a", "m"), "a.m2");
-        assert_eq!(&*l.ptr(0, "a", DevicePtr(0x1000)), "a.p1");
-        assert_eq!(&*l.ctx(1, "b", Some(5), false), "b.c1");
+        assert_eq!(text(l.ctx(0, "a", Some(5), true)), "a.c1");
+        assert_eq!(text(l.ctx(0, "a", Some(5), false)), "a.c2");
+        assert_eq!(text(l.event(0, "a", EventId(6))), "a.e2");
+        assert_eq!(l.processes[0].vmm_handles.label(7), 2);
+        assert_eq!(text(l.ptr(0, "a", DevicePtr(0x1000))), "a.p1");
+        assert_eq!(text(l.ctx(1, "b", Some(5), false)), "b.c1");
     }
-}
 
-#[cfg(test)]
-mod element_name_tests {
-    use super::*;
-
+    /// A label's text is the one its parts spell, with or without a scope.
     #[test]
-    fn element_names_on_the_stack_are_the_formatted_ones() {
-        for (list, i) in [
-            ("e", 0),
-            ("a", 17),
-            ("x", usize::MAX),
-            (&*"n".repeat(60), 3),
-        ] {
-            let formatted = format!("{list}[{i}]");
-            assert_eq!(with_element_name(list, i, str::to_owned), formatted);
-            assert_eq!(element_name(list, i), formatted);
-        }
+    fn labels_are_written_from_their_parts() {
+        assert_eq!(issued("owner", "p", 17).text(), "owner.p17");
+        assert_eq!(issued("", "eh", 2).text(), "eh2");
+        assert_eq!(
+            issued("x", "b", u64::MAX).to_string(),
+            format!("x.b{}", u64::MAX)
+        );
+        assert_eq!(Label::Null.text(), "null");
     }
 }

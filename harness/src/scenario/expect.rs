@@ -6,7 +6,7 @@ use crate::driver::{
     PoolPtrExport, StreamId, VmmHandle,
 };
 use crate::errors::ApiError;
-use crate::trace::{encode_bytes, CheckResult, StepOutcome, ValueSummary};
+use crate::trace::{encode_bytes, push_decimal, CheckResult, StepOutcome, ValueSummary};
 // Keys are names and driver values chosen by the scenario: no need for
 // SipHash's flood resistance.
 use rustc_hash::FxHashMap as HashMap;
@@ -76,18 +76,68 @@ impl Value {
     }
 }
 
+/// The label of a value in traces and messages: `{scope}.{prefix}{number}`
+/// (`owner.p1`), `{prefix}{number}` without a scope (`h2`), or `null`.
+/// Held as its parts, so that a label costs nothing until it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Label<'s> {
+    Null,
+    Issued {
+        /// The process name; empty for labels shared by all processes.
+        scope: &'s str,
+        prefix: &'static str,
+        number: u64,
+    },
+}
+
+impl Label<'_> {
+    /// The label as traces write it.
+    pub fn text(self) -> String {
+        match self {
+            Label::Null => "null".to_string(),
+            Label::Issued {
+                scope,
+                prefix,
+                number,
+            } => {
+                let mut s = String::with_capacity(scope.len() + prefix.len() + 6);
+                if !scope.is_empty() {
+                    s.push_str(scope);
+                    s.push('.');
+                }
+                s.push_str(prefix);
+                push_decimal(&mut s, number);
+                s
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Label<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
 /// A bound name: its value and its label (for messages).
 #[derive(Debug, Clone)]
-pub(crate) struct Bound {
+pub(crate) struct Bound<'s> {
     pub value: Value,
-    pub label: Option<std::rc::Rc<str>>,
+    pub label: Option<Label<'s>>,
 }
+
+/// The bindings of a run by name (names are the scenario's own strings).
+pub(crate) type Bindings<'s> = HashMap<&'s str, Bound<'s>>;
 
 /// What the step observed, for judging.
 pub(crate) enum Observed<'a> {
     Ok(&'a Value),
     Api(ApiError),
-    /// Crash, timeout, harness failure or skipped: no answer from the driver.
+    /// The process crashed during the step.
+    Crash,
+    /// The step did not run, for this reason.
+    Skipped(&'a str),
+    /// Timeout or harness failure: no answer from the driver.
     NoAnswer,
 }
 
@@ -137,23 +187,23 @@ pub(crate) fn describe(outcome: &StepOutcome) -> String {
     shorten(s)
 }
 
-fn ref_key(r: &Ref, result: &Value, bindings: &HashMap<String, Bound>) -> Result<Key, String> {
+fn ref_key(r: &Ref, result: &Value, bindings: &Bindings<'_>) -> Result<Key, String> {
     match r {
         Ref::Null => Ok(match result {
             Value::Ctx(_) => Key::Ctx(None),
             _ => Key::Addr(0),
         }),
         Ref::Name(n) => bindings
-            .get(n)
+            .get(n.as_str())
             .map(|b| b.value.key())
             .ok_or_else(|| format!("'{n}' was never bound")),
     }
 }
 
-fn ref_text(r: &Ref, bindings: &HashMap<String, Bound>) -> String {
+fn ref_text(r: &Ref, bindings: &Bindings<'_>) -> String {
     match r {
         Ref::Null => "null".to_string(),
-        Ref::Name(n) => match bindings.get(n).and_then(|b| b.label.as_ref()) {
+        Ref::Name(n) => match bindings.get(n.as_str()).and_then(|b| b.label.as_ref()) {
             Some(label) => format!("{n} ({label})"),
             None => n.clone(),
         },
@@ -169,7 +219,7 @@ enum Miss {
 }
 
 /// `Ok(())` when `e` holds, else the reason.
-fn holds(e: &Expectation, obs: &Observed, bindings: &HashMap<String, Bound>) -> Result<(), Miss> {
+fn holds(e: &Expectation, obs: &Observed, bindings: &Bindings<'_>) -> Result<(), Miss> {
     let fail = |shown: String| Err(Miss::Expected(shown));
     let value = match obs {
         Observed::Ok(v) => Some(*v),
@@ -256,35 +306,38 @@ fn holds(e: &Expectation, obs: &Observed, bindings: &HashMap<String, Bound>) -> 
     }
 }
 
-/// Judge `outcome` against `list`: `None` when it holds, else the message,
-/// which names the first expectation that failed.
+/// Judge what the step observed against `list`: `None` when it holds,
+/// else the message, which names the first expectation that failed and
+/// what was observed (`described`, the step outcome's [`describe`], made
+/// only for a message).
 pub(crate) fn failure(
     list: &ExpectList,
     obs: &Observed,
-    outcome: &StepOutcome,
-    bindings: &HashMap<String, Bound>,
+    described: impl FnOnce() -> String,
+    bindings: &Bindings<'_>,
 ) -> Option<String> {
-    if let StepOutcome::Skipped { reason } = outcome {
+    if let Observed::Skipped(reason) = obs {
         Some(format!("skipped: {reason}"))
     } else {
         list.items
             .iter()
-            .find_map(|e| match (e, outcome) {
-                (Expectation::Crash, StepOutcome::Crash { .. }) => None,
+            .find_map(|e| match (e, obs) {
+                (Expectation::Crash, Observed::Crash) => None,
                 _ => holds(e, obs, bindings).err(),
             })
             .map(|miss| match miss {
-                Miss::Expected(shown) => format!("expected {shown}, got {}", describe(outcome)),
+                Miss::Expected(shown) => format!("expected {shown}, got {}", described()),
                 Miss::Other(why) => why,
             })
     }
 }
 
-/// The check record of `list` with the [`failure`] it had.
-pub(crate) fn check_result(list: &ExpectList, failure: Option<String>) -> CheckResult {
+/// The check record of an expectation list written `expected` with the
+/// [`failure`] it had.
+pub(crate) fn check_result(expected: &str, failure: Option<String>) -> CheckResult {
     CheckResult {
         passed: failure.is_none(),
-        expected: list.text.clone(),
+        expected: expected.to_string(),
         message: failure.unwrap_or_default(),
     }
 }

@@ -28,6 +28,7 @@ pub use model::{ExecOptions, Execution, Metadata, ParseError, Scenario};
 pub use parser::MAX_WRITE_BYTES;
 
 use crate::machine::{Backend, Machine};
+use executor::TraceDetail;
 use std::path::Path;
 
 /// Parse and validate a scenario; `path` is only used in messages.
@@ -74,17 +75,31 @@ fn read_scenario_file(path: &Path) -> std::io::Result<String> {
 /// Start a machine on `backend` and run the scenario on it (on reused
 /// workers where the backend shares them and [`sharing`] allows).
 pub fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
-    executor::execute(scenario, backend, opts, true)
+    executor::execute(scenario, backend, opts, true, TraceDetail::Full)
+}
+
+/// [`execute`] for a caller that judges the outcomes and keeps no trace
+/// (explore's property checks): each step record leaves out what only a
+/// kept trace shows, the step's text (`op` is empty), process name, API
+/// name, expectation text and wall time (formatting the texts was a fifth
+/// of an `explore` case). Verdicts, outcomes and check results are
+/// [`execute`]'s.
+pub fn execute_for_outcomes(
+    scenario: &Scenario,
+    backend: &dyn Backend,
+    opts: &ExecOptions,
+) -> Execution {
+    executor::execute(scenario, backend, opts, true, TraceDetail::OutcomesOnly)
 }
 
 /// [`execute`] on processes that never served another scenario (unless
 /// the backend reuses workers for everything, as `--workers reused` asks):
 /// what the scenario observes there cannot be an earlier one's leftovers.
 pub fn execute_fresh(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
-    executor::execute(scenario, backend, opts, false)
+    executor::execute(scenario, backend, opts, false, TraceDetail::Full)
 }
 
 /// Run the scenario on an already started machine (used with mocks).
 pub fn execute_on(scenario: &Scenario, machine: &mut dyn Machine, opts: &ExecOptions) -> Execution {
-    executor::execute_on(scenario, machine, opts)
+    executor::execute_on(scenario, machine, opts, TraceDetail::Full)
 }

@@ -2027,7 +2027,7 @@ impl<'f> Parser<'f> {
         while l.eat_punct(",") {
             items.push(self.one_of(l, op, "','")?);
         }
-        let text = l.text(first, l.pos.saturating_sub(1));
+        let text = l.text(first, l.pos.saturating_sub(1)).into();
         Ok(ExpectList { items, text })
     }
 

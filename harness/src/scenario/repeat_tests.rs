@@ -163,7 +163,7 @@ fn execute(src: &str, fail_at: Option<u64>) -> (Execution, u64) {
         seed: 7,
         ..ExecOptions::default()
     };
-    let e = executor::execute_on(&parsed(src), &mut m, &opts);
+    let e = super::execute_on(&parsed(src), &mut m, &opts);
     (e, opens.load(Ordering::SeqCst))
 }
 
