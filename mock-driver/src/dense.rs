@@ -142,11 +142,8 @@ mod tests {
     fn answers_as_a_btree_map() {
         let mut d = DenseMap::new();
         let mut b = BTreeMap::new();
-        let mut x = 7u64;
         for step in 0..2000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let x = crate::seed::mix64(step);
             let id = (x >> 33) % 300;
             if x & 1 == 0 {
                 assert_eq!(d.insert(id, step), b.insert(id, step));

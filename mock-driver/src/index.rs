@@ -170,11 +170,8 @@ mod tests {
     fn answers_as_an_ordered_set() {
         let mut index = MultiIndex::default();
         let mut set = BTreeSet::new();
-        let mut x = 11u64;
-        for _ in 0..3000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+        for step in 0..3000u64 {
+            let x = crate::seed::mix64(step);
             let key = ((x >> 40) % 5, (x >> 50) % 3);
             let value = (x >> 20) % 40;
             if x & 3 != 0 {
