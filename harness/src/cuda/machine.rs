@@ -262,7 +262,10 @@ impl CudaMachine {
             for i in sent {
                 let p = &mut self.procs[i];
                 match p.await_clean(deadline).filter(|_| p.idle_and_alive()) {
-                    Some(spare_contexts) => clean.push((i, spare_contexts)),
+                    Some(spare_contexts) => {
+                        p.spare_contexts = spare_contexts;
+                        clean.push(i);
+                    }
                     None => {
                         // Its state after a failed reset is unknown: discard it.
                         p.start_kill();
@@ -271,10 +274,10 @@ impl CudaMachine {
                 }
             }
         }
-        let mut back: Vec<(WorkerKey, WorkerProxy, u32)> = Vec::new();
-        for (i, spare_contexts) in clean {
+        let mut back: Vec<(WorkerKey, WorkerProxy)> = Vec::new();
+        for i in clean {
             match self.procs[i].detach() {
-                Some(w) => back.push((self.keys[i].clone(), w, spare_contexts)),
+                Some(w) => back.push((self.keys[i].clone(), w)),
                 None => self.procs[i].start_kill(),
             }
         }
@@ -284,13 +287,13 @@ impl CudaMachine {
                 let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
                 pool.note_in(&self.keys);
                 pool.note_not_returned(failed);
-                for (key, w, spare_contexts) in back {
-                    if let Some(w) = pool.give_back(&key, w, spare_contexts) {
+                for (key, w) in back {
+                    if let Some(w) = pool.give_back(&key, w) {
                         extra.push(w);
                     }
                 }
             }
-            None => extra.extend(back.into_iter().map(|(_, w, _)| w)),
+            None => extra.extend(back.into_iter().map(|(_, w)| w)),
         }
         retire_in_background(extra);
     }

@@ -87,9 +87,13 @@ struct Idle {
     /// It served a machine and came back reset: only a machine that may
     /// share workers takes it, never one that needs fresh processes.
     served: bool,
-    /// Emptied contexts it keeps for the next `CreateContext` (its `Clean`
-    /// answer said so; none for a worker that never served).
-    spare_contexts: u32,
+}
+
+impl Idle {
+    /// Emptied contexts it keeps for the next `CreateContext`.
+    fn spare_contexts(&self) -> u32 {
+        self.proxy.spare_contexts
+    }
 }
 
 struct Entry {
@@ -183,25 +187,20 @@ impl WorkerPool {
     }
 
     /// Takes back a worker that served a machine and answered `Reset` with
-    /// `Clean` keeping `spare_contexts`, as an idle, initialised worker of
-    /// `key`. When the pool already holds [`size`](Self::size) served
+    /// `Clean` (keeping the spare contexts its proxy records), as an idle,
+    /// initialised worker of `key`. When the pool already holds [`size`](Self::size) served
     /// workers for that key, one worker goes (returned, for the caller to
     /// shut down): the one with the fewest spare contexts, the oldest
     /// among equals, this one if none has fewer.
-    pub fn give_back(
-        &mut self,
-        key: &WorkerKey,
-        proxy: WorkerProxy,
-        spare_contexts: u32,
-    ) -> Option<WorkerProxy> {
+    pub fn give_back(&mut self, key: &WorkerKey, proxy: WorkerProxy) -> Option<WorkerProxy> {
         let size = self.size;
         let entry = self.entry(key);
         let returning = Idle {
             proxy,
             init_sent: None,
             served: true,
-            spare_contexts,
         };
+        let spare_contexts = returning.spare_contexts();
         let mut leaving = None;
         if entry.idle.iter().filter(|w| w.served).count() >= size {
             // The first of the fewest: `min_by_key` keeps the first minimum.
@@ -210,8 +209,8 @@ impl WorkerPool {
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| w.served)
-                .min_by_key(|(_, w)| w.spare_contexts)
-                .filter(|(_, w)| w.spare_contexts < spare_contexts)
+                .min_by_key(|(_, w)| w.spare_contexts())
+                .filter(|(_, w)| w.spare_contexts() < spare_contexts)
                 .map(|(i, _)| i);
             match poorest.and_then(|i| entry.idle.remove(i)) {
                 Some(w) => leaving = Some(w.proxy),
@@ -302,7 +301,7 @@ impl WorkerPool {
         let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
         let served = if shared {
             let rank = |w: &Idle| {
-                let spares = i64::from(w.spare_contexts);
+                let spares = i64::from(w.spare_contexts());
                 if fit.creates_contexts {
                     spares
                 } else {
@@ -328,8 +327,7 @@ impl WorkerPool {
                     .position(|w| !w.served && w.init_sent.is_none())
             })
             .or_else(|| entry.idle.iter().position(|w| !w.served))?;
-        let mut w = entry.idle.remove(i)?;
-        w.proxy.spare_contexts = w.spare_contexts;
+        let w = entry.idle.remove(i)?;
         Some(Claimed {
             proxy: w.proxy,
             init_sent: w.init_sent,
@@ -416,7 +414,6 @@ impl WorkerPool {
                     proxy,
                     init_sent: Some(Instant::now()),
                     served: false,
-                    spare_contexts: 0,
                 });
             }
         }

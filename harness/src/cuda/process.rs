@@ -158,8 +158,9 @@ pub struct WorkerProxy {
     /// Some call was answered with a sticky error (see [`STICKY_ERROR_MIN`]):
     /// the worker is never reused.
     pub(super) poisoned: bool,
-    /// Spare contexts the worker said it keeps when it came back from its
-    /// last reset, less the `CreateContext` requests sent since: the
+    /// Spare contexts the worker said it keeps in its last `Clean` answer,
+    /// less the `CreateContext` requests sent since (0 for a worker that
+    /// never served): the pool places an idle worker by it, and the
     /// profile counts the creates a spare serves apart from the others.
     pub(super) spare_contexts: u32,
 }
@@ -615,7 +616,7 @@ impl WorkerProxy {
             stderr,
             state: State::Running,
             poisoned: false,
-            spare_contexts: 0,
+            spare_contexts: self.spare_contexts,
         })
     }
 
