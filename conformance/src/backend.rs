@@ -199,7 +199,7 @@ fn cuda_backend(policy: WorkerPolicy) -> Result<SharedBackend, String> {
     Ok(Box::new(backend.with_worker_policy(policy)))
 }
 
-/// Environment variable: idle, pre-initialised workers kept per key (default 6).
+/// Environment variable: idle, pre-initialised workers kept per key (default 3).
 #[cfg(feature = "cuda")]
 pub const WORKER_POOL_ENV: &str = "IPC_CONFORMANCE_WORKER_POOL";
 

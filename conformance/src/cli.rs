@@ -42,7 +42,7 @@ macro_rules! warn {
 const ENVIRONMENT_HELP: &str = "\
 Environment:
   IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
-  IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 6; 0: no pool)
+  IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 3; 0: no pool)
   IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
   IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits (the default), or none
   IPC_CONFORMANCE_PROFILE      1: print where the run spent its time (harness side) at the end
