@@ -493,9 +493,12 @@ pub(crate) fn containing<T>(
     len: impl Fn(&T) -> u64,
 ) -> Option<(u64, &T)> {
     // A map of one entry (a mapping's one export, a block's one segment)
-    // answers without a range search.
+    // answers without a range search, and so does an entry starting at
+    // `addr` (most pointers are a base): a lookup is half a range search.
     let last = if map.len() == 1 {
         map.first_key_value().filter(|(&base, _)| base <= addr)
+    } else if let Some(v) = map.get(&addr) {
+        Some((&addr, v))
     } else {
         map.range(..=addr).next_back()
     };
@@ -763,11 +766,12 @@ impl Process {
     }
 
     pub(crate) fn dead_at(&self, addr: u64) -> Option<Gone> {
-        self.dead
-            .range(..=addr)
-            .next_back()
-            .filter(|(_, d)| addr < d.end)
-            .map(|(_, d)| d.why)
+        // A range starting at `addr` needs no range search (`containing`).
+        let last = match self.dead.get(&addr) {
+            Some(d) => Some(d),
+            None => self.dead.range(..=addr).next_back().map(|(_, d)| d),
+        };
+        last.filter(|d| addr < d.end).map(|d| d.why)
     }
 
     /// Own ordinal of a physical device, if this process can see it.
@@ -958,7 +962,6 @@ impl World {
             return Err(fault.into());
         };
         let proc = &self.procs[p];
-        let dead = proc.dead_at(ptr);
         let stable = self.sem.handle_stable == crate::semantics::HandleStability::SameBytes;
         let found = proc.region_at(ptr).map(|(base, r)| {
             let import = r.import.as_ref().map(|m| {
@@ -974,7 +977,7 @@ impl World {
             (base, r.len, r.block, import)
         });
         let Some((base, region_len, block_id, import)) = found else {
-            match dead {
+            match self.procs[p].dead_at(ptr) {
                 Some(Gone::Closed) => self.hazard(
                     HazardKind::AccessAfterClose,
                     p,
@@ -1056,7 +1059,7 @@ impl World {
                 .alloc_at(ptr)
                 .map(|(b, a)| (b, b.saturating_add(a.size))),
         };
-        if own.is_none() && dead == Some(Gone::Freed) {
+        if own.is_none() && self.procs[p].dead_at(ptr) == Some(Gone::Freed) {
             // The owner's pointer after its free, in a block a live
             // neighbouring allocation still keeps mapped.
             self.hazard(
