@@ -9,6 +9,7 @@
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
+use crate::small_map::SmallMap;
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
 use std::collections::{BTreeMap, BTreeSet};
@@ -193,9 +194,9 @@ pub(crate) struct Mapping {
     pub opened: Vec<ipc_harness::IpcMemHandle>,
     /// Allocations opened through this mapping: offset in block -> size.
     /// Several when handles of neighbouring sub-allocations share one block.
-    pub exports: BTreeMap<u64, u64>,
+    pub exports: SmallMap,
     /// Pointers `ipc_open` returned into this mapping, with their open counts.
-    pub opens: BTreeMap<u64, u64>,
+    pub opens: SmallMap,
     /// Offsets (in block) of opened allocations whose last open pointer was
     /// closed while the mapping lives on for a neighbour: access is still
     /// possible, and is the access-after-close hazard.
@@ -207,7 +208,9 @@ pub(crate) struct Mapping {
 impl Mapping {
     /// The opened allocation containing `offset` (in block), if any.
     pub(crate) fn export_at(&self, offset: u64) -> Option<(u64, u64)> {
-        containing(&self.exports, offset, |size| *size).map(|(o, size)| (o, *size))
+        self.exports
+            .last_at_or_before(offset)
+            .filter(|&(o, size)| offset - o < size)
     }
 }
 
@@ -368,7 +371,7 @@ pub(crate) struct Block {
     pub owner_base: u64,
     pub data: Store,
     /// Live allocations in the block: offset -> size.
-    pub live: BTreeMap<u64, u64>,
+    pub live: SmallMap,
     /// Next free offset for packed sub-allocations.
     pub cursor: u64,
     /// Live importer mappings.
@@ -384,7 +387,7 @@ pub(crate) struct Block {
     /// the block, reaches freed memory.
     pub freed: BTreeSet<u64>,
     /// Exported allocations: offset in block -> size (filled by `ipc_get`).
-    pub exports: BTreeMap<u64, u64>,
+    pub exports: SmallMap,
     /// The driver object id handles of this block carry, once exported.
     pub export_id: Option<u32>,
     /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
