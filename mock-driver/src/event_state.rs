@@ -5,7 +5,8 @@
 use crate::dense::DenseMap;
 use crate::ids::CtxKey;
 use ipc_harness::{ProcessIndex, IPC_HANDLE_SIZE};
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// One event object of the driver, shared by the exporter and importers.
 #[derive(Debug, Clone)]
@@ -271,23 +272,26 @@ impl LocalEvents {
 }
 
 /// The slots of one context's interprocess-event pool that live events
-/// hold.
+/// hold. A new event always takes the lowest free slot.
 #[derive(Debug, Default)]
 pub(crate) struct SlotPool {
     /// Slot (index) -> the core holding it; `next` long.
     held: Vec<Option<u64>>,
     /// How many slots are held.
     count: usize,
-    /// Slots below `next` no live event holds.
-    free: BTreeSet<u32>,
+    /// Slots below `next` no live event holds, as a min-heap: the lowest
+    /// is at hand, and giving a slot up (every event of a process, at its
+    /// exit) is a push, not a tree insert.
+    free: BinaryHeap<Reverse<u32>>,
     /// Every slot from here up is free.
     next: u32,
 }
 
 impl SlotPool {
     /// The lowest slot no live event holds.
+    #[cfg(test)]
     pub(crate) fn lowest_free(&self) -> u32 {
-        self.free.first().copied().unwrap_or(self.next)
+        self.free.peek().map_or(self.next, |r| r.0)
     }
 
     /// The core holding `slot`, if any.
@@ -300,18 +304,21 @@ impl SlotPool {
         self.count
     }
 
-    /// `core` takes slot `slot`, which is free.
-    fn take(&mut self, slot: u32, core: u64) {
-        if slot >= self.next {
-            self.free.extend(self.next..slot);
-            self.next = slot.saturating_add(1);
-            self.held.resize(self.next as usize, None);
-        } else {
-            self.free.remove(&slot);
-        }
+    /// `core` takes the lowest free slot; returns it.
+    fn take_lowest(&mut self, core: u64) -> u32 {
+        let slot = match self.free.pop() {
+            Some(Reverse(s)) => s,
+            None => {
+                let s = self.next;
+                self.next = s.saturating_add(1);
+                self.held.resize(self.next as usize, None);
+                s
+            }
+        };
         if self.held[slot as usize].replace(core).is_none() {
             self.count += 1;
         }
+        slot
     }
 
     /// `core`, holding `slot`, is gone: the slot is free again. False if
@@ -322,7 +329,7 @@ impl SlotPool {
         }
         self.held[slot as usize] = None;
         self.count -= 1;
-        self.free.insert(slot);
+        self.free.push(Reverse(slot));
         true
     }
 }
@@ -344,9 +351,7 @@ impl Events {
     /// Core `core`, made by `p` in `ctx`, takes the lowest free slot of that
     /// context's pool; returns the slot.
     pub(crate) fn take_slot(&mut self, p: ProcessIndex, ctx: CtxKey, core: u64) -> u32 {
-        let pool = self.slots.entry((p, ctx)).or_default();
-        let slot = pool.lowest_free();
-        pool.take(slot, core);
+        let slot = self.slots.entry((p, ctx)).or_default().take_lowest(core);
         if self.live_ipc.len() <= p {
             self.live_ipc.resize(p + 1, 0);
         }
@@ -432,6 +437,49 @@ impl Events {
                 core.exporter_destroyed = true;
             } else {
                 self.cores.remove(&l.core);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random takes and give-ups hand out the slots a plain vector of
+    /// holders would: always the lowest one no core holds.
+    #[test]
+    fn slot_pool_takes_the_lowest_free_slot_as_a_vector_would() {
+        for round in 0..20u64 {
+            let mut pool = SlotPool::default();
+            let mut model: Vec<Option<u64>> = Vec::new();
+            for step in 0..400u64 {
+                let x = crate::seed::mix64(round * 10_000 + step);
+                let held: Vec<usize> = (0..model.len()).filter(|&i| model[i].is_some()).collect();
+                if x % 3 != 0 || held.is_empty() {
+                    let want = model
+                        .iter()
+                        .position(Option::is_none)
+                        .unwrap_or(model.len());
+                    assert_eq!(pool.lowest_free() as usize, want);
+                    let core = 1000 + step;
+                    assert_eq!(pool.take_lowest(core) as usize, want);
+                    if want == model.len() {
+                        model.push(None);
+                    }
+                    model[want] = Some(core);
+                } else {
+                    let slot = held[(x >> 8) as usize % held.len()];
+                    let core = model[slot].expect("held");
+                    assert!(!pool.give_up(slot as u32, core + 1), "not its holder");
+                    assert!(pool.give_up(slot as u32, core));
+                    assert!(!pool.give_up(slot as u32, core), "given up already");
+                    model[slot] = None;
+                }
+                assert_eq!(pool.held(), model.iter().flatten().count());
+                for (i, h) in model.iter().enumerate() {
+                    assert_eq!(pool.holder(i as u32), *h);
+                }
             }
         }
     }

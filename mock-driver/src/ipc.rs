@@ -11,12 +11,13 @@ use crate::semantics::{
     ExportRule, FreedExport, GetNullOut, HandleStability, InteriorHandle, OpenAddress, OpenFlags,
     Reopen, StaleHandle,
 };
+use crate::small_map::SmallMap;
 use crate::world::{BlockId, CtxKey, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
 use ipc_harness::{
     ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// How `ipc_open` treats a handle that differs from one the importing
 /// context has open (`World::known_variant`).
@@ -565,7 +566,7 @@ impl World {
             .get_mut(&base)
             .and_then(|r| r.import.as_mut())
         {
-            let n = m.opens.entry(ret).or_insert(0);
+            let n = m.opens.get_or_insert(ret, 0);
             *n = n.saturating_add(1);
             m.exports.insert(export.0, export.1);
             m.closed.remove(&export.0);
@@ -791,8 +792,8 @@ impl World {
                     exporter,
                     exporter_tag: h.exporter_tag,
                     opened: vec![*handle],
-                    exports: one_entry(export),
-                    opens: one_entry((ret, 1)),
+                    exports: SmallMap::one(export.0, export.1),
+                    opens: SmallMap::one(ret, 1),
                     closed: BTreeSet::new(),
                     buffer_id,
                 })),
@@ -968,7 +969,7 @@ impl World {
             .and_then(|r| r.import.as_mut())?;
         let offset = m.exports.keys().next().copied()?;
         let ret = base + offset;
-        let n = m.opens.entry(ret).or_insert(0);
+        let n = m.opens.get_or_insert(ret, 0);
         *n = n.saturating_add(1);
         m.closed.remove(&offset);
         self.procs[p].opened_ptrs.insert(ret);
@@ -1166,11 +1167,4 @@ impl World {
             }
         }
     }
-}
-
-/// A map of one entry (cheaper than `BTreeMap::from`, which sorts).
-pub(crate) fn one_entry((k, v): (u64, u64)) -> BTreeMap<u64, u64> {
-    let mut m = BTreeMap::new();
-    m.insert(k, v);
-    m
 }

@@ -75,6 +75,7 @@ mod robustness;
 mod scale_limits;
 mod seed;
 pub mod semantics;
+pub(crate) mod small_map;
 mod store;
 mod streams;
 #[cfg(test)]

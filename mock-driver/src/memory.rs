@@ -6,6 +6,7 @@
 use crate::semantics::{
     DeviceReadBuffer, FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, StaleMemset, Switch,
 };
+use crate::small_map::SmallMap;
 use crate::store::Store;
 use crate::world::{
     round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The lowest offset of a packed block where `need` bytes fit between the
 /// live sub-allocations (each takes its size rounded to `SUBALLOC_ALIGN`).
-fn first_fit(live: &BTreeMap<u64, u64>, need: u64, block: u64) -> Option<u64> {
+fn first_fit(live: &SmallMap, need: u64, block: u64) -> Option<u64> {
     let mut at = 0u64;
     for (&off, &size) in live {
         if off >= at.checked_add(need)? {
@@ -189,14 +190,14 @@ impl World {
                 size,
                 owner_base,
                 data: Store::default(),
-                live: BTreeMap::new(),
+                live: SmallMap::default(),
                 cursor: 0,
                 importers: 0,
                 owner_mapped: true,
                 revoked: false,
                 freed_while_mapped: BTreeSet::new(),
                 freed: BTreeSet::new(),
-                exports: BTreeMap::new(),
+                exports: SmallMap::default(),
                 export_id: None,
                 serials: BTreeMap::new(),
                 reuses: 0,

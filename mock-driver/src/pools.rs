@@ -17,11 +17,12 @@
 //! says otherwise.
 
 use crate::pool_state::{PoolHandle, PoolProc, PtrExport, SimPool};
+use crate::small_map::SmallMap;
 use crate::vmm_state::FdObject;
 use crate::world::{Mapping, Region, SimResult, VaClass, VaPool, World};
 use ipc_harness::ErrorKind::{InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown};
 use ipc_harness::{Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// The first bytes of the simulator's pointer export data.
 const EXPORT_MAGIC: [u8; 8] = *b"simpool\0";
@@ -337,8 +338,8 @@ impl World {
                     exporter,
                     exporter_tag: 0,
                     opened: Vec::new(),
-                    exports: BTreeMap::from([(export.offset, size)]),
-                    opens: BTreeMap::from([(ret, 1)]),
+                    exports: SmallMap::one(export.offset, size),
+                    opens: SmallMap::one(ret, 1),
                     closed: BTreeSet::new(),
                     buffer_id,
                 })),

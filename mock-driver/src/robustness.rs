@@ -288,7 +288,7 @@ fn walk(seed: u64) {
     }
     let hazards = m.hazards().expect("log");
     assert!(hazards.iter().all(|h| h.process < n && h.step.is_some()));
-    m.shutdown();
+    m.tear_down();
     let w = m.world();
     assert!(
         w.blocks.is_empty(),

@@ -43,9 +43,113 @@ impl Segment {
     }
 }
 
+/// The segments, by start. Most blocks hold at most one (an allocation
+/// written or set whole), kept inline: no tree node to make, search or free.
+#[derive(Debug, Clone)]
+enum Segments {
+    Few(Option<(u64, Segment)>),
+    Many(BTreeMap<u64, Segment>),
+}
+
+impl Default for Segments {
+    fn default() -> Self {
+        Segments::Few(None)
+    }
+}
+
+/// The segments of a store starting in a range, in order.
+enum InRange<'a> {
+    Few(Option<(u64, &'a Segment)>),
+    Many(std::collections::btree_map::Range<'a, u64, Segment>),
+}
+
+impl<'a> Iterator for InRange<'a> {
+    type Item = (u64, &'a Segment);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            InRange::Few(one) => one.take(),
+            InRange::Many(r) => r.next().map(|(&s, seg)| (s, seg)),
+        }
+    }
+}
+
+impl Segments {
+    fn is_empty(&self) -> bool {
+        matches!(self, Segments::Few(None)) || self.len() == 0
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Segments::Few(one) => usize::from(one.is_some()),
+            Segments::Many(m) => m.len(),
+        }
+    }
+
+    /// The segments starting in `[from, to)`, in order.
+    fn starting_in(&self, from: u64, to: u64) -> InRange<'_> {
+        match self {
+            Segments::Few(one) => InRange::Few(
+                one.as_ref()
+                    .filter(|(s, _)| (from..to).contains(s))
+                    .map(|(s, seg)| (*s, seg)),
+            ),
+            Segments::Many(m) => InRange::Many(m.range(from.min(to)..to)),
+        }
+    }
+
+    /// The last segment starting before `at`.
+    fn last_before(&self, at: u64) -> Option<(u64, &Segment)> {
+        match self {
+            Segments::Few(one) => one
+                .as_ref()
+                .filter(|(s, _)| *s < at)
+                .map(|(s, seg)| (*s, seg)),
+            Segments::Many(m) => m.range(..at).next_back().map(|(&s, seg)| (s, seg)),
+        }
+    }
+
+    fn remove(&mut self, start: u64) -> Option<Segment> {
+        match self {
+            Segments::Few(one) => {
+                if one.as_ref().is_some_and(|(s, _)| *s == start) {
+                    one.take().map(|(_, seg)| seg)
+                } else {
+                    None
+                }
+            }
+            Segments::Many(m) => m.remove(&start),
+        }
+    }
+
+    /// Add a segment starting at `start`, where none starts.
+    fn insert(&mut self, start: u64, seg: Segment) {
+        match self {
+            Segments::Few(one @ None) => *one = Some((start, seg)),
+            Segments::Few(Some(_)) => {
+                let Segments::Few(Some((s0, seg0))) = std::mem::take(self) else {
+                    unreachable!("matched one segment")
+                };
+                *self = Segments::Many(BTreeMap::from([(s0, seg0), (start, seg)]));
+            }
+            Segments::Many(m) => {
+                m.insert(start, seg);
+            }
+        }
+    }
+
+    /// Every segment, in order, by value.
+    fn into_vec(self) -> Vec<(u64, Segment)> {
+        match self {
+            Segments::Few(one) => one.into_iter().collect(),
+            Segments::Many(m) => m.into_iter().collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Store {
-    segments: BTreeMap<u64, Segment>,
+    segments: Segments,
 }
 
 impl Store {
@@ -54,16 +158,18 @@ impl Store {
         if start >= end || self.segments.is_empty() {
             return;
         }
-        let mut hit: Vec<u64> = Vec::new();
-        if let Some((&s, seg)) = self.segments.range(..start).next_back() {
-            if s.saturating_add(seg.len) > start {
-                hit.push(s);
-            }
-        }
-        hit.extend(self.segments.range(start..end).map(|(&s, _)| s));
-        for s in hit {
-            let Some(seg) = self.segments.remove(&s) else {
-                continue;
+        // The segment reaching into the range from before it, then those
+        // starting inside it.
+        let reaching = self
+            .segments
+            .last_before(start)
+            .filter(|(s, seg)| s.saturating_add(seg.len) > start)
+            .map(|(s, _)| s);
+        let mut next =
+            reaching.or_else(|| self.segments.starting_in(start, end).next().map(|(s, _)| s));
+        while let Some(s) = next {
+            let Some(seg) = self.segments.remove(s) else {
+                break;
             };
             let e = s.saturating_add(seg.len);
             if s < start {
@@ -72,6 +178,7 @@ impl Store {
             if e > end {
                 self.segments.insert(end, seg.slice(end - s, seg.len));
             }
+            next = self.segments.starting_in(start, end).next().map(|(s, _)| s);
         }
     }
 
@@ -122,15 +229,10 @@ impl Store {
     /// Where the segments reaching `start` or beyond begin: the start of a
     /// segment that covers `start`, else `start`.
     fn first_from(&self, start: u64) -> u64 {
-        // One segment (the common case) needs no range search.
-        let before = if self.segments.len() == 1 {
-            self.segments.first_key_value().filter(|(&s, _)| s < start)
-        } else {
-            self.segments.range(..start).next_back()
-        };
-        before
-            .filter(|(&s, seg)| s.saturating_add(seg.len) > start)
-            .map(|(&s, _)| s)
+        self.segments
+            .last_before(start)
+            .filter(|(s, seg)| s.saturating_add(seg.len) > start)
+            .map(|(s, _)| s)
             .unwrap_or(start)
     }
 
@@ -138,47 +240,55 @@ impl Store {
     pub(crate) fn extract(&self, start: u64, len: u64) -> Store {
         let end = start.saturating_add(len);
         let first = self.first_from(start);
-        let segments = self
-            .segments
-            .range(first..end)
-            .filter_map(|(&s, seg)| {
-                let from = s.max(start);
-                let to = s.saturating_add(seg.len).min(end);
-                (from < to).then(|| (from - start, seg.slice(from - s, to - s)))
-            })
-            .collect();
-        Store { segments }
+        let mut part = Store::default();
+        for (s, seg) in self.segments.starting_in(first, end) {
+            let from = s.max(start);
+            let to = s.saturating_add(seg.len).min(end);
+            if from < to {
+                part.segments
+                    .insert(from - start, seg.slice(from - s, to - s));
+            }
+        }
+        part
     }
 
     /// Replace `[start, start + len)` with `part`, a store of `len` bytes
     /// (`extract`): a copy keeps fills and patterns as they are.
     pub(crate) fn paste(&mut self, start: u64, len: u64, part: Store) {
         self.punch(start, start.saturating_add(len));
-        for (s, seg) in part.segments {
+        for (s, seg) in part.segments.into_vec() {
             self.segments.insert(start.saturating_add(s), seg);
         }
     }
 
-    /// `len` must fit in memory; callers bound it.
+    /// `len` must fit in memory; callers bound it. Each byte is written
+    /// once: gaps and fills are appended as runs, not zeroed first.
     pub(crate) fn read(&self, start: u64, len: usize) -> Vec<u8> {
-        let mut out = vec![0u8; len];
+        let mut out = Vec::with_capacity(len);
         let end = start.saturating_add(len as u64);
         let first = self.first_from(start);
-        for (&s, seg) in self.segments.range(first..end) {
+        for (s, seg) in self.segments.starting_in(first, end) {
             let from = s.max(start);
             let to = s.saturating_add(seg.len).min(end);
             if from >= to {
                 continue;
             }
-            let dst = &mut out[(from - start) as usize..(to - start) as usize];
+            // The gap before this segment reads as zero.
+            out.resize((from - start) as usize, 0);
+            let n = (to - from) as usize;
             match &seg.content {
-                Content::Fill(v) => dst.fill(*v),
+                Content::Fill(v) => out.resize(out.len() + n, *v),
                 Content::Bytes(b) => {
-                    dst.copy_from_slice(&b[(from - s) as usize..(to - s) as usize])
+                    out.extend_from_slice(&b[(from - s) as usize..(to - s) as usize])
                 }
-                Content::Pattern { kernel, skip } => kernel.fill(skip + (from - s), dst),
+                Content::Pattern { kernel, skip } => {
+                    let at = out.len();
+                    out.resize(at + n, 0);
+                    kernel.fill(skip + (from - s), &mut out[at..]);
+                }
             }
         }
+        out.resize(len, 0);
         out
     }
 
@@ -249,5 +359,51 @@ mod tests {
         s.fill(0, 64 << 30, 0x11);
         assert_eq!(s.segment_count(), 1);
         assert_eq!(s.read((64 << 30) - 2, 4), vec![0x11, 0x11, 0, 0]);
+    }
+
+    /// Random fills, writes, patterns and pastes read back as they do on a
+    /// plain byte array.
+    #[test]
+    fn reads_agree_with_a_byte_array() {
+        const N: u64 = 300;
+        for round in 0..40u64 {
+            let mut s = Store::default();
+            let mut model = vec![0u8; N as usize];
+            for step in 0..30u64 {
+                let x = crate::seed::mix64(round * 1000 + step);
+                let at = x % N;
+                let len = (x >> 16) % (N - at) + 1;
+                let (a, l) = (at as usize, len as usize);
+                match (x >> 32) % 4 {
+                    0 => {
+                        let v = (x >> 40) as u8 % 3;
+                        s.fill(at, len, v);
+                        model[a..a + l].fill(v);
+                    }
+                    1 => {
+                        let bytes: Vec<u8> = (0..l).map(|i| (x >> 8) as u8 ^ i as u8).collect();
+                        s.write(at, &bytes);
+                        model[a..a + l].copy_from_slice(&bytes);
+                    }
+                    2 => {
+                        let k = KernelBytes::new(x >> 24, 1 + (x >> 48) as u8 % 8, (x >> 56) as u8);
+                        s.write_pattern(at, len, k);
+                        model[a..a + l].copy_from_slice(&k.bytes(len));
+                    }
+                    _ => {
+                        let src = (x >> 40) % (N - len + 1);
+                        let part = s.extract(src, len);
+                        let copied = model[src as usize..src as usize + l].to_vec();
+                        s.paste(at, len, part);
+                        model[a..a + l].copy_from_slice(&copied);
+                    }
+                }
+                let from = (x >> 12) % N;
+                let n = ((x >> 20) % (N - from + 40)) as usize;
+                let mut want = model[from as usize..].to_vec();
+                want.resize(n, 0);
+                assert_eq!(s.read(from, n), want, "round {round} step {step}");
+            }
+        }
     }
 }

@@ -12,6 +12,7 @@
 //! them, so the numbers themselves never reach a report.
 
 use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
+use crate::small_map::SmallMap;
 use crate::store::Store;
 use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
@@ -160,7 +161,7 @@ impl World {
                 size,
                 owner_base: 0,
                 data: Store::default(),
-                live: BTreeMap::new(),
+                live: SmallMap::default(),
                 cursor: size,
                 // Pinned while any VMM reference lives; `drop_ref` removes it.
                 importers: 1,
@@ -168,7 +169,7 @@ impl World {
                 revoked: false,
                 freed_while_mapped: BTreeSet::new(),
                 freed: BTreeSet::new(),
-                exports: BTreeMap::new(),
+                exports: SmallMap::default(),
                 export_id: None,
                 serials: BTreeMap::new(),
                 reuses: 0,

@@ -9,6 +9,7 @@
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
+use crate::small_map::SmallMap;
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
 use std::collections::{BTreeMap, BTreeSet};
@@ -193,9 +194,9 @@ pub(crate) struct Mapping {
     pub opened: Vec<ipc_harness::IpcMemHandle>,
     /// Allocations opened through this mapping: offset in block -> size.
     /// Several when handles of neighbouring sub-allocations share one block.
-    pub exports: BTreeMap<u64, u64>,
+    pub exports: SmallMap,
     /// Pointers `ipc_open` returned into this mapping, with their open counts.
-    pub opens: BTreeMap<u64, u64>,
+    pub opens: SmallMap,
     /// Offsets (in block) of opened allocations whose last open pointer was
     /// closed while the mapping lives on for a neighbour: access is still
     /// possible, and is the access-after-close hazard.
@@ -207,7 +208,9 @@ pub(crate) struct Mapping {
 impl Mapping {
     /// The opened allocation containing `offset` (in block), if any.
     pub(crate) fn export_at(&self, offset: u64) -> Option<(u64, u64)> {
-        containing(&self.exports, offset, |size| *size).map(|(o, size)| (o, *size))
+        self.exports
+            .last_at_or_before(offset)
+            .filter(|&(o, size)| offset - o < size)
     }
 }
 
@@ -368,7 +371,7 @@ pub(crate) struct Block {
     pub owner_base: u64,
     pub data: Store,
     /// Live allocations in the block: offset -> size.
-    pub live: BTreeMap<u64, u64>,
+    pub live: SmallMap,
     /// Next free offset for packed sub-allocations.
     pub cursor: u64,
     /// Live importer mappings.
@@ -384,7 +387,7 @@ pub(crate) struct Block {
     /// the block, reaches freed memory.
     pub freed: BTreeSet<u64>,
     /// Exported allocations: offset in block -> size (filled by `ipc_get`).
-    pub exports: BTreeMap<u64, u64>,
+    pub exports: SmallMap,
     /// The driver object id handles of this block carry, once exported.
     pub export_id: Option<u32>,
     /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
@@ -493,9 +496,12 @@ pub(crate) fn containing<T>(
     len: impl Fn(&T) -> u64,
 ) -> Option<(u64, &T)> {
     // A map of one entry (a mapping's one export, a block's one segment)
-    // answers without a range search.
+    // answers without a range search, and so does an entry starting at
+    // `addr` (most pointers are a base): a lookup is half a range search.
     let last = if map.len() == 1 {
         map.first_key_value().filter(|(&base, _)| base <= addr)
+    } else if let Some(v) = map.get(&addr) {
+        Some((&addr, v))
     } else {
         map.range(..=addr).next_back()
     };
@@ -763,11 +769,12 @@ impl Process {
     }
 
     pub(crate) fn dead_at(&self, addr: u64) -> Option<Gone> {
-        self.dead
-            .range(..=addr)
-            .next_back()
-            .filter(|(_, d)| addr < d.end)
-            .map(|(_, d)| d.why)
+        // A range starting at `addr` needs no range search (`containing`).
+        let last = match self.dead.get(&addr) {
+            Some(d) => Some(d),
+            None => self.dead.range(..=addr).next_back().map(|(_, d)| d),
+        };
+        last.filter(|d| addr < d.end).map(|d| d.why)
     }
 
     /// Own ordinal of a physical device, if this process can see it.
@@ -958,7 +965,6 @@ impl World {
             return Err(fault.into());
         };
         let proc = &self.procs[p];
-        let dead = proc.dead_at(ptr);
         let stable = self.sem.handle_stable == crate::semantics::HandleStability::SameBytes;
         let found = proc.region_at(ptr).map(|(base, r)| {
             let import = r.import.as_ref().map(|m| {
@@ -974,7 +980,7 @@ impl World {
             (base, r.len, r.block, import)
         });
         let Some((base, region_len, block_id, import)) = found else {
-            match dead {
+            match self.procs[p].dead_at(ptr) {
                 Some(Gone::Closed) => self.hazard(
                     HazardKind::AccessAfterClose,
                     p,
@@ -1056,7 +1062,7 @@ impl World {
                 .alloc_at(ptr)
                 .map(|(b, a)| (b, b.saturating_add(a.size))),
         };
-        if own.is_none() && dead == Some(Gone::Freed) {
+        if own.is_none() && self.procs[p].dead_at(ptr) == Some(Gone::Freed) {
             // The owner's pointer after its free, in a block a live
             // neighbouring allocation still keeps mapped.
             self.hazard(
