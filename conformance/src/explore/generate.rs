@@ -827,11 +827,20 @@ pub fn scenario_text(s: &Scenario) -> String {
 /// `=> any`: every generated step records its outcome, none is judged.
 fn expect_any() -> Expect {
     Expect::List(ExpectList {
-        items: vec![Expectation::Any],
+        items: Cow::Borrowed(&[Expectation::Any]),
         // `Expectation::Any`'s text, borrowed (formatting it was a step's
         // worth of work per generated step); parsing a case's text checks it.
         text: Cow::Borrowed("any"),
     })
+}
+
+/// The item `i` picks among `items`, as indexing a `Vec` of them would,
+/// without collecting them (`None` when there are none).
+fn pick_among<I: Iterator + Clone>(items: I, i: &Index) -> Option<I::Item> {
+    match items.clone().count() {
+        0 => None,
+        n => items.into_iter().nth(i.index(n)),
+    }
 }
 
 fn name(n: &str) -> Ref {
@@ -892,8 +901,7 @@ impl Lowering {
 
     /// A live process chosen by `i`, if any is left.
     fn pick_proc(&self, i: &Index) -> Option<usize> {
-        let live = self.live_procs();
-        (!live.is_empty()).then(|| live[i.index(live.len())])
+        pick_among((0..self.nprocs).filter(|&p| !self.exited[p]), i)
     }
 
     /// One step of process `proc`, on the line [`scenario_text`] writes it.
@@ -984,14 +992,13 @@ impl Lowering {
 
     /// An allocation of a live process (not freed), or a new one.
     fn pick_alloc(&mut self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.allocs.len())
-            .filter(|&a| !self.allocs[a].freed && !self.exited[self.allocs[a].proc])
-            .collect();
-        if live.is_empty() {
-            let p = self.pick_proc(i)?;
-            return Some(self.malloc(p, KindSel::Device, SizeClass::Small, 0x5a));
+        let live = (0..self.allocs.len())
+            .filter(|&a| !self.allocs[a].freed && !self.exited[self.allocs[a].proc]);
+        if let Some(a) = pick_among(live, i) {
+            return Some(a);
         }
-        Some(live[i.index(live.len())])
+        let p = self.pick_proc(i)?;
+        Some(self.malloc(p, KindSel::Device, SizeClass::Small, 0x5a))
     }
 
     fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<String> {
@@ -1036,20 +1043,25 @@ impl Lowering {
 
     /// A handle held by a live process, or one made now.
     fn pick_holding(&mut self, i: &Index) -> Option<(usize, String, Option<usize>)> {
-        let all: Vec<(usize, String, Option<usize>)> = (0..self.nprocs)
+        // The holdings of the live processes in process order, counted
+        // first: only the one picked is copied.
+        let count: usize = (0..self.nprocs)
             .filter(|&p| !self.exited[p])
-            .flat_map(|p| {
-                self.holdings[p]
-                    .iter()
-                    .map(move |(h, a)| (p, h.clone(), *a))
-            })
-            .collect();
-        if all.is_empty() {
+            .map(|p| self.holdings[p].len())
+            .sum();
+        if count == 0 {
             let a = self.pick_alloc(i)?;
             let h = self.get(a, false, false)?;
             return Some((self.allocs[a].proc, h, Some(a)));
         }
-        Some(all[i.index(all.len())].clone())
+        let mut k = i.index(count);
+        for p in (0..self.nprocs).filter(|&p| !self.exited[p]) {
+            match self.holdings[p].get(k) {
+                Some((h, a)) => return Some((p, h.clone(), *a)),
+                None => k -= self.holdings[p].len(),
+            }
+        }
+        None
     }
 
     fn open(&mut self, proc: usize, handle: &str, from: Option<usize>, flags: u32, null_out: bool) {
@@ -1078,25 +1090,25 @@ impl Lowering {
     }
 
     fn live_open(&self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.opens.len())
-            .filter(|&o| !self.exited[self.opens[o].proc])
-            .collect();
-        (!live.is_empty()).then(|| live[i.index(live.len())])
+        pick_among(
+            (0..self.opens.len()).filter(|&o| !self.exited[self.opens[o].proc]),
+            i,
+        )
     }
 
     /// A pointer binding of a live process.
     fn pick_ptr(&mut self, i: &Index) -> Option<PtrRec> {
-        let live: Vec<&PtrRec> = self.ptrs.iter().filter(|p| !self.exited[p.proc]).collect();
-        if live.is_empty() {
-            let p = self.pick_proc(i)?;
-            let a = self.malloc(p, KindSel::Device, SizeClass::Small, 0x3c);
-            return Some(PtrRec {
-                name: self.allocs[a].name.clone(),
-                proc: p,
-                len: self.allocs[a].size,
-            });
+        let live = self.ptrs.iter().filter(|p| !self.exited[p.proc]);
+        if let Some(p) = pick_among(live, i) {
+            return Some(p.clone());
         }
-        Some(live[i.index(live.len())].clone())
+        let p = self.pick_proc(i)?;
+        let a = self.malloc(p, KindSel::Device, SizeClass::Small, 0x3c);
+        Some(PtrRec {
+            name: self.allocs[a].name.clone(),
+            proc: p,
+            len: self.allocs[a].size,
+        })
     }
 
     /// The exporter of a handle name, if it came from `ipc_get`.
@@ -2428,4 +2440,25 @@ pub fn lower(program: &Program, max_steps: usize) -> Lowered {
         l.lower(a);
     }
     l.finish()
+}
+
+#[cfg(test)]
+mod pick_tests {
+    use super::pick_among;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    proptest! {
+        /// `pick_among` picks what indexing the collected items picked.
+        #[test]
+        fn picks_as_indexing_a_collected_vec(
+            keep in proptest::collection::vec(any::<bool>(), 0..12),
+            i in any::<Index>(),
+        ) {
+            let items = || (0..keep.len()).filter(|&k| keep[k]);
+            let collected: Vec<usize> = items().collect();
+            let want = (!collected.is_empty()).then(|| collected[i.index(collected.len())]);
+            prop_assert_eq!(pick_among(items(), &i), want);
+        }
+    }
 }

@@ -1530,8 +1530,9 @@ impl fmt::Display for Expectation {
 /// A comma-separated list of expectations, all of which must hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpectList {
-    /// The expectations, in the order written.
-    pub items: Vec<Expectation>,
+    /// The expectations, in the order written (borrowed where a generator
+    /// writes a fixed list, as `text` is).
+    pub items: Cow<'static, [Expectation]>,
     /// The list as written in the file (borrowed where a generator writes
     /// a fixed list: a string for each of its steps was work to no end).
     pub text: Cow<'static, str>,
@@ -1541,7 +1542,7 @@ impl ExpectList {
     fn single(e: Expectation) -> ExpectList {
         ExpectList {
             text: e.to_string().into(),
-            items: vec![e],
+            items: vec![e].into(),
         }
     }
 }
