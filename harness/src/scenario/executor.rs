@@ -1151,14 +1151,29 @@ pub(crate) fn execute_on(
                         .and_then(|r| r.as_ref())
                         .map(|r| format!("the receiver is gone: {r}")),
                     _ => None,
-                })
-                .or_else(|| run.missing_binding(step));
+                });
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
-                None if profiling => crate::profile::timed_in("step", step.op.keyword(), || {
-                    run.perform(machine, index, step)
-                }),
-                None => run.perform(machine, index, step),
+                None => {
+                    let performed = if profiling {
+                        crate::profile::timed_in("step", step.op.keyword(), || {
+                            run.perform(machine, index, step)
+                        })
+                    } else {
+                        run.perform(machine, index, step)
+                    };
+                    // A name the step uses that is not bound skips it as
+                    // never bound. `perform` resolves every name the step
+                    // uses before it calls anything, so it skipped such a
+                    // step too: the names are looked up once, and again
+                    // only for a skipped step.
+                    match performed {
+                        Err(Failure::Skip(reason)) => {
+                            Err(Failure::Skip(run.missing_binding(step).unwrap_or(reason)))
+                        }
+                        other => other,
+                    }
+                }
             };
             // What the step answered: a value and its label, or the outcome
             // of a step without one.
