@@ -783,8 +783,22 @@ pub fn check_trace(
     dialect: Dialect,
     choices: &Choices,
 ) -> Vec<Violation> {
+    // The process each binding was made in (a pointer another process names
+    // is that process's address).
+    let mut made_in: HashMap<&str, usize> =
+        HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default());
+    made_in.extend(
+        scenario
+            .steps
+            .iter()
+            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process))),
+    );
+    // Sized for every binding: the maps most steps add to are not regrown.
+    let n = made_in.len();
     let mut m = Model {
         interior_offset: choices.interior_offset,
+        binding: HashMap::with_capacity_and_hasher(n, Default::default()),
+        label_object: HashMap::with_capacity_and_hasher(n, Default::default()),
         ..Model::default()
     };
     let mut out = Vec::new();
@@ -796,16 +810,6 @@ pub fn check_trace(
             .map(|h| h.kind)
             .collect()
     };
-    // The process each binding was made in (a pointer another process names
-    // is that process's address).
-    let mut made_in: HashMap<&str, usize> =
-        HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default());
-    made_in.extend(
-        scenario
-            .steps
-            .iter()
-            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process))),
-    );
     for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
         let p = step.process;
         let keyword = || step.op.keyword();
