@@ -28,6 +28,7 @@
 //! the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 
+use super::just_union::just_oneof;
 use ipc_harness::driver::{event_flags, stream_flags};
 use ipc_harness::scenario::{
     BytePattern, Expect, ExpectList, Expectation, Metadata, Op, PatternItem, Ref, Scenario, Step,
@@ -478,16 +479,16 @@ fn size_strategy() -> impl Strategy<Value = SizeClass> {
 }
 
 fn kind_strategy() -> impl Strategy<Value = KindSel> {
-    prop_oneof![
-        20 => Just(KindSel::Device),
-        1 => Just(KindSel::Managed),
-        1 => Just(KindSel::Host),
-        1 => Just(KindSel::Async),
+    just_oneof![
+        20 => KindSel::Device,
+        1 => KindSel::Managed,
+        1 => KindSel::Host,
+        1 => KindSel::Async,
     ]
 }
 
 fn flags_strategy() -> impl Strategy<Value = u32> {
-    prop_oneof![12 => Just(1u32), 1 => Just(0u32), 1 => Just(2u32), 1 => Just(3u32)]
+    just_oneof![12 => 1u32, 1 => 0u32, 1 => 2u32, 1 => 3u32]
 }
 
 /// Byte offsets of the handle fields (mock-driver/src/handle_codec.rs): checked and ignored ones.
@@ -538,13 +539,13 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|ctx| Action::DestroyContext { ctx }),
         2 => (i(), damage_strategy()).prop_map(|(holding, damage)| Action::BadHandle { holding, damage }),
         1 => i().prop_map(|proc| Action::Sync { proc }),
-        2 => (i(), prop_oneof![8 => Just(EventFlags::Ipc), 1 => Just(EventFlags::InterprocessTiming), 1 => Just(EventFlags::Default)])
+        2 => (i(), just_oneof![8 => EventFlags::Ipc, 1 => EventFlags::InterprocessTiming, 1 => EventFlags::Default])
             .prop_map(|(proc, flags)| Action::EventCreate { proc, flags }),
         2 => (i(), proptest::bool::weighted(0.03))
             .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
         2 => (i(), i(), proptest::bool::weighted(0.03))
             .prop_map(|(handle, to, null_out)| Action::EventSendOpen { handle, to, null_out }),
-        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)], proptest::bool::weighted(0.04))
+        2 => (i(), just_oneof![EventUse::Record, EventUse::Sync, EventUse::StreamWait, EventUse::Query], proptest::bool::weighted(0.04))
             .prop_map(|(event, how, null)| Action::EventUse { event, how, null }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
         1 => i().prop_map(|alloc| Action::FreeTwice { alloc }),
@@ -553,26 +554,26 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => (i(), i()).prop_map(|(proc, to)| Action::ExporterCrash { proc, to }),
         1 => (i(), any::<u8>(), any::<bool>())
             .prop_map(|(alloc, value, long)| Action::SlowFill { alloc, value, long }),
-        2 => (i(), any::<u8>(), prop_oneof![Just(HandoffOrder::Synced), Just(HandoffOrder::StreamWaited), Just(HandoffOrder::RecordedBefore), Just(HandoffOrder::NoWait)], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
+        2 => (i(), any::<u8>(), just_oneof![HandoffOrder::Synced, HandoffOrder::StreamWaited, HandoffOrder::RecordedBefore, HandoffOrder::NoWait], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
             .prop_map(|(pair, value, order, query, long)| Action::KernelHandoff { pair, value, order, query, long }),
-        1 => (i(), any::<u8>(), prop_oneof![4 => Just(StreamOrder::Waited), 1 => Just(StreamOrder::OtherStream), 1 => Just(StreamOrder::NoWait)], proptest::bool::weighted(0.7))
+        1 => (i(), any::<u8>(), just_oneof![4 => StreamOrder::Waited, 1 => StreamOrder::OtherStream, 1 => StreamOrder::NoWait], proptest::bool::weighted(0.7))
             .prop_map(|(pair, value, order, long)| Action::StreamHandoff { pair, value, order, long }),
         1 => (i(), proptest::bool::weighted(0.5)).prop_map(|(open, peer)| Action::DeviceCopy { open, peer }),
-        2 => (i(), prop_oneof![6 => Just(VmmSize::Granule), 2 => Just(VmmSize::TwoGranules), 1 => Just(VmmSize::Unaligned)], proptest::bool::weighted(0.9))
+        2 => (i(), just_oneof![6 => VmmSize::Granule, 2 => VmmSize::TwoGranules, 1 => VmmSize::Unaligned], proptest::bool::weighted(0.9))
             .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
         2 => i().prop_map(|vmm| Action::VmmExport { vmm }),
         // A descriptor travels by socket or by pidfd_getfd: the weight of
         // imports as a whole is unchanged.
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmPidfdImport { fd, to }),
-        2 => (i(), prop_oneof![6 => Just(VmmAccess::ReadWrite), 1 => Just(VmmAccess::Read), 1 => Just(VmmAccess::NotGranted)])
+        2 => (i(), just_oneof![6 => VmmAccess::ReadWrite, 1 => VmmAccess::Read, 1 => VmmAccess::NotGranted])
             .prop_map(|(vmm, access)| Action::VmmMap { vmm, access }),
         3 => (i(), any::<bool>(), any::<u8>()).prop_map(|(va, write, value)| Action::VmmTouch { va, write, value }),
         1 => i().prop_map(|va| Action::VmmUnmap { va }),
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
-        2 => (i(), any::<u8>(), prop_oneof![6 => Just(PoolFreeOrder::ImporterFirst), 1 => Just(PoolFreeOrder::ExporterFirst), 1 => Just(PoolFreeOrder::ExporterBeforeImport)], proptest::bool::weighted(0.9))
+        2 => (i(), any::<u8>(), just_oneof![6 => PoolFreeOrder::ImporterFirst, 1 => PoolFreeOrder::ExporterFirst, 1 => PoolFreeOrder::ExporterBeforeImport], proptest::bool::weighted(0.9))
             .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
         1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)], prop_oneof![3 => Just(1u32), 1 => 2u32..=4])
             .prop_map(|(alloc, write, repeat)| Action::PatternKernel { alloc, write, repeat }),
@@ -585,12 +586,12 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
 pub fn program_strategy(max_actions: usize, max_devices: u32) -> impl Strategy<Value = Program> {
     let max = max_actions.max(1);
     let devices = if max_devices >= 2 {
-        prop_oneof![3 => Just(1u32), 1 => Just(2u32)].boxed()
+        just_oneof![3 => 1u32, 1 => 2u32].boxed()
     } else {
         Just(1u32).boxed()
     };
     (
-        prop_oneof![3 => Just(2usize), 1 => Just(3usize)],
+        just_oneof![3 => 2usize, 1 => 3usize],
         devices,
         proptest::collection::vec(any::<bool>(), 3),
         proptest::collection::vec(action_strategy(), 1..=max),
