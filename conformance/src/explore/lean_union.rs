@@ -141,6 +141,18 @@ fn fork_rng(fork_seed: u64, at: usize) -> TestRng {
     TestRng::from_seed(RngAlgorithm::XorShift, &seed)
 }
 
+/// `config`, shared: the draws of one runner (every action of a case, and
+/// the cases of a run) hold one copy rather than a copy each.
+fn shared_config(config: &Config) -> Arc<Config> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<Config>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some(c) if **c == *config => Arc::clone(c),
+        _ => Arc::clone(last.insert(Arc::new(config.clone()))),
+    })
+}
+
 impl<T: fmt::Debug> Strategy for LeanUnion<T> {
     type Tree = LeanUnionTree<T>;
     type Value = T;
@@ -153,7 +165,7 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
         // The options passed over share one draw, taken before the pick's own.
         let fork_seed = if pick > 0 { runner.rng().next_u64() } else { 0 };
         let first_tree = self.options[pick].1.new_tree(runner)?;
-        let config = (pick > 0).then(|| Arc::new(runner.config().clone()));
+        let config = (pick > 0).then(|| shared_config(runner.config()));
         Ok(LeanUnionTree {
             options: Arc::clone(&self.options),
             first: pick,
@@ -435,5 +447,22 @@ mod tests {
             while tree.simplify() {}
             assert_eq!(tree.current(), vec![(0, 0)], "seed {seed}");
         }
+    }
+
+    /// Equal configs share one copy; another config gets its own, equal
+    /// to it.
+    #[test]
+    fn configs_are_shared_while_equal() {
+        let a = shared_config(&Config::default());
+        let b = shared_config(&Config::default());
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = Config {
+            cases: 7,
+            ..Config::default()
+        };
+        let c = shared_config(&other);
+        assert_eq!(*c, other);
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*shared_config(&Config::default()), Config::default());
     }
 }
