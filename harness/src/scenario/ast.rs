@@ -252,7 +252,16 @@ impl KernelContent {
     pub fn bytes(&self, len: u64) -> Vec<u8> {
         match self {
             KernelContent::Word(word) if !word.is_empty() => {
-                word.iter().copied().cycle().take(len as usize).collect()
+                // The word, then the bytes so far copied after themselves
+                // (a whole number of words each time) until `len`.
+                let len = len as usize;
+                let mut out = Vec::with_capacity(len.max(word.len()));
+                out.extend_from_slice(word);
+                while out.len() < len {
+                    out.extend_from_within(..out.len().min(len - out.len()));
+                }
+                out.truncate(len);
+                out
             }
             KernelContent::Word(_) => Vec::new(),
             KernelContent::Iota(base) => (0..len).map(|i| base.wrapping_add(i as u8)).collect(),
