@@ -28,7 +28,7 @@
 //! the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 
-use super::just_union::just_oneof;
+use super::just_union::{just_oneof, JustThen};
 use ipc_harness::driver::{event_flags, stream_flags};
 use ipc_harness::scenario::{
     BytePattern, Expect, ExpectList, Expectation, Metadata, Op, PatternItem, Ref, Scenario, Step,
@@ -469,13 +469,16 @@ pub struct Program {
 }
 
 fn size_strategy() -> impl Strategy<Value = SizeClass> {
-    prop_oneof![
-        6 => Just(SizeClass::Small),
-        2 => Just(SizeClass::Page),
-        3 => Just(SizeClass::Block),
-        1 => Just(SizeClass::Large),
-        1 => (1u32..65536).prop_map(SizeClass::Odd),
-    ]
+    // As prop_oneof! of the four values and the odd sizes.
+    JustThen::new(
+        vec![
+            (6, SizeClass::Small),
+            (2, SizeClass::Page),
+            (3, SizeClass::Block),
+            (1, SizeClass::Large),
+        ],
+        (1, (1u32..65536).prop_map(SizeClass::Odd)),
+    )
 }
 
 fn kind_strategy() -> impl Strategy<Value = KindSel> {
