@@ -913,11 +913,19 @@ impl<'a> Run<'a> {
                     .find(|s| s.bind.as_deref() == Some(n))
                     .map(|s| s.line)
             };
-            self.bound(n).is_none().then(|| match binder() {
-                Some(line) => {
-                    format!("'{n}' was never bound (the step at line {line} did not succeed)")
+            // Written piece by piece rather than formatted: skipped steps
+            // are common in generated cases.
+            self.bound(n).is_none().then(|| {
+                let mut reason = String::with_capacity(n.len() + 64);
+                reason.push('\'');
+                reason.push_str(n);
+                reason.push_str("' was never bound");
+                if let Some(line) = binder() {
+                    reason.push_str(" (the step at line ");
+                    crate::trace::push_decimal(&mut reason, line as u64);
+                    reason.push_str(" did not succeed)");
                 }
-                None => format!("'{n}' was never bound"),
+                reason
             })
         })
     }
