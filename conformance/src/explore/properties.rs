@@ -783,18 +783,18 @@ pub fn check_trace(
     dialect: Dialect,
     choices: &Choices,
 ) -> Vec<Violation> {
-    // The process each binding was made in (a pointer another process names
-    // is that process's address).
-    let mut made_in: HashMap<&str, usize> =
-        HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default());
-    made_in.extend(
+    // The process a binding was made in (a pointer another process names
+    // is that process's address): that of the last step binding the name,
+    // looked for only when a close or free asks.
+    let made_in = |name: &str| {
         scenario
             .steps
             .iter()
-            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process))),
-    );
-    // Sized for every binding: the maps most steps add to are not regrown.
-    let n = made_in.len();
+            .rev()
+            .find(|s| s.bind.as_deref() == Some(name))
+            .map(|s| s.process)
+    };
+    let n = scenario.steps.iter().filter(|s| s.bind.is_some()).count();
     let mut m = Model {
         interior_offset: choices.interior_offset,
         binding: HashMap::with_capacity_and_hasher(n, Default::default()),
@@ -814,7 +814,7 @@ pub fn check_trace(
         let p = step.process;
         let keyword = || step.op.keyword();
         let here = hazards_at(i);
-        let own_binding = |r: &Ref| r.name().and_then(|n| made_in.get(n)) == Some(&p);
+        let own_binding = |r: &Ref| r.name().and_then(made_in) == Some(p);
         // Dialect-neutral, so both dialects' cases of one finding match.
         let code = || match &rec.outcome {
             StepOutcome::Error { code, .. } => match ApiError::from_code(dialect, *code).kind() {
