@@ -967,7 +967,7 @@ pub fn check_trace(
                     if let Some((l, off)) = resolve(&m, ptr) {
                         if let Some(&o) = m.label_object.get(&l) {
                             if choices.interior_offset {
-                                let at = m.object_offset(&l, off);
+                                let at = m.object_offset(l, off);
                                 // The handle carries the pointer's offset in
                                 // its allocation, past whose end it names
                                 // whatever the address holds: unknown.
@@ -1367,7 +1367,7 @@ fn access(
     let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).copied()) else {
         return;
     };
-    let off = m.object_offset(&label, off);
+    let off = m.object_offset(label, off);
     // Only an access inside the closed pointer's own allocation is judged:
     // past its end the address may be a neighbour's live open.
     let inside = m
@@ -1376,7 +1376,7 @@ fn access(
         .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
     // An interior pointer's open keeps the allocation mapped: an access
     // through another pointer into it reaches live memory (HIP profile).
-    let stale = m.closed.contains(&(p, label)) && !m.reached_by_another_open(p, &label);
+    let stale = m.closed.contains(&(p, label)) && !m.reached_by_another_open(p, label);
     // An access inside memory its owner freed (the address not reused
     // since) must be logged too.
     let freed = m
