@@ -332,6 +332,10 @@ impl From<DriverError> for Failure {
     }
 }
 
+/// The most elements a `repeat` step's list is given room for before its
+/// first iteration.
+const MAX_LIST_RESERVE: usize = 1 << 16;
+
 struct Run<'a> {
     scenario: &'a Scenario,
     opts: &'a ExecOptions,
@@ -361,6 +365,16 @@ impl<'a> Run<'a> {
         for name in names.flatten().filter(|n| n.ends_with(LIST_SUFFIX)) {
             let id = self.list_made(name);
             self.step_lists.push((name, id));
+        }
+        // Room for the elements the step binds, so the list is not regrown
+        // (and its elements moved) as it fills; up to a bound, as a step
+        // may stop long before a huge count.
+        if let (Some(n), Some(name)) = (step.repeat, step.bind.as_deref()) {
+            if let Some(id) = self.list_id(name) {
+                let list = &mut self.lists[id];
+                let wanted = (n as usize).min(MAX_LIST_RESERVE);
+                list.reserve(wanted.saturating_sub(list.len()));
+            }
         }
     }
 
@@ -1163,7 +1177,7 @@ pub(crate) fn execute_on(
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
                 None => {
-                    let performed = if profiling {
+                    let mut performed = if profiling {
                         crate::profile::timed_in("step", step.op.keyword(), || {
                             run.perform(machine, index, step)
                         })
@@ -1175,12 +1189,12 @@ pub(crate) fn execute_on(
                     // uses before it calls anything, so it skipped such a
                     // step too: the names are looked up once, and again
                     // only for a skipped step.
-                    match performed {
-                        Err(Failure::Skip(reason)) => {
-                            Err(Failure::Skip(run.missing_binding(step).unwrap_or(reason)))
+                    if let Err(Failure::Skip(reason)) = &mut performed {
+                        if let Some(missing) = run.missing_binding(step) {
+                            *reason = missing;
                         }
-                        other => other,
                     }
+                    performed
                 }
             };
             // What the step answered: a value and its label, or the outcome
