@@ -133,3 +133,17 @@ fn iota_and_a_kernel_fill_agree_with_the_kernels_bytes() {
     let iota = KernelContent::Iota(0x10);
     assert!(bytes_expectation("iota(10)*16").matches(&iota.bytes(16)));
 }
+
+/// A word's bytes are the word repeated and cut at `len`, for every word
+/// length and for lengths shorter than, equal to and past the word.
+#[test]
+fn a_words_bytes_repeat_the_word_to_any_length() {
+    for n in 1..=8u8 {
+        let word: Vec<u8> = (1..=n).collect();
+        let content = KernelContent::Word(word.clone());
+        for len in [0u64, 1, 3, 7, 8, 9, 16, 63, 64, 65, 1000, 2047] {
+            let want: Vec<u8> = word.iter().copied().cycle().take(len as usize).collect();
+            assert_eq!(content.bytes(len), want, "word of {n}, len {len}");
+        }
+    }
+}

@@ -138,7 +138,7 @@ b: ipc_close q
         panic!("{:?}", steps[4].expect)
     };
     assert_eq!(
-        l.items,
+        &l.items[..],
         [
             Expectation::Ok,
             Expectation::Eq(Ref::Name("p".into())),
@@ -167,11 +167,11 @@ b: ipc_close q
         panic!()
     };
     assert_eq!(
-        runtime.as_ref().map(|l| l.items.clone()),
+        runtime.as_ref().map(|l| l.items.to_vec()),
         Some(vec![Expectation::Ok])
     );
     assert_eq!(
-        driver.as_ref().map(|l| l.items.clone()),
+        driver.as_ref().map(|l| l.items.to_vec()),
         Some(vec![Expectation::Error {
             kind: ErrorKind::InvalidValue,
             name: "CUDA_ERROR_INVALID_VALUE".into()

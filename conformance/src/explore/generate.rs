@@ -28,6 +28,7 @@
 //! the documented-returns table in
 //! `properties.rs` needs its APIs' codes.
 
+use super::just_union::{just_oneof, JustThen};
 use ipc_harness::driver::{event_flags, stream_flags};
 use ipc_harness::scenario::{
     BytePattern, Expect, ExpectList, Expectation, Metadata, Op, PatternItem, Ref, Scenario, Step,
@@ -468,26 +469,29 @@ pub struct Program {
 }
 
 fn size_strategy() -> impl Strategy<Value = SizeClass> {
-    prop_oneof![
-        6 => Just(SizeClass::Small),
-        2 => Just(SizeClass::Page),
-        3 => Just(SizeClass::Block),
-        1 => Just(SizeClass::Large),
-        1 => (1u32..65536).prop_map(SizeClass::Odd),
-    ]
+    // As prop_oneof! of the four values and the odd sizes.
+    JustThen::new(
+        vec![
+            (6, SizeClass::Small),
+            (2, SizeClass::Page),
+            (3, SizeClass::Block),
+            (1, SizeClass::Large),
+        ],
+        (1, (1u32..65536).prop_map(SizeClass::Odd)),
+    )
 }
 
 fn kind_strategy() -> impl Strategy<Value = KindSel> {
-    prop_oneof![
-        20 => Just(KindSel::Device),
-        1 => Just(KindSel::Managed),
-        1 => Just(KindSel::Host),
-        1 => Just(KindSel::Async),
+    just_oneof![
+        20 => KindSel::Device,
+        1 => KindSel::Managed,
+        1 => KindSel::Host,
+        1 => KindSel::Async,
     ]
 }
 
 fn flags_strategy() -> impl Strategy<Value = u32> {
-    prop_oneof![12 => Just(1u32), 1 => Just(0u32), 1 => Just(2u32), 1 => Just(3u32)]
+    just_oneof![12 => 1u32, 1 => 0u32, 1 => 2u32, 1 => 3u32]
 }
 
 /// Byte offsets of the handle fields (mock-driver/src/handle_codec.rs): checked and ignored ones.
@@ -538,13 +542,13 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|ctx| Action::DestroyContext { ctx }),
         2 => (i(), damage_strategy()).prop_map(|(holding, damage)| Action::BadHandle { holding, damage }),
         1 => i().prop_map(|proc| Action::Sync { proc }),
-        2 => (i(), prop_oneof![8 => Just(EventFlags::Ipc), 1 => Just(EventFlags::InterprocessTiming), 1 => Just(EventFlags::Default)])
+        2 => (i(), just_oneof![8 => EventFlags::Ipc, 1 => EventFlags::InterprocessTiming, 1 => EventFlags::Default])
             .prop_map(|(proc, flags)| Action::EventCreate { proc, flags }),
         2 => (i(), proptest::bool::weighted(0.03))
             .prop_map(|(event, null_out)| Action::EventGet { event, null_out }),
         2 => (i(), i(), proptest::bool::weighted(0.03))
             .prop_map(|(handle, to, null_out)| Action::EventSendOpen { handle, to, null_out }),
-        2 => (i(), prop_oneof![Just(EventUse::Record), Just(EventUse::Sync), Just(EventUse::StreamWait), Just(EventUse::Query)], proptest::bool::weighted(0.04))
+        2 => (i(), just_oneof![EventUse::Record, EventUse::Sync, EventUse::StreamWait, EventUse::Query], proptest::bool::weighted(0.04))
             .prop_map(|(event, how, null)| Action::EventUse { event, how, null }),
         1 => i().prop_map(|event| Action::EventDestroy { event }),
         1 => i().prop_map(|alloc| Action::FreeTwice { alloc }),
@@ -553,26 +557,26 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => (i(), i()).prop_map(|(proc, to)| Action::ExporterCrash { proc, to }),
         1 => (i(), any::<u8>(), any::<bool>())
             .prop_map(|(alloc, value, long)| Action::SlowFill { alloc, value, long }),
-        2 => (i(), any::<u8>(), prop_oneof![Just(HandoffOrder::Synced), Just(HandoffOrder::StreamWaited), Just(HandoffOrder::RecordedBefore), Just(HandoffOrder::NoWait)], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
+        2 => (i(), any::<u8>(), just_oneof![HandoffOrder::Synced, HandoffOrder::StreamWaited, HandoffOrder::RecordedBefore, HandoffOrder::NoWait], proptest::bool::weighted(0.5), proptest::bool::weighted(0.7))
             .prop_map(|(pair, value, order, query, long)| Action::KernelHandoff { pair, value, order, query, long }),
-        1 => (i(), any::<u8>(), prop_oneof![4 => Just(StreamOrder::Waited), 1 => Just(StreamOrder::OtherStream), 1 => Just(StreamOrder::NoWait)], proptest::bool::weighted(0.7))
+        1 => (i(), any::<u8>(), just_oneof![4 => StreamOrder::Waited, 1 => StreamOrder::OtherStream, 1 => StreamOrder::NoWait], proptest::bool::weighted(0.7))
             .prop_map(|(pair, value, order, long)| Action::StreamHandoff { pair, value, order, long }),
         1 => (i(), proptest::bool::weighted(0.5)).prop_map(|(open, peer)| Action::DeviceCopy { open, peer }),
-        2 => (i(), prop_oneof![6 => Just(VmmSize::Granule), 2 => Just(VmmSize::TwoGranules), 1 => Just(VmmSize::Unaligned)], proptest::bool::weighted(0.9))
+        2 => (i(), just_oneof![6 => VmmSize::Granule, 2 => VmmSize::TwoGranules, 1 => VmmSize::Unaligned], proptest::bool::weighted(0.9))
             .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
         2 => i().prop_map(|vmm| Action::VmmExport { vmm }),
         // A descriptor travels by socket or by pidfd_getfd: the weight of
         // imports as a whole is unchanged.
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmPidfdImport { fd, to }),
-        2 => (i(), prop_oneof![6 => Just(VmmAccess::ReadWrite), 1 => Just(VmmAccess::Read), 1 => Just(VmmAccess::NotGranted)])
+        2 => (i(), just_oneof![6 => VmmAccess::ReadWrite, 1 => VmmAccess::Read, 1 => VmmAccess::NotGranted])
             .prop_map(|(vmm, access)| Action::VmmMap { vmm, access }),
         3 => (i(), any::<bool>(), any::<u8>()).prop_map(|(va, write, value)| Action::VmmTouch { va, write, value }),
         1 => i().prop_map(|va| Action::VmmUnmap { va }),
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
-        2 => (i(), any::<u8>(), prop_oneof![6 => Just(PoolFreeOrder::ImporterFirst), 1 => Just(PoolFreeOrder::ExporterFirst), 1 => Just(PoolFreeOrder::ExporterBeforeImport)], proptest::bool::weighted(0.9))
+        2 => (i(), any::<u8>(), just_oneof![6 => PoolFreeOrder::ImporterFirst, 1 => PoolFreeOrder::ExporterFirst, 1 => PoolFreeOrder::ExporterBeforeImport], proptest::bool::weighted(0.9))
             .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
         1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)], prop_oneof![3 => Just(1u32), 1 => 2u32..=4])
             .prop_map(|(alloc, write, repeat)| Action::PatternKernel { alloc, write, repeat }),
@@ -585,12 +589,12 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
 pub fn program_strategy(max_actions: usize, max_devices: u32) -> impl Strategy<Value = Program> {
     let max = max_actions.max(1);
     let devices = if max_devices >= 2 {
-        prop_oneof![3 => Just(1u32), 1 => Just(2u32)].boxed()
+        just_oneof![3 => 1u32, 1 => 2u32].boxed()
     } else {
         Just(1u32).boxed()
     };
     (
-        prop_oneof![3 => Just(2usize), 1 => Just(3usize)],
+        just_oneof![3 => 2usize, 1 => 3usize],
         devices,
         proptest::collection::vec(any::<bool>(), 3),
         proptest::collection::vec(action_strategy(), 1..=max),
@@ -827,11 +831,20 @@ pub fn scenario_text(s: &Scenario) -> String {
 /// `=> any`: every generated step records its outcome, none is judged.
 fn expect_any() -> Expect {
     Expect::List(ExpectList {
-        items: vec![Expectation::Any],
+        items: Cow::Borrowed(&[Expectation::Any]),
         // `Expectation::Any`'s text, borrowed (formatting it was a step's
         // worth of work per generated step); parsing a case's text checks it.
         text: Cow::Borrowed("any"),
     })
+}
+
+/// The item `i` picks among `items`, as indexing a `Vec` of them would,
+/// without collecting them (`None` when there are none).
+fn pick_among<I: Iterator + Clone>(items: I, i: &Index) -> Option<I::Item> {
+    match items.clone().count() {
+        0 => None,
+        n => items.into_iter().nth(i.index(n)),
+    }
 }
 
 fn name(n: &str) -> Ref {
@@ -892,8 +905,7 @@ impl Lowering {
 
     /// A live process chosen by `i`, if any is left.
     fn pick_proc(&self, i: &Index) -> Option<usize> {
-        let live = self.live_procs();
-        (!live.is_empty()).then(|| live[i.index(live.len())])
+        pick_among((0..self.nprocs).filter(|&p| !self.exited[p]), i)
     }
 
     /// One step of process `proc`, on the line [`scenario_text`] writes it.
@@ -984,14 +996,13 @@ impl Lowering {
 
     /// An allocation of a live process (not freed), or a new one.
     fn pick_alloc(&mut self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.allocs.len())
-            .filter(|&a| !self.allocs[a].freed && !self.exited[self.allocs[a].proc])
-            .collect();
-        if live.is_empty() {
-            let p = self.pick_proc(i)?;
-            return Some(self.malloc(p, KindSel::Device, SizeClass::Small, 0x5a));
+        let live = (0..self.allocs.len())
+            .filter(|&a| !self.allocs[a].freed && !self.exited[self.allocs[a].proc]);
+        if let Some(a) = pick_among(live, i) {
+            return Some(a);
         }
-        Some(live[i.index(live.len())])
+        let p = self.pick_proc(i)?;
+        Some(self.malloc(p, KindSel::Device, SizeClass::Small, 0x5a))
     }
 
     fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<String> {
@@ -1036,20 +1047,25 @@ impl Lowering {
 
     /// A handle held by a live process, or one made now.
     fn pick_holding(&mut self, i: &Index) -> Option<(usize, String, Option<usize>)> {
-        let all: Vec<(usize, String, Option<usize>)> = (0..self.nprocs)
+        // The holdings of the live processes in process order, counted
+        // first: only the one picked is copied.
+        let count: usize = (0..self.nprocs)
             .filter(|&p| !self.exited[p])
-            .flat_map(|p| {
-                self.holdings[p]
-                    .iter()
-                    .map(move |(h, a)| (p, h.clone(), *a))
-            })
-            .collect();
-        if all.is_empty() {
+            .map(|p| self.holdings[p].len())
+            .sum();
+        if count == 0 {
             let a = self.pick_alloc(i)?;
             let h = self.get(a, false, false)?;
             return Some((self.allocs[a].proc, h, Some(a)));
         }
-        Some(all[i.index(all.len())].clone())
+        let mut k = i.index(count);
+        for p in (0..self.nprocs).filter(|&p| !self.exited[p]) {
+            match self.holdings[p].get(k) {
+                Some((h, a)) => return Some((p, h.clone(), *a)),
+                None => k -= self.holdings[p].len(),
+            }
+        }
+        None
     }
 
     fn open(&mut self, proc: usize, handle: &str, from: Option<usize>, flags: u32, null_out: bool) {
@@ -1078,25 +1094,25 @@ impl Lowering {
     }
 
     fn live_open(&self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.opens.len())
-            .filter(|&o| !self.exited[self.opens[o].proc])
-            .collect();
-        (!live.is_empty()).then(|| live[i.index(live.len())])
+        pick_among(
+            (0..self.opens.len()).filter(|&o| !self.exited[self.opens[o].proc]),
+            i,
+        )
     }
 
     /// A pointer binding of a live process.
     fn pick_ptr(&mut self, i: &Index) -> Option<PtrRec> {
-        let live: Vec<&PtrRec> = self.ptrs.iter().filter(|p| !self.exited[p.proc]).collect();
-        if live.is_empty() {
-            let p = self.pick_proc(i)?;
-            let a = self.malloc(p, KindSel::Device, SizeClass::Small, 0x3c);
-            return Some(PtrRec {
-                name: self.allocs[a].name.clone(),
-                proc: p,
-                len: self.allocs[a].size,
-            });
+        let live = self.ptrs.iter().filter(|p| !self.exited[p.proc]);
+        if let Some(p) = pick_among(live, i) {
+            return Some(p.clone());
         }
-        Some(live[i.index(live.len())].clone())
+        let p = self.pick_proc(i)?;
+        let a = self.malloc(p, KindSel::Device, SizeClass::Small, 0x3c);
+        Some(PtrRec {
+            name: self.allocs[a].name.clone(),
+            proc: p,
+            len: self.allocs[a].size,
+        })
     }
 
     /// The exporter of a handle name, if it came from `ipc_get`.
@@ -2428,4 +2444,25 @@ pub fn lower(program: &Program, max_steps: usize) -> Lowered {
         l.lower(a);
     }
     l.finish()
+}
+
+#[cfg(test)]
+mod pick_tests {
+    use super::pick_among;
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    proptest! {
+        /// `pick_among` picks what indexing the collected items picked.
+        #[test]
+        fn picks_as_indexing_a_collected_vec(
+            keep in proptest::collection::vec(any::<bool>(), 0..12),
+            i in any::<Index>(),
+        ) {
+            let items = || (0..keep.len()).filter(|&k| keep[k]);
+            let collected: Vec<usize> = items().collect();
+            let want = (!collected.is_empty()).then(|| collected[i.index(collected.len())]);
+            prop_assert_eq!(pick_among(items(), &i), want);
+        }
+    }
 }

@@ -38,6 +38,9 @@ pub(crate) use lean_oneof;
 /// The weighted options.
 pub struct LeanUnion<T> {
     options: Arc<[(u32, BoxedStrategy<T>)]>,
+    /// The weights summed up to and including each option (rising: no
+    /// weight is 0), so a draw finds its option by binary search.
+    cumulative: Arc<[u64]>,
     total_weight: u64,
 }
 
@@ -45,6 +48,7 @@ impl<T> Clone for LeanUnion<T> {
     fn clone(&self) -> Self {
         LeanUnion {
             options: Arc::clone(&self.options),
+            cumulative: Arc::clone(&self.cumulative),
             total_weight: self.total_weight,
         }
     }
@@ -67,10 +71,17 @@ impl<T: fmt::Debug> LeanUnion<T> {
             options.iter().all(|&(w, _)| w > 0),
             "a union option has a weight of 0"
         );
-        let total_weight = options.iter().map(|&(w, _)| u64::from(w)).sum();
+        let cumulative: Arc<[u64]> = options
+            .iter()
+            .scan(0u64, |sum, &(w, _)| {
+                *sum += u64::from(w);
+                Some(*sum)
+            })
+            .collect();
         LeanUnion {
             options: options.into(),
-            total_weight,
+            total_weight: cumulative[cumulative.len() - 1],
+            cumulative,
         }
     }
 }
@@ -86,8 +97,12 @@ enum Slot<T> {
 /// The tree of a [`LeanUnion`] draw: `pick` is the option in use.
 pub struct LeanUnionTree<T> {
     options: Arc<[(u32, BoxedStrategy<T>)]>,
-    /// One per option up to the one drawn.
-    slots: Vec<Slot<T>>,
+    /// The option drawn with the runner, and its tree.
+    first: usize,
+    first_tree: Box<dyn ValueTree<Value = T>>,
+    /// One per option before `first`, made when shrinking first moves
+    /// past it (most trees never shrink: no vector to make and drop).
+    passed: Vec<Slot<T>>,
     /// What the RNG of a deferred option is seeded from.
     fork_seed: u64,
     /// The drawing runner's config, for the runner of a deferred option.
@@ -126,6 +141,18 @@ fn fork_rng(fork_seed: u64, at: usize) -> TestRng {
     TestRng::from_seed(RngAlgorithm::XorShift, &seed)
 }
 
+/// `config`, shared: the draws of one runner (every action of a case, and
+/// the cases of a run) hold one copy rather than a copy each.
+fn shared_config(config: &Config) -> Arc<Config> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<Config>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some(c) if **c == *config => Arc::clone(c),
+        _ => Arc::clone(last.insert(Arc::new(config.clone()))),
+    })
+}
+
 impl<T: fmt::Debug> Strategy for LeanUnion<T> {
     type Tree = LeanUnionTree<T>;
     type Value = T;
@@ -134,24 +161,16 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
         // As `Union`: a uniform draw in [0, total) and the number of
         // cumulative weights at or below it.
         let drawn = sample_uniform_incl(runner, 0u64, self.total_weight - 1);
-        let pick = self
-            .options
-            .iter()
-            .scan(0u64, |sum, &(w, _)| {
-                *sum += u64::from(w);
-                Some(*sum)
-            })
-            .filter(|&v| v <= drawn)
-            .count();
+        let pick = self.cumulative.partition_point(|&v| v <= drawn);
         // The options passed over share one draw, taken before the pick's own.
         let fork_seed = if pick > 0 { runner.rng().next_u64() } else { 0 };
-        let mut slots = Vec::with_capacity(pick + 1);
-        slots.resize_with(pick, || Slot::Deferred);
-        slots.push(Slot::Drawn(self.options[pick].1.new_tree(runner)?));
-        let config = (pick > 0).then(|| Arc::new(runner.config().clone()));
+        let first_tree = self.options[pick].1.new_tree(runner)?;
+        let config = (pick > 0).then(|| shared_config(runner.config()));
         Ok(LeanUnionTree {
             options: Arc::clone(&self.options),
-            slots,
+            first: pick,
+            first_tree,
+            passed: Vec::new(),
             fork_seed,
             config,
             pick,
@@ -163,23 +182,33 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
 
 impl<T: fmt::Debug> LeanUnionTree<T> {
     fn drawn(&self, at: usize) -> &dyn ValueTree<Value = T> {
-        match &self.slots[at] {
-            Slot::Drawn(t) => t.as_ref(),
+        if at == self.first {
+            return self.first_tree.as_ref();
+        }
+        match self.passed.get(at) {
+            Some(Slot::Drawn(t)) => t.as_ref(),
             _ => panic!("the option in use ({at}) must be drawn"),
         }
     }
 
     fn drawn_mut(&mut self, at: usize) -> &mut dyn ValueTree<Value = T> {
-        match &mut self.slots[at] {
-            Slot::Drawn(t) => t.as_mut(),
+        if at == self.first {
+            return self.first_tree.as_mut();
+        }
+        match self.passed.get_mut(at) {
+            Some(Slot::Drawn(t)) => t.as_mut(),
             _ => panic!("the option in use ({at}) must be drawn"),
         }
     }
 
-    /// Draw a deferred option from its own RNG; whether it is drawn.
+    /// Draw a deferred option (one before `first`: shrinking only moves
+    /// down) from its own RNG; whether it is drawn.
     fn draw(&mut self, at: usize) -> bool {
-        if let Slot::Deferred = self.slots[at] {
-            self.slots[at] = Slot::Failed;
+        if self.passed.is_empty() {
+            self.passed.resize_with(self.first, || Slot::Deferred);
+        }
+        if let Slot::Deferred = self.passed[at] {
+            self.passed[at] = Slot::Failed;
             let config = self
                 .config
                 .as_deref()
@@ -187,10 +216,10 @@ impl<T: fmt::Debug> LeanUnionTree<T> {
                 .unwrap_or_else(Config::default);
             let mut runner = TestRunner::new_with_rng(config, fork_rng(self.fork_seed, at));
             if let Ok(t) = self.options[at].1.new_tree(&mut runner) {
-                self.slots[at] = Slot::Drawn(t);
+                self.passed[at] = Slot::Drawn(t);
             }
         }
-        matches!(self.slots[at], Slot::Drawn(_))
+        matches!(self.passed[at], Slot::Drawn(_))
     }
 }
 
@@ -418,5 +447,22 @@ mod tests {
             while tree.simplify() {}
             assert_eq!(tree.current(), vec![(0, 0)], "seed {seed}");
         }
+    }
+
+    /// Equal configs share one copy; another config gets its own, equal
+    /// to it.
+    #[test]
+    fn configs_are_shared_while_equal() {
+        let a = shared_config(&Config::default());
+        let b = shared_config(&Config::default());
+        assert!(Arc::ptr_eq(&a, &b));
+        let other = Config {
+            cases: 7,
+            ..Config::default()
+        };
+        let c = shared_config(&other);
+        assert_eq!(*c, other);
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(*shared_config(&Config::default()), Config::default());
     }
 }

@@ -10,6 +10,7 @@
 
 mod case;
 pub mod generate;
+pub mod just_union;
 pub mod lean_union;
 pub mod properties;
 pub mod recheck;

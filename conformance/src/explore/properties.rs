@@ -632,37 +632,37 @@ impl Object {
 
 /// The model a trace is checked against.
 #[derive(Default)]
-struct Model {
+struct Model<'a> {
     objects: Vec<Object>,
     /// Pointer label -> the object it reaches, while known.
-    label_object: HashMap<String, usize>,
+    label_object: HashMap<&'a str, usize>,
     /// Pointer label -> its offset in that object (an open of an interior
     /// pointer's handle under `interior_handle=pointer-offset`; else 0).
-    label_offset: HashMap<String, u64>,
+    label_offset: HashMap<&'a str, u64>,
     /// Binding -> (base label, offset from it).
-    binding: HashMap<String, (String, u64)>,
+    binding: HashMap<&'a str, (&'a str, u64)>,
     /// Handle label -> the object it exports.
-    handle_object: HashMap<String, usize>,
+    handle_object: HashMap<&'a str, usize>,
     /// Handle label -> the offset in that object its open returns (see
     /// [`Choices::interior_offset`]).
-    handle_offset: HashMap<String, u64>,
+    handle_offset: HashMap<&'a str, u64>,
     /// Handles with a damaged offset field -> the object of the original.
-    damaged: HashMap<String, usize>,
+    damaged: HashMap<&'a str, usize>,
     /// Exporters whose memory a damaged-offset open reached: reads of their
     /// objects are no longer judged.
     scrambled: HashSet<usize>,
     /// A write went through a stale pointer: no read is judged any more.
     scrambled_all: bool,
     /// Binding of a handle -> its label.
-    handle_label: HashMap<String, String>,
+    handle_label: HashMap<&'a str, &'a str>,
     /// (process, pointer label) -> opens outstanding.
-    opens: HashMap<(usize, String), u64>,
+    opens: HashMap<(usize, &'a str), u64>,
     /// Labels returned by a successful `ipc_open` (in any process).
-    imported: HashSet<String>,
+    imported: HashSet<&'a str>,
     /// Imported labels whose last open was closed, while no later malloc or
     /// open of their process could have reused their address: an access
     /// through one must fail or be logged.
-    closed: HashSet<(usize, String)>,
+    closed: HashSet<(usize, &'a str)>,
     /// Processes whose state the model no longer follows (a context was
     /// destroyed, a sticky error, a crash).
     lost: HashSet<usize>,
@@ -672,7 +672,7 @@ struct Model {
     /// (process, pointer label) freed by that process, while no later
     /// malloc, open or reservation of the process returned that address: a
     /// free of it again must fail and be logged as a `double-free`.
-    freed: HashSet<(usize, String)>,
+    freed: HashSet<(usize, &'a str)>,
     /// Objects their owner freed, while no later malloc, open or
     /// reservation of the owner could have reused their address: a
     /// successful access inside one (through any process's pointer) must be
@@ -685,10 +685,10 @@ struct Model {
     /// Processes that crashed (rather than exited).
     crashed: HashSet<usize>,
     /// Binding of an event handle -> the process that exported it.
-    event_exporter: HashMap<String, usize>,
+    event_exporter: HashMap<&'a str, usize>,
 }
 
-impl Model {
+impl<'a> Model<'a> {
     /// A write by process `q` to `[start, end)` of object `o`: where another
     /// process's kernel write there may still be pending, which one lands
     /// last is timing, so the object's bytes are no longer judged.
@@ -728,7 +728,7 @@ impl Model {
         };
         self.interior_offset
             && self.opens.iter().any(|((q, l), n)| {
-                *q == p && *n > 0 && l != label && self.label_object.get(l) == Some(&o)
+                *q == p && *n > 0 && *l != label && self.label_object.get(l) == Some(&o)
             })
     }
 
@@ -749,14 +749,14 @@ impl Model {
         self.closed.retain(|(q, _)| *q != p);
         let objects = &self.objects;
         self.freed_objects.retain(|&o| objects[o].owner != p);
-        let stale: Vec<String> = self
+        let stale: Vec<&str> = self
             .opens
             .iter()
             .filter(|((q, _), n)| *q == p && **n == 0)
-            .map(|((_, l), _)| l.clone())
+            .map(|((_, l), _)| *l)
             .collect();
         for l in stale {
-            self.label_object.remove(&l);
+            self.label_object.remove(l);
         }
     }
 }
@@ -783,8 +783,22 @@ pub fn check_trace(
     dialect: Dialect,
     choices: &Choices,
 ) -> Vec<Violation> {
+    // The process a binding was made in (a pointer another process names
+    // is that process's address): that of the last step binding the name,
+    // looked for only when a close or free asks.
+    let made_in = |name: &str| {
+        scenario
+            .steps
+            .iter()
+            .rev()
+            .find(|s| s.bind.as_deref() == Some(name))
+            .map(|s| s.process)
+    };
+    let n = scenario.steps.iter().filter(|s| s.bind.is_some()).count();
     let mut m = Model {
         interior_offset: choices.interior_offset,
+        binding: HashMap::with_capacity_and_hasher(n, Default::default()),
+        label_object: HashMap::with_capacity_and_hasher(n, Default::default()),
         ..Model::default()
     };
     let mut out = Vec::new();
@@ -796,21 +810,11 @@ pub fn check_trace(
             .map(|h| h.kind)
             .collect()
     };
-    // The process each binding was made in (a pointer another process names
-    // is that process's address).
-    let mut made_in: HashMap<&str, usize> =
-        HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default());
-    made_in.extend(
-        scenario
-            .steps
-            .iter()
-            .filter_map(|s| s.bind.as_deref().map(|b| (b, s.process))),
-    );
     for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
         let p = step.process;
         let keyword = || step.op.keyword();
         let here = hazards_at(i);
-        let own_binding = |r: &Ref| r.name().and_then(|n| made_in.get(n)) == Some(&p);
+        let own_binding = |r: &Ref| r.name().and_then(made_in) == Some(p);
         // Dialect-neutral, so both dialects' cases of one finding match.
         let code = || match &rec.outcome {
             StepOutcome::Error { code, .. } => match ApiError::from_code(dialect, *code).kind() {
@@ -859,7 +863,7 @@ pub fn check_trace(
                 if let Op::IpcOpenEvent { handle, .. } = &step.op {
                     let exporter_crashed = m
                         .event_exporter
-                        .get(handle)
+                        .get(handle.as_str())
                         .is_some_and(|w| m.crashed.contains(w));
                     if exporter_crashed
                         && kind == Some(ErrorKind::MapFailed)
@@ -914,9 +918,9 @@ pub fn check_trace(
             _ => None,
         };
         let lost = m.lost.contains(&p);
-        let resolve = |m: &Model, r: &Ref| -> Option<(String, u64)> {
-            r.name().and_then(|n| m.binding.get(n).cloned())
-        };
+        fn resolve<'a>(m: &Model<'a>, r: &Ref) -> Option<(&'a str, u64)> {
+            r.name().and_then(|n| m.binding.get(n).copied())
+        }
         // A host-blocking call waits for the process's own kernels first.
         let waits_for_stream = matches!(
             step.op,
@@ -938,41 +942,41 @@ pub fn check_trace(
             Op::Malloc { size, .. } => {
                 if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
                     m.reused_va(p);
-                    m.freed.remove(&(p, label.clone()));
+                    m.freed.remove(&(p, label.as_str()));
                     m.objects.push(Object {
                         size: *size,
                         owner: p,
                         ..Object::default()
                     });
-                    m.label_object.insert(label.clone(), m.objects.len() - 1);
-                    m.label_offset.remove(label);
-                    m.imported.remove(label);
-                    m.binding.insert(b.clone(), (label.clone(), 0));
+                    m.label_object.insert(label.as_str(), m.objects.len() - 1);
+                    m.label_offset.remove(label.as_str());
+                    m.imported.remove(label.as_str());
+                    m.binding.insert(b.as_str(), (label.as_str(), 0));
                 }
             }
             Op::Offset { ptr, bytes } => {
                 if let (Some(b), Some((l, o))) = (&step.bind, resolve(&m, ptr)) {
                     if ok_value.is_some() {
-                        m.binding.insert(b.clone(), (l, o.saturating_add(*bytes)));
+                        m.binding.insert(b.as_str(), (l, o.saturating_add(*bytes)));
                     }
                 }
             }
             Op::IpcGet { ptr, .. } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
-                    m.handle_label.insert(b.clone(), label.clone());
+                    m.handle_label.insert(b.as_str(), label.as_str());
                     if let Some((l, off)) = resolve(&m, ptr) {
                         if let Some(&o) = m.label_object.get(&l) {
                             if choices.interior_offset {
-                                let at = m.object_offset(&l, off);
+                                let at = m.object_offset(l, off);
                                 // The handle carries the pointer's offset in
                                 // its allocation, past whose end it names
                                 // whatever the address holds: unknown.
                                 if at < m.objects[o].size {
-                                    m.handle_object.insert(label.clone(), o);
-                                    m.handle_offset.insert(label.clone(), at);
+                                    m.handle_object.insert(label.as_str(), o);
+                                    m.handle_offset.insert(label.as_str(), at);
                                 }
                             } else {
-                                m.handle_object.insert(label.clone(), o);
+                                m.handle_object.insert(label.as_str(), o);
                             }
                         }
                     }
@@ -980,28 +984,32 @@ pub fn check_trace(
             }
             Op::HandleFlip { handle, offset } => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
-                    m.handle_label.insert(b.clone(), label.clone());
-                    let original = m.handle_label.get(handle).cloned().unwrap_or_default();
+                    m.handle_label.insert(b.as_str(), label.as_str());
+                    let original = m
+                        .handle_label
+                        .get(handle.as_str())
+                        .copied()
+                        .unwrap_or_default();
                     let o = m.handle_object.get(&original).copied();
                     let at = m.handle_offset.get(&original).copied();
                     if let Some(o) = o {
                         if (28..31).contains(offset) {
                             // A damaged offset may still open, somewhere in
                             // the block: the model cannot place it.
-                            m.damaged.insert(label.clone(), o);
+                            m.damaged.insert(label.as_str(), o);
                         } else if choices.interior_offset && (56..64).contains(offset) {
                             // Bytes 56..64 carry the pointer's offset in its
                             // allocation: the flip moves it (an open past
                             // the allocation's end is refused).
                             let shift = 8 * u32::from(offset - 56);
                             let moved = at.unwrap_or(0) ^ (0xff << shift);
-                            m.handle_object.entry(label.clone()).or_insert(o);
-                            m.handle_offset.entry(label.clone()).or_insert(moved);
+                            m.handle_object.entry(label.as_str()).or_insert(o);
+                            m.handle_offset.entry(label.as_str()).or_insert(moved);
                         } else {
                             // Other bytes either fail to open or are ignored.
-                            m.handle_object.entry(label.clone()).or_insert(o);
+                            m.handle_object.entry(label.as_str()).or_insert(o);
                             if let Some(at) = at {
-                                m.handle_offset.entry(label.clone()).or_insert(at);
+                                m.handle_offset.entry(label.as_str()).or_insert(at);
                             }
                         }
                     }
@@ -1009,7 +1017,7 @@ pub fn check_trace(
             }
             Op::HandleZero | Op::HandleRandom => {
                 if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
-                    m.handle_label.insert(b.clone(), label.clone());
+                    m.handle_label.insert(b.as_str(), label.as_str());
                 }
             }
             // A VMM reservation may take a closed or freed range's VA too
@@ -1019,14 +1027,18 @@ pub fn check_trace(
             Op::VmmReserve { .. } => {
                 if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
-                    m.freed.remove(&(p, label.clone()));
+                    m.freed.remove(&(p, label.as_str()));
                 }
             }
             Op::IpcOpen { handle, .. } => {
                 if let Some(ValueSummary::Ptr { label }) = ok_value {
                     m.reused_va(p);
-                    m.freed.remove(&(p, label.clone()));
-                    let hl = m.handle_label.get(handle).cloned().unwrap_or_default();
+                    m.freed.remove(&(p, label.as_str()));
+                    let hl = m
+                        .handle_label
+                        .get(handle.as_str())
+                        .copied()
+                        .unwrap_or_default();
                     if let Some(&o) = m.damaged.get(&hl) {
                         // Writes through it land where the model cannot say:
                         // anywhere in the exporter's block, neighbours included.
@@ -1036,17 +1048,17 @@ pub fn check_trace(
                     }
                     let object = m.handle_object.get(&hl).copied();
                     match object {
-                        Some(o) => m.label_object.insert(label.clone(), o),
-                        None => m.label_object.remove(label),
+                        Some(o) => m.label_object.insert(label.as_str(), o),
+                        None => m.label_object.remove(label.as_str()),
                     };
                     match m.handle_offset.get(&hl).copied() {
-                        Some(at) if object.is_some() => m.label_offset.insert(label.clone(), at),
-                        _ => m.label_offset.remove(label),
+                        Some(at) if object.is_some() => m.label_offset.insert(label.as_str(), at),
+                        _ => m.label_offset.remove(label.as_str()),
                     };
-                    m.imported.insert(label.clone());
-                    *m.opens.entry((p, label.clone())).or_insert(0) += 1;
+                    m.imported.insert(label.as_str());
+                    *m.opens.entry((p, label.as_str())).or_insert(0) += 1;
                     if let Some(b) = &step.bind {
-                        m.binding.insert(b.clone(), (label.clone(), 0));
+                        m.binding.insert(b.as_str(), (label.as_str(), 0));
                     }
                 }
             }
@@ -1073,7 +1085,7 @@ pub fn check_trace(
                         m.lost.insert(p);
                     }
                 } else if let Some((label, 0)) = resolve(&m, ptr) {
-                    let key = (p, label.clone());
+                    let key = (p, label);
                     let outstanding = m.opens.get(&key).copied().unwrap_or(0);
                     if !lost && answered {
                         if ok && outstanding == 0 {
@@ -1091,7 +1103,7 @@ pub fn check_trace(
                     }
                     if ok && outstanding > 0 {
                         if outstanding == 1 {
-                            m.closed.insert((p, label.clone()));
+                            m.closed.insert((p, label));
                         }
                         m.opens.insert(key, outstanding - 1);
                     }
@@ -1125,7 +1137,7 @@ pub fn check_trace(
             }
             Op::Free { ptr, .. } => {
                 if let (Some((l, 0)), true) = (resolve(&m, ptr), own_binding(ptr)) {
-                    let key = (p, l.clone());
+                    let key = (p, l);
                     let ok = ok_value.is_some();
                     if m.freed.contains(&key) && answered && !lost {
                         if ok {
@@ -1152,7 +1164,7 @@ pub fn check_trace(
             }
             Op::IpcGetEvent { .. } => {
                 if let (Some(_), Some(b)) = (ok_value, &step.bind) {
-                    m.event_exporter.insert(b.clone(), p);
+                    m.event_exporter.insert(b.as_str(), p);
                 }
             }
             Op::CtxDestroy { .. } if ok_value.is_some() => {
@@ -1352,10 +1364,10 @@ fn access(
     here: &[HazardKind],
     apply: impl FnOnce(&mut Model, usize, u64),
 ) {
-    let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).cloned()) else {
+    let Some((label, off)) = ptr.name().and_then(|n| m.binding.get(n).copied()) else {
         return;
     };
-    let off = m.object_offset(&label, off);
+    let off = m.object_offset(label, off);
     // Only an access inside the closed pointer's own allocation is judged:
     // past its end the address may be a neighbour's live open.
     let inside = m
@@ -1364,7 +1376,7 @@ fn access(
         .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
     // An interior pointer's open keeps the allocation mapped: an access
     // through another pointer into it reaches live memory (HIP profile).
-    let stale = m.closed.contains(&(p, label.clone())) && !m.reached_by_another_open(p, &label);
+    let stale = m.closed.contains(&(p, label)) && !m.reached_by_another_open(p, label);
     // An access inside memory its owner freed (the address not reused
     // since) must be logged too.
     let freed = m

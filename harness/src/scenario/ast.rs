@@ -252,7 +252,16 @@ impl KernelContent {
     pub fn bytes(&self, len: u64) -> Vec<u8> {
         match self {
             KernelContent::Word(word) if !word.is_empty() => {
-                word.iter().copied().cycle().take(len as usize).collect()
+                // The word, then the bytes so far copied after themselves
+                // (a whole number of words each time) until `len`.
+                let len = len as usize;
+                let mut out = Vec::with_capacity(len.max(word.len()));
+                out.extend_from_slice(word);
+                while out.len() < len {
+                    out.extend_from_within(..out.len().min(len - out.len()));
+                }
+                out.truncate(len);
+                out
             }
             KernelContent::Word(_) => Vec::new(),
             KernelContent::Iota(base) => (0..len).map(|i| base.wrapping_add(i as u8)).collect(),
@@ -1530,8 +1539,9 @@ impl fmt::Display for Expectation {
 /// A comma-separated list of expectations, all of which must hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpectList {
-    /// The expectations, in the order written.
-    pub items: Vec<Expectation>,
+    /// The expectations, in the order written (borrowed where a generator
+    /// writes a fixed list, as `text` is).
+    pub items: Cow<'static, [Expectation]>,
     /// The list as written in the file (borrowed where a generator writes
     /// a fixed list: a string for each of its steps was work to no end).
     pub text: Cow<'static, str>,
@@ -1541,7 +1551,7 @@ impl ExpectList {
     fn single(e: Expectation) -> ExpectList {
         ExpectList {
             text: e.to_string().into(),
-            items: vec![e],
+            items: vec![e].into(),
         }
     }
 }

@@ -332,6 +332,10 @@ impl From<DriverError> for Failure {
     }
 }
 
+/// The most elements a `repeat` step's list is given room for before its
+/// first iteration.
+const MAX_LIST_RESERVE: usize = 1 << 16;
+
 struct Run<'a> {
     scenario: &'a Scenario,
     opts: &'a ExecOptions,
@@ -361,6 +365,16 @@ impl<'a> Run<'a> {
         for name in names.flatten().filter(|n| n.ends_with(LIST_SUFFIX)) {
             let id = self.list_made(name);
             self.step_lists.push((name, id));
+        }
+        // Room for the elements the step binds, so the list is not regrown
+        // (and its elements moved) as it fills; up to a bound, as a step
+        // may stop long before a huge count.
+        if let (Some(n), Some(name)) = (step.repeat, step.bind.as_deref()) {
+            if let Some(id) = self.list_id(name) {
+                let list = &mut self.lists[id];
+                let wanted = (n as usize).min(MAX_LIST_RESERVE);
+                list.reserve(wanted.saturating_sub(list.len()));
+            }
         }
     }
 
@@ -913,11 +927,19 @@ impl<'a> Run<'a> {
                     .find(|s| s.bind.as_deref() == Some(n))
                     .map(|s| s.line)
             };
-            self.bound(n).is_none().then(|| match binder() {
-                Some(line) => {
-                    format!("'{n}' was never bound (the step at line {line} did not succeed)")
+            // Written piece by piece rather than formatted: skipped steps
+            // are common in generated cases.
+            self.bound(n).is_none().then(|| {
+                let mut reason = String::with_capacity(n.len() + 64);
+                reason.push('\'');
+                reason.push_str(n);
+                reason.push_str("' was never bound");
+                if let Some(line) = binder() {
+                    reason.push_str(" (the step at line ");
+                    crate::trace::push_decimal(&mut reason, line as u64);
+                    reason.push_str(" did not succeed)");
                 }
-                None => format!("'{n}' was never bound"),
+                reason
             })
         })
     }
@@ -1151,14 +1173,29 @@ pub(crate) fn execute_on(
                         .and_then(|r| r.as_ref())
                         .map(|r| format!("the receiver is gone: {r}")),
                     _ => None,
-                })
-                .or_else(|| run.missing_binding(step));
+                });
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
-                None if profiling => crate::profile::timed_in("step", step.op.keyword(), || {
-                    run.perform(machine, index, step)
-                }),
-                None => run.perform(machine, index, step),
+                None => {
+                    let mut performed = if profiling {
+                        crate::profile::timed_in("step", step.op.keyword(), || {
+                            run.perform(machine, index, step)
+                        })
+                    } else {
+                        run.perform(machine, index, step)
+                    };
+                    // A name the step uses that is not bound skips it as
+                    // never bound. `perform` resolves every name the step
+                    // uses before it calls anything, so it skipped such a
+                    // step too: the names are looked up once, and again
+                    // only for a skipped step.
+                    if let Err(Failure::Skip(reason)) = &mut performed {
+                        if let Some(missing) = run.missing_binding(step) {
+                            *reason = missing;
+                        }
+                    }
+                    performed
+                }
             };
             // What the step answered: a value and its label, or the outcome
             // of a step without one.

@@ -2028,7 +2028,10 @@ impl<'f> Parser<'f> {
             items.push(self.one_of(l, op, "','")?);
         }
         let text = l.text(first, l.pos.saturating_sub(1)).into();
-        Ok(ExpectList { items, text })
+        Ok(ExpectList {
+            items: items.into(),
+            text,
+        })
     }
 
     /// One expectation, or alternatives joined by `|` (`InvalidValue |

@@ -232,7 +232,7 @@ fn fresh_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
             return Some(format!("line {}: {why}", step.line));
         }
         for list in step.expect.lists() {
-            for e in &list.items {
+            for e in list.items.iter() {
                 if let Some(why) = expectation_fresh_reason(e) {
                     return Some(format!("line {}: {why}", step.line));
                 }

@@ -1029,3 +1029,30 @@ b: z = event_handle_zero => != eh
         })
     );
 }
+
+/// A step with a name that was never bound (its binding step failed) is
+/// skipped as such, whichever of its names it is, and calls nothing (the
+/// mock driver expects one call, the failed malloc).
+#[test]
+fn unbound_names_skip_as_never_bound_wherever_they_are() {
+    let src = "\
+devices 1
+process a device=0
+a: p = offset null 16
+a: q = malloc 4KiB => any
+a: copy p q 16 => any
+a: copy q p 16 => any
+";
+    let mut d = MockDriver::new();
+    d.expect_alloc()
+        .times(1)
+        .returning(|_, _| Err(api(Dialect::Runtime, ErrorKind::OutOfMemory)));
+    let e = run(src, vec![d], Dialect::Runtime);
+    let reason = |i| match outcome(&e, i) {
+        StepOutcome::Skipped { reason } => reason.clone(),
+        other => panic!("step {i}: expected a skip, got {other:?}"),
+    };
+    let never = "'q' was never bound (the step at line 4 did not succeed)";
+    assert_eq!(reason(2), never);
+    assert_eq!(reason(3), never);
+}

@@ -1,0 +1,394 @@
+//! A weighted choice among fixed values that draws and shrinks exactly as
+//! `prop_oneof![w => Just(v), ...]`, without its trees' weight.
+//!
+//! proptest's union keeps, for every option before the one drawn, a lazy
+//! tree holding a whole forked `TestRunner` (drawn only if shrinking moves
+//! there), so a choice among a few values is a tree of a kilobyte or more,
+//! copied into its box and dropped with every action. An option that is a
+//! `Just` draws nothing from its runner: here the fork's RNG is still
+//! taken from the runner (`TestRunner::new_rng`, what the fork takes), so
+//! the runner is left as proptest's union leaves it, and the tree is the
+//! values and three positions. Shrinking moves to earlier options as
+//! proptest 1.x's `TupleUnionValueTree` does (MIT/Apache-2.0); `tests`
+//! checks that both draw, leave the runner and shrink alike.
+
+use proptest::num::sample_uniform_incl;
+use proptest::strategy::{NewTree, Strategy, ValueTree};
+use proptest::test_runner::TestRunner;
+use std::fmt;
+use std::sync::Arc;
+
+/// `just_oneof![w => value, ...]` (or `just_oneof![value, ...]`, each of
+/// weight 1): as `prop_oneof!` of the `Just` values.
+macro_rules! just_oneof {
+    ($($weight:expr => $value:expr),+ $(,)?) => {
+        $crate::explore::just_union::JustUnion::new(vec![$(($weight, $value)),+])
+    };
+    ($($value:expr),+ $(,)?) => {
+        $crate::explore::just_union::JustUnion::new(vec![$((1, $value)),+])
+    };
+}
+pub(crate) use just_oneof;
+
+/// The weighted values.
+#[derive(Clone)]
+pub struct JustUnion<T> {
+    values: Arc<[T]>,
+    /// The weights summed up to and including each value (rising: no
+    /// weight is 0).
+    cumulative: Arc<[u64]>,
+}
+
+impl<T> fmt::Debug for JustUnion<T> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_struct("JustUnion")
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
+impl<T> JustUnion<T> {
+    /// Values with their weights (none zero, at least one, as for `Union`).
+    pub fn new(weighted: Vec<(u32, T)>) -> Self {
+        assert!(!weighted.is_empty(), "a union needs an option");
+        assert!(
+            weighted.iter().all(|&(w, _)| w > 0),
+            "a union option has a weight of 0"
+        );
+        let cumulative = cumulative(weighted.iter().map(|&(w, _)| w));
+        JustUnion {
+            values: weighted.into_iter().map(|(_, v)| v).collect(),
+            cumulative,
+        }
+    }
+}
+
+/// The weights summed up to and including each of `weights` (rising: no
+/// weight may be 0).
+fn cumulative(weights: impl Iterator<Item = u32>) -> Arc<[u64]> {
+    weights
+        .scan(0u64, |sum, w| {
+            *sum += u64::from(w);
+            Some(*sum)
+        })
+        .collect()
+}
+
+/// Draw an option as proptest's union does, leaving `runner` as it leaves
+/// it when every option passed over is a `Just`.
+fn draw_pick(cumulative: &[u64], runner: &mut TestRunner) -> usize {
+    // As `Union`: a uniform draw in [0, total) and the number of
+    // cumulative weights at or below it.
+    let total = cumulative[cumulative.len() - 1];
+    let drawn = sample_uniform_incl(runner, 0u64, total - 1);
+    let pick = cumulative.partition_point(|&v| v <= drawn);
+    // proptest forks the runner for each option passed over; a fork
+    // takes its RNG from the runner's, and a `Just` draws nothing.
+    for _ in 0..pick {
+        runner.new_rng();
+    }
+    pick
+}
+
+/// The tree of a [`JustUnion`] draw: `pick` is the value in use.
+pub struct JustUnionTree<T> {
+    values: Arc<[T]>,
+    pick: usize,
+    min_pick: usize,
+    prev_pick: Option<usize>,
+}
+
+impl<T> fmt::Debug for JustUnionTree<T> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_struct("JustUnionTree")
+            .field("pick", &self.pick)
+            .field("min_pick", &self.min_pick)
+            .field("prev_pick", &self.prev_pick)
+            .finish()
+    }
+}
+
+impl<T: Clone + fmt::Debug> Strategy for JustUnion<T> {
+    type Tree = JustUnionTree<T>;
+    type Value = T;
+
+    fn new_tree(&self, runner: &mut TestRunner) -> NewTree<Self> {
+        let pick = draw_pick(&self.cumulative, runner);
+        Ok(JustUnionTree {
+            values: Arc::clone(&self.values),
+            pick,
+            min_pick: 0,
+            prev_pick: None,
+        })
+    }
+}
+
+impl<T: Clone + fmt::Debug> ValueTree for JustUnionTree<T> {
+    type Value = T;
+
+    fn current(&self) -> T {
+        self.values[self.pick].clone()
+    }
+
+    /// A `Just` does not simplify: move to the option before, if any.
+    fn simplify(&mut self) -> bool {
+        if self.pick == self.min_pick {
+            return false;
+        }
+        self.prev_pick = Some(self.pick);
+        self.pick -= 1;
+        true
+    }
+
+    fn complicate(&mut self) -> bool {
+        match self.prev_pick.take() {
+            Some(pick) => {
+                self.pick = pick;
+                self.min_pick = pick;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// `prop_oneof![w => Just(v), ..., w => last]`: fixed values, then one
+/// strategy as the last option. Every option passed over is a value, so
+/// the draw is a [`JustUnion`]'s, and only `last` ever has a tree.
+#[derive(Clone)]
+pub struct JustThen<T, S> {
+    values: Arc<[T]>,
+    /// As [`JustUnion`]'s, `last`'s weight included.
+    cumulative: Arc<[u64]>,
+    last: S,
+}
+
+impl<T, S> fmt::Debug for JustThen<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_struct("JustThen")
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
+impl<T, S> JustThen<T, S> {
+    /// Values with their weights, then `last` with its weight (none zero).
+    pub fn new(weighted: Vec<(u32, T)>, (weight, last): (u32, S)) -> Self {
+        assert!(
+            weight > 0 && weighted.iter().all(|&(w, _)| w > 0),
+            "a union option has a weight of 0"
+        );
+        let weights = weighted.iter().map(|&(w, _)| w).chain([weight]);
+        JustThen {
+            cumulative: cumulative(weights),
+            values: weighted.into_iter().map(|(_, v)| v).collect(),
+            last,
+        }
+    }
+}
+
+/// The tree of a [`JustThen`] draw: `pick` is the option in use, `last`
+/// the last option's tree when the draw picked it.
+pub struct JustThenTree<T, L> {
+    values: Arc<[T]>,
+    last: Option<L>,
+    pick: usize,
+    min_pick: usize,
+    prev_pick: Option<usize>,
+}
+
+impl<T, L> fmt::Debug for JustThenTree<T, L> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_struct("JustThenTree")
+            .field("pick", &self.pick)
+            .field("min_pick", &self.min_pick)
+            .field("prev_pick", &self.prev_pick)
+            .finish()
+    }
+}
+
+impl<T: Clone + fmt::Debug, S: Strategy<Value = T>> Strategy for JustThen<T, S> {
+    type Tree = JustThenTree<T, S::Tree>;
+    type Value = T;
+
+    fn new_tree(&self, runner: &mut TestRunner) -> NewTree<Self> {
+        let pick = draw_pick(&self.cumulative, runner);
+        let last = if pick == self.values.len() {
+            Some(self.last.new_tree(runner)?)
+        } else {
+            None
+        };
+        Ok(JustThenTree {
+            values: Arc::clone(&self.values),
+            last,
+            pick,
+            min_pick: 0,
+            prev_pick: None,
+        })
+    }
+}
+
+impl<T: Clone + fmt::Debug, L: ValueTree<Value = T>> JustThenTree<T, L> {
+    /// The last option's tree, when it is the one in use.
+    fn in_use(&mut self) -> Option<&mut L> {
+        match &mut self.last {
+            Some(t) if self.pick == self.values.len() => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl<T: Clone + fmt::Debug, L: ValueTree<Value = T>> ValueTree for JustThenTree<T, L> {
+    type Value = T;
+
+    fn current(&self) -> T {
+        match &self.last {
+            Some(t) if self.pick == self.values.len() => t.current(),
+            _ => self.values[self.pick].clone(),
+        }
+    }
+
+    /// The option in use simplifies if it can (a value cannot); else move
+    /// to the option before, if any.
+    fn simplify(&mut self) -> bool {
+        if self.in_use().is_some_and(|t| t.simplify()) {
+            self.prev_pick = None;
+            return true;
+        }
+        if self.pick == self.min_pick {
+            return false;
+        }
+        self.prev_pick = Some(self.pick);
+        self.pick -= 1;
+        true
+    }
+
+    fn complicate(&mut self) -> bool {
+        match self.prev_pick.take() {
+            Some(pick) => {
+                self.pick = pick;
+                self.min_pick = pick;
+                true
+            }
+            None => self.in_use().is_some_and(|t| t.complicate()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng};
+
+    fn runner(seed: u8) -> TestRunner {
+        TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::from_seed(RngAlgorithm::XorShift, &[seed; 16]),
+        )
+    }
+
+    /// Values and a shrinking walk of `tree`: simplify while it can, with
+    /// a complicate every fifth move, recording every value.
+    fn walk<V: fmt::Debug>(tree: &mut dyn ValueTree<Value = V>) -> Vec<String> {
+        let mut seen = vec![format!("{:?}", tree.current())];
+        for round in 0..12 {
+            let moved = if round % 5 == 4 {
+                tree.complicate()
+            } else {
+                tree.simplify()
+            };
+            seen.push(format!("{moved} {:?}", tree.current()));
+        }
+        seen
+    }
+
+    /// Draw with both from runners of one seed: the same walk, and the
+    /// runners left alike (their next draws are equal).
+    fn same_as_prop_oneof<T: Clone + fmt::Debug + PartialEq>(
+        ours: &JustUnion<T>,
+        reference: &BoxedStrategy<T>,
+    ) -> std::collections::BTreeSet<String> {
+        let mut values = std::collections::BTreeSet::new();
+        for seed in 0..=255u8 {
+            let (mut a, mut b) = (runner(seed), runner(seed));
+            let mut ours_tree = ours.new_tree(&mut a).unwrap();
+            let mut reference_tree = reference.new_tree(&mut b).unwrap();
+            values.insert(format!("{:?}", ours_tree.current()));
+            assert_eq!(
+                walk(&mut ours_tree),
+                walk(&mut reference_tree),
+                "seed {seed}"
+            );
+            assert_eq!(a.rng().next_u64(), b.rng().next_u64(), "seed {seed}");
+        }
+        values
+    }
+
+    #[test]
+    fn draws_and_shrinks_as_prop_oneof_of_justs() {
+        let weighted = just_oneof![20 => 'a', 1 => 'b', 1 => 'c', 1 => 'd'];
+        let reference =
+            prop_oneof![20 => Just('a'), 1 => Just('b'), 1 => Just('c'), 1 => Just('d')];
+        assert_eq!(
+            same_as_prop_oneof(&weighted, &reference.boxed()).len(),
+            4,
+            "every value drawn"
+        );
+        let even = just_oneof![1u8, 2, 3, 4];
+        let reference = prop_oneof![Just(1u8), Just(2), Just(3), Just(4)];
+        assert_eq!(same_as_prop_oneof(&even, &reference.boxed()).len(), 4);
+        let two = just_oneof![3 => 2usize, 1 => 3];
+        let reference = prop_oneof![3 => Just(2usize), 1 => Just(3usize)];
+        assert_eq!(same_as_prop_oneof(&two, &reference.boxed()).len(), 2);
+    }
+
+    /// Inside a tuple, later draws see the runner as proptest's union left it.
+    #[test]
+    fn later_draws_in_a_tuple_are_unchanged() {
+        let ours = (
+            just_oneof![6 => 0u8, 1 => 1, 1 => 2],
+            any::<u32>(),
+            0u16..900,
+        );
+        let reference = (
+            prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+            any::<u32>(),
+            0u16..900,
+        );
+        for seed in 0..=255u8 {
+            let a = ours.new_tree(&mut runner(seed)).unwrap().current();
+            let b = reference.new_tree(&mut runner(seed)).unwrap().current();
+            assert_eq!(a, b, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn values_then_a_strategy_draw_and_shrink_as_prop_oneof() {
+        let ours = JustThen::new(
+            vec![(6, 1u32), (2, 2), (3, 3), (1, 4)],
+            (1, (100u32..65536).prop_map(|n| n * 2)),
+        );
+        let reference = prop_oneof![
+            6 => Just(1u32),
+            2 => Just(2u32),
+            3 => Just(3u32),
+            1 => Just(4u32),
+            1 => (100u32..65536).prop_map(|n| n * 2),
+        ];
+        let mut last = 0;
+        for seed in 0..=255u8 {
+            let (mut a, mut b) = (runner(seed), runner(seed));
+            let mut ours_tree = ours.new_tree(&mut a).unwrap();
+            let mut reference_tree = reference.new_tree(&mut b).unwrap();
+            last += usize::from(ours_tree.current() >= 200);
+            assert_eq!(
+                walk(&mut ours_tree),
+                walk(&mut reference_tree),
+                "seed {seed}"
+            );
+            assert_eq!(a.rng().next_u64(), b.rng().next_u64(), "seed {seed}");
+        }
+        assert!(last > 0, "the last option drawn");
+    }
+}
