@@ -610,6 +610,51 @@ fn start_waits_for_no_refill_and_takes_workers_still_initialising() {
     assert_eq!(m2.exit(1), Ok(()));
 }
 
+/// Whether `pid` runs (a zombie, killed but not yet reaped, does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(") ")
+                .map(|(_, rest)| !rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Threads that share a backend (`explore --jobs`, `run --jobs`) take each
+/// other's pooled workers, so a worker must not die with the thread whose
+/// launch started it (`PR_SET_PDEATHSIG` follows the spawning thread).
+#[test]
+fn pooled_workers_outlive_the_thread_that_started_them() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("outlive");
+    let backend = CudaBackend::new(logging(&scratch, &polite(d))).with_pool_size(2);
+    std::thread::scope(|s| {
+        s.spawn(|| drop(launch_pooled(&backend, &spec(d))));
+    });
+    settle(&scratch, 3);
+    let pooled = scratch.pids()[1..].to_vec();
+    assert_eq!(pooled.len(), 2, "{pooled:?}");
+    for pid in &pooled {
+        assert!(
+            alive(*pid),
+            "pooled worker {pid} died with the thread that started it"
+        );
+    }
+    let mut m2 = launch_pooled(&backend, &spec(d));
+    assert!(
+        pooled.contains(&m2.pids()[0]),
+        "a pooled worker was not handed out"
+    );
+    assert_eq!(
+        backend.pool_stats().discarded,
+        0,
+        "{:?}",
+        backend.pool_stats()
+    );
+    assert_eq!(m2.exit(0), Ok(()));
+}
+
 #[test]
 fn dead_pooled_workers_are_skipped_and_reaped() {
     let d = Dialect::Driver;

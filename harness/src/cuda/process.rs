@@ -218,9 +218,10 @@ impl WorkerProxy {
                     use nix::libc;
                     // A worker dies with its parent (a CI timeout's kill -9, a
                     // second Ctrl-C): it must not keep its GPU context under
-                    // PID 1. The signal follows the thread that spawns, which
-                    // is the thread owning the backend and its machines. A
-                    // parent already gone before prctl is caught by getppid.
+                    // PID 1. The signal follows the thread that spawns, so
+                    // every worker is spawned by one thread that lives as long
+                    // as the harness (`spawn_outliving_threads`). A parent
+                    // already gone before prctl is caught by getppid.
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -244,7 +245,7 @@ impl WorkerProxy {
                     Ok(())
                 });
             }
-            let spawned = command.spawn();
+            let spawned = spawn_outliving_threads(command);
             // The worker's own pid: in a new namespace, the grandchild's.
             let (mut child, process_pid) = match ns_spawn {
                 None => (spawned?, None),
@@ -775,3 +776,39 @@ macro_rules! define_request_channel_driver {
 }
 
 crate::for_each_driver_call!(define_request_channel_driver);
+
+/// Spawns `command` from a thread that lives as long as this process.
+///
+/// `PR_SET_PDEATHSIG`, set in every worker, fires when the *thread* that
+/// spawned it ends, not the process. Threads that share a backend
+/// (`explore --jobs`, `run --jobs`) hand out each other's pooled workers, so
+/// a worker spawned by a thread that had finished its share would be killed
+/// while another thread still used it. Spawning from one thread that never
+/// ends ties every worker to the harness process instead. Where that thread
+/// cannot be started, the calling thread spawns.
+fn spawn_outliving_threads(mut command: Command) -> std::io::Result<Child> {
+    type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<Option<mpsc::Sender<Job>>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, incoming) = mpsc::channel::<Job>();
+        thread::Builder::new()
+            .name("ipc-worker-spawner".into())
+            .spawn(move || {
+                for (mut command, reply) in incoming {
+                    let _ = reply.send(command.spawn());
+                }
+            })
+            .ok()
+            .map(|_| jobs)
+    });
+    let Some(spawner) = spawner else {
+        return command.spawn();
+    };
+    let (reply, spawned) = mpsc::channel();
+    match spawner.send((command, reply)) {
+        Ok(()) => spawned
+            .recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the worker spawner thread ended"))),
+        Err(mpsc::SendError((mut command, _))) => command.spawn(),
+    }
+}
