@@ -90,22 +90,54 @@ fn draw_pick(cumulative: &[u64], runner: &mut TestRunner) -> usize {
     pick
 }
 
-/// The tree of a [`JustUnion`] draw: `pick` is the value in use.
-pub struct JustUnionTree<T> {
-    values: Arc<[T]>,
-    pick: usize,
-    min_pick: usize,
-    prev_pick: Option<usize>,
+/// Which option a union's tree uses, moved as proptest's `Union` moves it
+/// when shrinking: back to the option before (never below the floor), and
+/// forward again once, which makes that option the floor.
+#[derive(Debug, Clone, Copy)]
+struct Pick {
+    now: usize,
+    floor: usize,
+    before_back: Option<usize>,
 }
 
-impl<T> fmt::Debug for JustUnionTree<T> {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.debug_struct("JustUnionTree")
-            .field("pick", &self.pick)
-            .field("min_pick", &self.min_pick)
-            .field("prev_pick", &self.prev_pick)
-            .finish()
+impl Pick {
+    fn new(now: usize) -> Pick {
+        Pick {
+            now,
+            floor: 0,
+            before_back: None,
+        }
     }
+
+    /// To the option before, unless at the floor.
+    fn back(&mut self) -> bool {
+        if self.now == self.floor {
+            return false;
+        }
+        self.before_back = Some(self.now);
+        self.now -= 1;
+        true
+    }
+
+    /// Undoes the last [`Pick::back`], if not undone yet; that option
+    /// becomes the floor.
+    fn undo_back(&mut self) -> bool {
+        match self.before_back.take() {
+            Some(now) => {
+                self.now = now;
+                self.floor = now;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The tree of a [`JustUnion`] draw: `pick.now` is the value in use.
+#[derive(Debug)]
+pub struct JustUnionTree<T> {
+    values: Arc<[T]>,
+    pick: Pick,
 }
 
 impl<T: Clone + fmt::Debug> Strategy for JustUnion<T> {
@@ -116,9 +148,7 @@ impl<T: Clone + fmt::Debug> Strategy for JustUnion<T> {
         let pick = draw_pick(&self.cumulative, runner);
         Ok(JustUnionTree {
             values: Arc::clone(&self.values),
-            pick,
-            min_pick: 0,
-            prev_pick: None,
+            pick: Pick::new(pick),
         })
     }
 }
@@ -127,28 +157,16 @@ impl<T: Clone + fmt::Debug> ValueTree for JustUnionTree<T> {
     type Value = T;
 
     fn current(&self) -> T {
-        self.values[self.pick].clone()
+        self.values[self.pick.now].clone()
     }
 
     /// A `Just` does not simplify: move to the option before, if any.
     fn simplify(&mut self) -> bool {
-        if self.pick == self.min_pick {
-            return false;
-        }
-        self.prev_pick = Some(self.pick);
-        self.pick -= 1;
-        true
+        self.pick.back()
     }
 
     fn complicate(&mut self) -> bool {
-        match self.prev_pick.take() {
-            Some(pick) => {
-                self.pick = pick;
-                self.min_pick = pick;
-                true
-            }
-            None => false,
-        }
+        self.pick.undo_back()
     }
 }
 
@@ -187,22 +205,18 @@ impl<T, S> JustThen<T, S> {
     }
 }
 
-/// The tree of a [`JustThen`] draw: `pick` is the option in use, `last`
-/// the last option's tree when the draw picked it.
+/// The tree of a [`JustThen`] draw: `pick.now` is the option in use,
+/// `last` the last option's tree when the draw picked it.
 pub struct JustThenTree<T, L> {
     values: Arc<[T]>,
     last: Option<L>,
-    pick: usize,
-    min_pick: usize,
-    prev_pick: Option<usize>,
+    pick: Pick,
 }
 
 impl<T, L> fmt::Debug for JustThenTree<T, L> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.debug_struct("JustThenTree")
             .field("pick", &self.pick)
-            .field("min_pick", &self.min_pick)
-            .field("prev_pick", &self.prev_pick)
             .finish()
     }
 }
@@ -221,9 +235,7 @@ impl<T: Clone + fmt::Debug, S: Strategy<Value = T>> Strategy for JustThen<T, S> 
         Ok(JustThenTree {
             values: Arc::clone(&self.values),
             last,
-            pick,
-            min_pick: 0,
-            prev_pick: None,
+            pick: Pick::new(pick),
         })
     }
 }
@@ -232,7 +244,7 @@ impl<T: Clone + fmt::Debug, L: ValueTree<Value = T>> JustThenTree<T, L> {
     /// The last option's tree, when it is the one in use.
     fn in_use(&mut self) -> Option<&mut L> {
         match &mut self.last {
-            Some(t) if self.pick == self.values.len() => Some(t),
+            Some(t) if self.pick.now == self.values.len() => Some(t),
             _ => None,
         }
     }
@@ -243,8 +255,8 @@ impl<T: Clone + fmt::Debug, L: ValueTree<Value = T>> ValueTree for JustThenTree<
 
     fn current(&self) -> T {
         match &self.last {
-            Some(t) if self.pick == self.values.len() => t.current(),
-            _ => self.values[self.pick].clone(),
+            Some(t) if self.pick.now == self.values.len() => t.current(),
+            _ => self.values[self.pick.now].clone(),
         }
     }
 
@@ -252,26 +264,15 @@ impl<T: Clone + fmt::Debug, L: ValueTree<Value = T>> ValueTree for JustThenTree<
     /// to the option before, if any.
     fn simplify(&mut self) -> bool {
         if self.in_use().is_some_and(|t| t.simplify()) {
-            self.prev_pick = None;
+            // The last move was the option's own: nothing to undo here.
+            self.pick.before_back = None;
             return true;
         }
-        if self.pick == self.min_pick {
-            return false;
-        }
-        self.prev_pick = Some(self.pick);
-        self.pick -= 1;
-        true
+        self.pick.back()
     }
 
     fn complicate(&mut self) -> bool {
-        match self.prev_pick.take() {
-            Some(pick) => {
-                self.pick = pick;
-                self.min_pick = pick;
-                true
-            }
-            None => self.in_use().is_some_and(|t| t.complicate()),
-        }
+        self.pick.undo_back() || self.in_use().is_some_and(|t| t.complicate())
     }
 }
 
