@@ -12,7 +12,7 @@
 //! proptest 1.x's `TupleUnionValueTree` does (MIT/Apache-2.0); `tests`
 //! checks that both draw, leave the runner and shrink alike.
 
-use proptest::num::sample_uniform_incl;
+use super::lean_union::{Pick, Weights};
 use proptest::strategy::{NewTree, Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use std::fmt;
@@ -34,9 +34,7 @@ pub(crate) use just_oneof;
 #[derive(Clone)]
 pub struct JustUnion<T> {
     values: Arc<[T]>,
-    /// The weights summed up to and including each value (rising: no
-    /// weight is 0).
-    cumulative: Arc<[u64]>,
+    weights: Weights,
 }
 
 impl<T> fmt::Debug for JustUnion<T> {
@@ -50,87 +48,23 @@ impl<T> fmt::Debug for JustUnion<T> {
 impl<T> JustUnion<T> {
     /// Values with their weights (none zero, at least one, as for `Union`).
     pub fn new(weighted: Vec<(u32, T)>) -> Self {
-        assert!(!weighted.is_empty(), "a union needs an option");
-        assert!(
-            weighted.iter().all(|&(w, _)| w > 0),
-            "a union option has a weight of 0"
-        );
-        let cumulative = cumulative(weighted.iter().map(|&(w, _)| w));
         JustUnion {
+            weights: Weights::new(weighted.iter().map(|&(w, _)| w)),
             values: weighted.into_iter().map(|(_, v)| v).collect(),
-            cumulative,
         }
     }
 }
 
-/// The weights summed up to and including each of `weights` (rising: no
-/// weight may be 0).
-fn cumulative(weights: impl Iterator<Item = u32>) -> Arc<[u64]> {
-    weights
-        .scan(0u64, |sum, w| {
-            *sum += u64::from(w);
-            Some(*sum)
-        })
-        .collect()
-}
-
 /// Draw an option as proptest's union does, leaving `runner` as it leaves
 /// it when every option passed over is a `Just`.
-fn draw_pick(cumulative: &[u64], runner: &mut TestRunner) -> usize {
-    // As `Union`: a uniform draw in [0, total) and the number of
-    // cumulative weights at or below it.
-    let total = cumulative[cumulative.len() - 1];
-    let drawn = sample_uniform_incl(runner, 0u64, total - 1);
-    let pick = cumulative.partition_point(|&v| v <= drawn);
+fn draw_pick(weights: &Weights, runner: &mut TestRunner) -> usize {
+    let pick = weights.draw(runner);
     // proptest forks the runner for each option passed over; a fork
     // takes its RNG from the runner's, and a `Just` draws nothing.
     for _ in 0..pick {
         runner.new_rng();
     }
     pick
-}
-
-/// Which option a union's tree uses, moved as proptest's `Union` moves it
-/// when shrinking: back to the option before (never below the floor), and
-/// forward again once, which makes that option the floor.
-#[derive(Debug, Clone, Copy)]
-struct Pick {
-    now: usize,
-    floor: usize,
-    before_back: Option<usize>,
-}
-
-impl Pick {
-    fn new(now: usize) -> Pick {
-        Pick {
-            now,
-            floor: 0,
-            before_back: None,
-        }
-    }
-
-    /// To the option before, unless at the floor.
-    fn back(&mut self) -> bool {
-        if self.now == self.floor {
-            return false;
-        }
-        self.before_back = Some(self.now);
-        self.now -= 1;
-        true
-    }
-
-    /// Undoes the last [`Pick::back`], if not undone yet; that option
-    /// becomes the floor.
-    fn undo_back(&mut self) -> bool {
-        match self.before_back.take() {
-            Some(now) => {
-                self.now = now;
-                self.floor = now;
-                true
-            }
-            None => false,
-        }
-    }
 }
 
 /// The tree of a [`JustUnion`] draw: `pick.now` is the value in use.
@@ -145,7 +79,7 @@ impl<T: Clone + fmt::Debug> Strategy for JustUnion<T> {
     type Value = T;
 
     fn new_tree(&self, runner: &mut TestRunner) -> NewTree<Self> {
-        let pick = draw_pick(&self.cumulative, runner);
+        let pick = draw_pick(&self.weights, runner);
         Ok(JustUnionTree {
             values: Arc::clone(&self.values),
             pick: Pick::new(pick),
@@ -162,7 +96,7 @@ impl<T: Clone + fmt::Debug> ValueTree for JustUnionTree<T> {
 
     /// A `Just` does not simplify: move to the option before, if any.
     fn simplify(&mut self) -> bool {
-        self.pick.back()
+        self.pick.back_to(|_| true)
     }
 
     fn complicate(&mut self) -> bool {
@@ -177,7 +111,7 @@ impl<T: Clone + fmt::Debug> ValueTree for JustUnionTree<T> {
 pub struct JustThen<T, S> {
     values: Arc<[T]>,
     /// As [`JustUnion`]'s, `last`'s weight included.
-    cumulative: Arc<[u64]>,
+    weights: Weights,
     last: S,
 }
 
@@ -192,13 +126,9 @@ impl<T, S> fmt::Debug for JustThen<T, S> {
 impl<T, S> JustThen<T, S> {
     /// Values with their weights, then `last` with its weight (none zero).
     pub fn new(weighted: Vec<(u32, T)>, (weight, last): (u32, S)) -> Self {
-        assert!(
-            weight > 0 && weighted.iter().all(|&(w, _)| w > 0),
-            "a union option has a weight of 0"
-        );
         let weights = weighted.iter().map(|&(w, _)| w).chain([weight]);
         JustThen {
-            cumulative: cumulative(weights),
+            weights: Weights::new(weights),
             values: weighted.into_iter().map(|(_, v)| v).collect(),
             last,
         }
@@ -226,7 +156,7 @@ impl<T: Clone + fmt::Debug, S: Strategy<Value = T>> Strategy for JustThen<T, S> 
     type Value = T;
 
     fn new_tree(&self, runner: &mut TestRunner) -> NewTree<Self> {
-        let pick = draw_pick(&self.cumulative, runner);
+        let pick = draw_pick(&self.weights, runner);
         let last = if pick == self.values.len() {
             Some(self.last.new_tree(runner)?)
         } else {
@@ -264,11 +194,10 @@ impl<T: Clone + fmt::Debug, L: ValueTree<Value = T>> ValueTree for JustThenTree<
     /// to the option before, if any.
     fn simplify(&mut self) -> bool {
         if self.in_use().is_some_and(|t| t.simplify()) {
-            // The last move was the option's own: nothing to undo here.
-            self.pick.before_back = None;
+            self.pick.forget_back();
             return true;
         }
-        self.pick.back()
+        self.pick.back_to(|_| true)
     }
 
     fn complicate(&mut self) -> bool {

@@ -38,18 +38,14 @@ pub(crate) use lean_oneof;
 /// The weighted options.
 pub struct LeanUnion<T> {
     options: Arc<[(u32, BoxedStrategy<T>)]>,
-    /// The weights summed up to and including each option (rising: no
-    /// weight is 0), so a draw finds its option by binary search.
-    cumulative: Arc<[u64]>,
-    total_weight: u64,
+    weights: Weights,
 }
 
 impl<T> Clone for LeanUnion<T> {
     fn clone(&self) -> Self {
         LeanUnion {
             options: Arc::clone(&self.options),
-            cumulative: Arc::clone(&self.cumulative),
-            total_weight: self.total_weight,
+            weights: self.weights.clone(),
         }
     }
 }
@@ -58,7 +54,7 @@ impl<T> fmt::Debug for LeanUnion<T> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.debug_struct("LeanUnion")
             .field("options", &self.options.len())
-            .field("total_weight", &self.total_weight)
+            .field("total_weight", &self.weights.total())
             .finish()
     }
 }
@@ -66,22 +62,96 @@ impl<T> fmt::Debug for LeanUnion<T> {
 impl<T: fmt::Debug> LeanUnion<T> {
     /// Options with their weights (none zero, at least one, as for `Union`).
     pub fn new_weighted(options: Vec<(u32, BoxedStrategy<T>)>) -> Self {
-        assert!(!options.is_empty(), "a union needs an option");
-        assert!(
-            options.iter().all(|&(w, _)| w > 0),
-            "a union option has a weight of 0"
-        );
-        let cumulative: Arc<[u64]> = options
-            .iter()
-            .scan(0u64, |sum, &(w, _)| {
+        LeanUnion {
+            weights: Weights::new(options.iter().map(|&(w, _)| w)),
+            options: options.into(),
+        }
+    }
+}
+
+/// A union's weights, summed up to and including each option (rising: no
+/// weight is 0), so a draw finds its option by binary search.
+#[derive(Debug, Clone)]
+pub(super) struct Weights(Arc<[u64]>);
+
+impl Weights {
+    /// Panics, as `Union` does, without an option or on a weight of 0.
+    pub(super) fn new(weights: impl Iterator<Item = u32>) -> Weights {
+        let cumulative: Arc<[u64]> = weights
+            .scan(0u64, |sum, w| {
+                assert!(w > 0, "a union option has a weight of 0");
                 *sum += u64::from(w);
                 Some(*sum)
             })
             .collect();
-        LeanUnion {
-            options: options.into(),
-            total_weight: cumulative[cumulative.len() - 1],
-            cumulative,
+        assert!(!cumulative.is_empty(), "a union needs an option");
+        Weights(cumulative)
+    }
+
+    fn total(&self) -> u64 {
+        self.0[self.0.len() - 1]
+    }
+
+    /// The option `Union` draws: a uniform draw in [0, total) and the
+    /// number of cumulative weights at or below it.
+    pub(super) fn draw(&self, runner: &mut TestRunner) -> usize {
+        let drawn = sample_uniform_incl(runner, 0u64, self.total() - 1);
+        self.0.partition_point(|&v| v <= drawn)
+    }
+}
+
+/// Which option a union's tree uses, moved as proptest's `Union` moves it
+/// when shrinking: back to an option before (never below the floor), and
+/// forward again once, which makes that option the floor.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pick {
+    pub(super) now: usize,
+    floor: usize,
+    before_back: Option<usize>,
+}
+
+impl Pick {
+    pub(super) fn new(now: usize) -> Pick {
+        Pick {
+            now,
+            floor: 0,
+            before_back: None,
+        }
+    }
+
+    /// To the nearest option before that `usable` accepts, unless at the
+    /// floor. As in `Union`, the move is recorded (and can be undone) even
+    /// when no option was usable.
+    pub(super) fn back_to(&mut self, mut usable: impl FnMut(usize) -> bool) -> bool {
+        if self.now == self.floor {
+            return false;
+        }
+        self.before_back = Some(self.now);
+        match (self.floor..self.now).rev().find(|&i| usable(i)) {
+            Some(i) => {
+                self.now = i;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The option in use simplified itself: the last move is its own, so
+    /// there is nothing to undo here.
+    pub(super) fn forget_back(&mut self) {
+        self.before_back = None;
+    }
+
+    /// Undoes the last [`Pick::back_to`], if not undone yet; that option
+    /// becomes the floor.
+    pub(super) fn undo_back(&mut self) -> bool {
+        match self.before_back.take() {
+            Some(now) => {
+                self.now = now;
+                self.floor = now;
+                true
+            }
+            None => false,
         }
     }
 }
@@ -107,17 +177,13 @@ pub struct LeanUnionTree<T> {
     fork_seed: u64,
     /// The drawing runner's config, for the runner of a deferred option.
     config: Option<Arc<Config>>,
-    pick: usize,
-    min_pick: usize,
-    prev_pick: Option<usize>,
+    pick: Pick,
 }
 
 impl<T> fmt::Debug for LeanUnionTree<T> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.debug_struct("LeanUnionTree")
             .field("pick", &self.pick)
-            .field("min_pick", &self.min_pick)
-            .field("prev_pick", &self.prev_pick)
             .finish()
     }
 }
@@ -158,10 +224,7 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
     type Value = T;
 
     fn new_tree(&self, runner: &mut TestRunner) -> NewTree<Self> {
-        // As `Union`: a uniform draw in [0, total) and the number of
-        // cumulative weights at or below it.
-        let drawn = sample_uniform_incl(runner, 0u64, self.total_weight - 1);
-        let pick = self.cumulative.partition_point(|&v| v <= drawn);
+        let pick = self.weights.draw(runner);
         // The options passed over share one draw, taken before the pick's own.
         let fork_seed = if pick > 0 { runner.rng().next_u64() } else { 0 };
         let first_tree = self.options[pick].1.new_tree(runner)?;
@@ -173,9 +236,7 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
             passed: Vec::new(),
             fork_seed,
             config,
-            pick,
-            min_pick: 0,
-            prev_pick: None,
+            pick: Pick::new(pick),
         })
     }
 }
@@ -227,40 +288,25 @@ impl<T: fmt::Debug> ValueTree for LeanUnionTree<T> {
     type Value = T;
 
     fn current(&self) -> T {
-        self.drawn(self.pick).current()
+        self.drawn(self.pick.now).current()
     }
 
     fn simplify(&mut self) -> bool {
-        let pick = self.pick;
-        if self.drawn_mut(pick).simplify() {
-            self.prev_pick = None;
+        let now = self.pick.now;
+        if self.drawn_mut(now).simplify() {
+            self.pick.forget_back();
             return true;
         }
-        if self.pick == self.min_pick {
-            return false;
-        }
-        self.prev_pick = Some(self.pick);
-        let mut next = self.pick;
-        while next > self.min_pick {
-            next -= 1;
-            if self.draw(next) {
-                self.pick = next;
-                return true;
-            }
-        }
-        false
+        // `Pick` is a copy: the search draws trees of `self`.
+        let mut pick = self.pick;
+        let moved = pick.back_to(|at| self.draw(at));
+        self.pick = pick;
+        moved
     }
 
     fn complicate(&mut self) -> bool {
-        if let Some(pick) = self.prev_pick {
-            self.pick = pick;
-            self.min_pick = pick;
-            self.prev_pick = None;
-            true
-        } else {
-            let pick = self.pick;
-            self.drawn_mut(pick).complicate()
-        }
+        let now = self.pick.now;
+        self.pick.undo_back() || self.drawn_mut(now).complicate()
     }
 }
 
