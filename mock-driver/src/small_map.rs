@@ -1,6 +1,7 @@
-//! `SmallMap`: an ordered map of offsets (or pointers) to sizes or counts,
-//! for the tables of one block or one IPC mapping: its live allocations,
-//! its exports, its open pointers. Nearly all of them hold one entry, kept
+//! `SmallMap`: an ordered map of offsets (or pointers) to values, for the
+//! tables of one block or one IPC mapping (its live allocations, its
+//! exports, its open pointers) and a store's segments. Nearly all of them
+//! hold one entry, kept
 //! inline (no tree node to make, search and free); a second entry moves
 //! them into a `BTreeMap`. It answers as the `BTreeMap` it replaces would,
 //! iteration in increasing key included.
@@ -9,17 +10,17 @@ use std::collections::btree_map;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default)]
-pub(crate) enum SmallMap {
+pub(crate) enum SmallMap<V = u64> {
     #[default]
     Empty,
-    One(u64, u64),
+    One(u64, V),
     /// Two entries or more (fewer after removals).
-    Many(BTreeMap<u64, u64>),
+    Many(BTreeMap<u64, V>),
 }
 
-impl SmallMap {
+impl<V> SmallMap<V> {
     /// The map of one entry.
-    pub(crate) fn one(key: u64, value: u64) -> Self {
+    pub(crate) fn one(key: u64, value: V) -> Self {
         SmallMap::One(key, value)
     }
 
@@ -35,7 +36,7 @@ impl SmallMap {
         self.len() == 0
     }
 
-    pub(crate) fn get(&self, key: &u64) -> Option<&u64> {
+    pub(crate) fn get(&self, key: &u64) -> Option<&V> {
         match self {
             SmallMap::Empty => None,
             SmallMap::One(k, v) => (k == key).then_some(v),
@@ -43,7 +44,7 @@ impl SmallMap {
         }
     }
 
-    pub(crate) fn get_mut(&mut self, key: &u64) -> Option<&mut u64> {
+    pub(crate) fn get_mut(&mut self, key: &u64) -> Option<&mut V> {
         match self {
             SmallMap::Empty => None,
             SmallMap::One(k, v) => (k == key).then_some(v),
@@ -56,28 +57,30 @@ impl SmallMap {
     }
 
     /// Sets `key` to `value`; the value it had, if any.
-    pub(crate) fn insert(&mut self, key: u64, value: u64) -> Option<u64> {
+    pub(crate) fn insert(&mut self, key: u64, value: V) -> Option<V> {
         match self {
             SmallMap::Empty => {
                 *self = SmallMap::One(key, value);
                 None
             }
             SmallMap::One(k, v) if *k == key => Some(std::mem::replace(v, value)),
-            SmallMap::One(k, v) => {
-                *self = SmallMap::Many(BTreeMap::from([(*k, *v), (key, value)]));
+            SmallMap::One(..) => {
+                let SmallMap::One(k, v) = std::mem::take(self) else {
+                    unreachable!("matched one entry")
+                };
+                *self = SmallMap::Many(BTreeMap::from([(k, v), (key, value)]));
                 None
             }
             SmallMap::Many(m) => m.insert(key, value),
         }
     }
 
-    pub(crate) fn remove(&mut self, key: &u64) -> Option<u64> {
+    pub(crate) fn remove(&mut self, key: &u64) -> Option<V> {
         match self {
-            SmallMap::One(k, v) if k == key => {
-                let v = *v;
-                *self = SmallMap::Empty;
-                Some(v)
-            }
+            SmallMap::One(k, _) if k == key => match std::mem::take(self) {
+                SmallMap::One(_, v) => Some(v),
+                _ => unreachable!("matched one entry"),
+            },
             SmallMap::Empty | SmallMap::One(..) => None,
             SmallMap::Many(m) => m.remove(key),
         }
@@ -85,7 +88,7 @@ impl SmallMap {
 
     /// The value of `key`, set to `default` first if it has none (as
     /// `entry(key).or_insert(default)`).
-    pub(crate) fn get_or_insert(&mut self, key: u64, default: u64) -> &mut u64 {
+    pub(crate) fn get_or_insert(&mut self, key: u64, default: V) -> &mut V {
         if !self.contains_key(&key) {
             self.insert(key, default);
         }
@@ -93,20 +96,34 @@ impl SmallMap {
     }
 
     /// The entry with the greatest key not above `at`.
-    pub(crate) fn last_at_or_before(&self, at: u64) -> Option<(u64, u64)> {
+    pub(crate) fn last_at_or_before(&self, at: u64) -> Option<(u64, &V)> {
         match self {
             SmallMap::Empty => None,
-            SmallMap::One(k, v) => (*k <= at).then_some((*k, *v)),
-            SmallMap::Many(m) => m.range(..=at).next_back().map(|(&k, &v)| (k, v)),
+            SmallMap::One(k, v) => (*k <= at).then_some((*k, v)),
+            SmallMap::Many(m) => m.range(..=at).next_back().map(|(&k, v)| (k, v)),
         }
     }
 
+    /// The entry with the greatest key below `at`.
+    pub(crate) fn last_before(&self, at: u64) -> Option<(u64, &V)> {
+        at.checked_sub(1).and_then(|at| self.last_at_or_before(at))
+    }
+
     /// The entries, in increasing key.
-    pub(crate) fn iter(&self) -> Iter<'_> {
+    pub(crate) fn iter(&self) -> Iter<'_, V> {
         match self {
             SmallMap::Empty => Iter::One(None),
             SmallMap::One(k, v) => Iter::One(Some((k, v))),
-            SmallMap::Many(m) => Iter::Many(m.iter()),
+            SmallMap::Many(m) => Iter::Many(m.range(..)),
+        }
+    }
+
+    /// The entries whose keys are in `[from, to)`, in increasing key.
+    pub(crate) fn starting_in(&self, from: u64, to: u64) -> Iter<'_, V> {
+        match self {
+            SmallMap::Empty => Iter::One(None),
+            SmallMap::One(k, v) => Iter::One((from..to).contains(k).then_some((k, v))),
+            SmallMap::Many(m) => Iter::Many(m.range(from.min(to)..to)),
         }
     }
 
@@ -114,19 +131,29 @@ impl SmallMap {
         self.iter().map(|(k, _)| k)
     }
 
-    pub(crate) fn values(&self) -> impl Iterator<Item = &u64> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
+    }
+
+    /// Every entry, by value, in increasing key.
+    pub(crate) fn into_vec(self) -> Vec<(u64, V)> {
+        match self {
+            SmallMap::Empty => Vec::new(),
+            SmallMap::One(k, v) => vec![(k, v)],
+            SmallMap::Many(m) => m.into_iter().collect(),
+        }
     }
 }
 
-/// The entries of a `SmallMap`, in increasing key.
-pub(crate) enum Iter<'a> {
-    One(Option<(&'a u64, &'a u64)>),
-    Many(btree_map::Iter<'a, u64, u64>),
+/// The entries of a `SmallMap` (or of a range of its keys), in increasing
+/// key.
+pub(crate) enum Iter<'a, V> {
+    One(Option<(&'a u64, &'a V)>),
+    Many(btree_map::Range<'a, u64, V>),
 }
 
-impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a u64, &'a u64);
+impl<'a, V> Iterator for Iter<'a, V> {
+    type Item = (&'a u64, &'a V);
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
@@ -136,11 +163,11 @@ impl<'a> Iterator for Iter<'a> {
     }
 }
 
-impl<'a> IntoIterator for &'a SmallMap {
-    type Item = (&'a u64, &'a u64);
-    type IntoIter = Iter<'a>;
+impl<'a, V> IntoIterator for &'a SmallMap<V> {
+    type Item = (&'a u64, &'a V);
+    type IntoIter = Iter<'a, V>;
 
-    fn into_iter(self) -> Iter<'a> {
+    fn into_iter(self) -> Iter<'a, V> {
         self.iter()
     }
 }
@@ -181,13 +208,20 @@ mod tests {
                 assert_eq!(all, want, "round {round} step {step}");
                 assert!(small.keys().eq(tree.keys()));
                 assert!(small.values().eq(tree.values()));
+                assert_eq!(small.clone().into_vec(), want);
                 for probe in 0..100 {
                     assert_eq!(small.get(&probe), tree.get(&probe));
                     assert_eq!(small.contains_key(&probe), tree.contains_key(&probe));
                     assert_eq!(
                         small.last_at_or_before(probe),
-                        tree.range(..=probe).next_back().map(|(&k, &v)| (k, v))
+                        tree.range(..=probe).next_back().map(|(&k, v)| (k, v))
                     );
+                    assert_eq!(
+                        small.last_before(probe),
+                        tree.range(..probe).next_back().map(|(&k, v)| (k, v))
+                    );
+                    let (from, to) = (probe, probe + x % 40);
+                    assert!(small.starting_in(from, to).eq(tree.range(from..to)));
                 }
             }
         }

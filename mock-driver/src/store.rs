@@ -6,7 +6,7 @@
 //! and even a memset or a pattern kernel over all of it is one segment.
 
 use crate::event_state::KernelBytes;
-use std::collections::BTreeMap;
+use crate::small_map::SmallMap;
 
 #[derive(Debug, Clone)]
 enum Content {
@@ -43,113 +43,11 @@ impl Segment {
     }
 }
 
-/// The segments, by start. Most blocks hold at most one (an allocation
-/// written or set whole), kept inline: no tree node to make, search or free.
-#[derive(Debug, Clone)]
-enum Segments {
-    Few(Option<(u64, Segment)>),
-    Many(BTreeMap<u64, Segment>),
-}
-
-impl Default for Segments {
-    fn default() -> Self {
-        Segments::Few(None)
-    }
-}
-
-/// The segments of a store starting in a range, in order.
-enum InRange<'a> {
-    Few(Option<(u64, &'a Segment)>),
-    Many(std::collections::btree_map::Range<'a, u64, Segment>),
-}
-
-impl<'a> Iterator for InRange<'a> {
-    type Item = (u64, &'a Segment);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            InRange::Few(one) => one.take(),
-            InRange::Many(r) => r.next().map(|(&s, seg)| (s, seg)),
-        }
-    }
-}
-
-impl Segments {
-    fn is_empty(&self) -> bool {
-        matches!(self, Segments::Few(None)) || self.len() == 0
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Segments::Few(one) => usize::from(one.is_some()),
-            Segments::Many(m) => m.len(),
-        }
-    }
-
-    /// The segments starting in `[from, to)`, in order.
-    fn starting_in(&self, from: u64, to: u64) -> InRange<'_> {
-        match self {
-            Segments::Few(one) => InRange::Few(
-                one.as_ref()
-                    .filter(|(s, _)| (from..to).contains(s))
-                    .map(|(s, seg)| (*s, seg)),
-            ),
-            Segments::Many(m) => InRange::Many(m.range(from.min(to)..to)),
-        }
-    }
-
-    /// The last segment starting before `at`.
-    fn last_before(&self, at: u64) -> Option<(u64, &Segment)> {
-        match self {
-            Segments::Few(one) => one
-                .as_ref()
-                .filter(|(s, _)| *s < at)
-                .map(|(s, seg)| (*s, seg)),
-            Segments::Many(m) => m.range(..at).next_back().map(|(&s, seg)| (s, seg)),
-        }
-    }
-
-    fn remove(&mut self, start: u64) -> Option<Segment> {
-        match self {
-            Segments::Few(one) => {
-                if one.as_ref().is_some_and(|(s, _)| *s == start) {
-                    one.take().map(|(_, seg)| seg)
-                } else {
-                    None
-                }
-            }
-            Segments::Many(m) => m.remove(&start),
-        }
-    }
-
-    /// Add a segment starting at `start`, where none starts.
-    fn insert(&mut self, start: u64, seg: Segment) {
-        match self {
-            Segments::Few(one @ None) => *one = Some((start, seg)),
-            Segments::Few(Some(_)) => {
-                let Segments::Few(Some((s0, seg0))) = std::mem::take(self) else {
-                    unreachable!("matched one segment")
-                };
-                *self = Segments::Many(BTreeMap::from([(s0, seg0), (start, seg)]));
-            }
-            Segments::Many(m) => {
-                m.insert(start, seg);
-            }
-        }
-    }
-
-    /// Every segment, in order, by value.
-    fn into_vec(self) -> Vec<(u64, Segment)> {
-        match self {
-            Segments::Few(one) => one.into_iter().collect(),
-            Segments::Many(m) => m.into_iter().collect(),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Store {
-    segments: Segments,
+    /// By start. Most blocks hold at most one segment (an allocation
+    /// written or set whole), kept inline.
+    segments: SmallMap<Segment>,
 }
 
 impl Store {
@@ -165,10 +63,14 @@ impl Store {
             .last_before(start)
             .filter(|(s, seg)| s.saturating_add(seg.len) > start)
             .map(|(s, _)| s);
-        let mut next =
-            reaching.or_else(|| self.segments.starting_in(start, end).next().map(|(s, _)| s));
+        let mut next = reaching.or_else(|| {
+            self.segments
+                .starting_in(start, end)
+                .next()
+                .map(|(&s, _)| s)
+        });
         while let Some(s) = next {
-            let Some(seg) = self.segments.remove(s) else {
+            let Some(seg) = self.segments.remove(&s) else {
                 break;
             };
             let e = s.saturating_add(seg.len);
@@ -178,7 +80,11 @@ impl Store {
             if e > end {
                 self.segments.insert(end, seg.slice(end - s, seg.len));
             }
-            next = self.segments.starting_in(start, end).next().map(|(s, _)| s);
+            next = self
+                .segments
+                .starting_in(start, end)
+                .next()
+                .map(|(&s, _)| s);
         }
     }
 
@@ -241,7 +147,7 @@ impl Store {
         let end = start.saturating_add(len);
         let first = self.first_from(start);
         let mut part = Store::default();
-        for (s, seg) in self.segments.starting_in(first, end) {
+        for (&s, seg) in self.segments.starting_in(first, end) {
             let from = s.max(start);
             let to = s.saturating_add(seg.len).min(end);
             if from < to {
@@ -267,7 +173,7 @@ impl Store {
         let mut out = Vec::with_capacity(len);
         let end = start.saturating_add(len as u64);
         let first = self.first_from(start);
-        for (s, seg) in self.segments.starting_in(first, end) {
+        for (&s, seg) in self.segments.starting_in(first, end) {
             let from = s.max(start);
             let to = s.saturating_add(seg.len).min(end);
             if from >= to {

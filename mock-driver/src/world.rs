@@ -210,6 +210,7 @@ impl Mapping {
     pub(crate) fn export_at(&self, offset: u64) -> Option<(u64, u64)> {
         self.exports
             .last_at_or_before(offset)
+            .map(|(o, &size)| (o, size))
             .filter(|&(o, size)| offset - o < size)
     }
 }
