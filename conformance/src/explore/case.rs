@@ -317,12 +317,16 @@ pub fn runner_for(seed: u64) -> TestRunner {
     // no failure is ever persisted from it (a persistence hook would be cloned
     // with every fork of the runner, and proptest forks one for each option a
     // union passes over).
-    let config = Config {
-        failure_persistence: None,
-        ..Config::default()
-    };
+    // Built once per thread: `Config::default()` clones proptest's default,
+    // persistence hook and all, only for the hook to be dropped.
+    thread_local! {
+        static CONFIG: Config = Config {
+            failure_persistence: None,
+            ..Config::default()
+        };
+    }
     TestRunner::new_with_rng(
-        config,
+        CONFIG.with(Config::clone),
         TestRng::from_seed(RngAlgorithm::XorShift, &bytes[..16]),
     )
 }

@@ -675,6 +675,10 @@ struct EventRec {
     destroyed: bool,
 }
 
+/// One per process a program may have: an array, not a `Vec`, so that
+/// starting a lowering allocates none (those past `nprocs` stay unused).
+type PerProc<T> = [T; PROC_NAMES.len()];
+
 /// What the lowered steps made so far (names only: outcomes are not known
 /// when generating).
 struct Lowering {
@@ -686,20 +690,20 @@ struct Lowering {
     vas: Vec<VaRec>,
     events: Vec<EventRec>,
     /// Per process: event handles it holds (made or received).
-    event_holdings: Vec<Vec<String>>,
+    event_holdings: PerProc<Vec<String>>,
     nprocs: usize,
-    exited: Vec<bool>,
+    exited: PerProc<bool>,
     /// Per process: handles it may use (made or received), with the
     /// allocation they came from (`None` for made-up handles).
-    holdings: Vec<Vec<(String, Option<usize>)>>,
+    holdings: PerProc<Vec<(String, Option<usize>)>>,
     allocs: Vec<AllocRec>,
     opens: Vec<OpenRec>,
     ctxs: Vec<CtxRec>,
     /// Per process: the binding of its primary context, once named.
-    primary: Vec<Option<String>>,
+    primary: PerProc<Option<String>>,
     /// Per process: it made a second context (its kernels are not
     /// generated: which context an allocation belongs to is not tracked).
-    second_ctx: Vec<bool>,
+    second_ctx: PerProc<bool>,
     /// Event pairs made for kernel handoffs: (writer, reader, the writer's
     /// event, the reader's imported one), as indices into `events`.
     handoff_events: Vec<(usize, usize, usize, usize)>,
@@ -865,15 +869,15 @@ impl Lowering {
             fds: Vec::new(),
             vas: Vec::new(),
             events: Vec::new(),
-            event_holdings: vec![Vec::new(); nprocs],
+            event_holdings: Default::default(),
             nprocs,
-            exited: vec![false; nprocs],
-            holdings: vec![Vec::new(); nprocs],
+            exited: Default::default(),
+            holdings: Default::default(),
             allocs: Vec::new(),
             opens: Vec::new(),
             ctxs: Vec::new(),
-            primary: vec![None; nprocs],
-            second_ctx: vec![false; nprocs],
+            primary: Default::default(),
+            second_ctx: Default::default(),
             handoff_events: Vec::new(),
             ptrs: Vec::new(),
             serial: 0,
@@ -1006,26 +1010,27 @@ impl Lowering {
     }
 
     fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<String> {
-        let a = self.allocs[alloc].clone();
-        let ptr = if interior && a.size > 256 {
+        let (proc, size) = (self.allocs[alloc].proc, self.allocs[alloc].size);
+        let ptr = if interior && size > 256 {
             let x = self.fresh("x");
+            let base = name(&self.allocs[alloc].name);
             self.bind(
-                a.proc,
+                proc,
                 &x,
                 Op::Offset {
-                    ptr: name(&a.name),
+                    ptr: base,
                     bytes: 256,
                 },
             );
             x
         } else {
-            a.name.clone()
+            self.allocs[alloc].name.clone()
         };
         if null_out {
             self.emit(
-                a.proc,
+                proc,
                 Op::IpcGet {
-                    ptr: name(&ptr),
+                    ptr: Ref::Name(ptr),
                     out: OutArg::Null,
                 },
             );
@@ -1034,14 +1039,14 @@ impl Lowering {
         }
         let h = self.fresh("h");
         self.bind(
-            a.proc,
+            proc,
             &h,
             Op::IpcGet {
-                ptr: name(&ptr),
+                ptr: Ref::Name(ptr),
                 out: OutArg::Valid,
             },
         );
-        self.holdings[a.proc].push((h.clone(), Some(alloc)));
+        self.holdings[proc].push((h.clone(), Some(alloc)));
         Some(h)
     }
 
@@ -1152,7 +1157,7 @@ impl Lowering {
                     rec.proc,
                     Op::Free {
                         kind,
-                        ptr: name(&rec.name),
+                        ptr: Ref::Name(rec.name),
                     },
                 );
                 if !wrong_call {
@@ -1225,7 +1230,7 @@ impl Lowering {
                     self.emit(
                         rec.proc,
                         Op::IpcClose {
-                            ptr: name(&rec.name),
+                            ptr: Ref::Name(rec.name),
                         },
                     );
                 }
@@ -1245,7 +1250,7 @@ impl Lowering {
                     self.emit(
                         rec.proc,
                         Op::IpcClose {
-                            ptr: name(&rec.name),
+                            ptr: Ref::Name(rec.name),
                         },
                     );
                 }
@@ -1261,7 +1266,7 @@ impl Lowering {
                     self.emit(
                         p.proc,
                         Op::Fill {
-                            ptr: name(&p.name),
+                            ptr: Ref::Name(p.name),
                             value: *value,
                             at: Some(at),
                             len: Some(len),
@@ -1281,7 +1286,7 @@ impl Lowering {
                     self.emit(
                         p.proc,
                         Op::Write {
-                            ptr: name(&p.name),
+                            ptr: Ref::Name(p.name),
                             offset: off,
                             pattern: BytePattern {
                                 items: vec![PatternItem::Run(*byte, len)],
@@ -1298,7 +1303,7 @@ impl Lowering {
             } => {
                 if let Some(p) = self.pick_ptr(ptr) {
                     let (offset, len) = within(p.len, u64::from(*offset), u64::from(*len));
-                    let ptr = name(&p.name);
+                    let ptr = Ref::Name(p.name);
                     let op = if *kernel {
                         Op::DeviceRead { ptr, offset, len }
                     } else {
@@ -1309,7 +1314,7 @@ impl Lowering {
             }
             Action::ReadNeighbour { ptr } => {
                 if let Some(p) = self.pick_ptr(ptr) {
-                    let ptr = name(&p.name);
+                    let ptr = Ref::Name(p.name);
                     if p.len <= 1024 {
                         // The next 1024-byte slot of the shared block.
                         self.emit(
@@ -1347,7 +1352,7 @@ impl Lowering {
             }
             Action::Query { ptr, range } => {
                 if let Some(p) = self.pick_ptr(ptr) {
-                    let ptr = name(&p.name);
+                    let ptr = Ref::Name(p.name);
                     let op = if *range {
                         Op::AddressRange { ptr }
                     } else {
@@ -1362,7 +1367,7 @@ impl Lowering {
                     self.emit(
                         p.proc,
                         Op::PointerAttribute {
-                            ptr: name(&p.name),
+                            ptr: Ref::Name(p.name),
                             attr,
                         },
                     );
@@ -1771,7 +1776,7 @@ impl Lowering {
                 self.emit(
                     rec.proc,
                     Op::VmmUnmap {
-                        va: name(&rec.name),
+                        va: Ref::Name(rec.name),
                         size: rec.size,
                     },
                 );
@@ -1805,7 +1810,7 @@ impl Lowering {
                 let rec = self.allocs[a].clone();
                 let free = Op::Free {
                     kind: free_kind(rec.kind),
-                    ptr: name(&rec.name),
+                    ptr: Ref::Name(rec.name),
                 };
                 self.emit(rec.proc, free.clone());
                 self.emit(rec.proc, free);
@@ -1816,7 +1821,7 @@ impl Lowering {
                 Some(o) => {
                     let rec = self.opens[o].clone();
                     let close = Op::IpcClose {
-                        ptr: name(&rec.name),
+                        ptr: Ref::Name(rec.name),
                     };
                     self.emit(rec.proc, close.clone());
                     self.emit(rec.proc, close);
@@ -1842,7 +1847,7 @@ impl Lowering {
                         self.emit(
                             q,
                             Op::IpcClose {
-                                ptr: name(&rec.name),
+                                ptr: Ref::Name(rec.name),
                             },
                         );
                         self.stats.foreign_closes += 1;
@@ -2065,13 +2070,13 @@ impl Lowering {
             Some(d) if peer && d != own_device => Op::CopyPeer {
                 dst: name(&b),
                 dst_device: own_device,
-                src: name(&rec.name),
+                src: Ref::Name(rec.name),
                 src_device: d,
                 len: 16,
             },
             _ => Op::Copy {
                 dst: name(&b),
-                src: name(&rec.name),
+                src: Ref::Name(rec.name),
                 len: 16,
                 stream: None,
             },

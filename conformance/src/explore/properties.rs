@@ -618,6 +618,7 @@ impl Object {
     }
 
     /// The byte last written at `at`, if any.
+    #[cfg(test)]
     fn byte(&self, at: u64) -> Option<u8> {
         self.writes
             .iter()
@@ -627,6 +628,42 @@ impl Object {
                 WriteBytes::Fill(b) => *b,
                 WriteBytes::Pattern(p) => p[(at - s) as usize],
             })
+    }
+
+    /// The first of `got`, read from `start` on, that differs from the byte
+    /// last written there (reading stops at the object's end): its index,
+    /// the byte read, the byte written. As [`Object::byte`] for each byte
+    /// in turn, with the writes laid over the read once rather than
+    /// searched for every byte (a read is up to 256 bytes).
+    fn first_unlike(&self, start: u64, got: &[u8]) -> Option<(usize, u8, u8)> {
+        let end = start
+            .saturating_add(got.len() as u64)
+            .min(self.size.max(start));
+        let got = &got[..(end - start) as usize];
+        // The byte last written at each offset of the read; `NONE` where
+        // nothing was.
+        const NONE: u16 = u16::MAX;
+        let mut want = vec![NONE; got.len()];
+        for (s, e, w) in &self.writes {
+            let (from, to) = ((*s).max(start), (*e).min(end));
+            if from >= to {
+                continue;
+            }
+            let span = &mut want[(from - start) as usize..(to - start) as usize];
+            match w {
+                WriteBytes::Fill(b) => span.fill(u16::from(*b)),
+                WriteBytes::Pattern(p) => {
+                    let p = p.get((from - s) as usize..).unwrap_or_default();
+                    for (x, b) in span.iter_mut().zip(p) {
+                        *x = u16::from(*b);
+                    }
+                }
+            }
+        }
+        got.iter()
+            .zip(&want)
+            .position(|(b, w)| *w != NONE && *w != u16::from(*b))
+            .map(|k| (k, got[k], want[k] as u8))
     }
 }
 
@@ -1323,19 +1360,11 @@ pub fn check_trace(
                                 return;
                             };
                             let start = base.saturating_add(*offset);
-                            for (k, b) in got.iter().enumerate() {
-                                let at = start.saturating_add(k as u64);
-                                if at >= m.objects[o].size {
-                                    break;
-                                }
-                                if let Some(want) = m.objects[o].byte(at) {
-                                    if want != *b {
-                                        wrong = Some(format!(
-                                        "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
-                                    ));
-                                        break;
-                                    }
-                                }
+                            if let Some((k, b, want)) = m.objects[o].first_unlike(start, &got) {
+                                let at = start + k as u64;
+                                wrong = Some(format!(
+                                    "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
+                                ));
                             }
                         },
                     );
@@ -1424,5 +1453,57 @@ fn access(
         // address now is (VA reuse): the model can no longer place bytes.
         _ if write => m.scrambled_all = true,
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write_bytes() -> impl Strategy<Value = WriteBytes> {
+        prop_oneof![
+            (0u8..4).prop_map(WriteBytes::Fill),
+            proptest::collection::vec(0u8..4, 0..40).prop_map(WriteBytes::Pattern),
+        ]
+    }
+
+    proptest! {
+        /// `first_unlike` finds the byte the byte-by-byte search of the
+        /// last write finds.
+        #[test]
+        fn first_unlike_is_the_first_byte_unlike_the_last_write(
+            size in 0u64..200,
+            writes in proptest::collection::vec((0u64..220, write_bytes(), 0u64..60), 0..8),
+            start in 0u64..230,
+            got in proptest::collection::vec(0u8..4, 0..80),
+        ) {
+            let mut object = Object { size, ..Object::default() };
+            for (at, bytes, len) in writes {
+                // A pattern as long as the write, as every write makes it.
+                let bytes = match bytes {
+                    WriteBytes::Pattern(mut p) => {
+                        p.resize(len as usize, 1);
+                        WriteBytes::Pattern(p)
+                    }
+                    fill => fill,
+                };
+                object.write(at, bytes, len);
+            }
+            let mut expected = None;
+            for (k, b) in got.iter().enumerate() {
+                let at = start + k as u64;
+                if at >= object.size {
+                    break;
+                }
+                if let Some(want) = object.byte(at) {
+                    if want != *b {
+                        expected = Some((k, *b, want));
+                        break;
+                    }
+                }
+            }
+            prop_assert_eq!(object.first_unlike(start, &got), expected);
+        }
     }
 }
