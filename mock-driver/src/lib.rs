@@ -47,6 +47,7 @@
 
 #![forbid(unsafe_code)]
 
+mod addr_map;
 mod attributes;
 mod backend;
 mod contexts;

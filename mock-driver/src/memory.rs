@@ -522,7 +522,7 @@ impl World {
             return None;
         }
         let end = ptr.checked_add(len)?;
-        let (base, free) = crate::world::containing(&proc.free_va, ptr, |f| f.span)?;
+        let (base, free) = proc.free_va.containing(ptr, |f| f.span)?;
         let free = *free;
         let (pool, released) = (free.pool, free.released);
         if end > base.saturating_add(free.span) {
@@ -626,7 +626,7 @@ impl World {
         if proc.region_at(ptr).is_some() {
             return false;
         }
-        let Some((base, free)) = crate::world::containing(&proc.free_va, ptr, |f| f.span) else {
+        let Some((base, free)) = proc.free_va.containing(ptr, |f| f.span) else {
             return false;
         };
         if end > base.saturating_add(free.span) {
