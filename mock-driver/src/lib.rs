@@ -50,6 +50,7 @@
 mod addr_map;
 mod attributes;
 mod backend;
+mod clock;
 mod contexts;
 mod dense;
 mod event_state;

@@ -358,7 +358,7 @@ impl World {
         let end = off.saturating_add(len);
         let seen = &self.procs[p].seen;
         let writer = self.procs.iter().enumerate().find_map(|(q, proc)| {
-            let waited_for = seen.get(&q).copied().unwrap_or(0);
+            let waited_for = seen.get(q);
             (q != p
                 && proc.unsynced.iter().any(|&(n, b, o, l)| {
                     n > waited_for && b == id && o < end && off < o.saturating_add(l)

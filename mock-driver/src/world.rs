@@ -308,7 +308,7 @@ pub(crate) struct Process {
     /// Happens-before: per writer process, the newest of its write numbers
     /// this process waited for (an event synchronize or stream wait on an
     /// event recorded after them); its later reads of those bytes are ordered.
-    pub seen: BTreeMap<ProcessIndex, u64>,
+    pub seen: crate::clock::Clock,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
     /// `foreign-close`); asked for membership only.
     pub opened_ptrs: crate::index::IdSet<u64>,
@@ -566,7 +566,7 @@ impl Process {
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
-            seen: BTreeMap::new(),
+            seen: Default::default(),
             opened_ptrs: Default::default(),
             freed_ptrs: Default::default(),
             crashed: false,
