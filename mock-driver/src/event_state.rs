@@ -19,7 +19,7 @@ pub(crate) struct Core {
     /// record is ordered after: the recorder's own writes then, and those
     /// the recorder had itself waited for (happens-before is transitive).
     /// Waiting for the event makes those visible.
-    pub covers: BTreeMap<ProcessIndex, u64>,
+    pub covers: crate::clock::Clock,
     /// The exporter destroyed its event (or exited) while it was exported.
     pub exporter_destroyed: bool,
     /// The exporter exited and its exit released the event
@@ -97,7 +97,7 @@ pub(crate) struct StreamState {
     pub destroyed: bool,
     /// Happens-before of this stream only: per writer process, the newest
     /// write an event it waited on covers (`Process::seen` is the host's).
-    pub seen: BTreeMap<ProcessIndex, u64>,
+    pub seen: crate::clock::Clock,
 }
 
 /// What the pattern kernel writes: byte `i` is byte `i % width` of

@@ -35,7 +35,6 @@ use ipc_harness::{
     Dialect, ErrorKind, EventId, HazardKind, IpcEventHandle, OutArg, ProcessIndex, StreamId,
     IPC_HANDLE_SIZE,
 };
-use std::collections::BTreeMap;
 
 /// Simulated host time one API call takes (a worker round trip).
 pub(crate) const HOST_CALL_NS: u64 = 50_000;
@@ -186,7 +185,7 @@ impl World {
                 owner: p,
                 flags,
                 recorded_at: None,
-                covers: BTreeMap::new(),
+                covers: Default::default(),
                 exporter_destroyed: false,
                 exit_released: false,
                 handle: None,
@@ -240,7 +239,7 @@ impl World {
         let at = self.stream_start(p, stream)?;
         self.set_stream_tail(p, stream, at);
         let mut covers = self.stream_seen(p, stream);
-        covers.insert(p, self.procs[p].writes);
+        covers.set(p, self.procs[p].writes);
         if let Some(c) = self.events.cores.get_mut(&core) {
             c.recorded_at = Some(at);
             c.covers = covers;
@@ -345,10 +344,7 @@ impl World {
             return;
         };
         if let Some(proc) = self.procs.get_mut(waiter) {
-            for (&r, &upto) in covers {
-                let seen = proc.seen.entry(r).or_insert(0);
-                *seen = (*seen).max(upto);
-            }
+            proc.seen.merge(covers);
         }
     }
 

@@ -1093,10 +1093,9 @@ impl World {
         // `ptr` is open.
         let open_here = self.procs[p]
             .regions
-            .range_mut(..=ptr)
-            .next_back()
-            .filter(|(&base, r)| ptr - base < r.len)
-            .and_then(|(&base, r)| Some((base, r.import.as_mut()?)))
+            .last_at_or_before_mut(ptr)
+            .filter(|(base, r)| ptr - base < r.len)
+            .and_then(|(base, r)| Some((base, r.import.as_mut()?)))
             .filter(|(_, m)| m.opens.contains_key(&ptr));
         let Some((base, m)) = open_here else {
             self.close_unopened(p, ptr);

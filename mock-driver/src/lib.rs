@@ -47,8 +47,10 @@
 
 #![forbid(unsafe_code)]
 
+mod addr_map;
 mod attributes;
 mod backend;
+mod clock;
 mod contexts;
 mod dense;
 mod event_state;

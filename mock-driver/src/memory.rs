@@ -358,7 +358,7 @@ impl World {
         let end = off.saturating_add(len);
         let seen = &self.procs[p].seen;
         let writer = self.procs.iter().enumerate().find_map(|(q, proc)| {
-            let waited_for = seen.get(&q).copied().unwrap_or(0);
+            let waited_for = seen.get(q);
             (q != p
                 && proc.unsynced.iter().any(|&(n, b, o, l)| {
                     n > waited_for && b == id && o < end && off < o.saturating_add(l)
@@ -522,7 +522,7 @@ impl World {
             return None;
         }
         let end = ptr.checked_add(len)?;
-        let (base, free) = crate::world::containing(&proc.free_va, ptr, |f| f.span)?;
+        let (base, free) = proc.free_va.containing(ptr, |f| f.span)?;
         let free = *free;
         let (pool, released) = (free.pool, free.released);
         if end > base.saturating_add(free.span) {
@@ -626,7 +626,7 @@ impl World {
         if proc.region_at(ptr).is_some() {
             return false;
         }
-        let Some((base, free)) = crate::world::containing(&proc.free_va, ptr, |f| f.span) else {
+        let Some((base, free)) = proc.free_va.containing(ptr, |f| f.span) else {
             return false;
         };
         if end > base.saturating_add(free.span) {

@@ -23,11 +23,11 @@
 //! and the hazard log sees it as a read of the source and a write of the
 //! destination.
 
+use crate::clock::Clock;
 use crate::event_state::{KernelWrite, PendingFill, StreamState};
 use crate::world::{Access, CtxKey, Fail, SimResult, World, MAX_READ};
 use ipc_harness::stream_flags::NON_BLOCKING;
 use ipc_harness::{DeviceOrdinal, ErrorKind, ProcessIndex, StreamId};
-use std::collections::BTreeMap;
 
 /// Where stream ids start (distinct, non-zero: 0 is the legacy stream).
 const STREAM_ID_BASE: u64 = 0x5700_0000;
@@ -106,7 +106,7 @@ impl World {
                 nonblocking: flags & NON_BLOCKING != 0,
                 tail: 0,
                 destroyed: false,
-                seen: BTreeMap::new(),
+                seen: Default::default(),
             },
         );
         Ok(StreamId(id))
@@ -150,7 +150,7 @@ impl World {
             .get(&(p, stream.0))
             .map(|s| s.seen.clone())
         {
-            merge_seen(&mut self.procs[p].seen, &seen);
+            self.procs[p].seen.merge(&seen);
         }
         if self.events.all_tail(p) <= self.events.clock {
             self.synced(p);
@@ -218,14 +218,10 @@ impl World {
 
     /// What work queued on `stream` is ordered after: the host's
     /// happens-before and the stream's own waits.
-    pub(crate) fn stream_seen(
-        &self,
-        p: ProcessIndex,
-        stream: StreamId,
-    ) -> BTreeMap<ProcessIndex, u64> {
+    pub(crate) fn stream_seen(&self, p: ProcessIndex, stream: StreamId) -> Clock {
         let mut seen = self.procs[p].seen.clone();
         if let Some(s) = self.events.streams.get(&(p, stream.0)) {
-            merge_seen(&mut seen, &s.seen);
+            seen.merge(&s.seen);
         }
         seen
     }
@@ -233,12 +229,7 @@ impl World {
     /// A wait of `stream` on an event covering `covers`: the legacy stream's
     /// waits order the host's later calls (they run on it); another
     /// stream's order that stream only (event.stream.wait-orders-that-stream-only).
-    pub(crate) fn stream_waited(
-        &mut self,
-        p: ProcessIndex,
-        stream: StreamId,
-        covers: &BTreeMap<ProcessIndex, u64>,
-    ) {
+    pub(crate) fn stream_waited(&mut self, p: ProcessIndex, stream: StreamId, covers: &Clock) {
         let target = match self.events.streams.get_mut(&(p, stream.0)) {
             Some(s) => &mut s.seen,
             None => match self.procs.get_mut(p) {
@@ -246,7 +237,7 @@ impl World {
                 None => return,
             },
         };
-        merge_seen(target, covers);
+        target.merge(covers);
     }
 
     /// The host waited for `p`'s streams (every one, or the blocking ones
@@ -265,7 +256,7 @@ impl World {
             .range((p, 0)..=(p, u64::MAX))
             .filter(|(_, s)| all || !s.nonblocking);
         for (_, s) in streams {
-            merge_seen(&mut proc.seen, &s.seen);
+            proc.seen.merge(&s.seen);
         }
     }
 
@@ -278,7 +269,7 @@ impl World {
         src: u64,
         len: u64,
         at: u64,
-        seen: &BTreeMap<ProcessIndex, u64>,
+        seen: &Clock,
     ) -> SimResult<()> {
         if len == 0 {
             return Ok(());
@@ -308,13 +299,5 @@ impl World {
         });
         self.settle();
         Ok(())
-    }
-}
-
-/// `into` also covers what `from` covers.
-fn merge_seen(into: &mut BTreeMap<ProcessIndex, u64>, from: &BTreeMap<ProcessIndex, u64>) {
-    for (&writer, &upto) in from {
-        let seen = into.entry(writer).or_insert(0);
-        *seen = (*seen).max(upto);
     }
 }

@@ -6,6 +6,7 @@
 //! domain modules (`contexts`, `memory`, `ipc`); this module holds the types
 //! and the plumbing they share (address lookup, access checks, release).
 
+use crate::addr_map::AddrMap;
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
@@ -259,9 +260,9 @@ pub(crate) struct Process {
     pub va_side_next: u64,
     pub va_end: u64,
     /// Live allocations by base address.
-    pub allocs: BTreeMap<u64, Allocation>,
+    pub allocs: AddrMap<Allocation>,
     /// Mapped VA by base address.
-    pub regions: BTreeMap<u64, Region>,
+    pub regions: AddrMap<Region>,
     /// The IPC mappings (the regions with an import) by (importing context,
     /// block): their bases. One context may map one block several times
     /// (`reopen=new-mapping`). The rules of `ipc_open` ask which mappings a
@@ -274,10 +275,10 @@ pub(crate) struct Process {
     /// of a handle compares that word, so it looks up here instead of
     /// scanning every mapping (mem.scale.open-thousand-allocations).
     pub opened_by_object: crate::index::MultiIndex<(CtxKey, u32)>,
-    pub dead: BTreeMap<u64, DeadRange>,
+    pub dead: AddrMap<DeadRange>,
     /// Released VA spans (base -> `FreeVa`) that `va_reuse` hands out
     /// again.
-    pub free_va: BTreeMap<u64, FreeVa>,
+    pub free_va: AddrMap<FreeVa>,
     /// How many times this process released VA (stamps `free_va` spans and
     /// contexts' `born`).
     pub va_releases: u64,
@@ -290,8 +291,10 @@ pub(crate) struct Process {
     pub arena: u64,
     /// The last arena id handed out.
     pub arena_seq: u64,
-    /// Reserved VA base -> the arena it came from (looked up by base only).
-    pub reserved: crate::index::IdMap<u64, u64>,
+    /// Reserved VA base -> the arena it came from. Bases come upwards and
+    /// go in the order they came or the reverse: an `AddrMap` takes both
+    /// without hashing or growing a table.
+    pub reserved: AddrMap<u64>,
     /// Its fresh reservations of the device heap (`va_rewind`).
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
@@ -305,7 +308,7 @@ pub(crate) struct Process {
     /// Happens-before: per writer process, the newest of its write numbers
     /// this process waited for (an event synchronize or stream wait on an
     /// event recorded after them); its later reads of those bytes are ordered.
-    pub seen: BTreeMap<ProcessIndex, u64>,
+    pub seen: crate::clock::Clock,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
     /// `foreign-close`); asked for membership only.
     pub opened_ptrs: crate::index::IdSet<u64>,
@@ -547,23 +550,23 @@ impl Process {
             va_side: base.saturating_add(VA_WINDOW / 4),
             va_side_next: base.saturating_add(VA_WINDOW / 4),
             va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
-            allocs: BTreeMap::new(),
-            regions: BTreeMap::new(),
+            allocs: AddrMap::new(),
+            regions: AddrMap::new(),
             imports_by_block: Default::default(),
             opened_by_object: Default::default(),
-            dead: BTreeMap::new(),
-            free_va: BTreeMap::new(),
+            dead: AddrMap::new(),
+            free_va: AddrMap::new(),
             va_releases: 0,
             va_reuse: VaReuse::TopDown,
             va_rewind: VaRewind::Newest,
             arena: 0,
             arena_seq: 0,
-            reserved: Default::default(),
+            reserved: AddrMap::new(),
             fresh: FreshVa::default(),
             packing: BTreeMap::new(),
             unsynced: Vec::new(),
             writes: 0,
-            seen: BTreeMap::new(),
+            seen: Default::default(),
             opened_ptrs: Default::default(),
             freed_ptrs: Default::default(),
             crashed: false,
@@ -699,11 +702,11 @@ impl Process {
     }
 
     pub(crate) fn alloc_at(&self, addr: u64) -> Option<(u64, &Allocation)> {
-        containing(&self.allocs, addr, |a| a.size)
+        self.allocs.containing(addr, |a| a.size)
     }
 
     pub(crate) fn region_at(&self, addr: u64) -> Option<(u64, &Region)> {
-        containing(&self.regions, addr, |r| r.len)
+        self.regions.containing(addr, |r| r.len)
     }
 
     /// Handle `h` was opened into the mapping at `base` of context `ctx`.
@@ -770,12 +773,10 @@ impl Process {
     }
 
     pub(crate) fn dead_at(&self, addr: u64) -> Option<Gone> {
-        // A range starting at `addr` needs no range search (`containing`).
-        let last = match self.dead.get(&addr) {
-            Some(d) => Some(d),
-            None => self.dead.range(..=addr).next_back().map(|(_, d)| d),
-        };
-        last.filter(|d| addr < d.end).map(|d| d.why)
+        self.dead
+            .last_at_or_before(addr)
+            .filter(|(_, d)| addr < d.end)
+            .map(|(_, d)| d.why)
     }
 
     /// Own ordinal of a physical device, if this process can see it.

@@ -1,0 +1,94 @@
+//! `Clock`: happens-before as the simulator tracks it, per writer process
+//! the newest of its write numbers that something is ordered after
+//! (`Process::seen`, a stream's `seen`, an event's `covers`).
+//!
+//! It replaces a `BTreeMap<ProcessIndex, u64>` read as `get(w).unwrap_or(0)`
+//! and merged with `entry(w).or_insert(0)` then `max`: a writer it does
+//! not name and a writer at 0 mean the same (none of its writes covered),
+//! so a vector indexed by process answers alike. Processes are few and
+//! numbered from 0; a record clones its stream's clock, and cloning a few
+//! words is cheaper than cloning a tree.
+
+use ipc_harness::ProcessIndex;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Clock {
+    /// By writer process: its newest write covered (0: none).
+    upto: Vec<u64>,
+}
+
+impl Clock {
+    /// The newest write of `writer` covered (0: none).
+    pub(crate) fn get(&self, writer: ProcessIndex) -> u64 {
+        self.upto.get(writer).copied().unwrap_or(0)
+    }
+
+    /// Covers `writer`'s writes up to `upto`, and no later ones.
+    pub(crate) fn set(&mut self, writer: ProcessIndex, upto: u64) {
+        if self.upto.len() <= writer {
+            self.upto.resize(writer + 1, 0);
+        }
+        self.upto[writer] = upto;
+    }
+
+    /// Also covers what `from` covers.
+    pub(crate) fn merge(&mut self, from: &Clock) {
+        if self.upto.len() < from.upto.len() {
+            self.upto.resize(from.upto.len(), 0);
+        }
+        for (mine, &theirs) in self.upto.iter_mut().zip(&from.upto) {
+            *mine = (*mine).max(theirs);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clock;
+    use std::collections::BTreeMap;
+
+    /// The map it replaces, used as the simulator used it.
+    fn merge_map(into: &mut BTreeMap<usize, u64>, from: &BTreeMap<usize, u64>) {
+        for (&writer, &upto) in from {
+            let seen = into.entry(writer).or_insert(0);
+            *seen = (*seen).max(upto);
+        }
+    }
+
+    /// Random sets and merges between a few clocks leave every clock
+    /// answering as the map it replaces does.
+    #[test]
+    fn answers_as_the_map_it_replaces() {
+        for round in 0..40u64 {
+            let mut clocks = vec![Clock::default(); 4];
+            let mut maps = vec![BTreeMap::<usize, u64>::new(); 4];
+            for step in 0..80u64 {
+                let x = crate::seed::mix64(round * 1000 + step);
+                let (a, b) = ((x % 4) as usize, ((x >> 4) % 4) as usize);
+                let writer = ((x >> 8) % 6) as usize;
+                match (x >> 16) % 3 {
+                    0 => {
+                        let upto = (x >> 24) % 50;
+                        clocks[a].set(writer, upto);
+                        maps[a].insert(writer, upto);
+                    }
+                    1 => {
+                        let from = clocks[b].clone();
+                        clocks[a].merge(&from);
+                        let from = maps[b].clone();
+                        merge_map(&mut maps[a], &from);
+                    }
+                    _ => {
+                        clocks[a] = clocks[b].clone();
+                        maps[a] = maps[b].clone();
+                    }
+                }
+                for (clock, map) in clocks.iter().zip(&maps) {
+                    for w in 0..8 {
+                        assert_eq!(clock.get(w), map.get(&w).copied().unwrap_or(0));
+                    }
+                }
+            }
+        }
+    }
+}
