@@ -307,8 +307,11 @@ impl Trace {
 /// The end of the run of `b` that starts at `from`: the index of the first
 /// byte at or after `from` that is not `b`, or `bytes.len()`.
 pub(crate) fn run_end(bytes: &[u8], from: usize, b: u8) -> usize {
-    // Short runs are found byte by byte; long ones a block at a time (a
-    // block without early exit compiles to vector compares).
+    // Short runs are found byte by byte. A long run is then checked against
+    // its own start, already known to be `b`, in chunks that double (a
+    // `memcmp`: a 2 MiB read is one run); the chunk where it ends is
+    // searched a block at a time (a block without early exit compiles to
+    // vector compares), then byte by byte.
     const SHORT: usize = 16;
     const BLOCK: usize = 64;
     let mut j = from;
@@ -318,6 +321,13 @@ pub(crate) fn run_end(bytes: &[u8], from: usize, b: u8) -> usize {
             return j;
         }
         j += 1;
+    }
+    while j < bytes.len() {
+        let chunk = (j - from).min(bytes.len() - j);
+        if bytes[j..j + chunk] != bytes[from..from + chunk] {
+            break;
+        }
+        j += chunk;
     }
     while let Some(block) = bytes.get(j..j + BLOCK) {
         if block.iter().fold(0u8, |acc, &x| acc | (x ^ b)) != 0 {
@@ -414,8 +424,13 @@ mod tests {
             out
         }
         let mut cases: Vec<Vec<u8>> = vec![vec![0xff], (0..=255).collect()];
-        for len in [1, 15, 16, 17, 63, 64, 65, 80, 81, 128, 200, 4096] {
-            for at in [0, 1, 16, 17, 63, 64, 65, 79, 80, len - 1] {
+        for len in [1, 15, 16, 17, 63, 64, 65, 80, 81, 128, 200, 4096, 70_000] {
+            // Around block edges, and the ends of the doubling chunks a
+            // run from 0 or 1 is compared in (16, 32, 64, ..., 65536).
+            let chunk_ends =
+                (4..17).flat_map(|k| [(1 << k) - 1, 1 << k, (1 << k) + 1, (1 << k) + 2]);
+            let ats = [0, 1, 16, 17, 63, 64, 65, 79, 80, 100, 1000, 40_000, len - 1];
+            for at in ats.into_iter().chain(chunk_ends) {
                 let mut v = vec![0xabu8; len];
                 if at < len {
                     v[at] = 0xac;
@@ -427,7 +442,7 @@ mod tests {
         for v in &cases {
             assert_eq!(encode_bytes(v), bytewise(v));
             for b in [0u8, 0xab, 0xac] {
-                for from in [0, 1, 17, 65] {
+                for from in [0, 1, 17, 65, 1000] {
                     let from = from.min(v.len());
                     let want = from
                         + v[from..]
