@@ -366,11 +366,17 @@ pub(crate) fn push_decimal(out: &mut String, n: u64) {
 /// Run-length encode bytes the way scenario patterns are written.
 pub fn encode_bytes(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::new();
+    // Room for a short read's whole text (at most 3 characters a byte);
+    // a longer text grows as it is written.
+    let mut out = String::with_capacity(bytes.len().min(64) * 3);
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        let j = run_end(bytes, i + 1, b);
+        // A run of one byte (most runs of a varied read) ends without a call.
+        let j = match bytes.get(i + 1) {
+            Some(&next) if next == b => run_end(bytes, i + 2, b),
+            _ => i + 1,
+        };
         let run = j - i;
         if i > 0 {
             out.push(' ');
