@@ -1741,19 +1741,20 @@ pub enum Expect {
 impl Expect {
     /// The expectations in force for a run in `dialect`.
     pub fn for_dialect(&self, dialect: Dialect) -> ExpectList {
-        self.in_force(dialect).into_owned()
+        self.in_force(dialect).clone()
     }
 
-    /// [`Expect::for_dialect`], borrowed where the step spells the list out.
-    pub fn in_force(&self, dialect: Dialect) -> Cow<'_, ExpectList> {
+    /// [`Expect::for_dialect`], borrowed: the step's own list, or one
+    /// built once for all steps.
+    pub fn in_force(&self, dialect: Dialect) -> &ExpectList {
         match self {
             // Most steps: one list for all, built once.
             Expect::Default => {
                 static OK: std::sync::LazyLock<ExpectList> =
                     std::sync::LazyLock::new(|| ExpectList::single(Expectation::Ok));
-                Cow::Borrowed(&*OK)
+                &OK
             }
-            Expect::List(l) => Cow::Borrowed(l),
+            Expect::List(l) => l,
             Expect::ByDialect {
                 runtime,
                 driver,
@@ -1766,11 +1767,11 @@ impl Expect {
                     Dialect::Hip => runtime,
                 };
                 match arm {
-                    Some(l) => Cow::Borrowed(l),
+                    Some(l) => l,
                     None => {
                         static ANY: std::sync::LazyLock<ExpectList> =
                             std::sync::LazyLock::new(|| ExpectList::single(Expectation::Any));
-                        Cow::Borrowed(&*ANY)
+                        &ANY
                     }
                 }
             }

@@ -1279,7 +1279,7 @@ pub(crate) fn execute_on(
                 }),
                 Err(outcome) => describe(outcome),
             };
-            let mut failed = failure(&list, &observed, described, &run.bindings);
+            let mut failed = failure(list, &observed, described, &run.bindings);
             iteration += 1;
             let last = failed.is_some() || iteration == iterations || dead[step.process].is_some();
             let outcome = match answer {
@@ -1308,9 +1308,10 @@ pub(crate) fn execute_on(
         let elapsed_us = call.map_or(0, |c| micros(c.elapsed()));
 
         if first_failure.is_none() {
-            let crash_expected = result.passed && list.items.contains(&Expectation::Crash);
+            // Looked up only for a crash.
+            let crash_expected = || result.passed && list.items.contains(&Expectation::Crash);
             let lost = match &outcome {
-                StepOutcome::Crash { .. } if crash_expected => None,
+                StepOutcome::Crash { .. } if crash_expected() => None,
                 StepOutcome::Crash { .. } => Some(Status::Crash),
                 StepOutcome::Timeout { .. } => Some(Status::Timeout),
                 StepOutcome::Broken { .. } => Some(Status::Broken),
