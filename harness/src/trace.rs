@@ -307,8 +307,11 @@ impl Trace {
 /// The end of the run of `b` that starts at `from`: the index of the first
 /// byte at or after `from` that is not `b`, or `bytes.len()`.
 pub(crate) fn run_end(bytes: &[u8], from: usize, b: u8) -> usize {
-    // Short runs are found byte by byte; long ones a block at a time (a
-    // block without early exit compiles to vector compares).
+    // Short runs are found byte by byte. A long run is then checked against
+    // its own start, already known to be `b`, in chunks that double (a
+    // `memcmp`: a 2 MiB read is one run); the chunk where it ends is
+    // searched a block at a time (a block without early exit compiles to
+    // vector compares), then byte by byte.
     const SHORT: usize = 16;
     const BLOCK: usize = 64;
     let mut j = from;
@@ -318,6 +321,13 @@ pub(crate) fn run_end(bytes: &[u8], from: usize, b: u8) -> usize {
             return j;
         }
         j += 1;
+    }
+    while j < bytes.len() {
+        let chunk = (j - from).min(bytes.len() - j);
+        if bytes[j..j + chunk] != bytes[from..from + chunk] {
+            break;
+        }
+        j += chunk;
     }
     while let Some(block) = bytes.get(j..j + BLOCK) {
         if block.iter().fold(0u8, |acc, &x| acc | (x ^ b)) != 0 {
@@ -356,11 +366,17 @@ pub(crate) fn push_decimal(out: &mut String, n: u64) {
 /// Run-length encode bytes the way scenario patterns are written.
 pub fn encode_bytes(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::new();
+    // Room for a short read's whole text (at most 3 characters a byte);
+    // a longer text grows as it is written.
+    let mut out = String::with_capacity(bytes.len().min(64) * 3);
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        let j = run_end(bytes, i + 1, b);
+        // A run of one byte (most runs of a varied read) ends without a call.
+        let j = match bytes.get(i + 1) {
+            Some(&next) if next == b => run_end(bytes, i + 2, b),
+            _ => i + 1,
+        };
         let run = j - i;
         if i > 0 {
             out.push(' ');
@@ -414,8 +430,13 @@ mod tests {
             out
         }
         let mut cases: Vec<Vec<u8>> = vec![vec![0xff], (0..=255).collect()];
-        for len in [1, 15, 16, 17, 63, 64, 65, 80, 81, 128, 200, 4096] {
-            for at in [0, 1, 16, 17, 63, 64, 65, 79, 80, len - 1] {
+        for len in [1, 15, 16, 17, 63, 64, 65, 80, 81, 128, 200, 4096, 70_000] {
+            // Around block edges, and the ends of the doubling chunks a
+            // run from 0 or 1 is compared in (16, 32, 64, ..., 65536).
+            let chunk_ends =
+                (4..17).flat_map(|k| [(1 << k) - 1, 1 << k, (1 << k) + 1, (1 << k) + 2]);
+            let ats = [0, 1, 16, 17, 63, 64, 65, 79, 80, 100, 1000, 40_000, len - 1];
+            for at in ats.into_iter().chain(chunk_ends) {
                 let mut v = vec![0xabu8; len];
                 if at < len {
                     v[at] = 0xac;
@@ -427,7 +448,7 @@ mod tests {
         for v in &cases {
             assert_eq!(encode_bytes(v), bytewise(v));
             for b in [0u8, 0xab, 0xac] {
-                for from in [0, 1, 17, 65] {
+                for from in [0, 1, 17, 65, 1000] {
                     let from = from.min(v.len());
                     let want = from
                         + v[from..]

@@ -11,6 +11,14 @@ use crate::machine::HazardKind;
 use std::borrow::Cow;
 use std::fmt;
 
+/// Writes each [`Piece`] in turn into a `fmt::Write`.
+macro_rules! put {
+    ($out:expr, $($piece:expr),+ $(,)?) => {{
+        $(Piece::put(&$piece, $out)?;)+
+        fmt::Result::Ok(())
+    }};
+}
+
 /// Index of a process in `Scenario::processes` (declaration order).
 pub type ProcIndex = usize;
 
@@ -36,16 +44,18 @@ impl Step {
     /// Canonical text of the step without process and expectations:
     /// `p = ipc_open h flags=lazy`.
     pub fn text(&self) -> String {
-        use fmt::Write;
         // Room for most steps, so the text is written without regrowing.
         let mut s = String::with_capacity(48);
         if let Some(n) = self.repeat {
-            let _ = write!(s, "repeat {n} ");
+            s.push_str("repeat ");
+            crate::trace::push_decimal(&mut s, n.into());
+            s.push(' ');
         }
-        let _ = match &self.bind {
-            Some(b) => write!(s, "{b} = {}", self.op),
-            None => write!(s, "{}", self.op),
-        };
+        if let Some(b) = &self.bind {
+            s.push_str(b);
+            s.push_str(" = ");
+        }
+        let _ = self.op.write_text(&mut s);
         s
     }
 }
@@ -177,7 +187,7 @@ impl fmt::Display for PatternItem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = match self {
             PatternItem::Run(b, n) => {
-                write!(f, "{b:02x}")?;
+                f.write_str(hex_byte(*b))?;
                 *n
             }
             PatternItem::Group(g, n) => {
@@ -186,7 +196,7 @@ impl fmt::Display for PatternItem {
                     if i > 0 {
                         f.write_str(" ")?;
                     }
-                    write!(f, "{b:02x}")?;
+                    f.write_str(hex_byte(*b))?;
                 }
                 f.write_str(")")?;
                 *n
@@ -195,7 +205,7 @@ impl fmt::Display for PatternItem {
             PatternItem::Iota(base, n) => return write!(f, "iota({base:02x})*{n}"),
         };
         if n != 1 {
-            write!(f, "*{n}")?;
+            put!(f, "*", Dec(n))?;
         }
         Ok(())
     }
@@ -1209,25 +1219,118 @@ pub fn fmt_size(n: u64) -> String {
     Size(n).to_string()
 }
 
+/// A piece of canonical text (a step's, an op's), written straight into
+/// any `fmt::Write` with `write_str`: into a `String` without the
+/// format-string machinery and padding checks of `write!`, which were most
+/// of the cost of a step's text (written for every step of a kept trace).
+trait Piece {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result;
+}
+
+impl<T: Piece + ?Sized> Piece for &T {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        (**self).put(out)
+    }
+}
+
+impl Piece for str {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        out.write_str(self)
+    }
+}
+
+impl Piece for String {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        out.write_str(self)
+    }
+}
+
+impl Piece for Ref {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        match self {
+            Ref::Null => out.write_str("null"),
+            Ref::Name(n) => out.write_str(n),
+        }
+    }
+}
+
+/// Written as `Display` writes them (rare in steps).
+impl Piece for BytePattern {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        write!(out, "{self}")
+    }
+}
+
+impl Piece for KernelContent {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        write!(out, "{self}")
+    }
+}
+
 /// [`fmt_size`] as a `Display` value: written in place, no `String` made.
 #[derive(Debug, Clone, Copy)]
 struct Size(u64);
 
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Piece for Size {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
         const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
         let n = self.0;
         for (unit, suffix) in UNITS {
             if n != 0 && n % unit == 0 {
-                return write!(f, "{}{suffix}", n / unit);
+                return put!(out, Dec(n / unit), suffix);
             }
         }
-        write!(f, "{n}")
+        put!(out, Dec(n))
     }
 }
 
-impl fmt::Display for Op {
+impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.put(f)
+    }
+}
+
+/// A number in decimal (as `{n}` writes it).
+#[derive(Debug, Clone, Copy)]
+struct Dec(u64);
+
+impl Piece for Dec {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        let mut buf = [0u8; 20];
+        let digits = crate::trace::decimal_digits(self.0, &mut buf);
+        out.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)
+    }
+}
+
+/// A byte as `{:#04x}` writes it (`0x0a`).
+#[derive(Debug, Clone, Copy)]
+struct ByteHex(u8);
+
+impl Piece for ByteHex {
+    fn put<W: fmt::Write>(&self, out: &mut W) -> fmt::Result {
+        out.write_str("0x")?;
+        out.write_str(hex_byte(self.0))
+    }
+}
+
+/// A byte as `{:02x}` writes it.
+fn hex_byte(b: u8) -> &'static str {
+    const DIGITS: &str = "000102030405060708090a0b0c0d0e0f\
+        101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f\
+        303132333435363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f\
+        505152535455565758595a5b5c5d5e5f606162636465666768696a6b6c6d6e6f\
+        707172737475767778797a7b7c7d7e7f808182838485868788898a8b8c8d8e8f\
+        909192939495969798999a9b9c9d9e9fa0a1a2a3a4a5a6a7a8a9aaabacadaeaf\
+        b0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecf\
+        d0d1d2d3d4d5d6d7d8d9dadbdcdddedfe0e1e2e3e4e5e6e7e8e9eaebecedeeef\
+        f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+    let at = usize::from(b) * 2;
+    &DIGITS[at..at + 2]
+}
+
+impl Op {
+    /// The op's canonical text (what `Display` writes), into `w`.
+    fn write_text<W: fmt::Write>(&self, w: &mut W) -> fmt::Result {
         let kw = self.keyword();
         match self {
             Op::DeviceCount
@@ -1237,27 +1340,27 @@ impl fmt::Display for Op {
             | Op::Sync
             | Op::EventHandleZero
             | Op::EventHandleRandom
-            | Op::Exit => f.write_str(kw),
-            Op::EventCreate { flags } => write!(f, "{kw} flags={}", fmt_event_flags(*flags)),
+            | Op::Exit => w.write_str(kw),
+            Op::EventCreate { flags } => put!(w, kw, " flags=", fmt_event_flags(*flags)),
             Op::EventQuery { event } | Op::EventSync { event } | Op::EventDestroy { event } => {
-                write!(f, "{kw} {event}")
+                put!(w, kw, " ", event)
             }
             Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => {
-                write!(f, "{kw} {event}")?;
-                write_stream(f, stream)
+                put!(w, kw, " ", event)?;
+                write_stream(w, stream)
             }
-            Op::StreamCreate { flags } => write!(f, "{kw} flags={}", fmt_stream_flags(*flags)),
+            Op::StreamCreate { flags } => put!(w, kw, " flags=", fmt_stream_flags(*flags)),
             Op::StreamDestroy { stream }
             | Op::StreamSync { stream }
-            | Op::StreamQuery { stream } => write!(f, "{kw} {stream}"),
+            | Op::StreamQuery { stream } => put!(w, kw, " ", stream),
             Op::Copy {
                 dst,
                 src,
                 len,
                 stream,
             } => {
-                write!(f, "{kw} {dst} {src} {}", Size(*len))?;
-                write_stream(f, stream)
+                put!(w, kw, " ", dst, " ", src, " ", Size(*len))?;
+                write_stream(w, stream)
             }
             Op::CopyPeer {
                 dst,
@@ -1265,23 +1368,32 @@ impl fmt::Display for Op {
                 src,
                 src_device,
                 len,
-            } => write!(
-                f,
-                "{kw} {dst} {dst_device} {src} {src_device} {}",
+            } => put!(
+                w,
+                kw,
+                " ",
+                dst,
+                " ",
+                Dec((*dst_device).into()),
+                " ",
+                src,
+                " ",
+                Dec((*src_device).into()),
+                " ",
                 Size(*len)
             ),
-            Op::EventElapsed { start, end } => write!(f, "{kw} {start} {end}"),
+            Op::EventElapsed { start, end } => put!(w, kw, " ", start, " ", end),
             Op::IpcGetEvent { event, out } => {
-                write!(f, "{kw} {event}")?;
+                put!(w, kw, " ", event)?;
                 if *out == OutArg::Null {
-                    f.write_str(" out=null")?;
+                    w.write_str(" out=null")?;
                 }
                 Ok(())
             }
             Op::IpcOpenEvent { handle, out } => {
-                write!(f, "{kw} {handle}")?;
+                put!(w, kw, " ", handle)?;
                 if *out == OutArg::Null {
-                    f.write_str(" out=null")?;
+                    w.write_str(" out=null")?;
                 }
                 Ok(())
             }
@@ -1294,14 +1406,14 @@ impl fmt::Display for Op {
                 stream,
                 ..
             } => {
-                write!(f, "{kw} {ptr} {value:#04x} us={micros}")?;
+                put!(w, kw, " ", ptr, " ", ByteHex(*value), " us=", Dec(*micros))?;
                 if let Some(at) = at {
-                    write!(f, " at={}", Size(*at))?;
+                    put!(w, " at=", Size(*at))?;
                 }
                 if let Some(len) = len {
-                    write!(f, " len={}", Size(*len))?;
+                    put!(w, " len=", Size(*len))?;
                 }
-                write_stream(f, stream)
+                write_stream(w, stream)
             }
             Op::KernelPattern {
                 ptr,
@@ -1310,30 +1422,32 @@ impl fmt::Display for Op {
                 len,
                 ..
             } => {
-                write!(f, "{kw} {ptr} {content}")?;
+                put!(w, kw, " ", ptr, " ", content)?;
                 if let Some(at) = at {
-                    write!(f, " at={}", Size(*at))?;
+                    put!(w, " at=", Size(*at))?;
                 }
                 if let Some(len) = len {
-                    write!(f, " len={}", Size(*len))?;
+                    put!(w, " len=", Size(*len))?;
                 }
                 Ok(())
             }
-            Op::Attr { device, attr } => write!(f, "{kw} {device} {}", attr.name()),
-            Op::CanAccessPeer { device, peer } => write!(f, "{kw} {device} {peer}"),
-            Op::EnablePeer { peer } => write!(f, "{kw} {peer}"),
-            Op::SetDevice { device } | Op::PrimaryCtx { device } | Op::CtxCreate { device } => {
-                write!(f, "{kw} {device}")
+            Op::Attr { device, attr } => put!(w, kw, " ", Dec((*device).into()), " ", attr.name()),
+            Op::CanAccessPeer { device, peer } => {
+                put!(w, kw, " ", Dec((*device).into()), " ", Dec((*peer).into()))
             }
-            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => write!(f, "{kw} {ctx}"),
-            Op::Malloc { size, .. } => write!(f, "{kw} {}", Size(*size)),
+            Op::EnablePeer { peer } => put!(w, kw, " ", Dec((*peer).into())),
+            Op::SetDevice { device } | Op::PrimaryCtx { device } | Op::CtxCreate { device } => {
+                put!(w, kw, " ", Dec((*device).into()))
+            }
+            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => put!(w, kw, " ", ctx),
+            Op::Malloc { size, .. } => put!(w, kw, " ", Size(*size)),
             Op::Free { ptr, .. }
             | Op::AddressRange { ptr }
             | Op::PointerAttr { ptr }
-            | Op::IpcClose { ptr } => write!(f, "{kw} {ptr}"),
-            Op::PointerAttribute { ptr, attr } => write!(f, "{kw} {ptr} {}", attr.name()),
-            Op::ForkChildAlloc { size } => write!(f, "{kw} alloc {}", Size(*size)),
-            Op::Offset { ptr, bytes } => write!(f, "{kw} {ptr} {}", Size(*bytes)),
+            | Op::IpcClose { ptr } => put!(w, kw, " ", ptr),
+            Op::PointerAttribute { ptr, attr } => put!(w, kw, " ", ptr, " ", attr.name()),
+            Op::ForkChildAlloc { size } => put!(w, kw, " alloc ", Size(*size)),
+            Op::Offset { ptr, bytes } => put!(w, kw, " ", ptr, " ", Size(*bytes)),
             Op::Fill {
                 ptr,
                 value,
@@ -1341,12 +1455,12 @@ impl fmt::Display for Op {
                 len,
                 ..
             } => {
-                write!(f, "{kw} {ptr} {value:#04x}")?;
+                put!(w, kw, " ", ptr, " ", ByteHex(*value))?;
                 if let Some(at) = at {
-                    write!(f, " at={}", Size(*at))?;
+                    put!(w, " at=", Size(*at))?;
                 }
                 if let Some(len) = len {
-                    write!(f, " len={}", Size(*len))?;
+                    put!(w, " len=", Size(*len))?;
                 }
                 Ok(())
             }
@@ -1354,61 +1468,82 @@ impl fmt::Display for Op {
                 ptr,
                 offset,
                 pattern,
-            } => write!(f, "{kw} {ptr} {} {pattern}", Size(*offset)),
+            } => put!(w, kw, " ", ptr, " ", Size(*offset), " ", pattern),
             Op::Read { ptr, offset, len } | Op::DeviceRead { ptr, offset, len } => {
-                write!(f, "{kw} {ptr} {} {}", Size(*offset), Size(*len))
+                put!(w, kw, " ", ptr, " ", Size(*offset), " ", Size(*len))
             }
             Op::IpcGet { ptr, out } => {
-                write!(f, "{kw} {ptr}")?;
+                put!(w, kw, " ", ptr)?;
                 if *out == OutArg::Null {
-                    f.write_str(" out=null")?;
+                    w.write_str(" out=null")?;
                 }
                 Ok(())
             }
             Op::IpcOpen { handle, flags, out } => {
-                write!(f, "{kw} {handle}")?;
+                put!(w, kw, " ", handle)?;
                 if *flags == crate::driver::IPC_MEM_LAZY_ENABLE_PEER_ACCESS {
-                    f.write_str(" flags=lazy")?;
+                    w.write_str(" flags=lazy")?;
                 } else {
-                    write!(f, " flags={flags}")?;
+                    put!(w, " flags=", Dec((*flags).into()))?;
                 }
                 if *out == OutArg::Null {
-                    f.write_str(" out=null")?;
+                    w.write_str(" out=null")?;
                 }
                 Ok(())
             }
-            Op::HandleFlip { handle, offset } => write!(f, "{kw} {handle} {offset}"),
+            Op::HandleFlip { handle, offset } => {
+                put!(w, kw, " ", handle, " ", Dec((*offset).into()))
+            }
             Op::Send {
                 handle, to_name, ..
-            } => write!(f, "{kw} {handle} -> {to_name}"),
-            Op::FdNullDevice => f.write_str(kw),
+            } => put!(w, kw, " ", handle, " -> ", to_name),
+            Op::FdNullDevice => w.write_str(kw),
             Op::VmmGranularity {
                 device,
                 kind,
                 types,
-            } => write!(f, "{kw} {device} {} types={}", kind.name(), types.name()),
+            } => put!(
+                w,
+                kw,
+                " ",
+                Dec((*device).into()),
+                " ",
+                kind.name(),
+                " types=",
+                types.name()
+            ),
             Op::VmmCreate {
                 size,
                 types,
                 device,
-            } => write!(
-                f,
-                "{kw} {} types={} device={device}",
+            } => put!(
+                w,
+                kw,
+                " ",
                 Size(*size),
-                types.name()
+                " types=",
+                types.name(),
+                " device=",
+                Dec((*device).into())
             ),
-            Op::VmmExport { handle, ty } => write!(f, "{kw} {handle} {}", ty.name()),
-            Op::VmmImport { fd } | Op::FdClose { fd } => write!(f, "{kw} {fd}"),
-            Op::VmmReserve { size } => write!(f, "{kw} {}", Size(*size)),
+            Op::VmmExport { handle, ty } => put!(w, kw, " ", handle, " ", ty.name()),
+            Op::VmmImport { fd } | Op::FdClose { fd } => put!(w, kw, " ", fd),
+            Op::VmmReserve { size } => put!(w, kw, " ", Size(*size)),
             Op::VmmMap {
                 va,
                 size,
                 handle,
                 offset,
-            } => write!(
-                f,
-                "{kw} {va} {} {handle} offset={}",
+            } => put!(
+                w,
+                kw,
+                " ",
+                va,
+                " ",
                 Size(*size),
+                " ",
+                handle,
+                " offset=",
                 Size(*offset)
             ),
             Op::VmmSetAccess {
@@ -1416,34 +1551,61 @@ impl fmt::Display for Op {
                 size,
                 access,
                 device,
-            } => write!(
-                f,
-                "{kw} {va} {} {} device={device}",
+            } => put!(
+                w,
+                kw,
+                " ",
+                va,
+                " ",
                 Size(*size),
-                access.name()
+                " ",
+                access.name(),
+                " device=",
+                Dec((*device).into())
             ),
             Op::VmmUnmap { va, size } | Op::VmmAddressFree { va, size } => {
-                write!(f, "{kw} {va} {}", Size(*size))
+                put!(w, kw, " ", va, " ", Size(*size))
             }
-            Op::VmmRelease { handle } => write!(f, "{kw} {handle}"),
-            Op::FdNumber { number } => write!(f, "{kw} {number}"),
-            Op::SendFd { fd, to_name, .. } => write!(f, "{kw} {fd} -> {to_name}"),
-            Op::PidfdGetfd { owner_name, fd, .. } => write!(f, "{kw} {owner_name} {fd}"),
-            Op::PoolCreate { types, device } => {
-                write!(f, "{kw} types={} device={device}", types.name())
-            }
-            Op::PoolDefault { device } => write!(f, "{kw} device={device}"),
-            Op::PoolDestroy { pool } | Op::PoolExport { pool } => write!(f, "{kw} {pool}"),
-            Op::PoolImport { fd } => write!(f, "{kw} {fd}"),
+            Op::VmmRelease { handle } => put!(w, kw, " ", handle),
+            // A descriptor number may be negative.
+            Op::FdNumber { number } => write!(w, "{kw} {number}"),
+            Op::SendFd { fd, to_name, .. } => put!(w, kw, " ", fd, " -> ", to_name),
+            Op::PidfdGetfd { owner_name, fd, .. } => put!(w, kw, " ", owner_name, " ", fd),
+            Op::PoolCreate { types, device } => put!(
+                w,
+                kw,
+                " types=",
+                types.name(),
+                " device=",
+                Dec((*device).into())
+            ),
+            Op::PoolDefault { device } => put!(w, kw, " device=", Dec((*device).into())),
+            Op::PoolDestroy { pool } | Op::PoolExport { pool } => put!(w, kw, " ", pool),
+            Op::PoolImport { fd } => put!(w, kw, " ", fd),
             Op::PoolSetAccess {
                 pool,
                 access,
                 device,
-            } => write!(f, "{kw} {pool} {} device={device}", access.name()),
-            Op::PoolAlloc { pool, size } => write!(f, "{kw} {pool} {}", Size(*size)),
-            Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => write!(f, "{kw} {ptr}"),
-            Op::PoolImportPtr { pool, data } => write!(f, "{kw} {pool} {data}"),
+            } => put!(
+                w,
+                kw,
+                " ",
+                pool,
+                " ",
+                access.name(),
+                " device=",
+                Dec((*device).into())
+            ),
+            Op::PoolAlloc { pool, size } => put!(w, kw, " ", pool, " ", Size(*size)),
+            Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => put!(w, kw, " ", ptr),
+            Op::PoolImportPtr { pool, data } => put!(w, kw, " ", pool, " ", data),
         }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_text(f)
     }
 }
 
@@ -1457,9 +1619,9 @@ fn bound_event(event: &str) -> Option<&str> {
 }
 
 /// ` stream=S` where an op names a stream other than the legacy default.
-fn write_stream(f: &mut fmt::Formatter<'_>, stream: &Option<String>) -> fmt::Result {
+fn write_stream<W: fmt::Write>(w: &mut W, stream: &Option<String>) -> fmt::Result {
     match stream {
-        Some(s) => write!(f, " stream={s}"),
+        Some(s) => put!(w, " stream=", s),
         None => Ok(()),
     }
 }
@@ -1579,19 +1741,20 @@ pub enum Expect {
 impl Expect {
     /// The expectations in force for a run in `dialect`.
     pub fn for_dialect(&self, dialect: Dialect) -> ExpectList {
-        self.in_force(dialect).into_owned()
+        self.in_force(dialect).clone()
     }
 
-    /// [`Expect::for_dialect`], borrowed where the step spells the list out.
-    pub fn in_force(&self, dialect: Dialect) -> Cow<'_, ExpectList> {
+    /// [`Expect::for_dialect`], borrowed: the step's own list, or one
+    /// built once for all steps.
+    pub fn in_force(&self, dialect: Dialect) -> &ExpectList {
         match self {
             // Most steps: one list for all, built once.
             Expect::Default => {
                 static OK: std::sync::LazyLock<ExpectList> =
                     std::sync::LazyLock::new(|| ExpectList::single(Expectation::Ok));
-                Cow::Borrowed(&*OK)
+                &OK
             }
-            Expect::List(l) => Cow::Borrowed(l),
+            Expect::List(l) => l,
             Expect::ByDialect {
                 runtime,
                 driver,
@@ -1604,11 +1767,11 @@ impl Expect {
                     Dialect::Hip => runtime,
                 };
                 match arm {
-                    Some(l) => Cow::Borrowed(l),
+                    Some(l) => l,
                     None => {
                         static ANY: std::sync::LazyLock<ExpectList> =
                             std::sync::LazyLock::new(|| ExpectList::single(Expectation::Any));
-                        Cow::Borrowed(&*ANY)
+                        &ANY
                     }
                 }
             }
@@ -1659,4 +1822,70 @@ pub struct HazardExpectation {
     pub line: usize,
     /// What the line checks.
     pub check: HazardCheck,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece_text(piece: &impl Piece) -> String {
+        let mut s = String::new();
+        piece.put(&mut s).expect("a String takes any text");
+        s
+    }
+
+    /// The pieces write what the format strings they replace wrote.
+    #[test]
+    fn pieces_write_what_format_strings_write() {
+        for b in 0..=255u8 {
+            assert_eq!(hex_byte(b), format!("{b:02x}"));
+            assert_eq!(piece_text(&ByteHex(b)), format!("{b:#04x}"));
+        }
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            1000,
+            1 << 20,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ] {
+            assert_eq!(piece_text(&Dec(n)), format!("{n}"));
+        }
+        let sizes = [(0, "0"), (1000, "1000"), (1024, "1KiB"), (1536, "1536")];
+        let units = [
+            (2 << 20, "2MiB"),
+            (3 << 30, "3GiB"),
+            (u64::MAX, "18446744073709551615"),
+        ];
+        for (n, text) in sizes.into_iter().chain(units) {
+            assert_eq!(piece_text(&Size(n)), text);
+            assert_eq!(fmt_size(n), text);
+        }
+        assert_eq!(piece_text(&Ref::Null), "null");
+        assert_eq!(piece_text(&"a b"), "a b");
+    }
+
+    /// `Step::text` writes the op as its `Display` does, after the repeat
+    /// count and the bound name.
+    #[test]
+    fn step_text_is_the_ops_display() {
+        let op = Op::Read {
+            ptr: Ref::Name("p".into()),
+            offset: 4096,
+            len: 8,
+        };
+        let step = Step {
+            line: 1,
+            process: 0,
+            bind: Some("b".into()),
+            op: op.clone(),
+            expect: Expect::Default,
+            repeat: Some(1000),
+        };
+        assert_eq!(op.to_string(), "read p 4KiB 8");
+        assert_eq!(step.text(), "repeat 1000 b = read p 4KiB 8");
+    }
 }

@@ -68,8 +68,13 @@ impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
     /// The number of `key` as a call that makes (or retains) an object
     /// returned it: its old one while it is live, else a fresh one. A
     /// retired value coming back from such a call is a new object at a
-    /// reused address.
-    fn label(&mut self, key: K) -> u64 {
+    /// reused address. `room`: how many values the running step may still
+    /// label, this one included (a `repeat 1000` step's first value makes
+    /// room for all, so the map is not regrown as they come).
+    fn label(&mut self, key: K, room: usize) -> u64 {
+        if room > 1 {
+            self.live.reserve(room);
+        }
         if !self.retired.is_empty() && !self.live.contains_key(&key) {
             self.retired.remove(&key);
         }
@@ -84,10 +89,10 @@ impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
 
     /// The number of `key` as a query returned it (`ctx_current`): a live
     /// object's, or the destroyed object's it still names.
-    fn recall(&mut self, key: K) -> u64 {
+    fn recall(&mut self, key: K, room: usize) -> u64 {
         match self.retired.get(&key) {
             Some(&n) if !self.live.contains_key(&key) => n,
-            _ => self.label(key),
+            _ => self.label(key, room),
         }
     }
 
@@ -162,28 +167,35 @@ impl Labels {
         }
     }
 
-    fn ptr<'s>(&mut self, proc: usize, name: &'s str, p: DevicePtr) -> Label<'s> {
+    fn ptr<'s>(&mut self, proc: usize, name: &'s str, p: DevicePtr, room: usize) -> Label<'s> {
         if p == DevicePtr::NULL {
             return Label::Null;
         }
-        issued(name, "p", self.processes[proc].ptrs.label(p.0))
+        issued(name, "p", self.processes[proc].ptrs.label(p.0, room))
     }
 
     /// `query`: the context came from `ctx_current` (see [`Namer::recall`]).
-    fn ctx<'s>(&mut self, proc: usize, name: &'s str, c: Option<u64>, query: bool) -> Label<'s> {
+    fn ctx<'s>(
+        &mut self,
+        proc: usize,
+        name: &'s str,
+        c: Option<u64>,
+        query: bool,
+        room: usize,
+    ) -> Label<'s> {
         let Some(c) = c else {
             return Label::Null;
         };
         let number = if query {
-            self.processes[proc].ctxs.recall(c)
+            self.processes[proc].ctxs.recall(c, room)
         } else {
-            self.processes[proc].ctxs.label(c)
+            self.processes[proc].ctxs.label(c, room)
         };
         issued(name, "c", number)
     }
 
-    fn event<'s>(&mut self, proc: usize, name: &'s str, e: EventId) -> Label<'s> {
-        issued(name, "e", self.processes[proc].events.label(e.0))
+    fn event<'s>(&mut self, proc: usize, name: &'s str, e: EventId, room: usize) -> Label<'s> {
+        issued(name, "e", self.processes[proc].events.label(e.0, room))
     }
 
     /// After step `op` of process `proc` succeeded: retire the labels of the
@@ -234,23 +246,32 @@ impl Labels {
 
     /// The label of `v` as seen by process `proc` (named `name`), if its
     /// kind has labels; a value seen for the first time gets a fresh one.
-    fn label<'s>(&mut self, proc: usize, name: &'s str, op: &Op, v: &Value) -> Option<Label<'s>> {
+    /// `room`: see [`Namer::label`].
+    fn label<'s>(
+        &mut self,
+        proc: usize,
+        name: &'s str,
+        op: &Op,
+        v: &Value,
+        room: usize,
+    ) -> Option<Label<'s>> {
+        let own = &mut self.processes[proc];
         Some(match v {
             Value::Unit | Value::Int(_) | Value::Bytes(_) | Value::Info(_) => return None,
-            Value::Ptr(p) | Value::Range(p, _) => self.ptr(proc, name, *p),
+            Value::Ptr(p) | Value::Range(p, _) => self.ptr(proc, name, *p, room),
             Value::Ctx(c) => {
                 let query = matches!(op, Op::CtxCurrent);
-                self.ctx(proc, name, c.map(|c| c.0), query)
+                self.ctx(proc, name, c.map(|c| c.0), query, room)
             }
-            Value::Handle(h) => issued("", "h", self.handles.label(h.0)),
-            Value::Event(e) => self.event(proc, name, *e),
-            Value::Stream(s) => issued(name, "s", self.processes[proc].streams.label(s.0)),
-            Value::EventHandle(h) => issued("", "eh", self.event_handles.label(h.0)),
-            Value::VmmHandle(h) => issued(name, "m", self.processes[proc].vmm_handles.label(h.0)),
-            Value::BufferId(b) => issued(name, "b", self.processes[proc].buffer_ids.label(*b)),
-            Value::Fd(f) => issued(name, "f", self.processes[proc].fds.label(f.0)),
-            Value::Pool(pool) => issued(name, "l", self.processes[proc].pools.label(pool.0)),
-            Value::PoolExport(x) => issued("", "px", self.pool_exports.label(x.0)),
+            Value::Handle(h) => issued("", "h", self.handles.label(h.0, room)),
+            Value::Event(e) => self.event(proc, name, *e, room),
+            Value::Stream(s) => issued(name, "s", own.streams.label(s.0, room)),
+            Value::EventHandle(h) => issued("", "eh", self.event_handles.label(h.0, room)),
+            Value::VmmHandle(h) => issued(name, "m", own.vmm_handles.label(h.0, room)),
+            Value::BufferId(b) => issued(name, "b", own.buffer_ids.label(*b, room)),
+            Value::Fd(f) => issued(name, "f", own.fds.label(f.0, room)),
+            Value::Pool(pool) => issued(name, "l", own.pools.label(pool.0, room)),
+            Value::PoolExport(x) => issued("", "px", self.pool_exports.label(x.0, room)),
         })
     }
 }
@@ -332,8 +353,8 @@ impl From<DriverError> for Failure {
     }
 }
 
-/// The most elements a `repeat` step's list is given room for before its
-/// first iteration.
+/// The most elements a `repeat` step's list, and the labels of the values
+/// it makes, are given room for before its first iteration.
 const MAX_LIST_RESERVE: usize = 1 << 16;
 
 struct Run<'a> {
@@ -391,11 +412,11 @@ impl<'a> Run<'a> {
     /// Where list `name`'s elements are: one the running step names.
     #[inline]
     fn list_id(&self, name: &str) -> Option<usize> {
-        // The names come from the step itself: the same string, mostly.
-        let of_step = self
-            .step_lists
-            .iter()
-            .find(|(n, _)| std::ptr::eq(*n, name) || *n == name);
+        // The names come from the step itself: the same string, mostly,
+        // found without comparing any text.
+        let of_step = (self.step_lists.iter())
+            .find(|(n, _)| std::ptr::eq(*n, name))
+            .or_else(|| self.step_lists.iter().find(|(n, _)| *n == name));
         match of_step {
             Some(&(_, id)) => Some(id),
             None => self.list_ids.get(name).copied(),
@@ -425,7 +446,12 @@ impl<'a> Run<'a> {
             None => self.list_made(name),
         };
         let list = &mut self.lists[id];
-        if list.len() <= self.iteration {
+        if list.len() == self.iteration {
+            // The usual case: iterations bind their elements in order.
+            list.push(Some(bound));
+            return;
+        }
+        if list.len() < self.iteration {
             list.resize_with(self.iteration + 1, || None);
         }
         list[self.iteration] = Some(bound);
@@ -1164,16 +1190,15 @@ pub(crate) fn execute_on(
         let mut iteration = 0;
         let (outcome, result) = loop {
             run.iteration = iteration;
-            let skip = dead[step.process]
-                .clone()
+            let skip = match (&dead[step.process], &step.op) {
+                (Some(reason), _) => Some(reason.clone()),
                 // A descriptor cannot reach a process that crashed or hung.
-                .or_else(|| match &step.op {
-                    Op::SendFd { to, .. } => dead
-                        .get(*to)
-                        .and_then(|r| r.as_ref())
-                        .map(|r| format!("the receiver is gone: {r}")),
-                    _ => None,
-                });
+                (None, Op::SendFd { to, .. }) => dead
+                    .get(*to)
+                    .and_then(|r| r.as_ref())
+                    .map(|r| format!("the receiver is gone: {r}")),
+                (None, _) => None,
+            };
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
                 None => {
@@ -1201,7 +1226,8 @@ pub(crate) fn execute_on(
             // of a step without one.
             let (answer, api) = match result {
                 Ok(v) => {
-                    let label = labels.label(owner, oname, &step.op, &v);
+                    let room = (iterations - run.iteration).min(MAX_LIST_RESERVE);
+                    let label = labels.label(owner, oname, &step.op, &v, room);
                     labels.retire_after(step.process, &step.op, || {
                         step.op.used()[0]
                             .and_then(|n| run.bound(n))
@@ -1253,7 +1279,7 @@ pub(crate) fn execute_on(
                 }),
                 Err(outcome) => describe(outcome),
             };
-            let mut failed = failure(&list, &observed, described, &run.bindings);
+            let mut failed = failure(list, &observed, described, &run.bindings);
             iteration += 1;
             let last = failed.is_some() || iteration == iterations || dead[step.process].is_some();
             let outcome = match answer {
@@ -1282,9 +1308,10 @@ pub(crate) fn execute_on(
         let elapsed_us = call.map_or(0, |c| micros(c.elapsed()));
 
         if first_failure.is_none() {
-            let crash_expected = result.passed && list.items.contains(&Expectation::Crash);
+            // Looked up only for a crash.
+            let crash_expected = || result.passed && list.items.contains(&Expectation::Crash);
             let lost = match &outcome {
-                StepOutcome::Crash { .. } if crash_expected => None,
+                StepOutcome::Crash { .. } if crash_expected() => None,
                 StepOutcome::Crash { .. } => Some(Status::Crash),
                 StepOutcome::Timeout { .. } => Some(Status::Timeout),
                 StepOutcome::Broken { .. } => Some(Status::Broken),
@@ -1362,18 +1389,18 @@ mod label_tests {
     fn exit_retires_opaque_labels_only() {
         let mut l = Labels::new(2);
         let text = |label: Label<'_>| label.text();
-        assert_eq!(text(l.ctx(0, "a", Some(5), false)), "a.c1");
-        assert_eq!(text(l.event(0, "a", EventId(6))), "a.e1");
-        assert_eq!(l.processes[0].vmm_handles.label(7), 1);
-        assert_eq!(text(l.ptr(0, "a", DevicePtr(0x1000))), "a.p1");
-        assert_eq!(text(l.ctx(1, "b", Some(5), false)), "b.c1");
+        assert_eq!(text(l.ctx(0, "a", Some(5), false, 1)), "a.c1");
+        assert_eq!(text(l.event(0, "a", EventId(6), 1)), "a.e1");
+        assert_eq!(l.processes[0].vmm_handles.label(7, 1), 1);
+        assert_eq!(text(l.ptr(0, "a", DevicePtr(0x1000), 1)), "a.p1");
+        assert_eq!(text(l.ctx(1, "b", Some(5), false, 1)), "b.c1");
         l.retire_after(0, &Op::Exit, || None);
-        assert_eq!(text(l.ctx(0, "a", Some(5), true)), "a.c1");
-        assert_eq!(text(l.ctx(0, "a", Some(5), false)), "a.c2");
-        assert_eq!(text(l.event(0, "a", EventId(6))), "a.e2");
-        assert_eq!(l.processes[0].vmm_handles.label(7), 2);
-        assert_eq!(text(l.ptr(0, "a", DevicePtr(0x1000))), "a.p1");
-        assert_eq!(text(l.ctx(1, "b", Some(5), false)), "b.c1");
+        assert_eq!(text(l.ctx(0, "a", Some(5), true, 1)), "a.c1");
+        assert_eq!(text(l.ctx(0, "a", Some(5), false, 1)), "a.c2");
+        assert_eq!(text(l.event(0, "a", EventId(6), 1)), "a.e2");
+        assert_eq!(l.processes[0].vmm_handles.label(7, 1), 2);
+        assert_eq!(text(l.ptr(0, "a", DevicePtr(0x1000), 1)), "a.p1");
+        assert_eq!(text(l.ctx(1, "b", Some(5), false, 1)), "b.c1");
     }
 
     /// A label's text is the one its parts spell, with or without a scope.

@@ -324,6 +324,8 @@ pub(crate) fn failure(
             .iter()
             .find_map(|e| match (e, obs) {
                 (Expectation::Crash, Observed::Crash) => None,
+                // What most steps expect, judged without a call.
+                (Expectation::Ok, Observed::Ok(_)) | (Expectation::Any, _) => None,
                 _ => holds(e, obs, bindings).err(),
             })
             .map(|miss| match miss {
@@ -347,5 +349,79 @@ pub(crate) fn check_result(expected: &str, failure: Option<String>) -> CheckResu
 pub(crate) fn bytes_summary(bytes: &[u8]) -> ValueSummary {
     ValueSummary::Bytes {
         pattern: encode_bytes(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errors::{Dialect, ErrorKind};
+    use std::borrow::Cow;
+
+    /// [`failure`] as it was before `ok` and `any` were judged without
+    /// calling [`holds`].
+    fn failure_by_holds(
+        list: &ExpectList,
+        obs: &Observed,
+        described: impl FnOnce() -> String,
+        bindings: &Bindings<'_>,
+    ) -> Option<String> {
+        if let Observed::Skipped(reason) = obs {
+            return Some(["skipped: ", reason].concat());
+        }
+        list.items
+            .iter()
+            .find_map(|e| match (e, obs) {
+                (Expectation::Crash, Observed::Crash) => None,
+                _ => holds(e, obs, bindings).err(),
+            })
+            .map(|miss| match miss {
+                Miss::Expected(shown) => format!("expected {shown}, got {}", described()),
+                Miss::Other(why) => why,
+            })
+    }
+
+    /// The fast path agrees with `holds`, messages included, for every
+    /// kind of observation and lists with `ok` and `any` before, after
+    /// and without other expectations.
+    #[test]
+    fn ok_and_any_are_judged_as_holds_judges_them() {
+        let int = Value::Int(3);
+        let unit = Value::Unit;
+        let observations = [
+            Observed::Ok(&int),
+            Observed::Ok(&unit),
+            Observed::Api(ApiError::new(Dialect::Runtime, ErrorKind::InvalidValue)),
+            Observed::Crash,
+            Observed::Skipped("'p' was never bound"),
+            Observed::NoAnswer,
+        ];
+        use Expectation as E;
+        let lists: [&[Expectation]; 9] = [
+            &[E::Ok],
+            &[E::Any],
+            &[E::Ok, E::Value(3)],
+            &[E::Ok, E::Value(4)],
+            &[E::Value(4), E::Ok],
+            &[E::Any, E::Value(4)],
+            &[E::Ok, E::Any],
+            &[E::AnyError, E::Any],
+            &[E::Crash],
+        ];
+        let bindings = Bindings::default();
+        for items in lists {
+            let list = ExpectList {
+                items: Cow::Owned(items.to_vec()),
+                text: Cow::Borrowed(""),
+            };
+            for obs in &observations {
+                let described = || "what came".to_string();
+                assert_eq!(
+                    failure(&list, obs, described, &bindings),
+                    failure_by_holds(&list, obs, described, &bindings),
+                    "{items:?}"
+                );
+            }
+        }
     }
 }
