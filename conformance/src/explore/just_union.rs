@@ -218,19 +218,8 @@ mod tests {
         )
     }
 
-    /// Values and a shrinking walk of `tree`: simplify while it can, with
-    /// a complicate every fifth move, recording every value.
     fn walk<V: fmt::Debug>(tree: &mut dyn ValueTree<Value = V>) -> Vec<String> {
-        let mut seen = vec![format!("{:?}", tree.current())];
-        for round in 0..12 {
-            let moved = if round % 5 == 4 {
-                tree.complicate()
-            } else {
-                tree.simplify()
-            };
-            seen.push(format!("{moved} {:?}", tree.current()));
-        }
-        seen
+        crate::explore::lean_union::tests::walk_rounds(tree, 12)
     }
 
     /// Draw with both from runners of one seed: the same walk, and the

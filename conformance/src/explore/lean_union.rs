@@ -311,7 +311,7 @@ impl<T: fmt::Debug> ValueTree for LeanUnionTree<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -386,11 +386,15 @@ mod tests {
             .collect()
     }
 
-    /// Values and a shrinking walk of `tree`: simplify while it can, then
-    /// complicate once and simplify again, recording every value.
-    fn walk<V: fmt::Debug>(tree: &mut dyn ValueTree<Value = V>) -> Vec<String> {
+    /// Values and a shrinking walk of `tree`, `rounds` moves long:
+    /// simplify, with a complicate every fifth move, recording every value
+    /// (the union tests of `just_union.rs` walk with it too).
+    pub(crate) fn walk_rounds<V: fmt::Debug>(
+        tree: &mut dyn ValueTree<Value = V>,
+        rounds: usize,
+    ) -> Vec<String> {
         let mut seen = vec![format!("{:?}", tree.current())];
-        for round in 0..40 {
+        for round in 0..rounds {
             let moved = if round % 5 == 4 {
                 tree.complicate()
             } else {
@@ -399,6 +403,10 @@ mod tests {
             seen.push(format!("{moved} {:?}", tree.current()));
         }
         seen
+    }
+
+    fn walk<V: fmt::Debug>(tree: &mut dyn ValueTree<Value = V>) -> Vec<String> {
+        walk_rounds(tree, 40)
     }
 
     #[test]
