@@ -2,11 +2,7 @@
 # Runs context_cost's probes in one go on a GPU host; see context_cost.c.
 # Usage: tools/gpu-probes/context_cost.sh [BUILD_DIR]
 set -u
-dir=${1:-/tmp/context-cost}
-mkdir -p "$dir"
-here=$(cd "$(dirname "$0")" && pwd)
-nvcc -O2 -o "$dir/context_cost" "$here/context_cost.c" -lcuda || exit 1
-p="$dir/context_cost"
+source "$(dirname "$0")/build.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "## a process's start, alone"
 for i in 1 2 3; do "$p" init; done

@@ -2,11 +2,7 @@
 # How making a context and a process's exit cost grow with the contexts
 # other processes hold on the same GPU. Usage: load.sh [BUILD_DIR]
 set -u
-dir=${1:-/tmp/context-cost}
-mkdir -p "$dir"
-here=$(cd "$(dirname "$0")" && pwd)
-nvcc -O2 -o "$dir/context_cost" "$here/context_cost.c" -lcuda || exit 1
-p="$dir/context_cost"
+source "$(dirname "$0")/build.sh"
 probe() { # PROCESSES CONTEXTS_EACH [ENV]
   local holders="" i
   for ((i = 0; i < $1; i++)); do env ${3:-} "$p" hold 40 "$2" & holders="$holders $!"; done
