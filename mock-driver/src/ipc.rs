@@ -560,7 +560,7 @@ impl World {
         }
         self.damaged_offset_while_mapped_rule(p, ctx, handle, block_id, base, export.0)?;
         let ret = base + ret_offset;
-        self.procs[p].opened_ptrs.insert(ret);
+        self.procs[p].opened_ptrs.insert(ret, ());
         if let Some(m) = self.procs[p]
             .regions
             .get_mut(&base)
@@ -801,7 +801,7 @@ impl World {
         );
         proc.add_import(ctx, block_id, base);
         proc.note_opened(ctx, handle, base);
-        proc.opened_ptrs.insert(ret);
+        proc.opened_ptrs.insert(ret, ());
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.importers = b.importers.saturating_add(1);
         }
@@ -972,7 +972,7 @@ impl World {
         let n = m.opens.get_or_insert(ret, 0);
         *n = n.saturating_add(1);
         m.closed.remove(&offset);
-        self.procs[p].opened_ptrs.insert(ret);
+        self.procs[p].opened_ptrs.insert(ret, ());
         Some(ret)
     }
 
@@ -1139,7 +1139,7 @@ impl World {
     /// close reaches nothing: another process's mapping at the same address
     /// is that process's alone (mem.close.foreign-pointer).
     fn close_unopened(&mut self, p: ProcessIndex, ptr: u64) {
-        if self.procs[p].opened_ptrs.contains(&ptr) {
+        if self.procs[p].opened_ptrs.contains_key(&ptr) {
             self.hazard(
                 HazardKind::DoubleClose,
                 p,

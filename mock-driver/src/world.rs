@@ -310,8 +310,9 @@ pub(crate) struct Process {
     /// event recorded after them); its later reads of those bytes are ordered.
     pub seen: crate::clock::Clock,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
-    /// `foreign-close`); asked for membership only.
-    pub opened_ptrs: crate::index::IdSet<u64>,
+    /// `foreign-close`); asked for membership only. They come upwards, as
+    /// the VA they are in does: an `AddrMap` takes them at its back.
+    pub opened_ptrs: AddrMap<()>,
     /// Allocation bases this process freed and has not been given again
     /// (`double-free`); asked for membership only.
     pub freed_ptrs: crate::index::IdSet<u64>,
@@ -567,7 +568,7 @@ impl Process {
             unsynced: Vec::new(),
             writes: 0,
             seen: Default::default(),
-            opened_ptrs: Default::default(),
+            opened_ptrs: AddrMap::new(),
             freed_ptrs: Default::default(),
             crashed: false,
             va_claims: Vec::new(),
