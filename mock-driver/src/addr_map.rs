@@ -92,7 +92,7 @@ impl<V> AddrMap<V> {
     }
 
     /// How many entries have keys below `key`: where `key` is, or would go.
-    #[inline]
+    #[inline(always)]
     fn rank(&self, key: u64) -> usize {
         // The entries are one slice unless they wrap around the deque's
         // buffer (removes at the front, then inserts at the back): a slice

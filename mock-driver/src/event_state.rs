@@ -235,6 +235,7 @@ impl LocalEvents {
     }
 
     /// Event `id` of `p`, whose id is new.
+    #[inline]
     pub(crate) fn insert(&mut self, p: ProcessIndex, id: u64, l: Local) {
         let serial = Self::serial(id).expect("an event id made by `id_of`");
         self.by_serial.insert(serial, (p, l));
