@@ -597,7 +597,12 @@ impl World {
         (offset, size): (u64, u64),
     ) -> Option<u64> {
         let proc = &self.procs[p];
-        let mappings = || proc.mappings_of(ctx, block_id).iter().copied();
+        let bases = proc.mappings_of(ctx, block_id);
+        // A context that does not map the block has no mapping to share.
+        if bases.is_empty() {
+            return None;
+        }
+        let mappings = || bases.iter().copied();
         let serials = self.sem.handle_stable == HandleStability::SameBytes;
         let serial = serial_of(handle);
         let first = mappings().filter(|b| !self.stale_mapping(p, *b)).find(|b| {
@@ -1034,6 +1039,12 @@ impl World {
             return Variant::None;
         };
         let proc = &self.procs[p];
+        // No mapping of this context was opened with a handle of this
+        // export object: the handle copies none (the common first open).
+        if !proc.opened_object(ctx, handle) {
+            debug_assert!(proc.opened_like(ctx, handle).next().is_none());
+            return Variant::None;
+        }
         let b = &handle.0;
         // Under `interior_handle=pointer-offset` the pointer's offset (bytes
         // 56..64) is part of the table's key: ROCm's FindIpcHandleMemObj

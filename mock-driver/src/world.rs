@@ -755,6 +755,13 @@ impl Process {
             .eq(self.mappings_of(ctx, block).iter().copied()));
     }
 
+    /// Whether a mapping of context `ctx` was opened with a handle of `h`'s
+    /// export object (bytes 48..52): `opened_like` finds none without it.
+    pub(crate) fn opened_object(&self, ctx: CtxKey, h: &ipc_harness::IpcMemHandle) -> bool {
+        let object = crate::handle_codec::u32_at(&h.0, 48);
+        !self.opened_by_object.get(&(ctx, object)).is_empty()
+    }
+
     /// The IPC mappings of context `ctx`, by base, that a handle with `h`'s
     /// export object word (bytes 48..52) was opened into: every mapping
     /// where an opened handle matches `h` on bytes that include those.
