@@ -11,7 +11,13 @@
 //! without moving the other entries (mem.scale.open-thousand-allocations:
 //! 1,000 mappings made, then closed first to last). An insert or remove
 //! in the middle moves the entries on its shorter side.
+//!
+//! A search remembers where it landed (`hint`): programs walk their
+//! allocations in order (write, export, read or close each in turn), so
+//! the next search in a large map usually lands there or one further, and
+//! checking those two places first answers it without a binary search.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
@@ -19,14 +25,56 @@ use std::ops::{Bound, RangeBounds};
 pub(crate) struct AddrMap<V> {
     /// Increasing key, no key twice.
     entries: VecDeque<(u64, V)>,
+    /// Where the last binary search landed (a rank): only a guess, checked
+    /// before it is used.
+    hint: Cell<usize>,
 }
 
 impl<V> Default for AddrMap<V> {
     fn default() -> Self {
         AddrMap {
             entries: VecDeque::new(),
+            hint: Cell::new(0),
         }
     }
+}
+
+/// Below this many entries a binary search is a few steps: the hint is
+/// neither checked nor kept.
+const HINTED: usize = 16;
+
+/// How many of the sorted `entries` have keys below `key`; `hint` is where
+/// the last search in them landed, and is set to where this one does.
+#[inline]
+fn rank_in<V>(entries: &[(u64, V)], key: u64, hint: &Cell<usize>) -> usize {
+    // Most inserts go after the greatest key, and most lookups of a freshly
+    // made entry ask for it: checking the back first answers those without
+    // a search. Removes in the order the entries came ask for the front.
+    let n = entries.len();
+    let (Some((first, _)), Some((last, _))) = (entries.first(), entries.last()) else {
+        return 0;
+    };
+    if *last < key {
+        return n;
+    }
+    if key <= *first {
+        return 0;
+    }
+    if n < HINTED {
+        return entries.partition_point(|&(k, _)| k < key);
+    }
+    // The rank is `i` when the key is above entry `i - 1`'s and not above
+    // entry `i`'s: the hint and the place after it are tried first.
+    let h = hint.get();
+    for i in [h, h + 1] {
+        if (1..n).contains(&i) && entries[i - 1].0 < key && key <= entries[i].0 {
+            hint.set(i);
+            return i;
+        }
+    }
+    let i = entries.partition_point(|&(k, _)| k < key);
+    hint.set(i);
+    i
 }
 
 impl<V> AddrMap<V> {
@@ -44,14 +92,13 @@ impl<V> AddrMap<V> {
     }
 
     /// How many entries have keys below `key`: where `key` is, or would go.
-    #[inline]
+    #[inline(always)]
     fn rank(&self, key: u64) -> usize {
-        // Most inserts go after the greatest key, and most lookups of a
-        // freshly made entry ask for it: checking the back first answers
-        // those without a search.
-        match self.entries.back() {
-            None => 0,
-            Some(&(last, _)) if last < key => self.entries.len(),
+        // The entries are one slice unless they wrap around the deque's
+        // buffer (removes at the front, then inserts at the back): a slice
+        // is indexed without the wrap arithmetic.
+        match self.entries.as_slices() {
+            (all, []) => rank_in(all, key, &self.hint),
             _ => self.entries.partition_point(|&(k, _)| k < key),
         }
     }
@@ -73,7 +120,6 @@ impl<V> AddrMap<V> {
         Some(&mut self.entries[i].1)
     }
 
-    #[cfg(test)]
     pub(crate) fn contains_key(&self, key: &u64) -> bool {
         self.index_of(*key).is_some()
     }
@@ -184,6 +230,67 @@ impl<V> AddrMap<V> {
 mod tests {
     use super::AddrMap;
     use std::collections::BTreeMap;
+
+    /// Maps large enough for the hint, walked in order (each key, then a
+    /// place inside its span), backwards and at random while entries come
+    /// and go at both ends and in the middle: every answer is the
+    /// `BTreeMap`'s.
+    #[test]
+    fn hinted_searches_answer_as_a_btree_map_does() {
+        for round in 0..12u64 {
+            let mut addr: AddrMap<u64> = AddrMap::new();
+            let mut tree: BTreeMap<u64, u64> = BTreeMap::new();
+            let count = 20 + crate::seed::mix64(round) % 200;
+            for i in 0..count {
+                let key = (1 << 30) + i * 0x40;
+                assert_eq!(addr.insert(key, i), tree.insert(key, i));
+            }
+            for step in 0..400u64 {
+                let x = crate::seed::mix64(round * 10_000 + step);
+                let keys: Vec<u64> = tree.keys().copied().collect();
+                let probes: Vec<u64> = match step % 4 {
+                    0 => keys.iter().flat_map(|&k| [k, k + 0x10]).collect(),
+                    1 => keys.iter().rev().flat_map(|&k| [k + 0x3f, k]).collect(),
+                    2 => (0..64)
+                        .map(|j| (1 << 30) - 1 + crate::seed::mix64(x + j) % (count * 0x40 + 2))
+                        .collect(),
+                    _ => keys.iter().map(|&k| k - 1).collect(),
+                };
+                for probe in probes {
+                    assert_eq!(
+                        addr.get(&probe),
+                        tree.get(&probe),
+                        "round {round} step {step}"
+                    );
+                    let last = tree.range(..=probe).next_back().map(|(&k, v)| (k, v));
+                    assert_eq!(addr.last_at_or_before(probe), last);
+                    assert_eq!(
+                        addr.containing(probe, |_| 0x20),
+                        last.filter(|(k, _)| probe - k < 0x20)
+                    );
+                    assert!(addr
+                        .range(probe..probe + 0x100)
+                        .eq(tree.range(probe..probe + 0x100)));
+                }
+                if keys.is_empty() {
+                    break;
+                }
+                let pick = match x % 5 {
+                    0 => keys[0],
+                    1 => keys[keys.len() - 1],
+                    _ => keys[(x >> 8) as usize % keys.len()],
+                };
+                if x % 3 == 0 {
+                    assert_eq!(addr.remove(&pick), tree.remove(&pick));
+                } else {
+                    // A key between two others, or past the end.
+                    let key = pick + 0x20 + (x >> 20) % 2 * 0x20;
+                    assert_eq!(addr.insert(key, step), tree.insert(key, step));
+                }
+                assert!(addr.iter().eq(tree.iter()));
+            }
+        }
+    }
 
     /// Random inserts, removes and updates, at the back, the front and in
     /// the middle, leave it answering every question as a `BTreeMap` does.

@@ -11,32 +11,49 @@
 
 use ipc_harness::ProcessIndex;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Writers kept in place: the first processes, which make most writes; a
+/// clock of them is copied without an allocation (a record clones one).
+const INLINE: usize = 4;
+
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Clock {
-    /// By writer process: its newest write covered (0: none).
-    upto: Vec<u64>,
+    /// By writer process below `INLINE`: its newest write covered (0: none).
+    first: [u64; INLINE],
+    /// The same for writers `INLINE` and up, from `INLINE`.
+    rest: Vec<u64>,
 }
 
 impl Clock {
     /// The newest write of `writer` covered (0: none).
     pub(crate) fn get(&self, writer: ProcessIndex) -> u64 {
-        self.upto.get(writer).copied().unwrap_or(0)
+        match writer.checked_sub(INLINE) {
+            None => self.first[writer],
+            Some(i) => self.rest.get(i).copied().unwrap_or(0),
+        }
     }
 
     /// Covers `writer`'s writes up to `upto`, and no later ones.
     pub(crate) fn set(&mut self, writer: ProcessIndex, upto: u64) {
-        if self.upto.len() <= writer {
-            self.upto.resize(writer + 1, 0);
+        match writer.checked_sub(INLINE) {
+            None => self.first[writer] = upto,
+            Some(i) => {
+                if self.rest.len() <= i {
+                    self.rest.resize(i + 1, 0);
+                }
+                self.rest[i] = upto;
+            }
         }
-        self.upto[writer] = upto;
     }
 
     /// Also covers what `from` covers.
     pub(crate) fn merge(&mut self, from: &Clock) {
-        if self.upto.len() < from.upto.len() {
-            self.upto.resize(from.upto.len(), 0);
+        for (mine, &theirs) in self.first.iter_mut().zip(&from.first) {
+            *mine = (*mine).max(theirs);
         }
-        for (mine, &theirs) in self.upto.iter_mut().zip(&from.upto) {
+        if self.rest.len() < from.rest.len() {
+            self.rest.resize(from.rest.len(), 0);
+        }
+        for (mine, &theirs) in self.rest.iter_mut().zip(&from.rest) {
             *mine = (*mine).max(theirs);
         }
     }

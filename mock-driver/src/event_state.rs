@@ -235,6 +235,7 @@ impl LocalEvents {
     }
 
     /// Event `id` of `p`, whose id is new.
+    #[inline]
     pub(crate) fn insert(&mut self, p: ProcessIndex, id: u64, l: Local) {
         let serial = Self::serial(id).expect("an event id made by `id_of`");
         self.by_serial.insert(serial, (p, l));
@@ -311,7 +312,10 @@ impl SlotPool {
             None => {
                 let s = self.next;
                 self.next = s.saturating_add(1);
-                self.held.resize(self.next as usize, None);
+                // `held` is `next` long: the new slot goes at its end.
+                if self.held.len() < self.next as usize {
+                    self.held.push(None);
+                }
                 s
             }
         };
@@ -348,10 +352,23 @@ impl Events {
         live
     }
 
+    /// Context `ctx` of `p` holds interprocess-event state (`ipc_state`).
+    pub(crate) fn note_ipc_state(&mut self, p: ProcessIndex, ctx: CtxKey) {
+        // Asked first: a set finds a member more cheaply than it inserts one.
+        if !self.ipc_state.contains(&(p, ctx)) {
+            self.ipc_state.insert((p, ctx));
+        }
+    }
+
     /// Core `core`, made by `p` in `ctx`, takes the lowest free slot of that
     /// context's pool; returns the slot.
     pub(crate) fn take_slot(&mut self, p: ProcessIndex, ctx: CtxKey, core: u64) -> u32 {
-        let slot = self.slots.entry((p, ctx)).or_default().take_lowest(core);
+        // The pool is there after the context's first event: looked up
+        // before the tree's insert path is taken.
+        let slot = match self.slots.get_mut(&(p, ctx)) {
+            Some(pool) => pool.take_lowest(core),
+            None => self.slots.entry((p, ctx)).or_default().take_lowest(core),
+        };
         if self.live_ipc.len() <= p {
             self.live_ipc.resize(p + 1, 0);
         }

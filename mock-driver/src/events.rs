@@ -173,7 +173,7 @@ impl World {
         let core = self.events.next_core;
         let slot = if flags & INTERPROCESS != 0 {
             Self::live_ipc_events_rule(self.events.live_ipc_events(p))?;
-            self.events.ipc_state.insert((p, ctx));
+            self.events.note_ipc_state(p, ctx);
             Some(self.events.take_slot(p, ctx, core))
         } else {
             None
@@ -254,7 +254,9 @@ impl World {
     /// lives as long as the process: later events claim nothing (as in
     /// `driver_fds`).
     fn claim_event_memory(&mut self, p: ProcessIndex) {
-        if self.events.shared_memory.insert(p) {
+        // Asked first: a set finds a member more cheaply than it inserts one.
+        if !self.events.shared_memory.contains(&p) {
+            self.events.shared_memory.insert(p);
             self.procs[p].claim_free_va(None, true);
         }
     }
@@ -543,7 +545,7 @@ impl World {
                 return Err(k.into());
             }
         }
-        self.events.ipc_state.insert((p, ctx));
+        self.events.note_ipc_state(p, ctx);
         self.events.opened_from.insert((p, ctx, core.owner));
         self.claim_event_memory(p);
         if self.sem.event_reopen == EventReopen::SameEvent {

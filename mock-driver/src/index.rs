@@ -127,12 +127,14 @@ impl<K: Hash + Eq + Copy> MultiIndex<K> {
 
     /// Removes `(key, value)`; false if it was not there.
     pub(crate) fn remove(&mut self, key: K, value: u64) -> bool {
-        let Some(values) = self.map.get_mut(&key) else {
+        // One hash lookup: a key's last value goes through its entry.
+        let std::collections::hash_map::Entry::Occupied(mut entry) = self.map.entry(key) else {
             return false;
         };
+        let values = entry.get_mut();
         match values {
             Values::One(v) if *v == value => {
-                self.map.remove(&key);
+                entry.remove();
                 true
             }
             Values::One(_) => false,

@@ -560,7 +560,7 @@ impl World {
         }
         self.damaged_offset_while_mapped_rule(p, ctx, handle, block_id, base, export.0)?;
         let ret = base + ret_offset;
-        self.procs[p].opened_ptrs.insert(ret);
+        self.procs[p].opened_ptrs.insert(ret, ());
         if let Some(m) = self.procs[p]
             .regions
             .get_mut(&base)
@@ -597,7 +597,12 @@ impl World {
         (offset, size): (u64, u64),
     ) -> Option<u64> {
         let proc = &self.procs[p];
-        let mappings = || proc.mappings_of(ctx, block_id).iter().copied();
+        let bases = proc.mappings_of(ctx, block_id);
+        // A context that does not map the block has no mapping to share.
+        if bases.is_empty() {
+            return None;
+        }
+        let mappings = || bases.iter().copied();
         let serials = self.sem.handle_stable == HandleStability::SameBytes;
         let serial = serial_of(handle);
         let first = mappings().filter(|b| !self.stale_mapping(p, *b)).find(|b| {
@@ -801,7 +806,7 @@ impl World {
         );
         proc.add_import(ctx, block_id, base);
         proc.note_opened(ctx, handle, base);
-        proc.opened_ptrs.insert(ret);
+        proc.opened_ptrs.insert(ret, ());
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.importers = b.importers.saturating_add(1);
         }
@@ -972,7 +977,7 @@ impl World {
         let n = m.opens.get_or_insert(ret, 0);
         *n = n.saturating_add(1);
         m.closed.remove(&offset);
-        self.procs[p].opened_ptrs.insert(ret);
+        self.procs[p].opened_ptrs.insert(ret, ());
         Some(ret)
     }
 
@@ -1034,6 +1039,12 @@ impl World {
             return Variant::None;
         };
         let proc = &self.procs[p];
+        // No mapping of this context was opened with a handle of this
+        // export object: the handle copies none (the common first open).
+        if !proc.opened_object(ctx, handle) {
+            debug_assert!(proc.opened_like(ctx, handle).next().is_none());
+            return Variant::None;
+        }
         let b = &handle.0;
         // Under `interior_handle=pointer-offset` the pointer's offset (bytes
         // 56..64) is part of the table's key: ROCm's FindIpcHandleMemObj
@@ -1139,7 +1150,7 @@ impl World {
     /// close reaches nothing: another process's mapping at the same address
     /// is that process's alone (mem.close.foreign-pointer).
     fn close_unopened(&mut self, p: ProcessIndex, ptr: u64) {
-        if self.procs[p].opened_ptrs.contains(&ptr) {
+        if self.procs[p].opened_ptrs.contains_key(&ptr) {
             self.hazard(
                 HazardKind::DoubleClose,
                 p,

@@ -91,7 +91,7 @@ impl World {
                     }
                 }
             }
-            let id = self.new_block(p, device, kind, BLOCK)?;
+            let id = self.new_block(p, (ctx, device), kind, BLOCK)?;
             let b = self.blocks.get_mut(&id).ok_or(ErrorKind::Unknown)?;
             b.cursor = need;
             b.live.insert(0, size);
@@ -112,7 +112,7 @@ impl World {
             return Ok(base);
         }
         let block_size = round_up(size, granularity(kind)).ok_or(ErrorKind::OutOfMemory)?;
-        let id = self.new_block(p, device, kind, block_size)?;
+        let id = self.new_block(p, (ctx, device), kind, block_size)?;
         let b = self.blocks.get_mut(&id).ok_or(ErrorKind::Unknown)?;
         b.cursor = block_size;
         b.live.insert(0, size);
@@ -130,11 +130,12 @@ impl World {
         Ok(base)
     }
 
-    /// A fresh physical block owned by `p`, mapped at fresh VA.
+    /// A fresh physical block owned by `p`, mapped at fresh VA, made in
+    /// `ctx` (current) on `device`.
     fn new_block(
         &mut self,
         p: ProcessIndex,
-        device: u32,
+        (ctx, device): (crate::world::CtxKey, u32),
         kind: MemKind,
         size: u64,
     ) -> SimResult<u64> {
@@ -168,7 +169,7 @@ impl World {
             self.procs[p].claim_free_va(None, false);
         }
         let pool = VaPool {
-            ctx: self.current_ctx(p)?.0,
+            ctx,
             class: crate::world::VaClass::of(kind),
         };
         let owner_base = self.procs[p]

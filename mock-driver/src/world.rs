@@ -310,8 +310,9 @@ pub(crate) struct Process {
     /// event recorded after them); its later reads of those bytes are ordered.
     pub seen: crate::clock::Clock,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
-    /// `foreign-close`); asked for membership only.
-    pub opened_ptrs: crate::index::IdSet<u64>,
+    /// `foreign-close`); asked for membership only. They come upwards, as
+    /// the VA they are in does: an `AddrMap` takes them at its back.
+    pub opened_ptrs: AddrMap<()>,
     /// Allocation bases this process freed and has not been given again
     /// (`double-free`); asked for membership only.
     pub freed_ptrs: crate::index::IdSet<u64>,
@@ -567,7 +568,7 @@ impl Process {
             unsynced: Vec::new(),
             writes: 0,
             seen: Default::default(),
-            opened_ptrs: Default::default(),
+            opened_ptrs: AddrMap::new(),
             freed_ptrs: Default::default(),
             crashed: false,
             va_claims: Vec::new(),
@@ -752,6 +753,13 @@ impl Process {
             .filter(|(_, r)| r.block == block && r.import.as_ref().is_some_and(|m| m.ctx == ctx))
             .map(|(&b, _)| b)
             .eq(self.mappings_of(ctx, block).iter().copied()));
+    }
+
+    /// Whether a mapping of context `ctx` was opened with a handle of `h`'s
+    /// export object (bytes 48..52): `opened_like` finds none without it.
+    pub(crate) fn opened_object(&self, ctx: CtxKey, h: &ipc_harness::IpcMemHandle) -> bool {
+        let object = crate::handle_codec::u32_at(&h.0, 48);
+        !self.opened_by_object.get(&(ctx, object)).is_empty()
     }
 
     /// The IPC mappings of context `ctx`, by base, that a handle with `h`'s
