@@ -360,7 +360,8 @@ pub fn case_tree_on(
         }
     });
     // The strategy has no filters, so drawing a tree cannot be rejected.
-    match strategy.new_tree(&mut runner) {
+    // Its runners are this one and proptest's forks of it: one config.
+    match super::lean_union::sharing_config(&mut runner, |r| strategy.new_tree(r)) {
         Ok(t) => Box::new(t),
         Err(_) => Box::new(proptest::strategy::Just(Program {
             processes: 2,

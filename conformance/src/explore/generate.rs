@@ -913,15 +913,18 @@ impl Lowering {
     }
 
     /// One step of process `proc`, on the line [`scenario_text`] writes it.
+    #[inline(always)]
     fn emit(&mut self, proc: usize, op: Op) {
         self.emit_step(proc, None, op, None);
     }
 
     /// One step of process `proc` binding its result to `bind`.
+    #[inline(always)]
     fn bind(&mut self, proc: usize, bind: &str, op: Op) {
         self.emit_step(proc, Some(bind.to_string()), op, None);
     }
 
+    #[inline(always)]
     fn emit_step(&mut self, proc: usize, bind: Option<String>, op: Op, repeat: Option<u32>) {
         // `devices`, then one line per process, then the steps.
         let line = 2 + self.nprocs + self.steps.len();
@@ -1203,13 +1206,13 @@ impl Lowering {
             }
             Action::Reopen { open } => match self.live_open(open) {
                 Some(o) => {
-                    let rec = self.opens[o].clone();
-                    let alloc = self.holdings[rec.proc]
+                    let (proc, handle) = (self.opens[o].proc, self.opens[o].handle.clone());
+                    let alloc = self.holdings[proc]
                         .iter()
-                        .find(|(h, _)| *h == rec.handle)
+                        .find(|(h, _)| *h == handle)
                         .and_then(|(_, a)| *a);
                     self.stats.reopens += 1;
-                    self.open(rec.proc, &rec.handle, alloc, 1, false);
+                    self.open(proc, &handle, alloc, 1, false);
                 }
                 None => self.lower(&Action::SendOpen {
                     handle: *open,
@@ -1219,20 +1222,16 @@ impl Lowering {
             },
             Action::Close { open } => match self.live_open(open) {
                 Some(o) => {
-                    let rec = self.opens[o].clone();
+                    let rec = &self.opens[o];
                     if self
                         .exporter_of(&rec.handle)
                         .is_some_and(|e| self.exited[e])
                     {
                         self.stats.closes_after_exporter_exit += 1;
                     }
+                    let (proc, ptr) = (rec.proc, Ref::Name(rec.name.clone()));
                     self.stats.closes += 1;
-                    self.emit(
-                        rec.proc,
-                        Op::IpcClose {
-                            ptr: Ref::Name(rec.name),
-                        },
-                    );
+                    self.emit(proc, Op::IpcClose { ptr });
                 }
                 None => self.lower(&Action::SendOpen {
                     handle: *open,
@@ -1819,12 +1818,12 @@ impl Lowering {
             }
             Action::CloseTwice { open } => match self.live_open(open) {
                 Some(o) => {
-                    let rec = self.opens[o].clone();
+                    let proc = self.opens[o].proc;
                     let close = Op::IpcClose {
-                        ptr: Ref::Name(rec.name),
+                        ptr: Ref::Name(self.opens[o].name.clone()),
                     };
-                    self.emit(rec.proc, close.clone());
-                    self.emit(rec.proc, close);
+                    self.emit(proc, close.clone());
+                    self.emit(proc, close);
                     self.stats.closes += 1;
                     self.stats.double_closes += 1;
                 }
@@ -1836,18 +1835,18 @@ impl Lowering {
             },
             Action::ForeignClose { open, by } => match self.live_open(open) {
                 Some(o) => {
-                    let rec = self.opens[o].clone();
+                    let proc = self.opens[o].proc;
                     let others: Vec<usize> = self
                         .live_procs()
                         .into_iter()
-                        .filter(|&q| q != rec.proc)
+                        .filter(|&q| q != proc)
                         .collect();
                     if !others.is_empty() {
                         let q = others[by.index(others.len())];
                         self.emit(
                             q,
                             Op::IpcClose {
-                                ptr: Ref::Name(rec.name),
+                                ptr: Ref::Name(self.opens[o].name.clone()),
                             },
                         );
                         self.stats.foreign_closes += 1;

@@ -219,6 +219,46 @@ fn shared_config(config: &Config) -> Arc<Config> {
     })
 }
 
+thread_local! {
+    /// The config of every runner drawing on this thread, while a
+    /// [`sharing_config`] scope is open.
+    static SCOPED: std::cell::RefCell<Option<Arc<Config>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `draw(runner)`, with the unions it draws sharing one copy of `runner`'s
+/// config without comparing it to each drawing runner's. The promise: every
+/// runner that draws inside has `runner`'s config, as proptest's forks of
+/// it and the runners of deferred options do (a strategy that makes a
+/// runner of another config must not draw a union inside).
+pub fn sharing_config<R>(runner: &mut TestRunner, draw: impl FnOnce(&mut TestRunner) -> R) -> R {
+    /// Puts the scope that was open back, also when `draw` panics.
+    struct Restore(Option<Arc<Config>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            SCOPED.with_borrow_mut(|s| *s = outer);
+        }
+    }
+    let config = shared_config(runner.config());
+    let _restore = Restore(SCOPED.with_borrow_mut(|s| s.replace(config)));
+    draw(runner)
+}
+
+/// The config a union drawn with `runner` keeps for its deferred options:
+/// the open [`sharing_config`] scope's, else [`shared_config`].
+fn config_of(runner: &TestRunner) -> Arc<Config> {
+    SCOPED.with_borrow(|scoped| match scoped {
+        Some(c) => {
+            debug_assert!(
+                **c == *runner.config(),
+                "a runner of another config drew in a sharing_config scope"
+            );
+            Arc::clone(c)
+        }
+        None => shared_config(runner.config()),
+    })
+}
+
 impl<T: fmt::Debug> Strategy for LeanUnion<T> {
     type Tree = LeanUnionTree<T>;
     type Value = T;
@@ -228,7 +268,7 @@ impl<T: fmt::Debug> Strategy for LeanUnion<T> {
         // The options passed over share one draw, taken before the pick's own.
         let fork_seed = if pick > 0 { runner.rng().next_u64() } else { 0 };
         let first_tree = self.options[pick].1.new_tree(runner)?;
-        let config = (pick > 0).then(|| shared_config(runner.config()));
+        let config = (pick > 0).then(|| config_of(runner));
         Ok(LeanUnionTree {
             options: Arc::clone(&self.options),
             first: pick,
@@ -500,6 +540,43 @@ pub(crate) mod tests {
             let mut tree = lean.new_tree(&mut runner(seed)).unwrap();
             while tree.simplify() {}
             assert_eq!(tree.current(), vec![(0, 0)], "seed {seed}");
+        }
+    }
+
+    /// Trees drawn in a `sharing_config` scope keep its config (one copy
+    /// for all) and walk as trees drawn outside; the scope closes after.
+    #[test]
+    fn a_sharing_config_scope_draws_and_shrinks_alike() {
+        let lean = proptest::collection::vec(LeanUnion::new_weighted(drawn_options()), 1..20);
+        let other = Config {
+            max_default_size_range: 7,
+            ..Config::default()
+        };
+        for config in [Config::default(), other] {
+            for seed in 0..64u8 {
+                let with = |config: &Config| {
+                    TestRunner::new_with_rng(
+                        config.clone(),
+                        TestRng::from_seed(RngAlgorithm::XorShift, &[seed; 16]),
+                    )
+                };
+                let mut outside = lean.new_tree(&mut with(&config)).unwrap();
+                let mut inside = sharing_config(&mut with(&config), |r| lean.new_tree(r)).unwrap();
+                let scoped = sharing_config(&mut with(&config), |r| {
+                    (
+                        config_of(r),
+                        LeanUnion::new_weighted(drawn_options())
+                            .new_tree(r)
+                            .unwrap(),
+                    )
+                });
+                if let Some(kept) = &scoped.1.config {
+                    assert!(Arc::ptr_eq(kept, &scoped.0), "seed {seed}");
+                }
+                assert_eq!(*scoped.0, config);
+                assert_eq!(walk(&mut inside), walk(&mut outside), "seed {seed}");
+            }
+            SCOPED.with_borrow(|s| assert!(s.is_none(), "the scope closed"));
         }
     }
 

@@ -26,7 +26,7 @@
 //! measured CUDA defaults (`interior_handle` in the HIP profile), the model
 //! follows the backend's choice ([`Choices`]), not the dialect's name.
 
-use ipc_harness::machine::HazardKind;
+use ipc_harness::machine::{Hazard, HazardKind};
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
 use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, MemKind, Status, Trace};
@@ -786,14 +786,10 @@ impl<'a> Model<'a> {
         self.closed.retain(|(q, _)| *q != p);
         let objects = &self.objects;
         self.freed_objects.retain(|&o| objects[o].owner != p);
-        let stale: Vec<&str> = self
-            .opens
-            .iter()
-            .filter(|((q, _), n)| *q == p && **n == 0)
-            .map(|((_, l), _)| *l)
-            .collect();
-        for l in stale {
-            self.label_object.remove(l);
+        for ((q, l), n) in &self.opens {
+            if *q == p && *n == 0 {
+                self.label_object.remove(l);
+            }
         }
     }
 }
@@ -810,6 +806,42 @@ pub(crate) fn decode_pattern(pattern: &str) -> Option<Vec<u8>> {
         out.extend(std::iter::repeat_n(b, n));
     }
     Some(out)
+}
+
+/// The kinds of the `hazards` logged at steps below `steps`, grouped by
+/// step (in log order within one), and where each step's group starts:
+/// step `i`'s are `kinds[starts[i]..starts[i + 1]]` (see
+/// [`kinds_of_step`]). Both are empty when no hazard names such a step.
+fn kinds_by_step(hazards: &[Hazard], steps: usize) -> (Vec<HazardKind>, Vec<usize>) {
+    let step_of = |h: &Hazard| h.step.filter(|&s| s < steps);
+    if !hazards.iter().any(|h| step_of(h).is_some()) {
+        return (Vec::new(), Vec::new());
+    }
+    // A counting sort: how many per step, then each step's first slot.
+    let mut starts = vec![0usize; steps + 1];
+    for s in hazards.iter().filter_map(step_of) {
+        starts[s + 1] += 1;
+    }
+    for i in 0..steps {
+        starts[i + 1] += starts[i];
+    }
+    let mut next = starts.clone();
+    let mut kinds = vec![HazardKind::ALL[0]; starts[steps]];
+    for h in hazards {
+        if let Some(s) = step_of(h) {
+            kinds[next[s]] = h.kind;
+            next[s] += 1;
+        }
+    }
+    (kinds, starts)
+}
+
+/// The kinds of the hazards step `i` logged, from [`kinds_by_step`].
+fn kinds_of_step<'k>(kinds: &'k [HazardKind], starts: &[usize], i: usize) -> &'k [HazardKind] {
+    match starts.get(i..=i + 1) {
+        Some(&[from, to]) => &kinds[from..to],
+        _ => &[],
+    }
 }
 
 /// Check documented returns, conservation and coherence of one trace, run
@@ -840,17 +872,11 @@ pub fn check_trace(
     };
     let mut out = Vec::new();
     let hazards = trace.hazards.as_deref().unwrap_or_default();
-    let hazards_at = |i: usize| -> Vec<HazardKind> {
-        hazards
-            .iter()
-            .filter(|h| h.step == Some(i))
-            .map(|h| h.kind)
-            .collect()
-    };
+    let (kinds, starts) = kinds_by_step(hazards, scenario.steps.len());
     for (i, (step, rec)) in scenario.steps.iter().zip(&trace.steps).enumerate() {
         let p = step.process;
         let keyword = || step.op.keyword();
-        let here = hazards_at(i);
+        let here = kinds_of_step(&kinds, &starts, i);
         let own_binding = |r: &Ref| r.name().and_then(made_in) == Some(p);
         // Dialect-neutral, so both dialects' cases of one finding match.
         let code = || match &rec.outcome {
@@ -1226,7 +1252,7 @@ pub fn check_trace(
                     (p, lost, true),
                     ptr,
                     at0,
-                    &here,
+                    here,
                     |m, o, _| {
                         m.objects[o].unjudged = true;
                     },
@@ -1239,7 +1265,7 @@ pub fn check_trace(
                     (p, lost, true),
                     dst,
                     0,
-                    &here,
+                    here,
                     |m, o, _| {
                         m.objects[o].unjudged = true;
                     },
@@ -1273,7 +1299,7 @@ pub fn check_trace(
                     (p, lost, true),
                     ptr,
                     at0,
-                    &here,
+                    here,
                     |m, o, base| {
                         let start = base.saturating_add(at0);
                         let end = start.saturating_add(*resolved_len);
@@ -1306,7 +1332,7 @@ pub fn check_trace(
                     (p, lost, true),
                     ptr,
                     at0,
-                    &here,
+                    here,
                     |m, o, base| {
                         let start = base.saturating_add(at0);
                         m.write_races_kernel(p, o, start, start.saturating_add(*resolved_len));
@@ -1327,7 +1353,7 @@ pub fn check_trace(
                     (p, lost, true),
                     ptr,
                     *offset,
-                    &here,
+                    here,
                     |m, o, base| {
                         let bytes = pattern.to_bytes();
                         let n = bytes.len() as u64;
@@ -1347,7 +1373,7 @@ pub fn check_trace(
                         (p, lost, false),
                         ptr,
                         *offset,
-                        &here,
+                        here,
                         |m, o, base| {
                             if m.scrambled_all
                                 || !here.is_empty()
@@ -1397,21 +1423,18 @@ fn access(
         return;
     };
     let off = m.object_offset(label, off);
+    // The object the label reaches (nothing below changes it before
+    // `apply`).
+    let object = m.label_object.get(&label).copied();
     // Only an access inside the closed pointer's own allocation is judged:
     // past its end the address may be a neighbour's live open.
-    let inside = m
-        .label_object
-        .get(&label)
-        .is_some_and(|&o| off.saturating_add(at) < m.objects[o].size);
+    let inside = object.is_some_and(|o| off.saturating_add(at) < m.objects[o].size);
     // An interior pointer's open keeps the allocation mapped: an access
     // through another pointer into it reaches live memory (HIP profile).
     let stale = m.closed.contains(&(p, label)) && !m.reached_by_another_open(p, label);
     // An access inside memory its owner freed (the address not reused
     // since) must be logged too.
-    let freed = m
-        .label_object
-        .get(&label)
-        .is_some_and(|o| m.freed_objects.contains(o));
+    let freed = object.is_some_and(|o| m.freed_objects.contains(&o));
     if inside && (stale || freed) {
         let logged = here.iter().any(|k| {
             matches!(
@@ -1447,8 +1470,8 @@ fn access(
         m.scrambled_all = true;
         return;
     }
-    match m.label_object.get(&label) {
-        Some(&o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
+    match object {
+        Some(o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
         // A write through a freed or unknown pointer lands wherever its
         // address now is (VA reuse): the model can no longer place bytes.
         _ if write => m.scrambled_all = true,
@@ -1504,6 +1527,36 @@ mod tests {
                 }
             }
             prop_assert_eq!(object.first_unlike(start, &got), expected);
+        }
+
+        /// Each step's kinds are those a filter of the whole log for the
+        /// step finds, in log order.
+        #[test]
+        fn kinds_by_step_are_each_steps_filtered_log(
+            log in proptest::collection::vec(
+                (proptest::option::of(0usize..12), 0..HazardKind::ALL.len()),
+                0..16,
+            ),
+            steps in 0usize..10,
+        ) {
+            let hazards: Vec<Hazard> = log
+                .iter()
+                .map(|&(step, k)| Hazard {
+                    kind: HazardKind::ALL[k],
+                    process: Default::default(),
+                    step,
+                    detail: String::new(),
+                })
+                .collect();
+            let (kinds, starts) = kinds_by_step(&hazards, steps);
+            for i in 0..steps + 2 {
+                let filtered: Vec<HazardKind> = hazards
+                    .iter()
+                    .filter(|h| h.step == Some(i) && i < steps)
+                    .map(|h| h.kind)
+                    .collect();
+                prop_assert_eq!(kinds_of_step(&kinds, &starts, i), &filtered[..], "step {}", i);
+            }
         }
     }
 }
