@@ -427,6 +427,11 @@ impl<'a> Run<'a> {
     /// iteration's element.
     #[inline]
     fn bound(&self, n: &str) -> Option<&Bound<'a>> {
+        // A list the running step names, by the very string it names it
+        // with: found without hashing or comparing text.
+        if let Some(&(_, id)) = (self.step_lists.iter()).find(|(s, _)| std::ptr::eq(*s, n)) {
+            return self.lists[id].get(self.iteration)?.as_ref();
+        }
         if n.ends_with(LIST_SUFFIX) {
             self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
         } else {
@@ -1222,9 +1227,9 @@ pub(crate) fn execute_on(
                     performed
                 }
             };
-            // What the step answered: a value and its label, or the outcome
-            // of a step without one.
-            let (answer, api) = match result {
+            // A value is judged, labelled and bound where it lies; only the
+            // record of the last iteration gets an outcome built.
+            let (outcome, failed) = match result {
                 Ok(v) => {
                     let room = (iterations - run.iteration).min(MAX_LIST_RESERVE);
                     let label = labels.label(owner, oname, &step.op, &v, room);
@@ -1233,74 +1238,77 @@ pub(crate) fn execute_on(
                             .and_then(|n| run.bound(n))
                             .map(|b| &b.value)
                     });
-                    (Ok((v, label)), None)
-                }
-                Err(Failure::Skip(reason)) => (Err(StepOutcome::Skipped { reason }), None),
-                Err(Failure::Driver(DriverError::Api(e))) => (
-                    Err(StepOutcome::Error {
-                        code: e.code,
-                        name: e.name().into_owned(),
-                    }),
-                    Some(e),
-                ),
-                Err(Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms }))) => {
-                    dead[step.process] =
-                        Some(format!("process '{pname}' timed out at line {}", step.line));
-                    (Err(StepOutcome::Timeout { after_ms }), None)
-                }
-                Err(Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. }))) => {
-                    dead[step.process] =
-                        Some(format!("process '{pname}' crashed at line {}", step.line));
-                    (
-                        Err(StepOutcome::Crash {
-                            detail: e.to_string(),
-                        }),
-                        None,
-                    )
-                }
-                Err(Failure::Driver(DriverError::Harness(m))) => {
-                    dead[step.process] = Some(format!(
-                        "process '{pname}' lost to a harness error at line {}",
-                        step.line
-                    ));
-                    (Err(StepOutcome::Broken { detail: m }), None)
-                }
-            };
-            let observed = match (&answer, api) {
-                (Ok((v, _)), _) => Observed::Ok(v),
-                (Err(_), Some(e)) => Observed::Api(e),
-                (Err(StepOutcome::Crash { .. }), None) => Observed::Crash,
-                (Err(StepOutcome::Skipped { reason }), None) => Observed::Skipped(reason),
-                (Err(_), None) => Observed::NoAnswer,
-            };
-            let described = || match &answer {
-                Ok((v, label)) => describe(&StepOutcome::Ok {
-                    value: summary(v, *label),
-                }),
-                Err(outcome) => describe(outcome),
-            };
-            let mut failed = failure(list, &observed, described, &run.bindings);
-            iteration += 1;
-            let last = failed.is_some() || iteration == iterations || dead[step.process].is_some();
-            let outcome = match answer {
-                Ok((v, label)) => {
+                    let described = || {
+                        describe(&StepOutcome::Ok {
+                            value: summary(&v, label),
+                        })
+                    };
+                    let failed = failure(list, &Observed::Ok(&v), described, &run.bindings);
+                    iteration += 1;
+                    let last =
+                        failed.is_some() || iteration == iterations || dead[step.process].is_some();
                     let outcome = last.then(|| StepOutcome::Ok {
                         value: summary(&v, label),
                     });
                     if let Some(name) = &step.bind {
                         run.bind(name, Bound { value: v, label });
                     }
-                    outcome
+                    (outcome, failed)
                 }
-                Err(outcome) => Some(outcome),
+                Err(why) => {
+                    let (outcome, api) = match why {
+                        Failure::Skip(reason) => (StepOutcome::Skipped { reason }, None),
+                        Failure::Driver(DriverError::Api(e)) => (
+                            StepOutcome::Error {
+                                code: e.code,
+                                name: e.name().into_owned(),
+                            },
+                            Some(e),
+                        ),
+                        Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms })) => {
+                            dead[step.process] =
+                                Some(format!("process '{pname}' timed out at line {}", step.line));
+                            (StepOutcome::Timeout { after_ms }, None)
+                        }
+                        Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. })) => {
+                            dead[step.process] =
+                                Some(format!("process '{pname}' crashed at line {}", step.line));
+                            (
+                                StepOutcome::Crash {
+                                    detail: e.to_string(),
+                                },
+                                None,
+                            )
+                        }
+                        Failure::Driver(DriverError::Harness(m)) => {
+                            dead[step.process] = Some(format!(
+                                "process '{pname}' lost to a harness error at line {}",
+                                step.line
+                            ));
+                            (StepOutcome::Broken { detail: m }, None)
+                        }
+                    };
+                    let observed = match (&outcome, api) {
+                        (_, Some(e)) => Observed::Api(e),
+                        (StepOutcome::Crash { .. }, None) => Observed::Crash,
+                        (StepOutcome::Skipped { reason }, None) => Observed::Skipped(reason),
+                        (_, None) => Observed::NoAnswer,
+                    };
+                    let failed = failure(list, &observed, || describe(&outcome), &run.bindings);
+                    iteration += 1;
+                    let last =
+                        failed.is_some() || iteration == iterations || dead[step.process].is_some();
+                    (last.then_some(outcome), failed)
+                }
             };
-            if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
-                *message = format!(
-                    "iteration {iteration} of {iterations} ({} passed): {message}",
-                    iteration - 1,
-                );
-            }
-            if let (true, Some(outcome)) = (last, outcome) {
+            if let Some(outcome) = outcome {
+                let mut failed = failed;
+                if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
+                    *message = format!(
+                        "iteration {iteration} of {iterations} ({} passed): {message}",
+                        iteration - 1,
+                    );
+                }
                 let expected = if full { &*list.text } else { "" };
                 break (outcome, check_result(expected, failed));
             }
