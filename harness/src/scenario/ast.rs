@@ -147,7 +147,9 @@ impl BytePattern {
 
     /// The bytes themselves.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        // Room for all of a pattern a step may write, so it is not regrown.
+        let room = self.len().min(super::parser::MAX_WRITE_BYTES);
+        let mut out = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
         for item in &self.items {
             match item {
                 PatternItem::Run(b, n) => out.extend(std::iter::repeat_n(*b, *n as usize)),

@@ -307,6 +307,7 @@ fn summary(v: &Value, label: Option<Label<'_>>) -> ValueSummary {
 /// The scenario value of what a driver call returned. Elapsed milliseconds
 /// differ run to run, so traces keep only the outcome; a granularity too big
 /// for an int saturates.
+#[inline(always)]
 fn value_of(returned: Returned) -> Value {
     match returned {
         Returned::Unit | Returned::ElapsedMs(_) => Value::Unit,
@@ -442,13 +443,18 @@ impl<'a> Run<'a> {
     /// Bind `name` (for a list name of the running step, the current
     /// iteration's element).
     fn bind(&mut self, name: &'a str, bound: Bound<'a>) {
-        if !name.ends_with(LIST_SUFFIX) {
-            self.bindings.insert(name, bound);
-            return;
-        }
-        let id = match self.list_id(name) {
-            Some(id) => id,
-            None => self.list_made(name),
+        let of_step = (self.step_lists.iter()).find(|(s, _)| std::ptr::eq(*s, name));
+        let id = match of_step {
+            // The list a repeat step binds, by the string the step names it with.
+            Some(&(_, id)) => id,
+            None if !name.ends_with(LIST_SUFFIX) => {
+                self.bindings.insert(name, bound);
+                return;
+            }
+            None => match self.list_id(name) {
+                Some(id) => id,
+                None => self.list_made(name),
+            },
         };
         let list = &mut self.lists[id];
         if list.len() == self.iteration {
@@ -1421,5 +1427,78 @@ mod label_tests {
             format!("x.b{}", u64::MAX)
         );
         assert_eq!(Label::Null.text(), "null");
+    }
+}
+
+#[cfg(test)]
+mod list_lookup_tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A list the running step names is found by the step's own string;
+    /// an equal string elsewhere (the lookup by text) finds the same
+    /// element, for every iteration, before and after binding.
+    #[test]
+    fn lists_found_by_the_steps_string_are_those_found_by_text() {
+        let src = "devices 1\nprocess a device=0\n\
+                   a: repeat 4 p[] = malloc 4KiB\n\
+                   a: repeat 4 q[] = offset p[] 16\n\
+                   a: x = malloc 4KiB\n";
+        let scenario = super::super::parse(src, Path::new("t.ipc")).expect("parses");
+        let opts = ExecOptions::default();
+        let mut run = Run {
+            scenario: &scenario,
+            opts: &opts,
+            bindings: HashMap::default(),
+            lists: Vec::new(),
+            list_ids: HashMap::default(),
+            step_lists: Vec::new(),
+            iteration: 0,
+        };
+        for (s, step) in scenario.steps.iter().enumerate() {
+            run.enter_step(step);
+            let n = step.repeat.map_or(1, |n| n as usize);
+            for i in 0..n {
+                run.iteration = i;
+                let names = step.op.used().into_iter().chain([step.bind.as_deref()]);
+                for name in names.flatten() {
+                    let copy = name.to_string();
+                    let by_step = run.bound(name).map(|b| b.value.clone());
+                    let by_text = run.bound(&copy).map(|b| b.value.clone());
+                    assert_eq!(by_step, by_text, "{name} at step {s} iteration {i}");
+                }
+                if let Some(name) = step.bind.as_deref() {
+                    let value = Value::Ptr(DevicePtr(0x1000 * (s as u64 + 1) + i as u64));
+                    // Bind by the step's string, read back by an equal one.
+                    run.bind(
+                        name,
+                        Bound {
+                            value: value.clone(),
+                            label: None,
+                        },
+                    );
+                    let copy = name.to_string();
+                    assert_eq!(run.bound(&copy).map(|b| &b.value), Some(&value));
+                    assert_eq!(run.bound(name).map(|b| &b.value), Some(&value));
+                }
+            }
+        }
+        // Every element of both lists, and the plain binding, are where the
+        // lookup by text finds them.
+        for (list, base) in [("p[]", 0x1000u64), ("q[]", 0x2000)] {
+            let id = run.list_ids[list];
+            let got: Vec<_> = run.lists[id]
+                .iter()
+                .map(|b| b.as_ref().map(|b| b.value.clone()))
+                .collect();
+            let want: Vec<_> = (0..4)
+                .map(|i| Some(Value::Ptr(DevicePtr(base + i))))
+                .collect();
+            assert_eq!(got, want, "{list}");
+        }
+        assert_eq!(
+            run.bindings.get("x").map(|b| &b.value),
+            Some(&Value::Ptr(DevicePtr(0x3000)))
+        );
     }
 }
