@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
+use super::ast::{ExpectList, Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
 use super::expect::{
     bytes_summary, check_result, describe, failure, Bindings, Bound, Label, Observed, Value,
 };
@@ -342,6 +342,13 @@ fn pointer_attribute_value(attr: PointerAttribute, v: u64) -> Value {
     }
 }
 
+/// The skip of a step whose argument `n` is not `what` (`a bound pointer`).
+#[cold]
+#[inline(never)]
+fn not_bound(n: &str, what: &str) -> Failure {
+    Failure::Skip(format!("'{n}' is not {what}"))
+}
+
 /// Why a step did not produce a value.
 enum Failure {
     Driver(DriverError),
@@ -426,13 +433,19 @@ impl<'a> Run<'a> {
 
     /// The binding `n` names; a list name (`e[]`) names the current
     /// iteration's element.
-    #[inline]
+    #[inline(always)]
     fn bound(&self, n: &str) -> Option<&Bound<'a>> {
         // A list the running step names, by the very string it names it
         // with: found without hashing or comparing text.
         if let Some(&(_, id)) = (self.step_lists.iter()).find(|(s, _)| std::ptr::eq(*s, n)) {
             return self.lists[id].get(self.iteration)?.as_ref();
         }
+        self.bound_by_text(n)
+    }
+
+    /// [`Run::bound`] for a name the running step's lists do not hold.
+    #[inline(never)]
+    fn bound_by_text(&self, n: &str) -> Option<&Bound<'a>> {
         if n.ends_with(LIST_SUFFIX) {
             self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
         } else {
@@ -468,20 +481,22 @@ impl<'a> Run<'a> {
         list[self.iteration] = Some(bound);
     }
 
+    #[inline]
     fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
         match r {
             Ref::Null => Ok(DevicePtr::NULL),
             Ref::Name(n) => match self.bound(n).map(|b| &b.value) {
                 Some(Value::Ptr(p)) => Ok(*p),
-                _ => Err(Failure::Skip(format!("'{n}' is not a bound pointer"))),
+                _ => Err(not_bound(n, "a bound pointer")),
             },
         }
     }
 
+    #[inline]
     fn handle(&self, n: &str) -> Result<IpcMemHandle, Failure> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Handle(h)) => Ok(*h),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound handle"))),
+            _ => Err(not_bound(n, "a bound handle")),
         }
     }
 
@@ -499,13 +514,14 @@ impl<'a> Run<'a> {
         }
     }
 
+    #[inline]
     fn event(&self, n: &str) -> Result<EventId, Failure> {
         if n == NULL_EVENT {
             return Ok(EventId::NULL);
         }
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
+            _ => Err(not_bound(n, "a bound event")),
         }
     }
 
@@ -520,10 +536,11 @@ impl<'a> Run<'a> {
         }
     }
 
+    #[inline]
     fn event_handle(&self, n: &str) -> Result<IpcEventHandle, Failure> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::EventHandle(h)) => Ok(*h),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound event handle"))),
+            _ => Err(not_bound(n, "a bound event handle")),
         }
     }
 
@@ -1108,6 +1125,28 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The record of a step's last iteration: its outcome, and the check of
+/// its expectations (`failed`: why they did not hold), which for a repeat
+/// step names the iteration that failed.
+fn finish(
+    outcome: StepOutcome,
+    mut failed: Option<String>,
+    step: &Step,
+    iteration: usize,
+    iterations: usize,
+    full: bool,
+    list: &ExpectList,
+) -> (StepOutcome, CheckResult) {
+    if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
+        *message = format!(
+            "iteration {iteration} of {iterations} ({} passed): {message}",
+            iteration - 1,
+        );
+    }
+    let expected = if full { &*list.text } else { "" };
+    (outcome, check_result(expected, failed))
+}
+
 /// What the trace's step records hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TraceDetail {
@@ -1210,32 +1249,17 @@ pub(crate) fn execute_on(
                     .map(|r| format!("the receiver is gone: {r}")),
                 (None, _) => None,
             };
+            let performed = skip.is_none();
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
-                None => {
-                    let mut performed = if profiling {
-                        crate::profile::timed_in("step", step.op.keyword(), || {
-                            run.perform(machine, index, step)
-                        })
-                    } else {
-                        run.perform(machine, index, step)
-                    };
-                    // A name the step uses that is not bound skips it as
-                    // never bound. `perform` resolves every name the step
-                    // uses before it calls anything, so it skipped such a
-                    // step too: the names are looked up once, and again
-                    // only for a skipped step.
-                    if let Err(Failure::Skip(reason)) = &mut performed {
-                        if let Some(missing) = run.missing_binding(step) {
-                            *reason = missing;
-                        }
-                    }
-                    performed
-                }
+                None if profiling => crate::profile::timed_in("step", step.op.keyword(), || {
+                    run.perform(machine, index, step)
+                }),
+                None => run.perform(machine, index, step),
             };
             // A value is judged, labelled and bound where it lies; only the
             // record of the last iteration gets an outcome built.
-            let (outcome, failed) = match result {
+            match result {
                 Ok(v) => {
                     let room = (iterations - run.iteration).min(MAX_LIST_RESERVE);
                     let label = labels.label(owner, oname, &step.op, &v, room);
@@ -1259,11 +1283,24 @@ pub(crate) fn execute_on(
                     if let Some(name) = &step.bind {
                         run.bind(name, Bound { value: v, label });
                     }
-                    (outcome, failed)
+                    if let Some(outcome) = outcome {
+                        break finish(outcome, failed, step, iteration, iterations, full, list);
+                    }
                 }
                 Err(why) => {
                     let (outcome, api) = match why {
-                        Failure::Skip(reason) => (StepOutcome::Skipped { reason }, None),
+                        // A name the step uses that is not bound skips it as
+                        // never bound. `perform` resolves every name the
+                        // step uses before it calls anything, so it skipped
+                        // such a step too: the names are looked up once, and
+                        // again only for a step it skipped.
+                        Failure::Skip(reason) => {
+                            let reason = match performed.then(|| run.missing_binding(step)) {
+                                Some(Some(missing)) => missing,
+                                _ => reason,
+                            };
+                            (StepOutcome::Skipped { reason }, None)
+                        }
                         Failure::Driver(DriverError::Api(e)) => (
                             StepOutcome::Error {
                                 code: e.code,
@@ -1304,19 +1341,10 @@ pub(crate) fn execute_on(
                     iteration += 1;
                     let last =
                         failed.is_some() || iteration == iterations || dead[step.process].is_some();
-                    (last.then_some(outcome), failed)
+                    if last {
+                        break finish(outcome, failed, step, iteration, iterations, full, list);
+                    }
                 }
-            };
-            if let Some(outcome) = outcome {
-                let mut failed = failed;
-                if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
-                    *message = format!(
-                        "iteration {iteration} of {iterations} ({} passed): {message}",
-                        iteration - 1,
-                    );
-                }
-                let expected = if full { &*list.text } else { "" };
-                break (outcome, check_result(expected, failed));
             }
         };
         let elapsed_us = call.map_or(0, |c| micros(c.elapsed()));
