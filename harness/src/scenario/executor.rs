@@ -440,17 +440,17 @@ impl<'a> Run<'a> {
         if let Some(&(_, id)) = (self.step_lists.iter()).find(|(s, _)| std::ptr::eq(*s, n)) {
             return self.lists[id].get(self.iteration)?.as_ref();
         }
-        self.bound_by_text(n)
-    }
-
-    /// [`Run::bound`] for a name the running step's lists do not hold.
-    #[inline(never)]
-    fn bound_by_text(&self, n: &str) -> Option<&Bound<'a>> {
         if n.ends_with(LIST_SUFFIX) {
-            self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
+            self.list_bound(n)
         } else {
             self.bindings.get(n)
         }
+    }
+
+    /// The current iteration's element of list `n`, found by its text.
+    #[inline(never)]
+    fn list_bound(&self, n: &str) -> Option<&Bound<'a>> {
+        self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
     }
 
     /// Bind `name` (for a list name of the running step, the current
@@ -481,7 +481,7 @@ impl<'a> Run<'a> {
         list[self.iteration] = Some(bound);
     }
 
-    #[inline]
+    #[inline(always)]
     fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
         match r {
             Ref::Null => Ok(DevicePtr::NULL),
