@@ -426,6 +426,7 @@ macro_rules! define_driver_trait_and_kinds {
 
             /// Makes this call on `driver`: the one place that turns a call
             /// as data into the `Driver` method of its row.
+            #[inline(always)]
             pub fn call_on<D: Driver + ?Sized>(self, driver: &mut D) -> DriverResult<Returned> {
                 match self {
                     $(

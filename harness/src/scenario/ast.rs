@@ -147,7 +147,11 @@ impl BytePattern {
 
     /// The bytes themselves.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        // Room for the whole pattern up front, so it is not regrown; a
+        // pattern over `MAX_ROOM` grows as it is written.
+        const MAX_ROOM: u64 = 1 << 20;
+        let room = self.len().min(MAX_ROOM);
+        let mut out = Vec::with_capacity(usize::try_from(room).unwrap_or(0));
         for item in &self.items {
             match item {
                 PatternItem::Run(b, n) => out.extend(std::iter::repeat_n(*b, *n as usize)),

@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
+use super::ast::{ExpectList, Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
 use super::expect::{
     bytes_summary, check_result, describe, failure, Bindings, Bound, Label, Observed, Value,
 };
@@ -307,6 +307,7 @@ fn summary(v: &Value, label: Option<Label<'_>>) -> ValueSummary {
 /// The scenario value of what a driver call returned. Elapsed milliseconds
 /// differ run to run, so traces keep only the outcome; a granularity too big
 /// for an int saturates.
+#[inline(always)]
 fn value_of(returned: Returned) -> Value {
     match returned {
         Returned::Unit | Returned::ElapsedMs(_) => Value::Unit,
@@ -339,6 +340,13 @@ fn pointer_attribute_value(attr: PointerAttribute, v: u64) -> Value {
         PointerAttributeValue::BufferId => Value::BufferId(v),
         PointerAttributeValue::Number => Value::Int(i64::try_from(v).unwrap_or(i64::MAX)),
     }
+}
+
+/// The skip of a step whose argument `n` is not `what` (`a bound pointer`).
+#[cold]
+#[inline(never)]
+fn not_bound(n: &str, what: &str) -> Failure {
+    Failure::Skip(format!("'{n}' is not {what}"))
 }
 
 /// Why a step did not produce a value.
@@ -425,25 +433,41 @@ impl<'a> Run<'a> {
 
     /// The binding `n` names; a list name (`e[]`) names the current
     /// iteration's element.
-    #[inline]
+    #[inline(always)]
     fn bound(&self, n: &str) -> Option<&Bound<'a>> {
+        // A list the running step names, by the very string it names it
+        // with: found without hashing or comparing text.
+        if let Some(&(_, id)) = (self.step_lists.iter()).find(|(s, _)| std::ptr::eq(*s, n)) {
+            return self.lists[id].get(self.iteration)?.as_ref();
+        }
         if n.ends_with(LIST_SUFFIX) {
-            self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
+            self.list_bound(n)
         } else {
             self.bindings.get(n)
         }
     }
 
+    /// The current iteration's element of list `n`, found by its text.
+    #[inline(never)]
+    fn list_bound(&self, n: &str) -> Option<&Bound<'a>> {
+        self.lists[self.list_id(n)?].get(self.iteration)?.as_ref()
+    }
+
     /// Bind `name` (for a list name of the running step, the current
     /// iteration's element).
     fn bind(&mut self, name: &'a str, bound: Bound<'a>) {
-        if !name.ends_with(LIST_SUFFIX) {
-            self.bindings.insert(name, bound);
-            return;
-        }
-        let id = match self.list_id(name) {
-            Some(id) => id,
-            None => self.list_made(name),
+        let of_step = (self.step_lists.iter()).find(|(s, _)| std::ptr::eq(*s, name));
+        let id = match of_step {
+            // The list a repeat step binds, by the string the step names it with.
+            Some(&(_, id)) => id,
+            None if !name.ends_with(LIST_SUFFIX) => {
+                self.bindings.insert(name, bound);
+                return;
+            }
+            None => match self.list_id(name) {
+                Some(id) => id,
+                None => self.list_made(name),
+            },
         };
         let list = &mut self.lists[id];
         if list.len() == self.iteration {
@@ -457,20 +481,22 @@ impl<'a> Run<'a> {
         list[self.iteration] = Some(bound);
     }
 
+    #[inline(always)]
     fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
         match r {
             Ref::Null => Ok(DevicePtr::NULL),
             Ref::Name(n) => match self.bound(n).map(|b| &b.value) {
                 Some(Value::Ptr(p)) => Ok(*p),
-                _ => Err(Failure::Skip(format!("'{n}' is not a bound pointer"))),
+                _ => Err(not_bound(n, "a bound pointer")),
             },
         }
     }
 
+    #[inline]
     fn handle(&self, n: &str) -> Result<IpcMemHandle, Failure> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Handle(h)) => Ok(*h),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound handle"))),
+            _ => Err(not_bound(n, "a bound handle")),
         }
     }
 
@@ -488,13 +514,14 @@ impl<'a> Run<'a> {
         }
     }
 
+    #[inline]
     fn event(&self, n: &str) -> Result<EventId, Failure> {
         if n == NULL_EVENT {
             return Ok(EventId::NULL);
         }
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Event(e)) => Ok(*e),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound event"))),
+            _ => Err(not_bound(n, "a bound event")),
         }
     }
 
@@ -509,10 +536,11 @@ impl<'a> Run<'a> {
         }
     }
 
+    #[inline]
     fn event_handle(&self, n: &str) -> Result<IpcEventHandle, Failure> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::EventHandle(h)) => Ok(*h),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound event handle"))),
+            _ => Err(not_bound(n, "a bound event handle")),
         }
     }
 
@@ -1097,6 +1125,28 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The record of a step's last iteration: its outcome, and the check of
+/// its expectations (`failed`: why they did not hold), which for a repeat
+/// step names the iteration that failed.
+fn finish(
+    outcome: StepOutcome,
+    mut failed: Option<String>,
+    step: &Step,
+    iteration: usize,
+    iterations: usize,
+    full: bool,
+    list: &ExpectList,
+) -> (StepOutcome, CheckResult) {
+    if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
+        *message = format!(
+            "iteration {iteration} of {iterations} ({} passed): {message}",
+            iteration - 1,
+        );
+    }
+    let expected = if full { &*list.text } else { "" };
+    (outcome, check_result(expected, failed))
+}
+
 /// What the trace's step records hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TraceDetail {
@@ -1199,32 +1249,17 @@ pub(crate) fn execute_on(
                     .map(|r| format!("the receiver is gone: {r}")),
                 (None, _) => None,
             };
+            let performed = skip.is_none();
             let result = match skip {
                 Some(reason) => Err(Failure::Skip(reason)),
-                None => {
-                    let mut performed = if profiling {
-                        crate::profile::timed_in("step", step.op.keyword(), || {
-                            run.perform(machine, index, step)
-                        })
-                    } else {
-                        run.perform(machine, index, step)
-                    };
-                    // A name the step uses that is not bound skips it as
-                    // never bound. `perform` resolves every name the step
-                    // uses before it calls anything, so it skipped such a
-                    // step too: the names are looked up once, and again
-                    // only for a skipped step.
-                    if let Err(Failure::Skip(reason)) = &mut performed {
-                        if let Some(missing) = run.missing_binding(step) {
-                            *reason = missing;
-                        }
-                    }
-                    performed
-                }
+                None if profiling => crate::profile::timed_in("step", step.op.keyword(), || {
+                    run.perform(machine, index, step)
+                }),
+                None => run.perform(machine, index, step),
             };
-            // What the step answered: a value and its label, or the outcome
-            // of a step without one.
-            let (answer, api) = match result {
+            // A value is judged, labelled and bound where it lies; only the
+            // record of the last iteration gets an outcome built.
+            match result {
                 Ok(v) => {
                     let room = (iterations - run.iteration).min(MAX_LIST_RESERVE);
                     let label = labels.label(owner, oname, &step.op, &v, room);
@@ -1233,76 +1268,83 @@ pub(crate) fn execute_on(
                             .and_then(|n| run.bound(n))
                             .map(|b| &b.value)
                     });
-                    (Ok((v, label)), None)
-                }
-                Err(Failure::Skip(reason)) => (Err(StepOutcome::Skipped { reason }), None),
-                Err(Failure::Driver(DriverError::Api(e))) => (
-                    Err(StepOutcome::Error {
-                        code: e.code,
-                        name: e.name().into_owned(),
-                    }),
-                    Some(e),
-                ),
-                Err(Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms }))) => {
-                    dead[step.process] =
-                        Some(format!("process '{pname}' timed out at line {}", step.line));
-                    (Err(StepOutcome::Timeout { after_ms }), None)
-                }
-                Err(Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. }))) => {
-                    dead[step.process] =
-                        Some(format!("process '{pname}' crashed at line {}", step.line));
-                    (
-                        Err(StepOutcome::Crash {
-                            detail: e.to_string(),
-                        }),
-                        None,
-                    )
-                }
-                Err(Failure::Driver(DriverError::Harness(m))) => {
-                    dead[step.process] = Some(format!(
-                        "process '{pname}' lost to a harness error at line {}",
-                        step.line
-                    ));
-                    (Err(StepOutcome::Broken { detail: m }), None)
-                }
-            };
-            let observed = match (&answer, api) {
-                (Ok((v, _)), _) => Observed::Ok(v),
-                (Err(_), Some(e)) => Observed::Api(e),
-                (Err(StepOutcome::Crash { .. }), None) => Observed::Crash,
-                (Err(StepOutcome::Skipped { reason }), None) => Observed::Skipped(reason),
-                (Err(_), None) => Observed::NoAnswer,
-            };
-            let described = || match &answer {
-                Ok((v, label)) => describe(&StepOutcome::Ok {
-                    value: summary(v, *label),
-                }),
-                Err(outcome) => describe(outcome),
-            };
-            let mut failed = failure(list, &observed, described, &run.bindings);
-            iteration += 1;
-            let last = failed.is_some() || iteration == iterations || dead[step.process].is_some();
-            let outcome = match answer {
-                Ok((v, label)) => {
+                    let described = || {
+                        describe(&StepOutcome::Ok {
+                            value: summary(&v, label),
+                        })
+                    };
+                    let failed = failure(list, &Observed::Ok(&v), described, &run.bindings);
+                    iteration += 1;
+                    let last =
+                        failed.is_some() || iteration == iterations || dead[step.process].is_some();
                     let outcome = last.then(|| StepOutcome::Ok {
                         value: summary(&v, label),
                     });
                     if let Some(name) = &step.bind {
                         run.bind(name, Bound { value: v, label });
                     }
-                    outcome
+                    if let Some(outcome) = outcome {
+                        break finish(outcome, failed, step, iteration, iterations, full, list);
+                    }
                 }
-                Err(outcome) => Some(outcome),
-            };
-            if let Some(message) = failed.as_mut().filter(|_| step.repeat.is_some()) {
-                *message = format!(
-                    "iteration {iteration} of {iterations} ({} passed): {message}",
-                    iteration - 1,
-                );
-            }
-            if let (true, Some(outcome)) = (last, outcome) {
-                let expected = if full { &*list.text } else { "" };
-                break (outcome, check_result(expected, failed));
+                Err(why) => {
+                    let (outcome, api) = match why {
+                        // A name the step uses that is not bound skips it as
+                        // never bound. `perform` resolves every name the
+                        // step uses before it calls anything, so it skipped
+                        // such a step too: the names are looked up once, and
+                        // again only for a step it skipped.
+                        Failure::Skip(reason) => {
+                            let reason = match performed.then(|| run.missing_binding(step)) {
+                                Some(Some(missing)) => missing,
+                                _ => reason,
+                            };
+                            (StepOutcome::Skipped { reason }, None)
+                        }
+                        Failure::Driver(DriverError::Api(e)) => (
+                            StepOutcome::Error {
+                                code: e.code,
+                                name: e.name().into_owned(),
+                            },
+                            Some(e),
+                        ),
+                        Failure::Driver(DriverError::Lost(ProcessLoss::TimedOut { after_ms })) => {
+                            dead[step.process] =
+                                Some(format!("process '{pname}' timed out at line {}", step.line));
+                            (StepOutcome::Timeout { after_ms }, None)
+                        }
+                        Failure::Driver(e @ DriverError::Lost(ProcessLoss::Crashed { .. })) => {
+                            dead[step.process] =
+                                Some(format!("process '{pname}' crashed at line {}", step.line));
+                            (
+                                StepOutcome::Crash {
+                                    detail: e.to_string(),
+                                },
+                                None,
+                            )
+                        }
+                        Failure::Driver(DriverError::Harness(m)) => {
+                            dead[step.process] = Some(format!(
+                                "process '{pname}' lost to a harness error at line {}",
+                                step.line
+                            ));
+                            (StepOutcome::Broken { detail: m }, None)
+                        }
+                    };
+                    let observed = match (&outcome, api) {
+                        (_, Some(e)) => Observed::Api(e),
+                        (StepOutcome::Crash { .. }, None) => Observed::Crash,
+                        (StepOutcome::Skipped { reason }, None) => Observed::Skipped(reason),
+                        (_, None) => Observed::NoAnswer,
+                    };
+                    let failed = failure(list, &observed, || describe(&outcome), &run.bindings);
+                    iteration += 1;
+                    let last =
+                        failed.is_some() || iteration == iterations || dead[step.process].is_some();
+                    if last {
+                        break finish(outcome, failed, step, iteration, iterations, full, list);
+                    }
+                }
             }
         };
         let elapsed_us = call.map_or(0, |c| micros(c.elapsed()));
@@ -1413,5 +1455,78 @@ mod label_tests {
             format!("x.b{}", u64::MAX)
         );
         assert_eq!(Label::Null.text(), "null");
+    }
+}
+
+#[cfg(test)]
+mod list_lookup_tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A list the running step names is found by the step's own string;
+    /// an equal string elsewhere (the lookup by text) finds the same
+    /// element, for every iteration, before and after binding.
+    #[test]
+    fn lists_found_by_the_steps_string_are_those_found_by_text() {
+        let src = "devices 1\nprocess a device=0\n\
+                   a: repeat 4 p[] = malloc 4KiB\n\
+                   a: repeat 4 q[] = offset p[] 16\n\
+                   a: x = malloc 4KiB\n";
+        let scenario = super::super::parse(src, Path::new("t.ipc")).expect("parses");
+        let opts = ExecOptions::default();
+        let mut run = Run {
+            scenario: &scenario,
+            opts: &opts,
+            bindings: HashMap::default(),
+            lists: Vec::new(),
+            list_ids: HashMap::default(),
+            step_lists: Vec::new(),
+            iteration: 0,
+        };
+        for (s, step) in scenario.steps.iter().enumerate() {
+            run.enter_step(step);
+            let n = step.repeat.map_or(1, |n| n as usize);
+            for i in 0..n {
+                run.iteration = i;
+                let names = step.op.used().into_iter().chain([step.bind.as_deref()]);
+                for name in names.flatten() {
+                    let copy = name.to_string();
+                    let by_step = run.bound(name).map(|b| b.value.clone());
+                    let by_text = run.bound(&copy).map(|b| b.value.clone());
+                    assert_eq!(by_step, by_text, "{name} at step {s} iteration {i}");
+                }
+                if let Some(name) = step.bind.as_deref() {
+                    let value = Value::Ptr(DevicePtr(0x1000 * (s as u64 + 1) + i as u64));
+                    // Bind by the step's string, read back by an equal one.
+                    run.bind(
+                        name,
+                        Bound {
+                            value: value.clone(),
+                            label: None,
+                        },
+                    );
+                    let copy = name.to_string();
+                    assert_eq!(run.bound(&copy).map(|b| &b.value), Some(&value));
+                    assert_eq!(run.bound(name).map(|b| &b.value), Some(&value));
+                }
+            }
+        }
+        // Every element of both lists, and the plain binding, are where the
+        // lookup by text finds them.
+        for (list, base) in [("p[]", 0x1000u64), ("q[]", 0x2000)] {
+            let id = run.list_ids[list];
+            let got: Vec<_> = run.lists[id]
+                .iter()
+                .map(|b| b.as_ref().map(|b| b.value.clone()))
+                .collect();
+            let want: Vec<_> = (0..4)
+                .map(|i| Some(Value::Ptr(DevicePtr(base + i))))
+                .collect();
+            assert_eq!(got, want, "{list}");
+        }
+        assert_eq!(
+            run.bindings.get("x").map(|b| &b.value),
+            Some(&Value::Ptr(DevicePtr(0x3000)))
+        );
     }
 }
