@@ -6,7 +6,7 @@ use crate::driver::{
     PoolPtrExport, StreamId, VmmHandle,
 };
 use crate::errors::ApiError;
-use crate::trace::{encode_bytes, push_decimal, CheckResult, StepOutcome, ValueSummary};
+use crate::trace::{decimal_digits, encode_bytes, CheckResult, StepOutcome, ValueSummary};
 // Keys are names and driver values chosen by the scenario: no need for
 // SipHash's flood resistance.
 use rustc_hash::FxHashMap as HashMap;
@@ -100,13 +100,16 @@ impl Label<'_> {
                 prefix,
                 number,
             } => {
-                let mut s = String::with_capacity(scope.len() + prefix.len() + 6);
-                if !scope.is_empty() {
-                    s.push_str(scope);
-                    s.push('.');
-                }
+                // Sized from its parts, so it is allocated once, exactly.
+                let mut buf = [0u8; 20];
+                let digits = decimal_digits(number, &mut buf);
+                let dot = if scope.is_empty() { "" } else { "." };
+                let mut s = String::with_capacity(scope.len() + 1 + prefix.len() + digits.len());
+                s.push_str(scope);
+                s.push_str(dot);
                 s.push_str(prefix);
-                push_decimal(&mut s, number);
+                // ASCII digits.
+                s.push_str(std::str::from_utf8(digits).unwrap_or_default());
                 s
             }
         }
@@ -262,18 +265,19 @@ fn holds(e: &Expectation, obs: &Observed, bindings: &Bindings<'_>) -> Result<(),
             } else {
                 ""
             };
-            let shown = format!("{prefix}{op} {}", ref_text(r, bindings));
+            // Written only for a miss.
+            let shown = || format!("{prefix}{op} {}", ref_text(r, bindings));
             let Some(v) = value else {
-                return fail(shown);
+                return fail(shown());
             };
             let other = match ref_key(r, v, bindings) {
                 Ok(k) => k,
-                Err(why) => return Err(Miss::Other(format!("expected {shown}, but {why}"))),
+                Err(why) => return Err(Miss::Other(format!("expected {}, but {why}", shown()))),
             };
             if (v.key() == other) == want_equal {
                 Ok(())
             } else {
-                fail(shown)
+                fail(shown())
             }
         }
         Expectation::Bytes(p) => match value {
