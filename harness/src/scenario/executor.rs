@@ -1217,9 +1217,32 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The verdict message of a run that `step` (in process `pname`) failed
+/// for reason `what`: `PATH:LINE: step 'TEXT' in PROC: WHAT (seed N)`.
+/// Joined, not formatted: generated cases that fail are common.
+fn step_failure(path: &std::path::Path, step: &Step, pname: &str, what: &str, seed: u64) -> String {
+    let path = path.to_string_lossy();
+    let text = step.text();
+    let mut m = String::with_capacity(path.len() + text.len() + pname.len() + what.len() + 64);
+    m.push_str(&path);
+    m.push(':');
+    crate::trace::push_decimal(&mut m, step.line as u64);
+    m.push_str(": step '");
+    m.push_str(&text);
+    m.push_str("' in ");
+    m.push_str(pname);
+    m.push_str(": ");
+    m.push_str(what);
+    m.push_str(" (seed ");
+    crate::trace::push_decimal(&mut m, seed);
+    m.push(')');
+    m
+}
+
 /// The record of a step's last iteration: its outcome, and the check of
 /// its expectations (`failed`: why they did not hold), which for a repeat
 /// step names the iteration that failed.
+#[inline(always)]
 fn finish(
     outcome: StepOutcome,
     mut failed: Option<String>,
@@ -1451,10 +1474,7 @@ pub(crate) fn execute_on(
                 StepOutcome::Broken { .. } => Some(Status::Broken),
                 _ => None,
             };
-            let head = || {
-                let text = step.text();
-                format!("{}: step '{text}' in {pname}", run.where_(step.line))
-            };
+            let message = |what: &str| step_failure(&scenario.path, step, pname, what, seed);
             if let Some(status) = lost {
                 let what = match &outcome {
                     StepOutcome::Crash { detail } => detail.clone(),
@@ -1465,12 +1485,12 @@ pub(crate) fn execute_on(
                 };
                 first_failure = Some(Verdict {
                     status,
-                    message: format!("{}: {what} (seed {seed})", head()),
+                    message: message(&what),
                 });
             } else if !result.passed {
                 first_failure = Some(Verdict {
                     status: Status::Fail,
-                    message: format!("{}: {} (seed {seed})", head(), result.message),
+                    message: message(&result.message),
                 });
             }
         }
@@ -1517,6 +1537,7 @@ pub(crate) fn execute_on(
 #[cfg(test)]
 mod label_tests {
     use super::*;
+    use std::path::Path;
 
     /// An exit retires the process's contexts, VMM handles and events (no
     /// trace shows it: an exited process runs no further steps).
@@ -1605,6 +1626,29 @@ mod label_tests {
                 l.ptr(0, "a", DevicePtr(0x1000), 1);
             }
             l.give_back();
+        }
+    }
+
+    /// A failed step's message, joined, is the one formatted from its
+    /// parts, for odd paths, names and seeds.
+    #[test]
+    fn step_failure_messages_read_as_formatted_ones() {
+        let src = "devices 1\nprocess a device=0\na: repeat 3 p[] = malloc 4KiB\n\
+                   a: repeat 3 free p[]\na: q = malloc 1MiB\n";
+        let scenario = super::super::parse(src, Path::new("t.ipc")).expect("parses");
+        for path in ["t.ipc", "", "dir with space/ü.ipc", "/abs/x:y.ipc"] {
+            for step in &scenario.steps {
+                for (pname, what, seed) in [
+                    ("a", "why", 0u64),
+                    ("peer", "", u64::MAX),
+                    ("ö", "x: y", 17),
+                ] {
+                    let where_ = format!("{}:{}", Path::new(path).display(), step.line);
+                    let head = format!("{where_}: step '{}' in {pname}", step.text());
+                    let want = format!("{head}: {what} (seed {seed})");
+                    assert_eq!(step_failure(Path::new(path), step, pname, what, seed), want);
+                }
+            }
         }
     }
 

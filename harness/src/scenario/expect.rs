@@ -6,7 +6,7 @@ use crate::driver::{
     PoolPtrExport, StreamId, VmmHandle,
 };
 use crate::errors::ApiError;
-use crate::trace::{decimal_digits, encode_bytes, CheckResult, StepOutcome, ValueSummary};
+use crate::trace::{encode_bytes, push_decimal, CheckResult, StepOutcome, ValueSummary};
 // Keys are names and driver values chosen by the scenario: no need for
 // SipHash's flood resistance.
 use rustc_hash::FxHashMap as HashMap;
@@ -100,16 +100,13 @@ impl Label<'_> {
                 prefix,
                 number,
             } => {
-                // Sized from its parts, so it is allocated once, exactly.
-                let mut buf = [0u8; 20];
-                let digits = decimal_digits(number, &mut buf);
-                let dot = if scope.is_empty() { "" } else { "." };
-                let mut s = String::with_capacity(scope.len() + 1 + prefix.len() + digits.len());
-                s.push_str(scope);
-                s.push_str(dot);
+                let mut s = String::with_capacity(scope.len() + prefix.len() + 6);
+                if !scope.is_empty() {
+                    s.push_str(scope);
+                    s.push('.');
+                }
                 s.push_str(prefix);
-                // ASCII digits.
-                s.push_str(std::str::from_utf8(digits).unwrap_or_default());
+                push_decimal(&mut s, number);
                 s
             }
         }
