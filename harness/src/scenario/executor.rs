@@ -107,7 +107,23 @@ impl<K: std::hash::Hash + Eq + Clone> Namer<K> {
     fn retire_all(&mut self) {
         self.retired.extend(self.live.drain());
     }
+
+    /// Forget every label, keeping the maps' room for the next run (a map
+    /// grown past `MAX_KEPT_ROOM` by a long `repeat` is given back instead).
+    fn clear(&mut self) {
+        for map in [&mut self.live, &mut self.retired] {
+            if map.capacity() > MAX_KEPT_ROOM {
+                *map = HashMap::default();
+            } else {
+                map.clear();
+            }
+        }
+        self.issued = 0;
+    }
 }
+
+/// The most labels a [`Namer`] map kept for the next run may hold.
+const MAX_KEPT_ROOM: usize = 512;
 
 /// Labels for pointers, contexts and handles: first-seen order, never addresses.
 ///
@@ -157,6 +173,37 @@ fn issued<'s>(scope: &'s str, prefix: &'static str, number: u64) -> Label<'s> {
     }
 }
 
+impl ProcessLabels {
+    fn clear(&mut self) {
+        // Destructured, so a new namer cannot be left out.
+        let ProcessLabels {
+            ptrs,
+            ctxs,
+            vmm_handles,
+            fds,
+            events,
+            pools,
+            buffer_ids,
+            streams,
+        } = self;
+        ptrs.clear();
+        ctxs.clear();
+        vmm_handles.clear();
+        fds.clear();
+        events.clear();
+        pools.clear();
+        buffer_ids.clear();
+        streams.clear();
+    }
+}
+
+thread_local! {
+    /// The labels of this thread's last run, cleared, so that the next run
+    /// reuses their maps rather than allocating and growing new ones.
+    static SPARE_LABELS: std::cell::Cell<Option<Box<Labels>>> =
+        const { std::cell::Cell::new(None) };
+}
+
 impl Labels {
     fn new(processes: usize) -> Labels {
         Labels {
@@ -165,6 +212,36 @@ impl Labels {
             event_handles: Namer::default(),
             pool_exports: Namer::default(),
         }
+    }
+
+    /// Fresh labels for `processes` processes: [`Labels::new`]'s, in the
+    /// maps this thread's last run gave back ([`Labels::give_back`]).
+    fn take(processes: usize) -> Box<Labels> {
+        match SPARE_LABELS.take() {
+            Some(mut l) => {
+                // Processes past `processes` are cleared and go unused.
+                if l.processes.len() < processes {
+                    l.processes.resize_with(processes, ProcessLabels::default);
+                }
+                l
+            }
+            None => Box::new(Labels::new(processes)),
+        }
+    }
+
+    /// Clear the labels and keep them for this thread's next run.
+    fn give_back(mut self: Box<Labels>) {
+        let Labels {
+            processes,
+            handles,
+            event_handles,
+            pool_exports,
+        } = &mut *self;
+        processes.iter_mut().for_each(ProcessLabels::clear);
+        handles.clear();
+        event_handles.clear();
+        pool_exports.clear();
+        SPARE_LABELS.set(Some(self));
     }
 
     fn ptr<'s>(&mut self, proc: usize, name: &'s str, p: DevicePtr, room: usize) -> Label<'s> {
@@ -343,19 +420,34 @@ fn pointer_attribute_value(attr: PointerAttribute, v: u64) -> Value {
 }
 
 /// The skip of a step whose argument `n` is not `what` (`a bound pointer`).
-#[cold]
-#[inline(never)]
-fn not_bound(n: &str, what: &str) -> Failure {
-    Failure::Skip(format!("'{n}' is not {what}"))
+#[inline(always)]
+fn not_bound<'n>(n: &'n str, what: &'static str) -> Failure<'n> {
+    Failure::NotBound(n, what)
 }
 
 /// Why a step did not produce a value.
-enum Failure {
+enum Failure<'n> {
     Driver(DriverError),
     Skip(String),
+    /// Skipped because name `.0` is not `.1` (`a bound pointer`): the
+    /// reason is written only where the trace shows it (a step that
+    /// names an unbound name is skipped as never bound instead).
+    NotBound(&'n str, &'static str),
 }
 
-impl From<DriverError> for Failure {
+impl Failure<'_> {
+    /// The reason of a step skipped by this failure (not a driver error).
+    #[cold]
+    fn skip_reason(self) -> String {
+        match self {
+            Failure::Skip(reason) => reason,
+            Failure::NotBound(n, what) => format!("'{n}' is not {what}"),
+            Failure::Driver(e) => e.to_string(),
+        }
+    }
+}
+
+impl From<DriverError> for Failure<'_> {
     fn from(e: DriverError) -> Self {
         Failure::Driver(e)
     }
@@ -482,7 +574,7 @@ impl<'a> Run<'a> {
     }
 
     #[inline(always)]
-    fn ptr(&self, r: &Ref) -> Result<DevicePtr, Failure> {
+    fn ptr<'n>(&self, r: &'n Ref) -> Result<DevicePtr, Failure<'n>> {
         match r {
             Ref::Null => Ok(DevicePtr::NULL),
             Ref::Name(n) => match self.bound(n).map(|b| &b.value) {
@@ -493,21 +585,21 @@ impl<'a> Run<'a> {
     }
 
     #[inline]
-    fn handle(&self, n: &str) -> Result<IpcMemHandle, Failure> {
+    fn handle<'n>(&self, n: &'n str) -> Result<IpcMemHandle, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Handle(h)) => Ok(*h),
             _ => Err(not_bound(n, "a bound handle")),
         }
     }
 
-    fn vmm_handle(&self, n: &str) -> Result<VmmHandle, Failure> {
+    fn vmm_handle<'n>(&self, n: &'n str) -> Result<VmmHandle, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::VmmHandle(h)) => Ok(*h),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound VMM handle"))),
         }
     }
 
-    fn fd(&self, n: &str) -> Result<Fd, Failure> {
+    fn fd<'n>(&self, n: &'n str) -> Result<Fd, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Fd(f)) => Ok(*f),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound descriptor"))),
@@ -515,7 +607,7 @@ impl<'a> Run<'a> {
     }
 
     #[inline]
-    fn event(&self, n: &str) -> Result<EventId, Failure> {
+    fn event<'n>(&self, n: &'n str) -> Result<EventId, Failure<'n>> {
         if n == NULL_EVENT {
             return Ok(EventId::NULL);
         }
@@ -526,7 +618,7 @@ impl<'a> Run<'a> {
     }
 
     /// A stream argument: a bound stream, or none for the legacy default stream.
-    fn stream(&self, n: Option<&String>) -> Result<StreamId, Failure> {
+    fn stream<'n>(&self, n: Option<&'n String>) -> Result<StreamId, Failure<'n>> {
         let Some(n) = n else {
             return Ok(StreamId::LEGACY_DEFAULT);
         };
@@ -537,21 +629,21 @@ impl<'a> Run<'a> {
     }
 
     #[inline]
-    fn event_handle(&self, n: &str) -> Result<IpcEventHandle, Failure> {
+    fn event_handle<'n>(&self, n: &'n str) -> Result<IpcEventHandle, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::EventHandle(h)) => Ok(*h),
             _ => Err(not_bound(n, "a bound event handle")),
         }
     }
 
-    fn pool(&self, n: &str) -> Result<PoolId, Failure> {
+    fn pool<'n>(&self, n: &'n str) -> Result<PoolId, Failure<'n>> {
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::Pool(p)) => Ok(*p),
             _ => Err(Failure::Skip(format!("'{n}' is not a bound memory pool"))),
         }
     }
 
-    fn pool_export(&self, n: &str) -> Result<PoolPtrExport, Failure> {
+    fn pool_export<'n>(&self, n: &'n str) -> Result<PoolPtrExport, Failure<'n>> {
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::PoolExport(x)) => Ok(*x),
             _ => Err(Failure::Skip(format!(
@@ -560,7 +652,7 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn ctx(&self, n: &str) -> Result<crate::driver::ContextId, Failure> {
+    fn ctx<'n>(&self, n: &'n str) -> Result<crate::driver::ContextId, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Ctx(Some(c))) => Ok(*c),
             Some(Value::Ctx(None)) => Err(Failure::Skip(format!(
@@ -571,12 +663,12 @@ impl<'a> Run<'a> {
     }
 
     /// Perform one step: a driver call, a machine call, or harness-local work.
-    fn perform(
+    fn perform<'n>(
         &self,
         machine: &mut dyn Machine,
         index: usize,
-        step: &Step,
-    ) -> Result<Value, Failure> {
+        step: &'n Step,
+    ) -> Result<Value, Failure<'n>> {
         let proc = step.process;
         let v = match &step.op {
             // Harness-local ops: no driver call.
@@ -640,7 +732,7 @@ impl<'a> Run<'a> {
 
     /// The driver call `op` makes, with its bindings resolved; `None` for a
     /// harness-local op or a machine call.
-    fn driver_call(&self, op: &Op) -> Result<Option<Call>, Failure> {
+    fn driver_call<'n>(&self, op: &'n Op) -> Result<Option<Call>, Failure<'n>> {
         let call = match op {
             Op::DeviceCount => Call::DeviceCount,
             Op::Attr { device, attr } => Call::DeviceAttribute {
@@ -1125,9 +1217,32 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The verdict message of a run that `step` (in process `pname`) failed
+/// for reason `what`: `PATH:LINE: step 'TEXT' in PROC: WHAT (seed N)`.
+/// Joined, not formatted: generated cases that fail are common.
+fn step_failure(path: &std::path::Path, step: &Step, pname: &str, what: &str, seed: u64) -> String {
+    let path = path.to_string_lossy();
+    let text = step.text();
+    let mut m = String::with_capacity(path.len() + text.len() + pname.len() + what.len() + 64);
+    m.push_str(&path);
+    m.push(':');
+    crate::trace::push_decimal(&mut m, step.line as u64);
+    m.push_str(": step '");
+    m.push_str(&text);
+    m.push_str("' in ");
+    m.push_str(pname);
+    m.push_str(": ");
+    m.push_str(what);
+    m.push_str(" (seed ");
+    crate::trace::push_decimal(&mut m, seed);
+    m.push(')');
+    m
+}
+
 /// The record of a step's last iteration: its outcome, and the check of
 /// its expectations (`failed`: why they did not hold), which for a repeat
 /// step names the iteration that failed.
+#[inline(always)]
 fn finish(
     outcome: StepOutcome,
     mut failed: Option<String>,
@@ -1207,7 +1322,7 @@ pub(crate) fn execute_on(
         step_lists: Vec::new(),
         iteration: 0,
     };
-    let mut labels = Labels::new(nproc);
+    let mut labels = Labels::take(nproc);
     // Why a process runs no more steps (crashed, timed out, harness failure).
     let mut dead: Vec<Option<String>> = vec![None; nproc];
     let mut first_failure: Option<Verdict> = None;
@@ -1294,10 +1409,10 @@ pub(crate) fn execute_on(
                         // step uses before it calls anything, so it skipped
                         // such a step too: the names are looked up once, and
                         // again only for a step it skipped.
-                        Failure::Skip(reason) => {
+                        why @ (Failure::Skip(_) | Failure::NotBound(..)) => {
                             let reason = match performed.then(|| run.missing_binding(step)) {
                                 Some(Some(missing)) => missing,
-                                _ => reason,
+                                _ => why.skip_reason(),
                             };
                             (StepOutcome::Skipped { reason }, None)
                         }
@@ -1359,10 +1474,7 @@ pub(crate) fn execute_on(
                 StepOutcome::Broken { .. } => Some(Status::Broken),
                 _ => None,
             };
-            let head = || {
-                let text = step.text();
-                format!("{}: step '{text}' in {pname}", run.where_(step.line))
-            };
+            let message = |what: &str| step_failure(&scenario.path, step, pname, what, seed);
             if let Some(status) = lost {
                 let what = match &outcome {
                     StepOutcome::Crash { detail } => detail.clone(),
@@ -1373,12 +1485,12 @@ pub(crate) fn execute_on(
                 };
                 first_failure = Some(Verdict {
                     status,
-                    message: format!("{}: {what} (seed {seed})", head()),
+                    message: message(&what),
                 });
             } else if !result.passed {
                 first_failure = Some(Verdict {
                     status: Status::Fail,
-                    message: format!("{}: {} (seed {seed})", head(), result.message),
+                    message: message(&result.message),
                 });
             }
         }
@@ -1403,6 +1515,7 @@ pub(crate) fn execute_on(
         });
     }
 
+    labels.give_back();
     let log = machine.hazards();
     for (line, result) in check_hazards(scenario, log.as_deref()) {
         if !result.passed && first_failure.is_none() {
@@ -1424,6 +1537,7 @@ pub(crate) fn execute_on(
 #[cfg(test)]
 mod label_tests {
     use super::*;
+    use std::path::Path;
 
     /// An exit retires the process's contexts, VMM handles and events (no
     /// trace shows it: an exited process runs no further steps).
@@ -1455,6 +1569,96 @@ mod label_tests {
             format!("x.b{}", u64::MAX)
         );
         assert_eq!(Label::Null.text(), "null");
+        // The text against its formatted definition, over scopes, prefixes
+        // and numbers of every length.
+        let mut n = 1u64;
+        for _ in 0..400 {
+            for scope in ["", "a", "owner", "peer-process"] {
+                for prefix in ["p", "eh", "px"] {
+                    let want = if scope.is_empty() {
+                        format!("{prefix}{n}")
+                    } else {
+                        format!("{scope}.{prefix}{n}")
+                    };
+                    assert_eq!(issued(scope, prefix, n).text(), want);
+                }
+            }
+            n = n
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407)
+                >> (n % 60);
+        }
+    }
+
+    /// A run's labels taken from the spare ones a run gave back are those
+    /// of new labels: numbering restarts and nothing is retired.
+    #[test]
+    fn reused_labels_are_new_labels() {
+        let script = |l: &mut Labels| -> Vec<String> {
+            let mut out = Vec::new();
+            for round in 0..3u64 {
+                for p in 0..3 {
+                    let name = ["a", "b", "c"][p];
+                    out.push(l.ptr(p, name, DevicePtr(0x1000 + round), 1).text());
+                    out.push(l.ctx(p, name, Some(5), round == 1, 1).text());
+                    out.push(l.event(p, name, EventId(6 + round), 1).text());
+                    let v = Value::Handle(IpcMemHandle([round as u8; IPC_HANDLE_SIZE]));
+                    let label = l.label(p, name, &Op::HandleZero, &v, 1);
+                    out.push(label.map_or_else(String::new, Label::text));
+                }
+                l.retire_after(round as usize % 3, &Op::Exit, || None);
+            }
+            // Many values, so a map outgrows what is kept.
+            for i in 0..1000 {
+                out.push(
+                    l.ptr(0, "a", DevicePtr(0x10_0000 + i), 1000 - i as usize)
+                        .text(),
+                );
+            }
+            out
+        };
+        let want = script(&mut Labels::new(3));
+        for processes in [3, 1, 4, 3] {
+            let mut l = Labels::take(processes);
+            if processes >= 3 {
+                assert_eq!(script(&mut l), want);
+            } else {
+                l.ptr(0, "a", DevicePtr(0x1000), 1);
+            }
+            l.give_back();
+        }
+    }
+
+    /// A failed step's message, joined, is the one formatted from its
+    /// parts, for odd paths, names and seeds.
+    #[test]
+    fn step_failure_messages_read_as_formatted_ones() {
+        let src = "devices 1\nprocess a device=0\na: repeat 3 p[] = malloc 4KiB\n\
+                   a: repeat 3 free p[]\na: q = malloc 1MiB\n";
+        let scenario = super::super::parse(src, Path::new("t.ipc")).expect("parses");
+        for path in ["t.ipc", "", "dir with space/ü.ipc", "/abs/x:y.ipc"] {
+            for step in &scenario.steps {
+                for (pname, what, seed) in [
+                    ("a", "why", 0u64),
+                    ("peer", "", u64::MAX),
+                    ("ö", "x: y", 17),
+                ] {
+                    let where_ = format!("{}:{}", Path::new(path).display(), step.line);
+                    let head = format!("{where_}: step '{}' in {pname}", step.text());
+                    let want = format!("{head}: {what} (seed {seed})");
+                    assert_eq!(step_failure(Path::new(path), step, pname, what, seed), want);
+                }
+            }
+        }
+    }
+
+    /// A reason written only when shown reads as it did when formatted
+    /// at once.
+    #[test]
+    fn late_skip_reasons_read_as_formatted_ones() {
+        let reason = not_bound("p[]", "a bound pointer").skip_reason();
+        assert_eq!(reason, "'p[]' is not a bound pointer");
+        assert_eq!(Failure::Skip("why".into()).skip_reason(), "why");
     }
 }
 

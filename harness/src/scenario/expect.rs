@@ -262,18 +262,19 @@ fn holds(e: &Expectation, obs: &Observed, bindings: &Bindings<'_>) -> Result<(),
             } else {
                 ""
             };
-            let shown = format!("{prefix}{op} {}", ref_text(r, bindings));
+            // Written only for a miss.
+            let shown = || format!("{prefix}{op} {}", ref_text(r, bindings));
             let Some(v) = value else {
-                return fail(shown);
+                return fail(shown());
             };
             let other = match ref_key(r, v, bindings) {
                 Ok(k) => k,
-                Err(why) => return Err(Miss::Other(format!("expected {shown}, but {why}"))),
+                Err(why) => return Err(Miss::Other(format!("expected {}, but {why}", shown()))),
             };
             if (v.key() == other) == want_equal {
                 Ok(())
             } else {
-                fail(shown)
+                fail(shown())
             }
         }
         Expectation::Bytes(p) => match value {
