@@ -89,7 +89,7 @@ impl World {
             }
         };
         let ctx_salt = match self.current_ctx(p) {
-            Ok((c, d)) if self.procs[p].primary.get(&d) != Some(&c) => c,
+            Ok((c, d)) if self.procs[p].primary.get(&u64::from(d)) != Some(&c) => c,
             _ => 0,
         };
         let object = self.export_object(block_id);

@@ -135,6 +135,16 @@ impl<V> SmallMap<V> {
         self.iter().map(|(_, v)| v)
     }
 
+    /// The values, in increasing key, to change in place.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        let (one, many) = match self {
+            SmallMap::Empty => (None, None),
+            SmallMap::One(_, v) => (Some(v), None),
+            SmallMap::Many(m) => (None, Some(m.values_mut())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
     /// Every entry, by value, in increasing key.
     pub(crate) fn into_vec(self) -> Vec<(u64, V)> {
         match self {
@@ -193,6 +203,13 @@ mod tests {
                     3 => {
                         *small.get_or_insert(key, 7) += 1;
                         *tree.entry(key).or_insert(7) += 1;
+                    }
+                    4 if x & 0x100 != 0 => {
+                        for (a, b) in small.values_mut().zip(tree.values_mut()) {
+                            *a = a.wrapping_mul(3);
+                            *b = b.wrapping_mul(3);
+                        }
+                        assert_eq!(small.values_mut().count(), tree.len());
                     }
                     _ => {
                         if let (Some(a), Some(b)) = (small.get_mut(&key), tree.get_mut(&key)) {

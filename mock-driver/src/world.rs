@@ -246,9 +246,11 @@ pub(crate) struct Process {
     pub exited: bool,
     /// A sticky error poisoned the process.
     pub sticky: bool,
-    pub contexts: BTreeMap<CtxKey, Context>,
+    /// Most processes have one context, and one device: these are kept
+    /// inline (`SmallMap`) until a second comes.
+    pub contexts: SmallMap<Context>,
     /// Physical device -> its primary context.
-    pub primary: BTreeMap<u32, CtxKey>,
+    pub primary: SmallMap<CtxKey>,
     pub current: Option<CtxKey>,
     pub ctx_serial: u64,
     /// Bytes a memset wrote into released VA (`stale_memset`), by address;
@@ -542,8 +544,8 @@ impl Process {
             visible,
             exited: false,
             sticky: false,
-            contexts: BTreeMap::new(),
-            primary: BTreeMap::new(),
+            contexts: SmallMap::Empty,
+            primary: SmallMap::Empty,
             current: None,
             ctx_serial: 0,
             stale_bytes: crate::store::Store::default(),
