@@ -135,6 +135,19 @@ impl<V> SmallMap<V> {
         self.iter().map(|(_, v)| v)
     }
 
+    /// Keeps the entries for which `keep` says true (as `BTreeMap::retain`).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64, &mut V) -> bool) {
+        match self {
+            SmallMap::Empty => {}
+            SmallMap::One(k, v) => {
+                if !keep(*k, v) {
+                    *self = SmallMap::Empty;
+                }
+            }
+            SmallMap::Many(m) => m.retain(|&k, v| keep(k, v)),
+        }
+    }
+
     /// The values, in increasing key, to change in place.
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         let (one, many) = match self {
@@ -203,6 +216,11 @@ mod tests {
                     3 => {
                         *small.get_or_insert(key, 7) += 1;
                         *tree.entry(key).or_insert(7) += 1;
+                    }
+                    4 if x & 0x200 != 0 => {
+                        let cut = (x >> 40) % 6 * 16;
+                        small.retain(|k, v| k < cut || *v % 3 == 0);
+                        tree.retain(|&k, v| k < cut || *v % 3 == 0);
                     }
                     4 if x & 0x100 != 0 => {
                         for (a, b) in small.values_mut().zip(tree.values_mut()) {

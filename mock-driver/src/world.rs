@@ -201,7 +201,7 @@ pub(crate) struct Mapping {
     /// Offsets (in block) of opened allocations whose last open pointer was
     /// closed while the mapping lives on for a neighbour: access is still
     /// possible, and is the access-after-close hazard.
-    pub closed: BTreeSet<u64>,
+    pub closed: SmallMap<()>,
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID` of the mapping (`attributes.rs`).
     pub buffer_id: u64,
 }
@@ -388,11 +388,11 @@ pub(crate) struct Block {
     /// Existing importer mappings fault (exporter exited, `mappings-revoked`).
     pub revoked: bool,
     /// Allocation offsets the owner freed while importers mapped them.
-    pub freed_while_mapped: BTreeSet<u64>,
+    pub freed_while_mapped: SmallMap<()>,
     /// Allocation offsets the owner freed by an API call (whether mapped or
     /// not): an importer that opens one later, while a live neighbour keeps
     /// the block, reaches freed memory.
-    pub freed: BTreeSet<u64>,
+    pub freed: SmallMap<()>,
     /// Exported allocations: offset in block -> size (filled by `ipc_get`).
     pub exports: SmallMap,
     /// The driver object id handles of this block carry, once exported.
@@ -400,7 +400,7 @@ pub(crate) struct Block {
     /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
     /// slot an earlier one used: "cudaIpcGetMemHandle will return a unique
     /// handle for the new memory".
-    pub serials: BTreeMap<u64, u64>,
+    pub serials: SmallMap<u64>,
     /// Allocations placed in reused slots so far.
     pub reuses: u64,
     /// `Process::va_releases` after the owner released the block's VA.
@@ -981,7 +981,7 @@ impl World {
         let found = proc.region_at(ptr).map(|(base, r)| {
             let import = r.import.as_ref().map(|m| {
                 let export = m.export_at(ptr - base);
-                let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
+                let closed = export.is_some_and(|(o, _)| m.closed.contains_key(&o));
                 let reused = export.is_some_and(|(o, _)| {
                     self.blocks
                         .get(&r.block)
@@ -1048,7 +1048,7 @@ impl World {
                 }
                 let freed = reused
                     || export.is_some_and(|(o, _)| {
-                        block.freed_while_mapped.contains(&o) || block.freed.contains(&o)
+                        block.freed_while_mapped.contains_key(&o) || block.freed.contains_key(&o)
                     });
                 if reused {
                     hazards.push((
@@ -1149,7 +1149,7 @@ impl World {
         };
         block.live.remove(&a.offset);
         if explicit {
-            block.freed.insert(a.offset);
+            block.freed.insert(a.offset, ());
         }
         let mut hazard = None;
         if block.importers > 0 && explicit {
@@ -1157,7 +1157,7 @@ impl World {
                 "process {p} freed {base:#x} ({} bytes) while {} importer mapping(s) hold its block",
                 a.size, block.importers
             ));
-            block.freed_while_mapped.insert(a.offset);
+            block.freed_while_mapped.insert(a.offset, ());
             if zero {
                 block.data.fill(a.offset, a.size, 0);
             }
