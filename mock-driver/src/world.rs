@@ -10,10 +10,10 @@ use crate::addr_map::AddrMap;
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
-use crate::small_map::SmallMap;
+use crate::small_map::{SmallMap, VecMap};
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 pub(crate) const KIB: u64 = 1 << 10;
 pub(crate) const MIB: u64 = 1 << 20;
@@ -300,7 +300,7 @@ pub(crate) struct Process {
     /// Its fresh reservations of the device heap (`va_rewind`).
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
-    pub packing: BTreeMap<(CtxKey, u32), BlockId>,
+    pub packing: VecMap<(CtxKey, u32), BlockId>,
     /// Bytes this process wrote or set since it last synchronised with its
     /// device, as (write number, block, offset, len): another process
     /// reading them races with the copy (`HazardKind::UnsynchronizedRead`).
@@ -326,10 +326,10 @@ pub(crate) struct Process {
     /// (`reclaimed_export_error`).
     pub va_claims: Vec<VaClaim>,
     /// Peer access a context has enabled: (context, peer's physical device).
-    pub peer_enabled: BTreeSet<(CtxKey, u32)>,
+    pub peer_enabled: VecMap<(CtxKey, u32)>,
     /// Peer connections this process holds, as (lower, higher) physical
     /// device pairs; released when the process exits.
-    pub peer_links: BTreeSet<(u32, u32)>,
+    pub peer_links: VecMap<(u32, u32)>,
     /// The PID namespace it runs in (`namespaces.rs`).
     pub pid_namespace: ipc_harness::PidNamespace,
 }
@@ -566,7 +566,7 @@ impl Process {
             arena_seq: 0,
             reserved: AddrMap::new(),
             fresh: FreshVa::default(),
-            packing: BTreeMap::new(),
+            packing: VecMap::default(),
             unsynced: Vec::new(),
             writes: 0,
             seen: Default::default(),
@@ -574,8 +574,8 @@ impl Process {
             freed_ptrs: Default::default(),
             crashed: false,
             va_claims: Vec::new(),
-            peer_enabled: BTreeSet::new(),
-            peer_links: BTreeSet::new(),
+            peer_enabled: VecMap::default(),
+            peer_links: VecMap::default(),
             pid_namespace: ipc_harness::PidNamespace::Harness,
         }
     }
