@@ -239,6 +239,10 @@ impl<K: Ord, V> VecMap<K, V> {
         }
     }
 
+    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+        self.find(key).ok().map(|i| self.entries.remove(i).1)
+    }
+
     /// Keeps the entries for which `keep` says true (as `BTreeMap::retain`).
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         self.entries.retain_mut(|(k, v)| keep(k, v));
@@ -253,7 +257,11 @@ impl<K: Ord, V> VecMap<K, V> {
         self.entries.iter().map(|(k, _)| k)
     }
 
-    #[cfg(test)]
+    /// The values, in increasing key.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -347,10 +355,12 @@ mod tests {
                         small.clear();
                         tree.clear();
                     }
+                    5 => assert_eq!(small.remove(&key), tree.remove(&key)),
                     _ => {}
                 }
                 assert_eq!(small.len(), tree.len());
                 assert!(small.keys().eq(tree.keys()), "round {round} step {step}");
+                assert!(small.values().eq(tree.values()));
                 for a in 0..5 {
                     for b in 0..4 {
                         assert_eq!(small.get(&(a, b)), tree.get(&(a, b)));

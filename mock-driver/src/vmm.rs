@@ -88,7 +88,7 @@ impl World {
         if let Some(h) = vp.handles.get(&handle) {
             return Ok(*h);
         }
-        if vp.released.contains(&handle) && stale == StaleVmmHandle::Crash {
+        if vp.released.contains_key(&handle) && stale == StaleVmmHandle::Crash {
             return Err(Fail::Crash {
                 signal: 11,
                 detail: format!("{call} dereferenced a released allocation handle (SIGSEGV)"),
@@ -421,7 +421,7 @@ impl World {
             // Measured: a second release is InvalidValue, not a crash.
             return Err(InvalidValue.into());
         };
-        vp.released.insert(handle);
+        vp.released.insert(handle, ());
         self.drop_ref(h.phys);
         Ok(())
     }
