@@ -5,7 +5,6 @@ use crate::seed::hash;
 use crate::semantics::{DestroyPrimary, SetDestroyedContext};
 use crate::world::{Context, CtxKey, SimResult, World, RETIRED_ARENA};
 use ipc_harness::{DeviceAttribute, ErrorKind, ProcessIndex};
-use std::collections::btree_map::Entry;
 
 impl World {
     /// Physical device behind the process's own ordinal `d`.
@@ -51,16 +50,19 @@ impl World {
         loop {
             proc.ctx_serial = proc.ctx_serial.wrapping_add(1);
             let id = hash(seed, &[0xC7, p as u64, proc.ctx_serial]) | 1;
-            if let Entry::Vacant(slot) = proc.contexts.entry(id) {
-                slot.insert(Context {
-                    device,
-                    primary,
-                    alive: true,
-                    born: proc.va_releases,
-                    serial: proc.ctx_serial,
-                    claimed_arena: None,
-                    arena: 0,
-                });
+            if !proc.contexts.contains_key(&id) {
+                proc.contexts.insert(
+                    id,
+                    Context {
+                        device,
+                        primary,
+                        alive: true,
+                        born: proc.va_releases,
+                        serial: proc.ctx_serial,
+                        claimed_arena: None,
+                        arena: 0,
+                    },
+                );
                 return id;
             }
         }
@@ -69,13 +71,13 @@ impl World {
     /// The primary context of a physical device, created on first use.
     pub(crate) fn ensure_primary(&mut self, p: ProcessIndex, device: u32) -> CtxKey {
         let proc = &self.procs[p];
-        if let Some(&c) = proc.primary.get(&device) {
+        if let Some(&c) = proc.primary.get(&u64::from(device)) {
             if proc.contexts.get(&c).is_some_and(|x| x.alive) {
                 return c;
             }
         }
         let c = self.new_context(p, device, true);
-        self.procs[p].primary.insert(device, c);
+        self.procs[p].primary.insert(u64::from(device), c);
         c
     }
 
@@ -189,7 +191,7 @@ impl World {
             c.alive = false;
         }
         if primary {
-            proc.primary.remove(&device);
+            proc.primary.remove(&u64::from(device));
         }
         if proc.current == Some(ctx) {
             proc.current = None;

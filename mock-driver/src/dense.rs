@@ -7,7 +7,10 @@
 
 /// Ids are indexes: an id must come from a counter (a small number), never
 /// from a hash or an address. Objects are kept in chunks of `CHUNK` that
-/// never grow once made, so no insert copies the objects already stored.
+/// never grow once made, so no insert copies the objects already stored;
+/// except the first, which starts small and grows as a `Vec` does: most
+/// machines hold a few objects, and a chunk made at its full size is a
+/// large allocation, which costs several small ones.
 #[derive(Debug, Clone)]
 pub(crate) struct DenseMap<V> {
     chunks: Vec<Vec<Option<V>>>,
@@ -67,7 +70,8 @@ impl<V> DenseMap<V> {
             "dense id {id} is far past the ids so far (not from a counter)"
         );
         while self.chunks.len() <= c {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+            let cap = if self.chunks.is_empty() { 0 } else { CHUNK };
+            self.chunks.push(Vec::with_capacity(cap));
         }
         let chunk = &mut self.chunks[c];
         if o == chunk.len() {

@@ -4,9 +4,10 @@
 
 use crate::dense::DenseMap;
 use crate::ids::CtxKey;
+use crate::small_map::VecMap;
 use ipc_harness::{ProcessIndex, IPC_HANDLE_SIZE};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 
 /// One event object of the driver, shared by the exporter and importers.
 #[derive(Debug, Clone)]
@@ -167,7 +168,9 @@ pub(crate) enum KernelWrite {
 pub(crate) struct Events {
     pub clock: u64,
     /// Per process: when the work queued on its default stream ends.
-    pub tails: BTreeMap<ProcessIndex, u64>,
+    /// (This and the three sets below hold a few entries, if any: sorted
+    /// Vecs, which an empty one drops for free.)
+    pub tails: VecMap<ProcessIndex, u64>,
     /// In queueing order; applied in order of completion.
     pub pending: Vec<PendingFill>,
     /// By id (`next_core` counts them).
@@ -177,13 +180,13 @@ pub(crate) struct Events {
     pub by_handle: crate::index::IdMap<[u8; IPC_HANDLE_SIZE], u64>,
     /// Contexts holding interprocess-event state: they created an
     /// interprocess event or opened an event handle.
-    pub ipc_state: BTreeSet<(ProcessIndex, CtxKey)>,
+    pub ipc_state: VecMap<(ProcessIndex, CtxKey)>,
     /// Processes that made or opened an interprocess event
     /// (`claim_event_memory`).
-    pub shared_memory: BTreeSet<ProcessIndex>,
+    pub shared_memory: VecMap<ProcessIndex>,
     /// `(importer, context, exporter)`: the importer opened a handle of the
     /// exporter in that context.
-    pub opened_from: BTreeSet<(ProcessIndex, CtxKey, ProcessIndex)>,
+    pub opened_from: VecMap<(ProcessIndex, CtxKey, ProcessIndex)>,
     /// The slots live interprocess events hold, per `(owner, context)` pool:
     /// kept with `cores` (a core holds its slot until its exporter destroys
     /// it), so a create finds the lowest free slot and the process's count
@@ -355,8 +358,8 @@ impl Events {
     /// Context `ctx` of `p` holds interprocess-event state (`ipc_state`).
     pub(crate) fn note_ipc_state(&mut self, p: ProcessIndex, ctx: CtxKey) {
         // Asked first: a set finds a member more cheaply than it inserts one.
-        if !self.ipc_state.contains(&(p, ctx)) {
-            self.ipc_state.insert((p, ctx));
+        if !self.ipc_state.contains_key(&(p, ctx)) {
+            self.ipc_state.insert((p, ctx), ());
         }
     }
 

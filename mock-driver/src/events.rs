@@ -255,8 +255,8 @@ impl World {
     /// `driver_fds`).
     fn claim_event_memory(&mut self, p: ProcessIndex) {
         // Asked first: a set finds a member more cheaply than it inserts one.
-        if !self.events.shared_memory.contains(&p) {
-            self.events.shared_memory.insert(p);
+        if !self.events.shared_memory.contains_key(&p) {
+            self.events.shared_memory.insert(p, ());
             self.procs[p].claim_free_va(None, true);
         }
     }
@@ -271,7 +271,7 @@ impl World {
     fn other_context_crashes(&self, p: ProcessIndex, id: EventId, ctx: CtxKey) -> bool {
         self.sem.event_other_context == EventOtherContext::Crash
             && self.event_ctx(p, id) != Some(ctx)
-            && !self.events.ipc_state.contains(&(p, ctx))
+            && !self.events.ipc_state.contains_key(&(p, ctx))
     }
 
     /// When the event's last record completes; `None` when never recorded.
@@ -536,7 +536,7 @@ impl World {
         // event.lifetime.reopen-after-exporter-exit-context-with-ipc-event).
         // Not modelled: such a context that also maps the exporter's memory
         // opens it.
-        if core.exit_released && !self.events.opened_from.contains(&(p, ctx, core.owner)) {
+        if core.exit_released && !self.events.opened_from.contains_key(&(p, ctx, core.owner)) {
             return Err(self.sem.event_bad_handle.into());
         }
         if core.exporter_destroyed {
@@ -546,7 +546,7 @@ impl World {
             }
         }
         self.events.note_ipc_state(p, ctx);
-        self.events.opened_from.insert((p, ctx, core.owner));
+        self.events.opened_from.insert((p, ctx, core.owner), ());
         self.claim_event_memory(p);
         if self.sem.event_reopen == EventReopen::SameEvent {
             let existing = self

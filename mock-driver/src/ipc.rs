@@ -17,7 +17,6 @@ use ipc_harness::{
     ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
 };
-use std::collections::BTreeSet;
 
 /// How `ipc_open` treats a handle that differs from one the importing
 /// context has open (`World::known_variant`).
@@ -89,7 +88,7 @@ impl World {
             }
         };
         let ctx_salt = match self.current_ctx(p) {
-            Ok((c, d)) if self.procs[p].primary.get(&d) != Some(&c) => c,
+            Ok((c, d)) if self.procs[p].primary.get(&u64::from(d)) != Some(&c) => c,
             _ => 0,
         };
         let object = self.export_object(block_id);
@@ -799,7 +798,7 @@ impl World {
                     opened: vec![*handle],
                     exports: SmallMap::one(export.0, export.1),
                     opens: SmallMap::one(ret, 1),
-                    closed: BTreeSet::new(),
+                    closed: SmallMap::Empty,
                     buffer_id,
                 })),
             },
@@ -1135,7 +1134,7 @@ impl World {
                     .keys()
                     .any(|&q| m.export_at(q - base).is_some_and(|(x, _)| x == o))
                 {
-                    m.closed.insert(o);
+                    m.closed.insert(o, ());
                 }
             }
         }

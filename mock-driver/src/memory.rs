@@ -15,7 +15,6 @@ use crate::world::{
 use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
 };
-use std::collections::{BTreeMap, BTreeSet};
 
 /// The lowest offset of a packed block where `need` bytes fit between the
 /// live sub-allocations (each takes its size rounded to `SUBALLOC_ALIGN`).
@@ -70,9 +69,9 @@ impl World {
                         }
                         b.cursor = b.cursor.max(offset + need);
                         b.live.insert(offset, size);
-                        b.freed.retain(|&o| o < offset || o >= offset + need);
+                        b.freed.retain(|o, _| o < offset || o >= offset + need);
                         b.freed_while_mapped
-                            .retain(|&o| o < offset || o >= offset + need);
+                            .retain(|o, _| o < offset || o >= offset + need);
                         let base = b.owner_base + offset;
                         let buffer_id = self.new_buffer_id();
                         let proc = &mut self.procs[p];
@@ -196,11 +195,11 @@ impl World {
                 importers: 0,
                 owner_mapped: true,
                 revoked: false,
-                freed_while_mapped: BTreeSet::new(),
-                freed: BTreeSet::new(),
+                freed_while_mapped: SmallMap::Empty,
+                freed: SmallMap::Empty,
                 exports: SmallMap::default(),
                 export_id: None,
-                serials: BTreeMap::new(),
+                serials: SmallMap::Empty,
                 reuses: 0,
                 owner_released: None,
                 owner_ctx: pool.ctx,

@@ -33,7 +33,7 @@ impl World {
         self.procs
             .iter()
             .filter(|proc| !proc.exited)
-            .flat_map(|proc| proc.peer_links.iter())
+            .flat_map(|proc| proc.peer_links.keys())
             .filter_map(|&(a, b)| match () {
                 _ if a == device => Some(b),
                 _ if b == device => Some(a),
@@ -53,7 +53,7 @@ impl World {
                 }
             }
         }
-        self.procs[p].peer_links.insert(link(a, b));
+        self.procs[p].peer_links.insert(link(a, b), ());
         Ok(())
     }
 
@@ -67,11 +67,11 @@ impl World {
         if !self.can_peer(device, peer) {
             return Err(ErrorKind::PeerAccessUnsupported.into());
         }
-        if self.procs[p].peer_enabled.contains(&(ctx, peer)) {
+        if self.procs[p].peer_enabled.contains_key(&(ctx, peer)) {
             return Err(ErrorKind::PeerAccessAlreadyEnabled.into());
         }
         self.connect(p, device, peer)?;
-        self.procs[p].peer_enabled.insert((ctx, peer));
+        self.procs[p].peer_enabled.insert((ctx, peer), ());
         Ok(())
     }
 
@@ -93,7 +93,9 @@ impl World {
         if !self.can_peer(device, exporter_device) {
             return Err(ErrorKind::PeerAccessUnsupported.into());
         }
-        let enabled = self.procs[p].peer_enabled.contains(&(ctx, exporter_device));
+        let enabled = self.procs[p]
+            .peer_enabled
+            .contains_key(&(ctx, exporter_device));
         if flags & IPC_MEM_LAZY_ENABLE_PEER_ACCESS == 0 {
             // Without the lazy flag nothing enables access for the caller
             // (reachable only when `open_flags` lets flags 0 through).
@@ -105,7 +107,9 @@ impl World {
         }
         self.connect(p, device, exporter_device)?;
         if self.sem.lazy_peer_access == LazyPeerAccess::Enables {
-            self.procs[p].peer_enabled.insert((ctx, exporter_device));
+            self.procs[p]
+                .peer_enabled
+                .insert((ctx, exporter_device), ());
         }
         Ok(())
     }

@@ -22,7 +22,6 @@ use crate::vmm_state::FdObject;
 use crate::world::{Mapping, Region, SimResult, VaClass, VaPool, World};
 use ipc_harness::ErrorKind::{InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown};
 use ipc_harness::{Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex};
-use std::collections::BTreeSet;
 
 /// The first bytes of the simulator's pointer export data.
 const EXPORT_MAGIC: [u8; 8] = *b"simpool\0";
@@ -340,7 +339,7 @@ impl World {
                     opened: Vec::new(),
                     exports: SmallMap::one(export.offset, size),
                     opens: SmallMap::one(ret, 1),
-                    closed: BTreeSet::new(),
+                    closed: crate::small_map::SmallMap::Empty,
                     buffer_id,
                 })),
             },

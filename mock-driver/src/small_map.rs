@@ -135,6 +135,29 @@ impl<V> SmallMap<V> {
         self.iter().map(|(_, v)| v)
     }
 
+    /// Keeps the entries for which `keep` says true (as `BTreeMap::retain`).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u64, &mut V) -> bool) {
+        match self {
+            SmallMap::Empty => {}
+            SmallMap::One(k, v) => {
+                if !keep(*k, v) {
+                    *self = SmallMap::Empty;
+                }
+            }
+            SmallMap::Many(m) => m.retain(|&k, v| keep(k, v)),
+        }
+    }
+
+    /// The values, in increasing key, to change in place.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        let (one, many) = match self {
+            SmallMap::Empty => (None, None),
+            SmallMap::One(_, v) => (Some(v), None),
+            SmallMap::Many(m) => (None, Some(m.values_mut())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
     /// Every entry, by value, in increasing key.
     pub(crate) fn into_vec(self) -> Vec<(u64, V)> {
         match self {
@@ -172,6 +195,78 @@ impl<'a, V> IntoIterator for &'a SmallMap<V> {
     }
 }
 
+/// An ordered map of a few entries kept as a sorted `Vec`, for a process's
+/// small tables keyed by pairs (its packing blocks, its peer access): an
+/// empty one holds no allocation and costs nothing to drop, where a
+/// `BTreeMap` walks its (empty) tree. It answers as the `BTreeMap` it
+/// replaces would, iteration in increasing key included; an insert or
+/// remove moves the entries after it, so it suits tables of a few entries.
+#[derive(Debug, Clone)]
+pub(crate) struct VecMap<K, V = ()> {
+    /// Increasing key, no key twice.
+    entries: Vec<(K, V)>,
+}
+
+impl<K, V> Default for VecMap<K, V> {
+    fn default() -> Self {
+        VecMap {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<K: Ord, V> VecMap<K, V> {
+    fn find(&self, key: &K) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.cmp(key))
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.find(key).ok().map(|i| &self.entries[i].1)
+    }
+
+    pub(crate) fn contains_key(&self, key: &K) -> bool {
+        self.find(key).is_ok()
+    }
+
+    /// Sets `key` to `value`; the value it had, if any.
+    pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
+        match self.find(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
+            Err(i) => {
+                self.entries.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+        self.find(key).ok().map(|i| self.entries.remove(i).1)
+    }
+
+    /// Keeps the entries for which `keep` says true (as `BTreeMap::retain`).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
+        self.entries.retain_mut(|(k, v)| keep(k, v));
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// The keys, in increasing order.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &K> {
+        self.entries.iter().map(|(k, _)| k)
+    }
+
+    /// The values, in increasing key.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +288,18 @@ mod tests {
                     3 => {
                         *small.get_or_insert(key, 7) += 1;
                         *tree.entry(key).or_insert(7) += 1;
+                    }
+                    4 if x & 0x200 != 0 => {
+                        let cut = (x >> 40) % 6 * 16;
+                        small.retain(|k, v| k < cut || *v % 3 == 0);
+                        tree.retain(|&k, v| k < cut || *v % 3 == 0);
+                    }
+                    4 if x & 0x100 != 0 => {
+                        for (a, b) in small.values_mut().zip(tree.values_mut()) {
+                            *a = a.wrapping_mul(3);
+                            *b = b.wrapping_mul(3);
+                        }
+                        assert_eq!(small.values_mut().count(), tree.len());
                     }
                     _ => {
                         if let (Some(a), Some(b)) = (small.get_mut(&key), tree.get_mut(&key)) {
@@ -222,6 +329,43 @@ mod tests {
                     );
                     let (from, to) = (probe, probe + x % 40);
                     assert!(small.starting_in(from, to).eq(tree.range(from..to)));
+                }
+            }
+        }
+    }
+
+    /// Random inserts, removes (by `retain`) and clears leave a `VecMap`
+    /// answering as a `BTreeMap` does.
+    #[test]
+    fn vec_map_answers_as_a_btree_map_does() {
+        for round in 0..50u64 {
+            let mut small: VecMap<(u64, u32), u64> = VecMap::default();
+            let mut tree: BTreeMap<(u64, u32), u64> = BTreeMap::new();
+            for step in 0..80u64 {
+                let x = crate::seed::mix64(round * 1000 + step);
+                let key = ((x >> 8) % 4, ((x >> 16) % 3) as u32);
+                match x % 7 {
+                    0..=2 => assert_eq!(small.insert(key, x >> 32), tree.insert(key, x >> 32)),
+                    3 => {
+                        let cut = (x >> 40) % 4;
+                        small.retain(|k, v| k.0 != cut || *v % 2 == 0);
+                        tree.retain(|k, v| k.0 != cut || *v % 2 == 0);
+                    }
+                    4 if x & 0x300 == 0 => {
+                        small.clear();
+                        tree.clear();
+                    }
+                    5 => assert_eq!(small.remove(&key), tree.remove(&key)),
+                    _ => {}
+                }
+                assert_eq!(small.len(), tree.len());
+                assert!(small.keys().eq(tree.keys()), "round {round} step {step}");
+                assert!(small.values().eq(tree.values()));
+                for a in 0..5 {
+                    for b in 0..4 {
+                        assert_eq!(small.get(&(a, b)), tree.get(&(a, b)));
+                        assert_eq!(small.contains_key(&(a, b)), tree.contains_key(&(a, b)));
+                    }
                 }
             }
         }

@@ -25,7 +25,6 @@ use ipc_harness::ErrorKind::{
 use ipc_harness::{
     Fd, GranularityKind, HandleTypes, MemKind, ProcessIndex, ShareableHandleType, VmmAccess,
 };
-use std::collections::{BTreeMap, BTreeSet};
 
 /// The VA pool of reservations (`vmm_reserve_va`): under `shared` they
 /// share released VA with device allocations and IPC mappings
@@ -89,7 +88,7 @@ impl World {
         if let Some(h) = vp.handles.get(&handle) {
             return Ok(*h);
         }
-        if vp.released.contains(&handle) && stale == StaleVmmHandle::Crash {
+        if vp.released.contains_key(&handle) && stale == StaleVmmHandle::Crash {
             return Err(Fail::Crash {
                 signal: 11,
                 detail: format!("{call} dereferenced a released allocation handle (SIGSEGV)"),
@@ -167,11 +166,11 @@ impl World {
                 importers: 1,
                 owner_mapped: false,
                 revoked: false,
-                freed_while_mapped: BTreeSet::new(),
-                freed: BTreeSet::new(),
+                freed_while_mapped: SmallMap::Empty,
+                freed: SmallMap::Empty,
                 exports: SmallMap::default(),
                 export_id: None,
-                serials: BTreeMap::new(),
+                serials: SmallMap::Empty,
                 reuses: 0,
                 owner_released: None,
                 owner_ctx: 0,
@@ -422,7 +421,7 @@ impl World {
             // Measured: a second release is InvalidValue, not a crash.
             return Err(InvalidValue.into());
         };
-        vp.released.insert(handle);
+        vp.released.insert(handle, ());
         self.drop_ref(h.phys);
         Ok(())
     }

@@ -3,8 +3,9 @@
 //! that `world.rs` can hold it without importing the rules.
 
 use crate::ids::{BlockId, CtxKey};
+use crate::small_map::VecMap;
 use ipc_harness::{HandleTypes, VmmAccess};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The lowest descriptor a process can get (0-2 are stdio).
 const FIRST_FD: i32 = 3;
@@ -63,13 +64,15 @@ pub(crate) struct VmmMapping {
 
 #[derive(Debug, Default)]
 pub(crate) struct VmmProc {
-    pub handles: BTreeMap<u64, HandleEntry>,
+    /// These four hold a few entries, if any: sorted Vecs, which an empty
+    /// one drops for free.
+    pub handles: VecMap<u64, HandleEntry>,
     /// Handles already released (a later use is a use of a dangling handle).
-    pub released: BTreeSet<u64>,
+    pub released: VecMap<u64>,
     pub next_handle: u64,
-    pub fds: BTreeMap<i32, FdObject>,
+    pub fds: VecMap<i32, FdObject>,
     /// The descriptor each context made by `ctx_create` holds (`driver_fds`).
-    pub ctx_fds: BTreeMap<CtxKey, i32>,
+    pub ctx_fds: VecMap<CtxKey, i32>,
     /// Whether the process made an interprocess event (`driver_fds`: the
     /// first one opens a descriptor the process keeps).
     pub ipc_event_fd: bool,
@@ -82,7 +85,7 @@ pub(crate) struct VmmProc {
 impl VmmProc {
     pub(crate) fn lowest_free_fd(&self) -> i32 {
         let mut fd = FIRST_FD;
-        for &used in self.fds.range(FIRST_FD..).map(|(k, _)| k) {
+        for &used in self.fds.keys().filter(|&&k| k >= FIRST_FD) {
             if used != fd {
                 break;
             }

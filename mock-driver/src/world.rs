@@ -10,10 +10,10 @@ use crate::addr_map::AddrMap;
 use crate::hazards::HazardLog;
 use crate::seed::hash;
 use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
-use crate::small_map::SmallMap;
+use crate::small_map::{SmallMap, VecMap};
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 pub(crate) const KIB: u64 = 1 << 10;
 pub(crate) const MIB: u64 = 1 << 20;
@@ -201,7 +201,7 @@ pub(crate) struct Mapping {
     /// Offsets (in block) of opened allocations whose last open pointer was
     /// closed while the mapping lives on for a neighbour: access is still
     /// possible, and is the access-after-close hazard.
-    pub closed: BTreeSet<u64>,
+    pub closed: SmallMap<()>,
     /// `CU_POINTER_ATTRIBUTE_BUFFER_ID` of the mapping (`attributes.rs`).
     pub buffer_id: u64,
 }
@@ -246,9 +246,11 @@ pub(crate) struct Process {
     pub exited: bool,
     /// A sticky error poisoned the process.
     pub sticky: bool,
-    pub contexts: BTreeMap<CtxKey, Context>,
+    /// Most processes have one context, and one device: these are kept
+    /// inline (`SmallMap`) until a second comes.
+    pub contexts: SmallMap<Context>,
     /// Physical device -> its primary context.
-    pub primary: BTreeMap<u32, CtxKey>,
+    pub primary: SmallMap<CtxKey>,
     pub current: Option<CtxKey>,
     pub ctx_serial: u64,
     /// Bytes a memset wrote into released VA (`stale_memset`), by address;
@@ -298,7 +300,7 @@ pub(crate) struct Process {
     /// Its fresh reservations of the device heap (`va_rewind`).
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
-    pub packing: BTreeMap<(CtxKey, u32), BlockId>,
+    pub packing: VecMap<(CtxKey, u32), BlockId>,
     /// Bytes this process wrote or set since it last synchronised with its
     /// device, as (write number, block, offset, len): another process
     /// reading them races with the copy (`HazardKind::UnsynchronizedRead`).
@@ -324,10 +326,10 @@ pub(crate) struct Process {
     /// (`reclaimed_export_error`).
     pub va_claims: Vec<VaClaim>,
     /// Peer access a context has enabled: (context, peer's physical device).
-    pub peer_enabled: BTreeSet<(CtxKey, u32)>,
+    pub peer_enabled: VecMap<(CtxKey, u32)>,
     /// Peer connections this process holds, as (lower, higher) physical
     /// device pairs; released when the process exits.
-    pub peer_links: BTreeSet<(u32, u32)>,
+    pub peer_links: VecMap<(u32, u32)>,
     /// The PID namespace it runs in (`namespaces.rs`).
     pub pid_namespace: ipc_harness::PidNamespace,
 }
@@ -386,11 +388,11 @@ pub(crate) struct Block {
     /// Existing importer mappings fault (exporter exited, `mappings-revoked`).
     pub revoked: bool,
     /// Allocation offsets the owner freed while importers mapped them.
-    pub freed_while_mapped: BTreeSet<u64>,
+    pub freed_while_mapped: SmallMap<()>,
     /// Allocation offsets the owner freed by an API call (whether mapped or
     /// not): an importer that opens one later, while a live neighbour keeps
     /// the block, reaches freed memory.
-    pub freed: BTreeSet<u64>,
+    pub freed: SmallMap<()>,
     /// Exported allocations: offset in block -> size (filled by `ipc_get`).
     pub exports: SmallMap,
     /// The driver object id handles of this block carry, once exported.
@@ -398,7 +400,7 @@ pub(crate) struct Block {
     /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
     /// slot an earlier one used: "cudaIpcGetMemHandle will return a unique
     /// handle for the new memory".
-    pub serials: BTreeMap<u64, u64>,
+    pub serials: SmallMap<u64>,
     /// Allocations placed in reused slots so far.
     pub reuses: u64,
     /// `Process::va_releases` after the owner released the block's VA.
@@ -542,8 +544,8 @@ impl Process {
             visible,
             exited: false,
             sticky: false,
-            contexts: BTreeMap::new(),
-            primary: BTreeMap::new(),
+            contexts: SmallMap::Empty,
+            primary: SmallMap::Empty,
             current: None,
             ctx_serial: 0,
             stale_bytes: crate::store::Store::default(),
@@ -564,7 +566,7 @@ impl Process {
             arena_seq: 0,
             reserved: AddrMap::new(),
             fresh: FreshVa::default(),
-            packing: BTreeMap::new(),
+            packing: VecMap::default(),
             unsynced: Vec::new(),
             writes: 0,
             seen: Default::default(),
@@ -572,8 +574,8 @@ impl Process {
             freed_ptrs: Default::default(),
             crashed: false,
             va_claims: Vec::new(),
-            peer_enabled: BTreeSet::new(),
-            peer_links: BTreeSet::new(),
+            peer_enabled: VecMap::default(),
+            peer_links: VecMap::default(),
             pid_namespace: ipc_harness::PidNamespace::Harness,
         }
     }
@@ -979,7 +981,7 @@ impl World {
         let found = proc.region_at(ptr).map(|(base, r)| {
             let import = r.import.as_ref().map(|m| {
                 let export = m.export_at(ptr - base);
-                let closed = export.is_some_and(|(o, _)| m.closed.contains(&o));
+                let closed = export.is_some_and(|(o, _)| m.closed.contains_key(&o));
                 let reused = export.is_some_and(|(o, _)| {
                     self.blocks
                         .get(&r.block)
@@ -1046,7 +1048,7 @@ impl World {
                 }
                 let freed = reused
                     || export.is_some_and(|(o, _)| {
-                        block.freed_while_mapped.contains(&o) || block.freed.contains(&o)
+                        block.freed_while_mapped.contains_key(&o) || block.freed.contains_key(&o)
                     });
                 if reused {
                     hazards.push((
@@ -1147,7 +1149,7 @@ impl World {
         };
         block.live.remove(&a.offset);
         if explicit {
-            block.freed.insert(a.offset);
+            block.freed.insert(a.offset, ());
         }
         let mut hazard = None;
         if block.importers > 0 && explicit {
@@ -1155,7 +1157,7 @@ impl World {
                 "process {p} freed {base:#x} ({} bytes) while {} importer mapping(s) hold its block",
                 a.size, block.importers
             ));
-            block.freed_while_mapped.insert(a.offset);
+            block.freed_while_mapped.insert(a.offset, ());
             if zero {
                 block.data.fill(a.offset, a.size, 0);
             }
