@@ -322,6 +322,9 @@ pub fn runner_for(seed: u64) -> TestRunner {
     thread_local! {
         static CONFIG: Config = Config {
             failure_persistence: None,
+            // The RNG's algorithm: the unions' draws rely on the config
+            // naming it (`just_union::skip_forks`).
+            rng_algorithm: RngAlgorithm::XorShift,
             ..Config::default()
         };
     }

@@ -612,9 +612,66 @@ pub fn program_strategy(max_actions: usize, max_devices: u32) -> impl Strategy<V
 
 const PROC_NAMES: [&str; 3] = ["p0", "p1", "p2"];
 
+/// A name the lowering made, `{prefix}{serial}` (`m12`), held inline: the
+/// records of what was made copy it freely, and only a step's op gets a
+/// `String` of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Name {
+    len: u8,
+    /// ASCII: a prefix of at most [`Name::MAX_PREFIX`] bytes, then digits.
+    bytes: [u8; 23],
+}
+
+impl Name {
+    const MAX_PREFIX: usize = 3;
+
+    /// `{prefix}{serial}`; `prefix` is ASCII of at most 3 bytes (there is
+    /// room for the 20 digits of any `usize`).
+    fn new(prefix: &str, serial: usize) -> Name {
+        assert!(prefix.len() <= Self::MAX_PREFIX && prefix.is_ascii());
+        let mut bytes = [0u8; 23];
+        let mut len = 0;
+        for &b in prefix.as_bytes() {
+            bytes[len] = b;
+            len += 1;
+        }
+        let digits = serial.checked_ilog10().unwrap_or(0) as usize + 1;
+        let mut n = serial;
+        for k in (len..len + digits).rev() {
+            bytes[k] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        Name {
+            len: (len + digits) as u8,
+            bytes,
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        let bytes = &self.bytes[..usize::from(self.len)];
+        debug_assert!(bytes.is_ascii());
+        // SAFETY: `Name::new` writes only ASCII (an ASCII prefix and
+        // digits) into the first `len` bytes.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct AllocRec {
-    name: String,
+    name: Name,
     proc: usize,
     size: u64,
     kind: KindSel,
@@ -623,21 +680,21 @@ struct AllocRec {
 
 #[derive(Debug, Clone)]
 struct OpenRec {
-    name: String,
+    name: Name,
     proc: usize,
-    handle: String,
+    handle: Name,
 }
 
 #[derive(Debug, Clone)]
 struct CtxRec {
-    name: String,
+    name: Name,
     proc: usize,
 }
 
 /// A pointer binding some process holds, with the bytes it is known to span.
 #[derive(Debug, Clone)]
 struct PtrRec {
-    name: String,
+    name: Name,
     proc: usize,
     len: u64,
 }
@@ -645,7 +702,7 @@ struct PtrRec {
 /// A VMM handle binding (made or imported), a descriptor, a mapped VA.
 #[derive(Debug, Clone)]
 struct VmmRec {
-    name: String,
+    name: Name,
     proc: usize,
     size: u64,
     released: bool,
@@ -653,7 +710,7 @@ struct VmmRec {
 
 #[derive(Debug, Clone)]
 struct FdRec {
-    name: String,
+    name: Name,
     proc: usize,
     size: u64,
     closed: bool,
@@ -661,7 +718,7 @@ struct FdRec {
 
 #[derive(Debug, Clone)]
 struct VaRec {
-    name: String,
+    name: Name,
     proc: usize,
     size: u64,
     mapped: bool,
@@ -670,7 +727,7 @@ struct VaRec {
 /// An event binding: made by `event_create` or `ipc_open_event`.
 #[derive(Debug, Clone)]
 struct EventRec {
-    name: String,
+    name: Name,
     proc: usize,
     destroyed: bool,
 }
@@ -690,17 +747,17 @@ struct Lowering {
     vas: Vec<VaRec>,
     events: Vec<EventRec>,
     /// Per process: event handles it holds (made or received).
-    event_holdings: PerProc<Vec<String>>,
+    event_holdings: PerProc<Vec<Name>>,
     nprocs: usize,
     exited: PerProc<bool>,
     /// Per process: handles it may use (made or received), with the
     /// allocation they came from (`None` for made-up handles).
-    holdings: PerProc<Vec<(String, Option<usize>)>>,
+    holdings: PerProc<Vec<(Name, Option<usize>)>>,
     allocs: Vec<AllocRec>,
     opens: Vec<OpenRec>,
     ctxs: Vec<CtxRec>,
     /// Per process: the binding of its primary context, once named.
-    primary: PerProc<Option<String>>,
+    primary: PerProc<Option<Name>>,
     /// Per process: it made a second context (its kernels are not
     /// generated: which context an allocation belongs to is not tracked).
     second_ctx: PerProc<bool>,
@@ -887,20 +944,9 @@ impl Lowering {
         }
     }
 
-    fn fresh(&mut self, prefix: &str) -> String {
+    fn fresh(&mut self, prefix: &'static str) -> Name {
         self.serial += 1;
-        // `{prefix}{serial}`, digit by digit: a case names most of its
-        // steps' results, and the formatter cost more than the rest.
-        let mut name = String::with_capacity(prefix.len() + 4);
-        name.push_str(prefix);
-        let mut n = self.serial;
-        loop {
-            name.insert(prefix.len(), char::from(b'0' + (n % 10) as u8));
-            n /= 10;
-            if n == 0 {
-                break name;
-            }
-        }
+        Name::new(prefix, self.serial)
     }
 
     fn live_procs(&self) -> Vec<usize> {
@@ -910,6 +956,14 @@ impl Lowering {
     /// A live process chosen by `i`, if any is left.
     fn pick_proc(&self, i: &Index) -> Option<usize> {
         pick_among((0..self.nprocs).filter(|&p| !self.exited[p]), i)
+    }
+
+    /// A live process other than `except` chosen by `i`, if any.
+    fn pick_other_proc(&self, except: usize, i: &Index) -> Option<usize> {
+        pick_among(
+            (0..self.nprocs).filter(|&p| !self.exited[p] && p != except),
+            i,
+        )
     }
 
     /// One step of process `proc`, on the line [`scenario_text`] writes it.
@@ -987,7 +1041,7 @@ impl Lowering {
             },
         );
         self.allocs.push(AllocRec {
-            name: name.clone(),
+            name,
             proc,
             size: bytes,
             kind,
@@ -1012,7 +1066,7 @@ impl Lowering {
         Some(self.malloc(p, KindSel::Device, SizeClass::Small, 0x5a))
     }
 
-    fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<String> {
+    fn get(&mut self, alloc: usize, interior: bool, null_out: bool) -> Option<Name> {
         let (proc, size) = (self.allocs[alloc].proc, self.allocs[alloc].size);
         let ptr = if interior && size > 256 {
             let x = self.fresh("x");
@@ -1027,13 +1081,13 @@ impl Lowering {
             );
             x
         } else {
-            self.allocs[alloc].name.clone()
+            self.allocs[alloc].name
         };
         if null_out {
             self.emit(
                 proc,
                 Op::IpcGet {
-                    ptr: Ref::Name(ptr),
+                    ptr: Ref::Name(ptr.to_string()),
                     out: OutArg::Null,
                 },
             );
@@ -1045,16 +1099,16 @@ impl Lowering {
             proc,
             &h,
             Op::IpcGet {
-                ptr: Ref::Name(ptr),
+                ptr: Ref::Name(ptr.to_string()),
                 out: OutArg::Valid,
             },
         );
-        self.holdings[proc].push((h.clone(), Some(alloc)));
+        self.holdings[proc].push((h, Some(alloc)));
         Some(h)
     }
 
     /// A handle held by a live process, or one made now.
-    fn pick_holding(&mut self, i: &Index) -> Option<(usize, String, Option<usize>)> {
+    fn pick_holding(&mut self, i: &Index) -> Option<(usize, Name, Option<usize>)> {
         // The holdings of the live processes in process order, counted
         // first: only the one picked is copied.
         let count: usize = (0..self.nprocs)
@@ -1069,14 +1123,14 @@ impl Lowering {
         let mut k = i.index(count);
         for p in (0..self.nprocs).filter(|&p| !self.exited[p]) {
             match self.holdings[p].get(k) {
-                Some((h, a)) => return Some((p, h.clone(), *a)),
+                Some(&(h, a)) => return Some((p, h, a)),
                 None => k -= self.holdings[p].len(),
             }
         }
         None
     }
 
-    fn open(&mut self, proc: usize, handle: &str, from: Option<usize>, flags: u32, null_out: bool) {
+    fn open(&mut self, proc: usize, handle: Name, from: Option<usize>, flags: u32, null_out: bool) {
         let op = |out| Op::IpcOpen {
             handle: handle.to_string(),
             flags,
@@ -1092,11 +1146,7 @@ impl Lowering {
         if from.is_some_and(|a| self.placement[self.allocs[a].proc] != self.placement[proc]) {
             self.stats.cross_device_opens += 1;
         }
-        self.opens.push(OpenRec {
-            name: name.clone(),
-            proc,
-            handle: handle.to_string(),
-        });
+        self.opens.push(OpenRec { name, proc, handle });
         let len = from.map_or(1000, |a| self.allocs[a].size);
         self.ptrs.push(PtrRec { name, proc, len });
     }
@@ -1117,16 +1167,16 @@ impl Lowering {
         let p = self.pick_proc(i)?;
         let a = self.malloc(p, KindSel::Device, SizeClass::Small, 0x3c);
         Some(PtrRec {
-            name: self.allocs[a].name.clone(),
+            name: self.allocs[a].name,
             proc: p,
             len: self.allocs[a].size,
         })
     }
 
     /// The exporter of a handle name, if it came from `ipc_get`.
-    fn exporter_of(&self, handle: &str) -> Option<usize> {
+    fn exporter_of(&self, handle: Name) -> Option<usize> {
         self.holdings.iter().flatten().find_map(|(h, a)| {
-            (h == handle)
+            (*h == handle)
                 .then_some(*a)
                 .flatten()
                 .map(|a| self.allocs[a].proc)
@@ -1160,7 +1210,7 @@ impl Lowering {
                     rec.proc,
                     Op::Free {
                         kind,
-                        ptr: Ref::Name(rec.name),
+                        ptr: Ref::Name(rec.name.to_string()),
                     },
                 );
                 if !wrong_call {
@@ -1180,20 +1230,14 @@ impl Lowering {
                 let Some((from, h, alloc)) = self.pick_holding(handle) else {
                     return;
                 };
-                let others: Vec<usize> = self
-                    .live_procs()
-                    .into_iter()
-                    .filter(|&p| p != from)
-                    .collect();
-                if others.is_empty() {
+                let Some(dest) = self.pick_other_proc(from, to) else {
                     return;
-                }
-                let dest = others[to.index(others.len())];
+                };
                 self.send(from, &h, dest);
                 if !self.holdings[dest].iter().any(|(x, _)| *x == h) {
-                    self.holdings[dest].push((h.clone(), alloc));
+                    self.holdings[dest].push((h, alloc));
                 }
-                self.open(dest, &h, alloc, *flags, false);
+                self.open(dest, h, alloc, *flags, false);
             }
             Action::Open {
                 holding,
@@ -1201,18 +1245,18 @@ impl Lowering {
                 null_out,
             } => {
                 if let Some((p, h, alloc)) = self.pick_holding(holding) {
-                    self.open(p, &h, alloc, *flags, *null_out);
+                    self.open(p, h, alloc, *flags, *null_out);
                 }
             }
             Action::Reopen { open } => match self.live_open(open) {
                 Some(o) => {
-                    let (proc, handle) = (self.opens[o].proc, self.opens[o].handle.clone());
+                    let (proc, handle) = (self.opens[o].proc, self.opens[o].handle);
                     let alloc = self.holdings[proc]
                         .iter()
                         .find(|(h, _)| *h == handle)
                         .and_then(|(_, a)| *a);
                     self.stats.reopens += 1;
-                    self.open(proc, &handle, alloc, 1, false);
+                    self.open(proc, handle, alloc, 1, false);
                 }
                 None => self.lower(&Action::SendOpen {
                     handle: *open,
@@ -1223,13 +1267,10 @@ impl Lowering {
             Action::Close { open } => match self.live_open(open) {
                 Some(o) => {
                     let rec = &self.opens[o];
-                    if self
-                        .exporter_of(&rec.handle)
-                        .is_some_and(|e| self.exited[e])
-                    {
+                    if self.exporter_of(rec.handle).is_some_and(|e| self.exited[e]) {
                         self.stats.closes_after_exporter_exit += 1;
                     }
-                    let (proc, ptr) = (rec.proc, Ref::Name(rec.name.clone()));
+                    let (proc, ptr) = (rec.proc, Ref::Name(rec.name.to_string()));
                     self.stats.closes += 1;
                     self.emit(proc, Op::IpcClose { ptr });
                 }
@@ -1249,7 +1290,7 @@ impl Lowering {
                     self.emit(
                         rec.proc,
                         Op::IpcClose {
-                            ptr: Ref::Name(rec.name),
+                            ptr: Ref::Name(rec.name.to_string()),
                         },
                     );
                 }
@@ -1265,7 +1306,7 @@ impl Lowering {
                     self.emit(
                         p.proc,
                         Op::Fill {
-                            ptr: Ref::Name(p.name),
+                            ptr: Ref::Name(p.name.to_string()),
                             value: *value,
                             at: Some(at),
                             len: Some(len),
@@ -1285,7 +1326,7 @@ impl Lowering {
                     self.emit(
                         p.proc,
                         Op::Write {
-                            ptr: Ref::Name(p.name),
+                            ptr: Ref::Name(p.name.to_string()),
                             offset: off,
                             pattern: BytePattern {
                                 items: vec![PatternItem::Run(*byte, len)],
@@ -1302,7 +1343,7 @@ impl Lowering {
             } => {
                 if let Some(p) = self.pick_ptr(ptr) {
                     let (offset, len) = within(p.len, u64::from(*offset), u64::from(*len));
-                    let ptr = Ref::Name(p.name);
+                    let ptr = Ref::Name(p.name.to_string());
                     let op = if *kernel {
                         Op::DeviceRead { ptr, offset, len }
                     } else {
@@ -1313,7 +1354,7 @@ impl Lowering {
             }
             Action::ReadNeighbour { ptr } => {
                 if let Some(p) = self.pick_ptr(ptr) {
-                    let ptr = Ref::Name(p.name);
+                    let ptr = Ref::Name(p.name.to_string());
                     if p.len <= 1024 {
                         // The next 1024-byte slot of the shared block.
                         self.emit(
@@ -1338,20 +1379,14 @@ impl Lowering {
             }
             Action::ForeignRead { ptr, by } => {
                 if let Some(p) = self.pick_ptr(ptr) {
-                    let others: Vec<usize> = self
-                        .live_procs()
-                        .into_iter()
-                        .filter(|&q| q != p.proc)
-                        .collect();
-                    if !others.is_empty() {
-                        let q = others[by.index(others.len())];
+                    if let Some(q) = self.pick_other_proc(p.proc, by) {
                         self.emit(q, read16(&p.name));
                     }
                 }
             }
             Action::Query { ptr, range } => {
                 if let Some(p) = self.pick_ptr(ptr) {
-                    let ptr = Ref::Name(p.name);
+                    let ptr = Ref::Name(p.name.to_string());
                     let op = if *range {
                         Op::AddressRange { ptr }
                     } else {
@@ -1366,7 +1401,7 @@ impl Lowering {
                     self.emit(
                         p.proc,
                         Op::PointerAttribute {
-                            ptr: Ref::Name(p.name),
+                            ptr: Ref::Name(p.name.to_string()),
                             attr,
                         },
                     );
@@ -1378,7 +1413,7 @@ impl Lowering {
                     self.opens
                         .iter()
                         .filter(|o| !self.exited[o.proc])
-                        .filter_map(|o| self.exporter_of(&o.handle))
+                        .filter_map(|o| self.exporter_of(o.handle))
                         .find(|&e| !self.exited[e])
                 } else {
                     None
@@ -1419,7 +1454,7 @@ impl Lowering {
                     self.emit(
                         c.proc,
                         Op::CtxSet {
-                            ctx: c.name.clone(),
+                            ctx: c.name.to_string(),
                         },
                     );
                 } else {
@@ -1438,7 +1473,7 @@ impl Lowering {
                     self.emit(
                         c.proc,
                         Op::CtxDestroy {
-                            ctx: c.name.clone(),
+                            ctx: c.name.to_string(),
                         },
                     );
                     // What a process does with a destroyed context made
@@ -1454,8 +1489,13 @@ impl Lowering {
                         e.destroyed = true;
                     }
                     // Back to the primary context, so the process goes on.
-                    if let Some(pc) = self.primary[c.proc].clone() {
-                        self.emit(c.proc, Op::CtxSet { ctx: pc });
+                    if let Some(pc) = self.primary[c.proc] {
+                        self.emit(
+                            c.proc,
+                            Op::CtxSet {
+                                ctx: pc.to_string(),
+                            },
+                        );
                     }
                 }
             }
@@ -1471,7 +1511,7 @@ impl Lowering {
                                 q,
                                 &name,
                                 Op::HandleFlip {
-                                    handle: h,
+                                    handle: h.to_string(),
                                     offset: *off,
                                 },
                             );
@@ -1488,7 +1528,7 @@ impl Lowering {
                         p
                     }
                 };
-                self.holdings[source].push((name.clone(), None));
+                self.holdings[source].push((name, None));
                 self.stats.bad_handles += 1;
                 // Opened elsewhere when possible (an importer's view).
                 let dest = self
@@ -1498,9 +1538,9 @@ impl Lowering {
                     .unwrap_or(source);
                 if dest != source {
                     self.send(source, &name, dest);
-                    self.holdings[dest].push((name.clone(), None));
+                    self.holdings[dest].push((name, None));
                 }
-                self.open(dest, &name, None, 1, false);
+                self.open(dest, name, None, 1, false);
             }
             Action::Sync { proc } => {
                 if let Some(p) = self.pick_proc(proc) {
@@ -1530,13 +1570,13 @@ impl Lowering {
                 };
                 if target != from {
                     self.send(from, &h, target);
-                    self.event_holdings[target].push(h.clone());
+                    self.event_holdings[target].push(h);
                 }
                 if *null_out {
                     self.emit(
                         target,
                         Op::IpcOpenEvent {
-                            handle: h,
+                            handle: h.to_string(),
                             out: OutArg::Null,
                         },
                     );
@@ -1547,7 +1587,7 @@ impl Lowering {
                     target,
                     &name,
                     Op::IpcOpenEvent {
-                        handle: h,
+                        handle: h.to_string(),
                         out: OutArg::Valid,
                     },
                 );
@@ -1564,7 +1604,7 @@ impl Lowering {
                     let event = if *null {
                         NULL_EVENT.to_string()
                     } else {
-                        rec.name
+                        rec.name.to_string()
                     };
                     let op = match how {
                         EventUse::Record => Op::EventRecord {
@@ -1626,20 +1666,20 @@ impl Lowering {
                 };
                 let rec = self.fds[f].clone();
                 let fd_name = if target == rec.proc {
-                    rec.name.clone()
+                    rec.name
                 } else {
                     let name = self.fresh("pfd");
                     self.bind(
                         rec.proc,
                         &name,
                         Op::SendFd {
-                            fd: rec.name.clone(),
+                            fd: rec.name.to_string(),
                             to: target,
                             to_name: PROC_NAMES[target].to_string(),
                         },
                     );
                     self.fds.push(FdRec {
-                        name: name.clone(),
+                        name,
                         proc: target,
                         size: rec.size,
                         closed: false,
@@ -1647,7 +1687,13 @@ impl Lowering {
                     name
                 };
                 let m = self.fresh("m");
-                self.bind(target, &m, Op::VmmImport { fd: fd_name });
+                self.bind(
+                    target,
+                    &m,
+                    Op::VmmImport {
+                        fd: fd_name.to_string(),
+                    },
+                );
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,
@@ -1671,17 +1717,23 @@ impl Lowering {
                     Op::PidfdGetfd {
                         owner: rec.proc,
                         owner_name: PROC_NAMES[rec.proc].to_string(),
-                        fd: rec.name.clone(),
+                        fd: rec.name.to_string(),
                     },
                 );
                 self.fds.push(FdRec {
-                    name: name.clone(),
+                    name,
                     proc: target,
                     size: rec.size,
                     closed: false,
                 });
                 let m = self.fresh("m");
-                self.bind(target, &m, Op::VmmImport { fd: name.clone() });
+                self.bind(
+                    target,
+                    &m,
+                    Op::VmmImport {
+                        fd: name.to_string(),
+                    },
+                );
                 self.stats.vmm_imports += 1;
                 self.vmms.push(VmmRec {
                     name: m,
@@ -1702,7 +1754,7 @@ impl Lowering {
                     Op::VmmMap {
                         va: name(&va),
                         size: rec.size,
-                        handle: rec.name.clone(),
+                        handle: rec.name.to_string(),
                         offset: 0,
                     },
                 );
@@ -1730,20 +1782,19 @@ impl Lowering {
                 });
             }
             Action::VmmTouch { va, write, value } => {
-                let live: Vec<VaRec> = self
-                    .vas
-                    .iter()
-                    .filter(|v| v.mapped && !self.exited[v.proc])
-                    .cloned()
-                    .collect();
-                if live.is_empty() {
+                let live = self.vas.iter().filter(|v| v.mapped && !self.exited[v.proc]);
+                let Some(&VaRec {
+                    name: va_name,
+                    proc,
+                    ..
+                }) = pick_among(live, va)
+                else {
                     return;
-                }
-                let v = &live[va.index(live.len())];
-                let ptr = name(&v.name);
+                };
+                let ptr = name(&va_name);
                 if *write {
                     self.emit(
-                        v.proc,
+                        proc,
                         Op::Fill {
                             ptr,
                             value: *value,
@@ -1754,7 +1805,7 @@ impl Lowering {
                     );
                 } else {
                     self.emit(
-                        v.proc,
+                        proc,
                         Op::Read {
                             ptr,
                             offset: 0,
@@ -1764,18 +1815,16 @@ impl Lowering {
                 }
             }
             Action::VmmUnmap { va } => {
-                let live: Vec<usize> = (0..self.vas.len())
-                    .filter(|&v| self.vas[v].mapped && !self.exited[self.vas[v].proc])
-                    .collect();
-                if live.is_empty() {
+                let live = (0..self.vas.len())
+                    .filter(|&v| self.vas[v].mapped && !self.exited[self.vas[v].proc]);
+                let Some(v) = pick_among(live, va) else {
                     return;
-                }
-                let v = live[va.index(live.len())];
+                };
                 let rec = self.vas[v].clone();
                 self.emit(
                     rec.proc,
                     Op::VmmUnmap {
-                        va: Ref::Name(rec.name),
+                        va: Ref::Name(rec.name.to_string()),
                         size: rec.size,
                     },
                 );
@@ -1784,21 +1833,36 @@ impl Lowering {
             Action::VmmRelease { vmm } => {
                 if let Some(v) = self.pick_vmm(vmm) {
                     let rec = self.vmms[v].clone();
-                    self.emit(rec.proc, Op::VmmRelease { handle: rec.name });
+                    self.emit(
+                        rec.proc,
+                        Op::VmmRelease {
+                            handle: rec.name.to_string(),
+                        },
+                    );
                     self.vmms[v].released = true;
                 }
             }
             Action::FdClose { fd } => {
                 if let Some(f) = self.pick_fd(fd) {
                     let rec = self.fds[f].clone();
-                    self.emit(rec.proc, Op::FdClose { fd: rec.name });
+                    self.emit(
+                        rec.proc,
+                        Op::FdClose {
+                            fd: rec.name.to_string(),
+                        },
+                    );
                     self.fds[f].closed = true;
                 }
             }
             Action::EventDestroy { event } => {
                 if let Some(e) = self.pick_event(event) {
                     let rec = self.events[e].clone();
-                    self.emit(rec.proc, Op::EventDestroy { event: rec.name });
+                    self.emit(
+                        rec.proc,
+                        Op::EventDestroy {
+                            event: rec.name.to_string(),
+                        },
+                    );
                     self.events[e].destroyed = true;
                 }
             }
@@ -1809,7 +1873,7 @@ impl Lowering {
                 let rec = self.allocs[a].clone();
                 let free = Op::Free {
                     kind: free_kind(rec.kind),
-                    ptr: Ref::Name(rec.name),
+                    ptr: Ref::Name(rec.name.to_string()),
                 };
                 self.emit(rec.proc, free.clone());
                 self.emit(rec.proc, free);
@@ -1820,7 +1884,7 @@ impl Lowering {
                 Some(o) => {
                     let proc = self.opens[o].proc;
                     let close = Op::IpcClose {
-                        ptr: Ref::Name(self.opens[o].name.clone()),
+                        ptr: Ref::Name(self.opens[o].name.to_string()),
                     };
                     self.emit(proc, close.clone());
                     self.emit(proc, close);
@@ -1836,17 +1900,11 @@ impl Lowering {
             Action::ForeignClose { open, by } => match self.live_open(open) {
                 Some(o) => {
                     let proc = self.opens[o].proc;
-                    let others: Vec<usize> = self
-                        .live_procs()
-                        .into_iter()
-                        .filter(|&q| q != proc)
-                        .collect();
-                    if !others.is_empty() {
-                        let q = others[by.index(others.len())];
+                    if let Some(q) = self.pick_other_proc(proc, by) {
                         self.emit(
                             q,
                             Op::IpcClose {
-                                ptr: Ref::Name(self.opens[o].name.clone()),
+                                ptr: Ref::Name(self.opens[o].name.to_string()),
                             },
                         );
                         self.stats.foreign_closes += 1;
@@ -1862,25 +1920,22 @@ impl Lowering {
                 let Some(w) = self.pick_proc(proc) else {
                     return;
                 };
-                let others: Vec<usize> =
-                    self.live_procs().into_iter().filter(|&q| q != w).collect();
-                if others.is_empty() {
+                let Some(r) = self.pick_other_proc(w, to) else {
                     return;
-                }
-                let r = others[to.index(others.len())];
+                };
                 let e = self.event_create(w, EventFlags::Ipc);
                 let Some(h) = self.event_get(e, false) else {
                     return;
                 };
                 self.send(w, &h, r);
-                self.event_holdings[r].push(h.clone());
+                self.event_holdings[r].push(h);
                 self.event_get(e, true);
                 let x = self.fresh("e");
                 self.bind(
                     r,
                     &x,
                     Op::IpcOpenEvent {
-                        handle: h,
+                        handle: h.to_string(),
                         out: OutArg::Valid,
                     },
                 );
@@ -1959,7 +2014,7 @@ impl Lowering {
                 at: None,
                 len: Some(len),
                 resolved_len: len,
-                stream: Some(s.clone()),
+                stream: Some(s.to_string()),
             },
         );
         self.stats.slow_fills += 1;
@@ -1967,7 +2022,7 @@ impl Lowering {
             writer,
             Op::EventRecord {
                 event: e,
-                stream: Some(s.clone()),
+                stream: Some(s.to_string()),
             },
         );
         let t = self.fresh("s");
@@ -1984,7 +2039,7 @@ impl Lowering {
                     reader,
                     Op::StreamWait {
                         event: x,
-                        stream: Some(t.clone()),
+                        stream: Some(t.to_string()),
                     },
                 );
                 None
@@ -2002,7 +2057,7 @@ impl Lowering {
                     reader,
                     Op::StreamWait {
                         event: x,
-                        stream: Some(u.clone()),
+                        stream: Some(u.to_string()),
                     },
                 );
                 Some(u)
@@ -2015,25 +2070,50 @@ impl Lowering {
             self.stats.unordered_kernel_reads += 1;
         }
         let local = self.malloc(reader, KindSel::Device, SizeClass::Page, 0);
-        let b = self.allocs[local].name.clone();
-        let mapping = self.opens[o].name.clone();
+        let b = self.allocs[local].name;
+        let mapping = self.opens[o].name;
         self.emit(
             reader,
             Op::Copy {
                 dst: name(&b),
                 src: name(&mapping),
                 len: 16,
-                stream: Some(t.clone()),
+                stream: Some(t.to_string()),
             },
         );
-        self.emit(reader, Op::StreamSync { stream: t.clone() });
+        self.emit(
+            reader,
+            Op::StreamSync {
+                stream: t.to_string(),
+            },
+        );
         self.emit(reader, read16(&b));
-        self.emit(reader, Op::StreamDestroy { stream: t });
+        self.emit(
+            reader,
+            Op::StreamDestroy {
+                stream: t.to_string(),
+            },
+        );
         if let Some(u) = other {
-            self.emit(reader, Op::StreamDestroy { stream: u });
+            self.emit(
+                reader,
+                Op::StreamDestroy {
+                    stream: u.to_string(),
+                },
+            );
         }
-        self.emit(writer, Op::StreamSync { stream: s.clone() });
-        self.emit(writer, Op::StreamDestroy { stream: s });
+        self.emit(
+            writer,
+            Op::StreamSync {
+                stream: s.to_string(),
+            },
+        );
+        self.emit(
+            writer,
+            Op::StreamDestroy {
+                stream: s.to_string(),
+            },
+        );
     }
 
     /// See [`Action::DeviceCopy`].
@@ -2047,7 +2127,7 @@ impl Lowering {
             .copied()
             .filter(|&o| {
                 let rec = &self.opens[o];
-                self.exporter_of(&rec.handle)
+                self.exporter_of(rec.handle)
                     .is_some_and(|e| self.placement[e] != self.placement[rec.proc])
             })
             .collect();
@@ -2062,20 +2142,20 @@ impl Lowering {
         let o = pool[open.index(pool.len())];
         let rec = self.opens[o].clone();
         let local = self.malloc(rec.proc, KindSel::Device, SizeClass::Page, 0);
-        let b = self.allocs[local].name.clone();
-        let exporter_device = self.exporter_of(&rec.handle).map(|e| self.placement[e]);
+        let b = self.allocs[local].name;
+        let exporter_device = self.exporter_of(rec.handle).map(|e| self.placement[e]);
         let own_device = self.placement[rec.proc];
         let copy = match exporter_device {
             Some(d) if peer && d != own_device => Op::CopyPeer {
                 dst: name(&b),
                 dst_device: own_device,
-                src: Ref::Name(rec.name),
+                src: Ref::Name(rec.name.to_string()),
                 src_device: d,
                 len: 16,
             },
             _ => Op::Copy {
                 dst: name(&b),
-                src: Ref::Name(rec.name),
+                src: Ref::Name(rec.name.to_string()),
                 len: 16,
                 stream: None,
             },
@@ -2146,18 +2226,21 @@ impl Lowering {
             w == writer && r == reader && !self.events[e].destroyed && !self.events[x].destroyed
         });
         if let Some(&(_, _, e, x)) = live {
-            return Some((self.events[e].name.clone(), self.events[x].name.clone()));
+            return Some((
+                self.events[e].name.to_string(),
+                self.events[x].name.to_string(),
+            ));
         }
         let e = self.event_create(writer, EventFlags::Ipc);
         let h = self.event_get(e, false)?;
         self.send(writer, &h, reader);
-        self.event_holdings[reader].push(h.clone());
+        self.event_holdings[reader].push(h);
         let x = self.fresh("e");
         self.bind(
             reader,
             &x,
             Op::IpcOpenEvent {
-                handle: h,
+                handle: h.to_string(),
                 out: OutArg::Valid,
             },
         );
@@ -2169,7 +2252,10 @@ impl Lowering {
         });
         let xi = self.events.len() - 1;
         self.handoff_events.push((writer, reader, e, xi));
-        Some((self.events[e].name.clone(), self.events[xi].name.clone()))
+        Some((
+            self.events[e].name.to_string(),
+            self.events[xi].name.to_string(),
+        ))
     }
 
     fn kernel_handoff(
@@ -2227,7 +2313,7 @@ impl Lowering {
         } else {
             self.stats.unordered_kernel_reads += 1;
         }
-        let mapping = self.opens[o].name.clone();
+        let mapping = self.opens[o].name;
         self.emit(reader, read16(&mapping));
     }
 
@@ -2258,14 +2344,13 @@ impl Lowering {
 
     /// A live VMM handle of a live process, or a new exportable one.
     fn pick_vmm(&mut self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.vmms.len())
-            .filter(|&v| !self.vmms[v].released && !self.exited[self.vmms[v].proc])
-            .collect();
-        if live.is_empty() {
-            let p = self.pick_proc(i)?;
-            return Some(self.vmm_create(p, VmmSize::Granule, true));
+        let live = (0..self.vmms.len())
+            .filter(|&v| !self.vmms[v].released && !self.exited[self.vmms[v].proc]);
+        if let Some(v) = pick_among(live, i) {
+            return Some(v);
         }
-        Some(live[i.index(live.len())])
+        let p = self.pick_proc(i)?;
+        Some(self.vmm_create(p, VmmSize::Granule, true))
     }
 
     fn vmm_export(&mut self, v: usize) -> usize {
@@ -2275,7 +2360,7 @@ impl Lowering {
             rec.proc,
             &fd,
             Op::VmmExport {
-                handle: rec.name.clone(),
+                handle: rec.name.to_string(),
                 ty: ShareableHandleType::PosixFd,
             },
         );
@@ -2290,14 +2375,13 @@ impl Lowering {
 
     /// An open descriptor of a live process, or one exported now.
     fn pick_fd(&mut self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.fds.len())
-            .filter(|&f| !self.fds[f].closed && !self.exited[self.fds[f].proc])
-            .collect();
-        if live.is_empty() {
-            let v = self.pick_vmm(i)?;
-            return Some(self.vmm_export(v));
+        let live =
+            (0..self.fds.len()).filter(|&f| !self.fds[f].closed && !self.exited[self.fds[f].proc]);
+        if let Some(f) = pick_among(live, i) {
+            return Some(f);
         }
-        Some(live[i.index(live.len())])
+        let v = self.pick_vmm(i)?;
+        Some(self.vmm_export(v))
     }
 
     fn event_create(&mut self, p: usize, flags: EventFlags) -> usize {
@@ -2318,23 +2402,22 @@ impl Lowering {
 
     /// A live event binding of a live process, or a new interprocess one.
     fn pick_event(&mut self, i: &Index) -> Option<usize> {
-        let live: Vec<usize> = (0..self.events.len())
-            .filter(|&e| !self.events[e].destroyed && !self.exited[self.events[e].proc])
-            .collect();
-        if live.is_empty() {
-            let p = self.pick_proc(i)?;
-            return Some(self.event_create(p, EventFlags::Ipc));
+        let live = (0..self.events.len())
+            .filter(|&e| !self.events[e].destroyed && !self.exited[self.events[e].proc]);
+        if let Some(e) = pick_among(live, i) {
+            return Some(e);
         }
-        Some(live[i.index(live.len())])
+        let p = self.pick_proc(i)?;
+        Some(self.event_create(p, EventFlags::Ipc))
     }
 
-    fn event_get(&mut self, e: usize, null_out: bool) -> Option<String> {
+    fn event_get(&mut self, e: usize, null_out: bool) -> Option<Name> {
         let rec = self.events[e].clone();
         if null_out {
             self.emit(
                 rec.proc,
                 Op::IpcGetEvent {
-                    event: rec.name,
+                    event: rec.name.to_string(),
                     out: OutArg::Null,
                 },
             );
@@ -2345,26 +2428,25 @@ impl Lowering {
             rec.proc,
             &h,
             Op::IpcGetEvent {
-                event: rec.name,
+                event: rec.name.to_string(),
                 out: OutArg::Valid,
             },
         );
-        self.event_holdings[rec.proc].push(h.clone());
+        self.event_holdings[rec.proc].push(h);
         Some(h)
     }
 
     /// An event handle held by a live process, or one made now.
-    fn pick_event_holding(&mut self, i: &Index) -> Option<(usize, String)> {
-        let all: Vec<(usize, String)> = (0..self.nprocs)
+    fn pick_event_holding(&mut self, i: &Index) -> Option<(usize, Name)> {
+        let all = (0..self.nprocs)
             .filter(|&p| !self.exited[p])
-            .flat_map(|p| self.event_holdings[p].iter().map(move |h| (p, h.clone())))
-            .collect();
-        if all.is_empty() {
-            let e = self.pick_event(i)?;
-            let h = self.event_get(e, false)?;
-            return Some((self.events[e].proc, h));
+            .flat_map(|p| self.event_holdings[p].iter().map(move |&h| (p, h)));
+        if let Some(held) = pick_among(all, i) {
+            return Some(held);
         }
-        Some(all[i.index(all.len())].clone())
+        let e = self.pick_event(i)?;
+        let h = self.event_get(e, false)?;
+        Some((self.events[e].proc, h))
     }
 
     /// Name the primary context of `p` once (before its first ctx_create),
@@ -2374,10 +2456,7 @@ impl Lowering {
             let c = self.fresh("c");
             let device = self.placement[p];
             self.bind(p, &c, Op::PrimaryCtx { device });
-            self.ctxs.push(CtxRec {
-                name: c.clone(),
-                proc: p,
-            });
+            self.ctxs.push(CtxRec { name: c, proc: p });
             self.primary[p] = Some(c);
         }
     }
@@ -2467,6 +2546,34 @@ mod pick_tests {
             let collected: Vec<usize> = items().collect();
             let want = (!collected.is_empty()).then(|| collected[i.index(collected.len())]);
             prop_assert_eq!(pick_among(items(), &i), want);
+        }
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::Name;
+
+    /// A name is the text `format!("{prefix}{serial}")` gives, and two
+    /// names are equal when their texts are.
+    #[test]
+    fn a_name_is_its_prefix_and_serial() {
+        let serials = (0..1200).chain([9_999, 10_000, 123_456_789, usize::MAX]);
+        let prefixes = ["", "m", "eh", "ppf"];
+        let mut made = Vec::new();
+        for serial in serials {
+            for prefix in prefixes {
+                let name = Name::new(prefix, serial);
+                let text = format!("{prefix}{serial}");
+                assert_eq!(&*name, text);
+                assert_eq!(format!("{name:?}"), format!("{text:?}"));
+                made.push((name, text));
+            }
+        }
+        for (a, ta) in made.iter().step_by(7) {
+            for (b, tb) in made.iter().step_by(5) {
+                assert_eq!(a == b, ta == tb, "{ta} {tb}");
+            }
         }
     }
 }

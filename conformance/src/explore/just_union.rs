@@ -13,8 +13,9 @@
 //! checks that both draw, leave the runner and shrink alike.
 
 use super::lean_union::{Pick, Weights};
+use proptest::prelude::Rng;
 use proptest::strategy::{NewTree, Strategy, ValueTree};
-use proptest::test_runner::TestRunner;
+use proptest::test_runner::{RngAlgorithm, TestRunner};
 use std::fmt;
 use std::sync::Arc;
 
@@ -61,10 +62,30 @@ fn draw_pick(weights: &Weights, runner: &mut TestRunner) -> usize {
     let pick = weights.draw(runner);
     // proptest forks the runner for each option passed over; a fork
     // takes its RNG from the runner's, and a `Just` draws nothing.
-    for _ in 0..pick {
-        runner.new_rng();
-    }
+    skip_forks(runner, pick);
     pick
+}
+
+/// Leave `runner`'s RNG as `forks` calls of `runner.new_rng()` leave it.
+/// A XorShift fork's seed is 16 bytes, each drawn as one `u32` of the
+/// runner's RNG, and filling 64 bytes per fork draws the same `u32`s,
+/// without building the forks' RNGs. The runner's config names its RNG's
+/// algorithm (as for runners proptest makes and [`super::runner_for`]'s);
+/// another algorithm forks as proptest does.
+pub(crate) fn skip_forks(runner: &mut TestRunner, forks: usize) {
+    if runner.config().rng_algorithm == RngAlgorithm::XorShift {
+        let mut seeds = [0u8; 64 * 4];
+        let mut left = forks * 64;
+        while left > 0 {
+            let n = left.min(seeds.len());
+            runner.rng().fill_bytes(&mut seeds[..n]);
+            left -= n;
+        }
+    } else {
+        for _ in 0..forks {
+            runner.new_rng();
+        }
+    }
 }
 
 /// The tree of a [`JustUnion`] draw: `pick.now` is the value in use.
@@ -211,11 +232,44 @@ mod tests {
     use proptest::prelude::*;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng};
 
+    /// A XorShift runner whose config says so, as explore's are: forks
+    /// passed over take [`skip_forks`]'s fast path.
     fn runner(seed: u8) -> TestRunner {
         TestRunner::new_with_rng(
-            Config::default(),
+            Config {
+                rng_algorithm: RngAlgorithm::XorShift,
+                ..Config::default()
+            },
             TestRng::from_seed(RngAlgorithm::XorShift, &[seed; 16]),
         )
+    }
+
+    /// Skipping forks leaves the runner as proptest's forks leave it, on
+    /// either path.
+    #[test]
+    fn skipping_forks_leaves_the_runner_as_forking_does() {
+        for (algorithm, len) in [(RngAlgorithm::XorShift, 16), (RngAlgorithm::ChaCha, 32)] {
+            for seed in 0..=63u8 {
+                for forks in 0..11 {
+                    let make = || {
+                        TestRunner::new_with_rng(
+                            Config {
+                                rng_algorithm: algorithm,
+                                ..Config::default()
+                            },
+                            TestRng::from_seed(algorithm, &[seed; 32][..len]),
+                        )
+                    };
+                    let (mut a, mut b) = (make(), make());
+                    skip_forks(&mut a, forks);
+                    for _ in 0..forks {
+                        b.new_rng();
+                    }
+                    let next = |r: &mut TestRunner| [r.rng().next_u64(), r.rng().next_u64()];
+                    assert_eq!(next(&mut a), next(&mut b), "{algorithm:?} {seed} {forks}");
+                }
+            }
+        }
     }
 
     fn walk<V: fmt::Debug>(tree: &mut dyn ValueTree<Value = V>) -> Vec<String> {

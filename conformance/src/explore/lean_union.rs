@@ -70,11 +70,20 @@ impl<T: fmt::Debug> LeanUnion<T> {
 }
 
 /// A union's weights, summed up to and including each option (rising: no
-/// weight is 0), so a draw finds its option by binary search.
+/// weight is 0), so a draw finds its option by binary search; with a
+/// small total, each value a draw can take is mapped to its option once.
 #[derive(Debug, Clone)]
-pub(super) struct Weights(Arc<[u64]>);
+pub(super) struct Weights {
+    cumulative: Arc<[u64]>,
+    /// `option[v]`: the option a draw of `v` picks, when the total is at
+    /// most [`Weights::TABLE_MAX`] and the options fit a `u8` (else empty).
+    option: Arc<[u8]>,
+}
 
 impl Weights {
+    /// The largest total weight whose draws are tabulated.
+    const TABLE_MAX: u64 = 4096;
+
     /// Panics, as `Union` does, without an option or on a weight of 0.
     pub(super) fn new(weights: impl Iterator<Item = u32>) -> Weights {
         let cumulative: Arc<[u64]> = weights
@@ -85,18 +94,39 @@ impl Weights {
             })
             .collect();
         assert!(!cumulative.is_empty(), "a union needs an option");
-        Weights(cumulative)
+        let total = cumulative[cumulative.len() - 1];
+        let option = if total <= Self::TABLE_MAX && cumulative.len() <= 256 {
+            (0..total)
+                .map(|v| Self::search(&cumulative, v) as u8)
+                .collect()
+        } else {
+            Arc::from([])
+        };
+        Weights { cumulative, option }
     }
 
     fn total(&self) -> u64 {
-        self.0[self.0.len() - 1]
+        self.cumulative[self.cumulative.len() - 1]
+    }
+
+    /// The number of cumulative weights at or below `drawn`.
+    fn search(cumulative: &[u64], drawn: u64) -> usize {
+        cumulative.partition_point(|&v| v <= drawn)
+    }
+
+    /// The option a draw of `drawn` (below the total) picks.
+    fn option_of(&self, drawn: u64) -> usize {
+        match self.option.get(drawn as usize) {
+            Some(&o) => usize::from(o),
+            None => Self::search(&self.cumulative, drawn),
+        }
     }
 
     /// The option `Union` draws: a uniform draw in [0, total) and the
     /// number of cumulative weights at or below it.
     pub(super) fn draw(&self, runner: &mut TestRunner) -> usize {
         let drawn = sample_uniform_incl(runner, 0u64, self.total() - 1);
-        self.0.partition_point(|&v| v <= drawn)
+        self.option_of(drawn)
     }
 }
 
@@ -540,6 +570,30 @@ pub(crate) mod tests {
             let mut tree = lean.new_tree(&mut runner(seed)).unwrap();
             while tree.simplify() {}
             assert_eq!(tree.current(), vec![(0, 0)], "seed {seed}");
+        }
+    }
+
+    /// A tabulated draw picks the option the binary search picks, for
+    /// every value, with and without a table.
+    #[test]
+    fn tabulated_draws_pick_as_the_search() {
+        let mut rng = TestRng::from_seed(RngAlgorithm::XorShift, &[7; 16]);
+        for case in 0..300 {
+            let n = 1 + (rng.next_u32() % 40) as usize;
+            let big = case % 10 == 0;
+            let weights: Vec<u32> = (0..n)
+                .map(|_| 1 + rng.next_u32() % if big { 400 } else { 12 })
+                .collect();
+            let w = Weights::new(weights.iter().copied());
+            let total: u64 = weights.iter().map(|&x| u64::from(x)).sum();
+            assert_eq!(w.option.is_empty(), total > Weights::TABLE_MAX);
+            for drawn in 0..total {
+                assert_eq!(
+                    w.option_of(drawn),
+                    w.cumulative.partition_point(|&v| v <= drawn),
+                    "{weights:?} {drawn}"
+                );
+            }
         }
     }
 

@@ -40,22 +40,34 @@ impl Lowering {
         let data = self.fresh("px");
         let ptr = self.fresh("pq");
         self.bind(exporter, &pool, Op::PoolCreate { types, device: 0 });
-        self.bind(exporter, &fd, Op::PoolExport { pool: pool.clone() });
+        self.bind(
+            exporter,
+            &fd,
+            Op::PoolExport {
+                pool: pool.to_string(),
+            },
+        );
         self.bind(
             exporter,
             &sent,
             Op::SendFd {
-                fd: fd.clone(),
+                fd: fd.to_string(),
                 to: importer,
                 to_name: super::PROC_NAMES[importer].to_string(),
             },
         );
-        self.bind(importer, &imported, Op::PoolImport { fd: sent.clone() });
+        self.bind(
+            importer,
+            &imported,
+            Op::PoolImport {
+                fd: sent.to_string(),
+            },
+        );
         self.bind(
             exporter,
             &alloc,
             Op::PoolAlloc {
-                pool: pool.clone(),
+                pool: pool.to_string(),
                 size: 2 << 20,
             },
         );
@@ -81,8 +93,8 @@ impl Lowering {
             importer,
             &ptr,
             Op::PoolImportPtr {
-                pool: imported,
-                data,
+                pool: imported.to_string(),
+                data: data.to_string(),
             },
         );
         self.stats.pool_imports += 1;
@@ -107,8 +119,18 @@ impl Lowering {
                 self.emit(importer, free_ptr);
             }
         }
-        self.emit(exporter, Op::FdClose { fd });
-        self.emit(importer, Op::FdClose { fd: sent });
-        self.emit(exporter, Op::PoolDestroy { pool });
+        self.emit(exporter, Op::FdClose { fd: fd.to_string() });
+        self.emit(
+            importer,
+            Op::FdClose {
+                fd: sent.to_string(),
+            },
+        );
+        self.emit(
+            exporter,
+            Op::PoolDestroy {
+                pool: pool.to_string(),
+            },
+        );
     }
 }
