@@ -30,7 +30,7 @@ const MAX_STEPS: usize = 32;
 
 // As the `ipc-conformance` binary does (src/main.rs).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: ipc_conformance::allocator::Allocator = ipc_conformance::allocator::Allocator;
 
 /// This thread's CPU time, in nanoseconds (formatted as durations).
 struct ThreadCpuTime;

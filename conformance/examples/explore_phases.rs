@@ -12,27 +12,27 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// mimalloc, counting allocations (and reallocations).
+/// The binary's allocator, counting allocations (and reallocations).
 struct Counting;
 
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
-// SAFETY: every call is passed on to mimalloc unchanged.
+// SAFETY: every call is passed on to the binary's allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { mimalloc::MiMalloc.alloc(layout) }
+        unsafe { ipc_conformance::allocator::Allocator.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+        unsafe { ipc_conformance::allocator::Allocator.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+        unsafe { ipc_conformance::allocator::Allocator.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+        unsafe { ipc_conformance::allocator::Allocator.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -29,6 +29,7 @@
 //! exit codes and host facts) is crate-private. ARCHITECTURE.md's "API
 //! boundary" says the same for every crate.
 
+pub mod allocator;
 pub mod availability;
 pub mod backend;
 pub mod catalogue;
