@@ -595,14 +595,14 @@ impl<'a> Run<'a> {
     fn vmm_handle<'n>(&self, n: &'n str) -> Result<VmmHandle, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::VmmHandle(h)) => Ok(*h),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound VMM handle"))),
+            _ => Err(not_bound(n, "a bound VMM handle")),
         }
     }
 
     fn fd<'n>(&self, n: &'n str) -> Result<Fd, Failure<'n>> {
         match self.bound(n).map(|b| &b.value) {
             Some(Value::Fd(f)) => Ok(*f),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound descriptor"))),
+            _ => Err(not_bound(n, "a bound descriptor")),
         }
     }
 
@@ -624,7 +624,7 @@ impl<'a> Run<'a> {
         };
         match self.bindings.get(n.as_str()).map(|b| &b.value) {
             Some(Value::Stream(s)) => Ok(*s),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound stream"))),
+            _ => Err(not_bound(n, "a bound stream")),
         }
     }
 
@@ -639,7 +639,7 @@ impl<'a> Run<'a> {
     fn pool<'n>(&self, n: &'n str) -> Result<PoolId, Failure<'n>> {
         match self.bindings.get(n).map(|b| &b.value) {
             Some(Value::Pool(p)) => Ok(*p),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound memory pool"))),
+            _ => Err(not_bound(n, "a bound memory pool")),
         }
     }
 
@@ -658,7 +658,7 @@ impl<'a> Run<'a> {
             Some(Value::Ctx(None)) => Err(Failure::Skip(format!(
                 "context '{n}' is null (no context was current)"
             ))),
-            _ => Err(Failure::Skip(format!("'{n}' is not a bound context"))),
+            _ => Err(not_bound(n, "a bound context")),
         }
     }
 
@@ -683,7 +683,7 @@ impl<'a> Run<'a> {
             Op::Send { handle, .. } => {
                 match self.bound(handle).map(|b| &b.value) {
                     Some(Value::Handle(_) | Value::EventHandle(_) | Value::PoolExport(_)) => {}
-                    _ => return Err(Failure::Skip(format!("'{handle}' is not a bound handle"))),
+                    _ => return Err(not_bound(handle, "a bound handle")),
                 }
                 Value::Unit
             }
