@@ -75,6 +75,7 @@ fn header() -> Header {
             .unwrap_or_default(),
         start_ns: now_ns(),
         tracer_version: env!("CARGO_PKG_VERSION").to_string(),
+        ..Header::default()
     }
 }
 
