@@ -350,11 +350,13 @@ pub struct RunArgs {
     /// sharing-check.json and sharing-check.md to --out.
     #[arg(long, conflicts_with_all = ["expectations", "workers", "jobs"])]
     pub check_sharing: bool,
-    /// Clauses run at once: a number, or `auto` (as many as the host has
-    /// devices). On the CUDA backend each clause gets as many devices as it
-    /// needs, none another running clause holds, and its workers see only
-    /// those (`CUDA_VISIBLE_DEVICES`); on the simulator clauses run on N
-    /// threads. Results and reports are in the order of a serial run.
+    /// Clauses run at once: a number, or `auto` (one at a time, which is
+    /// fastest: the driver starts processes and makes contexts one at a
+    /// time across devices, docs/performance.md). On the CUDA backend each
+    /// clause gets as many devices as it needs, none another running clause
+    /// holds, and its workers see only those (`CUDA_VISIBLE_DEVICES`); on
+    /// the simulator clauses run on N threads. Results and reports are in
+    /// the order of a serial run.
     #[arg(long, value_name = "N|auto", default_value = "1")]
     pub jobs: crate::jobs::Jobs,
 }
@@ -879,6 +881,10 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
         retries: console.0.retry_policy(),
         ..cfg
     };
+    let devices = backend.info().device_count;
+    if let Some(note) = crate::jobs::auto_note(a.jobs, backend.name(), devices) {
+        warn!("{note}");
+    }
     let mut report =
         runner::run_clauses_jobs(&clauses, backend.as_ref(), &cfg, &mut console, a.jobs);
     console.0.finish(&mut report);

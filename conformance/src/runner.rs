@@ -305,7 +305,7 @@ pub fn run_clauses_jobs(
     let host = info
         .device_count
         .filter(|&d| d > 0 && backend.name() == "cuda");
-    let threads = jobs.threads(host);
+    let threads = jobs.threads();
     if threads <= 1 {
         return run_clauses(clauses, backend, cfg, observer);
     }
