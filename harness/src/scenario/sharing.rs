@@ -201,9 +201,16 @@ pub fn sharing_with(scenario: &Scenario, also: ShareAlso) -> WorkerSharing {
 pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
     let mut fits = vec![WorkerFit::default(); scenario.processes.len()];
     for step in &scenario.steps {
-        if let (Op::CtxCreate { .. }, Some(fit)) = (&step.op, fits.get_mut(step.process)) {
-            fit.creates_contexts = true;
-        }
+        let Some(fit) = fits.get_mut(step.process) else {
+            continue;
+        };
+        fit.creates_contexts |= matches!(step.op, Op::CtxCreate { .. });
+        let lists = step.expect.lists();
+        let crash = lists
+            .iter()
+            .flat_map(|l| l.items.iter())
+            .any(|e| matches!(e, Expectation::Crash));
+        fit.ends |= matches!(step.op, Op::Exit) || crash;
     }
     fits
 }
@@ -400,6 +407,17 @@ mod tests {
             .map(|f| f.creates_contexts)
             .collect();
         assert_eq!(fits, vec![false, true]);
+        assert!(worker_fits(&scenario).iter().all(|f| !f.ends));
+    }
+
+    #[test]
+    fn a_process_that_exits_or_crashes_ends_its_worker() {
+        let three = "devices 1\nprocess a device=0\nprocess b device=0\nprocess c device=0\n\
+                     a: exit\nb: p = malloc 4 => crash\nc: q = malloc 4\n";
+        let scenario =
+            crate::scenario::parser::parse(three, Path::new("<inline>")).expect("parses");
+        let ends: Vec<bool> = worker_fits(&scenario).iter().map(|f| f.ends).collect();
+        assert_eq!(ends, vec![true, true, false]);
     }
 
     #[test]
