@@ -954,14 +954,18 @@ fn check_sharing(
         picked.len()
     );
     let several = cfg.dialects.len() > 1;
+    // SIGINT/SIGTERM: finish the clause in progress, compare and report
+    // what ran.
+    let signals = crate::interrupt::install()?;
     let found = crate::sharing_check::check(
         clauses,
         fresh,
         shared,
         &cfg,
-        &mut ProgressOnly(Console::new(g.quiet, several)),
-        &mut ProgressOnly(Console::new(g.quiet, several)),
+        &mut crate::interrupt::Interruptible(ProgressOnly(Console::new(g.quiet, several))),
+        &mut crate::interrupt::Interruptible(ProgressOnly(Console::new(g.quiet, several))),
     );
+    drop(signals);
     let diff = &found.diff;
     for line in differential::difference_lines(diff) {
         say!("{line}");
@@ -1002,6 +1006,10 @@ fn check_sharing(
          fresh/ and shared/: both runs)",
         a.out.display()
     );
+    if found.fresh.run.interrupted || found.shared.run.interrupted {
+        say!("sharing check: interrupted; only the clauses that ran on both sides were compared");
+        return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
     Ok(diff.exit_code())
 }
 
