@@ -682,7 +682,7 @@ fn a_plan_counts_the_workers_that_shared_machines_give_back() {
     // One worker serves all five machines, one after the other.
     for i in 0..plan.len() {
         backend.plan_ahead(&plan[i..]);
-        let mut m = backend.launch_shared(&one, true).expect("launched");
+        let mut m = launch_shared(&backend, &one, true);
         assert_eq!(m.driver(0).device_count(), Ok(1));
         drop(m);
     }
