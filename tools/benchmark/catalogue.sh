@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # The whole catalogue on a CUDA host: every GPU figure of docs/performance.md
 # that concerns it, within a time budget (BUDGET_S seconds, default 470:
-# eight minutes on two H100s with room to spare). In order:
+# eight minutes on two H100s with room to spare). In order of need; a step
+# the time left cannot hold is skipped and says so:
 #   1. `run --check-sharing` over the whole catalogue on device 0: every
 #      clause on fresh workers (check/fresh: the fresh figure and the
 #      baseline verdicts), then under the policy with every clause that may
 #      share once checked on reused workers (check/shared), those compared;
-#      check/sharing-checked.txt says per clause what was found;
-#   2. on a host with two devices or more: the same check over the clauses
-#      that need two devices, on all devices (check-two-devices);
-#   3. sharing-checked.txt: both results, the file the policy reads;
-#   4. the whole catalogue under the policy with these results on device 0:
-#      the check's shared side when nothing differed on device 0 (it is that
-#      very run), else a run of its own (catalogue-policy); its verdicts and
-#      traces against the fresh side's (`diff --tiers all`);
-#   5. the gate (contract and relied-on clauses) under the policy on device 0;
-#   6. on a host with two devices or more, with the policy's results: the
-#      gate with `--jobs auto` and serially on all devices, then the whole
-#      catalogue with `--jobs auto`, then serially, while the budget allows.
+#      check/sharing-checked.txt says per clause what was found, and is the
+#      file the policy reads from here on (sharing-checked.txt);
+#   2. the whole catalogue under the policy with these results on device 0:
+#      the check's shared side when nothing differed (it is that very run),
+#      else a run of its own (catalogue-policy); its verdicts and traces
+#      against the fresh side's (`diff --tiers all`);
+#   3. the gate (contract and relied-on clauses) under the policy on device 0;
+#   4. on a host with two devices or more, on all of them: the whole
+#      catalogue with `--jobs auto`, then the gate with `--jobs auto` and
+#      serially; then the check over the clauses that need two devices
+#      (check-two-devices, whose results join sharing-checked.txt); then
+#      the whole catalogue serially.
 # Writes catalogue.json, the logs (each run's profile at its end) and every
 # run's reports under OUT, and prints a table.
 # Usage: tools/benchmark/catalogue.sh BIN OUT
@@ -74,25 +75,13 @@ fresh_s=$(run_s "$OUT/check/fresh")
 shared_s=$(run_s "$OUT/check/shared")
 differ=$(grep -c '^[^#][^ ]* differs ' "$OUT/check/sharing-checked.txt" 2>/dev/null)
 
-# 2. The clauses that need two devices, on all of them.
-two_rc=null two_s=null two_differ=0
-if [ "$devices" -ge 2 ] && [ -n "$two" ]; then
-  maybe check-two-devices 60 "$BIN" run --check-sharing --backend cuda --dialect all --filter "$two" -q --out "$OUT/check-two-devices"
-  two_rc=$rc two_s=$s
-  two_differ=$(grep -c '^[^#][^ ]* differs ' "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null)
-fi
-
-# 3. One file: device 0's results, then those of clauses it did not compare.
 checked="$OUT/sharing-checked.txt"
-awk 'FNR == 1 { file++ }
-     /^#/ || /^checked-on:/ { if (file == 1) print; next }
-     file == 1 { seen[$1] = 1; print; next }
-     !($1 in seen) { print }' "$OUT/check/sharing-checked.txt" "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null > "$checked"
-identical=$(grep -c '^[^#][^ ]* identical ' "$checked")
+cp "$OUT/check/sharing-checked.txt" "$checked" 2>/dev/null || : > "$checked"
 export IPC_CONFORMANCE_SHARING_CHECKED="$checked"
+identical=$(grep -c '^[^#][^ ]* identical ' "$checked")
 
-# 4. The whole catalogue under the policy, on device 0.
-if [ "${differ:-0}" = 0 ] && [ -f "$OUT/check/shared/results.json" ]; then
+# 2. The whole catalogue under the policy, on device 0.
+if [ "${differ:-0}" = 0 ] && [ "$check_rc" -le 1 ] && [ -f "$OUT/check/shared/results.json" ]; then
   policy_dir="$OUT/check/shared" policy_rc=$check_rc policy_s=$shared_s policy_from="the check's shared side"
 else
   policy_dir="$OUT/catalogue-policy" policy_from="a run of its own"
@@ -102,21 +91,36 @@ fi
 "$BIN" diff --tiers all "$OUT/check/fresh/results.json" "$policy_dir/results.json" > "$OUT/catalogue-diff.log" 2>&1
 policy_identical=$([ $? = 0 ] && echo true || echo false)
 
-# 5. The gate, on device 0.
+# 3. The gate, on device 0.
 CUDA_VISIBLE_DEVICES=0 maybe gate 40 "$BIN" run --backend cuda --dialect all --filter "$gate" -q --out "$OUT/gate"
 gate_rc=$rc gate_s=$(run_s "$OUT/gate")
 
-# 6. All devices: `--jobs auto` against serial, the gate, then the whole catalogue.
+# 4. All devices: the whole catalogue and the gate with `--jobs auto`, the
+# gate serially, the two-device check, the whole catalogue serially.
+two_rc=null two_s=null two_differ=0
 jobs_json=""
 if [ "$devices" -ge 2 ]; then
+  c=$(est "${policy_s:-${shared_s:-90}}" 1.1)
+  c=$((c + 30))
+  maybe catalogue-jobs "$c" "$BIN" run --backend cuda --dialect all --jobs auto -q --out "$OUT/catalogue-jobs"
+  all_jobs_rc=$rc all_jobs_s=$(run_s "$OUT/catalogue-jobs")
   g=$(est "${gate_s:-25}" 1.3)
   maybe gate-jobs "$g" "$BIN" run --backend cuda --dialect all --filter "$gate" --jobs auto -q --out "$OUT/gate-jobs"
   gate_jobs_rc=$rc gate_jobs_s=$(run_s "$OUT/gate-jobs")
   maybe gate-serial "$g" "$BIN" run --backend cuda --dialect all --filter "$gate" -q --out "$OUT/gate-serial"
   gate_serial_rc=$rc gate_serial_s=$(run_s "$OUT/gate-serial")
-  c=$(est "${policy_s:-${shared_s:-90}}" 1.15)
-  maybe catalogue-jobs "$c" "$BIN" run --backend cuda --dialect all --jobs auto -q --out "$OUT/catalogue-jobs"
-  all_jobs_rc=$rc all_jobs_s=$(run_s "$OUT/catalogue-jobs")
+  if [ -n "$two" ]; then
+    maybe check-two-devices 60 "$BIN" run --check-sharing --backend cuda --dialect all --filter "$two" -q --out "$OUT/check-two-devices"
+    two_rc=$rc two_s=$s
+    two_differ=$(grep -c '^[^#][^ ]* differs ' "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null)
+    # Device 0's results, then those of the clauses it did not compare.
+    awk 'FNR == 1 { file++ }
+         /^#/ || /^checked-on:/ { if (file == 1) print; next }
+         file == 1 { seen[$1] = 1; print; next }
+         !($1 in seen) { print }' "$OUT/check/sharing-checked.txt" "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null > "$checked.new" &&
+      mv "$checked.new" "$checked"
+    identical=$(grep -c '^[^#][^ ]* identical ' "$checked")
+  fi
   maybe catalogue-serial "$c" "$BIN" run --backend cuda --dialect all -q --out "$OUT/catalogue-serial"
   all_serial_rc=$rc all_serial_s=$(run_s "$OUT/catalogue-serial")
   jobs_identical=null
@@ -138,7 +142,7 @@ fi
 printf '| figure | value |\n| --- | --- |\n'
 printf '| check over the whole catalogue, device 0 (wall s, exit) | %s (%s) |\n' "$check_s" "$check_rc"
 printf '| whole catalogue on fresh workers, device 0 (s) | %s |\n' "${fresh_s:-?}"
-printf '| clauses identical on fresh and reused workers / differing (two-device check: exit, differing) | %s / %s (%s, %s) |\n' "$identical" "$((${differ:-0} + ${two_differ:-0}))" "$two_rc" "$two_differ"
+printf '| clauses identical on fresh and reused workers / differing (two-device check: exit, differing) | %s / %s (%s, %s) |\n' "$identical" "$((${differ:-0} + ${two_differ:-0}))" "$two_rc" "${two_differ:-0}"
 printf '| whole catalogue under the policy, device 0 (s, exit; %s) | %s (%s) |\n' "$policy_from" "${policy_s:-?}" "$policy_rc"
 printf '| its verdicts and traces identical to the fresh run (diff --tiers all) | %s |\n' "$policy_identical"
 printf '| gate under the policy, device 0 (s, exit) | %s (%s) |\n' "${gate_s:-?}" "$gate_rc"
