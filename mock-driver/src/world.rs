@@ -409,6 +409,9 @@ pub(crate) struct Block {
     pub owner_ctx: CtxKey,
     /// VMM allocation handles the owner held when the block was made.
     pub owner_vmm_handles: usize,
+    /// An exported memory pool keeps the block after its allocation was
+    /// freed, until the pool goes (`pools.rs`).
+    pub pool_kept: bool,
 }
 
 pub(crate) struct World {
@@ -931,7 +934,7 @@ impl World {
         let kept_for_export = b.export_id.is_some()
             && exporter_alive
             && self.sem.freed_export == crate::semantics::FreedExport::Opens;
-        if b.owner_mapped || b.importers > 0 || kept_for_export {
+        if b.owner_mapped || b.importers > 0 || kept_for_export || b.pool_kept {
             return;
         }
         if let Some(id) = b.export_id {
@@ -972,6 +975,10 @@ impl World {
         };
         if let Some(r) = self.vmm_resolve(p, ptr, len, access) {
             return r;
+        }
+        // Pool memory from a device without access (`pools.rs`).
+        if let Some(denied) = self.pool_access_denied(p, ptr, access) {
+            return Err(denied);
         }
         let Some(end) = ptr.checked_add(len) else {
             return Err(fault.into());
@@ -1281,6 +1288,8 @@ impl World {
         self.freed_exports.retain(|_, f| f.owner != p);
         // Exited before releasing, so blocks kept for their export go too.
         self.procs[p].exited = true;
+        // The pools it created go, with the memory they kept (`pools.rs`).
+        self.pools_exit(p);
         for id in owned {
             self.maybe_release(id);
         }
