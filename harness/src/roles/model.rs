@@ -496,6 +496,21 @@ impl ProcessState {
         for &d in &l.held.fds {
             add(Kept::Fd(d), None);
         }
+        for &st in &l.held.streams {
+            add(Kept::Stream(st), None);
+        }
+        for &p in &l.held.pools {
+            add(Kept::Pool(p), None);
+        }
+        for &p in &l.held.imported_pools {
+            add(Kept::ImportedPool(p), None);
+        }
+        for (&p, &size) in &l.held.pool_allocations {
+            add(Kept::PoolAllocation(p), Some(size));
+        }
+        for &p in &l.held.imported_pool_pointers {
+            add(Kept::ImportedPoolPointer(p), None);
+        }
         out
     }
 
