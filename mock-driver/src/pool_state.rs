@@ -104,4 +104,8 @@ pub(crate) struct PoolProc {
     pub imported: BTreeMap<u64, PoolImport>,
     /// Pool handles destroyed (a later use is InvalidValue).
     pub destroyed: BTreeSet<u64>,
+    /// VA each pool handle holds for its allocations and imported
+    /// pointers, freed or not: (handle, base). The pool's destruction lets
+    /// it go (`Process::unhold_va`).
+    pub held_va: Vec<(u64, u64)>,
 }

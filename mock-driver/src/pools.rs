@@ -193,8 +193,23 @@ impl World {
         let pp = self.pp(p);
         pp.handles.remove(&handle);
         pp.destroyed.insert(handle);
-        if let Some(fd) = pp.driver_fds.remove(&handle) {
+        let driver_fd = pp.driver_fds.remove(&handle);
+        let mut held = Vec::new();
+        pp.held_va.retain(|&(h, base)| {
+            if h == handle {
+                held.push(base);
+            }
+            h != handle
+        });
+        if let Some(fd) = driver_fd {
             self.driver_fd_closes(p, fd);
+        }
+        // The VA it held for what it backed goes back (explore case 249 of
+        // the H100's 2026-11-27 benchmark: an import took the address of
+        // an allocation of a pool destroyed before, and no allocation took
+        // that of a freed pointer of a pool still imported).
+        for base in held {
+            self.procs[p].unhold_va(base);
         }
         if !h.imported {
             self.pool_gone(h.pool);
@@ -381,6 +396,21 @@ impl World {
         }))
     }
 
+    /// The VA class of `p`'s IPC mapping at `base`: the stream-ordered
+    /// side for a pointer imported from a pool, else device VA.
+    pub(crate) fn pool_import_va_class(&self, p: ProcessIndex, base: u64) -> VaClass {
+        let pooled = self
+            .pools
+            .procs
+            .get(p)
+            .is_some_and(|pp| pp.imported.values().any(|i| i.base == base));
+        if pooled {
+            VaClass::StreamOrdered
+        } else {
+            VaClass::Device
+        }
+    }
+
     /// The physical device of the pool memory `p` imported at `ptr`, if
     /// `ptr` is in an imported pool pointer's allocation (`attributes.rs`).
     pub(crate) fn pool_import_device(&self, p: ProcessIndex, ptr: u64) -> Option<u32> {
@@ -416,6 +446,8 @@ impl World {
                     size,
                 },
             );
+            self.pp(p).held_va.push((handle, base));
+            self.procs[p].hold_va(base);
         }
         Ok(base)
     }
@@ -435,8 +467,9 @@ impl World {
     /// free-while-mapped hazard while an importer maps it, and its memory
     /// stays in an exported pool. `None` when `ptr` is neither.
     pub(crate) fn pool_release(&mut self, p: ProcessIndex, ptr: u64) -> Option<SimResult<()>> {
-        if let Some(i) = self.pools.procs.get_mut(p)?.imported.remove(&ptr) {
+        if let Some(i) = self.pools.procs.get(p)?.imported.get(&ptr).copied() {
             self.unmap_import(p, i.base);
+            self.pp(p).imported.remove(&ptr);
             return Some(Ok(()));
         }
         let a = self.pools.procs.get_mut(p)?.allocs.remove(&ptr)?;
@@ -557,9 +590,14 @@ impl World {
             return Err(InvalidValue.into());
         };
         let (block_size, exporter) = (block.size, block.owner);
+        // VA of the stream-ordered side, as pool allocations take: an
+        // imported pointer does not reuse VA freed by a device allocation,
+        // nor a device allocation or an IPC open the VA of a freed
+        // imported pointer (explore cases 16, 68, 252 of the H100's
+        // 2026-11-25 benchmark; incidental placement).
         let va = VaPool {
             ctx,
-            class: VaClass::Device,
+            class: VaClass::StreamOrdered,
         };
         let base = self.procs[p]
             .reserve_va(block_size, va)
@@ -589,6 +627,8 @@ impl World {
         if let Some(b) = self.blocks.get_mut(&export.block) {
             b.importers = b.importers.saturating_add(1);
         }
+        self.pp(p).held_va.push((handle, base));
+        self.procs[p].hold_va(base);
         self.pp(p).imported.insert(
             ret,
             PoolImport {
