@@ -1970,27 +1970,7 @@ impl Lowering {
                 query,
                 long,
             } => self.kernel_handoff(pair, *value, *order, *query, *long),
-            Action::PoolShare {
-                pair,
-                value,
-                order,
-                exportable,
-                device,
-                grant,
-                cuda_free,
-                twice,
-            } => self.pool_share(
-                pair,
-                *value,
-                *order,
-                *exportable,
-                pools::PoolShareOptions {
-                    device: device.index(self.devices as usize) as u32,
-                    grant: *grant,
-                    cuda_free: *cuda_free,
-                    twice: *twice,
-                },
-            ),
+            Action::PoolShare { .. } => self.pool_share(action),
             Action::StreamHandoff {
                 pair,
                 value,
