@@ -305,7 +305,7 @@ impl Ahead {
         if !guarded(|| backend.prepares_ahead()).unwrap_or(false) {
             return ahead;
         }
-        let name = backend.name();
+        let models = guarded(|| backend.has_hazard_log()).unwrap_or(false);
         let runs = cfg
             .dialects
             .iter()
@@ -314,7 +314,7 @@ impl Ahead {
             let Some(scenario) = clause.scenario.as_ref().filter(|_| !clause.is_broken()) else {
                 continue;
             };
-            if not_applicable(clause, name, dialect).is_none() {
+            if not_applicable(clause, models, dialect).is_none() {
                 ahead.items.push(item);
                 let opts = cfg.exec_options(dialect);
                 ahead.machines.push(scenario::upcoming(scenario, &opts));
