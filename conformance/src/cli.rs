@@ -1303,6 +1303,9 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
             "--recheck compares with the real driver: it needs --backend cuda".into(),
         ));
     }
+    // Every file read and parsed before a driver is touched: a missing one
+    // is an error (exit 2), never a file that "agrees".
+    let inputs = recheck::read_inputs(files).map_err(UsageError)?;
     // Fresh workers: what an earlier case left in a worker is not the file's.
     let real = backend::make_with_workers(
         a.backend,
@@ -1334,7 +1337,7 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
     };
     let results = recheck::recheck_files(
         &judge,
-        files,
+        &inputs,
         default,
         a.shrink_runs_real,
         &a.out,
