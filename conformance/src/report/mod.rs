@@ -10,7 +10,6 @@ pub mod text;
 pub use error::ReportError;
 
 use crate::model::RunReport;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The default `--out` directory.
@@ -32,12 +31,10 @@ impl From<crate::safe_fs::PathError> for ReportError {
     }
 }
 
-/// Create the output directory (and parents).
+/// Create the output directory (and parents), refusing one another user
+/// could have planted or could tamper with ([`crate::safe_fs::prepare_dir`]).
 pub fn ensure_dir(dir: &Path) -> Result<(), ReportError> {
-    fs::create_dir_all(dir).map_err(|source| ReportError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })
+    Ok(crate::safe_fs::prepare_dir(dir)?)
 }
 
 /// Write `results.json`, `junit.xml` and `summary.md` of one run into `dir`.
@@ -101,6 +98,7 @@ mod tests {
     use super::testutil::TempDir;
     use super::*;
     use crate::model::fixtures;
+    use std::fs;
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_tmp() {
