@@ -1570,11 +1570,7 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
 // summary
 
 fn cmd_summary(a: &SummaryArgs) -> CmdResult {
-    let mut runs = Vec::new();
-    for path in &a.results {
-        let run = crate::diff::load(path)?;
-        runs.push(run);
-    }
+    let runs = crate::diff::load_all(&a.results)?;
     let md = report::markdown::summary(&runs);
     match &a.out {
         Some(out) => {

@@ -12,12 +12,12 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Read `path` as UTF-8 text, decompressing it when it is gzipped (told by
 /// its first bytes, not its name), with the results-file limit
-/// (`limits::MAX_RESULTS_FILE_BYTES`) on both the stored and the
+/// (`limits::MAX_RESULTS_BYTES`) on both the stored and the
 /// decompressed size. A `path` that does not exist is read from `path.gz`
 /// when that exists, so a report's usual name finds its compressed copy.
 /// Errors are I/O errors: the caller names the file.
 pub fn read_to_string(path: &Path) -> std::io::Result<String> {
-    read_to_string_bounded(path, crate::limits::MAX_RESULTS_FILE_BYTES, "a report file")
+    read_to_string_bounded(path, crate::limits::MAX_RESULTS_BYTES, "a report file")
 }
 
 /// [`read_to_string`] with its own limit: `what` names the input in the

@@ -83,8 +83,17 @@ pub struct Staged {
     dest: PathBuf,
 }
 
+/// What writes a file's contents into it (through a buffer), so that a
+/// large report is written as it is rendered rather than first held whole.
+pub type Contents<'a> = &'a dyn Fn(&mut dyn Write) -> io::Result<()>;
+
 /// Write `bytes` to a fresh `O_EXCL` temporary file beside `dest` and fsync it.
 pub fn stage(dest: &Path, bytes: &[u8]) -> Result<Staged, PathError> {
+    stage_with(dest, &|w| w.write_all(bytes))
+}
+
+/// [`stage`] with the contents written by `contents`.
+pub fn stage_with(dest: &Path, contents: Contents<'_>) -> Result<Staged, PathError> {
     let name = dest.file_name().ok_or_else(|| PathError {
         path: dest.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
@@ -95,7 +104,10 @@ pub fn stage(dest: &Path, bytes: &[u8]) -> Result<Staged, PathError> {
         .permissions(fs::Permissions::from_mode(FILE_MODE))
         .tempfile_in(parent_of(dest))
         .map_err(at(dest))?;
-    tmp.write_all(bytes).map_err(at(dest))?;
+    let mut out = io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
+    contents(&mut out).map_err(at(dest))?;
+    out.flush().map_err(at(dest))?;
+    drop(out);
     tmp.as_file().sync_all().map_err(at(dest))?;
     Ok(Staged {
         tmp,
@@ -311,12 +323,30 @@ fn remove_stale_temporaries(dir: &Path, names: &[&str]) {
 /// the folder's exclusive lock. Put the file readers treat as the record
 /// (`results.json`) last.
 pub fn write_set(dir: &Path, files: &[(&str, &[u8])]) -> Result<Vec<PathBuf>, PathError> {
+    let writers: Vec<_> = files
+        .iter()
+        .map(|&(name, bytes)| (name, move |w: &mut dyn Write| w.write_all(bytes)))
+        .collect();
+    let set: Vec<(&str, Contents<'_>)> = writers
+        .iter()
+        .map(|(name, w)| (*name, w as Contents<'_>))
+        .collect();
+    write_set_with(dir, &set)
+}
+
+/// [`write_set`] with each file's contents written by a function. The
+/// folder is checked again ([`prepare_dir`]) before anything is written.
+pub fn write_set_with(
+    dir: &Path,
+    files: &[(&str, Contents<'_>)],
+) -> Result<Vec<PathBuf>, PathError> {
+    prepare_dir(dir)?;
     let _lock = DirLock::exclusive(dir)?;
     let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
     remove_stale_temporaries(dir, &names);
     let staged = files
         .iter()
-        .map(|(name, bytes)| stage(&dir.join(name), bytes))
+        .map(|(name, contents)| stage_with(&dir.join(name), *contents))
         .collect::<Result<Vec<_>, _>>()?;
     // A destination that cannot be replaced (a folder in its place) is
     // found before anything is switched.

@@ -285,3 +285,35 @@ fn a_large_expectations_file_is_read_in_linear_time() {
     eprintln!("{} bytes in {elapsed:?}", text.len());
     assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
 }
+
+/// `diff`, `merge` and `summary` bound what they read all together, not
+/// each file: two files of 20 MiB are refused as one of 40 MiB would be.
+#[test]
+fn the_results_files_of_one_command_share_one_limit() {
+    let dir = scratch("results-sum");
+    let text = serde_json::to_string(&small_results("results-sum-run")).unwrap();
+    // Whitespace is JSON too: a valid results.json of 20 MiB.
+    let padded = format!("{text}{}", " ".repeat(20 << 20));
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, &padded).unwrap();
+    std::fs::write(&b, &padded).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    // One of them alone is read.
+    let o = cli(&["summary", a]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = dir.join("m");
+    for args in [
+        vec!["diff", a, b],
+        vec!["summary", a, b],
+        vec!["merge", "--force", a, b, "--out", out.to_str().unwrap()],
+    ] {
+        let o = cli(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("b.json") && stderr(&o).contains("share a limit of 33554432 bytes"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert!(!out.join("results.json").exists());
+}

@@ -38,26 +38,20 @@ pub fn ensure_dir(dir: &Path) -> Result<(), ReportError> {
 }
 
 /// Write `results.json`, `junit.xml` and `summary.md` of one run into `dir`.
-/// Returns the paths written.
+/// Returns the paths written. `results.json` and `junit.xml` are written
+/// as they are rendered, never held whole in memory.
 pub fn write_run(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
     ensure_dir(dir)?;
-    let files = [
-        ("results.json", json::to_string(report)?),
-        ("junit.xml", junit::to_string(report)?),
-        (
-            "summary.md",
-            markdown::summary(std::slice::from_ref(report)),
-        ),
-    ];
+    let junit = junit::build(report);
+    let summary = markdown::summary(std::slice::from_ref(report));
     // results.json last: the record readers act on is switched after the
     // files derived from it.
-    let [results, junit, summary] = &files;
-    let set = [
-        (junit.0, junit.1.as_bytes()),
-        (summary.0, summary.1.as_bytes()),
-        (results.0, results.1.as_bytes()),
+    let set: [(&str, crate::safe_fs::Contents<'_>); 3] = [
+        ("junit.xml", &|w| junit::write(&junit, w)),
+        ("summary.md", &|w| w.write_all(summary.as_bytes())),
+        ("results.json", &|w| json::write(report, w)),
     ];
-    Ok(crate::safe_fs::write_set(dir, &set)?)
+    Ok(crate::safe_fs::write_set_with(dir, &set)?)
 }
 
 #[cfg(test)]
