@@ -317,3 +317,41 @@ fn the_results_files_of_one_command_share_one_limit() {
     }
     assert!(!out.join("results.json").exists());
 }
+
+/// Expectations files and scenarios are bounded where reading them stays
+/// under 1 s and 1 GiB (docs/reliability.md): 512 KiB and 4 MiB.
+#[test]
+fn expectations_files_over_512_kib_and_scenarios_over_4_mib_are_refused() {
+    let dir = scratch("input-sizes");
+    let entry = "[[expect]]\nclause = \"mem.*.x?\"\noutcome = \"Fail\"\nreason = \"r\"\n";
+    let exp = dir.join("big.toml");
+    std::fs::write(&exp, entry.repeat((512 << 10) / entry.len() + 1)).unwrap();
+    let o = cli(&[
+        "run",
+        "-q",
+        "--expectations",
+        exp.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("longer than the limit of 524288 bytes for an expectations file"),
+        "{}",
+        stderr(&o)
+    );
+    let step = "a: device_count\n";
+    let scenario = dir.join("big.ipc");
+    let text = format!(
+        "devices 1\nprocess a device=0\n{}",
+        step.repeat((4 << 20) / step.len() + 1)
+    );
+    std::fs::write(&scenario, text).unwrap();
+    let o = cli(&["scenario", scenario.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("longer than the limit of 4194304 bytes for a scenario file"),
+        "{}",
+        stderr(&o)
+    );
+}
