@@ -1574,10 +1574,7 @@ fn cmd_summary(a: &SummaryArgs) -> CmdResult {
     let md = report::markdown::summary(&runs);
     match &a.out {
         Some(out) => {
-            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-                report::ensure_dir(parent)?;
-            }
-            report::write_atomic(out, md.as_bytes())?;
+            report::write_file(out, md.as_bytes())?;
             say!("wrote {}", out.display());
         }
         None => {

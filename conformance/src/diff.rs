@@ -876,10 +876,7 @@ pub fn command(a: &DiffArgs) -> Result<u8, String> {
     };
     match &a.out {
         Some(path) => {
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                crate::report::ensure_dir(parent).map_err(|e| e.to_string())?;
-            }
-            crate::report::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())?;
+            crate::report::write_file(path, text.as_bytes()).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{} (wrote {})", totals_line(&d), path.display());
             if let Some(verdict) = verdict_line(&d) {

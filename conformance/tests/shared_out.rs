@@ -184,4 +184,18 @@ fn an_out_folder_every_user_can_write_is_refused_before_the_run() {
     assert_eq!(code(&run_into(&out, &[])), 2);
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(code(&run_into(&out, &[])), 0);
+    // One file given as `--out FILE` may go into a folder like /tmp:
+    // nothing planted at its name is followed.
+    let shared = scratch("world-writable-file");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let summary = shared.join("summary.md");
+    let o = Command::new(BIN)
+        .arg("summary")
+        .arg(out.join("results.json"))
+        .arg("--out")
+        .arg(&summary)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(summary.is_file());
 }

@@ -31,6 +31,20 @@ impl From<crate::safe_fs::PathError> for ReportError {
     }
 }
 
+/// Write one file given as `--out FILE` (`diff`, `summary`): its folder is
+/// created if missing, then the file is written atomically. A folder
+/// shared with others (`/tmp`) is fine for one file: nothing planted at
+/// its name is followed ([`crate::safe_fs`]).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| ReportError::Io {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    write_atomic(path, bytes)
+}
+
 /// Create the output directory (and parents), refusing one another user
 /// could have planted or could tamper with ([`crate::safe_fs::prepare_dir`]).
 pub fn ensure_dir(dir: &Path) -> Result<(), ReportError> {
