@@ -232,9 +232,10 @@ pub struct Entry {
     /// Clause id or glob, as written.
     pub clause: String,
     clause_glob: Glob,
-    /// Compiled on the first [`Entry::matches`]: a file's entries are
-    /// matched through [`Expectations`]'s one automaton instead.
-    clause_matcher: OnceLock<GlobMatcher>,
+    /// Compiled on the first [`Entry::matches`] (a file's entries are
+    /// matched through [`Expectations`]'s automata instead), the same way;
+    /// `None`: it does not compile, and the file was refused.
+    clause_matcher: OnceLock<Option<GlobSet>>,
     /// GPU name substring or glob, as written.
     pub gpu: Option<String>,
     gpu_pattern: Option<TextPattern>,
@@ -332,8 +333,9 @@ impl Entry {
     /// Whether the clause pattern matches `id`, whatever the platform.
     pub fn matches_clause(&self, id: &str) -> bool {
         self.clause_matcher
-            .get_or_init(|| self.clause_glob.compile_matcher())
-            .is_match(id)
+            .get_or_init(|| GlobSet::new([self.clause_glob.clone()]).ok())
+            .as_ref()
+            .is_some_and(|set| set.is_match(id))
     }
 }
 

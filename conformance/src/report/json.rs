@@ -57,6 +57,10 @@ fn why_not(text: &str, error: serde_json::Error) -> String {
         schema_version: Option<serde_json::Value>,
     }
     use serde_json::error::Category;
+    if matches!(error.classify(), Category::Syntax | Category::Eof) {
+        // The first error in the text is a syntax error: not JSON at all.
+        return format!("not JSON: {error}");
+    }
     let version = match serde_json::from_str::<Version>(text) {
         Err(e) if matches!(e.classify(), Category::Syntax | Category::Eof) => {
             return format!("not JSON: {e}")
