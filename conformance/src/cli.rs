@@ -1339,6 +1339,9 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
             "--recheck compares with the real driver: it needs --backend cuda".into(),
         ));
     }
+    // Every file read and parsed before a driver is touched: a missing one
+    // is an error (exit 2), never a file that "agrees".
+    let inputs = recheck::read_inputs(files).map_err(UsageError)?;
     // Fresh workers: what an earlier case left in a worker is not the file's.
     let real = backend::make_with_workers(
         a.backend,
@@ -1370,7 +1373,7 @@ fn cmd_explore_recheck(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
     };
     let results = recheck::recheck_files(
         &judge,
-        files,
+        &inputs,
         default,
         a.shrink_runs_real,
         &a.out,
@@ -1603,18 +1606,11 @@ fn cmd_differential(a: &DifferentialArgs, g: &GlobalArgs) -> CmdResult {
 // summary
 
 fn cmd_summary(a: &SummaryArgs) -> CmdResult {
-    let mut runs = Vec::new();
-    for path in &a.results {
-        let run = crate::diff::load(path)?;
-        runs.push(run);
-    }
+    let runs = crate::diff::load_all(&a.results)?;
     let md = report::markdown::summary(&runs);
     match &a.out {
         Some(out) => {
-            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-                report::ensure_dir(parent)?;
-            }
-            report::write_atomic(out, md.as_bytes())?;
+            report::write_file(out, md.as_bytes())?;
             say!("wrote {}", out.display());
         }
         None => {

@@ -12,12 +12,12 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// Read `path` as UTF-8 text, decompressing it when it is gzipped (told by
 /// its first bytes, not its name), with the results-file limit
-/// (`limits::MAX_RESULTS_FILE_BYTES`) on both the stored and the
+/// (`limits::MAX_RESULTS_BYTES`) on both the stored and the
 /// decompressed size. A `path` that does not exist is read from `path.gz`
 /// when that exists, so a report's usual name finds its compressed copy.
 /// Errors are I/O errors: the caller names the file.
 pub fn read_to_string(path: &Path) -> std::io::Result<String> {
-    read_to_string_bounded(path, crate::limits::MAX_RESULTS_FILE_BYTES, "a report file")
+    read_to_string_bounded(path, crate::limits::MAX_RESULTS_BYTES, "a report file")
 }
 
 /// [`read_to_string`] with its own limit: `what` names the input in the
@@ -30,23 +30,30 @@ pub fn read_to_string_bounded(path: &Path, limit: u64, what: &str) -> std::io::R
         }
         other => other?,
     };
-    if bytes.starts_with(&GZIP_MAGIC) {
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&bytes[..])
-            .take(limit + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("not gzipped UTF-8 text: {e}")))?;
-        if text.len() as u64 > limit {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("decompresses past the limit of {limit} bytes for {what}"),
-            ));
-        }
-        Ok(text)
-    } else {
-        String::from_utf8(bytes)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    text_of(bytes, limit, what)
+}
+
+/// `bytes` as UTF-8 text, inflated first when they are gzipped: every
+/// member of the stream (`cat a.gz b.gz`, or a file gzipped in parts, is
+/// one text: reading only the first member would lose the rest without a
+/// word), at most `limit` bytes in all.
+pub fn text_of(bytes: Vec<u8>, limit: u64, what: &str) -> std::io::Result<String> {
+    if !bytes.starts_with(&GZIP_MAGIC) {
+        return String::from_utf8(bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e));
     }
+    let mut text = String::new();
+    flate2::read::MultiGzDecoder::new(&bytes[..])
+        .take(limit + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("not gzipped UTF-8 text: {e}")))?;
+    if text.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("decompresses past the limit of {limit} bytes for {what}"),
+        ));
+    }
+    Ok(text)
 }
 
 /// `path` with `.gz` appended to its file name.
@@ -104,6 +111,29 @@ mod tests {
         let err =
             read_to_string_bounded(&dir.join("big.json.gz"), 10_000, "a test file").unwrap_err();
         assert!(err.to_string().contains("limit of 10000 bytes"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn every_member_of_a_multi_member_gzip_is_read() {
+        let dir = scratch("members");
+        let mut packed = gzip("line 1\nline 2\n");
+        packed.extend(gzip("line 3\n"));
+        packed.extend(gzip(""));
+        packed.extend(gzip("line 4\n"));
+        std::fs::write(dir.join("joined.jsonl.gz"), &packed).unwrap();
+        assert_eq!(
+            read_to_string(&dir.join("joined.jsonl.gz")).unwrap(),
+            "line 1\nline 2\nline 3\nline 4\n"
+        );
+        // The limit holds for all members together.
+        let err =
+            read_to_string_bounded(&dir.join("joined.jsonl.gz"), 20, "a test file").unwrap_err();
+        assert!(err.to_string().contains("limit of 20 bytes"), "{err}");
+        // Garbage after the last member is an error, not dropped.
+        packed.extend(b"trailing");
+        std::fs::write(dir.join("joined.jsonl.gz"), &packed).unwrap();
+        assert!(read_to_string(&dir.join("joined.jsonl.gz")).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -34,17 +34,35 @@ use std::path::{Path, PathBuf};
 /// tiers: each change's `tier`, `gated_tiers`, `gated_changed`, `per_tier`.
 pub const DIFF_SCHEMA_VERSION: u32 = 2;
 
-/// Read and validate a `results.json`. Errors name the file and say why
-/// (I/O error, JSON syntax error with line and column, missing or mistyped
-/// field, unsupported `schema_version`).
-pub fn load(path: &Path) -> Result<RunReport, String> {
-    let text = crate::compressed::read_to_string_bounded(
-        path,
-        crate::limits::MAX_RESULTS_FILE_BYTES,
-        "a results.json",
-    )
-    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    crate::report::json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+/// Read and validate the `results.json` files of one command (`diff`,
+/// `merge`, `summary`). Errors name the file and say why (I/O error, JSON
+/// syntax error with line and column, missing or mistyped field,
+/// unsupported `schema_version`). The files are bounded all together by
+/// [`crate::limits::MAX_RESULTS_BYTES`] (inflated):
+/// the work grows with what is read, so the bound is on the sum.
+pub fn load_all<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<RunReport>, String> {
+    let limit = crate::limits::MAX_RESULTS_BYTES;
+    let mut left = limit;
+    let mut reports = Vec::with_capacity(paths.len());
+    for path in paths {
+        let path = path.as_ref();
+        let what = if left == limit {
+            "a results.json".to_string()
+        } else {
+            format!(
+                "a results.json after the {} bytes of the files before it \
+                 (the files one command reads share a limit of {limit} bytes)",
+                limit - left
+            )
+        };
+        let text = crate::compressed::read_to_string_bounded(path, left, &what)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        left -= text.len() as u64;
+        reports.push(
+            crate::report::json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+        );
+    }
+    Ok(reports)
 }
 
 /// One side of the comparison.
@@ -839,8 +857,9 @@ fn catalogue_tiers(
 /// malformed input or unwritable output (exit 2).
 pub fn command(a: &DiffArgs) -> Result<u8, String> {
     use std::io::Write;
-    let old = load(&a.old)?;
-    let new = load(&a.new)?;
+    let [old, new]: [RunReport; 2] = load_all(&[&a.old, &a.new])?
+        .try_into()
+        .expect("two files read");
     let catalogue = catalogue_tiers(a.clauses.as_deref(), [&old, &new])?;
     let d = compare(
         &a.old.display().to_string(),
@@ -857,10 +876,7 @@ pub fn command(a: &DiffArgs) -> Result<u8, String> {
     };
     match &a.out {
         Some(path) => {
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                crate::report::ensure_dir(parent).map_err(|e| e.to_string())?;
-            }
-            crate::report::write_atomic(path, text.as_bytes()).map_err(|e| e.to_string())?;
+            crate::report::write_file(path, text.as_bytes()).map_err(|e| e.to_string())?;
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{} (wrote {})", totals_line(&d), path.display());
             if let Some(verdict) = verdict_line(&d) {

@@ -20,11 +20,18 @@
 //!   lock shared ([`DirLock::shared`]) while it reads.
 //! - Temporary files left by a writer that was killed (`kill -9`) are
 //!   removed by the next [`write_set`] into the folder, under the lock.
+//! - Files are created with mode `0666` less the umask, as any tool's
+//!   files are: a CI folder shared by a group stays readable to it.
+//! - The folder itself is checked by [`prepare_dir`] before a run and again
+//!   before its reports are written: a symlink on its path that another
+//!   user owns (planted where a run was told to write) is refused, and so is
+//!   a folder another user owns or every user can write (they could replace
+//!   the reports after they are written). You and root are trusted.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The lock file a report set is written under, in the report folder.
@@ -35,6 +42,11 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The suffix of every temporary file (the prefix is `.NAME.`).
 const TMP_SUFFIX: &str = ".ipc-tmp";
+
+/// The mode every file is created with; the umask takes its bits away, as
+/// for any file a tool writes (`O_EXCL` keeps the temporary name safe, not
+/// the mode).
+const FILE_MODE: u32 = 0o666;
 
 /// An error with the path it concerns.
 #[derive(Debug)]
@@ -71,8 +83,17 @@ pub struct Staged {
     dest: PathBuf,
 }
 
+/// What writes a file's contents into it (through a buffer), so that a
+/// large report is written as it is rendered rather than first held whole.
+pub type Contents<'a> = &'a dyn Fn(&mut dyn Write) -> io::Result<()>;
+
 /// Write `bytes` to a fresh `O_EXCL` temporary file beside `dest` and fsync it.
 pub fn stage(dest: &Path, bytes: &[u8]) -> Result<Staged, PathError> {
+    stage_with(dest, &|w| w.write_all(bytes))
+}
+
+/// [`stage`] with the contents written by `contents`.
+pub fn stage_with(dest: &Path, contents: Contents<'_>) -> Result<Staged, PathError> {
     let name = dest.file_name().ok_or_else(|| PathError {
         path: dest.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
@@ -80,9 +101,13 @@ pub fn stage(dest: &Path, bytes: &[u8]) -> Result<Staged, PathError> {
     let mut tmp = tempfile::Builder::new()
         .prefix(&tmp_prefix(name))
         .suffix(TMP_SUFFIX)
+        .permissions(fs::Permissions::from_mode(FILE_MODE))
         .tempfile_in(parent_of(dest))
         .map_err(at(dest))?;
-    tmp.write_all(bytes).map_err(at(dest))?;
+    let mut out = io::BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
+    contents(&mut out).map_err(at(dest))?;
+    out.flush().map_err(at(dest))?;
+    drop(out);
     tmp.as_file().sync_all().map_err(at(dest))?;
     Ok(Staged {
         tmp,
@@ -118,6 +143,76 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PathError> {
     Ok(())
 }
 
+/// The mode of a folder [`prepare_dir`] creates, less the umask: never
+/// writable by every user, which [`prepare_dir`] would then refuse.
+const DIR_MODE: u32 = 0o775;
+
+fn refused(path: &Path, why: String) -> PathError {
+    PathError {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::PermissionDenied, why),
+    }
+}
+
+/// Make `dir` (and its parents) a folder this process may write reports
+/// into, refusing what another user could have planted or could tamper
+/// with (module documentation). Call it before a run and before writing.
+pub fn prepare_dir(dir: &Path) -> Result<(), PathError> {
+    prepare_dir_as(dir, nix::unistd::geteuid().as_raw())
+}
+
+/// [`prepare_dir`] for the user `uid` (tests pass another user's id).
+fn prepare_dir_as(dir: &Path, uid: u32) -> Result<(), PathError> {
+    let trusted = |owner: u32| owner == uid || owner == 0;
+    // Every existing prefix of the path as given: a symlink among them that
+    // someone else owns is refused before anything is created through it.
+    let mut prefix = PathBuf::new();
+    for part in dir.components() {
+        prefix.push(part);
+        match fs::symlink_metadata(&prefix) {
+            Ok(m) if m.file_type().is_symlink() && !trusted(m.uid()) => {
+                return Err(refused(
+                    &prefix,
+                    format!(
+                        "a symbolic link owned by another user (uid {}), who may have planted \
+                         it to redirect the reports: give the folder itself, or one of your own",
+                        m.uid()
+                    ),
+                ));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(at(dir))?;
+    let m = fs::metadata(dir).map_err(at(dir))?;
+    if !trusted(m.uid()) {
+        return Err(refused(
+            dir,
+            format!(
+                "the folder is owned by another user (uid {}), who could replace the \
+                 reports: choose a folder of your own",
+                m.uid()
+            ),
+        ));
+    }
+    if m.mode() & 0o002 != 0 {
+        return Err(refused(
+            dir,
+            format!(
+                "every user can write the folder (mode {:o}), and could replace the \
+                 reports: choose another folder, or chmod o-w it",
+                m.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A `flock` on [`LOCK_FILE`] in a folder, released on drop.
 pub struct DirLock {
     _lock: nix::fcntl::Flock<File>,
@@ -142,7 +237,7 @@ impl DirLock {
             .read(true)
             .write(true)
             .create(true)
-            .mode(0o666)
+            .mode(FILE_MODE)
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
             .open(&path)
             .or_else(|e| {
@@ -228,12 +323,30 @@ fn remove_stale_temporaries(dir: &Path, names: &[&str]) {
 /// the folder's exclusive lock. Put the file readers treat as the record
 /// (`results.json`) last.
 pub fn write_set(dir: &Path, files: &[(&str, &[u8])]) -> Result<Vec<PathBuf>, PathError> {
+    let writers: Vec<_> = files
+        .iter()
+        .map(|&(name, bytes)| (name, move |w: &mut dyn Write| w.write_all(bytes)))
+        .collect();
+    let set: Vec<(&str, Contents<'_>)> = writers
+        .iter()
+        .map(|(name, w)| (*name, w as Contents<'_>))
+        .collect();
+    write_set_with(dir, &set)
+}
+
+/// [`write_set`] with each file's contents written by a function. The
+/// folder is checked again ([`prepare_dir`]) before anything is written.
+pub fn write_set_with(
+    dir: &Path,
+    files: &[(&str, Contents<'_>)],
+) -> Result<Vec<PathBuf>, PathError> {
+    prepare_dir(dir)?;
     let _lock = DirLock::exclusive(dir)?;
     let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
     remove_stale_temporaries(dir, &names);
     let staged = files
         .iter()
-        .map(|(name, bytes)| stage(&dir.join(name), bytes))
+        .map(|(name, contents)| stage_with(&dir.join(name), *contents))
         .collect::<Result<Vec<_>, _>>()?;
     // A destination that cannot be replaced (a folder in its place) is
     // found before anything is switched.
@@ -260,7 +373,7 @@ pub fn open_append(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
         .append(true)
-        .mode(0o644)
+        .mode(FILE_MODE)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)?;
     if !file.metadata()?.is_file() {
@@ -391,6 +504,66 @@ mod tests {
         let err = read_bounded(&long, 10, "a clause file").unwrap_err();
         assert!(err.to_string().contains("limit of 10 bytes"), "{err}");
         assert_eq!(read_bounded(&long, 11, "a clause file").unwrap().len(), 11);
+    }
+
+    /// The uid to act as so that `path` is another user's: as root, `path`
+    /// is given to `nobody`; otherwise we act as a uid that is not ours.
+    fn someone_else_owns(path: &Path) -> u32 {
+        let me = nix::unistd::geteuid().as_raw();
+        if me == 0 {
+            std::os::unix::fs::lchown(path, Some(65534), Some(65534)).unwrap();
+            0
+        } else {
+            me + 1
+        }
+    }
+
+    #[test]
+    fn an_out_path_through_another_users_symlink_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::create_dir(&target).unwrap();
+        let link = dir.path().join("out");
+        symlink(&target, &link).unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        // Your own symlink is followed.
+        prepare_dir_as(&link, me).unwrap();
+        prepare_dir_as(&link.join("sub"), me).unwrap();
+        let uid = someone_else_owns(&link);
+        for out in [link.clone(), link.join("deeper")] {
+            let err = prepare_dir_as(&out, uid).unwrap_err();
+            assert_eq!(err.path, link);
+            assert!(err
+                .source
+                .to_string()
+                .contains("symbolic link owned by another user"));
+        }
+        assert!(
+            !target.join("deeper").exists(),
+            "nothing created through it"
+        );
+    }
+
+    #[test]
+    fn an_out_folder_another_user_owns_or_everyone_can_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = prepare_dir_as(&open, me).unwrap_err();
+        assert!(err
+            .source
+            .to_string()
+            .contains("every user can write the folder (mode 777)"));
+        // A group may share it.
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o2775)).unwrap();
+        prepare_dir_as(&open, me).unwrap();
+        let theirs = dir.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        let uid = someone_else_owns(&theirs);
+        let err = prepare_dir_as(&theirs, uid).unwrap_err();
+        assert!(err.source.to_string().contains("owned by another user"));
     }
 
     #[test]

@@ -286,19 +286,6 @@ pub fn merge(inputs: Vec<(String, RunReport)>, force: bool) -> Result<Merged, St
         }
     }
 
-    // Results in run order: dialect (runtime, driver), then id and path.
-    let mut results: Vec<ClauseResult> = inputs
-        .iter()
-        .flat_map(|(_, r)| r.results.iter().cloned())
-        .collect();
-    let dialect_rank = |d: Dialect| Dialect::ALL.iter().position(|x| *x == d).unwrap_or(0);
-    results.sort_by(|a, b| {
-        dialect_rank(a.dialect)
-            .cmp(&dialect_rank(b.dialect))
-            .then_with(|| a.id.cmp(&b.id))
-            .then_with(|| a.path.cmp(&b.path))
-    });
-
     let mut run = first.run.clone();
     run.started_at = inputs
         .iter()
@@ -318,7 +305,11 @@ pub fn merge(inputs: Vec<(String, RunReport)>, force: bool) -> Result<Merged, St
     if dialects.len() > 1 {
         let used: Vec<Dialect> = Dialect::ALL
             .into_iter()
-            .filter(|d| results.iter().any(|r| r.dialect == *d))
+            .filter(|d| {
+                inputs
+                    .iter()
+                    .any(|(_, r)| r.results.iter().any(|r| r.dialect == *d))
+            })
             .collect();
         run.dialect = if used.len() == Dialect::ALL.len() {
             "all".into()
@@ -348,6 +339,16 @@ pub fn merge(inputs: Vec<(String, RunReport)>, force: bool) -> Result<Merged, St
             })
             .collect(),
     });
+    // Results in run order: dialect (runtime, driver), then id and path;
+    // moved out of the inputs, not copied.
+    let mut results: Vec<ClauseResult> = inputs.into_iter().flat_map(|(_, r)| r.results).collect();
+    let dialect_rank = |d: Dialect| Dialect::ALL.iter().position(|x| *x == d).unwrap_or(0);
+    results.sort_by(|a, b| {
+        dialect_rank(a.dialect)
+            .cmp(&dialect_rank(b.dialect))
+            .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| a.path.cmp(&b.path))
+    });
     Ok(Merged {
         report: RunReport::new(run, results),
         warnings,
@@ -376,10 +377,12 @@ pub struct MergeArgs {
 /// Run `merge` and return the merged report (its exit code is the command
 /// line's to decide); `Err` is a usage or I/O error (exit 2).
 pub fn command(a: &MergeArgs) -> Result<RunReport, String> {
-    let mut inputs = Vec::new();
-    for path in &a.results {
-        inputs.push((path.display().to_string(), crate::diff::load(path)?));
-    }
+    let inputs: Vec<(String, RunReport)> = a
+        .results
+        .iter()
+        .map(|p| p.display().to_string())
+        .zip(crate::diff::load_all(&a.results)?)
+        .collect();
     let n = inputs.len();
     let merged = merge(inputs, a.force)?;
     write_merged(&a.out, &merged)?;

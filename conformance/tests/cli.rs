@@ -599,3 +599,26 @@ fn explore_replay_is_a_subcommand_and_the_old_flag_still_works() {
         assert!(stderr(&o).contains("missing.jsonl"), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn explore_recheck_of_a_missing_file_is_an_error() {
+    let dir = scratch("recheck-missing");
+    let missing = dir.join("missing.ipc");
+    let out = dir.join("out");
+    let o = run(&[
+        "explore",
+        "recheck",
+        "--backend",
+        "cuda",
+        missing.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot read") && stderr(&o).contains("missing.ipc"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stdout(&o).contains("files still differ"), "{}", stdout(&o));
+}

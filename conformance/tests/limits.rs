@@ -285,3 +285,73 @@ fn a_large_expectations_file_is_read_in_linear_time() {
     eprintln!("{} bytes in {elapsed:?}", text.len());
     assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
 }
+
+/// `diff`, `merge` and `summary` bound what they read all together, not
+/// each file: two files of 20 MiB are refused as one of 40 MiB would be.
+#[test]
+fn the_results_files_of_one_command_share_one_limit() {
+    let dir = scratch("results-sum");
+    let text = serde_json::to_string(&small_results("results-sum-run")).unwrap();
+    // Whitespace is JSON too: a valid results.json of 20 MiB.
+    let padded = format!("{text}{}", " ".repeat(20 << 20));
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, &padded).unwrap();
+    std::fs::write(&b, &padded).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    // One of them alone is read.
+    let o = cli(&["summary", a]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = dir.join("m");
+    for args in [
+        vec!["diff", a, b],
+        vec!["summary", a, b],
+        vec!["merge", "--force", a, b, "--out", out.to_str().unwrap()],
+    ] {
+        let o = cli(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("b.json") && stderr(&o).contains("share a limit of 33554432 bytes"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert!(!out.join("results.json").exists());
+}
+
+/// Expectations files and scenarios are bounded where reading them stays
+/// under 1 s and 1 GiB (docs/reliability.md): 512 KiB and 4 MiB.
+#[test]
+fn expectations_files_over_512_kib_and_scenarios_over_4_mib_are_refused() {
+    let dir = scratch("input-sizes");
+    let entry = "[[expect]]\nclause = \"mem.*.x?\"\noutcome = \"Fail\"\nreason = \"r\"\n";
+    let exp = dir.join("big.toml");
+    std::fs::write(&exp, entry.repeat((512 << 10) / entry.len() + 1)).unwrap();
+    let o = cli(&[
+        "run",
+        "-q",
+        "--expectations",
+        exp.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("longer than the limit of 524288 bytes for an expectations file"),
+        "{}",
+        stderr(&o)
+    );
+    let step = "a: device_count\n";
+    let scenario = dir.join("big.ipc");
+    let text = format!(
+        "devices 1\nprocess a device=0\n{}",
+        step.repeat((4 << 20) / step.len() + 1)
+    );
+    std::fs::write(&scenario, text).unwrap();
+    let o = cli(&["scenario", scenario.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("longer than the limit of 4194304 bytes for a scenario file"),
+        "{}",
+        stderr(&o)
+    );
+}

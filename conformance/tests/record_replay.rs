@@ -115,3 +115,33 @@ fn a_damaged_recording_is_an_error_naming_the_line_and_a_cut_last_line_is_left_o
     let e = record::read(&bad).expect_err("malformed");
     assert!(e.contains("bad.jsonl:4"), "{e}");
 }
+
+#[test]
+fn a_recording_gzipped_in_several_members_replays_every_case() {
+    use std::io::Write;
+    let dir = scratch("members");
+    let (good, real) = (sim(None), sim(None));
+    let judge = Judge {
+        sim: &good,
+        real: Some(&real),
+        step_timeout: Duration::from_secs(5),
+    };
+    // Two runs of 15 cases, each gzipped on its own and then joined (`cat
+    // a.gz b.gz`): one file of two gzip members.
+    let mut joined = Vec::new();
+    for (run, first_case) in [("a", 0), ("b", 15)] {
+        let file = dir.join(format!("{run}.jsonl"));
+        let mut o = opts(Some(file.clone()), first_case);
+        o.cases = 15;
+        explore::explore(&o, &judge, None, &mut |_, _| {});
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&std::fs::read(&file).expect("recorded"))
+            .expect("gzip");
+        joined.extend(gz.finish().expect("gzip"));
+    }
+    let path = dir.join("recorded.jsonl.gz");
+    std::fs::write(&path, joined).expect("write");
+    let records = record::read(&path).expect("the recording reads");
+    let indices: Vec<u64> = records.iter().map(|r| r.case.index).collect();
+    assert_eq!(indices, (0..30).collect::<Vec<u64>>());
+}

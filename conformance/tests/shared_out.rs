@@ -1,11 +1,12 @@
 //! Report folders shared with other runs and other users: planted symlinks
 //! are never written through, concurrent runs into one `--out` all succeed,
-//! and a reader never sees a partial results.json.
+//! a reader never sees a partial results.json, the umask decides the
+//! reports' mode, and a folder every user can write is refused.
 
 mod common;
 
 use common::{code, scratch, stderr, BIN};
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -123,4 +124,78 @@ fn concurrent_runs_into_one_folder_all_succeed_and_readers_see_whole_files() {
         .filter(|n| n.ends_with("tmp"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// `run` into `out` under `umask`, through a shell (the umask is the
+/// process's own, so a test thread must not change it).
+fn run_with_umask(out: &Path, umask: &str) -> std::process::Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask {umask} && exec \"$0\" run -q --filter mem.open --out \"$1\""
+        ))
+        .arg(BIN)
+        .arg(out)
+        .env_remove("IPC_CONFORMANCE_CLAUSES")
+        .output()
+        .expect("sh runs")
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn the_umask_decides_the_mode_of_the_reports() {
+    let out = scratch("umask");
+    // A shared CI folder: the group reads the reports of every member.
+    std::fs::write(out.join("results.json"), "{}").unwrap();
+    std::fs::set_permissions(
+        out.join("results.json"),
+        std::fs::Permissions::from_mode(0o664),
+    )
+    .unwrap();
+    let o = run_with_umask(&out, "002");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for name in ["results.json", "junit.xml", "summary.md"] {
+        assert_eq!(mode(&out.join(name)), 0o664, "{name}");
+    }
+    let o = run_with_umask(&out, "077");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for name in ["results.json", "junit.xml", "summary.md"] {
+        assert_eq!(mode(&out.join(name)), 0o600, "{name}");
+    }
+}
+
+#[test]
+fn an_out_folder_every_user_can_write_is_refused_before_the_run() {
+    let out = scratch("world-writable");
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = run_into(&out, &[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every user can write the folder (mode 777)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join("results.json").exists());
+    // With the sticky bit others still write the folder: refused too.
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    assert_eq!(code(&run_into(&out, &[])), 2);
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(code(&run_into(&out, &[])), 0);
+    // One file given as `--out FILE` may go into a folder like /tmp:
+    // nothing planted at its name is followed.
+    let shared = scratch("world-writable-file");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let summary = shared.join("summary.md");
+    let o = Command::new(BIN)
+        .arg("summary")
+        .arg(out.join("results.json"))
+        .arg("--out")
+        .arg(&summary)
+        .output()
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(summary.is_file());
 }

@@ -63,14 +63,18 @@ pub fn case_of(text: &str, index: u64, seed: u64, dialect: Dialect) -> CaseId {
     })
 }
 
+/// The scenario of a file: its text without comment lines.
+fn body_of(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// Run `text` (comments dropped) as case `id` and, if a step differs,
 /// shrink it spending at most `budget` evaluations.
 pub fn recheck(judge: &Judge<'_>, text: &str, id: CaseId, budget: usize) -> Recheck {
-    let body: String = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let body = body_of(text);
     if let Err(e) = scenario::parse(&body, Path::new("recheck.ipc")) {
         return Recheck::Invalid(e.to_string());
     }
@@ -144,11 +148,32 @@ pub fn recheck(judge: &Judge<'_>, text: &str, id: CaseId, budget: usize) -> Rech
     )))
 }
 
-/// Recheck every file; write each shrunk finding to `out/recheck-<name>`
-/// and a list of what each file did to `out/recheck.txt`.
+/// Read every file to recheck, before anything runs: a file that cannot be
+/// read (missing, not a regular file, too long) or that is not a scenario
+/// is an error naming it, not a file that "agrees".
+pub fn read_inputs(files: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, String> {
+    files
+        .iter()
+        .map(|path| {
+            let text = crate::safe_fs::read_bounded_text(
+                path,
+                ipc_harness::scenario::limits::MAX_SCENARIO_FILE_BYTES,
+                "a scenario file",
+            )
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            scenario::parse(&body_of(&text), path)
+                .map_err(|e| format!("{} is not a scenario: {e}", path.display()))?;
+            Ok((path.clone(), text))
+        })
+        .collect()
+}
+
+/// Recheck every file (as [`read_inputs`] gives them); write each shrunk
+/// finding to `out/recheck-<name>` and a list of what each file did to
+/// `out/recheck.txt`.
 pub fn recheck_files(
     judge: &Judge<'_>,
-    files: &[PathBuf],
+    inputs: &[(PathBuf, String)],
     default: CaseId,
     budget: usize,
     out: &Path,
@@ -156,18 +181,9 @@ pub fn recheck_files(
 ) -> Result<Vec<(PathBuf, Recheck)>, String> {
     let mut results = Vec::new();
     let mut list = String::new();
-    for (n, path) in files.iter().enumerate() {
-        let outcome = match crate::safe_fs::read_bounded_text(
-            path,
-            ipc_harness::scenario::limits::MAX_SCENARIO_FILE_BYTES,
-            "a scenario file",
-        ) {
-            Ok(text) => {
-                let id = case_of(&text, n as u64, default.seed, default.dialect);
-                recheck(judge, &text, id, budget)
-            }
-            Err(e) => Recheck::Invalid(format!("cannot read: {e}")),
-        };
+    for (n, (path, text)) in inputs.iter().enumerate() {
+        let id = case_of(text, n as u64, default.seed, default.dialect);
+        let outcome = recheck(judge, text, id, budget);
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -307,7 +323,6 @@ b: read p 0 8 => any
         std::fs::create_dir_all(&dir).unwrap();
         let case = dir.join("case7.ipc");
         std::fs::write(&case, PADDED_REOPEN).unwrap();
-        let missing = dir.join("missing.ipc");
         let out = dir.join("out");
         std::fs::create_dir_all(&out).unwrap();
         let default_id = CaseId {
@@ -315,26 +330,48 @@ b: read p 0 8 => any
             seed: 1,
             dialect: Dialect::Runtime,
         };
-        let mut seen = 0;
-        let r = recheck_files(
-            &judge,
-            &[case, missing],
-            default_id,
-            100,
-            &out,
-            &mut |_, _| seen += 1,
+        let agrees = dir.join("agrees.ipc");
+        std::fs::write(
+            &agrees,
+            "devices 1\nprocess a device=0\na: m = malloc 1000\n",
         )
+        .unwrap();
+        let inputs = read_inputs(&[case, agrees]).unwrap();
+        let mut seen = 0;
+        let r = recheck_files(&judge, &inputs, default_id, 100, &out, &mut |_, _| {
+            seen += 1
+        })
         .unwrap();
         assert_eq!(seen, 2);
         assert!(matches!(r[0].1, Recheck::Differs(_)));
-        assert!(matches!(r[1].1, Recheck::Invalid(_)));
+        assert!(matches!(r[1].1, Recheck::Agrees));
         let list = std::fs::read_to_string(out.join("recheck.txt")).unwrap();
         assert!(
             list.contains("case7.ipc: still differs (5 of 11 steps"),
             "{list}"
         );
-        assert!(list.contains("missing.ipc: invalid: cannot read"), "{list}");
+        assert!(list.contains("agrees.ipc: agrees now"), "{list}");
         assert!(out.join("recheck-case7.ipc").exists());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_or_is_no_scenario_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.ipc");
+        std::fs::write(&good, PADDED_REOPEN).unwrap();
+        let missing = dir.path().join("missing.ipc");
+        let err = read_inputs(&[good.clone(), missing]).unwrap_err();
+        assert!(err.starts_with("cannot read "), "{err}");
+        assert!(err.contains("missing.ipc"), "{err}");
+        let folder = dir.path().join("folder.ipc");
+        std::fs::create_dir(&folder).unwrap();
+        let err = read_inputs(&[folder]).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        let bad = dir.path().join("bad.ipc");
+        std::fs::write(&bad, "devices 1\nprocess a device=0\na: frobnicate\n").unwrap();
+        let err = read_inputs(&[good.clone(), bad]).unwrap_err();
+        assert!(err.contains("bad.ipc is not a scenario"), "{err}");
+        assert_eq!(read_inputs(&[good]).unwrap().len(), 1);
     }
 }

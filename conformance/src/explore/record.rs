@@ -108,7 +108,7 @@ impl Recorder {
     }
 }
 
-/// Read a `--record` file (gzipped when its name ends in `.gz`). A malformed line is an error naming it; an
+/// Read a `--record` file (plain or gzipped). A malformed line is an error naming it; an
 /// unterminated last line (a run killed while writing) is left out.
 pub fn read(path: &Path) -> Result<Vec<Recorded>, String> {
     read_limited(path, crate::limits::MAX_RECORDING_BYTES)
@@ -118,23 +118,10 @@ pub fn read(path: &Path) -> Result<Vec<Recorded>, String> {
 pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<Recorded>, String> {
     let bytes = crate::safe_fs::read_bounded(path, limit, "a recording")
         .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    // Committed recordings are gzipped (`.gz`); what they inflate to is
-    // bounded as the file itself is.
-    let text = if path.extension().is_some_and(|x| x == "gz") {
-        let mut s = String::new();
-        let mut inflated = std::io::Read::take(flate2::read::GzDecoder::new(&bytes[..]), limit + 1);
-        std::io::Read::read_to_string(&mut inflated, &mut s)
-            .map_err(|e| format!("{}: not gzipped UTF-8 text: {e}", path.display()))?;
-        if s.len() as u64 > limit {
-            return Err(format!(
-                "{}: inflates to more than the limit of {limit} bytes for a recording",
-                path.display()
-            ));
-        }
-        s
-    } else {
-        String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?
-    };
+    // Committed recordings are gzipped (`.gz`, every member of the stream);
+    // what they inflate to is bounded as the file itself is.
+    let text = crate::compressed::text_of(bytes, limit, "a recording")
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let complete = if text.ends_with('\n') {
         &text[..]
     } else {

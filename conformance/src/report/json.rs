@@ -14,25 +14,64 @@ pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
     Ok(s)
 }
 
+/// Write `report` as [`to_string`] does, straight into `w`.
+pub fn write(report: &RunReport, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, report)?;
+    w.write_all(b"\n")
+}
+
 /// Read a `results.json` back (e.g. to combine runs in one summary).
+///
+/// The text is parsed once, straight into the model (a `serde_json::Value`
+/// first took several times the file's size and most of the time); only a
+/// file that does not fit the model is parsed again, for the reason.
 pub fn from_str(text: &str) -> Result<RunReport, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    match value.get("schema_version").and_then(|v| v.as_u64()) {
-        Some(v) if (OLDEST_READABLE_SCHEMA as u64..=SCHEMA_VERSION as u64).contains(&v) => {}
-        Some(v) => {
-            return Err(format!(
-                "schema_version {v} is not supported (this tool reads \
-                 {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION})"
-            ))
-        }
-        None => return Err("no schema_version: not a results.json".into()),
-    }
-    let report: RunReport =
-        serde_json::from_value(value).map_err(|e| format!("not a results.json: {e}"))?;
+    let report = match serde_json::from_str::<RunReport>(text) {
+        Ok(report) => report,
+        Err(e) => return Err(why_not(text, e)),
+    };
+    supported(Some(report.schema_version.into()))?;
     // The totals are derived data: counted again from the results, so a
     // file whose totals were edited or truncated cannot misreport.
     Ok(RunReport::new(report.run, report.results))
+}
+
+/// Whether this tool reads `schema_version`.
+fn supported(schema_version: Option<u64>) -> Result<(), String> {
+    match schema_version {
+        Some(v) if (OLDEST_READABLE_SCHEMA as u64..=SCHEMA_VERSION as u64).contains(&v) => Ok(()),
+        Some(v) => Err(format!(
+            "schema_version {v} is not supported (this tool reads \
+             {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION})"
+        )),
+        None => Err("no schema_version: not a results.json".into()),
+    }
+}
+
+/// Why `text` is not a results.json this tool reads, `error` being what
+/// parsing it into the model said: not JSON at all, no or an unsupported
+/// `schema_version`, else a field that does not fit.
+fn why_not(text: &str, error: serde_json::Error) -> String {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        schema_version: Option<serde_json::Value>,
+    }
+    use serde_json::error::Category;
+    if matches!(error.classify(), Category::Syntax | Category::Eof) {
+        // The first error in the text is a syntax error: not JSON at all.
+        return format!("not JSON: {error}");
+    }
+    let version = match serde_json::from_str::<Version>(text) {
+        Err(e) if matches!(e.classify(), Category::Syntax | Category::Eof) => {
+            return format!("not JSON: {e}")
+        }
+        Err(_) => None,
+        Ok(v) => v.schema_version.and_then(|v| v.as_u64()),
+    };
+    match supported(version) {
+        Err(why) => why,
+        Ok(()) => format!("not a results.json: {error}"),
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,13 @@ pub fn to_string(report: &RunReport) -> Result<String, ReportError> {
         })
 }
 
+/// Write a built report (see [`build`]) into `w`.
+pub fn write(junit: &Report, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    junit
+        .serialize(w)
+        .map_err(|e| std::io::Error::other(format!("cannot serialize junit.xml: {e}")))
+}
+
 pub fn build(report: &RunReport) -> Report {
     let run = &report.run;
     let several_dialects = report

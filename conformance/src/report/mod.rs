@@ -10,7 +10,6 @@ pub mod text;
 pub use error::ReportError;
 
 use crate::model::RunReport;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The default `--out` directory.
@@ -32,35 +31,41 @@ impl From<crate::safe_fs::PathError> for ReportError {
     }
 }
 
-/// Create the output directory (and parents).
+/// Write one file given as `--out FILE` (`diff`, `summary`): its folder is
+/// created if missing, then the file is written atomically. A folder
+/// shared with others (`/tmp`) is fine for one file: nothing planted at
+/// its name is followed ([`crate::safe_fs`]).
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| ReportError::Io {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    write_atomic(path, bytes)
+}
+
+/// Create the output directory (and parents), refusing one another user
+/// could have planted or could tamper with ([`crate::safe_fs::prepare_dir`]).
 pub fn ensure_dir(dir: &Path) -> Result<(), ReportError> {
-    fs::create_dir_all(dir).map_err(|source| ReportError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })
+    Ok(crate::safe_fs::prepare_dir(dir)?)
 }
 
 /// Write `results.json`, `junit.xml` and `summary.md` of one run into `dir`.
-/// Returns the paths written.
+/// Returns the paths written. `results.json` and `junit.xml` are written
+/// as they are rendered, never held whole in memory.
 pub fn write_run(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
     ensure_dir(dir)?;
-    let files = [
-        ("results.json", json::to_string(report)?),
-        ("junit.xml", junit::to_string(report)?),
-        (
-            "summary.md",
-            markdown::summary(std::slice::from_ref(report)),
-        ),
-    ];
+    let junit = junit::build(report);
+    let summary = markdown::summary(std::slice::from_ref(report));
     // results.json last: the record readers act on is switched after the
     // files derived from it.
-    let [results, junit, summary] = &files;
-    let set = [
-        (junit.0, junit.1.as_bytes()),
-        (summary.0, summary.1.as_bytes()),
-        (results.0, results.1.as_bytes()),
+    let set: [(&str, crate::safe_fs::Contents<'_>); 3] = [
+        ("junit.xml", &|w| junit::write(&junit, w)),
+        ("summary.md", &|w| w.write_all(summary.as_bytes())),
+        ("results.json", &|w| json::write(report, w)),
     ];
-    Ok(crate::safe_fs::write_set(dir, &set)?)
+    Ok(crate::safe_fs::write_set_with(dir, &set)?)
 }
 
 #[cfg(test)]
@@ -101,6 +106,7 @@ mod tests {
     use super::testutil::TempDir;
     use super::*;
     use crate::model::fixtures;
+    use std::fs;
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_tmp() {
