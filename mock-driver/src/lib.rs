@@ -66,6 +66,7 @@ mod memory;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 mod namespaces;
+mod order;
 mod peers;
 mod pool_state;
 mod pools;

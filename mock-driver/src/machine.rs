@@ -57,6 +57,7 @@ impl SimProcess {
             return Err(ApiError::new(self.dialect, ErrorKind::IllegalAddress).into());
         }
         w.tick();
+        w.host_order(p);
         match f(&mut w, p) {
             Ok(v) => Ok(v),
             Err(Fail::Api(kind)) => {
@@ -128,7 +129,6 @@ impl Driver for SimProcess {
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| {
             w.drain_all(p);
-            w.synced(p);
             w.free(p, kind, ptr.0)
         })
     }
@@ -150,7 +150,6 @@ impl Driver for SimProcess {
     fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
-            w.synced(p);
             w.read(p, ptr.0, len, Access::Copy)
         })
     }
@@ -158,7 +157,6 @@ impl Driver for SimProcess {
     fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
-            w.synced(p);
             w.kernel_read(p, ptr.0, len)
         })
     }
@@ -178,7 +176,6 @@ impl Driver for SimProcess {
         self.call(|w, p| {
             w.current_ctx(p)?;
             w.drain_all(p);
-            w.synced(p);
             Ok(())
         })
     }
@@ -555,6 +552,7 @@ impl Machine for SimMachine {
                 // queued: a kernel still running lands its bytes first, as
                 // another process that maps the memory then sees
                 // (mem.lifetime.exit-completes-kernel-writes).
+                w.host_order(process);
                 w.drain_all(process);
                 w.exit_process(process, true);
                 Ok(())
