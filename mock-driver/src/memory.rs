@@ -358,6 +358,10 @@ impl World {
         }
         if access == Access::Kernel && self.sem.stale_kernel_read != StaleKernelRead::Fault {
             if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
+                // Still a kernel and a copy to the host on the legacy
+                // stream, which the host waits for.
+                self.begin_work(p, StreamId::LEGACY_DEFAULT);
+                self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
                 return Ok(zeros);
             }
         }

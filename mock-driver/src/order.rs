@@ -29,7 +29,7 @@
 //! (`HazardKind::UnsynchronizedRead`).
 
 use crate::clock::Clock;
-use crate::world::BlockId;
+use crate::ids::BlockId;
 use ipc_harness::{ProcessIndex, StreamId};
 
 /// A stream a process created (or its per-thread default stream), for the

@@ -17,15 +17,24 @@
 //!   exit with opens outstanding is logged as a leak (and only then); an
 //!   access through a pointer after its last close, or inside memory its
 //!   owner freed (through any process's pointer), fails or is logged;
-//! - coherence: a read returns the last bytes written there through any
-//!   process sharing the memory (a kernel's `slow_fill` included), unless
-//!   the hazard log explains why not (an `unsynchronized-read`: its bytes
-//!   are not judged).
+//! - ordering: a read (a copy to the host, a device-to-device copy's
+//!   source) is logged as `unsynchronized-read` exactly when the order the
+//!   CUDA documents give device work ([`super::ordering`]: streams, the
+//!   legacy stream's implicit synchronization, event records and waits,
+//!   host synchronizations) does not put every write of its bytes before
+//!   it;
+//! - coherence: a read those documents order after every write of its
+//!   bytes returns the last bytes written there, through any process
+//!   sharing the memory (kernels on any stream and copies included),
+//!   whatever the simulator's own hazard log says; only a read of
+//!   unordered bytes, or one the log calls undefined for another reason
+//!   (an access after close or free), is not judged.
 //!
 //! Where the dialect's simulator profile makes another choice than the
 //! measured CUDA defaults (`interior_handle` in the HIP profile), the model
 //! follows the backend's choice ([`Choices`]), not the dialect's name.
 
+use super::ordering::{Clock, Order, Stamp};
 use ipc_harness::machine::{Hazard, HazardKind};
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
@@ -42,17 +51,21 @@ pub enum Property {
     Determinism,
     DocumentedReturns,
     Conservation,
+    /// A read is logged as racy exactly when the documents order no
+    /// synchronization between it and a write of its bytes.
+    Ordering,
     Coherence,
     /// The simulator and the real driver disagree.
     Differential,
 }
 
 impl Property {
-    pub const ALL: [Property; 6] = [
+    pub const ALL: [Property; 7] = [
         Property::Robustness,
         Property::Determinism,
         Property::DocumentedReturns,
         Property::Conservation,
+        Property::Ordering,
         Property::Coherence,
         Property::Differential,
     ];
@@ -63,6 +76,7 @@ impl Property {
             Property::Determinism => "determinism",
             Property::DocumentedReturns => "documented-returns",
             Property::Conservation => "conservation",
+            Property::Ordering => "ordering",
             Property::Coherence => "coherence",
             Property::Differential => "differential",
         }
@@ -593,58 +607,59 @@ struct Object {
     size: u64,
     /// The process that allocated it.
     owner: usize,
-    /// Freed by its owner, or written where the model cannot follow: what a
-    /// read returns is no longer judged.
+    /// Freed by its owner, or written where the model cannot follow, or by
+    /// writes the documents leave unordered: what a read returns is no
+    /// longer judged.
     unjudged: bool,
-    /// Writes in order: `[start, end)` set to the byte.
-    writes: Vec<(u64, u64, WriteBytes)>,
+    /// Freed by its owner, or written by a process whose order the model
+    /// does not follow: whether a read of it is racy is no longer judged.
+    unordered: bool,
+    /// Freed by its owner: a write through a pointer to it lands wherever
+    /// that address is now.
+    freed: bool,
+    /// Writes in order: `[start, end)` set to the bytes, by the device
+    /// write `Stamp` (`None`: made where the model follows no order).
+    writes: Vec<(u64, u64, WriteBytes, Option<Stamp>)>,
 }
 
 #[derive(Debug, Clone)]
 enum WriteBytes {
     Fill(u8),
     Pattern(Vec<u8>),
+    /// What a copy brought: a byte, or [`UNKNOWN`] where the source's
+    /// bytes were not known.
+    Copied(Vec<u16>),
 }
+
+/// A byte the model does not know.
+const UNKNOWN: u16 = u16::MAX;
 
 impl Object {
     /// Record a write; false when it reaches past the object (it landed in
     /// whatever the address holds now: a neighbour, another allocation).
-    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64) -> bool {
+    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64, stamp: Option<Stamp>) -> bool {
         if at.saturating_add(len) > self.size {
             return false;
         }
-        self.writes.push((at, at + len, bytes));
+        self.writes.push((at, at + len, bytes, stamp));
         true
     }
 
-    /// The byte last written at `at`, if any.
-    #[cfg(test)]
-    fn byte(&self, at: u64) -> Option<u8> {
+    /// The writes of `[start, end)` that `clock` is not ordered after.
+    fn unordered_write(&self, start: u64, end: u64, clock: &Clock) -> Option<Stamp> {
         self.writes
             .iter()
-            .rev()
-            .find(|(s, e, _)| at >= *s && at < *e)
-            .map(|(s, _, w)| match w {
-                WriteBytes::Fill(b) => *b,
-                WriteBytes::Pattern(p) => p[(at - s) as usize],
-            })
+            .filter(|(s, e, _, _)| *s < end && start < *e)
+            .filter_map(|w| w.3)
+            .find(|&st| !clock.covers(st))
     }
 
-    /// The first of `got`, read from `start` on, that differs from the byte
-    /// last written there (reading stops at the object's end): its index,
-    /// the byte read, the byte written. As [`Object::byte`] for each byte
-    /// in turn, with the writes laid over the read once rather than
-    /// searched for every byte (a read is up to 256 bytes).
-    fn first_unlike(&self, start: u64, got: &[u8]) -> Option<(usize, u8, u8)> {
-        let end = start
-            .saturating_add(got.len() as u64)
-            .min(self.size.max(start));
-        let got = &got[..(end - start) as usize];
-        // The byte last written at each offset of the read; `NONE` where
-        // nothing was.
-        const NONE: u16 = u16::MAX;
-        let mut want = vec![NONE; got.len()];
-        for (s, e, w) in &self.writes {
+    /// The bytes last written at `[start, start + len)`, [`UNKNOWN`] where
+    /// nothing was (or past the object's end).
+    fn known_bytes(&self, start: u64, len: u64) -> Vec<u16> {
+        let end = start.saturating_add(len).min(self.size.max(start));
+        let mut want = vec![UNKNOWN; len as usize];
+        for (s, e, w) in self.writes.iter().map(|(s, e, w, _)| (s, e, w)) {
             let (from, to) = ((*s).max(start), (*e).min(end));
             if from >= to {
                 continue;
@@ -658,11 +673,45 @@ impl Object {
                         *x = u16::from(*b);
                     }
                 }
+                WriteBytes::Copied(c) => {
+                    let c = c.get((from - s) as usize..).unwrap_or_default();
+                    for (x, b) in span.iter_mut().zip(c) {
+                        *x = *b;
+                    }
+                }
             }
         }
+        want
+    }
+
+    /// The byte last written at `at`, if any.
+    #[cfg(test)]
+    fn byte(&self, at: u64) -> Option<u8> {
+        self.writes
+            .iter()
+            .rev()
+            .find(|(s, e, _, _)| at >= *s && at < *e)
+            .and_then(|(s, _, w, _)| match w {
+                WriteBytes::Fill(b) => Some(*b),
+                WriteBytes::Pattern(p) => Some(p[(at - s) as usize]),
+                WriteBytes::Copied(c) => u8::try_from(c[(at - s) as usize]).ok(),
+            })
+    }
+
+    /// The first of `got`, read from `start` on, that differs from the byte
+    /// last written there (reading stops at the object's end): its index,
+    /// the byte read, the byte written. As [`Object::byte`] for each byte
+    /// in turn, with the writes laid over the read once rather than
+    /// searched for every byte (a read is up to 256 bytes).
+    fn first_unlike(&self, start: u64, got: &[u8]) -> Option<(usize, u8, u8)> {
+        let end = start
+            .saturating_add(got.len() as u64)
+            .min(self.size.max(start));
+        let got = &got[..(end - start) as usize];
+        let want = self.known_bytes(start, got.len() as u64);
         got.iter()
             .zip(&want)
-            .position(|(b, w)| *w != NONE && *w != u16::from(*b))
+            .position(|(b, w)| *w != UNKNOWN && *w != u16::from(*b))
             .map(|k| (k, got[k], want[k] as u8))
     }
 }
@@ -715,44 +764,95 @@ struct Model<'a> {
     /// successful access inside one (through any process's pointer) must be
     /// logged as an access after free.
     freed_objects: HashSet<usize>,
-    /// Kernel writes (`slow_fill`, `kernel_fill`, `kernel_iota`) whose bytes may not have landed yet:
-    /// (writer, object, start, end). The writer's own host-blocking calls
-    /// (sync, copies, sets, free) wait for them.
-    pending_kernel: Vec<(usize, usize, u64, u64)>,
+    /// Kernel writes (`slow_fill`, `kernel_fill`, `kernel_iota`) and the
+    /// object they write: their bytes may not have landed until a host
+    /// saw them complete.
+    kernels: Vec<(usize, usize, Stamp)>,
     /// Processes that crashed (rather than exited).
     crashed: HashSet<usize>,
     /// Binding of an event handle -> the process that exported it.
     event_exporter: HashMap<&'a str, usize>,
+    /// The documents' order of device work so far.
+    order: Order,
+    /// (process, event binding) -> the event (`Order`'s number): made by
+    /// `event_create`, or the exporter's event an `ipc_open_event` opened.
+    events: HashMap<(usize, &'a str), usize>,
+    /// Event handle label -> the event its bytes open (the last
+    /// `ipc_get_event` that gave those bytes).
+    handle_event: HashMap<&'a str, usize>,
+    /// Processes that made or switched to another context: the bytes an
+    /// `ipc_get_event` gives there may name another context's event
+    /// (event.context.get-from-context-with-ipc-event), so the model does
+    /// not say which event they open.
+    contexts: HashSet<usize>,
+    /// Processes that used an event the model does not know: their reads
+    /// and writes are not judged for ordering.
+    order_lost: HashSet<usize>,
+    /// Device-to-device copies: (source object, start, end, the copy's
+    /// stamp, destination object). A write of the source that is not
+    /// ordered after the copy races with its read: the destination's
+    /// bytes are then not judged.
+    copies: Vec<(usize, u64, u64, Stamp, Option<usize>)>,
 }
 
 impl<'a> Model<'a> {
-    /// A write by process `q` to `[start, end)` of object `o`: where another
-    /// process's kernel write there may still be pending, which one lands
-    /// last is timing, so the object's bytes are no longer judged.
-    fn write_races_kernel(&mut self, q: usize, o: usize, start: u64, end: u64) {
-        let races = self
-            .pending_kernel
-            .iter()
-            .any(|&(w, k, s, e)| w != q && k == o && s < end && start < e);
-        if races {
+    /// A device write by process `q` (stamp `stamp`, ordered after
+    /// `after`) of `bytes` at `[start, start + len)` of object `o`. Where an
+    /// earlier write there is not ordered before it, which lands last is
+    /// timing; where a copy read the bytes and is not ordered before it,
+    /// what the copy took is timing: those bytes are no longer judged.
+    /// Returns false when it reaches past the object.
+    #[allow(clippy::too_many_arguments)]
+    fn device_write(
+        &mut self,
+        q: usize,
+        o: usize,
+        start: u64,
+        len: u64,
+        bytes: WriteBytes,
+        stamp: Stamp,
+        after: &Clock,
+    ) -> bool {
+        let end = start.saturating_add(len);
+        if self.objects[o].unordered_write(start, end, after).is_some() {
             self.objects[o].unjudged = true;
         }
+        let raced: Vec<Option<usize>> = self
+            .copies
+            .iter()
+            .filter(|c| c.0 == o && c.1 < end && start < c.2 && !after.covers(c.3))
+            .map(|c| c.4)
+            .collect();
+        for dst in raced.into_iter().flatten() {
+            self.objects[dst].unjudged = true;
+        }
+        if self.lost.contains(&q) || self.order_lost.contains(&q) {
+            self.objects[o].unordered = true;
+        }
+        self.objects[o].write(start, bytes, len, Some(stamp))
     }
 
     /// Process `p` stops running (exit, crash, its context destroyed) with
-    /// kernel writes pending: whether they land before another process
-    /// reads is not modelled, so their objects are no longer judged.
+    /// kernel writes the hosts have not seen complete: whether they land
+    /// before another process reads is not modelled, so their objects are
+    /// no longer judged.
     fn drop_pending_kernels(&mut self, p: usize) {
+        let order = &self.order;
         let objects: Vec<usize> = self
-            .pending_kernel
+            .kernels
             .iter()
-            .filter(|k| k.0 == p)
+            .filter(|k| k.0 == p && !order.host_covers(k.2))
             .map(|k| k.1)
             .collect();
         for o in objects {
             self.objects[o].unjudged = true;
         }
-        self.pending_kernel.retain(|k| k.0 != p);
+        self.kernels.retain(|k| k.0 != p);
+    }
+
+    /// The event `name` of process `p` stands for, if the model knows it.
+    fn event(&self, p: usize, name: &str) -> Option<usize> {
+        self.events.get(&(p, name)).copied()
     }
 
     /// Under [`Choices::interior_offset`], another pointer process `p` has
@@ -868,6 +968,7 @@ pub fn check_trace(
         interior_offset: choices.interior_offset,
         binding: HashMap::with_capacity_and_hasher(n, Default::default()),
         label_object: HashMap::with_capacity_and_hasher(n, Default::default()),
+        order: Order::new(scenario.processes.len()),
         ..Model::default()
     };
     let mut out = Vec::new();
@@ -946,6 +1047,8 @@ pub fn check_trace(
             }
             StepOutcome::Crash { .. } => {
                 m.drop_pending_kernels(p);
+                // The teardown ends the process's device work.
+                m.order.host_waits_for_all(p);
                 m.crashed.insert(p);
                 // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
                 // Likewise cudaIpcGetEventHandle(NULL, e) (event.get.null-out).
@@ -984,23 +1087,73 @@ pub fn check_trace(
         fn resolve<'a>(m: &Model<'a>, r: &Ref) -> Option<(&'a str, u64)> {
             r.name().and_then(|n| m.binding.get(n).copied())
         }
-        // A host-blocking call waits for the process's own kernels first.
-        let waits_for_stream = matches!(
-            step.op,
-            Op::Sync
-                | Op::Read { .. }
-                | Op::DeviceRead { .. }
-                | Op::Free { .. }
-                | Op::Fill { .. }
-                | Op::Write { .. }
-        );
-        if waits_for_stream && ok_value.is_some() {
-            m.pending_kernel.retain(|k| k.0 != p);
-        }
         let answered = matches!(
             rec.outcome,
             StepOutcome::Ok { .. } | StepOutcome::Error { .. }
         );
+        let ok = ok_value.is_some();
+        // The order of device work: streams, events, host synchronizations
+        // (the reads and writes themselves are judged below, per op).
+        match &step.op {
+            Op::Sync if ok => m.order.host_waits_for_all(p),
+            // cudaFree synchronizes first, also when it then refuses the
+            // pointer (not after a sticky error: nothing runs then).
+            Op::Free { .. } if answered && !sticky_error(&rec.outcome, dialect) => {
+                m.order.host_waits_for_all(p)
+            }
+            Op::StreamCreate { flags } if ok => {
+                if let Some(b) = &step.bind {
+                    let nonblocking = flags & ipc_harness::stream_flags::NON_BLOCKING != 0;
+                    m.order.create_stream(p, b, nonblocking);
+                }
+            }
+            Op::StreamSync { stream } | Op::StreamQuery { stream } if ok => {
+                m.order.host_waits_for(p, Some(stream))
+            }
+            Op::EventCreate { .. } if ok => {
+                if let Some(b) = &step.bind {
+                    let e = m.order.new_event();
+                    m.events.insert((p, b.as_str()), e);
+                }
+            }
+            Op::EventRecord { event, stream } if ok => match m.event(p, event) {
+                Some(e) => m.order.record(p, stream.as_deref(), e),
+                None => _ = m.order_lost.insert(p),
+            },
+            Op::StreamWait { event, stream } if ok => match m.event(p, event) {
+                Some(e) => m.order.wait(p, stream.as_deref(), e),
+                None => _ = m.order_lost.insert(p),
+            },
+            Op::EventSync { event } | Op::EventQuery { event } if ok => match m.event(p, event) {
+                Some(e) => m.order.host_waits_for_event(e),
+                None => _ = m.order_lost.insert(p),
+            },
+            Op::IpcGetEvent { event, .. } => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.as_str(), label.as_str());
+                    match m.event(p, event).filter(|_| !m.contexts.contains(&p)) {
+                        Some(e) => m.handle_event.insert(label.as_str(), e),
+                        None => m.handle_event.remove(label.as_str()),
+                    };
+                }
+            }
+            Op::IpcOpenEvent { handle, .. } if ok => {
+                let label = m.handle_label.get(handle.as_str()).copied();
+                let e = label.and_then(|l| m.handle_event.get(l)).copied();
+                if let (Some(b), Some(e)) = (&step.bind, e) {
+                    m.events.insert((p, b.as_str()), e);
+                }
+            }
+            Op::CtxCreate { .. }
+            | Op::CtxSet { .. }
+            | Op::PrimaryCtx { .. }
+            | Op::SetDevice { .. }
+                if ok =>
+            {
+                m.contexts.insert(p);
+            }
+            _ => {}
+        }
         match &step.op {
             Op::Malloc { size, .. } => {
                 if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
@@ -1195,6 +1348,10 @@ pub fn check_trace(
                     }
                 }
                 m.opens.retain(|(q, _), _| *q != p);
+                if ok_value.is_some() {
+                    // The exit waits for the process's device work.
+                    m.order.host_waits_for_all(p);
+                }
                 m.drop_pending_kernels(p);
                 m.lost.insert(p);
             }
@@ -1218,7 +1375,10 @@ pub fn check_trace(
                     }
                     if ok {
                         if let Some(&o) = m.label_object.get(&l) {
-                            m.objects[o].unjudged = true;
+                            let object = &mut m.objects[o];
+                            object.unjudged = true;
+                            object.unordered = true;
+                            object.freed = true;
                             m.freed_objects.insert(o);
                         }
                         m.freed.insert(key);
@@ -1232,44 +1392,12 @@ pub fn check_trace(
             }
             Op::CtxDestroy { .. } if ok_value.is_some() => {
                 // Its allocations and mappings go with it; the model
-                // does not follow contexts.
+                // does not follow contexts. Its streams' work counts as
+                // done (the simulator's choice), but whether the bytes
+                // landed is not followed.
                 m.drop_pending_kernels(p);
+                m.order.host_waits_for_all(p);
                 m.lost.insert(p);
-            }
-            // Work on a stream other than the legacy one, and copies: the
-            // model follows neither the streams' order nor copied bytes, so
-            // the bytes they write are not judged from here on.
-            Op::SlowFill {
-                ptr,
-                at,
-                stream: Some(_),
-                ..
-            } if ok_value.is_some() => {
-                let at0 = at.unwrap_or(0);
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    at0,
-                    here,
-                    |m, o, _| {
-                        m.objects[o].unjudged = true;
-                    },
-                );
-            }
-            Op::Copy { dst, .. } | Op::CopyPeer { dst, .. } if ok_value.is_some() => {
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    dst,
-                    0,
-                    here,
-                    |m, o, _| {
-                        m.objects[o].unjudged = true;
-                    },
-                );
             }
             Op::SlowFill {
                 ptr,
@@ -1283,39 +1411,42 @@ pub fn check_trace(
                 resolved_len,
                 ..
             } if ok_value.is_some() => {
-                let written = match &step.op {
+                let (written, stream) = match &step.op {
                     Op::KernelPattern { content, .. } => {
-                        WriteBytes::Pattern(content.bytes(*resolved_len))
+                        (WriteBytes::Pattern(content.bytes(*resolved_len)), None)
                     }
-                    Op::SlowFill { value, .. } => WriteBytes::Fill(*value),
+                    Op::SlowFill { value, stream, .. } => {
+                        (WriteBytes::Fill(*value), stream.as_deref())
+                    }
                     // This arm matches only the two kernels above.
-                    _ => WriteBytes::Pattern(Vec::new()),
+                    _ => (WriteBytes::Pattern(Vec::new()), None),
                 };
-                let at0 = at.unwrap_or(0);
-                let mut landed = None;
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    at0,
-                    here,
-                    |m, o, base| {
-                        let start = base.saturating_add(at0);
-                        let end = start.saturating_add(*resolved_len);
-                        m.write_races_kernel(p, o, start, end);
-                        let placed = m.objects[o].write(start, written.clone(), *resolved_len);
-                        m.scrambled_all |= !placed;
-                        if placed {
-                            landed = Some((o, start, end));
-                        }
-                    },
-                );
-                // Its bytes are modelled as written now: a read not ordered
-                // after the kernel is logged (and not judged), an ordered
-                // one finds them landed.
-                if let Some((o, start, end)) = landed {
-                    m.pending_kernel.push((p, o, start, end));
+                if let Some((stamp, after)) = m.order.write(p, stream) {
+                    let at0 = at.unwrap_or(0);
+                    let mut landed = None;
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, true),
+                        ptr,
+                        at0,
+                        here,
+                        |m, o, base| {
+                            let start = base.saturating_add(at0);
+                            let placed =
+                                m.device_write(p, o, start, *resolved_len, written, stamp, &after);
+                            m.scrambled_all |= !placed;
+                            if placed {
+                                landed = Some(o);
+                            }
+                        },
+                    );
+                    // Its bytes are modelled as written now: a read not
+                    // ordered after the kernel is not judged, an ordered one
+                    // finds them landed.
+                    if let Some(o) = landed {
+                        m.kernels.push((p, o, stamp));
+                    }
                 }
             }
             Op::Fill {
@@ -1324,49 +1455,72 @@ pub fn check_trace(
                 at,
                 resolved_len,
                 ..
-            } if ok_value.is_some() => {
-                let at0 = at.unwrap_or(0);
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    at0,
-                    here,
-                    |m, o, base| {
-                        let start = base.saturating_add(at0);
-                        m.write_races_kernel(p, o, start, start.saturating_add(*resolved_len));
-                        let placed =
-                            m.objects[o].write(start, WriteBytes::Fill(*value), *resolved_len);
-                        m.scrambled_all |= !placed;
-                    },
-                );
+            } if ok_value.is_some() && *resolved_len > 0 => {
+                // cudaMemset: work on the legacy stream (none for no bytes).
+                if let Some((stamp, after)) = m.order.write(p, None) {
+                    let at0 = at.unwrap_or(0);
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, true),
+                        ptr,
+                        at0,
+                        here,
+                        |m, o, base| {
+                            let start = base.saturating_add(at0);
+                            let bytes = WriteBytes::Fill(*value);
+                            let placed =
+                                m.device_write(p, o, start, *resolved_len, bytes, stamp, &after);
+                            m.scrambled_all |= !placed;
+                        },
+                    );
+                }
             }
             Op::Write {
                 ptr,
                 offset,
                 pattern,
-            } if ok_value.is_some() => {
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    *offset,
-                    here,
-                    |m, o, base| {
-                        let bytes = pattern.to_bytes();
-                        let n = bytes.len() as u64;
-                        let start = base.saturating_add(*offset);
-                        m.write_races_kernel(p, o, start, start.saturating_add(n));
-                        let placed = m.objects[o].write(start, WriteBytes::Pattern(bytes), n);
-                        m.scrambled_all |= !placed;
-                    },
-                );
+            } if ok_value.is_some() && !pattern.is_empty() => {
+                // A copy from pageable memory synchronizes the legacy
+                // stream, then writes as work on it.
+                m.order.host_waits_for(p, None);
+                if let Some((stamp, after)) = m.order.write(p, None) {
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, true),
+                        ptr,
+                        *offset,
+                        here,
+                        |m, o, base| {
+                            let bytes = pattern.to_bytes();
+                            let n = bytes.len() as u64;
+                            let start = base.saturating_add(*offset);
+                            let placed = m.device_write(
+                                p,
+                                o,
+                                start,
+                                n,
+                                WriteBytes::Pattern(bytes),
+                                stamp,
+                                &after,
+                            );
+                            m.scrambled_all |= !placed;
+                        },
+                    );
+                }
             }
-            Op::Read { ptr, offset, .. } | Op::DeviceRead { ptr, offset, .. } => {
+            Op::Read {
+                ptr, offset, len, ..
+            }
+            | Op::DeviceRead {
+                ptr, offset, len, ..
+            } if *len > 0 => {
                 if let Some(ValueSummary::Bytes { pattern }) = ok_value {
-                    let mut wrong = None;
+                    // A copy to the host: work on the legacy stream, which
+                    // the host then waits for.
+                    let clock = m.order.read(p, None).unwrap_or_default();
+                    let mut verdicts = Vec::new();
                     access(
                         &mut m,
                         &mut fail,
@@ -1375,29 +1529,92 @@ pub fn check_trace(
                         *offset,
                         here,
                         |m, o, base| {
-                            if m.scrambled_all
-                                || !here.is_empty()
-                                || m.objects[o].unjudged
-                                || m.scrambled.contains(&m.objects[o].owner)
-                            {
-                                return; // the hazard log explains whatever was read
-                            }
                             let Some(got) = decode_pattern(pattern) else {
                                 return;
                             };
                             let start = base.saturating_add(*offset);
-                            if let Some((k, b, want)) = m.objects[o].first_unlike(start, &got) {
-                                let at = start + k as u64;
-                                wrong = Some(format!(
-                                    "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
-                                ));
+                            let read = Read {
+                                reader: p,
+                                object: o,
+                                start,
+                                len: got.len() as u64,
+                                clock: &clock,
+                            };
+                            verdicts = judge_read(m, &read, Some(&got), here).0;
+                        },
+                    );
+                    if !lost {
+                        for (property, message) in verdicts {
+                            fail(property, message);
+                        }
+                    }
+                    m.order.host_waits_for(p, None);
+                }
+            }
+            Op::Copy { dst, src, len, .. } | Op::CopyPeer { dst, src, len, .. }
+                if ok_value.is_some() && *len > 0 =>
+            {
+                let stream = match &step.op {
+                    Op::Copy { stream, .. } => stream.as_deref(),
+                    // cudaMemcpyPeer: on the legacy stream, after all of
+                    // the process's work.
+                    _ => {
+                        m.order.serialize_all(p);
+                        None
+                    }
+                };
+                if let Some((stamp, after)) = m.order.write(p, stream) {
+                    // The source, read as work on the copy's stream.
+                    let mut copied = None;
+                    let mut source = None;
+                    let mut verdicts = Vec::new();
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, false),
+                        src,
+                        0,
+                        here,
+                        |m, o, base| {
+                            let read = Read {
+                                reader: p,
+                                object: o,
+                                start: base,
+                                len: *len,
+                                clock: &after,
+                            };
+                            let (v, known) = judge_read(m, &read, None, here);
+                            verdicts = v;
+                            source = Some((o, base));
+                            if known {
+                                copied = Some(m.objects[o].known_bytes(base, *len));
                             }
                         },
                     );
-                    if let Some(w) = wrong {
-                        if !lost {
-                            fail(Property::Coherence, w);
+                    if !lost {
+                        for (property, message) in verdicts {
+                            fail(property, message);
                         }
+                    }
+                    let copied = copied.unwrap_or_else(|| vec![UNKNOWN; *len as usize]);
+                    let mut target = None;
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, true),
+                        dst,
+                        0,
+                        here,
+                        |m, o, base| {
+                            let bytes = WriteBytes::Copied(copied);
+                            let placed = m.device_write(p, o, base, *len, bytes, stamp, &after);
+                            m.scrambled_all |= !placed;
+                            target = Some(o);
+                        },
+                    );
+                    if let Some((o, base)) = source {
+                        m.copies
+                            .push((o, base, base.saturating_add(*len), stamp, target));
                     }
                 }
             }
@@ -1405,6 +1622,80 @@ pub fn check_trace(
         }
     }
     out
+}
+
+/// A read of `len` bytes at `start` of `object` by work of `reader` that
+/// is ordered after `clock`.
+struct Read<'c> {
+    reader: usize,
+    object: usize,
+    start: u64,
+    len: u64,
+    clock: &'c Clock,
+}
+
+/// Judge a read that succeeded: ordering (whether the simulator logged it
+/// as unsynchronized exactly when the documents leave a write of its bytes
+/// unordered before it) and, with the bytes `got`, coherence. Returns the
+/// violations and whether the bytes it read are known (ordered, followed).
+fn judge_read(
+    m: &Model,
+    r: &Read,
+    got: Option<&[u8]>,
+    here: &[HazardKind],
+) -> (Vec<(Property, String)>, bool) {
+    let object = &m.objects[r.object];
+    let end = r.start.saturating_add(r.len);
+    // The read is undefined for another reason: conservation judges it.
+    let undefined = here.iter().any(|k| {
+        matches!(
+            k,
+            HazardKind::AccessAfterClose
+                | HazardKind::AccessAfterFree
+                | HazardKind::OutsideOwnRange
+        )
+    });
+    let followed = !m.scrambled_all
+        && !m.scrambled.contains(&object.owner)
+        && !undefined
+        && !object.unordered
+        && !m.order_lost.contains(&r.reader);
+    let unordered = object.unordered_write(r.start, end, r.clock);
+    let logged = here.contains(&HazardKind::UnsynchronizedRead);
+    let mut out = Vec::new();
+    if followed && end <= object.size {
+        match (unordered, logged) {
+            (Some(w), false) => out.push((
+                Property::Ordering,
+                format!(
+                    "nothing orders this read after write {} of lane {} to these bytes (no wait on an event recorded after it on its stream, no synchronization with it), and no unsynchronized-read was logged",
+                    w.n, w.lane
+                ),
+            )),
+            (None, true) => out.push((
+                Property::Ordering,
+                "an unsynchronized-read was logged, but the documents order this read after every write of these bytes".into(),
+            )),
+            _ => {}
+        }
+    }
+    let known = followed && unordered.is_none() && !object.unjudged;
+    if let (true, Some(got)) = (known, got) {
+        if let Some((k, b, want)) = object.first_unlike(r.start, got) {
+            let at = r.start + k as u64;
+            out.push((
+                Property::Coherence,
+                format!("byte {k} read {b:02x}, but {want:02x} was written last (object offset {at}), and the read is ordered after that write"),
+            ));
+        }
+    }
+    (out, known)
+}
+
+/// Whether the step failed on a sticky error (the call did nothing).
+fn sticky_error(outcome: &StepOutcome, dialect: Dialect) -> bool {
+    matches!(outcome, StepOutcome::Error { code, .. }
+        if ApiError::from_code(dialect, *code).kind() == Some(ErrorKind::IllegalAddress))
 }
 
 /// A successful data access through `ptr` in process `p`: an access through
@@ -1471,7 +1762,7 @@ fn access(
         return;
     }
     match object {
-        Some(o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
+        Some(o) if !(write && m.objects[o].freed) => apply(m, o, off),
         // A write through a freed or unknown pointer lands wherever its
         // address now is (VA reuse): the model can no longer place bytes.
         _ if write => m.scrambled_all = true,
@@ -1488,6 +1779,8 @@ mod tests {
         prop_oneof![
             (0u8..4).prop_map(WriteBytes::Fill),
             proptest::collection::vec(0u8..4, 0..40).prop_map(WriteBytes::Pattern),
+            proptest::collection::vec(prop_oneof![(0u16..4), Just(UNKNOWN)], 0..40)
+                .prop_map(WriteBytes::Copied),
         ]
     }
 
@@ -1509,9 +1802,13 @@ mod tests {
                         p.resize(len as usize, 1);
                         WriteBytes::Pattern(p)
                     }
+                    WriteBytes::Copied(mut c) => {
+                        c.resize(len as usize, 1);
+                        WriteBytes::Copied(c)
+                    }
                     fill => fill,
                 };
-                object.write(at, bytes, len);
+                object.write(at, bytes, len, None);
             }
             let mut expected = None;
             for (k, b) in got.iter().enumerate() {
