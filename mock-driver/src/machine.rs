@@ -520,6 +520,23 @@ impl SimMachine {
         self.world.borrow()
     }
 
+    /// How the hosts of the processes are ordered with one another
+    /// (`HostOrder::Sequential` unless set): a judge of a real program's
+    /// trace sets `HostOrder::Explicit` before the first call and adds an
+    /// edge ([`SimMachine::host_edge`]) wherever its processes talk.
+    pub fn set_host_order(&self, hosts: crate::HostOrder) {
+        self.world.borrow_mut().order.hosts = hosts;
+    }
+
+    /// `to`'s later calls are ordered after everything `from`'s host saw
+    /// complete (a message from `from` that `to` received).
+    pub fn host_edge(&self, from: ProcessIndex, to: ProcessIndex) {
+        let mut w = self.world.borrow_mut();
+        if from < w.procs.len() && to < w.procs.len() {
+            w.host_edge(from, to);
+        }
+    }
+
     /// The process's name as declared in the machine spec.
     pub fn process_name(&self, process: ProcessIndex) -> Option<String> {
         self.world
@@ -568,6 +585,9 @@ impl Machine for SimMachine {
             None => Err(DriverError::Harness("no such process".into())),
             Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
             Some(_) => {
+                // Ordered like a call of the process: its teardown's end
+                // of its device work is seen by the calls after it.
+                w.host_order(process);
                 w.procs[process].crashed = true;
                 w.exit_process(process, false);
                 Ok(())

@@ -17,12 +17,14 @@
 //! - an event's `covers` (`event_state::Core`): the clock of the stream it
 //!   was recorded on, at the record.
 //!
-//! Hosts are ordered with one another only by explicit edges
-//! (`World::host_edge`). The simulator runs one call at a time, each after
-//! the previous one returned (a scenario's steps, a roles run's schedule),
-//! so every call is ordered after every earlier call of any process
-//! (`World::host_order` adds that edge); a judge of a real program's
-//! trace would add edges only where its processes talk.
+//! Hosts are ordered with one another only by edges (`World::host_edge`).
+//! The simulator runs one call at a time, each after the previous one
+//! returned (a scenario's steps, a roles run's schedule), so by default
+//! every call is ordered after every earlier call of any process
+//! (`World::host_order` adds that edge: [`HostOrder::Sequential`]); a judge
+//! of a real program's trace, whose processes run at once, asks for
+//! [`HostOrder::Explicit`] and adds an edge where they talk
+//! (`SimMachine::host_edge`).
 //!
 //! A write stays in `pending` until every host's clock covers it; a read
 //! that overlaps a pending write its own clock does not cover is a race
@@ -63,8 +65,22 @@ impl PendingWrite {
     }
 }
 
+/// How the hosts of a machine's processes are ordered with one another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HostOrder {
+    /// Each call after every earlier call of any process, as the simulator
+    /// runs them (the default).
+    #[default]
+    Sequential,
+    /// Only by the edges the caller adds (`SimMachine::host_edge`): where
+    /// one process tells another something (a message, a descriptor).
+    Explicit,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Order {
+    /// How hosts are ordered with one another.
+    pub hosts: HostOrder,
     /// Per process: what its host is ordered after.
     pub host: Vec<Clock>,
     /// Per process: its legacy default stream's clock.

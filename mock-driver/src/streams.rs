@@ -315,6 +315,9 @@ impl World {
     /// `p` makes a call: it is ordered after the previous call of any
     /// process, which returned before this one was made.
     pub(crate) fn host_order(&mut self, p: ProcessIndex) {
+        if self.order.hosts == crate::order::HostOrder::Explicit {
+            return;
+        }
         if let Some(q) = self.order.last_caller.replace(p) {
             self.host_edge(q, p);
         }

@@ -435,3 +435,36 @@ fn a_query_that_says_complete_orders_the_host() {
         }
     }
 }
+
+/// With explicit host order (a judge of a real program's trace), a host's
+/// synchronization orders only its own later calls and those of a process
+/// it has an edge to; by default every later call is ordered after it.
+#[test]
+fn hosts_are_ordered_by_their_edges_when_asked() {
+    for (explicit, edge, race) in [
+        (false, false, false),
+        (true, false, true),
+        (true, true, false),
+    ] {
+        let m = machine();
+        if explicit {
+            m.set_host_order(crate::HostOrder::Explicit);
+        }
+        let mut m = m;
+        let (a, _) = two_buffers(&mut m, OWNER);
+        let owner = m.driver(OWNER);
+        let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+        let p = m
+            .driver(PEER)
+            .ipc_open_mem_handle(h, 1, OutArg::Valid)
+            .unwrap();
+        m.driver(OWNER).slow_fill(a, 0x71, MIB2, 100).unwrap();
+        m.driver(OWNER).synchronize().unwrap();
+        if edge {
+            m.host_edge(OWNER, PEER);
+        }
+        m.driver(PEER).read(p, 4).unwrap();
+        let logged = !races(&m.hazards().unwrap()).is_empty();
+        assert_eq!(logged, race, "explicit {explicit}, edge {edge}");
+    }
+}
