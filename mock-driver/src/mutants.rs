@@ -57,10 +57,12 @@ pub enum Mutant {
     /// A read is never a race with a write its own process made, whatever
     /// streams the two ran on.
     OwnStreamsUnordered,
+    /// `vmm_unmap` succeeds and leaves the mapping in place.
+    VmmUnmapKeepsMapping,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 21] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::CloseDoesNotDecrement,
         Mutant::SecondContextAllowed,
         Mutant::SubAllocationsNotShared,
@@ -82,6 +84,7 @@ impl Mutant {
         Mutant::LegacyIgnoresBlockingStreams,
         Mutant::NonBlockingOrderedWithLegacy,
         Mutant::OwnStreamsUnordered,
+        Mutant::VmmUnmapKeepsMapping,
     ];
 }
 

@@ -480,6 +480,7 @@ pub(crate) enum MutantId {
     LegacyIgnoresBlockingStreams,
     NonBlockingOrderedWithLegacy,
     OwnStreamsUnordered,
+    VmmUnmapKeepsMapping,
 }
 
 /// What kind of access a data operation is; they fail differently.

@@ -317,10 +317,13 @@ pub enum Action {
         fd: Index,
         to: Index,
     },
-    /// Reserve VA, map the handle there and (usually) grant access.
+    /// Reserve VA, map the handle there and (usually) grant access; with
+    /// `unmap`, then a write through it, `vmm_unmap` and a read through
+    /// the reservation (a use after unmap: it must fail).
     VmmMap {
         vmm: Index,
         access: VmmAccess,
+        unmap: bool,
     },
     /// A copy into or out of a VMM mapping.
     VmmTouch {
@@ -328,8 +331,11 @@ pub enum Action {
         write: bool,
         value: u8,
     },
+    /// `vmm_unmap`; with `touch_after`, then a read through the reservation
+    /// (the use after unmap user code makes: it must fail).
     VmmUnmap {
         va: Index,
+        touch_after: bool,
     },
     VmmRelease {
         vmm: Index,
@@ -646,10 +652,10 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         // imports as a whole is unchanged.
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmPidfdImport { fd, to }),
-        2 => (i(), just_oneof![6 => VmmAccess::ReadWrite, 1 => VmmAccess::Read, 1 => VmmAccess::NotGranted])
-            .prop_map(|(vmm, access)| Action::VmmMap { vmm, access }),
+        2 => (i(), just_oneof![6 => VmmAccess::ReadWrite, 1 => VmmAccess::Read, 1 => VmmAccess::NotGranted], proptest::bool::weighted(0.25))
+            .prop_map(|(vmm, access, unmap)| Action::VmmMap { vmm, access, unmap }),
         3 => (i(), any::<bool>(), any::<u8>()).prop_map(|(va, write, value)| Action::VmmTouch { va, write, value }),
-        1 => i().prop_map(|va| Action::VmmUnmap { va }),
+        1 => (i(), proptest::bool::weighted(0.3)).prop_map(|(va, touch_after)| Action::VmmUnmap { va, touch_after }),
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
@@ -1880,7 +1886,7 @@ impl Lowering {
                     released: false,
                 });
             }
-            Action::VmmMap { vmm, access } => {
+            Action::VmmMap { vmm, access, unmap } => {
                 let Some(v) = self.pick_vmm(vmm) else {
                     return;
                 };
@@ -1916,8 +1922,36 @@ impl Lowering {
                     name: va,
                     proc: rec.proc,
                     size: rec.size,
-                    mapped: true,
+                    mapped: !*unmap,
                 });
+                if *unmap {
+                    let ptr = || Ref::Name(va.to_string());
+                    self.emit(
+                        rec.proc,
+                        Op::Fill {
+                            ptr: ptr(),
+                            value: 0x5a,
+                            at: None,
+                            len: Some(64),
+                            resolved_len: 64,
+                        },
+                    );
+                    self.emit(
+                        rec.proc,
+                        Op::VmmUnmap {
+                            va: ptr(),
+                            size: rec.size,
+                        },
+                    );
+                    self.emit(
+                        rec.proc,
+                        Op::Read {
+                            ptr: ptr(),
+                            offset: 0,
+                            len: 64,
+                        },
+                    );
+                }
             }
             Action::VmmTouch { va, write, value } => {
                 let live = self.vas.iter().filter(|v| v.mapped && !self.exited[v.proc]);
@@ -1952,7 +1986,7 @@ impl Lowering {
                     );
                 }
             }
-            Action::VmmUnmap { va } => {
+            Action::VmmUnmap { va, touch_after } => {
                 let live = (0..self.vas.len())
                     .filter(|&v| self.vas[v].mapped && !self.exited[self.vas[v].proc]);
                 let Some(v) = pick_among(live, va) else {
@@ -1967,6 +2001,16 @@ impl Lowering {
                     },
                 );
                 self.vas[v].mapped = false;
+                if *touch_after {
+                    self.emit(
+                        rec.proc,
+                        Op::Read {
+                            ptr: Ref::Name(rec.name.to_string()),
+                            offset: 0,
+                            len: 64,
+                        },
+                    );
+                }
             }
             Action::VmmRelease { vmm } => {
                 if let Some(v) = self.pick_vmm(vmm) {

@@ -16,7 +16,9 @@
 //!   second free of a pointer fails and is logged as a `double-free`; an
 //!   exit with opens outstanding is logged as a leak (and only then); an
 //!   access through a pointer after its last close, or inside memory its
-//!   owner freed (through any process's pointer), fails or is logged;
+//!   owner freed (through any process's pointer), or through a VMM
+//!   reservation after its `vmm_unmap` (cuMemUnmap: "the address range is
+//!   converted to an address reservation"), fails or is logged;
 //! - ordering: a read (a copy to the host, a device-to-device copy's
 //!   source) is logged as `unsynchronized-read` exactly when the order the
 //!   CUDA documents give device work ([`super::ordering`]: streams, the
@@ -788,6 +790,10 @@ struct Model<'a> {
     /// Processes that used an event the model does not know: their reads
     /// and writes are not judged for ordering.
     order_lost: HashSet<usize>,
+    /// (process, VA binding) a `vmm_unmap` of the whole mapping there
+    /// succeeded for, until a `vmm_map` maps it again (or its reservation
+    /// is freed): an access through it must fail or be logged.
+    unmapped: HashSet<(usize, &'a str)>,
     /// Device-to-device copies: (source object, start, end, the copy's
     /// stamp, destination object). A write of the source that is not
     /// ordered after the copy races with its read: the destination's
@@ -1152,7 +1158,40 @@ pub fn check_trace(
             {
                 m.contexts.insert(p);
             }
+            Op::VmmUnmap {
+                va: Ref::Name(n), ..
+            } if ok => {
+                m.unmapped.insert((p, n.as_str()));
+            }
+            Op::VmmMap {
+                va: Ref::Name(n), ..
+            }
+            | Op::VmmAddressFree {
+                va: Ref::Name(n), ..
+            } if ok => {
+                m.unmapped.remove(&(p, n.as_str()));
+            }
             _ => {}
+        }
+        // A data access through a reservation whose mapping was unmapped.
+        let through_unmapped = data_pointers(&step.op)
+            .into_iter()
+            .flatten()
+            .any(|r| matches!(r, Ref::Name(n) if m.unmapped.contains(&(p, n.as_str()))));
+        let access_logged = here.iter().any(|k| {
+            matches!(
+                k,
+                HazardKind::AccessAfterClose
+                    | HazardKind::AccessAfterFree
+                    | HazardKind::OutsideOwnRange
+            )
+        });
+        if through_unmapped && ok && !access_logged && !lost {
+            fail(
+                Property::Conservation,
+                "an access through a VMM reservation after its vmm_unmap succeeded and was not logged"
+                    .into(),
+            );
         }
         match &step.op {
             Op::Malloc { size, .. } => {
@@ -1690,6 +1729,20 @@ fn judge_read(
         }
     }
     (out, known)
+}
+
+/// The pointers an op reads or writes memory through.
+fn data_pointers(op: &Op) -> [Option<&Ref>; 2] {
+    match op {
+        Op::Fill { ptr, .. }
+        | Op::Write { ptr, .. }
+        | Op::Read { ptr, .. }
+        | Op::DeviceRead { ptr, .. }
+        | Op::SlowFill { ptr, .. }
+        | Op::KernelPattern { ptr, .. } => [Some(ptr), None],
+        Op::Copy { dst, src, .. } | Op::CopyPeer { dst, src, .. } => [Some(dst), Some(src)],
+        _ => [None, None],
+    }
 }
 
 /// Whether the step failed on a sticky error (the call did nothing).
