@@ -171,6 +171,9 @@ fn the_stream_mutants_break_exploration_properties() {
         (Mutant::NonBlockingOrderedWithLegacy, "ordering"),
         // A read on another stream of the writer is not logged.
         (Mutant::OwnStreamsUnordered, "ordering"),
+        // The per-thread stream no longer waits for the legacy stream: a
+        // record on it misses a legacy kernel.
+        (Mutant::PerThreadNonBlocking, "ordering"),
     ];
     for (mutant, property) in expected {
         let broken = properties_kill(mutant, 600);

@@ -59,10 +59,13 @@ pub enum Mutant {
     OwnStreamsUnordered,
     /// `vmm_unmap` succeeds and leaves the mapping in place.
     VmmUnmapKeepsMapping,
+    /// The per-thread default stream does not synchronize with the legacy
+    /// default stream (it is taken for a non-blocking stream).
+    PerThreadNonBlocking,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 23] = [
         Mutant::CloseDoesNotDecrement,
         Mutant::SecondContextAllowed,
         Mutant::SubAllocationsNotShared,
@@ -85,6 +88,7 @@ impl Mutant {
         Mutant::NonBlockingOrderedWithLegacy,
         Mutant::OwnStreamsUnordered,
         Mutant::VmmUnmapKeepsMapping,
+        Mutant::PerThreadNonBlocking,
     ];
 }
 

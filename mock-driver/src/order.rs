@@ -40,7 +40,8 @@ use ipc_harness::{ProcessIndex, StreamId};
 pub(crate) struct LaneName {
     pub process: ProcessIndex,
     pub stream: StreamId,
-    /// Its place among the streams the process made (1 for the first).
+    /// Its place among the streams the process made (1 for the first; 0:
+    /// the per-thread default stream).
     pub nth: usize,
     pub nonblocking: bool,
 }

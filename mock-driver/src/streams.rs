@@ -57,14 +57,17 @@ const STREAM_ID_BASE: u64 = 0x5700_0000;
 impl World {
     /// The context of `p`'s `stream`: `None` for the legacy default stream
     /// (the current context's); an unknown or destroyed stream is
-    /// InvalidHandle.
+    /// InvalidHandle. The per-thread default stream is made on first use.
     pub(crate) fn stream_ctx(
-        &self,
+        &mut self,
         p: ProcessIndex,
         stream: StreamId,
     ) -> SimResult<Option<CtxKey>> {
         if stream == StreamId::LEGACY_DEFAULT {
             return Ok(None);
+        }
+        if stream == StreamId::PER_THREAD && !self.events.streams.contains_key(&(p, stream.0)) {
+            self.per_thread_stream(p)?;
         }
         match self.events.streams.get(&(p, stream.0)) {
             Some(s) if !s.destroyed => Ok(Some(s.ctx)),
@@ -143,7 +146,13 @@ impl World {
         self.events.next_stream += 1;
         let id = STREAM_ID_BASE + self.events.next_stream * 0x10;
         let nonblocking = flags & NON_BLOCKING != 0;
-        let nth = self.order.lanes.iter().filter(|l| l.process == p).count() + 1;
+        let nth = self
+            .order
+            .lanes
+            .iter()
+            .filter(|l| l.process == p && l.nth > 0)
+            .count()
+            + 1;
         let lane = self.order.new_lane(
             self.procs.len(),
             LaneName {
@@ -167,6 +176,40 @@ impl World {
         Ok(StreamId(id))
     }
 
+    /// The per-thread default stream of `p`, made now: "an implicit stream
+    /// local to both the thread and the CUcontext, and which does not
+    /// synchronize with other streams (just like explicitly created
+    /// streams). The per-thread default stream is not a non-blocking stream
+    /// and will synchronize with the legacy default stream" ("Stream
+    /// synchronization behavior"; event.stream.per-thread-ordered-with-legacy).
+    /// Simplification: one per process (a worker is one thread), made in
+    /// the context current at its first use.
+    fn per_thread_stream(&mut self, p: ProcessIndex) -> SimResult<()> {
+        let (ctx, _) = self.current_ctx(p)?;
+        let nonblocking = self.mutant(MutantId::PerThreadNonBlocking);
+        let lane = self.order.new_lane(
+            self.procs.len(),
+            LaneName {
+                process: p,
+                stream: StreamId::PER_THREAD,
+                nth: 0,
+                nonblocking,
+            },
+        );
+        self.events.streams.insert(
+            (p, StreamId::PER_THREAD.0),
+            StreamState {
+                ctx,
+                nonblocking,
+                tail: 0,
+                destroyed: false,
+                lane,
+                clock: Clock::default(),
+            },
+        );
+        Ok(())
+    }
+
     /// cudaStreamDestroy: "in case the device is still doing work in the
     /// stream when cudaStreamDestroy() is called, the function will return
     /// immediately and the resources associated with stream will be released
@@ -174,6 +217,11 @@ impl World {
     /// (stream.destroy-with-pending-work-completes): the queued fills stay
     /// pending and land on time.
     pub(crate) fn stream_destroy(&mut self, p: ProcessIndex, stream: StreamId) -> SimResult<()> {
+        // The per-thread default stream is not the program's to destroy
+        // (unmeasured: taken to be refused as an unknown stream is).
+        if stream == StreamId::PER_THREAD {
+            return Err(ErrorKind::InvalidHandle.into());
+        }
         self.stream_ctx(p, stream)?;
         match self.events.streams.get_mut(&(p, stream.0)) {
             Some(s) => {
@@ -495,6 +543,7 @@ impl World {
             return "its legacy default stream".into();
         }
         match self.order.lanes.get(lane - nprocs) {
+            Some(l) if l.nth == 0 => "its per-thread default stream".into(),
             Some(l) => {
                 let who = self.procs.get(l.process).map_or("?", |q| q.name.as_str());
                 let kind = if l.nonblocking {

@@ -468,3 +468,54 @@ fn hosts_are_ordered_by_their_edges_when_asked() {
         assert_eq!(logged, race, "explicit {explicit}, edge {edge}");
     }
 }
+
+/// The per-thread default stream is a blocking stream made on first use:
+/// ordered with the legacy stream both ways, not with another blocking
+/// stream (event.stream.per-thread-ordered-with-legacy,
+/// event.stream.per-thread-not-ordered-with-blocking); it cannot be
+/// destroyed, and a race on it names it.
+#[test]
+fn the_per_thread_stream_is_ordered_with_the_legacy_stream_only() {
+    let per_thread = StreamId::PER_THREAD;
+    for (kernel_on_blocking, ordered) in [(false, true), (true, false)] {
+        let mut m = machine();
+        let (a, _) = two_buffers(&mut m, OWNER);
+        let owner = m.driver(OWNER);
+        let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+        let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
+        let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
+        let k = if kernel_on_blocking {
+            owner.stream_create(DEFAULT).unwrap()
+        } else {
+            StreamId::LEGACY_DEFAULT
+        };
+        let peer = m.driver(PEER);
+        let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
+        let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
+        let owner = m.driver(OWNER);
+        owner.slow_fill_on(a, 0x81, MIB2, LONG_US, k).unwrap();
+        owner.event_record_on(e, per_thread).unwrap();
+        let peer = m.driver(PEER);
+        peer.event_synchronize(x).unwrap();
+        let bytes = peer.read(p, 4).unwrap();
+        assert_eq!(races(&m.hazards().unwrap()).is_empty(), ordered);
+        if ordered {
+            assert_eq!(bytes, vec![0x81; 4]);
+        }
+    }
+    let mut m = machine();
+    let (a, _) = two_buffers(&mut m, OWNER);
+    let d = m.driver(OWNER);
+    d.slow_fill_on(a, 0x82, MIB2, LONG_US, per_thread).unwrap();
+    d.read(a, 4).unwrap();
+    assert_eq!(
+        d.stream_destroy(per_thread).map_err(kind),
+        Err(Some(ErrorKind::InvalidHandle))
+    );
+    d.stream_synchronize(per_thread).unwrap();
+    assert_eq!(d.read(a, 4).unwrap(), vec![0x82; 4]);
+    assert!(
+        races(&m.hazards().unwrap()).is_empty(),
+        "the legacy read waits for it"
+    );
+}

@@ -481,6 +481,7 @@ pub(crate) enum MutantId {
     NonBlockingOrderedWithLegacy,
     OwnStreamsUnordered,
     VmmUnmapKeepsMapping,
+    PerThreadNonBlocking,
 }
 
 /// What kind of access a data operation is; they fail differently.

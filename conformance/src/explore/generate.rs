@@ -445,6 +445,9 @@ pub enum StreamKind {
     Blocking,
     /// `stream_create flags=nonblocking`.
     NonBlocking,
+    /// `stream=per_thread`: the per-thread default stream, a blocking
+    /// stream nobody creates or destroys.
+    PerThread,
 }
 
 /// Where the writer of a [`StreamBug`] records its event.
@@ -669,9 +672,10 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
 
 fn stream_kind() -> impl Strategy<Value = StreamKind> {
     just_oneof![
-        StreamKind::Legacy,
-        StreamKind::Blocking,
-        StreamKind::NonBlocking
+        3 => StreamKind::Legacy,
+        3 => StreamKind::Blocking,
+        3 => StreamKind::NonBlocking,
+        2 => StreamKind::PerThread
     ]
 }
 

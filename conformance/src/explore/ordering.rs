@@ -29,8 +29,12 @@
 //! - the hosts are one: a scenario's steps run one after another, so a
 //!   step is ordered after everything any host saw before it.
 //!
-//! As the simulator does, the legacy stream waits for the blocking streams
-//! of its process, not only those of its current context.
+//! The per-thread default stream (`stream=per_thread`) is a blocking stream
+//! each process makes on its first use. As the simulator does, the legacy
+//! stream waits for the blocking streams of its process, not only those of
+//! its current context, and a process has one per-thread stream.
+
+use ipc_harness::scenario::PER_THREAD_STREAM;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -130,11 +134,18 @@ impl Order {
     }
 
     /// Where `p`'s stream `name` (`None`: the legacy stream) is; `None`
-    /// for a name no stream was bound to (the step failed to make it).
-    fn stream_index(&self, p: usize, name: Option<&str>) -> Option<Option<usize>> {
+    /// for a name no stream was bound to (the step failed to make it). The
+    /// per-thread stream is made on first use.
+    fn stream_index(&mut self, p: usize, name: Option<&str>) -> Option<Option<usize>> {
         match name {
             None => (p < self.nprocs).then_some(None),
-            Some(n) => self.by_name.get(&(p, n.to_string())).map(|&i| Some(i)),
+            Some(n) => {
+                let key = (p, n.to_string());
+                if n == PER_THREAD_STREAM && p < self.nprocs && !self.by_name.contains_key(&key) {
+                    self.create_stream(p, n, false);
+                }
+                self.by_name.get(&key).map(|&i| Some(i))
+            }
         }
     }
 

@@ -14,14 +14,16 @@ use super::{
     StreamKind, WaitFor,
 };
 use ipc_harness::driver::stream_flags;
-use ipc_harness::scenario::Op;
+use ipc_harness::scenario::{Op, PER_THREAD_STREAM};
 use proptest::sample::Index;
 
 impl Lowering {
-    /// A stream of `proc` of `kind`, made now (`None`: the legacy stream).
+    /// A stream of `proc` of `kind`, made now (`None`: the legacy stream;
+    /// the per-thread stream is there already).
     fn new_stream(&mut self, proc: usize, kind: StreamKind) -> Option<String> {
         let flags = match kind {
             StreamKind::Legacy => return None,
+            StreamKind::PerThread => return Some(PER_THREAD_STREAM.to_string()),
             StreamKind::Blocking => stream_flags::DEFAULT,
             StreamKind::NonBlocking => stream_flags::NON_BLOCKING,
         };
@@ -181,10 +183,14 @@ impl Lowering {
             }
             _ => self.emit(reader, read16(&mapping)),
         }
-        // Both sides finish their streams' work and give them back.
+        // Both sides finish their streams' work and give back those they
+        // made.
+        made.dedup();
         for (proc, s) in made {
             self.emit(proc, Op::StreamSync { stream: s.clone() });
-            self.emit(proc, Op::StreamDestroy { stream: s });
+            if s != PER_THREAD_STREAM {
+                self.emit(proc, Op::StreamDestroy { stream: s });
+            }
         }
     }
 }
