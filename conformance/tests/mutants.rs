@@ -135,6 +135,8 @@ fn the_hazard_mutants_break_exploration_properties() {
         (Mutant::EventRefusedAfterExporterCrash, "documented-returns"),
         // A read through a reservation after its unmap succeeds.
         (Mutant::VmmUnmapKeepsMapping, "conservation"),
+        // Two live allocations of a process answer one buffer id.
+        (Mutant::BufferIdsShared, "attributes"),
     ];
     for (mutant, property) in expected {
         let broken = properties_kill(mutant, 300);

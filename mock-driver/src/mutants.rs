@@ -62,10 +62,12 @@ pub enum Mutant {
     /// The per-thread default stream does not synchronize with the legacy
     /// default stream (it is taken for a non-blocking stream).
     PerThreadNonBlocking,
+    /// Every allocation answers the same `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+    BufferIdsShared,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 23] = [
+    pub const ALL: [Mutant; 24] = [
         Mutant::CloseDoesNotDecrement,
         Mutant::SecondContextAllowed,
         Mutant::SubAllocationsNotShared,
@@ -89,6 +91,7 @@ impl Mutant {
         Mutant::OwnStreamsUnordered,
         Mutant::VmmUnmapKeepsMapping,
         Mutant::PerThreadNonBlocking,
+        Mutant::BufferIdsShared,
     ];
 }
 

@@ -482,6 +482,7 @@ pub(crate) enum MutantId {
     OwnStreamsUnordered,
     VmmUnmapKeepsMapping,
     PerThreadNonBlocking,
+    BufferIdsShared,
 }
 
 /// What kind of access a data operation is; they fail differently.

@@ -1553,6 +1553,23 @@ impl Lowering {
                             attr,
                         },
                     );
+                    // A buffer id is unique within the process: ask another
+                    // live allocation of it too.
+                    let other = self
+                        .allocs
+                        .iter()
+                        .rev()
+                        .find(|a| a.proc == p.proc && !a.freed && a.name != p.name)
+                        .map(|a| a.name);
+                    if let (PointerAttribute::BufferId, Some(other)) = (attr, other) {
+                        self.emit(
+                            p.proc,
+                            Op::PointerAttribute {
+                                ptr: Ref::Name(other.to_string()),
+                                attr,
+                            },
+                        );
+                    }
                 }
             }
             Action::Exit { proc, exporter } => {

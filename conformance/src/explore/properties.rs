@@ -19,6 +19,11 @@
 //!   owner freed (through any process's pointer), or through a VMM
 //!   reservation after its `vmm_unmap` (cuMemUnmap: "the address range is
 //!   converted to an address reservation"), fails or is logged;
+//! - attributes: `cuPointerGetAttribute` on an allocation's own pointer
+//!   answers as its page says: `MEMORY_TYPE` device memory for a device
+//!   allocation, host for pinned host memory; `BUFFER_ID` "a buffer ID which
+//!   is guaranteed to be unique within the process": one per live
+//!   allocation, the same for every pointer into it;
 //! - ordering: a read (a copy to the host, a device-to-device copy's
 //!   source) is logged as `unsynchronized-read` exactly when the order the
 //!   CUDA documents give device work ([`super::ordering`]: streams, the
@@ -40,7 +45,9 @@ use super::ordering::{Clock, Order, Stamp};
 use ipc_harness::machine::{Hazard, HazardKind};
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
-use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, MemKind, Status, Trace};
+use ipc_harness::{
+    ApiError, Backend, CallKind, Dialect, ErrorKind, MemKind, PointerAttribute, Status, Trace,
+};
 // FxHash: keys are labels and names of one trace, no untrusted input.
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
@@ -53,6 +60,8 @@ pub enum Property {
     Determinism,
     DocumentedReturns,
     Conservation,
+    /// Pointer attributes answer as their documentation says.
+    Attributes,
     /// A read is logged as racy exactly when the documents order no
     /// synchronization between it and a write of its bytes.
     Ordering,
@@ -62,11 +71,12 @@ pub enum Property {
 }
 
 impl Property {
-    pub const ALL: [Property; 7] = [
+    pub const ALL: [Property; 8] = [
         Property::Robustness,
         Property::Determinism,
         Property::DocumentedReturns,
         Property::Conservation,
+        Property::Attributes,
         Property::Ordering,
         Property::Coherence,
         Property::Differential,
@@ -78,6 +88,7 @@ impl Property {
             Property::Determinism => "determinism",
             Property::DocumentedReturns => "documented-returns",
             Property::Conservation => "conservation",
+            Property::Attributes => "attributes",
             Property::Ordering => "ordering",
             Property::Coherence => "coherence",
             Property::Differential => "differential",
@@ -607,6 +618,8 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 #[derive(Debug, Default)]
 struct Object {
     size: u64,
+    /// What allocated it.
+    kind: Option<MemKind>,
     /// The process that allocated it.
     owner: usize,
     /// Freed by its owner, or written where the model cannot follow, or by
@@ -790,6 +803,10 @@ struct Model<'a> {
     /// Processes that used an event the model does not know: their reads
     /// and writes are not judged for ordering.
     order_lost: HashSet<usize>,
+    /// (process, object) -> the label of the `BUFFER_ID` its owner's
+    /// pointers answered, while the object lives; and back.
+    buffer_ids: HashMap<(usize, usize), &'a str>,
+    buffer_objects: HashMap<(usize, &'a str), usize>,
     /// (process, VA binding) a `vmm_unmap` of the whole mapping there
     /// succeeded for, until a `vmm_map` maps it again (or its reservation
     /// is freed): an access through it must fail or be logged.
@@ -1194,13 +1211,14 @@ pub fn check_trace(
             );
         }
         match &step.op {
-            Op::Malloc { size, .. } => {
+            Op::Malloc { size, kind } => {
                 if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
                     m.reused_va(p);
                     m.freed.remove(&(p, label.as_str()));
                     m.objects.push(Object {
                         size: *size,
                         owner: p,
+                        kind: Some(*kind),
                         ..Object::default()
                     });
                     m.label_object.insert(label.as_str(), m.objects.len() - 1);
@@ -1419,6 +1437,10 @@ pub fn check_trace(
                             object.unordered = true;
                             object.freed = true;
                             m.freed_objects.insert(o);
+                            // Its buffer id is no longer compared.
+                            if let Some(id) = m.buffer_ids.remove(&(p, o)) {
+                                m.buffer_objects.remove(&(p, id));
+                            }
                         }
                         m.freed.insert(key);
                     }
@@ -1427,6 +1449,24 @@ pub fn check_trace(
             Op::IpcGetEvent { .. } => {
                 if let (Some(_), Some(b)) = (ok_value, &step.bind) {
                     m.event_exporter.insert(b.as_str(), p);
+                }
+            }
+            Op::PointerAttribute { ptr, attr } if ok_value.is_some() && !lost => {
+                // Judged on an allocation's own pointers only (a mapping's
+                // answers are measured by mem.pointer-attr.* clauses).
+                let object = resolve(&m, ptr)
+                    .filter(|_| own_binding(ptr) && !m.scrambled_all)
+                    .and_then(|(l, _)| {
+                        let o = *m.label_object.get(l)?;
+                        let own = !m.imported.contains(l)
+                            && m.objects[o].owner == p
+                            && !m.objects[o].freed;
+                        own.then_some(o)
+                    });
+                if let Some(o) = object {
+                    if let Some(message) = judge_attribute(&mut m, p, o, *attr, ok_value) {
+                        fail(Property::Attributes, message);
+                    }
                 }
             }
             Op::CtxDestroy { .. } if ok_value.is_some() => {
@@ -1729,6 +1769,55 @@ fn judge_read(
         }
     }
     (out, known)
+}
+
+/// What `cuPointerGetAttribute(attr)` of a pointer into live object `o`,
+/// asked by its owner `p`, answered (`value`), against its page
+/// (<https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html>,
+/// cuPointerGetAttribute): a broken promise in words.
+fn judge_attribute<'a>(
+    m: &mut Model<'a>,
+    p: usize,
+    o: usize,
+    attr: PointerAttribute,
+    value: Option<&'a ValueSummary>,
+) -> Option<String> {
+    match (attr, value?) {
+        (PointerAttribute::MemoryType, ValueSummary::Int { value }) => {
+            // CUmemorytype: 1 host, 2 device.
+            let want = match m.objects[o].kind? {
+                MemKind::Device | MemKind::StreamOrdered => 2,
+                MemKind::PinnedHost => 1,
+                // Managed memory: which type it reads as is measured
+                // (mem.pointer-attr.*), not documented.
+                _ => return None,
+            };
+            (*value != want).then(|| {
+                format!("MEMORY_TYPE answered {value}, but the allocation is of type {want} (CUmemorytype)")
+            })
+        }
+        (PointerAttribute::BufferId, ValueSummary::Handle { label }) => {
+            let id = label.as_str();
+            if let Some(&before) = m.buffer_ids.get(&(p, o)) {
+                if before != id {
+                    return Some(format!(
+                        "BUFFER_ID answered {id}, but {before} for the same allocation before"
+                    ));
+                }
+            }
+            if let Some(&other) = m.buffer_objects.get(&(p, id)) {
+                if other != o {
+                    return Some(format!(
+                        "BUFFER_ID answered {id}, the id of another live allocation of the process (unique within the process, its page says)"
+                    ));
+                }
+            }
+            m.buffer_ids.insert((p, o), id);
+            m.buffer_objects.insert((p, id), o);
+            None
+        }
+        _ => None,
+    }
 }
 
 /// The pointers an op reads or writes memory through.
