@@ -807,6 +807,8 @@ struct Model<'a> {
     /// pointers answered, while the object lives; and back.
     buffer_ids: HashMap<(usize, usize), &'a str>,
     buffer_objects: HashMap<(usize, &'a str), usize>,
+    /// Pool export data label -> the pool allocation it exports.
+    pool_exports: HashMap<&'a str, usize>,
     /// (process, VA binding) a `vmm_unmap` of the whole mapping there
     /// succeeded for, until a `vmm_map` maps it again (or its reservation
     /// is freed): an access through it must fail or be logged.
@@ -871,6 +873,28 @@ impl<'a> Model<'a> {
             self.objects[o].unjudged = true;
         }
         self.kernels.retain(|k| k.0 != p);
+    }
+
+    /// Process `p` freed pointer `label`: its own allocation is freed (no
+    /// longer judged; an access to it must be logged), an imported pointer
+    /// no longer reaches the exporter's.
+    fn free_pointer(&mut self, p: usize, label: &str) {
+        let Some(&o) = self.label_object.get(label) else {
+            return;
+        };
+        if self.objects[o].owner != p {
+            self.label_object.remove(label);
+            return;
+        }
+        let object = &mut self.objects[o];
+        object.unjudged = true;
+        object.unordered = true;
+        object.freed = true;
+        self.freed_objects.insert(o);
+        // Its buffer id is no longer compared.
+        if let Some(id) = self.buffer_ids.remove(&(p, o)) {
+            self.buffer_objects.remove(&(p, id));
+        }
     }
 
     /// The event `name` of process `p` stands for, if the model knows it.
@@ -1431,17 +1455,7 @@ pub fn check_trace(
                         }
                     }
                     if ok {
-                        if let Some(&o) = m.label_object.get(&l) {
-                            let object = &mut m.objects[o];
-                            object.unjudged = true;
-                            object.unordered = true;
-                            object.freed = true;
-                            m.freed_objects.insert(o);
-                            // Its buffer id is no longer compared.
-                            if let Some(id) = m.buffer_ids.remove(&(p, o)) {
-                                m.buffer_objects.remove(&(p, id));
-                            }
-                        }
+                        m.free_pointer(p, l);
                         m.freed.insert(key);
                     }
                 }
@@ -1449,6 +1463,60 @@ pub fn check_trace(
             Op::IpcGetEvent { .. } => {
                 if let (Some(_), Some(b)) = (ok_value, &step.bind) {
                     m.event_exporter.insert(b.as_str(), p);
+                }
+            }
+            // Memory pools: an allocation is an object; its export data
+            // names it, and a pointer imported from the data reaches it
+            // (cudaMemPoolImportPointer), so coherence judges reads through
+            // the import.
+            Op::PoolAlloc { size, .. } => {
+                if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.reused_va(p);
+                    m.freed.remove(&(p, label.as_str()));
+                    m.objects.push(Object {
+                        size: *size,
+                        owner: p,
+                        kind: Some(MemKind::StreamOrdered),
+                        ..Object::default()
+                    });
+                    m.label_object.insert(label.as_str(), m.objects.len() - 1);
+                    m.label_offset.remove(label.as_str());
+                    m.imported.remove(label.as_str());
+                    m.binding.insert(b.as_str(), (label.as_str(), 0));
+                }
+            }
+            Op::PoolExportPtr { ptr } => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.as_str(), label.as_str());
+                    let object = resolve(&m, ptr)
+                        .filter(|&(_, off)| off == 0)
+                        .and_then(|(l, _)| m.label_object.get(l).copied());
+                    match object {
+                        Some(o) => m.pool_exports.insert(label.as_str(), o),
+                        None => m.pool_exports.remove(label.as_str()),
+                    };
+                }
+            }
+            Op::PoolImportPtr { data, .. } => {
+                if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.reused_va(p);
+                    m.freed.remove(&(p, label.as_str()));
+                    let object = m
+                        .handle_label
+                        .get(data.as_str())
+                        .and_then(|l| m.pool_exports.get(l))
+                        .copied();
+                    match object {
+                        Some(o) => m.label_object.insert(label.as_str(), o),
+                        None => m.label_object.remove(label.as_str()),
+                    };
+                    m.label_offset.remove(label.as_str());
+                    m.binding.insert(b.as_str(), (label.as_str(), 0));
+                }
+            }
+            Op::PoolFree { ptr } if ok_value.is_some() => {
+                if let (Some((l, 0)), true) = (resolve(&m, ptr), own_binding(ptr)) {
+                    m.free_pointer(p, l);
                 }
             }
             Op::PointerAttribute { ptr, attr } if ok_value.is_some() && !lost => {
@@ -1997,5 +2065,87 @@ mod tests {
                 prop_assert_eq!(kinds_of_step(&kinds, &starts, i), &filtered[..], "step {}", i);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod judged_reads {
+    use super::*;
+    use ipc_harness::scenario::{execute, parse, ExecOptions};
+    use ipc_mock_driver::SimBackend;
+
+    /// The properties `text`, run on the simulator, breaks once `edit`
+    /// changed its trace.
+    fn broken(text: &str, edit: impl FnOnce(&mut Trace)) -> Vec<Property> {
+        let scenario = parse(text, std::path::Path::new("t.ipc")).expect("parses");
+        let opts = ExecOptions::default();
+        let mut trace = execute(&scenario, &SimBackend::default(), &opts).trace;
+        edit(&mut trace);
+        check_trace(&scenario, &trace, opts.dialect, &Choices::default())
+            .iter()
+            .map(|v| v.property)
+            .collect()
+    }
+
+    /// The last step read `pattern` instead.
+    fn last_read(pattern: &str) -> impl FnOnce(&mut Trace) + '_ {
+        move |t| {
+            if let Some(last) = t.steps.last_mut() {
+                last.outcome = StepOutcome::Ok {
+                    value: ValueSummary::Bytes {
+                        pattern: pattern.into(),
+                    },
+                };
+            }
+        }
+    }
+
+    const POOL: &str = "devices 1\nprocess a device=0\nprocess b device=0\n\
+        a: pl = pool_create types=posix_fd\na: f = pool_export pl\na: g = send_fd f -> b\n\
+        b: ipl = pool_import g\na: x = pool_alloc pl 2MiB\na: fill x 0x5c len=2MiB\na: sync\n\
+        a: d = pool_export_ptr x\na: send d -> b\nb: y = pool_import_ptr ipl d\nb: read y 0 4\n";
+
+    /// A pointer imported from a pool's export data reaches the exporter's
+    /// allocation: a read through it after the exporter's synchronized fill
+    /// must return the fill's bytes.
+    #[test]
+    fn a_read_through_a_pool_import_is_judged_by_the_exporters_bytes() {
+        assert_eq!(broken(POOL, |_| {}), []);
+        assert_eq!(broken(POOL, last_read("5c*3 00")), [Property::Coherence]);
+    }
+
+    const HANDOFF: &str = "devices 1\nprocess a device=0\nprocess b device=0\n\
+        a: m = malloc 2MiB\na: fill m 0x00\na: sync\na: h = ipc_get m\n\
+        a: e = event_create flags=interprocess,disable_timing\na: eh = ipc_get_event e\n\
+        a: send h -> b\na: send eh -> b\nb: p = ipc_open h\nb: x = ipc_open_event eh\n\
+        a: s = stream_create flags=nonblocking\na: r = stream_create flags=nonblocking\n\
+        a: slow_fill m 0x3c us=300000 len=2MiB stream=s\n";
+
+    /// A read the documents order after a kernel must return its bytes and
+    /// not be logged, whatever the log says; one they leave unordered (the
+    /// event recorded on another stream) must be logged, and its bytes are
+    /// not judged.
+    #[test]
+    fn reads_are_judged_by_the_documents_order() {
+        let ordered =
+            format!("{HANDOFF}a: event_record e stream=s\nb: event_sync x\nb: read p 0 4\n");
+        assert_eq!(broken(&ordered, |_| {}), []);
+        assert_eq!(broken(&ordered, last_read("00*4")), [Property::Coherence]);
+        let wrong_stream =
+            format!("{HANDOFF}a: event_record e stream=r\nb: event_sync x\nb: read p 0 4\n");
+        assert_eq!(broken(&wrong_stream, |_| {}), []);
+        assert_eq!(broken(&wrong_stream, last_read("3c*4")), []);
+        let unlogged = |t: &mut Trace| t.hazards = Some(Vec::new());
+        assert_eq!(broken(&wrong_stream, unlogged), [Property::Ordering]);
+        let logged = |t: &mut Trace| {
+            let step = t.steps.len() - 1;
+            t.hazards = Some(vec![Hazard {
+                kind: HazardKind::UnsynchronizedRead,
+                process: 1,
+                step: Some(step),
+                detail: String::new(),
+            }]);
+        };
+        assert_eq!(broken(&ordered, logged), [Property::Ordering]);
     }
 }
