@@ -145,7 +145,6 @@ impl World {
         }
         self.events.next_stream += 1;
         let id = STREAM_ID_BASE + self.events.next_stream * 0x10;
-        let nonblocking = flags & NON_BLOCKING != 0;
         let nth = self
             .order
             .lanes
@@ -153,27 +152,36 @@ impl World {
             .filter(|l| l.process == p && l.nth > 0)
             .count()
             + 1;
-        let lane = self.order.new_lane(
-            self.procs.len(),
-            LaneName {
-                process: p,
-                stream: StreamId(id),
-                nth,
-                nonblocking,
-            },
-        );
-        self.events.streams.insert(
-            (p, id),
-            StreamState {
-                ctx,
-                nonblocking,
-                tail: 0,
-                destroyed: false,
-                lane,
-                clock: Clock::default(),
-            },
-        );
+        self.add_stream(p, StreamId(id), ctx, flags & NON_BLOCKING != 0, nth);
         Ok(StreamId(id))
+    }
+
+    /// A new stream of `p`, with its lane (`nth`: its place among those
+    /// `p` created; 0 for the per-thread default stream).
+    fn add_stream(
+        &mut self,
+        p: ProcessIndex,
+        stream: StreamId,
+        ctx: CtxKey,
+        nonblocking: bool,
+        nth: usize,
+    ) {
+        let name = LaneName {
+            process: p,
+            stream,
+            nth,
+            nonblocking,
+        };
+        let lane = self.order.new_lane(self.procs.len(), name);
+        let state = StreamState {
+            ctx,
+            nonblocking,
+            tail: 0,
+            destroyed: false,
+            lane,
+            clock: Clock::default(),
+        };
+        self.events.streams.insert((p, stream.0), state);
     }
 
     /// The per-thread default stream of `p`, made now: "an implicit stream
@@ -187,26 +195,7 @@ impl World {
     fn per_thread_stream(&mut self, p: ProcessIndex) -> SimResult<()> {
         let (ctx, _) = self.current_ctx(p)?;
         let nonblocking = self.mutant(MutantId::PerThreadNonBlocking);
-        let lane = self.order.new_lane(
-            self.procs.len(),
-            LaneName {
-                process: p,
-                stream: StreamId::PER_THREAD,
-                nth: 0,
-                nonblocking,
-            },
-        );
-        self.events.streams.insert(
-            (p, StreamId::PER_THREAD.0),
-            StreamState {
-                ctx,
-                nonblocking,
-                tail: 0,
-                destroyed: false,
-                lane,
-                clock: Clock::default(),
-            },
-        );
+        self.add_stream(p, StreamId::PER_THREAD, ctx, nonblocking, 0);
         Ok(())
     }
 

@@ -55,6 +55,27 @@ fn two_buffers(m: &mut SimMachine, p: usize) -> (ipc_harness::DevicePtr, ipc_har
     (a, b)
 }
 
+/// What the owner shares with the peer: its zeroed buffer `a` and
+/// interprocess event `e`, which the peer opened as `p` and `x`.
+struct Shared {
+    a: ipc_harness::DevicePtr,
+    e: ipc_harness::EventId,
+    p: ipc_harness::DevicePtr,
+    x: ipc_harness::EventId,
+}
+
+fn share(m: &mut SimMachine) -> Shared {
+    let (a, _) = two_buffers(m, OWNER);
+    let owner = m.driver(OWNER);
+    let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
+    let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
+    let peer = m.driver(PEER);
+    let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
+    let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
+    Shared { a, e, p, x }
+}
+
 /// stream.blocking-waits-for-legacy, stream.nonblocking-not-ordered-after-default.
 #[test]
 fn only_blocking_streams_wait_for_the_legacy_stream() {
@@ -209,31 +230,34 @@ fn a_copy_reads_its_source_after_earlier_work_on_its_stream() {
     assert_eq!(d.read(b, 32).unwrap(), expected);
 }
 
-/// The owner's kernel on `kernel_on`, its event recorded on `record_on`
-/// (`None`: the legacy stream), the peer's `event_sync` and read through
-/// its mapping: the bytes read and the hazards logged.
-fn record_handoff(
-    kernel_on: Option<u32>,
-    record_on: Option<u32>,
-    same_stream: bool,
-) -> (Vec<u8>, Vec<ipc_harness::Hazard>) {
+/// A stream of the owner for [`record_handoff`].
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    Legacy,
+    /// A new stream with these flags.
+    New(u32),
+    PerThread,
+    /// The kernel's (for the record).
+    Kernel,
+}
+
+/// The owner's kernel on `kernel_on`, its event recorded on `record_on`,
+/// the peer's `event_sync` and read through its mapping: the bytes read
+/// and the hazards logged.
+fn record_handoff(kernel_on: Pick, record_on: Pick) -> (Vec<u8>, Vec<ipc_harness::Hazard>) {
     let mut m = machine();
-    let (a, _) = two_buffers(&mut m, OWNER);
+    let Shared { a, e, p, x } = share(&mut m);
     let owner = m.driver(OWNER);
-    let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
-    let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
-    let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
-    let k = kernel_on.map_or(StreamId::LEGACY_DEFAULT, |f| {
-        owner.stream_create(f).unwrap()
-    });
-    let r = match record_on {
-        _ if same_stream => k,
-        Some(f) => owner.stream_create(f).unwrap(),
-        None => StreamId::LEGACY_DEFAULT,
+    let mut pick = |s: Pick| match s {
+        Pick::Legacy | Pick::Kernel => StreamId::LEGACY_DEFAULT,
+        Pick::New(flags) => owner.stream_create(flags).unwrap(),
+        Pick::PerThread => StreamId::PER_THREAD,
     };
-    let peer = m.driver(PEER);
-    let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
-    let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
+    let k = pick(kernel_on);
+    let r = match record_on {
+        Pick::Kernel => k,
+        other => pick(other),
+    };
     let owner = m.driver(OWNER);
     owner.slow_fill_on(a, 0x5d, MIB2, LONG_US, k).unwrap();
     owner.event_record_on(e, r).unwrap();
@@ -256,11 +280,11 @@ fn races(hazards: &[ipc_harness::Hazard]) -> Vec<&ipc_harness::Hazard> {
 /// and the hazard names the kernel's stream and the process.
 #[test]
 fn a_record_captures_its_stream_only() {
-    let (bytes, hazards) = record_handoff(Some(NON_BLOCKING), None, true);
+    let (bytes, hazards) = record_handoff(Pick::New(NON_BLOCKING), Pick::Kernel);
     assert_eq!(bytes, vec![0x5d; 16]);
     assert!(races(&hazards).is_empty(), "{hazards:?}");
 
-    let (bytes, hazards) = record_handoff(Some(NON_BLOCKING), Some(NON_BLOCKING), false);
+    let (bytes, hazards) = record_handoff(Pick::New(NON_BLOCKING), Pick::New(NON_BLOCKING));
     assert_eq!(bytes, vec![0; 16], "the event completed before the kernel");
     let race = races(&hazards);
     assert_eq!(race.len(), 1, "{hazards:?}");
@@ -282,13 +306,13 @@ fn a_record_captures_its_stream_only() {
 #[test]
 fn the_legacy_stream_orders_blocking_streams_only() {
     for (kernel_on, record_on, ordered) in [
-        (Some(DEFAULT), None, true),
-        (None, Some(DEFAULT), true),
-        (Some(NON_BLOCKING), None, false),
-        (None, Some(NON_BLOCKING), false),
-        (Some(DEFAULT), Some(DEFAULT), false),
+        (Pick::New(DEFAULT), Pick::Legacy, true),
+        (Pick::Legacy, Pick::New(DEFAULT), true),
+        (Pick::New(NON_BLOCKING), Pick::Legacy, false),
+        (Pick::Legacy, Pick::New(NON_BLOCKING), false),
+        (Pick::New(DEFAULT), Pick::New(DEFAULT), false),
     ] {
-        let (bytes, hazards) = record_handoff(kernel_on, record_on, false);
+        let (bytes, hazards) = record_handoff(kernel_on, record_on);
         let case = format!("kernel on {kernel_on:?}, record on {record_on:?}");
         assert_eq!(races(&hazards).is_empty(), ordered, "{case}: {hazards:?}");
         if ordered {
@@ -351,14 +375,7 @@ fn a_wait_made_before_the_record_orders_nothing() {
 fn a_wait_on_the_legacy_stream_orders_later_work_on_blocking_streams() {
     for (flags, ordered) in [(DEFAULT, true), (NON_BLOCKING, false)] {
         let mut m = machine();
-        let (a, _) = two_buffers(&mut m, OWNER);
-        let owner = m.driver(OWNER);
-        let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
-        let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
-        let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
-        let peer = m.driver(PEER);
-        let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
-        let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
+        let Shared { a, e, p, x } = share(&mut m);
         let (b, _) = two_buffers(&mut m, PEER);
         let t = m.driver(PEER).stream_create(flags).unwrap();
         let owner = m.driver(OWNER);
@@ -414,14 +431,7 @@ fn a_read_on_another_stream_of_the_writer_is_a_race_until_synchronized() {
 fn a_query_that_says_complete_orders_the_host() {
     for micros in [100, LONG_US] {
         let mut m = machine();
-        let (a, _) = two_buffers(&mut m, OWNER);
-        let owner = m.driver(OWNER);
-        let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
-        let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
-        let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
-        let peer = m.driver(PEER);
-        let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
-        let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
+        let Shared { a, e, p, x } = share(&mut m);
         let owner = m.driver(OWNER);
         owner.slow_fill(a, 0x61, MIB2, micros).unwrap();
         owner.event_record(e).unwrap();
@@ -477,30 +487,26 @@ fn hosts_are_ordered_by_their_edges_when_asked() {
 #[test]
 fn the_per_thread_stream_is_ordered_with_the_legacy_stream_only() {
     let per_thread = StreamId::PER_THREAD;
-    for (kernel_on_blocking, ordered) in [(false, true), (true, false)] {
-        let mut m = machine();
-        let (a, _) = two_buffers(&mut m, OWNER);
-        let owner = m.driver(OWNER);
-        let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
-        let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
-        let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
-        let k = if kernel_on_blocking {
-            owner.stream_create(DEFAULT).unwrap()
-        } else {
-            StreamId::LEGACY_DEFAULT
-        };
-        let peer = m.driver(PEER);
-        let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
-        let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
-        let owner = m.driver(OWNER);
-        owner.slow_fill_on(a, 0x81, MIB2, LONG_US, k).unwrap();
-        owner.event_record_on(e, per_thread).unwrap();
-        let peer = m.driver(PEER);
-        peer.event_synchronize(x).unwrap();
-        let bytes = peer.read(p, 4).unwrap();
-        assert_eq!(races(&m.hazards().unwrap()).is_empty(), ordered);
+    for (kernel_on, record_on, ordered) in [
+        (Pick::Legacy, Pick::PerThread, true),
+        (Pick::PerThread, Pick::Legacy, true),
+        (Pick::New(DEFAULT), Pick::PerThread, false),
+        (Pick::PerThread, Pick::New(DEFAULT), false),
+    ] {
+        let (bytes, hazards) = record_handoff(kernel_on, record_on);
+        let case = format!("kernel on {kernel_on:?}, record on {record_on:?}");
+        let race = races(&hazards);
+        assert_eq!(race.is_empty(), ordered, "{case}: {hazards:?}");
         if ordered {
-            assert_eq!(bytes, vec![0x81; 4]);
+            assert_eq!(bytes, vec![0x5d; 16], "{case}");
+        } else if matches!(kernel_on, Pick::PerThread) {
+            assert!(
+                race[0]
+                    .detail
+                    .starts_with("owner wrote these bytes on its per-thread default stream"),
+                "{}",
+                race[0].detail
+            );
         }
     }
     let mut m = machine();

@@ -1546,115 +1546,41 @@ pub fn check_trace(
                 m.order.host_waits_for_all(p);
                 m.lost.insert(p);
             }
-            Op::SlowFill {
-                ptr,
-                at,
-                resolved_len,
-                ..
-            }
-            | Op::KernelPattern {
-                ptr,
-                at,
-                resolved_len,
-                ..
-            } if ok_value.is_some() => {
-                let (written, stream) = match &step.op {
-                    Op::KernelPattern { content, .. } => {
-                        (WriteBytes::Pattern(content.bytes(*resolved_len)), None)
+            Op::SlowFill { .. } | Op::KernelPattern { .. } | Op::Fill { .. } | Op::Write { .. }
+                if ok_value.is_some() =>
+            {
+                if let Some(w) = DeviceWrite::of(&step.op) {
+                    if matches!(step.op, Op::Write { .. }) {
+                        // A copy from pageable memory synchronizes the
+                        // legacy stream first.
+                        m.order.host_waits_for(p, None);
                     }
-                    Op::SlowFill { value, stream, .. } => {
-                        (WriteBytes::Fill(*value), stream.as_deref())
+                    if let Some((stamp, after)) = m.order.write(p, w.stream) {
+                        let mut landed = None;
+                        access(
+                            &mut m,
+                            &mut fail,
+                            (p, lost, true),
+                            w.ptr,
+                            w.at,
+                            here,
+                            |m, o, base| {
+                                let start = base.saturating_add(w.at);
+                                let placed =
+                                    m.device_write(p, o, start, w.len, w.bytes, stamp, &after);
+                                m.scrambled_all |= !placed;
+                                if placed {
+                                    landed = Some(o);
+                                }
+                            },
+                        );
+                        // A kernel's bytes are modelled as written now: a
+                        // read not ordered after it is not judged, an
+                        // ordered one finds them landed.
+                        if let (Some(o), true) = (landed, w.kernel) {
+                            m.kernels.push((p, o, stamp));
+                        }
                     }
-                    // This arm matches only the two kernels above.
-                    _ => (WriteBytes::Pattern(Vec::new()), None),
-                };
-                if let Some((stamp, after)) = m.order.write(p, stream) {
-                    let at0 = at.unwrap_or(0);
-                    let mut landed = None;
-                    access(
-                        &mut m,
-                        &mut fail,
-                        (p, lost, true),
-                        ptr,
-                        at0,
-                        here,
-                        |m, o, base| {
-                            let start = base.saturating_add(at0);
-                            let placed =
-                                m.device_write(p, o, start, *resolved_len, written, stamp, &after);
-                            m.scrambled_all |= !placed;
-                            if placed {
-                                landed = Some(o);
-                            }
-                        },
-                    );
-                    // Its bytes are modelled as written now: a read not
-                    // ordered after the kernel is not judged, an ordered one
-                    // finds them landed.
-                    if let Some(o) = landed {
-                        m.kernels.push((p, o, stamp));
-                    }
-                }
-            }
-            Op::Fill {
-                ptr,
-                value,
-                at,
-                resolved_len,
-                ..
-            } if ok_value.is_some() && *resolved_len > 0 => {
-                // cudaMemset: work on the legacy stream (none for no bytes).
-                if let Some((stamp, after)) = m.order.write(p, None) {
-                    let at0 = at.unwrap_or(0);
-                    access(
-                        &mut m,
-                        &mut fail,
-                        (p, lost, true),
-                        ptr,
-                        at0,
-                        here,
-                        |m, o, base| {
-                            let start = base.saturating_add(at0);
-                            let bytes = WriteBytes::Fill(*value);
-                            let placed =
-                                m.device_write(p, o, start, *resolved_len, bytes, stamp, &after);
-                            m.scrambled_all |= !placed;
-                        },
-                    );
-                }
-            }
-            Op::Write {
-                ptr,
-                offset,
-                pattern,
-            } if ok_value.is_some() && !pattern.is_empty() => {
-                // A copy from pageable memory synchronizes the legacy
-                // stream, then writes as work on it.
-                m.order.host_waits_for(p, None);
-                if let Some((stamp, after)) = m.order.write(p, None) {
-                    access(
-                        &mut m,
-                        &mut fail,
-                        (p, lost, true),
-                        ptr,
-                        *offset,
-                        here,
-                        |m, o, base| {
-                            let bytes = pattern.to_bytes();
-                            let n = bytes.len() as u64;
-                            let start = base.saturating_add(*offset);
-                            let placed = m.device_write(
-                                p,
-                                o,
-                                start,
-                                n,
-                                WriteBytes::Pattern(bytes),
-                                stamp,
-                                &after,
-                            );
-                            m.scrambled_all |= !placed;
-                        },
-                    );
                 }
             }
             Op::Read {
@@ -1885,6 +1811,89 @@ fn judge_attribute<'a>(
             None
         }
         _ => None,
+    }
+}
+
+/// A write a step makes on the device: through `ptr` + `at`, `len`
+/// bytes, on `stream` (`None`: the legacy stream).
+struct DeviceWrite<'s> {
+    ptr: &'s Ref,
+    at: u64,
+    len: u64,
+    bytes: WriteBytes,
+    stream: Option<&'s str>,
+    /// A kernel (`slow_fill`, `kernel_fill`, `kernel_iota`), rather than a
+    /// memset or a copy from the host.
+    kernel: bool,
+}
+
+impl<'s> DeviceWrite<'s> {
+    /// The write `op` makes; `None` for another op, or a memset or copy of
+    /// no bytes (no work is queued then).
+    fn of(op: &'s Op) -> Option<DeviceWrite<'s>> {
+        let w = match op {
+            Op::SlowFill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                stream,
+                ..
+            } => DeviceWrite {
+                ptr,
+                at: at.unwrap_or(0),
+                len: *resolved_len,
+                bytes: WriteBytes::Fill(*value),
+                stream: stream.as_deref(),
+                kernel: true,
+            },
+            Op::KernelPattern {
+                ptr,
+                content,
+                at,
+                resolved_len,
+                ..
+            } => DeviceWrite {
+                ptr,
+                at: at.unwrap_or(0),
+                len: *resolved_len,
+                bytes: WriteBytes::Pattern(content.bytes(*resolved_len)),
+                stream: None,
+                kernel: true,
+            },
+            // cudaMemset: work on the legacy stream.
+            Op::Fill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                ..
+            } if *resolved_len > 0 => DeviceWrite {
+                ptr,
+                at: at.unwrap_or(0),
+                len: *resolved_len,
+                bytes: WriteBytes::Fill(*value),
+                stream: None,
+                kernel: false,
+            },
+            Op::Write {
+                ptr,
+                offset,
+                pattern,
+            } if !pattern.is_empty() => {
+                let bytes = pattern.to_bytes();
+                DeviceWrite {
+                    ptr,
+                    at: *offset,
+                    len: bytes.len() as u64,
+                    bytes: WriteBytes::Pattern(bytes),
+                    stream: None,
+                    kernel: false,
+                }
+            }
+            _ => return None,
+        };
+        Some(w)
     }
 }
 
