@@ -524,7 +524,7 @@ impl SimMachine {
     /// (`HostOrder::Sequential` unless set): a judge of a real program's
     /// trace sets `HostOrder::Explicit` before the first call and adds an
     /// edge ([`SimMachine::host_edge`]) wherever its processes talk.
-    pub fn set_host_order(&self, hosts: crate::HostOrder) {
+    pub fn set_host_order(&self, hosts: crate::order::HostOrder) {
         self.world.borrow_mut().order.hosts = hosts;
     }
 

@@ -622,7 +622,7 @@ impl<'a> Run<'a> {
         let Some(n) = n else {
             return Ok(StreamId::LEGACY_DEFAULT);
         };
-        if n == super::PER_THREAD_STREAM {
+        if n == super::ast::PER_THREAD_STREAM {
             return Ok(StreamId::PER_THREAD);
         }
         match self.bindings.get(n.as_str()).map(|b| &b.value) {
