@@ -12,6 +12,7 @@
 pub mod calls;
 pub mod driver;
 pub mod errors;
+pub mod hooks;
 pub mod machine;
 pub mod roles;
 pub mod scenario;

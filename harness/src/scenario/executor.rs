@@ -719,6 +719,9 @@ impl<'a> Run<'a> {
                         (Op::PointerAttribute { attr, .. }, Returned::Size(v)) => {
                             pointer_attribute_value(*attr, v)
                         }
+                        (Op::PoolGetAccess { .. }, Returned::Size(v)) => {
+                            Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+                        }
                         (_, returned) => value_of(returned),
                     }
                 }
@@ -1035,6 +1038,10 @@ impl<'a> Run<'a> {
                 device: *device,
                 access: *access,
             },
+            Op::PoolGetAccess { pool, device } => Call::PoolGetAccess {
+                pool: self.pool(pool)?,
+                device: *device,
+            },
             Op::PoolAlloc { pool, size } => Call::PoolAlloc {
                 pool: self.pool(pool)?,
                 size: *size,
@@ -1152,6 +1159,19 @@ fn check_hazards(scenario: &Scenario, log: Option<&[Hazard]>) -> Vec<(usize, Che
         .collect()
 }
 
+/// The machine [`execute`] starts for `scenario`.
+pub(crate) fn machine_spec(scenario: &Scenario, opts: &ExecOptions) -> MachineSpec {
+    MachineSpec {
+        devices: scenario.devices,
+        processes: scenario.processes.clone(),
+        dialect: opts.dialect,
+        seed: opts.seed,
+        step_timeout: opts.step_timeout,
+        topology: scenario.topology.clone(),
+        semantics: scenario.semantics.clone(),
+    }
+}
+
 /// Start a machine on `backend`, run the scenario, shut the machine down.
 /// `shared`: whether the machine may take reused workers (where the backend
 /// shares them and the scenario's sharing allows).
@@ -1162,15 +1182,7 @@ pub(crate) fn execute(
     shared: bool,
     detail: TraceDetail,
 ) -> Execution {
-    let spec = MachineSpec {
-        devices: scenario.devices,
-        processes: scenario.processes.clone(),
-        dialect: opts.dialect,
-        seed: opts.seed,
-        step_timeout: opts.step_timeout,
-        topology: scenario.topology.clone(),
-        semantics: scenario.semantics.clone(),
-    };
+    let spec = machine_spec(scenario, opts);
     let started = Instant::now();
     let machine = if shared && backend.shares_workers() {
         backend.start_shared(

@@ -78,6 +78,16 @@ pub fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -
     executor::execute(scenario, backend, opts, true, TraceDetail::Full)
 }
 
+/// What [`execute`] will ask `backend` to start for `scenario`: what a
+/// caller that knows the scenarios to come tells [`Backend::expect`].
+pub fn upcoming(scenario: &Scenario, opts: &ExecOptions) -> crate::machine::Upcoming {
+    crate::machine::Upcoming {
+        spec: executor::machine_spec(scenario, opts),
+        sharing: sharing::sharing(scenario),
+        fits: sharing::worker_fits(scenario),
+    }
+}
+
 /// [`execute`] for a caller that judges the outcomes and keeps no trace
 /// (explore's property checks): each step record leaves out what only a
 /// kept trace shows, the step's text (`op` is empty), process name, API
