@@ -156,14 +156,15 @@ pub enum HazardKind {
     /// operations on the imported event after the exported event has been
     /// freed with cudaEventDestroy will result in undefined behavior").
     EventAfterExporterDestroy,
-    /// A copy or kernel read bytes whose latest write, by another process
-    /// (a copy from pageable memory, a memset, a kernel such as
-    /// `slow_fill`), is not ordered before the read: the writer did not
-    /// synchronise with the host since, and the reader neither synchronised
-    /// on nor stream-waited for an event recorded after the write. Those
+    /// A copy or kernel read bytes that a write (a copy, a memset, a kernel
+    /// such as `slow_fill`), by any process, is not ordered before: no
+    /// synchronization with the writer's stream, no wait on an event
+    /// recorded on that stream after the write, no implicit order of the
+    /// legacy default stream ("Stream synchronization behavior"). Those
     /// calls return before the device has the bytes ("the DMA to final
     /// destination may not have completed", API synchronization behavior;
-    /// a kernel launch is asynchronous), so the reader sees old or new bytes.
+    /// a kernel launch is asynchronous), so the reader sees old or new
+    /// bytes. The detail names the writer, its stream and the read's.
     UnsynchronizedRead,
     /// `cudaIpcCloseMemHandle` of a pointer this process opened, with no
     /// open of it outstanding (closed as often as opened already).

@@ -622,6 +622,9 @@ impl<'a> Run<'a> {
         let Some(n) = n else {
             return Ok(StreamId::LEGACY_DEFAULT);
         };
+        if n == super::ast::PER_THREAD_STREAM {
+            return Ok(StreamId::PER_THREAD);
+        }
         match self.bindings.get(n.as_str()).map(|b| &b.value) {
             Some(Value::Stream(s)) => Ok(*s),
             _ => Err(not_bound(n, "a bound stream")),
