@@ -2,8 +2,8 @@
 //!
 //! Exit codes: 0 success (every clause Pass or NotSupported), 1 failures (or
 //! differences, or broken clauses in `list`), 2 usage and I/O errors, 3 the
-//! requested backend cannot run at all (`run`, `differential`). Bad
-//! input never panics: it is a message on stderr and exit 2.
+//! requested backend cannot run at all (`run`, `differential`), 4 a trace
+//! `check` could not judge. Bad input never panics: it is a message on stderr and exit 2.
 
 use crate::backend::{self, BackendKind, SimSettings};
 use crate::catalogue::{self, Catalogue, Clause, Tier};
@@ -65,6 +65,7 @@ Environment:
         Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors; \
         3 the requested backend cannot run at all (no driver, no device: every clause NotSupported; \
         --allow-unsupported accepts it); \
+        4 `check` could not judge the trace (it says why); \
         101 internal error (a bug: please report it); \
         130 run interrupted (SIGINT/SIGTERM; the reports hold what ran).",
     after_long_help = ENVIRONMENT_HELP

@@ -1,125 +1,753 @@
-//! Reading a trace directory: every `trace-<pid>.jsonl`, tolerant of a
-//! last line cut short by a crash, merged into one history by the machine's
-//! monotonic clock.
+//! Reading a trace folder: every `trace-<pid>.jsonl`, bounded and line by
+//! line, into one list of processes, and what keeps the folder from being
+//! judged (a file that is not a regular one or is too long, a line that does
+//! not parse, a call missing from a process's sequence, two files for one
+//! process). A problem with one file or one line is reported; it never stops
+//! the reading of the rest.
+//!
+//! Two processes may share a pid (PID namespaces, or a pid the kernel gave
+//! out again): their lines then share one file, each process starting with
+//! its own header, and are told apart by their sequence numbers and times.
 
-use ipc_harness::trace_record::{CallRecord, Header, TraceLine, FILE_PREFIX, FILE_SUFFIX};
-use std::path::{Path, PathBuf};
+use crate::limits::{MAX_TRACE_CALLS, MAX_TRACE_FILES, MAX_TRACE_FILE_BYTES, MAX_TRACE_LINE_BYTES};
+use ipc_harness::trace_record::{CallArgs, Header, TraceLine, FILE_PREFIX, FILE_SUFFIX};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
+/// Index of an entry point's name in [`Folder::entries`].
+pub type EntryId = u16;
+
+/// Most distinct entry-point names kept; further ones share the last slot
+/// (named [`OTHER_ENTRY`]), so a hostile file cannot grow the table.
+const MAX_ENTRIES: usize = 4096;
+/// The name the calls past [`MAX_ENTRIES`] distinct names share.
+pub const OTHER_ENTRY: &str = "(another entry point)";
+
+/// One recorded call, its entry point interned.
+#[derive(Debug, Clone)]
+pub struct Rec {
+    pub seq: u64,
+    pub entry: EntryId,
+    pub result: i32,
+    pub t_ns: u64,
+    pub dur_ns: u64,
+    pub args: CallArgs,
+}
+
+/// One process's records.
 #[derive(Debug, Clone)]
 pub struct ProcessTrace {
     pub pid: u32,
-    pub file: PathBuf,
+    /// The file it came from (its name in the folder).
+    pub file: String,
     pub header: Option<Header>,
-    pub calls: Vec<CallRecord>,
+    /// In `seq` order.
+    pub calls: Vec<Rec>,
     /// The exit record's time; `None` when the process crashed, was killed
     /// or left through `_exit`.
     pub exit_ns: Option<u64>,
-    /// Lines that did not parse (a crash can cut the last one short).
+    /// Lines of its file that did not parse (1-based).
     pub bad_lines: Vec<usize>,
+}
+
+impl ProcessTrace {
+    fn new(pid: u32, file: &str, header: Option<Header>) -> ProcessTrace {
+        ProcessTrace {
+            pid,
+            file: file.to_string(),
+            header,
+            calls: Vec::new(),
+            exit_ns: None,
+            bad_lines: Vec::new(),
+        }
+    }
+
+    /// When the process ends in the merged history: its exit record, or
+    /// the end of its last call.
+    pub fn end_ns(&self) -> u64 {
+        let last = self
+            .calls
+            .iter()
+            .map(|c| c.t_ns.saturating_add(c.dur_ns))
+            .max()
+            .unwrap_or(0);
+        self.exit_ns.unwrap_or(last).max(last)
+    }
+}
+
+/// A trace folder as read.
+#[derive(Debug, Default)]
+pub struct Folder {
+    /// In the order they started.
+    pub processes: Vec<ProcessTrace>,
+    /// Entry-point names, by [`EntryId`].
+    pub entries: Vec<String>,
+    /// Why the folder cannot be judged as it is (each a sentence).
+    pub problems: Vec<String>,
+    /// What the reader noticed that does not keep it from judging.
+    pub notes: Vec<String>,
+    /// Recorded calls, over every process.
+    pub calls: usize,
+}
+
+impl Folder {
+    /// The entry point a call was made through (`cuMemAlloc_v2`).
+    pub fn entry(&self, r: &Rec) -> &str {
+        self.entries
+            .get(usize::from(r.entry))
+            .map_or(OTHER_ENTRY, String::as_str)
+    }
+
+    fn intern(&mut self, index: &mut BTreeMap<String, EntryId>, name: String) -> EntryId {
+        if let Some(id) = index.get(&name) {
+            return *id;
+        }
+        if self.entries.len() >= MAX_ENTRIES {
+            if self.entries.len() == MAX_ENTRIES {
+                self.entries.push(OTHER_ENTRY.to_string());
+            }
+            return MAX_ENTRIES as EntryId;
+        }
+        let id = self.entries.len() as EntryId;
+        self.entries.push(name.clone());
+        index.insert(name, id);
+        id
+    }
+}
+
+/// A name from the folder (a file name, an executable path), printable on
+/// one line: control characters and line separators are escaped, so a
+/// name never adds a line to a report or a step to a replay.
+pub fn escaped(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || c == '\\' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The pid a file name gives: `trace-<digits>.jsonl`, else `None`.
+fn pid_of(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix(FILE_PREFIX)?.strip_suffix(FILE_SUFFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Open `path` for reading if it is a regular file: never blocks on a FIFO
+/// and never reads a device (a symlink to `/dev/zero`).
+fn open_regular(path: &Path) -> Result<(File, u64), String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot be opened: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be examined: {e}"))?;
+    if !meta.is_file() {
+        let what = if meta.file_type().is_dir() {
+            "a folder"
+        } else {
+            use std::os::unix::fs::FileTypeExt;
+            let t = meta.file_type();
+            if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            }
+        };
+        return Err(format!("is {what}; a trace file must be a regular file"));
+    }
+    if meta.len() > MAX_TRACE_FILE_BYTES {
+        return Err(format!(
+            "is {} bytes, more than the {MAX_TRACE_FILE_BYTES} bytes `check` reads from one trace file",
+            meta.len()
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Read every trace file of `dir`. An unreadable folder is an error (exit 2);
+/// a problem with one of its files is a [`Folder::problems`] entry.
+pub fn read_dir(dir: &Path) -> Result<Folder, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", escaped(&dir.display().to_string())))?;
+    let mut names: Vec<(u32, String)> = Vec::new();
+    let mut folder = Folder::default();
+    for entry in entries {
+        let entry = entry
+            .map_err(|e| format!("cannot read {}: {e}", escaped(&dir.display().to_string())))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if let Some(pid) = pid_of(name) {
+            if names.len() >= MAX_TRACE_FILES {
+                folder.problems.push(format!(
+                    "the folder holds more than {MAX_TRACE_FILES} trace files; `check` reads no more"
+                ));
+                break;
+            }
+            names.push((pid, name.to_string()));
+        }
+    }
+    names.sort();
+    let mut files = Vec::with_capacity(names.len());
+    for (pid, name) in names {
+        let path = dir.join(&name);
+        match open_regular(&path) {
+            Ok((file, _)) => files.push((pid, name, file)),
+            Err(why) => folder.problems.push(format!("{} {why}", escaped(&name))),
+        }
+    }
+    let mut index = BTreeMap::new();
+    for (pid, name, file) in files {
+        read_file(&mut folder, &mut index, pid, &name, file);
+        if folder.calls > MAX_TRACE_CALLS {
+            folder.problems.push(format!(
+                "the folder holds more than {MAX_TRACE_CALLS} recorded calls, the most `check` judges"
+            ));
+            break;
+        }
+    }
+    finish(&mut folder);
+    Ok(folder)
+}
+
+/// Read trace files given as (file name, contents), as `read_dir` reads a
+/// folder: for tests and fuzzing. Names that are not `trace-<pid>.jsonl`
+/// are left out.
+pub fn read_files(files: &[(String, Vec<u8>)]) -> Folder {
+    let mut folder = Folder::default();
+    let mut index = BTreeMap::new();
+    let mut named: Vec<(u32, &String, &Vec<u8>)> = files
+        .iter()
+        .filter_map(|(n, b)| pid_of(n).map(|p| (p, n, b)))
+        .collect();
+    named.sort();
+    for (pid, name, bytes) in named {
+        read_file(&mut folder, &mut index, pid, name, bytes.as_slice());
+        if folder.calls > MAX_TRACE_CALLS {
+            folder.problems.push(format!(
+                "the folder holds more than {MAX_TRACE_CALLS} recorded calls, the most `check` judges"
+            ));
+            break;
+        }
+    }
+    finish(&mut folder);
+    folder
+}
+
+/// One line of a file, as the reader sees it.
+enum Line {
+    Parsed(TraceLine),
+    /// A JSON object of a kind this reader does not know (a newer tracer's).
+    OtherKind(String),
+    Bad(String),
+}
+
+fn parse_line(bytes: &[u8]) -> Line {
+    match serde_json::from_slice::<TraceLine>(bytes) {
+        Ok(line) => Line::Parsed(line),
+        Err(e) => {
+            // A well-formed object whose kind is not one of ours.
+            #[derive(serde::Deserialize)]
+            struct Kind {
+                kind: String,
+            }
+            match serde_json::from_slice::<Kind>(bytes) {
+                Ok(k) if !matches!(k.kind.as_str(), "header" | "call" | "exit") => {
+                    Line::OtherKind(k.kind)
+                }
+                _ => Line::Bad(e.to_string()),
+            }
+        }
+    }
+}
+
+/// The processes of one file: usually one; several when processes of
+/// different PID namespaces (or a reused pid) shared the file, each from
+/// its own header on.
+struct FileProcesses {
+    procs: Vec<ProcessTrace>,
+    /// Per process: the next `seq` expected.
+    next: Vec<u64>,
+    /// Per process: the line of its latest call.
+    last_line: Vec<usize>,
+    /// Lines whose process could not be told.
+    ambiguous: Vec<usize>,
+}
+
+impl FileProcesses {
+    fn push_next(&mut self) {
+        self.next.push(0);
+        self.last_line.push(0);
+    }
+
+    /// Each exit record to the one process that can have written it: one
+    /// that has not exited, whose every call line came before it.
+    fn give_exits(&mut self, pid: u32, file: &str, exits: &[(usize, u64)]) {
+        if self.procs.is_empty() && !exits.is_empty() {
+            self.procs.push(ProcessTrace::new(pid, file, None));
+            self.push_next();
+        }
+        for &(line, t_ns) in exits {
+            let waiting: Vec<usize> = (0..self.procs.len())
+                .filter(|&i| self.procs[i].exit_ns.is_none() && self.last_line[i] < line)
+                .collect();
+            match waiting.as_slice() {
+                [one] => self.procs[*one].exit_ns = Some(t_ns),
+                _ => self.ambiguous.push(line),
+            }
+        }
+    }
+
+    /// The process a call line with `seq` at `t_ns` belongs to.
+    fn owner_of_call(&mut self, pid: u32, file: &str, seq: u64, t_ns: u64) -> Option<usize> {
+        if self.procs.is_empty() {
+            self.procs.push(ProcessTrace::new(pid, file, None));
+            self.push_next();
+        }
+        if self.procs.len() == 1 {
+            return Some(0);
+        }
+        let candidates: Vec<usize> = (0..self.procs.len())
+            .filter(|&i| self.next[i] == seq)
+            .collect();
+        match candidates.as_slice() {
+            [one] => Some(*one),
+            [] => None,
+            _ => {
+                // Several processes wait for this number: the one whose last
+                // call ended latest before this one started (a thread makes
+                // one call at a time); among those with no call yet, the one
+                // whose header was written nearest this call.
+                let last_end = |i: usize| {
+                    self.procs[i]
+                        .calls
+                        .last()
+                        .map(|c| c.t_ns.saturating_add(c.dur_ns))
+                };
+                let score = |i: usize| match last_end(i) {
+                    Some(e) if e <= t_ns => Some(t_ns - e),
+                    Some(_) => None,
+                    None => self.procs[i]
+                        .header
+                        .as_ref()
+                        .map(|h| h.start_ns.abs_diff(t_ns)),
+                };
+                let scored: Vec<(u64, usize)> = candidates
+                    .iter()
+                    .filter_map(|&i| score(i).map(|s| (s, i)))
+                    .collect();
+                let best = scored.iter().min()?;
+                let ties = scored.iter().filter(|(s, _)| *s == best.0).count();
+                (ties == 1).then_some(best.1)
+            }
+        }
+    }
+}
+
+fn read_file(
+    folder: &mut Folder,
+    index: &mut BTreeMap<String, EntryId>,
+    pid: u32,
+    name: &str,
+    source: impl Read,
+) {
+    let shown = escaped(name);
+    let mut reader = BufReader::with_capacity(1 << 16, source.take(MAX_TRACE_FILE_BYTES + 1));
+    let mut fp = FileProcesses {
+        procs: Vec::new(),
+        next: Vec::new(),
+        ambiguous: Vec::new(),
+        last_line: Vec::new(),
+    };
+    let mut line = Vec::with_capacity(512);
+    let mut number = 0usize;
+    let mut read_bytes = 0u64;
+    let mut other_kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut bad: Vec<(usize, String)> = Vec::new();
+    let mut cut = false;
+    // Exit records: (line, time), given to their processes once every
+    // call line is read.
+    let mut exits: Vec<(usize, u64)> = Vec::new();
+    loop {
+        line.clear();
+        // One line, at most MAX_TRACE_LINE_BYTES kept; the rest of a longer
+        // line is skipped.
+        let mut too_long = false;
+        let ended = loop {
+            let buf = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) => {
+                    folder.problems.push(format!("{shown} cannot be read: {e}"));
+                    break false;
+                }
+            };
+            if buf.is_empty() {
+                break false;
+            }
+            let (chunk, found) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            if line.len() + chunk.len() > MAX_TRACE_LINE_BYTES {
+                too_long = true;
+            } else {
+                line.extend_from_slice(chunk);
+            }
+            let used = found.unwrap_or(buf.len());
+            read_bytes += used as u64;
+            reader.consume(used);
+            if found.is_some() {
+                break true;
+            }
+        };
+        if !ended && line.is_empty() && !too_long {
+            break;
+        }
+        number += 1;
+        if read_bytes > MAX_TRACE_FILE_BYTES {
+            folder.problems.push(format!(
+                "{shown} is longer than the {MAX_TRACE_FILE_BYTES} bytes `check` reads from one trace file"
+            ));
+            break;
+        }
+        if !ended {
+            cut = true;
+        }
+        if too_long {
+            bad.push((number, format!("longer than {MAX_TRACE_LINE_BYTES} bytes")));
+            continue;
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_line(&line) {
+            Line::Parsed(TraceLine::Header(h)) => {
+                if h.pid != pid {
+                    folder.problems.push(format!(
+                        "{shown}: its header (line {number}) names pid {}, not the pid of its name",
+                        h.pid
+                    ));
+                }
+                // A header starts a process, unless it repeats the one the
+                // file's calls so far belong to.
+                let single = fp.procs.len() == 1;
+                match fp.procs.last_mut() {
+                    Some(p) if p.header.is_none() && single => p.header = Some(h),
+                    _ => {
+                        fp.procs.push(ProcessTrace::new(pid, name, Some(h)));
+                        fp.push_next();
+                    }
+                }
+            }
+            Line::Parsed(TraceLine::Call(c)) => {
+                let Some(owner) = fp.owner_of_call(pid, name, c.seq, c.t_ns) else {
+                    fp.ambiguous.push(number);
+                    continue;
+                };
+                let entry = folder.intern(index, c.call);
+                fp.last_line[owner] = number;
+                let p = &mut fp.procs[owner];
+                if c.seq != fp.next[owner] {
+                    let problem = if c.seq < fp.next[owner] {
+                        format!("{shown}: call seq {} (line {number}) comes again", c.seq)
+                    } else {
+                        format!(
+                            "{shown}: calls seq {} to {} are missing before line {number}",
+                            fp.next[owner],
+                            c.seq - 1
+                        )
+                    };
+                    folder.problems.push(problem);
+                }
+                fp.next[owner] = c.seq.saturating_add(1).max(fp.next[owner]);
+                p.calls.push(Rec {
+                    seq: c.seq,
+                    entry,
+                    result: c.result,
+                    t_ns: c.t_ns,
+                    dur_ns: c.dur_ns,
+                    args: c.args,
+                });
+                folder.calls += 1;
+                if folder.calls > MAX_TRACE_CALLS {
+                    break;
+                }
+            }
+            Line::Parsed(TraceLine::Exit(e)) => exits.push((number, e.t_ns)),
+            Line::OtherKind(kind) => *other_kinds.entry(kind).or_insert(0) += 1,
+            Line::Bad(why) => bad.push((number, why)),
+        }
+    }
+    fp.give_exits(pid, name, &exits);
+    for (n, why) in &bad {
+        if let Some(p) = fp.procs.last_mut() {
+            p.bad_lines.push(*n);
+        }
+        let what = if cut && *n == number {
+            "is cut short (the file ends inside it)".to_string()
+        } else {
+            format!("does not parse ({why})")
+        };
+        folder.problems.push(format!("{shown}: line {n} {what}"));
+    }
+    if !fp.ambiguous.is_empty() {
+        folder.problems.push(format!(
+            "{shown} holds {} processes with pid {pid} (PID namespaces, or a pid given out again) \
+             whose records cannot be told apart at line(s) {}",
+            fp.procs.len(),
+            list(&fp.ambiguous)
+        ));
+    }
+    if fp.procs.len() > 1 && fp.ambiguous.is_empty() {
+        folder.notes.push(format!(
+            "{shown} holds {} processes with pid {pid} (PID namespaces, or a pid given out \
+             again), told apart by their headers, sequence numbers and times",
+            fp.procs.len()
+        ));
+    }
+    for (kind, n) in other_kinds {
+        folder.notes.push(format!(
+            "{shown}: {n} record(s) of kind '{}' that this version of `check` does not read",
+            escaped(&kind)
+        ));
+    }
+    folder.processes.extend(fp.procs);
+}
+
+/// At most ten numbers, then how many more.
+fn list(numbers: &[usize]) -> String {
+    let mut s: Vec<String> = numbers.iter().take(10).map(usize::to_string).collect();
+    if numbers.len() > 10 {
+        s.push(format!("and {} more", numbers.len() - 10));
+    }
+    s.join(", ")
+}
+
+/// Order the processes by start and report files that hold one process
+/// twice.
+fn finish(folder: &mut Folder) {
+    let start = |p: &ProcessTrace| {
+        let first = p.calls.first().map_or(u64::MAX, |c| c.t_ns);
+        p.header.as_ref().map_or(first, |h| h.start_ns.min(first))
+    };
+    folder
+        .processes
+        .sort_by(|a, b| (start(a), a.pid, &a.file).cmp(&(start(b), b.pid, &b.file)));
+    // Two files for one pid: one process twice, unless their headers say
+    // they are two processes (started at different times).
+    let mut by_pid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, p) in folder.processes.iter().enumerate() {
+        by_pid.entry(p.pid).or_default().push(i);
+    }
+    for (pid, procs) in by_pid {
+        let mut files: Vec<&str> = procs
+            .iter()
+            .map(|&i| folder.processes[i].file.as_str())
+            .collect();
+        files.sort();
+        files.dedup();
+        if files.len() < 2 {
+            continue;
+        }
+        let starts: Vec<Option<u64>> = procs
+            .iter()
+            .map(|&i| folder.processes[i].header.as_ref().map(|h| h.start_ns))
+            .collect();
+        let distinct = starts.iter().all(Option::is_some) && {
+            let mut s = starts.clone();
+            s.sort();
+            s.dedup();
+            s.len() == starts.len()
+        };
+        let names: Vec<String> = files.iter().map(|f| escaped(f)).collect();
+        if distinct {
+            folder.notes.push(format!(
+                "pid {pid} has {} trace files ({}), each a process of its own by its header",
+                names.len(),
+                names.join(", ")
+            ));
+        } else {
+            folder.problems.push(format!(
+                "pid {pid} has {} trace files ({}) that do not tell apart two processes: \
+                 a folder holds one file per process",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+    }
 }
 
 /// One event of the merged history: a call (by process and call index)
 /// or the end of a process.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MergedEntry {
-    Call {
-        pid: u32,
-        process: usize,
-        call: usize,
-    },
-    End {
-        pid: u32,
-    },
+    Call { process: usize, call: usize },
+    End { process: usize },
 }
 
-pub struct Merged {
-    pub processes: Vec<ProcessTrace>,
-    pub entries: Vec<MergedEntry>,
+/// Every call of every process in the order of their start times (ties:
+/// process, then sequence), each process ending at its exit record or the
+/// end of its last call.
+pub fn merged(folder: &Folder) -> Vec<MergedEntry> {
+    let mut keyed: Vec<((u64, u8, usize, u64), MergedEntry)> =
+        Vec::with_capacity(folder.calls + folder.processes.len());
+    for (process, p) in folder.processes.iter().enumerate() {
+        for (call, c) in p.calls.iter().enumerate() {
+            keyed.push((
+                (c.t_ns, 0, process, c.seq),
+                MergedEntry::Call { process, call },
+            ));
+        }
+        keyed.push((
+            (p.end_ns(), 1, process, u64::MAX),
+            MergedEntry::End { process },
+        ));
+    }
+    keyed.sort_unstable_by_key(|(k, _)| *k);
+    keyed.into_iter().map(|(_, e)| e).collect()
 }
 
-/// Read every trace file of `dir`. An unreadable directory is an error; a
-/// directory without trace files is an empty list.
-pub fn read_dir(dir: &Path) -> Result<Vec<ProcessTrace>, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut out = Vec::new();
-    for entry in entries {
-        let path = entry
-            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
-            .path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(pid: u32, start: u64) -> String {
+        format!(
+            r#"{{"kind":"header","pid":{pid},"ppid":1,"exe":"prog","start_ns":{start},"tracer_version":"0.1.0"}}"#
+        )
+    }
+
+    fn call(seq: u64, name: &str, t: u64) -> String {
+        format!(
+            r#"{{"kind":"call","seq":{seq},"call":"{name}","result":0,"t_ns":{t},"dur_ns":10,"tid":1,"args":{{}}}}"#
+        )
+    }
+
+    fn file(lines: &[String]) -> Vec<u8> {
+        let mut s = lines.join("\n");
+        s.push('\n');
+        s.into_bytes()
+    }
+
+    #[test]
+    fn a_line_cut_inside_a_character_spoils_that_line_only() {
+        let mut bytes = file(&[header(7, 5), call(0, "cuMemAlloc_v2", 1)]);
+        // A second call whose entry point ends in a cut two-byte character.
+        bytes.extend_from_slice(br#"{"kind":"call","seq":1,"call":"cu"#);
+        bytes.push(0xc3);
+        let folder = read_files(&[("trace-7.jsonl".into(), bytes)]);
+        assert_eq!(folder.processes.len(), 1);
+        assert_eq!(folder.calls, 1, "{folder:?}");
+        assert_eq!(folder.processes[0].bad_lines, [3]);
+        assert!(
+            folder.problems[0].contains("line 3 is cut short"),
+            "{:?}",
+            folder.problems
+        );
+    }
+
+    #[test]
+    fn a_missing_or_repeated_sequence_number_is_a_problem() {
+        let f = file(&[
+            header(7, 5),
+            call(0, "a", 1),
+            call(2, "b", 2),
+            call(2, "c", 3),
+        ]);
+        let folder = read_files(&[("trace-7.jsonl".into(), f)]);
+        assert!(folder
+            .problems
+            .iter()
+            .any(|p| p.contains("seq 1 to 1 are missing")));
+        assert!(folder
+            .problems
+            .iter()
+            .any(|p| p.contains("seq 2 (line 4) comes again")));
+    }
+
+    #[test]
+    fn two_files_for_one_pid_are_reported() {
+        let a = file(&[header(101, 5), call(0, "a", 6)]);
+        let folder = read_files(&[
+            ("trace-101.jsonl".into(), a.clone()),
+            ("trace-0101.jsonl".into(), a),
+        ]);
+        assert_eq!(folder.processes.len(), 2);
+        assert!(
+            folder
+                .problems
+                .iter()
+                .any(|p| p.contains("pid 101 has 2 trace files")),
+            "{:?}",
+            folder.problems
+        );
+    }
+
+    #[test]
+    fn two_processes_of_one_pid_in_one_file_are_told_apart() {
+        // Processes A and B, both pid 1 in PID namespaces of their own,
+        // their lines interleaved as they appended them: each header is
+        // written as its process's first call returns.
+        let f = file(&[
+            header(1, 100),
+            call(0, "a0", 90),
+            header(1, 105),
+            call(0, "b0", 95),
+            call(1, "a1", 200),
+            call(1, "b1", 210),
+            call(2, "a2", 600),
+            r#"{"kind":"exit","t_ns":700}"#.to_string(),
+            call(2, "b2", 800),
+            r#"{"kind":"exit","t_ns":900}"#.to_string(),
+        ]);
+        let folder = read_files(&[("trace-1.jsonl".into(), f)]);
+        assert!(folder.problems.is_empty(), "{:?}", folder.problems);
+        assert_eq!(folder.processes.len(), 2, "{folder:?}");
+        let names = |p: &ProcessTrace| -> Vec<String> {
+            p.calls
+                .iter()
+                .map(|c| folder.entry(c).to_string())
+                .collect()
         };
-        let Some(pid) = name
-            .strip_prefix(FILE_PREFIX)
-            .and_then(|n| n.strip_suffix(FILE_SUFFIX))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        out.push(parse_process(pid, &path, &text));
-    }
-    out.sort_by_key(|p| (p.header.as_ref().map_or(u64::MAX, |h| h.start_ns), p.pid));
-    Ok(out)
-}
-
-pub fn parse_process(pid: u32, file: &Path, text: &str) -> ProcessTrace {
-    let mut p = ProcessTrace {
-        pid,
-        file: file.to_path_buf(),
-        header: None,
-        calls: Vec::new(),
-        exit_ns: None,
-        bad_lines: Vec::new(),
-    };
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<TraceLine>(line) {
-            Ok(TraceLine::Header(h)) => {
-                p.header.get_or_insert(h);
-            }
-            Ok(TraceLine::Call(c)) => p.calls.push(c),
-            Ok(TraceLine::Exit(e)) => p.exit_ns = Some(e.t_ns),
-            Err(_) => p.bad_lines.push(i + 1),
-        }
-    }
-    p.calls.sort_by_key(|c| c.seq);
-    p
-}
-
-impl Merged {
-    /// All calls in the order of their start times (ties: process, then
-    /// sequence), each process ending at its exit record or its last call.
-    pub fn new(processes: Vec<ProcessTrace>) -> Merged {
-        let mut keyed: Vec<((u64, u32, u64, u8), MergedEntry)> = Vec::new();
-        for (process, p) in processes.iter().enumerate() {
-            let mut last = 0;
-            for (call, c) in p.calls.iter().enumerate() {
-                last = last.max(c.t_ns + c.dur_ns);
-                keyed.push((
-                    (c.t_ns, p.pid, c.seq, 0),
-                    MergedEntry::Call {
-                        pid: p.pid,
-                        process,
-                        call,
-                    },
-                ));
-            }
-            let end = p.exit_ns.unwrap_or(last).max(last);
-            keyed.push(((end, p.pid, u64::MAX, 1), MergedEntry::End { pid: p.pid }));
-        }
-        keyed.sort_by_key(|(k, _)| *k);
-        Merged {
-            processes,
-            entries: keyed.into_iter().map(|(_, e)| e).collect(),
-        }
+        assert_eq!(names(&folder.processes[0]), ["a0", "a1", "a2"]);
+        assert_eq!(names(&folder.processes[1]), ["b0", "b1", "b2"]);
+        assert_eq!(folder.processes[0].exit_ns, Some(700));
+        assert_eq!(folder.processes[1].exit_ns, Some(900));
     }
 
-    pub fn record(&self, process: usize, call: usize) -> &CallRecord {
-        &self.processes[process].calls[call]
+    #[test]
+    fn names_are_escaped_onto_one_line() {
+        assert_eq!(escaped("a\nb\\c\u{2028}"), "a\\nb\\\\c\\u{2028}");
+    }
+
+    #[test]
+    fn a_fifo_and_a_device_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("trace-7.jsonl");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("trace-8.jsonl")).unwrap();
+        std::fs::create_dir(dir.path().join("trace-9.jsonl")).unwrap();
+        let folder = read_dir(dir.path()).unwrap();
+        let problems = folder.problems.join("\n");
+        assert!(problems.contains("trace-7.jsonl is a FIFO"), "{problems}");
+        assert!(problems.contains("trace-8.jsonl is a device"), "{problems}");
+        assert!(problems.contains("trace-9.jsonl is a folder"), "{problems}");
     }
 }
