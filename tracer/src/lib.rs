@@ -1,16 +1,20 @@
 //! `ipc-tracer`: a library that `ipc-conformance trace -- CMD` preloads
 //! (`LD_PRELOAD`) into CMD and every process it starts. It records each
-//! driver call that matters to IPC as one JSON line in
+//! driver call that matters to IPC, and the host operations that pass
+//! descriptors and order processes, as JSON lines in
 //! `$IPC_TRACE_DIR/trace-<pid>.jsonl` (format: `ipc_harness::trace_record`)
 //! and passes every call and result through unchanged.
 //!
-//! Three ways reach the wrappers: a program linked against libcuda calls
-//! the exported symbols (the preload comes first); a program that opens
-//! libcuda itself gets them from the exported `dlsym`; and the CUDA runtime,
-//! which asks the driver for its entry points, gets them from the wrapped
-//! `cuGetProcAddress`, which hands out a wrapper only when the real pointer
-//! is exactly a traced symbol (by `dladdr`), so no call is ever sent to a
-//! wrapper of another signature.
+//! Three ways reach the driver wrappers (`calls`): a program linked against
+//! libcuda calls the exported symbols (the preload comes first); a program
+//! that opens libcuda itself gets them from the exported `dlsym`; and the
+//! CUDA runtime, which asks the driver for its entry points, gets them from
+//! the wrapped `cuGetProcAddress`, which hands out a wrapper only when the
+//! real pointer is exactly a traced symbol (by `dladdr`), so no call is
+//! ever sent to a wrapper of another signature. An entry point the tracer
+//! does not know at all (a newer driver's) is recorded as a `lookup` line
+//! when the program asks for it. The host wrappers (`host`) record pipes,
+//! sockets, semaphores and process operations.
 
 // Every wrapper is an `unsafe extern "C"` function whose whole body works on
 // the raw pointers the driver API passes: the unsafe contract is the
@@ -18,303 +22,52 @@
 #![allow(unsafe_op_in_unsafe_fn)]
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 
+mod args;
+pub mod calls;
+pub mod fds;
+pub mod host;
+pub mod json;
 mod resolve;
+pub mod sys;
 pub mod writer;
 
-use ipc_harness::trace_record::{handle_hex, CallArgs};
 use resolve::Slot;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
 
-pub type CUresult = c_int;
-const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
-/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-const HANDLE_TYPE_POSIX_FD: u32 = 1;
+pub use calls::{SIGNATURES, TRACED};
+
+/// The symbols of the measured driver that the tracer leaves alone, with
+/// the reason each is irrelevant to IPC (`# reason` lines, then names).
+pub const NOT_TRACED: &str = include_str!("../symbols/not-traced.txt");
+
+/// The names `NOT_TRACED` lists, sorted.
+pub fn not_traced() -> &'static [&'static str] {
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut names: Vec<&str> = NOT_TRACED
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        names.sort_unstable();
+        names
+    })
+}
+
+/// Whether the tracer knows `name`: it wraps it or lists it as irrelevant.
+pub fn known(name: &[u8]) -> bool {
+    let Ok(name) = std::str::from_utf8(name) else {
+        return false;
+    };
+    TRACED.contains(&name)
+        || not_traced().binary_search(&name).is_ok()
+        || matches!(name, "cuGetProcAddress" | "cuGetProcAddress_v2")
+}
+
+const CUDA_ERROR_NOT_INITIALIZED: c_int = 3;
 /// `CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM`.
 const PER_THREAD_DEFAULT_STREAM: u64 = 2;
-
-/// `CUipcMemHandle` and `CUipcEventHandle`: 64 opaque bytes, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct IpcHandle {
-    pub reserved: [u8; 64],
-}
-
-/// `CUmemAccessDesc`: a location (type, id) and the access flags.
-#[repr(C)]
-pub struct AccessDesc {
-    pub location_type: c_int,
-    pub location_id: c_int,
-    pub flags: c_int,
-}
-
-unsafe fn out<T: Copy + Into<u64>>(p: *const T) -> Option<u64> {
-    (!p.is_null()).then(|| (*p).into())
-}
-
-unsafe fn out_ptr(p: *const usize) -> Option<u64> {
-    (!p.is_null()).then(|| *p as u64)
-}
-
-/// `st_dev:st_ino` of a descriptor, to match an import with its export.
-fn fd_identity(fd: c_int) -> Option<String> {
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat only fills the buffer.
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then(|| format!("{}:{}", st.st_dev, st.st_ino))
-}
-
-type ParamInfoFn = unsafe extern "C" fn(usize, usize, *mut usize, *mut usize) -> CUresult;
-
-/// The 8-byte kernel parameters (candidate pointers), when the driver can
-/// say where the parameters lie; `None` when it cannot (opaque work).
-unsafe fn kernel_pointer_args(func: usize, params: *mut *mut c_void) -> Option<Vec<u64>> {
-    static FUNC_INFO: Slot = Slot::new(c"cuFuncGetParamInfo");
-    static KERNEL_INFO: Slot = Slot::new(c"cuKernelGetParamInfo");
-    if params.is_null() {
-        return None;
-    }
-    for slot in [&FUNC_INFO, &KERNEL_INFO] {
-        let Some(info) = slot.get() else { continue };
-        let info: ParamInfoFn = std::mem::transmute(info);
-        let (mut offset, mut size) = (0usize, 0usize);
-        if info(func, 0, &mut offset, &mut size) != 0 {
-            continue;
-        }
-        let mut pointers = Vec::new();
-        let mut index = 0;
-        while index < 1024 && info(func, index, &mut offset, &mut size) == 0 {
-            let value = *params.add(index);
-            if size == 8 && !value.is_null() {
-                pointers.push(std::ptr::read_unaligned(value as *const u64));
-            }
-            index += 1;
-        }
-        return Some(pointers);
-    }
-    None
-}
-
-/// One traced entry point per name: the real function is called first, then
-/// the call is recorded (arguments as the call left them). A panic while
-/// recording is caught: the program only ever sees the real result.
-macro_rules! traced_one {
-    ($name:ident ( $($arg:ident : $ty:ty),* ) |$a:ident, $r:ident| $body:block) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
-            let Some(real) = slots::$name.get() else {
-                return CUDA_ERROR_NOT_INITIALIZED;
-            };
-            let real: unsafe extern "C" fn($($ty),*) -> CUresult = std::mem::transmute(real);
-            if !writer::active() {
-                return real($($arg),*);
-            }
-            let start = writer::now_ns();
-            let $r = real($($arg),*);
-            let dur = writer::now_ns().saturating_sub(start);
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut $a = CallArgs::default();
-                $body
-                writer::record(stringify!($name), $r, start, dur, $a);
-            }));
-            $r
-        }
-    };
-}
-
-macro_rules! traced {
-    ($( [$($name:ident),+] $args:tt |$a:ident, $r:ident| $body:block )*) => {
-        #[allow(non_upper_case_globals)]
-        mod slots {
-            use super::Slot;
-            $($( pub static $name: Slot = Slot::new(
-                match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                    Ok(name) => name,
-                    Err(_) => panic!("symbol names have no NUL"),
-                });
-            )+)*
-        }
-        $($( traced_one!{ $name $args |$a, $r| $body } )+)*
-
-        /// The wrapper and slot of a traced symbol.
-        fn traced_symbol(name: &[u8]) -> Option<(&'static Slot, usize)> {
-            $($( if name == stringify!($name).as_bytes() {
-                return Some((&slots::$name, $name as *const () as usize));
-            } )+)*
-            None
-        }
-    };
-}
-
-traced! {
-    // Contexts.
-    [cuCtxCreate_v2] (pctx: *mut usize, flags: u32, dev: c_int) |a, _r| {
-        a.ctx = out_ptr(pctx); a.flags = Some(flags.into()); a.device = Some(dev);
-    }
-    [cuCtxCreate_v3] (pctx: *mut usize, params: *mut c_void, n: c_int, flags: u32, dev: c_int) |a, _r| {
-        let _ = (params, n);
-        a.ctx = out_ptr(pctx); a.flags = Some(flags.into()); a.device = Some(dev);
-    }
-    [cuCtxCreate_v4] (pctx: *mut usize, params: *mut c_void, flags: u32, dev: c_int) |a, _r| {
-        let _ = params;
-        a.ctx = out_ptr(pctx); a.flags = Some(flags.into()); a.device = Some(dev);
-    }
-    [cuCtxDestroy_v2] (ctx: usize) |a, _r| { a.ctx = Some(ctx as u64); }
-    [cuCtxSetCurrent, cuCtxPushCurrent_v2] (ctx: usize) |a, _r| { a.ctx = Some(ctx as u64); }
-    [cuCtxPopCurrent_v2] (pctx: *mut usize) |a, _r| { a.ctx = out_ptr(pctx); }
-    [cuDevicePrimaryCtxRetain] (pctx: *mut usize, dev: c_int) |a, _r| {
-        a.ctx = out_ptr(pctx); a.device = Some(dev);
-    }
-    [cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxReset_v2] (dev: c_int) |a, _r| { a.device = Some(dev); }
-    [cuCtxSynchronize] () |_a, _r| {}
-    [cuStreamSynchronize, cuStreamSynchronize_ptsz] (stream: usize) |a, _r| { a.stream = Some(stream as u64); }
-
-    // Allocations.
-    [cuMemAlloc_v2] (dptr: *mut u64, size: usize) |a, _r| {
-        a.ptr = out(dptr); a.size = Some(size as u64);
-    }
-    [cuMemAllocManaged] (dptr: *mut u64, size: usize, flags: u32) |a, _r| {
-        a.ptr = out(dptr); a.size = Some(size as u64); a.flags = Some(flags.into());
-    }
-    [cuMemAllocHost_v2] (pp: *mut usize, size: usize) |a, _r| {
-        a.ptr = out_ptr(pp); a.size = Some(size as u64);
-    }
-    [cuMemHostAlloc] (pp: *mut usize, size: usize, flags: u32) |a, _r| {
-        a.ptr = out_ptr(pp); a.size = Some(size as u64); a.flags = Some(flags.into());
-    }
-    [cuMemFreeHost] (p: usize) |a, _r| { a.ptr = Some(p as u64); }
-    [cuMemFree_v2] (dptr: u64) |a, _r| { a.ptr = Some(dptr); }
-    [cuMemAllocAsync, cuMemAllocAsync_ptsz] (dptr: *mut u64, size: usize, stream: usize) |a, _r| {
-        a.ptr = out(dptr); a.size = Some(size as u64); a.stream = Some(stream as u64);
-    }
-    [cuMemFreeAsync, cuMemFreeAsync_ptsz] (dptr: u64, stream: usize) |a, _r| {
-        a.ptr = Some(dptr); a.stream = Some(stream as u64);
-    }
-
-    // Legacy IPC: memory.
-    [cuIpcGetMemHandle] (handle: *mut IpcHandle, dptr: u64) |a, _r| {
-        a.ptr = Some(dptr);
-        if !handle.is_null() { a.handle = Some(handle_hex(&(*handle).reserved)); }
-    }
-    [cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle] (pdptr: *mut u64, handle: IpcHandle, flags: u32) |a, _r| {
-        a.ptr = out(pdptr); a.handle = Some(handle_hex(&handle.reserved)); a.flags = Some(flags.into());
-    }
-    [cuIpcCloseMemHandle] (dptr: u64) |a, _r| { a.ptr = Some(dptr); }
-
-    // Events and their IPC handles.
-    [cuEventCreate] (pevent: *mut usize, flags: u32) |a, _r| {
-        a.event = out_ptr(pevent); a.flags = Some(flags.into());
-    }
-    [cuEventRecord, cuEventRecord_ptsz] (event: usize, stream: usize) |a, _r| {
-        a.event = Some(event as u64); a.stream = Some(stream as u64);
-    }
-    [cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz] (event: usize, stream: usize, flags: u32) |a, _r| {
-        a.event = Some(event as u64); a.stream = Some(stream as u64); a.flags = Some(flags.into());
-    }
-    [cuEventQuery, cuEventSynchronize, cuEventDestroy_v2] (event: usize) |a, _r| { a.event = Some(event as u64); }
-    [cuStreamWaitEvent, cuStreamWaitEvent_ptsz] (stream: usize, event: usize, flags: u32) |a, _r| {
-        a.stream = Some(stream as u64); a.event = Some(event as u64); a.flags = Some(flags.into());
-    }
-    [cuIpcGetEventHandle] (handle: *mut IpcHandle, event: usize) |a, _r| {
-        a.event = Some(event as u64);
-        if !handle.is_null() { a.handle = Some(handle_hex(&(*handle).reserved)); }
-    }
-    [cuIpcOpenEventHandle] (pevent: *mut usize, handle: IpcHandle) |a, _r| {
-        a.event = out_ptr(pevent); a.handle = Some(handle_hex(&handle.reserved));
-    }
-
-    // Virtual memory management.
-    [cuMemCreate] (phandle: *mut u64, size: usize, prop: *const c_void, flags: u64) |a, _r| {
-        a.vmm = out(phandle); a.size = Some(size as u64); a.flags = Some(flags);
-        // CUmemAllocationProp: type, requestedHandleTypes, location { type, id }.
-        if !prop.is_null() {
-            let fields = prop as *const u32;
-            a.handle_type = Some(std::ptr::read_unaligned(fields.add(1)));
-            a.device = Some(std::ptr::read_unaligned(fields.add(3)) as c_int);
-        }
-    }
-    [cuMemExportToShareableHandle] (shareable: *mut c_void, handle: u64, kind: u32, flags: u64) |a, r| {
-        a.vmm = Some(handle); a.handle_type = Some(kind); a.flags = Some(flags);
-        if kind == HANDLE_TYPE_POSIX_FD && !shareable.is_null() {
-            let fd = *(shareable as *const c_int);
-            a.fd = Some(fd.into());
-            if r == 0 { a.fd_identity = fd_identity(fd); }
-        } else if !shareable.is_null() && r == 0 {
-            a.handle = Some(handle_hex(&(*(shareable as *const IpcHandle)).reserved));
-        }
-    }
-    [cuMemImportFromShareableHandle] (phandle: *mut u64, os_handle: *mut c_void, kind: u32) |a, _r| {
-        a.vmm = out(phandle); a.handle_type = Some(kind);
-        if kind == HANDLE_TYPE_POSIX_FD {
-            let fd = os_handle as usize as c_int;
-            a.fd = Some(fd.into());
-            a.fd_identity = fd_identity(fd);
-        } else if !os_handle.is_null() {
-            a.handle = Some(handle_hex(&(*(os_handle as *const IpcHandle)).reserved));
-        }
-    }
-    [cuMemAddressReserve] (pptr: *mut u64, size: usize, align: usize, addr: u64, flags: u64) |a, _r| {
-        a.ptr = out(pptr); a.size = Some(size as u64); a.offset = Some(align as u64);
-        a.value = Some(addr); a.flags = Some(flags);
-    }
-    [cuMemMap] (ptr: u64, size: usize, offset: usize, handle: u64, flags: u64) |a, _r| {
-        a.ptr = Some(ptr); a.size = Some(size as u64); a.offset = Some(offset as u64);
-        a.vmm = Some(handle); a.flags = Some(flags);
-    }
-    [cuMemSetAccess] (ptr: u64, size: usize, desc: *const AccessDesc, count: usize) |a, _r| {
-        a.ptr = Some(ptr); a.size = Some(size as u64);
-        if !desc.is_null() && count < 4096 {
-            a.access = Some((0..count).map(|i| {
-                let d = &*desc.add(i);
-                (d.location_id, d.flags as u32)
-            }).collect());
-        }
-    }
-    [cuMemUnmap, cuMemAddressFree] (ptr: u64, size: usize) |a, _r| {
-        a.ptr = Some(ptr); a.size = Some(size as u64);
-    }
-    [cuMemRelease] (handle: u64) |a, _r| { a.vmm = Some(handle); }
-
-    // Copies and memsets (ptr = destination, src = source).
-    [cuMemcpy, cuMemcpy_ptds, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds] (dst: u64, src: u64, n: usize) |a, _r| {
-        a.ptr = Some(dst); a.src = Some(src); a.size = Some(n as u64);
-    }
-    [cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds] (dst: u64, src: usize, n: usize) |a, _r| {
-        a.ptr = Some(dst); a.src = Some(src as u64); a.size = Some(n as u64);
-    }
-    [cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds] (dst: usize, src: u64, n: usize) |a, _r| {
-        a.ptr = Some(dst as u64); a.src = Some(src); a.size = Some(n as u64);
-    }
-    [cuMemcpyAsync, cuMemcpyAsync_ptsz, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz,
-     cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz]
-        (dst: u64, src: u64, n: usize, stream: usize) |a, _r| {
-        a.ptr = Some(dst); a.src = Some(src); a.size = Some(n as u64); a.stream = Some(stream as u64);
-    }
-    [cuMemsetD8_v2, cuMemsetD8_v2_ptds] (dst: u64, value: u8, n: usize) |a, _r| {
-        a.ptr = Some(dst); a.value = Some(value.into()); a.size = Some(n as u64);
-    }
-    [cuMemsetD32_v2, cuMemsetD32_v2_ptds] (dst: u64, value: u32, n: usize) |a, _r| {
-        a.ptr = Some(dst); a.value = Some(value.into()); a.size = Some(n as u64 * 4);
-    }
-    [cuMemsetD8Async, cuMemsetD8Async_ptsz] (dst: u64, value: u8, n: usize, stream: usize) |a, _r| {
-        a.ptr = Some(dst); a.value = Some(value.into()); a.size = Some(n as u64); a.stream = Some(stream as u64);
-    }
-    [cuMemsetD32Async, cuMemsetD32Async_ptsz] (dst: u64, value: u32, n: usize, stream: usize) |a, _r| {
-        a.ptr = Some(dst); a.value = Some(value.into()); a.size = Some(n as u64 * 4); a.stream = Some(stream as u64);
-    }
-
-    // Kernels: the 8-byte parameters are the pointers they may touch.
-    [cuLaunchKernel, cuLaunchKernel_ptsz] (func: usize, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32,
-        shared: u32, stream: usize, params: *mut *mut c_void, extra: *mut *mut c_void) |a, _r| {
-        let _ = (gx, gy, gz, bx, by, bz, shared, extra);
-        a.stream = Some(stream as u64); a.pointer_args = kernel_pointer_args(func, params);
-    }
-    [cuLaunchKernelEx, cuLaunchKernelEx_ptsz] (config: *const u8, func: usize, params: *mut *mut c_void,
-        extra: *mut *mut c_void) |a, _r| {
-        let _ = extra;
-        // CUlaunchConfig: seven unsigned ints, then the stream at offset 32.
-        if !config.is_null() { a.stream = Some(std::ptr::read_unaligned(config.add(32) as *const u64)); }
-        a.pointer_args = kernel_pointer_args(func, params);
-    }
-}
 
 static GET_PROC_ADDRESS: Slot = Slot::new(c"cuGetProcAddress");
 static GET_PROC_ADDRESS_V2: Slot = Slot::new(c"cuGetProcAddress_v2");
@@ -328,8 +81,13 @@ fn fallback_name(base: &[u8], per_thread: bool) -> Option<String> {
         "cuMemAlloc",
         "cuMemFree",
         "cuMemAllocHost",
+        "cuMemAllocPitch",
+        "cuMemGetAddressRange",
+        "cuMemHostGetDevicePointer",
+        "cuMemHostRegister",
         "cuIpcOpenMemHandle",
         "cuEventDestroy",
+        "cuStreamDestroy",
         "cuCtxDestroy",
         "cuCtxPushCurrent",
         "cuCtxPopCurrent",
@@ -340,27 +98,53 @@ fn fallback_name(base: &[u8], per_thread: bool) -> Option<String> {
         "cuMemcpyHtoD",
         "cuMemcpyDtoH",
         "cuMemcpyDtoD",
+        "cuMemcpyDtoA",
+        "cuMemcpyAtoD",
+        "cuMemcpy2D",
+        "cuMemcpy2DUnaligned",
+        "cuMemcpy3D",
         "cuMemsetD8",
+        "cuMemsetD16",
         "cuMemsetD32",
+        "cuMemsetD2D8",
+        "cuMemsetD2D16",
+        "cuMemsetD2D32",
     ];
     let async_v2 = [
         "cuMemcpyHtoDAsync",
         "cuMemcpyDtoHAsync",
         "cuMemcpyDtoDAsync",
+        "cuMemcpy2DAsync",
+        "cuMemcpy3DAsync",
     ];
     let per_stream = [
         "cuEventRecord",
         "cuEventRecordWithFlags",
         "cuStreamWaitEvent",
         "cuStreamSynchronize",
+        "cuStreamQuery",
+        "cuStreamAddCallback",
+        "cuLaunchHostFunc",
         "cuLaunchKernel",
         "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuGraphLaunch",
         "cuMemAllocAsync",
+        "cuMemAllocFromPoolAsync",
         "cuMemFreeAsync",
         "cuMemcpyAsync",
+        "cuMemcpyPeerAsync",
+        "cuMemcpy3DPeerAsync",
         "cuMemsetD8Async",
+        "cuMemsetD16Async",
         "cuMemsetD32Async",
+        "cuMemsetD2D8Async",
+        "cuMemsetD2D16Async",
+        "cuMemsetD2D32Async",
+        "cuSignalExternalSemaphoresAsync",
+        "cuWaitExternalSemaphoresAsync",
     ];
+    let per_thread_sync = ["cuMemcpy", "cuMemcpyPeer", "cuMemcpy3DPeer"];
     let name = if v2.contains(&base) {
         format!("{base}_v2")
     } else if copies_v2.contains(&base) {
@@ -369,8 +153,15 @@ fn fallback_name(base: &[u8], per_thread: bool) -> Option<String> {
         format!("{base}_v2{}", if per_thread { "_ptsz" } else { "" })
     } else if per_stream.contains(&base) {
         format!("{base}{}", if per_thread { "_ptsz" } else { "" })
-    } else if base == "cuMemcpy" {
-        format!("cuMemcpy{}", if per_thread { "_ptds" } else { "" })
+    } else if per_thread_sync.contains(&base) {
+        format!("{base}{}", if per_thread { "_ptds" } else { "" })
+    } else if TRACED.iter().any(|t| {
+        t.strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with('_'))
+    }) {
+        // Variants with other signatures (`cuCtxSynchronize` and
+        // `cuCtxSynchronize_v2`): which one the driver gave cannot be told.
+        return None;
     } else {
         base.to_string()
     };
@@ -385,32 +176,75 @@ fn wrapper_for(name: &[u8]) -> Option<(&'static Slot, usize)> {
             &GET_PROC_ADDRESS_V2,
             cuGetProcAddress_v2 as *const () as usize,
         )),
-        other => traced_symbol(other),
+        other => calls::traced_symbol(other),
     }
 }
 
-/// Swap the real function `*pfn` for its wrapper when it is a traced symbol.
-unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) {
+/// Record a lookup of an entry point the tracer does not know.
+fn record_lookup(via: &str, symbol: &[u8], resolved: Option<&[u8]>, version: Option<(c_int, u64)>) {
+    if !writer::active() {
+        return;
+    }
+    let mut line = json::Line::new("lookup");
+    writer::add_seq(&mut line);
+    line.str("via", via);
+    line.bytes_str("symbol", symbol, 256);
+    if let Some(resolved) = resolved {
+        line.bytes_str("resolved", resolved, 256);
+    }
+    if let Some((version, flags)) = version {
+        line.i64("version", version.into());
+        line.u64("flags", flags);
+    }
+    line.u64("t_ns", sys::now_ns());
+    writer::add_tid(&mut line);
+    writer::emit(&mut line);
+}
+
+/// Swap the real function `*pfn` for its wrapper when it is a traced
+/// symbol; record the lookup when the tracer does not know it.
+unsafe fn substitute(
+    via: &str,
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) {
     if pfn.is_null() || (*pfn).is_null() || symbol.is_null() {
         return;
     }
     let real = *pfn as usize;
-    let name = match resolve::exact_symbol_name(real) {
-        Some(exact) => exact.to_bytes().to_vec(),
+    let asked = CStr::from_ptr(symbol).to_bytes();
+    let exact = resolve::exact_symbol_name(real).map(CStr::to_bytes);
+    let name = match exact {
+        Some(exact) => exact.to_vec(),
         None if version >= 12000 => {
-            let base = CStr::from_ptr(symbol).to_bytes();
-            match fallback_name(base, flags & PER_THREAD_DEFAULT_STREAM != 0) {
+            match fallback_name(asked, flags & PER_THREAD_DEFAULT_STREAM != 0) {
                 Some(name) => name.into_bytes(),
-                None => return,
+                None => {
+                    // A traced entry point whose variant cannot be told:
+                    // its calls go unrecorded, and the lookup says so.
+                    let _ = std::panic::catch_unwind(|| {
+                        record_lookup(via, asked, None, Some((version, flags)))
+                    });
+                    return;
+                }
             }
         }
-        None => return,
+        None => asked.to_vec(),
     };
-    if let Some((slot, wrapper)) = wrapper_for(&name) {
-        if wrapper != real {
+    match wrapper_for(&name) {
+        Some((slot, wrapper)) if (exact.is_some() || version >= 12000) && wrapper != real => {
             slot.set(real);
             *pfn = wrapper as *mut c_void;
         }
+        Some(_) => {}
+        None if !known(&name) => {
+            let _ = std::panic::catch_unwind(|| {
+                record_lookup(via, asked, exact, Some((version, flags)))
+            });
+        }
+        None => {}
     }
 }
 
@@ -420,15 +254,17 @@ pub unsafe extern "C" fn cuGetProcAddress(
     pfn: *mut *mut c_void,
     version: c_int,
     flags: u64,
-) -> CUresult {
+) -> c_int {
     let Some(real) = GET_PROC_ADDRESS.get() else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
-    let real: unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult =
+    let real: unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> c_int =
         std::mem::transmute(real);
     let result = real(symbol, pfn, version, flags);
     if result == 0 {
-        substitute(symbol, pfn, version, flags);
+        let errno = sys::errno();
+        substitute("cuGetProcAddress", symbol, pfn, version, flags);
+        sys::set_errno(errno);
     }
     result
 }
@@ -440,7 +276,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     version: c_int,
     flags: u64,
     status: *mut c_int,
-) -> CUresult {
+) -> c_int {
     let Some(real) = GET_PROC_ADDRESS_V2.get() else {
         return CUDA_ERROR_NOT_INITIALIZED;
     };
@@ -450,12 +286,25 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
         c_int,
         u64,
         *mut c_int,
-    ) -> CUresult = std::mem::transmute(real);
+    ) -> c_int = std::mem::transmute(real);
     let result = real(symbol, pfn, version, flags, status);
     if result == 0 {
-        substitute(symbol, pfn, version, flags);
+        let errno = sys::errno();
+        substitute("cuGetProcAddress_v2", symbol, pfn, version, flags);
+        sys::set_errno(errno);
     }
     result
+}
+
+/// Whether `addr` lies in a library whose file name starts `libcuda.so`.
+unsafe fn in_libcuda(addr: *mut c_void) -> bool {
+    let mut info: libc::Dl_info = std::mem::zeroed();
+    if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
+        return false;
+    }
+    let file = CStr::from_ptr(info.dli_fname).to_bytes();
+    let base = file.rsplit(|&b| b == b'/').next().unwrap_or(file);
+    base.starts_with(b"libcuda.so")
 }
 
 /// `dlsym` for programs that open libcuda themselves: a traced symbol found
@@ -472,7 +321,7 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
         return found;
     }
     let name = CStr::from_ptr(symbol).to_bytes();
-    if !name.starts_with(b"cu") {
+    if !name.starts_with(b"cu") || name.starts_with(b"cuda") {
         return found;
     }
     match wrapper_for(name) {
@@ -482,14 +331,33 @@ pub unsafe extern "C" fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *m
             }
             wrapper as *mut c_void
         }
-        None => found,
+        None => {
+            if writer::active() && !known(name) && in_libcuda(found) {
+                let errno = sys::errno();
+                let _ = std::panic::catch_unwind(|| record_lookup("dlsym", name, None, None));
+                sys::set_errno(errno);
+            }
+            found
+        }
     }
+}
+
+/// The library constructor: the header goes out before the program runs.
+extern "C" fn at_load() {
+    let _ = std::panic::catch_unwind(|| {
+        writer::at_load();
+        host::at_load();
+    });
 }
 
 /// Writes the exit record when the process exits normally.
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(writer::record_exit);
 }
+
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
 
 #[used]
 #[link_section = ".fini_array"]

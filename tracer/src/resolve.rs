@@ -70,6 +70,9 @@ pub fn exact_symbol_name(addr: usize) -> Option<&'static CStr> {
 pub struct Slot {
     name: &'static CStr,
     real: AtomicUsize,
+    /// A libc function: found after the tracer (`RTLD_NEXT`), never in
+    /// libcuda.
+    next_only: bool,
 }
 
 impl Slot {
@@ -77,15 +80,33 @@ impl Slot {
         Slot {
             name,
             real: AtomicUsize::new(0),
+            next_only: false,
         }
     }
 
+    /// A slot for a libc function the tracer interposes.
+    pub const fn next(name: &'static CStr) -> Self {
+        Slot {
+            name,
+            real: AtomicUsize::new(0),
+            next_only: true,
+        }
+    }
+
+    #[inline]
     pub fn get(&self) -> Option<usize> {
         let p = self.real.load(Ordering::Acquire);
         if p != 0 {
             return Some(p);
         }
-        let p = real_symbol(self.name);
+        let p = if self.next_only {
+            real_dlsym().map_or(0, |dlsym| {
+                // SAFETY: a NUL-terminated name, looked up after the tracer.
+                unsafe { dlsym(libc::RTLD_NEXT, self.name.as_ptr()) as usize }
+            })
+        } else {
+            real_symbol(self.name)
+        };
         (p != 0).then(|| {
             self.real.store(p, Ordering::Release);
             p

@@ -10,7 +10,9 @@
 //! its own header, and are told apart by their sequence numbers and times.
 
 use crate::limits::{MAX_TRACE_CALLS, MAX_TRACE_FILES, MAX_TRACE_FILE_BYTES, MAX_TRACE_LINE_BYTES};
-use ipc_harness::trace_record::{CallArgs, Header, TraceLine, FILE_PREFIX, FILE_SUFFIX};
+use ipc_harness::trace_record::{
+    parse_file_name, CallArgs, Header, HostRecord, TraceLine, FILE_PREFIX, FILE_SUFFIX,
+};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read};
@@ -26,6 +28,214 @@ const MAX_ENTRIES: usize = 4096;
 /// The name the calls past [`MAX_ENTRIES`] distinct names share.
 pub const OTHER_ENTRY: &str = "(another entry point)";
 
+/// A numeric argument of a recorded call ([`Args`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Ptr,
+    Src,
+    Size,
+    Offset,
+    Value,
+    Flags,
+    Device,
+    Ctx,
+    Event,
+    Stream,
+    Vmm,
+    HandleType,
+    Fd,
+    Pool,
+    SrcCtx,
+    Base,
+    Pitch,
+    Width,
+    Height,
+    Count,
+}
+
+/// What a memory kind a copy or set reported is (`dst_kind`, `src_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Device,
+    Host,
+    Managed,
+    Pageable,
+    Array,
+}
+
+impl Kind {
+    fn parse(text: &str) -> Option<Kind> {
+        Some(match text {
+            "device" => Kind::Device,
+            "host" => Kind::Host,
+            "managed" => Kind::Managed,
+            "pageable" => Kind::Pageable,
+            "array" => Kind::Array,
+            _ => return None,
+        })
+    }
+}
+
+/// A recorded call's arguments, kept small: a trace may hold a million
+/// calls, each with a handful of the record format's many optional fields.
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    numbers: Box<[(Field, u64)]>,
+    extra: Option<Box<Extra>>,
+}
+
+/// The arguments that are not numbers.
+#[derive(Debug, Clone, Default)]
+struct Extra {
+    handle: Option<String>,
+    access: Option<Vec<(i32, u32)>>,
+    pointer_args: Option<Vec<u64>>,
+    objects: Option<Vec<u64>>,
+    dst_kind: Option<Kind>,
+    src_kind: Option<Kind>,
+}
+
+impl Args {
+    fn get(&self, field: Field) -> Option<u64> {
+        self.numbers
+            .iter()
+            .find(|(f, _)| *f == field)
+            .map(|(_, v)| *v)
+    }
+
+    pub fn ptr(&self) -> Option<u64> {
+        self.get(Field::Ptr)
+    }
+    pub fn src(&self) -> Option<u64> {
+        self.get(Field::Src)
+    }
+    pub fn size(&self) -> Option<u64> {
+        self.get(Field::Size)
+    }
+    pub fn offset(&self) -> Option<u64> {
+        self.get(Field::Offset)
+    }
+    pub fn value(&self) -> Option<u64> {
+        self.get(Field::Value)
+    }
+    pub fn flags(&self) -> Option<u64> {
+        self.get(Field::Flags)
+    }
+    /// A device ordinal (negative ones read as absent).
+    pub fn device(&self) -> Option<u32> {
+        self.get(Field::Device).and_then(|d| u32::try_from(d as i64).ok())
+    }
+    pub fn ctx(&self) -> Option<u64> {
+        self.get(Field::Ctx)
+    }
+    pub fn event(&self) -> Option<u64> {
+        self.get(Field::Event)
+    }
+    pub fn stream(&self) -> Option<u64> {
+        self.get(Field::Stream)
+    }
+    pub fn vmm(&self) -> Option<u64> {
+        self.get(Field::Vmm)
+    }
+    pub fn handle_type(&self) -> Option<u64> {
+        self.get(Field::HandleType)
+    }
+    pub fn fd(&self) -> Option<i64> {
+        self.get(Field::Fd).map(|f| f as i64)
+    }
+    pub fn pool(&self) -> Option<u64> {
+        self.get(Field::Pool)
+    }
+    pub fn src_ctx(&self) -> Option<u64> {
+        self.get(Field::SrcCtx)
+    }
+    pub fn base(&self) -> Option<u64> {
+        self.get(Field::Base)
+    }
+    pub fn pitch(&self) -> Option<u64> {
+        self.get(Field::Pitch)
+    }
+    pub fn width(&self) -> Option<u64> {
+        self.get(Field::Width)
+    }
+    pub fn height(&self) -> Option<u64> {
+        self.get(Field::Height)
+    }
+    pub fn count(&self) -> Option<u64> {
+        self.get(Field::Count)
+    }
+    /// IPC handle bytes, as hex.
+    pub fn handle(&self) -> Option<&str> {
+        self.extra.as_ref()?.handle.as_deref()
+    }
+    /// `cuMemSetAccess`, `cuMemPoolSetAccess`: (device, flags) per descriptor.
+    pub fn access(&self) -> Option<&[(i32, u32)]> {
+        self.extra.as_ref()?.access.as_deref()
+    }
+    /// A kernel's 8-byte parameters, when the driver could say where they lie.
+    pub fn pointer_args(&self) -> Option<&[u64]> {
+        self.extra.as_ref()?.pointer_args.as_deref()
+    }
+    /// Handles a call takes as a list (the events of an elapsed time).
+    pub fn objects(&self) -> Option<&[u64]> {
+        self.extra.as_ref()?.objects.as_deref()
+    }
+    pub fn dst_kind(&self) -> Option<Kind> {
+        self.extra.as_ref()?.dst_kind
+    }
+    pub fn src_kind(&self) -> Option<Kind> {
+        self.extra.as_ref()?.src_kind
+    }
+}
+
+impl From<CallArgs> for Args {
+    fn from(a: CallArgs) -> Args {
+        let numbers: Vec<(Field, u64)> = [
+            (Field::Ptr, a.ptr),
+            (Field::Src, a.src),
+            (Field::Size, a.size),
+            (Field::Offset, a.offset),
+            (Field::Value, a.value),
+            (Field::Flags, a.flags),
+            (Field::Device, a.device.map(|d| i64::from(d) as u64)),
+            (Field::Ctx, a.ctx),
+            (Field::Event, a.event),
+            (Field::Stream, a.stream),
+            (Field::Vmm, a.vmm),
+            (Field::HandleType, a.handle_type.map(u64::from)),
+            (Field::Fd, a.fd.map(|f| f as u64)),
+            (Field::Pool, a.pool),
+            (Field::SrcCtx, a.src_ctx),
+            (Field::Base, a.base),
+            (Field::Pitch, a.pitch),
+            (Field::Width, a.width),
+            (Field::Height, a.height),
+            (Field::Count, a.count),
+        ]
+        .into_iter()
+        .filter_map(|(f, v)| v.map(|v| (f, v)))
+        .collect();
+        let extra = Extra {
+            handle: a.handle,
+            access: a.access,
+            pointer_args: a.pointer_args,
+            objects: a.objects,
+            dst_kind: a.dst_kind.as_deref().and_then(Kind::parse),
+            src_kind: a.src_kind.as_deref().and_then(Kind::parse),
+        };
+        let empty = extra.handle.is_none()
+            && extra.access.is_none()
+            && extra.pointer_args.is_none()
+            && extra.objects.is_none()
+            && extra.dst_kind.is_none()
+            && extra.src_kind.is_none();
+        Args {
+            numbers: numbers.into_boxed_slice(),
+            extra: (!empty).then(|| Box::new(extra)),
+        }
+    }
+}
+
 /// One recorded call, its entry point interned.
 #[derive(Debug, Clone)]
 pub struct Rec {
@@ -34,7 +244,7 @@ pub struct Rec {
     pub result: i32,
     pub t_ns: u64,
     pub dur_ns: u64,
-    pub args: CallArgs,
+    pub args: Args,
 }
 
 /// One process's records.
@@ -46,6 +256,11 @@ pub struct ProcessTrace {
     pub header: Option<Header>,
     /// In `seq` order.
     pub calls: Vec<Rec>,
+    /// Host operations (descriptor passing, pipes, sockets, semaphores,
+    /// process creation and waits), in `seq` order.
+    pub host: Vec<HostRecord>,
+    /// Driver entry points it looked up that the tracer does not know.
+    pub lookups: Vec<String>,
     /// The exit record's time; `None` when the process crashed, was killed
     /// or left through `_exit`.
     pub exit_ns: Option<u64>,
@@ -60,20 +275,24 @@ impl ProcessTrace {
             file: file.to_string(),
             header,
             calls: Vec::new(),
+            host: Vec::new(),
+            lookups: Vec::new(),
             exit_ns: None,
             bad_lines: Vec::new(),
         }
     }
 
+    /// The tracer's coverage of this process's file (0: tracer 0.1.0).
+    pub fn coverage(&self) -> u32 {
+        self.header.as_ref().map_or(0, |h| h.coverage)
+    }
+
     /// When the process ends in the merged history: its exit record, or
     /// the end of its last call.
     pub fn end_ns(&self) -> u64 {
-        let last = self
-            .calls
-            .iter()
-            .map(|c| c.t_ns.saturating_add(c.dur_ns))
-            .max()
-            .unwrap_or(0);
+        let calls = self.calls.iter().map(|c| c.t_ns.saturating_add(c.dur_ns));
+        let host = self.host.iter().map(|h| h.t_ns.saturating_add(h.dur_ns));
+        let last = calls.chain(host).max().unwrap_or(0);
         self.exit_ns.unwrap_or(last).max(last)
     }
 }
@@ -133,13 +352,33 @@ pub fn escaped(name: &str) -> String {
     out
 }
 
-/// The pid a file name gives: `trace-<digits>.jsonl`, else `None`.
-fn pid_of(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix(FILE_PREFIX)?.strip_suffix(FILE_SUFFIX)?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+/// What a folder entry's name says: a trace file's pid, a name that looks
+/// like one but is not the tracer's spelling, or anything else.
+enum Name {
+    Trace(u32),
+    Misspelt,
+    Other,
+}
+
+fn name_kind(name: &str) -> Name {
+    match parse_file_name(name) {
+        Some((pid, _)) => Name::Trace(pid),
+        None if name.starts_with(FILE_PREFIX) && name.ends_with(FILE_SUFFIX) => Name::Misspelt,
+        None => Name::Other,
     }
-    digits.parse().ok()
+}
+
+fn misspelt_note(names: &[String]) -> Option<String> {
+    (!names.is_empty()).then(|| {
+        let shown: Vec<String> = names.iter().take(10).map(|n| escaped(n)).collect();
+        format!(
+            "left out {} file(s) whose names are not the tracer's (trace-<pid>.jsonl or \
+             trace-<pid>.<n>.jsonl): {}{}",
+            names.len(),
+            shown.join(", "),
+            if names.len() > 10 { ", ..." } else { "" }
+        )
+    })
 }
 
 /// Open `path` for reading if it is a regular file: never blocks on a FIFO
@@ -186,6 +425,7 @@ pub fn read_dir(dir: &Path) -> Result<Folder, String> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot read {}: {e}", escaped(&dir.display().to_string())))?;
     let mut names: Vec<(u32, String)> = Vec::new();
+    let mut misspelt: Vec<String> = Vec::new();
     let mut folder = Folder::default();
     for entry in entries {
         let entry = entry
@@ -194,7 +434,10 @@ pub fn read_dir(dir: &Path) -> Result<Folder, String> {
         let Some(name) = name.to_str() else {
             continue;
         };
-        if let Some(pid) = pid_of(name) {
+        match name_kind(name) {
+            Name::Misspelt => misspelt.push(name.to_string()),
+            Name::Other => {}
+            Name::Trace(pid) => {
             if names.len() >= MAX_TRACE_FILES {
                 folder.problems.push(format!(
                     "the folder holds more than {MAX_TRACE_FILES} trace files; `check` reads no more"
@@ -202,8 +445,10 @@ pub fn read_dir(dir: &Path) -> Result<Folder, String> {
                 break;
             }
             names.push((pid, name.to_string()));
+            }
         }
     }
+    folder.notes.extend(misspelt_note(&misspelt));
     names.sort();
     let mut files = Vec::with_capacity(names.len());
     for (pid, name) in names {
@@ -233,10 +478,16 @@ pub fn read_dir(dir: &Path) -> Result<Folder, String> {
 pub fn read_files(files: &[(String, Vec<u8>)]) -> Folder {
     let mut folder = Folder::default();
     let mut index = BTreeMap::new();
-    let mut named: Vec<(u32, &String, &Vec<u8>)> = files
-        .iter()
-        .filter_map(|(n, b)| pid_of(n).map(|p| (p, n, b)))
-        .collect();
+    let mut named: Vec<(u32, &String, &Vec<u8>)> = Vec::new();
+    let mut misspelt = Vec::new();
+    for (n, b) in files {
+        match name_kind(n) {
+            Name::Trace(p) => named.push((p, n, b)),
+            Name::Misspelt => misspelt.push(n.clone()),
+            Name::Other => {}
+        }
+    }
+    folder.notes.extend(misspelt_note(&misspelt));
     named.sort();
     for (pid, name, bytes) in named {
         read_file(&mut folder, &mut index, pid, name, bytes.as_slice());
@@ -269,7 +520,12 @@ fn parse_line(bytes: &[u8]) -> Line {
                 kind: String,
             }
             match serde_json::from_slice::<Kind>(bytes) {
-                Ok(k) if !matches!(k.kind.as_str(), "header" | "call" | "exit") => {
+                Ok(k)
+                    if !matches!(
+                        k.kind.as_str(),
+                        "header" | "call" | "exit" | "host" | "lookup"
+                    ) =>
+                {
                     Line::OtherKind(k.kind)
                 }
                 _ => Line::Bad(e.to_string()),
@@ -330,33 +586,9 @@ impl FileProcesses {
         match candidates.as_slice() {
             [one] => Some(*one),
             [] => None,
-            _ => {
-                // Several processes wait for this number: the one whose last
-                // call ended latest before this one started (a thread makes
-                // one call at a time); among those with no call yet, the one
-                // whose header was written nearest this call.
-                let last_end = |i: usize| {
-                    self.procs[i]
-                        .calls
-                        .last()
-                        .map(|c| c.t_ns.saturating_add(c.dur_ns))
-                };
-                let score = |i: usize| match last_end(i) {
-                    Some(e) if e <= t_ns => Some(t_ns - e),
-                    Some(_) => None,
-                    None => self.procs[i]
-                        .header
-                        .as_ref()
-                        .map(|h| h.start_ns.abs_diff(t_ns)),
-                };
-                let scored: Vec<(u64, usize)> = candidates
-                    .iter()
-                    .filter_map(|&i| score(i).map(|s| (s, i)))
-                    .collect();
-                let best = scored.iter().min()?;
-                let ties = scored.iter().filter(|(s, _)| *s == best.0).count();
-                (ties == 1).then_some(best.1)
-            }
+            // Several processes wait for this number: which one wrote the
+            // line cannot be told.
+            _ => None,
         }
     }
 }
@@ -456,38 +688,55 @@ fn read_file(
                     }
                 }
             }
-            Line::Parsed(TraceLine::Call(c)) => {
-                let Some(owner) = fp.owner_of_call(pid, name, c.seq, c.t_ns) else {
+            Line::Parsed(line @ (TraceLine::Call(_) | TraceLine::Host(_) | TraceLine::Lookup(_))) => {
+                let (seq, t_ns) = match &line {
+                    TraceLine::Call(c) => (c.seq, c.t_ns),
+                    TraceLine::Host(h) => (h.seq, h.t_ns),
+                    TraceLine::Lookup(l) => (l.seq, l.t_ns),
+                    _ => continue,
+                };
+                let Some(owner) = fp.owner_of_call(pid, name, seq, t_ns) else {
                     fp.ambiguous.push(number);
                     continue;
                 };
-                let entry = folder.intern(index, c.call);
                 fp.last_line[owner] = number;
-                let p = &mut fp.procs[owner];
-                if c.seq != fp.next[owner] {
-                    let problem = if c.seq < fp.next[owner] {
-                        format!("{shown}: call seq {} (line {number}) comes again", c.seq)
+                if seq != fp.next[owner] {
+                    let problem = if seq < fp.next[owner] {
+                        format!("{shown}: record seq {seq} (line {number}) comes again")
                     } else {
                         format!(
-                            "{shown}: calls seq {} to {} are missing before line {number}",
+                            "{shown}: records seq {} to {} are missing before line {number}",
                             fp.next[owner],
-                            c.seq - 1
+                            seq - 1
                         )
                     };
                     folder.problems.push(problem);
                 }
-                fp.next[owner] = c.seq.saturating_add(1).max(fp.next[owner]);
-                p.calls.push(Rec {
-                    seq: c.seq,
-                    entry,
-                    result: c.result,
-                    t_ns: c.t_ns,
-                    dur_ns: c.dur_ns,
-                    args: c.args,
-                });
-                folder.calls += 1;
-                if folder.calls > MAX_TRACE_CALLS {
-                    break;
+                fp.next[owner] = seq.saturating_add(1).max(fp.next[owner]);
+                match line {
+                    TraceLine::Call(c) => {
+                        let entry = folder.intern(index, c.call);
+                        fp.procs[owner].calls.push(Rec {
+                            seq: c.seq,
+                            entry,
+                            result: c.result,
+                            t_ns: c.t_ns,
+                            dur_ns: c.dur_ns,
+                            args: c.args.into(),
+                        });
+                        folder.calls += 1;
+                        if folder.calls > MAX_TRACE_CALLS {
+                            break;
+                        }
+                    }
+                    TraceLine::Host(h) => fp.procs[owner].host.push(h),
+                    TraceLine::Lookup(l) => {
+                        let lookups = &mut fp.procs[owner].lookups;
+                        if lookups.len() < 64 && !lookups.contains(&l.symbol) {
+                            lookups.push(l.symbol);
+                        }
+                    }
+                    _ => {}
                 }
             }
             Line::Parsed(TraceLine::Exit(e)) => exits.push((number, e.t_ns)),
@@ -540,18 +789,27 @@ fn list(numbers: &[usize]) -> String {
     s.join(", ")
 }
 
-/// Order the processes by start and report files that hold one process
-/// twice.
+/// Order the processes by start, report files that hold one process twice,
+/// and folders that hold two traced programs at once.
 fn finish(folder: &mut Folder) {
     let start = |p: &ProcessTrace| {
         let first = p.calls.first().map_or(u64::MAX, |c| c.t_ns);
-        p.header.as_ref().map_or(first, |h| h.start_ns.min(first))
+        let host = p.host.first().map_or(u64::MAX, |h| h.t_ns);
+        p.header
+            .as_ref()
+            .map_or(first.min(host), |h| h.start_ns.min(first).min(host))
     };
     folder
         .processes
         .sort_by(|a, b| (start(a), a.pid, &a.file).cmp(&(start(b), b.pid, &b.file)));
-    // Two files for one pid: one process twice, unless their headers say
-    // they are two processes (started at different times).
+    duplicates(folder);
+    concurrent_runs(folder);
+}
+
+/// Two files for one pid are two processes (PID namespaces, a pid given
+/// out again) or two images of one (an `exec`) when their headers say so;
+/// otherwise one process twice, which the folder must not hold.
+fn duplicates(folder: &mut Folder) {
     let mut by_pid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, p) in folder.processes.iter().enumerate() {
         by_pid.entry(p.pid).or_default().push(i);
@@ -566,30 +824,94 @@ fn finish(folder: &mut Folder) {
         if files.len() < 2 {
             continue;
         }
-        let starts: Vec<Option<u64>> = procs
+        // What tells processes and images apart: the PID namespace, the
+        // process's start (kept across exec) and when the file was made.
+        let identities: Vec<Option<(u64, u64, u64)>> = procs
             .iter()
-            .map(|&i| folder.processes[i].header.as_ref().map(|h| h.start_ns))
+            .map(|&i| {
+                folder.processes[i]
+                    .header
+                    .as_ref()
+                    .map(|h| (h.pid_ns, h.proc_start, h.start_ns))
+            })
             .collect();
-        let distinct = starts.iter().all(Option::is_some) && {
-            let mut s = starts.clone();
+        let distinct = identities.iter().all(Option::is_some) && {
+            let mut s = identities.clone();
             s.sort();
             s.dedup();
-            s.len() == starts.len()
+            s.len() == identities.len()
         };
         let names: Vec<String> = files.iter().map(|f| escaped(f)).collect();
-        if distinct {
-            folder.notes.push(format!(
-                "pid {pid} has {} trace files ({}), each a process of its own by its header",
-                names.len(),
-                names.join(", ")
-            ));
-        } else {
+        if !distinct {
             folder.problems.push(format!(
-                "pid {pid} has {} trace files ({}) that do not tell apart two processes: \
-                 a folder holds one file per process",
+                "pid {pid} has {} trace files ({}) whose headers do not tell apart two \
+                 processes or two images of one: one process recorded twice",
                 names.len(),
                 names.join(", ")
             ));
+            continue;
+        }
+        let namespaces: std::collections::BTreeSet<u64> =
+            identities.iter().flatten().map(|i| i.0).collect();
+        let what = if namespaces.len() > 1 {
+            "processes of different PID namespaces"
+        } else {
+            "processes or program images (after an exec) of their own, by their headers"
+        };
+        folder.notes.push(format!(
+            "pid {pid} has {} trace files ({}): {what}",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+}
+
+/// Two programs traced into one folder at once: tracer coverage 1 writes a
+/// header as it loads into each program image, so every traced process's
+/// parent is in the folder except the traced command's, whose parent is
+/// `trace` itself. Two such roots with different parents whose lives
+/// overlap are two runs.
+fn concurrent_runs(folder: &mut Folder) {
+    let procs = &folder.processes;
+    if procs.is_empty() || procs.iter().any(|p| p.coverage() == 0) {
+        return;
+    }
+    let pids: std::collections::BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
+    let life = |p: &ProcessTrace| {
+        let from = p.header.as_ref().map_or(0, |h| h.start_ns);
+        (from, p.end_ns().max(from))
+    };
+    let roots: Vec<&ProcessTrace> = procs
+        .iter()
+        .filter(|p| {
+            p.header
+                .as_ref()
+                .is_some_and(|h| h.origin == "load" && !pids.contains(&h.ppid))
+        })
+        .collect();
+    for (i, a) in roots.iter().enumerate() {
+        for b in &roots[i + 1..] {
+            let (ha, hb) = (a.header.as_ref(), b.header.as_ref());
+            let (Some(ha), Some(hb)) = (ha, hb) else {
+                continue;
+            };
+            // Images of one process (exec) share pid, namespace and start.
+            let same_process = a.pid == b.pid && ha.pid_ns == hb.pid_ns && ha.proc_start == hb.proc_start;
+            let (la, lb) = (life(a), life(b));
+            let overlap = la.0 <= lb.1 && lb.0 <= la.1;
+            if ha.ppid != hb.ppid && !same_process && overlap {
+                folder.problems.push(format!(
+                    "the folder holds two programs traced at once: {} (pid {}, started by pid {}) \
+                     and {} (pid {}, started by pid {}); trace each into a folder of its own",
+                    escaped(&ha.exe),
+                    a.pid,
+                    ha.ppid,
+                    escaped(&hb.exe),
+                    b.pid,
+                    hb.ppid
+                ));
+                return;
+            }
         }
     }
 }
@@ -599,21 +921,38 @@ fn finish(folder: &mut Folder) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MergedEntry {
     Call { process: usize, call: usize },
+    /// A host record (`ProcessTrace::host`).
+    Host { process: usize, index: usize },
     End { process: usize },
+}
+
+/// Host operations that take what another process gave: they are placed in
+/// the history when they return, so that the giving record comes first.
+fn receives(op: &str) -> bool {
+    matches!(op, "recv" | "sem_wait" | "wait" | "pidfd_getfd")
 }
 
 /// Every call of every process in the order of their start times (ties:
 /// process, then sequence), each process ending at its exit record or the
 /// end of its last call.
 pub fn merged(folder: &Folder) -> Vec<MergedEntry> {
+    let hosts: usize = folder.processes.iter().map(|p| p.host.len()).sum();
     let mut keyed: Vec<((u64, u8, usize, u64), MergedEntry)> =
-        Vec::with_capacity(folder.calls + folder.processes.len());
+        Vec::with_capacity(folder.calls + hosts + folder.processes.len());
     for (process, p) in folder.processes.iter().enumerate() {
         for (call, c) in p.calls.iter().enumerate() {
             keyed.push((
                 (c.t_ns, 0, process, c.seq),
                 MergedEntry::Call { process, call },
             ));
+        }
+        for (index, h) in p.host.iter().enumerate() {
+            let at = if receives(&h.op) {
+                h.t_ns.saturating_add(h.dur_ns)
+            } else {
+                h.t_ns
+            };
+            keyed.push(((at, 0, process, h.seq), MergedEntry::Host { process, index }));
         }
         keyed.push((
             (p.end_ns(), 1, process, u64::MAX),
@@ -687,6 +1026,7 @@ mod tests {
         let a = file(&[header(101, 5), call(0, "a", 6)]);
         let folder = read_files(&[
             ("trace-101.jsonl".into(), a.clone()),
+            ("trace-101.2.jsonl".into(), a.clone()),
             ("trace-0101.jsonl".into(), a),
         ]);
         assert_eq!(folder.processes.len(), 2);
@@ -698,38 +1038,53 @@ mod tests {
             "{:?}",
             folder.problems
         );
+        assert!(
+            folder.notes.iter().any(|n| n.contains("trace-0101.jsonl")),
+            "{:?}",
+            folder.notes
+        );
     }
 
     #[test]
     fn two_processes_of_one_pid_in_one_file_are_told_apart() {
         // Processes A and B, both pid 1 in PID namespaces of their own,
-        // their lines interleaved as they appended them: each header is
-        // written as its process's first call returns.
+        // their lines interleaved as they appended them; B started when A
+        // had made two calls, so the sequence numbers tell them apart.
         let f = file(&[
             header(1, 100),
             call(0, "a0", 90),
-            header(1, 105),
-            call(0, "b0", 95),
             call(1, "a1", 200),
-            call(1, "b1", 210),
-            call(2, "a2", 600),
-            r#"{"kind":"exit","t_ns":700}"#.to_string(),
-            call(2, "b2", 800),
+            header(1, 105),
+            call(0, "b0", 300),
+            call(2, "a2", 400),
+            r#"{"kind":"exit","t_ns":450}"#.to_string(),
+            call(1, "b1", 500),
             r#"{"kind":"exit","t_ns":900}"#.to_string(),
         ]);
         let folder = read_files(&[("trace-1.jsonl".into(), f)]);
         assert!(folder.problems.is_empty(), "{:?}", folder.problems);
         assert_eq!(folder.processes.len(), 2, "{folder:?}");
         let names = |p: &ProcessTrace| -> Vec<String> {
-            p.calls
-                .iter()
-                .map(|c| folder.entry(c).to_string())
-                .collect()
+            p.calls.iter().map(|c| folder.entry(c).to_string()).collect()
         };
         assert_eq!(names(&folder.processes[0]), ["a0", "a1", "a2"]);
-        assert_eq!(names(&folder.processes[1]), ["b0", "b1", "b2"]);
-        assert_eq!(folder.processes[0].exit_ns, Some(700));
+        assert_eq!(names(&folder.processes[1]), ["b0", "b1"]);
+        assert_eq!(folder.processes[0].exit_ns, Some(450));
         assert_eq!(folder.processes[1].exit_ns, Some(900));
+        // Two processes waiting for the same sequence number: whose line
+        // it is cannot be told.
+        let both = file(&[
+            header(1, 100),
+            header(1, 105),
+            call(0, "a0", 110),
+            call(0, "b0", 120),
+        ]);
+        let folder = read_files(&[("trace-1.jsonl".into(), both)]);
+        assert!(
+            folder.problems.iter().any(|p| p.contains("cannot be told apart")),
+            "{:?}",
+            folder.problems
+        );
     }
 
     #[test]
