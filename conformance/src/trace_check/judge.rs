@@ -196,7 +196,21 @@ pub fn judge(folder: &Folder, replay: &Replay) -> Judged {
         if !seen.insert((h.kind, o.process, o.seq, o.entry)) {
             continue;
         }
-        let mut f = finding(FindingClass::Hazard, h.kind.name(), step, h.detail.clone());
+        let killed_exit = matches!(replay.scenario.steps[step].op, Op::Exit)
+            && replay.killed.get(o.process).copied().unwrap_or(false);
+        let mut f = if killed_exit {
+            finding(
+                FindingClass::Note,
+                h.kind.name(),
+                step,
+                format!(
+                    "{} (a signal ended the process: its teardown released what it held)",
+                    h.detail
+                ),
+            )
+        } else {
+            finding(FindingClass::Hazard, h.kind.name(), step, h.detail.clone())
+        };
         f.after_divergence = diverged_at.is_some_and(|d| step > d);
         if h.kind == HazardKind::UnsynchronizedRead {
             race_rules(folder, replay, step, &mut f);

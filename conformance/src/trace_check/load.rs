@@ -123,7 +123,8 @@ impl Args {
     }
     /// A device ordinal (negative ones read as absent).
     pub fn device(&self) -> Option<u32> {
-        self.get(Field::Device).and_then(|d| u32::try_from(d as i64).ok())
+        self.get(Field::Device)
+            .and_then(|d| u32::try_from(d as i64).ok())
     }
     pub fn ctx(&self) -> Option<u64> {
         self.get(Field::Ctx)
@@ -438,13 +439,13 @@ pub fn read_dir(dir: &Path) -> Result<Folder, String> {
             Name::Misspelt => misspelt.push(name.to_string()),
             Name::Other => {}
             Name::Trace(pid) => {
-            if names.len() >= MAX_TRACE_FILES {
-                folder.problems.push(format!(
+                if names.len() >= MAX_TRACE_FILES {
+                    folder.problems.push(format!(
                     "the folder holds more than {MAX_TRACE_FILES} trace files; `check` reads no more"
                 ));
-                break;
-            }
-            names.push((pid, name.to_string()));
+                    break;
+                }
+                names.push((pid, name.to_string()));
             }
         }
     }
@@ -543,6 +544,8 @@ struct FileProcesses {
     next: Vec<u64>,
     /// Per process: the line of its latest call.
     last_line: Vec<usize>,
+    /// Per process: the sequence numbers it wrote, with their lines.
+    seqs: Vec<Vec<(u64, usize)>>,
     /// Lines whose process could not be told.
     ambiguous: Vec<usize>,
 }
@@ -551,6 +554,31 @@ impl FileProcesses {
     fn push_next(&mut self) {
         self.next.push(0);
         self.last_line.push(0);
+        self.seqs.push(Vec::new());
+    }
+
+    /// Records missing from a process's sequence, or written twice: each
+    /// a problem (a record lost keeps the trace from being judged).
+    fn gaps(&mut self, shown: &str, problems: &mut Vec<String>) {
+        for (p, seqs) in self.procs.iter_mut().zip(&mut self.seqs) {
+            seqs.sort_unstable();
+            let mut expect = seqs.first().map_or(0, |s| s.0.min(0));
+            for &(seq, line) in seqs.iter() {
+                if seq < expect {
+                    problems.push(format!(
+                        "{shown}: record seq {seq} (line {line}) comes again"
+                    ));
+                } else if seq > expect {
+                    problems.push(format!(
+                        "{shown}: records seq {expect} to {} are missing (before line {line})",
+                        seq - 1
+                    ));
+                }
+                expect = expect.max(seq + 1);
+            }
+            p.calls.sort_by_key(|c| c.seq);
+            p.host.sort_by_key(|h| h.seq);
+        }
     }
 
     /// Each exit record to the one process that can have written it: one
@@ -571,8 +599,8 @@ impl FileProcesses {
         }
     }
 
-    /// The process a call line with `seq` at `t_ns` belongs to.
-    fn owner_of_call(&mut self, pid: u32, file: &str, seq: u64, t_ns: u64) -> Option<usize> {
+    /// The process a record with `seq` belongs to.
+    fn owner_of_call(&mut self, pid: u32, file: &str, seq: u64) -> Option<usize> {
         if self.procs.is_empty() {
             self.procs.push(ProcessTrace::new(pid, file, None));
             self.push_next();
@@ -607,6 +635,7 @@ fn read_file(
         next: Vec::new(),
         ambiguous: Vec::new(),
         last_line: Vec::new(),
+        seqs: Vec::new(),
     };
     let mut line = Vec::with_capacity(512);
     let mut number = 0usize;
@@ -688,31 +717,24 @@ fn read_file(
                     }
                 }
             }
-            Line::Parsed(line @ (TraceLine::Call(_) | TraceLine::Host(_) | TraceLine::Lookup(_))) => {
-                let (seq, t_ns) = match &line {
-                    TraceLine::Call(c) => (c.seq, c.t_ns),
-                    TraceLine::Host(h) => (h.seq, h.t_ns),
-                    TraceLine::Lookup(l) => (l.seq, l.t_ns),
+            Line::Parsed(
+                line @ (TraceLine::Call(_) | TraceLine::Host(_) | TraceLine::Lookup(_)),
+            ) => {
+                let seq = match &line {
+                    TraceLine::Call(c) => c.seq,
+                    TraceLine::Host(h) => h.seq,
+                    TraceLine::Lookup(l) => l.seq,
                     _ => continue,
                 };
-                let Some(owner) = fp.owner_of_call(pid, name, seq, t_ns) else {
+                let Some(owner) = fp.owner_of_call(pid, name, seq) else {
                     fp.ambiguous.push(number);
                     continue;
                 };
                 fp.last_line[owner] = number;
-                if seq != fp.next[owner] {
-                    let problem = if seq < fp.next[owner] {
-                        format!("{shown}: record seq {seq} (line {number}) comes again")
-                    } else {
-                        format!(
-                            "{shown}: records seq {} to {} are missing before line {number}",
-                            fp.next[owner],
-                            seq - 1
-                        )
-                    };
-                    folder.problems.push(problem);
-                }
+                // Threads take their numbers before they write: lines may
+                // come a little out of order, and are checked once sorted.
                 fp.next[owner] = seq.saturating_add(1).max(fp.next[owner]);
+                fp.seqs[owner].push((seq, number));
                 match line {
                     TraceLine::Call(c) => {
                         let entry = folder.intern(index, c.call);
@@ -745,6 +767,7 @@ fn read_file(
         }
     }
     fp.give_exits(pid, name, &exits);
+    fp.gaps(&shown, &mut folder.problems);
     for (n, why) in &bad {
         if let Some(p) = fp.procs.last_mut() {
             p.bad_lines.push(*n);
@@ -896,7 +919,8 @@ fn concurrent_runs(folder: &mut Folder) {
                 continue;
             };
             // Images of one process (exec) share pid, namespace and start.
-            let same_process = a.pid == b.pid && ha.pid_ns == hb.pid_ns && ha.proc_start == hb.proc_start;
+            let same_process =
+                a.pid == b.pid && ha.pid_ns == hb.pid_ns && ha.proc_start == hb.proc_start;
             let (la, lb) = (life(a), life(b));
             let overlap = la.0 <= lb.1 && lb.0 <= la.1;
             if ha.ppid != hb.ppid && !same_process && overlap {
@@ -920,10 +944,18 @@ fn concurrent_runs(folder: &mut Folder) {
 /// or the end of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MergedEntry {
-    Call { process: usize, call: usize },
+    Call {
+        process: usize,
+        call: usize,
+    },
     /// A host record (`ProcessTrace::host`).
-    Host { process: usize, index: usize },
-    End { process: usize },
+    Host {
+        process: usize,
+        index: usize,
+    },
+    End {
+        process: usize,
+    },
 }
 
 /// Host operations that take what another process gave: they are placed in
@@ -952,7 +984,10 @@ pub fn merged(folder: &Folder) -> Vec<MergedEntry> {
             } else {
                 h.t_ns
             };
-            keyed.push(((at, 0, process, h.seq), MergedEntry::Host { process, index }));
+            keyed.push((
+                (at, 0, process, h.seq),
+                MergedEntry::Host { process, index },
+            ));
         }
         keyed.push((
             (p.end_ns(), 1, process, u64::MAX),
@@ -1065,7 +1100,10 @@ mod tests {
         assert!(folder.problems.is_empty(), "{:?}", folder.problems);
         assert_eq!(folder.processes.len(), 2, "{folder:?}");
         let names = |p: &ProcessTrace| -> Vec<String> {
-            p.calls.iter().map(|c| folder.entry(c).to_string()).collect()
+            p.calls
+                .iter()
+                .map(|c| folder.entry(c).to_string())
+                .collect()
         };
         assert_eq!(names(&folder.processes[0]), ["a0", "a1", "a2"]);
         assert_eq!(names(&folder.processes[1]), ["b0", "b1"]);
@@ -1081,7 +1119,10 @@ mod tests {
         ]);
         let folder = read_files(&[("trace-1.jsonl".into(), both)]);
         assert!(
-            folder.problems.iter().any(|p| p.contains("cannot be told apart")),
+            folder
+                .problems
+                .iter()
+                .any(|p| p.contains("cannot be told apart")),
             "{:?}",
             folder.problems
         );

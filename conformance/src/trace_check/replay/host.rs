@@ -58,12 +58,7 @@ impl Lowering<'_> {
         let procs = &self.folder.processes;
         (0..procs.len())
             .filter(|&i| Some(i) != after && procs[i].pid == pid)
-            .filter(|&i| {
-                procs[i]
-                    .header
-                    .as_ref()
-                    .is_none_or(|h| h.start_ns >= t_ns)
-            })
+            .filter(|&i| procs[i].header.as_ref().is_none_or(|h| h.start_ns >= t_ns))
             .min_by_key(|&i| procs[i].header.as_ref().map_or(0, |h| h.start_ns))
     }
 
@@ -75,6 +70,21 @@ impl Lowering<'_> {
         let mut queues: HashMap<String, VecDeque<Message>> = HashMap::new();
         let mut posts: HashMap<String, VecDeque<(usize, u64)>> = HashMap::new();
         let mut fd_flow: Vec<((usize, u64), (usize, u64), Vec<(i64, i64)>)> = Vec::new();
+        // What each socket's other end is, and where datagram sockets are
+        // bound: a description is written as a descriptor is first used.
+        for p in &folder.processes {
+            for h in p.host.iter().filter(|h| h.op == "describe") {
+                let Some(object) = &h.args.object else {
+                    continue;
+                };
+                if let Some(peer) = &h.args.peer {
+                    peer_of.insert(object.clone(), peer.clone());
+                }
+                if let Some(local) = &h.args.local {
+                    bound.insert(local.clone(), object.clone());
+                }
+            }
+        }
         for entry in merged {
             let MergedEntry::Host { process, index } = *entry else {
                 continue;
@@ -83,14 +93,6 @@ impl Lowering<'_> {
             let a = &h.args;
             let object = a.object.clone().unwrap_or_default();
             match h.op.as_str() {
-                "describe" => {
-                    if let Some(peer) = &a.peer {
-                        peer_of.insert(object.clone(), peer.clone());
-                    }
-                    if let Some(local) = &a.local {
-                        bound.insert(local.clone(), object.clone());
-                    }
-                }
                 "send" => {
                     let key = a
                         .path
@@ -120,11 +122,8 @@ impl Lowering<'_> {
                             .or_default()
                             .push((process, h.seq));
                         if !m.fds.is_empty() && !fds_in.is_empty() {
-                            let pairs: Vec<(i64, i64)> = m
-                                .fds
-                                .drain(..)
-                                .zip(fds_in.drain(..))
-                                .collect();
+                            let pairs: Vec<(i64, i64)> =
+                                m.fds.drain(..).zip(fds_in.drain(..)).collect();
                             fd_flow.push(((m.process, m.seq), (process, h.seq), pairs));
                         }
                         let took = need.min(m.left);
@@ -148,7 +147,10 @@ impl Lowering<'_> {
             }
         }
         for (from, to, pairs) in fd_flow {
-            self.fd_sends.entry(from).or_default().push((to.0, to.1, pairs));
+            self.fd_sends
+                .entry(from)
+                .or_default()
+                .push((to.0, to.1, pairs));
         }
     }
 
@@ -195,6 +197,9 @@ impl Lowering<'_> {
                     a.pid
                 };
                 if let Some(child) = pid.and_then(|p| self.started_image(p, h.t_ns, after)) {
+                    if h.op == "fork" {
+                        self.inherit_fds(process, h.seq, child);
+                    }
                     let clock = self.procs[process].clock(process);
                     let start = self.start_clock.entry(child).or_default();
                     for (q, e) in clock {
@@ -254,6 +259,36 @@ impl Lowering<'_> {
                 .entry((q, qseq))
                 .or_default()
                 .push((rfd, received));
+        }
+    }
+
+    /// A forked child holds its parent's descriptors under the same
+    /// numbers: each one the replay follows is passed to it.
+    fn inherit_fds(&mut self, process: usize, seq: u64, child: usize) {
+        let mut fds: Vec<(i64, String)> = self.procs[process]
+            .fds
+            .iter()
+            .map(|(n, f)| (*n, f.binding.clone()))
+            .collect();
+        fds.sort();
+        for (n, binding) in fds {
+            let received = self.procs[child].fresh("f");
+            let to_name = self.procs[child].name.clone();
+            self.harness_step(
+                process,
+                Some(seq),
+                Some(received.clone()),
+                Op::SendFd {
+                    fd: binding.clone(),
+                    to: child,
+                    to_name,
+                },
+            );
+            let object = self.fd_objects.get(&binding).copied().flatten();
+            self.fd_objects.insert(received.clone(), object);
+            self.procs[child]
+                .fds
+                .insert(n, super::state::FdObject { binding: received });
         }
     }
 

@@ -115,7 +115,12 @@ impl Lowering<'_> {
         let s = self.procs[process].fresh("s");
         // CU_STREAM_NON_BLOCKING is bit 0, as the language's `nonblocking`.
         let flags = (r.args.flags().unwrap_or(0) & 1) as u32;
-        self.call_step(process, r, ok.then(|| s.clone()), Op::StreamCreate { flags });
+        self.call_step(
+            process,
+            r,
+            ok.then(|| s.clone()),
+            Op::StreamCreate { flags },
+        );
         if let (true, Some(v)) = (ok, r.args.stream()) {
             self.procs[process].streams.insert(v, s);
         }
@@ -367,10 +372,7 @@ impl Lowering<'_> {
             let first = self
                 .mem_handles
                 .entry(bytes.to_string())
-                .or_insert(Made {
-                    binding: h,
-                    object,
-                })
+                .or_insert(Made { binding: h, object })
                 .binding
                 .clone();
             self.send_to_openers(process, r, bytes, &first);
@@ -485,11 +487,12 @@ impl Lowering<'_> {
             "cuIpcOpenEventHandle" => r.args.event(),
             _ => None,
         };
-        if let Some(out) = output.filter(|&v| v != 0) {
-            self.procs[process]
-                .failed_outputs
-                .push((out, r.seq, r.entry));
-        }
+        // Whatever it left (nothing is recorded after a failure: the tracer
+        // reads no output then), the program must not use it; 0 stands for
+        // a NULL or unwritten output.
+        self.procs[process]
+            .failed_outputs
+            .push((output.unwrap_or(0), r.seq, r.entry));
         if let ("cuIpcGetMemHandle" | "cuIpcGetEventHandle", Some(h)) = (name, r.args.handle()) {
             self.failed_handles
                 .insert(h.to_string(), (process, r.seq, r.entry));
@@ -523,8 +526,22 @@ impl Lowering<'_> {
         used.extend(a.pointer_args().into_iter().flatten());
         let failed = std::mem::take(&mut self.procs[process].failed_outputs);
         let mut kept = Vec::new();
+        // A NULL pointer used by a call that reaches memory through it.
+        let dereferences = name.starts_with("cuMemcpy")
+            || name.starts_with("cuMemset")
+            || name.starts_with("cuLaunch")
+            || name == "cuIpcCloseMemHandle";
+        let null_used = dereferences
+            && (a.ptr() == Some(0)
+                || a.src() == Some(0)
+                || a.pointer_args().is_some_and(|p| p.contains(&0)));
         for (output, seq, entry) in failed {
-            if used.contains(&output) {
+            let hit = if output == 0 {
+                null_used
+            } else {
+                used.contains(&output)
+            };
+            if hit {
                 let call = self.entry_name(entry);
                 self.finding(
                     FindingClass::IgnoredError,

@@ -115,13 +115,23 @@ impl Lowering<'_> {
                 self.procs[process].memory.live.remove(&ptr);
             }
         }
-        self.unlowered(process, r, "host memory registration (it decides copies' synchronisation)");
+        self.unlowered(
+            process,
+            r,
+            "host memory registration (it decides copies' synchronisation)",
+        );
     }
 
     /// The memory kind of one side of a copy: what the driver reported,
     /// else what the direction the call names and the trace's own regions
     /// say.
-    fn side(&self, process: usize, ptr: u64, kind: Option<Kind>, device_side: Option<bool>) -> Memory {
+    fn side(
+        &self,
+        process: usize,
+        ptr: u64,
+        kind: Option<Kind>,
+        device_side: Option<bool>,
+    ) -> Memory {
         if let Some(m) = reported(kind) {
             return m;
         }
@@ -174,7 +184,11 @@ impl Lowering<'_> {
             .then(|| self.pointer(process, r, dst))
             .flatten();
         if (device(src_mem) && src_ref.is_none()) || (device(dst_mem) && dst_ref.is_none()) {
-            self.reason(process, r, "copies device memory no recorded call allocated");
+            self.reason(
+                process,
+                r,
+                "copies device memory no recorded call allocated",
+            );
             return self.unlowered(process, r, "device memory the trace did not see allocated");
         }
         let stream = self.stream(process, r);
@@ -221,7 +235,15 @@ impl Lowering<'_> {
                     dobj.or(so).map(|o| (o, dobj.is_some())),
                 );
                 if rule.returns == Returns::Completed {
-                    self.model_step(process, Some(r), None, Op::Sync, Role::Model, Some(rule.id), None);
+                    self.model_step(
+                        process,
+                        Some(r),
+                        None,
+                        Op::Sync,
+                        Role::Model,
+                        Some(rule.id),
+                        None,
+                    );
                     self.host_synced(process, r);
                 }
             }
@@ -232,7 +254,15 @@ impl Lowering<'_> {
     /// A host-to-device copy that returns before (staged) or after
     /// (completed) its bytes land: a `write`, then for a completed one a
     /// `sync` (the simulator has no synchronous write).
-    fn write_model(&mut self, process: usize, r: &Rec, d: Ref, len: u64, object: Option<usize>, rule: SyncRule) {
+    fn write_model(
+        &mut self,
+        process: usize,
+        r: &Rec,
+        d: Ref,
+        len: u64,
+        object: Option<usize>,
+        rule: SyncRule,
+    ) {
         if let Some(o) = object {
             self.accessed(process, r, o, true);
         }
@@ -258,7 +288,15 @@ impl Lowering<'_> {
             origin,
         );
         if rule.returns == Returns::Completed {
-            self.model_step(process, Some(r), None, Op::Sync, Role::Model, Some(rule.id), None);
+            self.model_step(
+                process,
+                Some(r),
+                None,
+                Op::Sync,
+                Role::Model,
+                Some(rule.id),
+                None,
+            );
             self.host_synced(process, r);
         }
     }
@@ -300,7 +338,15 @@ impl Lowering<'_> {
     /// A device-to-host copy: a `read` (the language's reads are
     /// synchronous; a queued one is read when it is made, which can only
     /// order it earlier than the device would).
-    fn read_model(&mut self, process: usize, r: &Rec, s: Ref, len: u64, object: Option<usize>, rule: SyncRule) {
+    fn read_model(
+        &mut self,
+        process: usize,
+        r: &Rec,
+        s: Ref,
+        len: u64,
+        object: Option<usize>,
+        rule: SyncRule,
+    ) {
         if let Some(o) = object {
             self.accessed(process, r, o, false);
         }
@@ -374,7 +420,15 @@ impl Lowering<'_> {
             object.map(|o| (o, true)),
         );
         if rule.returns == Returns::Completed {
-            self.model_step(process, Some(r), None, Op::Sync, Role::Model, Some(rule.id), None);
+            self.model_step(
+                process,
+                Some(r),
+                None,
+                Op::Sync,
+                Role::Model,
+                Some(rule.id),
+                None,
+            );
             self.host_synced(process, r);
         }
     }
@@ -385,7 +439,10 @@ impl Lowering<'_> {
             self.not_replayed += 1;
             return self.comment(
                 process,
-                format!("kernel (seq {}): opaque work (its parameters are unknown)", r.seq),
+                format!(
+                    "kernel (seq {}): opaque work (its parameters are unknown)",
+                    r.seq
+                ),
             );
         };
         if r.result != 0 {
@@ -398,7 +455,10 @@ impl Lowering<'_> {
             let Some((p, memory, object, rem)) = self.pointer(process, r, ptr) else {
                 continue;
             };
-            if memory == Memory::Pageable || p == Ref::Null || !seen.insert(object.map_or(ptr, |o| o as u64)) {
+            if memory == Memory::Pageable
+                || p == Ref::Null
+                || !seen.insert(object.map_or(ptr, |o| o as u64))
+            {
                 continue;
             }
             touched += 1;
@@ -427,7 +487,10 @@ impl Lowering<'_> {
             self.not_replayed += 1;
             self.comment(
                 process,
-                format!("kernel (seq {}): no pointer into memory the trace saw", r.seq),
+                format!(
+                    "kernel (seq {}): no pointer into memory the trace saw",
+                    r.seq
+                ),
             );
         }
     }

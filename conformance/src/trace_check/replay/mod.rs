@@ -106,6 +106,22 @@ impl<'f> Lowering<'f> {
                 _ => {}
             }
         }
+        // A parent's wait whose status says a signal ended the child.
+        for p in &folder.processes {
+            for h in p.host.iter().filter(|h| h.op == "wait") {
+                let signalled = h
+                    .args
+                    .status
+                    .is_some_and(|s| s & 0x7f != 0 && s & 0x7f != 0x7f);
+                if let (true, Some(pid)) = (signalled, h.args.pid) {
+                    for (i, q) in folder.processes.iter().enumerate() {
+                        if q.pid == pid && q.exit_ns.is_none() {
+                            self.killed[i] = true;
+                        }
+                    }
+                }
+            }
+        }
         start.into_iter().map(|d| d.unwrap_or(0)).collect()
     }
 
@@ -212,10 +228,12 @@ impl<'f> Lowering<'f> {
             "cuIpcOpenMemHandle" => self.open_mem_handle(process, r),
             "cuIpcCloseMemHandle" => self.close_mem_handle(process, r),
             "cuEventCreate" => self.event_create(process, r),
-            "cuEventRecord" | "cuEventRecordWithFlags" | "cuEventQuery"
-            | "cuEventSynchronize" | "cuStreamWaitEvent" | "cuEventDestroy" => {
-                self.event_use(process, r, name)
-            }
+            "cuEventRecord"
+            | "cuEventRecordWithFlags"
+            | "cuEventQuery"
+            | "cuEventSynchronize"
+            | "cuStreamWaitEvent"
+            | "cuEventDestroy" => self.event_use(process, r, name),
             "cuEventElapsedTime" => self.event_elapsed(process, r),
             "cuIpcGetEventHandle" => self.get_event_handle(process, r),
             "cuIpcOpenEventHandle" => self.open_event_handle(process, r),
@@ -238,12 +256,23 @@ impl<'f> Lowering<'f> {
             "cuMemAllocFromPoolAsync" => self.pool_alloc(process, r),
             "cuMemPoolExportPointer" => self.pool_export_pointer(process, r),
             "cuMemPoolImportPointer" => self.pool_import_pointer(process, r),
-            "cuMemcpy" | "cuMemcpyHtoD" | "cuMemcpyDtoH" | "cuMemcpyDtoD" | "cuMemcpyAsync"
-            | "cuMemcpyHtoDAsync" | "cuMemcpyDtoHAsync" | "cuMemcpyDtoDAsync" | "cuMemcpyPeer"
-            | "cuMemcpyPeerAsync" | "cuMemcpy2D" | "cuMemcpy2DAsync" | "cuMemcpy2DUnaligned"
-            | "cuMemcpy3D" | "cuMemcpy3DAsync" | "cuMemcpy3DPeer" | "cuMemcpy3DPeerAsync" => {
-                self.copy(process, r, name)
-            }
+            "cuMemcpy"
+            | "cuMemcpyHtoD"
+            | "cuMemcpyDtoH"
+            | "cuMemcpyDtoD"
+            | "cuMemcpyAsync"
+            | "cuMemcpyHtoDAsync"
+            | "cuMemcpyDtoHAsync"
+            | "cuMemcpyDtoDAsync"
+            | "cuMemcpyPeer"
+            | "cuMemcpyPeerAsync"
+            | "cuMemcpy2D"
+            | "cuMemcpy2DAsync"
+            | "cuMemcpy2DUnaligned"
+            | "cuMemcpy3D"
+            | "cuMemcpy3DAsync"
+            | "cuMemcpy3DPeer"
+            | "cuMemcpy3DPeerAsync" => self.copy(process, r, name),
             "cuMemsetD8" | "cuMemsetD16" | "cuMemsetD32" | "cuMemsetD8Async"
             | "cuMemsetD16Async" | "cuMemsetD32Async" | "cuMemsetD2D8" | "cuMemsetD2D16"
             | "cuMemsetD2D32" | "cuMemsetD2D8Async" | "cuMemsetD2D16Async"
@@ -264,19 +293,27 @@ impl<'f> Lowering<'f> {
             "cuMemRetainAllocationHandle" | "cuMemGetHandleForAddressRange" => {
                 Some("shares memory in a way the simulator has no step for")
             }
-            "cuImportExternalMemory" | "cuExternalMemoryGetMappedBuffer"
-            | "cuImportExternalSemaphore" | "cuSignalExternalSemaphoresAsync"
+            "cuImportExternalMemory"
+            | "cuExternalMemoryGetMappedBuffer"
+            | "cuImportExternalSemaphore"
+            | "cuSignalExternalSemaphoresAsync"
             | "cuWaitExternalSemaphoresAsync" => {
                 Some("uses external memory or semaphores, which the simulator does not model")
             }
-            "cuMulticastCreate" | "cuMulticastAddDevice" | "cuMulticastBindMem"
-            | "cuMulticastBindAddr" | "cuMulticastUnbind" => {
+            "cuMulticastCreate"
+            | "cuMulticastAddDevice"
+            | "cuMulticastBindMem"
+            | "cuMulticastBindAddr"
+            | "cuMulticastUnbind" => {
                 Some("uses multicast objects, which the simulator does not model")
             }
-            "cuStreamWaitValue32" | "cuStreamWaitValue64" | "cuStreamWriteValue32"
-            | "cuStreamWriteValue64" | "cuStreamBatchMemOp" => Some(
-                "orders device work through memory values, which the simulator cannot follow",
-            ),
+            "cuStreamWaitValue32"
+            | "cuStreamWaitValue64"
+            | "cuStreamWriteValue32"
+            | "cuStreamWriteValue64"
+            | "cuStreamBatchMemOp" => {
+                Some("orders device work through memory values, which the simulator cannot follow")
+            }
             "cuDevicePrimaryCtxReset" => {
                 Some("resets a primary context, which the replay has no step for")
             }
@@ -303,9 +340,17 @@ impl<'f> Lowering<'f> {
             }
             _ if opaque && r.result == 0 => {
                 self.opaque += 1;
-                self.unlowered(process, r, "device work over memory the trace does not show");
+                self.unlowered(
+                    process,
+                    r,
+                    "device work over memory the trace does not show",
+                );
             }
-            _ => self.unlowered(process, r, "no step for it (it changes nothing the replay judges)"),
+            _ => self.unlowered(
+                process,
+                r,
+                "no step for it (it changes nothing the replay judges)",
+            ),
         }
     }
 
@@ -317,15 +362,18 @@ impl<'f> Lowering<'f> {
         let clock = self.procs[process].clock(process);
         self.final_clock.insert(process, clock);
         if self.folder.processes[process].exit_ns.is_none() {
-            // A crash, a signal, `_exit` or an `exec`: the teardown is the
-            // kernel's, and what the process held is not judged.
-            self.comment(
-                process,
-                "ends without an exit record (a crash, a signal, _exit or exec)".into(),
-            );
-            return;
+            // `_exit`, an `exec`, a crash or a signal: the process ends all
+            // the same, and the teardown releases what it held.
+            let how = if self.killed[process] {
+                "a signal ended it (its parent's wait says so)"
+            } else {
+                "_exit, exec, a crash or a signal"
+            };
+            self.comment(process, format!("ends without an exit record: {how}"));
         }
-        self.vmm_leaks(process);
+        if !self.killed[process] {
+            self.vmm_leaks(process);
+        }
         let origin = Origin {
             process,
             seq: None,
@@ -432,6 +480,7 @@ impl<'f> Lowering<'f> {
             reasons,
             notes: self.notes,
             not_replayed: self.not_replayed,
+            killed: self.killed,
         }
     }
 }

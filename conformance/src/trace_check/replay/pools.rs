@@ -87,7 +87,12 @@ impl Lowering<'_> {
         };
         let ok = r.result == 0;
         let f = self.procs[process].fresh("f");
-        self.call_step(process, r, ok.then(|| f.clone()), Op::PoolExport { pool: pl });
+        self.call_step(
+            process,
+            r,
+            ok.then(|| f.clone()),
+            Op::PoolExport { pool: pl },
+        );
         if ok {
             self.exported_fd(process, index, r, &f, None);
         }
@@ -129,7 +134,12 @@ impl Lowering<'_> {
         let size = r.args.size().unwrap_or(0);
         let ok = r.result == 0;
         let a = self.procs[process].fresh("a");
-        self.call_step(process, r, ok.then(|| a.clone()), Op::PoolAlloc { pool: pl, size });
+        self.call_step(
+            process,
+            r,
+            ok.then(|| a.clone()),
+            Op::PoolAlloc { pool: pl, size },
+        );
         if let (true, Some(ptr)) = (ok, r.args.ptr()) {
             let object = self.new_object(&a, size);
             self.add_region(
@@ -154,15 +164,17 @@ impl Lowering<'_> {
         };
         let ok = r.result == 0;
         let x = self.procs[process].fresh("x");
-        self.call_step(process, r, ok.then(|| x.clone()), Op::PoolExportPtr { ptr: p });
+        self.call_step(
+            process,
+            r,
+            ok.then(|| x.clone()),
+            Op::PoolExportPtr { ptr: p },
+        );
         if let (true, Some(bytes)) = (ok, r.args.handle()) {
             let first = self
                 .pool_exports
                 .entry(bytes.to_string())
-                .or_insert(Made {
-                    binding: x,
-                    object,
-                })
+                .or_insert(Made { binding: x, object })
                 .binding
                 .clone();
             self.send_to_openers(process, r, bytes, &first);
@@ -173,7 +185,11 @@ impl Lowering<'_> {
         let bytes = r.args.handle().unwrap_or_default();
         let Some(made) = self.pool_exports.get(bytes).cloned() else {
             if r.result == 0 {
-                self.reason(process, r, "imports a pool pointer no traced process exported");
+                self.reason(
+                    process,
+                    r,
+                    "imports a pool pointer no traced process exported",
+                );
             }
             return self.unlowered(process, r, "export data no traced process made");
         };

@@ -71,6 +71,9 @@ pub struct Replay {
     pub notes: Vec<String>,
     /// Recorded calls the replay carries as comments only.
     pub not_replayed: usize,
+    /// Per process: a parent's wait says a signal ended it (what it held
+    /// at its end is then not its doing).
+    pub killed: Vec<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,6 +297,8 @@ pub struct Lowering<'f> {
     /// A process's clock given at its start (by a fork, spawn or exec).
     pub start_clock: HashMap<usize, HashMap<usize, u64>>,
     pub started: Vec<bool>,
+    /// Per process: a parent's wait says a signal ended it.
+    pub killed: Vec<bool>,
     pub steps: Vec<Step>,
     pub origin: Vec<Origin>,
     pub lines: Vec<Line>,
@@ -380,6 +385,7 @@ impl<'f> Lowering<'f> {
             final_clock: HashMap::new(),
             start_clock: HashMap::new(),
             started: vec![false; n],
+            killed: vec![false; n],
             steps: Vec::with_capacity(folder.calls + n),
             origin: Vec::with_capacity(folder.calls + n),
             lines: Vec::with_capacity(folder.calls + n),
@@ -510,10 +516,7 @@ impl<'f> Lowering<'f> {
                  stream creation or most other calls beyond legacy IPC, events and VMM)",
             );
         }
-        self.reasons
-            .entry(what.to_string())
-            .or_insert((first, 0))
-            .1 += 1;
+        self.reasons.entry(what.to_string()).or_insert((first, 0)).1 += 1;
     }
 
     pub fn finding(

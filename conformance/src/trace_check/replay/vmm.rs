@@ -50,7 +50,12 @@ impl Lowering<'_> {
             );
         }
         self.exported_object.insert((process, index), object);
-        for (q, qcall) in self.importers.get(&(process, index)).cloned().unwrap_or_default() {
+        for (q, qcall) in self
+            .importers
+            .get(&(process, index))
+            .cloned()
+            .unwrap_or_default()
+        {
             let received = self.procs[q].fresh("f");
             let to_name = self.procs[q].name.clone();
             self.model_step(
@@ -201,7 +206,11 @@ impl Lowering<'_> {
         let (ptr, size) = (r.args.ptr().unwrap_or(0), r.args.size().unwrap_or(0));
         let Some(va) = self.reserved_pointer(process, r, ptr) else {
             if r.result == 0 {
-                self.reason(process, r, "sets access to a range no recorded call reserved");
+                self.reason(
+                    process,
+                    r,
+                    "sets access to a range no recorded call reserved",
+                );
             }
             return self.unlowered(process, r, "a range the trace did not see reserved");
         };
@@ -333,7 +342,12 @@ impl Lowering<'_> {
             .map(|(m, _)| format!("VMM handle {m}"))
             .collect();
         held.sort();
-        for g in p.memory.live.values().filter(|g| g.kind == RegionKind::Mapped) {
+        for g in p
+            .memory
+            .live
+            .values()
+            .filter(|g| g.kind == RegionKind::Mapped)
+        {
             held.push(format!("mapping {} ({:#x})", g.binding, g.base));
         }
         for (base, (_, b)) in &p.reserved {
