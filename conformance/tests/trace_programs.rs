@@ -19,30 +19,18 @@ fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ipc-conformance"))
 }
 
-/// The tracer library, built next to the binary (cargo does not build a
-/// cdylib for a binary's tests by itself).
-fn tracer() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let dir = bin().parent().unwrap().to_path_buf();
-            let mut cmd = Command::new(env!("CARGO"));
-            cmd.args(["build", "-q", "-p", "ipc-tracer"])
-                .current_dir(root());
-            if dir.ends_with("release") {
-                cmd.arg("--release");
-            }
-            let target = dir.parent().unwrap();
-            let status = cmd
-                .env("CARGO_TARGET_DIR", target)
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "building ipc-tracer failed");
-            let lib = dir.join("libipc_tracer.so");
-            assert!(lib.is_file(), "{} was not built", lib.display());
-            lib
-        })
-        .clone()
+/// The tracer library the binary carries, as its build left it (for the
+/// tests that pass `--tracer` or `$IPC_TRACER_LIB`).
+fn built_tracer() -> PathBuf {
+    let build = bin().parent().unwrap().join("build");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&build)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("out/libipc_tracer.so"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    found.pop().expect("conformance/build.rs built the tracer")
 }
 
 /// A scratch directory with the fake libcuda and the test programs, or
@@ -84,6 +72,17 @@ fn workdir() -> Option<PathBuf> {
         cc(&["-o", "ipc_pair", pair.to_str().unwrap(), "-L.", "-lcuda"]);
         let pa = src.join("programs/procaddress.c");
         cc(&["-o", "procaddress", pa.to_str().unwrap(), "-ldl"]);
+        for program in ["closefrom", "planted", "exec_env", "fdpass"] {
+            let source = src.join(format!("programs/{program}.c"));
+            cc(&[
+                "-o",
+                program,
+                source.to_str().unwrap(),
+                "-L.",
+                "-lcuda",
+                "-lpthread",
+            ]);
+        }
         Some(dir)
     })
     .clone()
@@ -96,8 +95,6 @@ fn trace(dir: &Path, name: &str, cmd: &[&str]) -> (Output, PathBuf) {
         .arg("trace")
         .arg("--out")
         .arg(&out)
-        .arg("--tracer")
-        .arg(tracer())
         .arg("--")
         .args(cmd)
         .current_dir(dir)
@@ -370,14 +367,18 @@ fn a_tracer_that_cannot_write_says_so_once_and_the_program_goes_on() {
         .arg("ok")
         .current_dir(&dir)
         .env("LD_LIBRARY_PATH", &dir)
-        .env("LD_PRELOAD", tracer())
+        .env("LD_PRELOAD", built_tracer())
         .env("IPC_TRACE_DIR", dir.join("no/such/dir"))
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // Once per process: the exporter and its child.
-    assert_eq!(stderr.matches("recording stopped").count(), 2, "{stderr}");
+    // Once, as the tracer loads; the forked child inherits the silence.
+    assert_eq!(
+        stderr.matches("cannot open the trace directory").count(),
+        1,
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -513,4 +514,255 @@ fn committed_traces_keep_their_verdicts() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Every line of every trace file in `dir`, parsed.
+fn lines(dir: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for file in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = file.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("trace-") || !file.file_type().unwrap().is_file() {
+            continue;
+        }
+        for line in std::fs::read_to_string(file.path()).unwrap().lines() {
+            out.push(serde_json::from_str(line).unwrap());
+        }
+    }
+    out
+}
+
+/// Issue 32, item 1: the tracer keeps its descriptor when the program
+/// closes every descriptor it did not open, never writes into the file the
+/// program opens next, and goes on recording.
+#[test]
+fn closing_every_descriptor_neither_redirects_nor_stops_the_trace() {
+    let Some(dir) = workdir() else { return };
+    for how in ["closefrom", "close_range", "loop"] {
+        let own = dir.join(format!("own-{how}.txt"));
+        let (output, traces) = trace(
+            &dir,
+            &format!("t-closefrom-{how}"),
+            &["./closefrom", own.to_str().unwrap(), how],
+        );
+        assert_eq!(output.status.code(), Some(0), "{how}: {output:?}");
+        assert_eq!(std::fs::read_to_string(&own).unwrap(), "mine\n", "{how}");
+        let lines = lines(&traces);
+        let calls: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["kind"] == "call")
+            .map(|l| l["call"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                "cuInit",
+                "cuDevicePrimaryCtxRetain",
+                "cuCtxSetCurrent",
+                "cuCtxSynchronize"
+            ],
+            "{how}"
+        );
+        assert!(lines.iter().any(|l| l["kind"] == "exit"), "{how}");
+    }
+}
+
+/// Issue 32, item 2: a symlink planted where a traced process's file goes
+/// is never followed; `trace` refuses an --out others can write.
+#[test]
+fn a_planted_symlink_is_not_followed_and_a_shared_out_is_refused() {
+    let Some(dir) = workdir() else { return };
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    let (output, traces) = trace(&dir, "t-planted", &["./planted", victim.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    // The parent's own file holds its records; the link stayed a link.
+    assert!(lines(&traces).iter().any(|l| l["kind"] == "header"));
+
+    use std::os::unix::fs::PermissionsExt;
+    let shared = dir.join("shared-out");
+    let _ = std::fs::remove_dir_all(&shared);
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = Command::new(bin())
+        .args(["trace", "--out"])
+        .arg(&shared)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("can be written by others"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+}
+
+/// Issue 32, item 5: every process the tracer loads into writes its header
+/// at once; `trace` names the processes it saw start where the tracer did
+/// not load, and refuses a --tracer that is no library.
+#[test]
+fn trace_knows_where_the_tracer_loaded_and_where_it_did_not() {
+    let Some(dir) = workdir() else { return };
+    let (output, traces) = trace(&dir, "loaded-true", &["true"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let headers: Vec<serde_json::Value> = lines(&traces)
+        .into_iter()
+        .filter(|l| l["kind"] == "header")
+        .collect();
+    assert_eq!(headers.len(), 1, "{headers:?}");
+    assert_eq!(headers[0]["origin"], "load");
+    assert!(headers[0]["coverage"].as_u64().unwrap() >= 1);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("the tracer loaded in 1 process"),
+        "{stdout}"
+    );
+
+    for how in ["exec", "spawn"] {
+        let (output, _) = trace(&dir, &format!("env-{how}"), &["./exec_env", how]);
+        assert_eq!(output.status.code(), Some(0), "{how}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("not traced: pid")
+                && stderr.contains("/bin/true")
+                && stderr.contains("no longer preloads the tracer"),
+            "{how}: {stderr}"
+        );
+    }
+
+    let not_a_library = dir.join("not-a-library.so");
+    std::fs::write(&not_a_library, "#!/bin/sh\n").unwrap();
+    let output = Command::new(bin())
+        .args(["trace", "--out"])
+        .arg(dir.join("never"))
+        .arg("--tracer")
+        .arg(&not_a_library)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a shared library"));
+}
+
+/// A tracer named by a path with a space and a colon still loads
+/// (`LD_PRELOAD` splits on both; `trace` preloads a private copy).
+#[test]
+fn a_tracer_path_with_a_space_and_a_colon_still_loads() {
+    let Some(dir) = workdir() else { return };
+    let odd = dir.join("odd name:dir");
+    std::fs::create_dir_all(&odd).unwrap();
+    let lib = odd.join("libipc_tracer.so");
+    std::fs::copy(built_tracer(), &lib).unwrap();
+    let out = dir.join("odd-path");
+    let _ = std::fs::remove_dir_all(&out);
+    let output = Command::new(bin())
+        .args(["trace", "--out"])
+        .arg(&out)
+        .env("IPC_TRACER_LIB", &lib)
+        .args(["--", "./ipc_pair", "ok"])
+        .current_dir(&dir)
+        .env("LD_LIBRARY_PATH", &dir)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("from 2 processes"));
+}
+
+/// Issue 32, item 9: a signal that ends `trace` reaches the traced program
+/// too, and `trace` waits for it.
+#[test]
+fn killing_trace_stops_the_traced_program() {
+    let Some(dir) = workdir() else { return };
+    let out = dir.join("killed");
+    let _ = std::fs::remove_dir_all(&out);
+    let mut child = Command::new(bin())
+        .args(["trace", "--out"])
+        .arg(&out)
+        .args(["--", "sleep", "60"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The header names the traced process as soon as it starts.
+    let started = std::time::Instant::now();
+    let pid = loop {
+        let found = std::fs::read_dir(&out).ok().and_then(|entries| {
+            entries
+                .flatten()
+                .find_map(|e| ipc_harness::trace_record::parse_file_name(e.file_name().to_str()?))
+        });
+        if let Some((pid, _)) = found {
+            break pid;
+        }
+        assert!(started.elapsed().as_secs() < 30, "sleep never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: signalling the trace process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the traced sleep (pid {pid}) outlived trace"
+    );
+}
+
+/// Issue 30, item 2: the host operations that pass descriptors and order
+/// processes, as memMapIPCDrv does them: a descriptor sent with SCM_RIGHTS
+/// over a datagram socket to a path, a semaphore in shared memory, a wait.
+#[test]
+fn descriptor_passing_and_host_synchronisation_are_recorded() {
+    let Some(dir) = workdir() else { return };
+    let (output, traces) = trace(&dir, "t-fdpass", &["./fdpass"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = lines(&traces);
+    let host = |op: &str| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|l| l["kind"] == "host" && l["op"] == op)
+            .collect()
+    };
+    let export = lines
+        .iter()
+        .find(|l| l["call"] == "cuMemExportToShareableHandle")
+        .unwrap();
+    let sent = host("send")
+        .into_iter()
+        .find(|l| l["call"] == "sendmsg")
+        .unwrap();
+    assert_eq!(sent["args"]["fds"][0], export["args"]["fd"], "{sent}");
+    let received = host("recv")
+        .into_iter()
+        .find(|l| l["call"] == "recvmsg")
+        .unwrap();
+    let import = lines
+        .iter()
+        .find(|l| l["call"] == "cuMemImportFromShareableHandle")
+        .unwrap();
+    assert_eq!(received["args"]["fds"][0], import["args"]["fd"]);
+    // The send names the receiver's bound path, made absolute.
+    let bound = host("describe")
+        .into_iter()
+        .find(|l| l["args"]["local"].is_string())
+        .unwrap();
+    assert_eq!(sent["args"]["path"], bound["args"]["local"]);
+    assert!(sent["args"]["path"].as_str().unwrap().starts_with('/'));
+    // Two semaphores in one shared mapping: posts and waits name them alike
+    // in both processes.
+    let posts: Vec<&str> = host("sem_post")
+        .iter()
+        .map(|l| l["args"]["object"].as_str().unwrap())
+        .collect();
+    let waits: Vec<&str> = host("sem_wait")
+        .iter()
+        .map(|l| l["args"]["object"].as_str().unwrap())
+        .collect();
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    let (mut p, mut w) = (posts.clone(), waits.clone());
+    p.sort();
+    w.sort();
+    assert_eq!(p, w);
+    assert_ne!(posts[0], posts[1]);
+    let fork = &host("fork")[0];
+    let wait = &host("wait")[0];
+    assert_eq!(fork["args"]["pid"], wait["args"]["pid"]);
 }

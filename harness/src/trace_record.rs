@@ -334,20 +334,25 @@ pub struct HostRecord {
     ///   `send`/`recv` on it (and again after it is closed and reused):
     ///   `object`, and for sockets `sock_type`, `local`, `peer`,
     ///   `peer_path`.
-    /// - `sem_post` / `sem_wait`: a POSIX semaphore (`object` names it by
-    ///   the file and offset it lives at; `path` is a named semaphore's
-    ///   name, on `sem_open`). `sem_wait` also stands for a successful
-    ///   `sem_trywait`, `sem_timedwait` and `sem_clockwait`.
-    /// - `sem_open`: a named semaphore opened (`path`, `object`).
+    /// - `sem_post` / `sem_wait`: a POSIX semaphore in memory a file backs
+    ///   (`object` names it by that file and the offset: a named
+    ///   semaphore's `/dev/shm` file, a shared mapping, anonymous shared
+    ///   memory inherited across `fork`); semaphores in memory private to
+    ///   the process order only its threads and are not recorded.
+    ///   `sem_wait` also stands for a successful `sem_trywait`,
+    ///   `sem_timedwait` and `sem_clockwait`.
     /// - `fork`: `pid` is the child (the child's own file starts with a
     ///   header whose origin is `fork`).
     /// - `spawn`: `posix_spawn`/`posix_spawnp`; `pid` is the child,
     ///   `path` the program, `env_traced` whether its environment keeps
     ///   the tracer.
-    /// - `exec`: written just before `execve` and its kin replace the
-    ///   program (`result` absent); `path`, `env_traced`, `setid` (the file
-    ///   is set-user-ID or set-group-ID: the tracer will not load there).
-    ///   An `exec_failed` line follows when the call returned.
+    /// - `exec`: written just before `execve`, `execv`, `execvp`,
+    ///   `execvpe`, `fexecve` or `execveat` replace the program (`result`
+    ///   absent; the variadic `execl*` are not seen, but the new image's
+    ///   file shows the exec); `path` (or `fd`), `env_traced`, `setid` (the
+    ///   file is set-user-ID or set-group-ID: the tracer will not load
+    ///   there). An `exec_failed` line (with `errno`) follows when the call
+    ///   returned.
     /// - `wait`: a child was reaped (`waitpid`, `wait`, `wait3`, `wait4`,
     ///   `waitid`): `pid`, and `status` as `waitpid` gives it.
     /// - `dup`: `dup`, `dup2`, `dup3`, `fcntl(F_DUPFD*)` of a descriptor
@@ -385,11 +390,11 @@ pub struct HostArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fd: Option<i64>,
     /// What the descriptor or semaphore is, the same in every process
-    /// that shares it: `pipe:<inode>` (both ends of a pipe share the
-    /// inode), `socket:<inode>` (each end of a socket has its own),
-    /// `fifo:<dev>:<inode>`, `sem:<dev>:<inode>+<offset>` (the file a
-    /// semaphore lives in, and where; anonymous shared memory is a file of
-    /// its own to the kernel).
+    /// that shares it: `pipe:<dev>:<inode>` (a pipe or FIFO: both ends
+    /// share the inode), `socket:<inode>` (each end of a socket has its
+    /// own; `peer` names the other), `sem:<dev>:<inode>+<offset>` (the file
+    /// a semaphore lives in, and where; anonymous shared memory is a file
+    /// of its own to the kernel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     /// A connected Unix socket's other end, `socket:<inode>` (from the
@@ -409,7 +414,7 @@ pub struct HostArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_path: Option<String>,
     /// A path: where a datagram was sent (`send`) or came from (`recv`),
-    /// a program started (`exec`, `spawn`), a named semaphore.
+    /// made absolute like `local`; the program started (`exec`, `spawn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// Bytes sent or received.
@@ -432,7 +437,7 @@ pub struct HostArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_fd: Option<i64>,
     /// `exec`/`spawn`: whether the new program's environment still
-    /// preloads the tracer and names the trace directory.
+    /// preloads this tracer library and names a trace directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_traced: Option<bool>,
     /// `exec`/`spawn`: the program file is set-user-ID or set-group-ID, so
@@ -442,9 +447,11 @@ pub struct HostArgs {
 }
 
 /// A driver entry point the program obtained (`cuGetProcAddress`, `dlsym`)
-/// that the tracer neither wraps nor lists as irrelevant to IPC: a newer
-/// driver's entry point, whose calls are not recorded. Only such lookups
-/// are written; the rest cost nothing.
+/// whose calls are not recorded: one the tracer neither wraps nor lists as
+/// irrelevant to IPC (a newer driver's), or a traced name whose variant
+/// the tracer could not tell (`dladdr` could not name what the driver gave
+/// back, and the name has variants of other signatures: `resolved` is
+/// absent). Only such lookups are written; the rest cost nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LookupRecord {
     /// Order within the process, one counter with the call records.

@@ -484,9 +484,20 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int
 
 // Semaphores.
 
-unsafe fn semaphore(op: &str, call: &str, sem: *mut libc::sem_t, r: c_int, t: u64) {
+/// Run a semaphore operation; record it when it succeeded.
+unsafe fn semaphore(
+    op: &str,
+    call: &str,
+    sem: *mut libc::sem_t,
+    real: impl FnOnce() -> c_int,
+) -> c_int {
+    if !writer::active() {
+        return real();
+    }
+    let t = sys::now_ns();
+    let r = real();
     if r != 0 || sem.is_null() {
-        return;
+        return r;
     }
     recording(|| {
         // Memory private to this process orders only its own threads.
@@ -499,6 +510,7 @@ unsafe fn semaphore(op: &str, call: &str, sem: *mut libc::sem_t, r: c_int, t: u6
         line.bytes_str("object", text, text.len());
         end(&mut line);
     });
+    r
 }
 
 type Sem = unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
@@ -506,50 +518,26 @@ type Sem = unsafe extern "C" fn(*mut libc::sem_t) -> c_int;
 #[no_mangle]
 pub unsafe extern "C" fn sem_post(sem: *mut libc::sem_t) -> c_int {
     let real = real!(SLOT, c"sem_post", Sem);
-    if !writer::active() {
-        return real(sem);
-    }
-    let t = sys::now_ns();
-    let r = real(sem);
-    semaphore("sem_post", "sem_post", sem, r, t);
-    r
+    semaphore("sem_post", "sem_post", sem, || real(sem))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sem_wait(sem: *mut libc::sem_t) -> c_int {
     let real = real!(SLOT, c"sem_wait", Sem);
-    if !writer::active() {
-        return real(sem);
-    }
-    let t = sys::now_ns();
-    let r = real(sem);
-    semaphore("sem_wait", "sem_wait", sem, r, t);
-    r
+    semaphore("sem_wait", "sem_wait", sem, || real(sem))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sem_trywait(sem: *mut libc::sem_t) -> c_int {
     let real = real!(SLOT, c"sem_trywait", Sem);
-    if !writer::active() {
-        return real(sem);
-    }
-    let t = sys::now_ns();
-    let r = real(sem);
-    semaphore("sem_wait", "sem_trywait", sem, r, t);
-    r
+    semaphore("sem_wait", "sem_trywait", sem, || real(sem))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sem_timedwait(sem: *mut libc::sem_t, abs: *const libc::timespec) -> c_int {
     type F = unsafe extern "C" fn(*mut libc::sem_t, *const libc::timespec) -> c_int;
     let real = real!(SLOT, c"sem_timedwait", F);
-    if !writer::active() {
-        return real(sem, abs);
-    }
-    let t = sys::now_ns();
-    let r = real(sem, abs);
-    semaphore("sem_wait", "sem_timedwait", sem, r, t);
-    r
+    semaphore("sem_wait", "sem_timedwait", sem, || real(sem, abs))
 }
 
 #[no_mangle]
@@ -561,13 +549,7 @@ pub unsafe extern "C" fn sem_clockwait(
     type F =
         unsafe extern "C" fn(*mut libc::sem_t, libc::clockid_t, *const libc::timespec) -> c_int;
     let real = real!(SLOT, c"sem_clockwait", F);
-    if !writer::active() {
-        return real(sem, clock, abs);
-    }
-    let t = sys::now_ns();
-    let r = real(sem, clock, abs);
-    semaphore("sem_wait", "sem_clockwait", sem, r, t);
-    r
+    semaphore("sem_wait", "sem_clockwait", sem, || real(sem, clock, abs))
 }
 
 // Processes.
@@ -650,22 +632,6 @@ unsafe fn start(
     });
 }
 
-/// Recording for an `exec`: only in the process that owns the file (a
-/// `vfork` child shares the parent's memory and must not touch it).
-fn exec_records() -> bool {
-    writer::active() && sys::getpid() == writer::pid()
-}
-
-unsafe fn exec_failed(call: &str, t: u64) {
-    let errno = sys::errno();
-    recording(|| {
-        let mut line = begin("exec_failed", call, Some(-1), t);
-        line.close();
-        line.i64("errno", errno.into());
-        writer::emit(&mut line);
-    });
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> libc::pid_t {
     type F = unsafe extern "C" fn() -> libc::pid_t;
@@ -737,8 +703,37 @@ pub unsafe extern "C" fn posix_spawnp(
     r
 }
 
+/// An `exec`: record it before the call (only in the process that owns the
+/// file: a `vfork` child shares the parent's memory and must not touch
+/// it), and its failure when the call returns.
+unsafe fn exec(
+    call: &str,
+    path: *const c_char,
+    envp: *const *const c_char,
+    fd: Option<c_int>,
+    real: impl FnOnce() -> c_int,
+) -> c_int {
+    let records = writer::active() && sys::getpid() == writer::pid();
+    let t = sys::now_ns();
+    if records {
+        start("exec", call, None, t, path, envp, None, fd);
+    }
+    let r = real();
+    if records {
+        let errno = sys::errno();
+        recording(|| {
+            let mut line = begin("exec_failed", call, Some(-1), t);
+            line.close();
+            line.i64("errno", errno.into());
+            writer::emit(&mut line);
+        });
+    }
+    r
+}
+
 type Exec =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type ExecNoEnv = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 
 #[no_mangle]
 pub unsafe extern "C" fn execve(
@@ -747,16 +742,7 @@ pub unsafe extern "C" fn execve(
     envp: *const *const c_char,
 ) -> c_int {
     let real = real!(SLOT, c"execve", Exec);
-    let records = exec_records();
-    let t = sys::now_ns();
-    if records {
-        start("exec", "execve", None, t, path, envp, None, None);
-    }
-    let r = real(path, argv, envp);
-    if records {
-        exec_failed("execve", t);
-    }
-    r
+    exec("execve", path, envp, None, || real(path, argv, envp))
 }
 
 #[no_mangle]
@@ -766,48 +752,19 @@ pub unsafe extern "C" fn execvpe(
     envp: *const *const c_char,
 ) -> c_int {
     let real = real!(SLOT, c"execvpe", Exec);
-    let records = exec_records();
-    let t = sys::now_ns();
-    if records {
-        start("exec", "execvpe", None, t, file, envp, None, None);
-    }
-    let r = real(file, argv, envp);
-    if records {
-        exec_failed("execvpe", t);
-    }
-    r
+    exec("execvpe", file, envp, None, || real(file, argv, envp))
 }
-
-type ExecNoEnv = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 
 #[no_mangle]
 pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
     let real = real!(SLOT, c"execv", ExecNoEnv);
-    let records = exec_records();
-    let t = sys::now_ns();
-    if records {
-        start("exec", "execv", None, t, path, environ(), None, None);
-    }
-    let r = real(path, argv);
-    if records {
-        exec_failed("execv", t);
-    }
-    r
+    exec("execv", path, environ(), None, || real(path, argv))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     let real = real!(SLOT, c"execvp", ExecNoEnv);
-    let records = exec_records();
-    let t = sys::now_ns();
-    if records {
-        start("exec", "execvp", None, t, file, environ(), None, None);
-    }
-    let r = real(file, argv);
-    if records {
-        exec_failed("execvp", t);
-    }
-    r
+    exec("execvp", file, environ(), None, || real(file, argv))
 }
 
 #[no_mangle]
@@ -818,25 +775,9 @@ pub unsafe extern "C" fn fexecve(
 ) -> c_int {
     type F = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
     let real = real!(SLOT, c"fexecve", F);
-    let records = exec_records();
-    let t = sys::now_ns();
-    if records {
-        start(
-            "exec",
-            "fexecve",
-            None,
-            t,
-            std::ptr::null(),
-            envp,
-            None,
-            Some(fd),
-        );
-    }
-    let r = real(fd, argv, envp);
-    if records {
-        exec_failed("fexecve", t);
-    }
-    r
+    exec("fexecve", std::ptr::null(), envp, Some(fd), || {
+        real(fd, argv, envp)
+    })
 }
 
 #[no_mangle]
@@ -855,16 +796,9 @@ pub unsafe extern "C" fn execveat(
         c_int,
     ) -> c_int;
     let real = real!(SLOT, c"execveat", F);
-    let records = exec_records();
-    let t = sys::now_ns();
-    if records {
-        start("exec", "execveat", None, t, path, envp, None, Some(dir));
-    }
-    let r = real(dir, path, argv, envp, flags);
-    if records {
-        exec_failed("execveat", t);
-    }
-    r
+    exec("execveat", path, envp, Some(dir), || {
+        real(dir, path, argv, envp, flags)
+    })
 }
 
 /// Record a reaped child (`status` as `waitpid` gives it) when it ended.
@@ -887,6 +821,14 @@ unsafe fn reaped(call: &str, pid: libc::pid_t, status: Option<c_int>, t: u64) {
     });
 }
 
+/// `reaped` for the calls that fill a `waitpid` status.
+unsafe fn reaped_with(call: &str, pid: libc::pid_t, status: *const c_int, t: u64) {
+    if pid > 0 && writer::active() {
+        let s = (!status.is_null()).then(|| *status);
+        reaped(call, pid, s, t);
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn waitpid(
     pid: libc::pid_t,
@@ -897,10 +839,7 @@ pub unsafe extern "C" fn waitpid(
     let real = real!(SLOT, c"waitpid", F);
     let t = sys::now_ns();
     let r = real(pid, status, options);
-    if r > 0 && writer::active() {
-        let s = (!status.is_null()).then(|| *status);
-        reaped("waitpid", r, s, t);
-    }
+    reaped_with("waitpid", r, status, t);
     r
 }
 
@@ -910,10 +849,7 @@ pub unsafe extern "C" fn wait(status: *mut c_int) -> libc::pid_t {
     let real = real!(SLOT, c"wait", F);
     let t = sys::now_ns();
     let r = real(status);
-    if r > 0 && writer::active() {
-        let s = (!status.is_null()).then(|| *status);
-        reaped("wait", r, s, t);
-    }
+    reaped_with("wait", r, status, t);
     r
 }
 
@@ -927,10 +863,7 @@ pub unsafe extern "C" fn wait3(
     let real = real!(SLOT, c"wait3", F);
     let t = sys::now_ns();
     let r = real(status, options, usage);
-    if r > 0 && writer::active() {
-        let s = (!status.is_null()).then(|| *status);
-        reaped("wait3", r, s, t);
-    }
+    reaped_with("wait3", r, status, t);
     r
 }
 
@@ -945,10 +878,7 @@ pub unsafe extern "C" fn wait4(
     let real = real!(SLOT, c"wait4", F);
     let t = sys::now_ns();
     let r = real(pid, status, options, usage);
-    if r > 0 && writer::active() {
-        let s = (!status.is_null()).then(|| *status);
-        reaped("wait4", r, s, t);
-    }
+    reaped_with("wait4", r, status, t);
     r
 }
 

@@ -3,7 +3,10 @@
 #
 # usage: tracer/validation/run.sh OUT_DIR
 #   IPC_CONFORMANCE  the ipc-conformance binary (default target/release/ipc-conformance)
-#   IPC_TRACER_LIB   the tracer library (default target/release/libipc_tracer.so)
+#   IPC_TRACER_LIB   a tracer library for trace to preload instead of the one
+#                    ipc-conformance carries; the overhead loop preloads it
+#                    (default target/release/libipc_tracer.so, from
+#                    cargo build --release -p ipc-tracer)
 #   NVCC, CC, CUDA_HOME, PYTHON as usual.
 #
 # For each program and variant it writes OUT_DIR/<program>-<variant>/ with
@@ -39,7 +42,7 @@ run() {
     shift 4
     local dir="$out/$name-$variant"
     rm -rf "$dir"
-    "$bin" trace --tracer "$lib" --out "$dir" -- "$@" > "$dir.trace.log" 2>&1
+    "$bin" trace --out "$dir" -- "$@" > "$dir.trace.log" 2>&1
     echo "ipc-conformance trace --out $name-$variant -- $*" > "$dir/command.txt"
     mv "$dir.trace.log" "$dir/trace.log"
     "$bin" check "$dir" > /dev/null 2>&1
