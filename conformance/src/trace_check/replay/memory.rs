@@ -132,13 +132,18 @@ impl Lowering<'_> {
         kind: Option<Kind>,
         device_side: Option<bool>,
     ) -> Memory {
-        if let Some(m) = reported(kind) {
-            return m;
-        }
-        let known = self.memory_of(process, ptr);
+        let known = reported(kind).unwrap_or_else(|| self.memory_of(process, ptr));
+        // The direction an entry point names decides which side is the
+        // device's; the reported kind then tells pinned from pageable
+        // host memory, and device from managed memory.
         match device_side {
             Some(true) if matches!(known, Memory::Pageable | Memory::Pinned) => Memory::Device,
-            Some(false) if known == Memory::Device => Memory::Pageable,
+            Some(false) if matches!(known, Memory::Device | Memory::Managed) => {
+                match self.memory_of(process, ptr) {
+                    Memory::Pinned => Memory::Pinned,
+                    _ => Memory::Pageable,
+                }
+            }
             _ => known,
         }
     }
