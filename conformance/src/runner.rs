@@ -162,7 +162,8 @@ pub fn run_clause(
             return result;
         }
     };
-    if let Some(reason) = not_applicable(clause, &result.backend, dialect) {
+    let models = guarded(|| backend.has_hazard_log()).unwrap_or(false);
+    if let Some(reason) = not_applicable(clause, models, dialect) {
         result.status = Status::NotSupported;
         result.message = reason;
         return result;
@@ -188,8 +189,11 @@ pub fn run_clause(
 }
 
 /// Why a well-formed clause does not run here: a dialect it does not hold
-/// for, or a measurement from elsewhere on a backend other than the simulator.
-fn not_applicable(clause: &Clause, backend: &str, dialect: Dialect) -> Option<String> {
+/// for, or a measurement from elsewhere on a backend that is no model of the
+/// driver. A backend with a hazard log models the driver (the simulator, or
+/// a user's backend around it, whatever it calls itself); real hardware
+/// keeps none.
+fn not_applicable(clause: &Clause, models: bool, dialect: Dialect) -> Option<String> {
     if !clause.applies_to(dialect) {
         let held: Vec<&str> = clause.dialects.iter().map(|d| d.as_str()).collect();
         let mut m = format!(
@@ -202,7 +206,7 @@ fn not_applicable(clause: &Clause, backend: &str, dialect: Dialect) -> Option<St
         }
         return Some(m);
     }
-    if clause.kind == Some(ClauseKind::MeasuredElsewhere) && backend != "sim" {
+    if clause.kind == Some(ClauseKind::MeasuredElsewhere) && !models {
         return Some(format!(
             "measured elsewhere ({}); this machine cannot show it, the simulator models it",
             clause.source.as_deref().unwrap_or("no source")

@@ -36,9 +36,11 @@ struct Status {
 }
 
 /// The folders replayed here, relative to the workspace root.
-const FOLDERS: [&str; 2] = [
+const FOLDERS: [&str; 4] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/benchmark/explore",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-27/benchmark-worker-fits/explore-jobs",
 ];
 
 fn root() -> PathBuf {

@@ -190,6 +190,10 @@ macro_rules! for_each_driver_call {
             /// with one descriptor for `device`.
             pool_set_access PoolSetAccess(pool: PoolId, device: DeviceOrdinal, access: VmmAccess) -> ()
                 => pool_set_access("cudaMemPoolSetAccess", "cuMemPoolSetAccess", "hipMemPoolSetAccess");
+            /// `cudaMemPoolGetAccess` / `cuMemPoolGetAccess` / `hipMemPoolGetAccess`
+            /// for `device`: its `cudaMemAccessFlags` (0 none, 1 read, 3 read-write).
+            pool_get_access PoolGetAccess(pool: PoolId, device: DeviceOrdinal) -> u64
+                => pool_get_access("cudaMemPoolGetAccess", "cuMemPoolGetAccess", "hipMemPoolGetAccess");
             /// `cudaMallocFromPoolAsync` / `cuMemAllocFromPoolAsync` /
             /// `hipMallocFromPoolAsync` on the default stream, then stream synchronize.
             pool_alloc PoolAlloc(pool: PoolId, size: u64) -> DevicePtr

@@ -12,6 +12,7 @@
 pub mod calls;
 pub mod driver;
 pub mod errors;
+pub mod hooks;
 pub mod machine;
 pub mod roles;
 pub mod scenario;
@@ -30,6 +31,7 @@ pub use calls::MockDriver;
 pub use calls::{Call, CallKind, Driver};
 pub use driver::*;
 pub use errors::{ApiError, Dialect, ErrorKind};
+pub use hooks::{DriverHook, Hooked, HookedBackend};
 pub use machine::*;
 pub use tier::Tier;
 pub use trace::{Status, Trace, Verdict};

@@ -346,6 +346,11 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
 }
 
 /// A running set of processes.
+///
+/// A machine that wraps another passes every method on, the defaulted ones
+/// too (`crash`, `begin_step`, `shutdown`, `transfer_fd`, `process_pid`):
+/// their defaults behave unlike most backends. [`crate::HookedBackend`]
+/// does, and changes only the driver calls a hook overrides.
 pub trait Machine {
     /// How many processes it has.
     fn process_count(&self) -> usize;

@@ -269,6 +269,9 @@ impl Driver for Heap {
     ) -> DriverResult<()> {
         self.unsupported()
     }
+    fn pool_get_access(&mut self, _: ipc_harness::PoolId, _: DeviceOrdinal) -> DriverResult<u64> {
+        self.unsupported()
+    }
     fn pool_alloc(&mut self, _: ipc_harness::PoolId, _: u64) -> DriverResult<DevicePtr> {
         self.unsupported()
     }

@@ -233,6 +233,9 @@ impl Driver for Fake {
     ) -> DriverResult<()> {
         Err(self.err(ErrorKind::NotSupported))
     }
+    fn pool_get_access(&mut self, _: ipc_harness::PoolId, _: DeviceOrdinal) -> DriverResult<u64> {
+        Err(self.err(ErrorKind::NotSupported))
+    }
     fn pool_alloc(&mut self, _: ipc_harness::PoolId, _: u64) -> DriverResult<DevicePtr> {
         Err(self.err(ErrorKind::NotSupported))
     }

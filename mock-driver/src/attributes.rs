@@ -6,7 +6,7 @@
 //! The other answers are read off the object the pointer falls in: an own
 //! allocation, an IPC mapping (`Region::import`) or a VMM mapping.
 
-use crate::semantics::ExportRule;
+use crate::semantics::{ExportRule, ImportRange};
 use crate::world::{SimResult, World};
 use ipc_harness::{cu_memory_type, ErrorKind, MemKind, PointerAttribute, ProcessIndex};
 
@@ -91,11 +91,21 @@ impl World {
         }
         if let Some((base, r)) = proc.region_at(ptr) {
             if let Some(m) = &r.import {
-                let range = self.address_range(p, ptr).unwrap_or((base, r.len));
+                // The opened allocation, whatever context is current (the
+                // GPU answers 1000 for an opened 1000-byte allocation while
+                // another context is current, where cuMemGetAddressRange
+                // fails: mem.pointer-attr.range-of-opened-small-allocation).
+                let opened = m
+                    .export_at(ptr - base)
+                    .filter(|_| self.sem.import_range == ImportRange::Allocation)
+                    .map(|(o, size)| (base.saturating_add(o), size));
+                let range = opened.unwrap_or((base, r.len));
+                // Pool memory is its pool's device's, wherever it is mapped.
+                let device = self.pool_import_device(p, ptr).unwrap_or(m.device);
                 return Ok(Target {
                     memory_type: cu_memory_type::DEVICE,
                     buffer_id: m.buffer_id,
-                    device: proc.ordinal_of(m.device),
+                    device: proc.ordinal_of(device),
                     // An IPC pointer is not the process's own allocation:
                     // `ipc_get` refuses it.
                     legacy_ipc_capable: false,

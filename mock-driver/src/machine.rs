@@ -398,9 +398,13 @@ impl Driver for SimProcess {
         &mut self,
         pool: PoolId,
         device: DeviceOrdinal,
-        _access: VmmAccess,
+        access: VmmAccess,
     ) -> DriverResult<()> {
-        self.call(|w, p| w.pool_set_access(p, pool.0, device))
+        self.call(|w, p| w.pool_set_access(p, pool.0, device, access))
+    }
+
+    fn pool_get_access(&mut self, pool: PoolId, device: DeviceOrdinal) -> DriverResult<u64> {
+        self.call(|w, p| w.pool_get_access(p, pool.0, device))
     }
 
     fn pool_alloc(&mut self, pool: PoolId, size: u64) -> DriverResult<DevicePtr> {

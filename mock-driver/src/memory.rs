@@ -44,10 +44,24 @@ fn counts_against_device(kind: MemKind) -> bool {
 
 impl World {
     pub(crate) fn alloc(&mut self, p: ProcessIndex, kind: MemKind, size: u64) -> SimResult<u64> {
+        self.alloc_on(p, kind, size, None)
+    }
+
+    /// An allocation made from the current context, on `device` (physical)
+    /// where given (a pool's resident device, `pools.rs`), else on the
+    /// current context's device.
+    pub(crate) fn alloc_on(
+        &mut self,
+        p: ProcessIndex,
+        kind: MemKind,
+        size: u64,
+        device: Option<u32>,
+    ) -> SimResult<u64> {
         if size == 0 {
             return Err(ErrorKind::InvalidValue.into());
         }
-        let (ctx, device) = self.current_ctx(p)?;
+        let (ctx, current_device) = self.current_ctx(p)?;
+        let device = device.unwrap_or(current_device);
         let packed = kind == MemKind::Device
             && self.sem.suballocation == Switch::On
             && size < BLOCK
@@ -204,6 +218,7 @@ impl World {
                 owner_released: None,
                 owner_ctx: pool.ctx,
                 owner_vmm_handles: vmm_handles,
+                pool_kept: false,
             },
         );
         self.procs[p].regions.insert(
@@ -230,6 +245,14 @@ impl World {
             } else {
                 Err(ErrorKind::InvalidValue.into())
             };
+        }
+        // Pool memory: an imported pool pointer may be freed with cudaFree
+        // too ("The pointer may be freed with cudaFree or cudaFreeAsync",
+        // pool.lifetime.importer-frees-with-cudafree).
+        if kind != FreeKind::Host {
+            if let Some(done) = self.pool_release(p, ptr) {
+                return done;
+            }
         }
         if let Some(a) = self.procs[p].allocs.get(&ptr) {
             let matches = match kind {
@@ -299,6 +322,24 @@ impl World {
         if foreign_import {
             return Err(ErrorKind::InvalidValue.into());
         }
+        if let Some(pieces) = self.vmm_pieces(p, ptr, len, Access::Copy) {
+            let pieces = pieces?;
+            let mut written = Vec::with_capacity(pieces.len());
+            for (at, id, off, n) in pieces {
+                self.vmm_check_writable(p, at)?;
+                written.push((id, off, n));
+            }
+            let proc = &mut self.procs[p];
+            proc.writes += 1;
+            let w = proc.writes;
+            for (id, off, n) in written {
+                if let Some(b) = self.blocks.get_mut(&id) {
+                    b.data.fill(off, n, value);
+                }
+                self.procs[p].unsynced.push((w, id, off, n));
+            }
+            return Ok(());
+        }
         let (id, off) = self.resolve(p, ptr, len, Access::Copy)?;
         self.vmm_check_writable(p, ptr)?;
         if self.mutant(MutantId::ImportWritesPrivate)
@@ -317,6 +358,27 @@ impl World {
 
     pub(crate) fn write(&mut self, p: ProcessIndex, ptr: u64, bytes: &[u8]) -> SimResult<()> {
         if bytes.is_empty() {
+            return Ok(());
+        }
+        if let Some(pieces) = self.vmm_pieces(p, ptr, bytes.len() as u64, Access::Copy) {
+            let pieces = pieces?;
+            for &(at, ..) in &pieces {
+                self.vmm_check_writable(p, at)?;
+            }
+            let proc = &mut self.procs[p];
+            proc.writes += 1;
+            let w = proc.writes;
+            let mut unsynced = Vec::with_capacity(pieces.len());
+            let mut done = 0usize;
+            for (_, id, off, n) in pieces {
+                let part = &bytes[done..done + n as usize];
+                if let Some(b) = self.blocks.get_mut(&id) {
+                    b.data.write(off, part);
+                }
+                unsynced.push((w, id, off, n));
+                done += n as usize;
+            }
+            self.procs[p].unsynced = unsynced;
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
@@ -390,6 +452,23 @@ impl World {
             if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
                 return Ok(zeros);
             }
+        }
+        if let Some(pieces) = self.vmm_pieces(p, ptr, len, access) {
+            let pieces = pieces?;
+            if len > MAX_READ {
+                return Err(Fail::Harness(format!(
+                    "the simulator does not materialise reads over {MAX_READ} bytes"
+                )));
+            }
+            let mut bytes = Vec::with_capacity(len as usize);
+            for (_, id, off, n) in pieces {
+                self.check_unsynced_read(p, id, off, n);
+                match self.blocks.get(&id) {
+                    Some(b) => bytes.extend(b.data.read(off, n as usize)),
+                    None => bytes.resize(bytes.len() + n as usize, 0),
+                }
+            }
+            return Ok(bytes);
         }
         let (id, off) = self.resolve(p, ptr, len, access)?;
         self.check_unsynced_read(p, id, off, len);

@@ -4,7 +4,7 @@
 //! rules.
 
 use crate::ids::BlockId;
-use ipc_harness::{HandleTypes, ProcessIndex};
+use ipc_harness::{HandleTypes, ProcessIndex, VmmAccess};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The memory-pool part of the simulated machine.
@@ -28,6 +28,16 @@ pub(crate) struct SimPool {
     pub default: bool,
     /// Exported to a shareable handle at least once (`pool_export`).
     pub shared: bool,
+    /// The physical device its memory lives on (its resident device).
+    pub device: u32,
+    /// The process that created it.
+    pub owner: ProcessIndex,
+    /// Its creator destroyed it (`cudaMemPoolDestroy`).
+    pub destroyed: bool,
+    /// Blocks of allocations its creator freed that the pool keeps (an
+    /// IPC pool does not give memory back to the OS: `Block::pool_kept`)
+    /// until the pool is destroyed or its creator exits.
+    pub retained: Vec<BlockId>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -39,13 +49,44 @@ pub(crate) struct PtrExport {
     pub block: BlockId,
     /// Offset of the allocation in its block.
     pub offset: u64,
+    /// The allocation's size.
+    pub size: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct PoolHandle {
     pub pool: u64,
     /// Made by `pool_import` (not by `pool_create` or `pool_default`).
     pub imported: bool,
+    /// `cudaMemPoolSetAccess` through this handle: physical device ->
+    /// access. The resident device is not in it: it always has read-write
+    /// access.
+    pub access: BTreeMap<u32, VmmAccess>,
+}
+
+/// An allocation from a pool, in the process that made it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PoolAlloc {
+    /// The pool handle it was allocated through.
+    pub handle: u64,
+    pub pool: u64,
+    /// The block it lives in: it tells a live pool allocation from a later
+    /// allocation at the same address after a free by another op.
+    pub block: BlockId,
+    pub size: u64,
+}
+
+/// A pointer imported from a pool (`cudaMemPoolImportPointer`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PoolImport {
+    /// The imported pool handle it came through.
+    pub handle: u64,
+    /// The base of its mapping.
+    pub base: u64,
+    /// The exporter's allocation: its block and offset in it.
+    pub block: BlockId,
+    pub offset: u64,
+    pub size: u64,
 }
 
 #[derive(Debug, Default)]
@@ -57,12 +98,14 @@ pub(crate) struct PoolProc {
     /// The descriptor the driver opened for a POSIX-exportable pool this
     /// process created, by pool handle (`driver_fds`).
     pub driver_fds: BTreeMap<u64, i32>,
-    /// This process's allocations from pools: base -> (pool id, block).
-    /// The block tells a live pool allocation from a later allocation at
-    /// the same address after a free by another op (`free_async`).
-    pub allocs: BTreeMap<u64, (u64, BlockId)>,
-    /// Imported pointers: pointer -> base of its mapping.
-    pub imported: BTreeMap<u64, u64>,
+    /// This process's allocations from pools, by base.
+    pub allocs: BTreeMap<u64, PoolAlloc>,
+    /// Imported pointers, by pointer.
+    pub imported: BTreeMap<u64, PoolImport>,
     /// Pool handles destroyed (a later use is InvalidValue).
     pub destroyed: BTreeSet<u64>,
+    /// VA each pool handle holds for its allocations and imported
+    /// pointers, freed or not: (handle, base). The pool's destruction lets
+    /// it go (`Process::unhold_va`).
+    pub held_va: Vec<(u64, u64)>,
 }

@@ -1,27 +1,49 @@
 //! Memory pools shared between processes (the stream-ordered allocator's
 //! IPC): pools with handle types, their export as a POSIX descriptor and
-//! import in another process, allocations from a pool, and the export and
-//! import of one allocation's pointer.
+//! import in another process, allocations from a pool, the export and
+//! import of one allocation's pointer, and which devices may access a
+//! pool's memory.
 //!
 //! A pool allocation is a stream-ordered allocation of the process that
-//! made it (`World::alloc`); an imported pointer is a mapping of the
-//! exporter's block in the importer, as an IPC open is, so both processes
-//! see the same bytes and the exporter's free while an importer still maps
-//! it is the free-while-mapped hazard ("The imported memory must be freed
-//! from all importing processes before being freed in the exporting
-//! process", `cudaMemPoolImportPointer`). The importer's free of an imported
-//! pointer unmaps it only.
+//! made it (`World::alloc_on`), placed on the pool's device whatever
+//! device the allocating stream's context is on. An imported pointer is a
+//! mapping of the exporter's block in the importer, as an IPC open is, so
+//! both processes see the same bytes and the exporter's free while an
+//! importer still maps it is the free-while-mapped hazard ("The imported
+//! memory must be freed from all importing processes before being freed in
+//! the exporting process", `cudaMemPoolImportPointer`). The importer frees
+//! an imported pointer with `cudaFreeAsync` or `cudaFree` ("The pointer may
+//! be freed with cudaFree or cudaFreeAsync"): that unmaps it only.
+//!
+//! Access (`cudaMemPoolSetAccess`): a pool's memory is accessible from its
+//! resident device, and from another device once the pool handle the
+//! memory came through grants it; each process's handle grants its own
+//! ("Imported memory pools are initially only accessible from their
+//! resident device. The imported memory pool does not inherit any
+//! accessibility set by the exporting process", CUDA Programming Guide,
+//! "Set Access in the Importing Process"). A copy or memset from a context
+//! on a device without access is InvalidValue, a kernel faults.
+//!
+//! An IPC pool keeps the memory of allocations its creator freed ("IPC
+//! pools currently do not support releasing physical blocks back to the
+//! OS"): a late import of a freed allocation maps it (`pool_import_freed`).
 //!
 //! Where the documentation names no error code, the simulator's choice is
 //! given with its clause id; those clauses are unmeasured until a GPU run
 //! says otherwise.
 
-use crate::pool_state::{PoolHandle, PoolProc, PtrExport, SimPool};
+use crate::pool_state::{PoolAlloc, PoolHandle, PoolImport, PoolProc, PtrExport, SimPool};
+use crate::semantics::{PoolImportFreed, PoolPtrReimport, PoolReimport};
 use crate::small_map::SmallMap;
 use crate::vmm_state::FdObject;
-use crate::world::{Mapping, Region, SimResult, VaClass, VaPool, World};
-use ipc_harness::ErrorKind::{InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown};
-use ipc_harness::{Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex};
+use crate::world::{Access, Fail, Mapping, Region, SimResult, VaClass, VaPool, World};
+use ipc_harness::ErrorKind::{
+    IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown,
+};
+use ipc_harness::{
+    Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex,
+    ShareableHandleType, VmmAccess,
+};
 
 /// The first bytes of the simulator's pointer export data.
 const EXPORT_MAGIC: [u8; 8] = *b"simpool\0";
@@ -45,6 +67,15 @@ fn decode(data: &PoolPtrExport) -> Option<u64> {
     Some(u64::from_le_bytes(id))
 }
 
+/// `cudaMemAccessFlags` as `pool_get_access` answers them.
+fn access_flags(access: VmmAccess) -> u64 {
+    match access {
+        VmmAccess::None => 0,
+        VmmAccess::Read => 1,
+        VmmAccess::ReadWrite => 3,
+    }
+}
+
 impl World {
     fn pp(&mut self, p: ProcessIndex) -> &mut PoolProc {
         if self.pools.procs.len() <= p {
@@ -57,11 +88,18 @@ impl World {
         let pp = self.pp(p);
         let h = POOL_HANDLE_BASE + pp.next_handle * 0x10;
         pp.next_handle += 1;
-        pp.handles.insert(h, PoolHandle { pool, imported });
+        pp.handles.insert(
+            h,
+            PoolHandle {
+                pool,
+                imported,
+                ..PoolHandle::default()
+            },
+        );
         h
     }
 
-    fn new_pool(&mut self, types: HandleTypes, default: bool) -> u64 {
+    fn new_pool(&mut self, p: ProcessIndex, device: u32, types: HandleTypes, default: bool) -> u64 {
         let id = self.pools.next_pool;
         self.pools.next_pool += 1;
         self.pools.pools.insert(
@@ -70,6 +108,10 @@ impl World {
                 types,
                 default,
                 shared: false,
+                device,
+                owner: p,
+                destroyed: false,
+                retained: Vec::new(),
             },
         );
         id
@@ -80,7 +122,7 @@ impl World {
         self.pp(p)
             .handles
             .get(&handle)
-            .copied()
+            .cloned()
             .ok_or(InvalidValue.into())
     }
 
@@ -104,18 +146,18 @@ impl World {
         types: HandleTypes,
     ) -> SimResult<u64> {
         self.current_ctx(p)?;
-        self.pool_physical_device(p, device)?;
+        let physical = self.pool_physical_device(p, device)?;
         let known = HandleTypes::POSIX_FD.0 | HandleTypes::FABRIC.0;
         if types.0 & !known != 0 {
             return Err(InvalidValue.into());
         }
-        let pool = self.new_pool(types, false);
+        let pool = self.new_pool(p, physical, types, false);
         let h = self.new_pool_handle(p, pool, false);
         // The real driver opens a descriptor for a POSIX-exportable pool and
         // holds it until the pool is destroyed: explore found later
         // descriptor numbers shifted by one on H100 / 580.159.04 (incidental;
         // pools without handle types unmeasured, given none).
-        if types.contains(ipc_harness::ShareableHandleType::PosixFd) {
+        if types.contains(ShareableHandleType::PosixFd) {
             if let Some(fd) = self.driver_fd_for_pool(p) {
                 self.pp(p).driver_fds.insert(h, fd);
             }
@@ -131,7 +173,7 @@ impl World {
         if let Some(&h) = self.pp(p).defaults.get(&physical) {
             return Ok(h);
         }
-        let pool = self.new_pool(HandleTypes::NONE, true);
+        let pool = self.new_pool(p, physical, HandleTypes::NONE, true);
         let h = self.new_pool_handle(p, pool, false);
         self.pp(p).defaults.insert(physical, h);
         Ok(h)
@@ -139,8 +181,9 @@ impl World {
 
     /// `cudaMemPoolDestroy`. Allocations still live stay valid ("the
     /// resources associated with the pool will be released automatically
-    /// once there are no more outstanding allocations"). Destroying a
-    /// default pool is InvalidValue (simulator choice,
+    /// once there are no more outstanding allocations"), and so do pointers
+    /// imported through an imported pool. Destroying a default pool is
+    /// InvalidValue (simulator choice,
     /// pool.lifetime.default-pool-not-destroyable, unmeasured).
     pub(crate) fn pool_destroy(&mut self, p: ProcessIndex, handle: u64) -> SimResult<()> {
         let h = self.pool_handle(p, handle)?;
@@ -150,10 +193,61 @@ impl World {
         let pp = self.pp(p);
         pp.handles.remove(&handle);
         pp.destroyed.insert(handle);
-        if let Some(fd) = pp.driver_fds.remove(&handle) {
+        let driver_fd = pp.driver_fds.remove(&handle);
+        let mut held = Vec::new();
+        pp.held_va.retain(|&(h, base)| {
+            if h == handle {
+                held.push(base);
+            }
+            h != handle
+        });
+        if let Some(fd) = driver_fd {
             self.driver_fd_closes(p, fd);
         }
+        // The VA it held for what it backed goes back (explore case 249 of
+        // the H100's 2026-11-27 benchmark: an import took the address of
+        // an allocation of a pool destroyed before, and no allocation took
+        // that of a freed pointer of a pool still imported).
+        for base in held {
+            self.procs[p].unhold_va(base);
+        }
+        if !h.imported {
+            self.pool_gone(h.pool);
+        }
         Ok(())
+    }
+
+    /// The creator of `pool` destroyed it or exited: the memory it kept of
+    /// freed allocations goes (unless an importer still maps it).
+    fn pool_gone(&mut self, pool: u64) {
+        let Some(sp) = self.pools.pools.get_mut(&pool) else {
+            return;
+        };
+        sp.destroyed = true;
+        let retained = std::mem::take(&mut sp.retained);
+        for block in retained {
+            if let Some(b) = self.blocks.get_mut(&block) {
+                b.pool_kept = false;
+            }
+            self.maybe_release(block);
+        }
+    }
+
+    /// The process exits: the pools it created go, as if destroyed.
+    pub(crate) fn pools_exit(&mut self, p: ProcessIndex) {
+        let owned: Vec<u64> = self
+            .pools
+            .pools
+            .iter()
+            .filter(|(_, sp)| sp.owner == p && !sp.destroyed)
+            .map(|(&id, _)| id)
+            .collect();
+        for pool in owned {
+            self.pool_gone(pool);
+        }
+        if let Some(pp) = self.pools.procs.get_mut(p) {
+            *pp = PoolProc::default();
+        }
     }
 
     /// `cudaMemPoolExportToShareableHandle` as a POSIX descriptor. Only a
@@ -165,7 +259,7 @@ impl World {
     pub(crate) fn pool_export(&mut self, p: ProcessIndex, handle: u64) -> SimResult<i32> {
         let h = self.pool_handle(p, handle)?;
         let types = self.pool_of(h.pool)?.types;
-        if h.imported || !types.contains(ipc_harness::ShareableHandleType::PosixFd) {
+        if h.imported || !types.contains(ShareableHandleType::PosixFd) {
             return Err(InvalidValue.into());
         }
         if let Some(pool) = self.pools.pools.get_mut(&h.pool) {
@@ -179,12 +273,23 @@ impl World {
     /// 580.159.04, both dialects (pool.import.bad-descriptors): a closed
     /// number and `/dev/null` are Unknown, a VMM allocation's descriptor is
     /// NotSupported. A pool's descriptor whose pool is gone: InvalidValue
-    /// (simulator choice, unmeasured).
+    /// (simulator choice, unmeasured). A pool this process already imported
+    /// (and did not destroy) answers as `pool_reimport` says
+    /// (pool.import.same-pool-twice).
     pub(crate) fn pool_import(&mut self, p: ProcessIndex, fd: Fd) -> SimResult<u64> {
         self.current_ctx(p)?;
         match self.fd_object(p, fd) {
             Some(FdObject::Pool(pool)) if self.pools.pools.contains_key(&pool) => {
-                Ok(self.new_pool_handle(p, pool, true))
+                let again = self
+                    .pp(p)
+                    .handles
+                    .iter()
+                    .find(|(_, h)| h.imported && h.pool == pool)
+                    .map(|(&handle, _)| handle);
+                match (again, self.sem.pool_reimport) {
+                    (Some(handle), PoolReimport::SamePool) => Ok(handle),
+                    _ => Ok(self.new_pool_handle(p, pool, true)),
+                }
             }
             Some(FdObject::Pool(_)) => Err(InvalidValue.into()),
             Some(FdObject::Allocation(_)) => Err(NotSupported.into()),
@@ -192,50 +297,205 @@ impl World {
         }
     }
 
-    /// `cudaMemPoolSetAccess` with one descriptor: the device must exist.
-    /// Access itself is not modelled: the pool's device reads and writes an
-    /// imported pool's memory without it.
+    /// `cudaMemPoolSetAccess` with one descriptor: `device` (an ordinal of
+    /// this process) gets `access` to the memory that came through this
+    /// pool handle, in this process only. A device that does not exist is
+    /// InvalidValue; one that cannot peer with the pool's device
+    /// InvalidDevice ("If the peer capability is not checked, the set access
+    /// may fail with cudaErrorInvalidDevice"); taking the resident device's
+    /// access away InvalidValue ("This access cannot be revoked"; the error
+    /// is the simulator's choice, unmeasured).
     pub(crate) fn pool_set_access(
         &mut self,
         p: ProcessIndex,
         handle: u64,
         device: u32,
+        access: VmmAccess,
     ) -> SimResult<()> {
-        self.pool_handle(p, handle)?;
-        self.pool_physical_device(p, device)
-            .map_err(|_| InvalidValue.into())
-            .map(|_| ())
+        let h = self.pool_handle(p, handle)?;
+        let physical = self
+            .pool_physical_device(p, device)
+            .map_err(|_| Fail::Api(InvalidValue))?;
+        let resident = self.pool_of(h.pool)?.device;
+        if physical == resident {
+            return if access == VmmAccess::ReadWrite {
+                Ok(())
+            } else {
+                Err(InvalidValue.into())
+            };
+        }
+        if !self.topology.can_peer(physical, resident) {
+            return Err(InvalidDevice.into());
+        }
+        if let Some(h) = self.pp(p).handles.get_mut(&handle) {
+            h.access.insert(physical, access);
+        }
+        Ok(())
+    }
+
+    /// `cudaMemPoolGetAccess` for `device` (an ordinal of this process): the
+    /// `cudaMemAccessFlags` this process's pool handle gives that device (0
+    /// none, 1 read, 3 read-write). The resident device has read-write
+    /// access ("By default, allocations are accessible from the device
+    /// where the allocations are located"), imported pools included
+    /// ("initially only accessible from their resident device").
+    pub(crate) fn pool_get_access(
+        &mut self,
+        p: ProcessIndex,
+        handle: u64,
+        device: u32,
+    ) -> SimResult<u64> {
+        let h = self.pool_handle(p, handle)?;
+        let physical = self
+            .pool_physical_device(p, device)
+            .map_err(|_| Fail::Api(InvalidValue))?;
+        if physical == self.pool_of(h.pool)?.device {
+            return Ok(access_flags(VmmAccess::ReadWrite));
+        }
+        let access = h.access.get(&physical).copied().unwrap_or(VmmAccess::None);
+        Ok(access_flags(access))
+    }
+
+    /// The error an access of pool memory at `ptr` by `p` gets when its
+    /// current context's device has no access to it (see the module docs):
+    /// InvalidValue for a copy or memset, IllegalAddress for a kernel.
+    /// `None` when `ptr` is no pool memory of `p`, or access is granted.
+    pub(crate) fn pool_access_denied(
+        &self,
+        p: ProcessIndex,
+        ptr: u64,
+        access: Access,
+    ) -> Option<Fail> {
+        let pp = self.pools.procs.get(p)?;
+        let own = pp
+            .allocs
+            .range(..=ptr)
+            .next_back()
+            .filter(|(&base, a)| ptr - base < a.size)
+            .map(|(_, a)| (a.handle, a.block));
+        let imported = || {
+            pp.imported
+                .range(..=ptr)
+                .next_back()
+                .filter(|(&at, i)| ptr - at < i.size)
+                .map(|(_, i)| (i.handle, i.block))
+        };
+        let (handle, block) = own.or_else(imported)?;
+        let (_, device) = self.current_ctx(p).ok()?;
+        if self.blocks.get(&block)?.device == device {
+            return None;
+        }
+        let granted = pp
+            .handles
+            .get(&handle)
+            .and_then(|h| h.access.get(&device))
+            .is_some_and(|&a| a != VmmAccess::None);
+        (!granted).then_some(Fail::Api(match access {
+            Access::Copy => InvalidValue,
+            Access::Kernel => IllegalAddress,
+        }))
+    }
+
+    /// The VA class of `p`'s IPC mapping at `base`: the stream-ordered
+    /// side for a pointer imported from a pool, else device VA.
+    pub(crate) fn pool_import_va_class(&self, p: ProcessIndex, base: u64) -> VaClass {
+        let pooled = self
+            .pools
+            .procs
+            .get(p)
+            .is_some_and(|pp| pp.imported.values().any(|i| i.base == base));
+        if pooled {
+            VaClass::StreamOrdered
+        } else {
+            VaClass::Device
+        }
+    }
+
+    /// The physical device of the pool memory `p` imported at `ptr`, if
+    /// `ptr` is in an imported pool pointer's allocation (`attributes.rs`).
+    pub(crate) fn pool_import_device(&self, p: ProcessIndex, ptr: u64) -> Option<u32> {
+        let pp = self.pools.procs.get(p)?;
+        let (_, i) = pp
+            .imported
+            .range(..=ptr)
+            .next_back()
+            .filter(|(&at, i)| ptr - at < i.size)?;
+        self.blocks.get(&i.block).map(|b| b.device)
     }
 
     /// `cudaMallocFromPoolAsync` + stream synchronize: a stream-ordered
-    /// allocation of `p`. An imported pool does not allocate ("Imported
-    /// memory pools do not support creating new allocations"): InvalidValue
-    /// in both dialects on H100 / 580.159.04 (pool.import.no-allocation).
+    /// allocation of `p` on the pool's device. An imported pool does not
+    /// allocate ("Imported memory pools do not support creating new
+    /// allocations"): InvalidValue in both dialects on H100 / 580.159.04
+    /// (pool.import.no-allocation).
     pub(crate) fn pool_alloc(&mut self, p: ProcessIndex, handle: u64, size: u64) -> SimResult<u64> {
         let h = self.pool_handle(p, handle)?;
         if h.imported {
             return Err(InvalidValue.into());
         }
-        let base = self.alloc(p, MemKind::StreamOrdered, size)?;
+        let device = self.pool_of(h.pool)?.device;
+        let base = self.alloc_on(p, MemKind::StreamOrdered, size, Some(device))?;
         let block = self.procs[p].allocs.get(&base).map(|a| a.block);
         if let Some(block) = block {
-            self.pp(p).allocs.insert(base, (h.pool, block));
+            self.pp(p).allocs.insert(
+                base,
+                PoolAlloc {
+                    handle,
+                    pool: h.pool,
+                    block,
+                    size,
+                },
+            );
+            self.pp(p).held_va.push((handle, base));
+            self.procs[p].hold_va(base);
         }
         Ok(base)
     }
 
-    /// `cudaFreeAsync` + stream synchronize: an imported pointer is
-    /// unmapped (the exporter's allocation lives on); a pool allocation is
-    /// freed as any stream-ordered allocation, with the free-while-mapped
-    /// hazard while an importer maps it.
+    /// `cudaFreeAsync` + stream synchronize: as [`World::pool_release`],
+    /// and any other pointer is freed as a stream-ordered allocation.
     pub(crate) fn pool_free(&mut self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
-        if let Some(base) = self.pp(p).imported.remove(&ptr) {
-            self.unmap_import(p, base);
-            return Ok(());
+        match self.pool_release(p, ptr) {
+            Some(done) => done,
+            None => self.free(p, FreeKind::StreamOrdered, ptr),
         }
-        self.free(p, FreeKind::StreamOrdered, ptr)?;
-        self.pp(p).allocs.remove(&ptr);
-        Ok(())
+    }
+
+    /// A free (`cudaFreeAsync` or `cudaFree`) of pool memory: an imported
+    /// pointer is unmapped (the exporter's allocation lives on); a pool
+    /// allocation is freed as any stream-ordered allocation, with the
+    /// free-while-mapped hazard while an importer maps it, and its memory
+    /// stays in an exported pool. `None` when `ptr` is neither.
+    pub(crate) fn pool_release(&mut self, p: ProcessIndex, ptr: u64) -> Option<SimResult<()>> {
+        if let Some(i) = self.pools.procs.get(p)?.imported.get(&ptr).copied() {
+            self.unmap_import(p, i.base);
+            self.pp(p).imported.remove(&ptr);
+            return Some(Ok(()));
+        }
+        let a = self.pools.procs.get_mut(p)?.allocs.remove(&ptr)?;
+        let live = self.procs[p]
+            .allocs
+            .get(&ptr)
+            .is_some_and(|x| x.block == a.block);
+        if !live {
+            return None;
+        }
+        let keeps = self
+            .pools
+            .pools
+            .get(&a.pool)
+            .is_some_and(|sp| sp.shared && !sp.destroyed);
+        if keeps {
+            if let Some(b) = self.blocks.get_mut(&a.block) {
+                b.pool_kept = true;
+                if let Some(sp) = self.pools.pools.get_mut(&a.pool) {
+                    sp.retained.push(a.block);
+                }
+            }
+        }
+        self.free_allocation(p, ptr, true);
+        self.procs[p].freed_ptrs.insert(ptr);
+        Some(Ok(()))
     }
 
     /// `cudaMemPoolExportPointer`: the base of a live allocation from a
@@ -249,42 +509,41 @@ impl World {
         p: ProcessIndex,
         ptr: u64,
     ) -> SimResult<PoolPtrExport> {
-        let Some((pool, block)) = self.pp(p).allocs.get(&ptr).copied() else {
+        let Some(pa) = self.pp(p).allocs.get(&ptr).copied() else {
             return Err(InvalidValue.into());
         };
         let a = self.procs[p]
             .allocs
             .get(&ptr)
-            .filter(|a| a.block == block)
+            .filter(|a| a.block == pa.block)
             .ok_or(InvalidValue)?;
         let (block, offset) = (a.block, a.offset);
-        let sim_pool = self.pool_of(pool)?;
-        if !sim_pool
-            .types
-            .contains(ipc_harness::ShareableHandleType::PosixFd)
-            || !sim_pool.shared
-        {
+        let sim_pool = self.pool_of(pa.pool)?;
+        if !sim_pool.types.contains(ShareableHandleType::PosixFd) || !sim_pool.shared {
             return Err(InvalidValue.into());
         }
         let export = PtrExport {
-            pool,
+            pool: pa.pool,
             exporter: p,
             base: ptr,
             block,
             offset,
+            size: pa.size,
         };
         let id = self.pools.next_export;
         self.pools.next_export += 1;
         self.pools.exports.insert(id, export);
-        Ok(encode(id, pool))
+        Ok(encode(id, pa.pool))
     }
 
     /// `cudaMemPoolImportPointer`: maps the exporter's allocation into `p`.
     /// The pool must be an imported handle of the export's pool; importing
     /// through the exporter's own pool handle is InvalidValue (simulator
     /// choice, pool.import.same-process-own-pool, unmeasured). Importing an
-    /// allocation its exporter freed is undefined: the hazard, and
-    /// InvalidValue here (pool.lifetime.import-after-exporter-free).
+    /// allocation its exporter freed is undefined: the hazard, then as
+    /// `pool_import_freed` says (pool.lifetime.import-after-exporter-free).
+    /// An allocation this process already imported answers as
+    /// `pool_ptr_reimport` says (pool.import.same-pointer-twice).
     pub(crate) fn pool_import_ptr(
         &mut self,
         p: ProcessIndex,
@@ -303,7 +562,7 @@ impl World {
             .allocs
             .get(&export.base)
             .is_some_and(|a| a.block == export.block && a.offset == export.offset);
-        let Some(block) = self.blocks.get(&export.block).filter(|_| live) else {
+        if !live {
             self.hazard(
                 HazardKind::PoolImportOfFreed,
                 p,
@@ -312,13 +571,33 @@ impl World {
                     export.exporter
                 ),
             );
+            if self.sem.pool_import_freed == PoolImportFreed::Refused {
+                return Err(InvalidValue.into());
+            }
+        }
+        if self.sem.pool_ptr_reimport == PoolPtrReimport::SamePointer {
+            let again = self
+                .pp(p)
+                .imported
+                .iter()
+                .find(|(_, i)| i.block == export.block && i.offset == export.offset)
+                .map(|(&ptr, _)| ptr);
+            if let Some(ptr) = again {
+                return Ok(ptr);
+            }
+        }
+        let Some(block) = self.blocks.get(&export.block) else {
             return Err(InvalidValue.into());
         };
         let (block_size, exporter) = (block.size, block.owner);
-        let size = block.live.get(&export.offset).copied().unwrap_or(0);
+        // VA of the stream-ordered side, as pool allocations take: an
+        // imported pointer does not reuse VA freed by a device allocation,
+        // nor a device allocation or an IPC open the VA of a freed
+        // imported pointer (explore cases 16, 68, 252 of the H100's
+        // 2026-11-25 benchmark; incidental placement).
         let va = VaPool {
             ctx,
-            class: VaClass::Device,
+            class: VaClass::StreamOrdered,
         };
         let base = self.procs[p]
             .reserve_va(block_size, va)
@@ -337,7 +616,7 @@ impl World {
                     exporter,
                     exporter_tag: 0,
                     opened: Vec::new(),
-                    exports: SmallMap::one(export.offset, size),
+                    exports: SmallMap::one(export.offset, export.size),
                     opens: SmallMap::one(ret, 1),
                     closed: crate::small_map::SmallMap::Empty,
                     buffer_id,
@@ -348,7 +627,18 @@ impl World {
         if let Some(b) = self.blocks.get_mut(&export.block) {
             b.importers = b.importers.saturating_add(1);
         }
-        self.pp(p).imported.insert(ret, base);
+        self.pp(p).held_va.push((handle, base));
+        self.procs[p].hold_va(base);
+        self.pp(p).imported.insert(
+            ret,
+            PoolImport {
+                handle,
+                base,
+                block: export.block,
+                offset: export.offset,
+                size: export.size,
+            },
+        );
         Ok(ret)
     }
 }

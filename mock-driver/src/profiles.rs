@@ -13,8 +13,9 @@ use crate::semantics::{
     DestroyPrimary, DriverFds, EventExporterExit, EventIpcTiming, EventOtherContext, EventReopen,
     ExportRule, ExporterExit, FreeOfIpcPointer, FreeWhileMapped, FreedExport, GetNullOut,
     HandleStability, ImportRange, InteriorHandle, LazyPeerAccess, MemcpyBounds, OpenAddress,
-    OpenFlags, SetDestroyedContext, StaleHandle, StaleKernelRead, StaleMemset, StaleVmmHandle,
-    Switch, VaReuse, VaRewind, VmmReserveVa,
+    OpenFlags, PoolImportFreed, PoolPtrReimport, PoolReimport, SetDestroyedContext, StaleHandle,
+    StaleKernelRead, StaleMemset, StaleVmmHandle, Switch, VaReuse, VaRewind, VmmCreateContext,
+    VmmReserveVa,
 };
 use ipc_harness::{Dialect, ErrorKind};
 use std::fmt;
@@ -218,6 +219,10 @@ pub const CHOICE_TIERS: &[ChoiceTier] = &[
     t("hidden_exporter_device", Contract, "cudaIpcOpenMemHandle can open handles to devices that may not be visible in the process calling the API"),
     t("enable_peer_self", Incidental, MEASURED),
     t("cross_pidns_ipc", Incidental, "no CUDA page names PID namespaces; UCX-Py's deployment guide asks only for a shared IPC namespace (https://ucx-py.readthedocs.io/en/latest/deployment.html); not measured yet"),
+    t("vmm_create_context", ReliedOn, "NVIDIA cuda-samples Samples/3_CUDA_Features/memMapIPCDrv/memMapIpc.cpp destroys its contexts, then calls cuMemCreate (traced on 2 x H200: success)"),
+    t("pool_import_freed", Incidental, "documented as undefined behaviour"),
+    t("pool_reimport", Incidental, "the documents are silent; cuda.core imports each pool once (cuda_core/cuda/core/_memory/_ipc.pyx, its registry of imported pools); not measured yet"),
+    t("pool_ptr_reimport", Incidental, "the documents are silent; cuda.core documents the driver's answer and works around it (cuda_core/cuda/core/_cpp/resource_handles.cpp, IPC Pointer Cache); not measured yet"),
 ];
 
 /// The tier of one choice by name (`None` for an unknown name).
@@ -281,6 +286,10 @@ impl Semantics {
             lazy_peer_access: LazyPeerAccess::Enables,
             enable_peer_self: ErrorKind::InvalidDevice,
             cross_pidns_ipc: ExportRule::Refuse(ErrorKind::NotSupported),
+            vmm_create_context: VmmCreateContext::Required,
+            pool_import_freed: PoolImportFreed::Refused,
+            pool_reimport: PoolReimport::NewPool,
+            pool_ptr_reimport: PoolPtrReimport::NewMapping,
             ..Semantics::default()
         }
     }

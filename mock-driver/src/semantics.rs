@@ -474,6 +474,57 @@ keyword_choice!(
     }
 );
 
+keyword_choice!(
+    /// Whether `cuMemCreate` needs a current context.
+    VmmCreateContext {
+        /// It does not: it names its device itself. Traced on 2 x H200,
+        /// driver 580.159.04 (NVIDIA's memMapIPCDrv sample;
+        /// vmm.create.without-current-context).
+        Optional => "optional",
+        /// With none current it fails as calls without a context do.
+        Required => "required",
+    }
+);
+
+keyword_choice!(
+    /// `cudaMemPoolImportPointer` of an allocation its exporter already
+    /// freed ("The imported memory must be freed from all importing
+    /// processes before being freed in the exporting process": undefined).
+    PoolImportFreed {
+        /// The import maps the memory the pool kept (an IPC pool does not
+        /// give memory back), with the exporter's last bytes. Measured: H100
+        /// and 2 x H200, driver 580.159.04, both dialects
+        /// (pool.lifetime.import-after-exporter-free).
+        Maps => "maps",
+        /// Refused: InvalidValue.
+        Refused => "refused",
+    }
+);
+
+keyword_choice!(
+    /// `cudaMemPoolImportFromShareableHandle` of a pool this process already
+    /// imported (and did not destroy).
+    PoolReimport {
+        /// The pool handle of the first import again.
+        SamePool => "same-pool",
+        /// A new handle of the same pool.
+        NewPool => "new-pool",
+    }
+);
+
+keyword_choice!(
+    /// `cudaMemPoolImportPointer` of an allocation this process already
+    /// imported (and did not free).
+    PoolPtrReimport {
+        /// The same pointer, counted once: the first free unmaps it (cuda.core
+        /// documents both, and works around them with a cache of imports:
+        /// cuda_core/cuda/core/_cpp/resource_handles.cpp, "IPC Pointer Cache").
+        SamePointer => "same-pointer",
+        /// A second mapping of the allocation at another address.
+        NewMapping => "new-mapping",
+    }
+);
+
 /// An operation refused with an error, or allowed (memory kinds IPC may not
 /// export; a second context opening handles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -706,6 +757,15 @@ semantics! {
         "Error for enable_peer of the current context's own device (measured on 2 x H200: PeerAccessUnsupported)";
     cross_pidns_ipc: ExportRule = ExportRule::Allow,
         "ipc_open and ipc_open_event of a handle exported by a process in another PID namespace (pidns=new; unmeasured): allow, or an error";
+    vmm_create_context: VmmCreateContext = VmmCreateContext::Optional,
+        "Whether cuMemCreate needs a current context (NVIDIA's memMapIPCDrv sample destroys its contexts first)";
+    // --- memory pools ---
+    pool_import_freed: PoolImportFreed = PoolImportFreed::Maps,
+        "pool_import_ptr of an allocation its exporter already freed (documented undefined; hazard logged): maps the memory the pool kept, or refused";
+    pool_reimport: PoolReimport = PoolReimport::SamePool,
+        "pool_import of a pool this process already imported: the same pool handle, or a new one";
+    pool_ptr_reimport: PoolPtrReimport = PoolPtrReimport::SamePointer,
+        "pool_import_ptr of an allocation this process already imported: the same pointer (the first free unmaps it), or a new mapping";
 }
 
 impl Semantics {

@@ -11,7 +11,7 @@
 //! numbers follow POSIX (the lowest free number, from 3); traces label
 //! them, so the numbers themselves never reach a report.
 
-use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmReserveVa};
+use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmCreateContext, VmmReserveVa};
 use crate::small_map::SmallMap;
 use crate::store::Store;
 use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
@@ -45,6 +45,10 @@ fn vmm_va_pool(rule: VmmReserveVa) -> VaPool {
 pub(crate) const VMM_GRANULARITY: u64 = BLOCK;
 /// Where allocation handle numbers start (any non-zero value would do).
 const HANDLE_BASE: u64 = 0x1_0000;
+
+/// One mapping's part of an access that runs across adjacent mappings
+/// (`World::vmm_pieces`): its address, block, offset in the block, length.
+pub(crate) type Piece = (u64, BlockId, u64, u64);
 
 fn aligned(x: u64) -> bool {
     x != 0 && x % VMM_GRANULARITY == 0
@@ -124,7 +128,11 @@ impl World {
         size: u64,
         types: HandleTypes,
     ) -> SimResult<u64> {
-        self.current_ctx(p)?;
+        // It names its device itself: with no context current it succeeds
+        // (vmm.create.without-current-context).
+        if self.sem.vmm_create_context == VmmCreateContext::Required {
+            self.current_ctx(p)?;
+        }
         let physical = self.physical_device(p, device)?;
         let known = HandleTypes::POSIX_FD.0 | HandleTypes::FABRIC.0;
         if types.0 & !known != 0 || !aligned(size) {
@@ -175,6 +183,7 @@ impl World {
                 owner_released: None,
                 owner_ctx: 0,
                 owner_vmm_handles: 0,
+                pool_kept: false,
             },
         );
         let phys = self.vmm.next_phys;
@@ -567,6 +576,54 @@ impl World {
         }
         let block = self.vmm.phys.get(&m.phys)?.block;
         Some(Ok((block, m.offset + (ptr - base))))
+    }
+
+    /// Where an access to `[ptr, ptr + len)` lands when it starts in a VMM
+    /// mapping of `p` and runs on past its end into the mappings that
+    /// follow it in the same VA without a gap (adjacent mappings of one
+    /// reservation, as PyTorch's expandable segments make them): one piece
+    /// per mapping, `(address, block, offset in block, length)`, each
+    /// checked as [`World::vmm_resolve`] checks one. `None` when `ptr` is
+    /// in no VMM mapping, or the access stays inside its mapping (the
+    /// caller resolves it as usual). A gap, or a mapping without access,
+    /// anywhere in the range faults the whole access.
+    pub(crate) fn vmm_pieces(
+        &mut self,
+        p: ProcessIndex,
+        ptr: u64,
+        len: u64,
+        access: Access,
+    ) -> Option<SimResult<Vec<Piece>>> {
+        let vp = self.vmm.procs.get(p)?;
+        let (base, m) = containing(&vp.maps, ptr, |m| m.size)?;
+        let end = ptr.checked_add(len)?;
+        if end <= base.saturating_add(m.size) {
+            return None;
+        }
+        let mut pieces = Vec::new();
+        let mut at = ptr;
+        while at < end {
+            let here = self
+                .vmm
+                .procs
+                .get(p)
+                .and_then(|vp| containing(&vp.maps, at, |m| m.size))
+                .map(|(b, m)| (b, m.size));
+            let Some((b, size)) = here else {
+                let fault = match access {
+                    Access::Copy => InvalidValue,
+                    Access::Kernel => IllegalAddress,
+                };
+                return Some(Err(fault.into()));
+            };
+            let n = end.min(b.saturating_add(size)) - at;
+            match self.vmm_resolve(p, at, n, access)? {
+                Ok((block, offset)) => pieces.push((at, block, offset, n)),
+                Err(e) => return Some(Err(e)),
+            }
+            at += n;
+        }
+        Some(Ok(pieces))
     }
 
     /// A copy or memset into a VMM mapping needs read-write access (measured:

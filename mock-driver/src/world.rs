@@ -261,6 +261,9 @@ pub(crate) struct Process {
     pub va_side: u64,
     pub va_side_next: u64,
     pub va_end: u64,
+    /// VA a memory pool holds past the free of what it backed: base ->
+    /// the release `release_va` deferred, once it came (`pools.rs`).
+    pub va_held: std::collections::BTreeMap<u64, Option<(u64, VaPool)>>,
     /// Live allocations by base address.
     pub allocs: AddrMap<Allocation>,
     /// Mapped VA by base address.
@@ -409,6 +412,9 @@ pub(crate) struct Block {
     pub owner_ctx: CtxKey,
     /// VMM allocation handles the owner held when the block was made.
     pub owner_vmm_handles: usize,
+    /// An exported memory pool keeps the block after its allocation was
+    /// freed, until the pool goes (`pools.rs`).
+    pub pool_kept: bool,
 }
 
 pub(crate) struct World {
@@ -553,6 +559,7 @@ impl Process {
             va_side: base.saturating_add(VA_WINDOW / 4),
             va_side_next: base.saturating_add(VA_WINDOW / 4),
             va_end: base.saturating_add(VA_WINDOW - VA_WINDOW / 2),
+            va_held: std::collections::BTreeMap::new(),
             allocs: AddrMap::new(),
             regions: AddrMap::new(),
             imports_by_block: Default::default(),
@@ -822,8 +829,26 @@ impl Process {
         });
     }
 
+    /// A memory pool holds the VA at `base`: its release waits for
+    /// [`Process::unhold_va`].
+    pub(crate) fn hold_va(&mut self, base: u64) {
+        self.va_held.insert(base, None);
+    }
+
+    /// The pool lets go of the VA at `base`: a release that waited happens.
+    pub(crate) fn unhold_va(&mut self, base: u64) {
+        if let Some(Some((len, pool))) = self.va_held.remove(&base) {
+            self.release_va(base, len, pool);
+        }
+    }
+
     /// Give back VA that `reserve_va` handed out for `len` bytes at `base`.
     pub(crate) fn release_va(&mut self, base: u64, len: u64, pool: VaPool) {
+        // Held by a memory pool: released when the pool lets go (`unhold_va`).
+        if let Some(held) = self.va_held.get_mut(&base) {
+            *held = Some((len, pool));
+            return;
+        }
         let arena = self.reserved.remove(&base).unwrap_or(self.arena);
         let Some(mut span) = round_up(len, BLOCK) else {
             return;
@@ -931,7 +956,7 @@ impl World {
         let kept_for_export = b.export_id.is_some()
             && exporter_alive
             && self.sem.freed_export == crate::semantics::FreedExport::Opens;
-        if b.owner_mapped || b.importers > 0 || kept_for_export {
+        if b.owner_mapped || b.importers > 0 || kept_for_export || b.pool_kept {
             return;
         }
         if let Some(id) = b.export_id {
@@ -972,6 +997,10 @@ impl World {
         };
         if let Some(r) = self.vmm_resolve(p, ptr, len, access) {
             return r;
+        }
+        // Pool memory from a device without access (`pools.rs`).
+        if let Some(denied) = self.pool_access_denied(p, ptr, access) {
+            return Err(denied);
         }
         let Some(end) = ptr.checked_add(len) else {
             return Err(fault.into());
@@ -1111,13 +1140,15 @@ impl World {
     /// Remove an importer's mapping at `base` entirely (last close, context
     /// destroyed, process exit).
     pub(crate) fn unmap_import(&mut self, p: ProcessIndex, base: u64) {
+        // A pointer imported from a pool has VA of the stream-ordered side.
+        let class = self.pool_import_va_class(p, base);
         let proc = &mut self.procs[p];
         let Some(region) = proc.regions.remove(&base) else {
             return;
         };
         let pool = VaPool {
             ctx: region.import.as_ref().map_or(0, |m| m.ctx),
-            class: VaClass::Device,
+            class,
         };
         if let Some(m) = &region.import {
             proc.remove_import(m.ctx, region.block, base);
@@ -1281,6 +1312,8 @@ impl World {
         self.freed_exports.retain(|_, f| f.owner != p);
         // Exited before releasing, so blocks kept for their export go too.
         self.procs[p].exited = true;
+        // The pools it created go, with the memory they kept (`pools.rs`).
+        self.pools_exit(p);
         for id in owned {
             self.maybe_release(id);
         }

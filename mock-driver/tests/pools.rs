@@ -78,8 +78,22 @@ fn the_exporter_freeing_first_is_free_while_mapped() {
 }
 
 #[test]
-fn importing_a_freed_allocation_is_a_hazard_and_invalid_value() {
+fn importing_a_freed_allocation_is_a_hazard_and_maps_what_the_pool_kept() {
+    // pool.lifetime.import-after-exporter-free: the GPU maps it, with the
+    // exporter's bytes (pool_import_freed=maps).
     let mut m = start_n(2, "");
+    let (pool, imported) = share_pool(m.as_mut());
+    let (a, x) = exported_allocation(m.as_mut(), pool, 0x33);
+    m.driver(0).pool_free(a).unwrap();
+    let q = m.driver(1).pool_import_ptr(imported, x).unwrap();
+    assert_eq!(m.driver(1).read(q, 4).unwrap(), vec![0x33; 4]);
+    m.driver(1).pool_free(q).unwrap();
+    // The pool's destruction gives the kept memory back.
+    m.driver(0).pool_destroy(pool).unwrap();
+    let kinds = hazard_kinds(m.as_ref());
+    assert_eq!(kinds[0], HazardKind::PoolImportOfFreed, "{kinds:?}");
+
+    let mut m = start_n(2, "pool_import_freed=refused");
     let (pool, imported) = share_pool(m.as_mut());
     let (a, x) = exported_allocation(m.as_mut(), pool, 0x33);
     m.driver(0).pool_free(a).unwrap();

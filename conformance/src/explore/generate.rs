@@ -336,6 +336,16 @@ pub enum Action {
         value: u8,
         order: PoolFreeOrder,
         exportable: bool,
+        /// The pool's device, among the machine's.
+        device: Index,
+        /// Each process grants its own device access to the pool's memory
+        /// where that is not the pool's device.
+        grant: bool,
+        /// The importer frees the pointer with `free` (cudaFree), not
+        /// `pool_free`.
+        cuda_free: bool,
+        /// The importer imports the pool, and the pointer, twice.
+        twice: bool,
     },
     // --- pattern kernels and forked children (see `generate/kernels.rs`) ---
     /// `kernel_fill` / `kernel_iota` of a live device allocation by its
@@ -576,8 +586,8 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
-        2 => (i(), any::<u8>(), just_oneof![6 => PoolFreeOrder::ImporterFirst, 1 => PoolFreeOrder::ExporterFirst, 1 => PoolFreeOrder::ExporterBeforeImport], proptest::bool::weighted(0.9))
-            .prop_map(|(pair, value, order, exportable)| Action::PoolShare { pair, value, order, exportable }),
+        2 => (i(), any::<u8>(), just_oneof![6 => PoolFreeOrder::ImporterFirst, 1 => PoolFreeOrder::ExporterFirst, 1 => PoolFreeOrder::ExporterBeforeImport], proptest::bool::weighted(0.9), i(), proptest::bool::weighted(0.5), proptest::bool::weighted(0.3), proptest::bool::weighted(0.15))
+            .prop_map(|(pair, value, order, exportable, device, grant, cuda_free, twice)| Action::PoolShare { pair, value, order, exportable, device, grant, cuda_free, twice }),
         1 => (i(), prop_oneof![proptest::collection::vec(any::<u8>(), 1..=8).prop_map(KernelWrite::Word), any::<u8>().prop_map(KernelWrite::Iota)], prop_oneof![3 => Just(1u32), 1 => 2u32..=4])
             .prop_map(|(alloc, write, repeat)| Action::PatternKernel { alloc, write, repeat }),
         1 => i().prop_map(|proc| Action::ForkChild { proc }),
@@ -1965,7 +1975,22 @@ impl Lowering {
                 value,
                 order,
                 exportable,
-            } => self.pool_share(pair, *value, *order, *exportable),
+                device,
+                grant,
+                cuda_free,
+                twice,
+            } => self.pool_share(
+                pair,
+                *value,
+                *order,
+                *exportable,
+                pools::PoolShareOptions {
+                    device: device.index(self.devices as usize) as u32,
+                    grant: *grant,
+                    cuda_free: *cuda_free,
+                    twice: *twice,
+                },
+            ),
             Action::StreamHandoff {
                 pair,
                 value,

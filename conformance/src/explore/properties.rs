@@ -416,9 +416,20 @@ pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)
         (CallKind::PoolImport, _) => vec![(InvalidValue, Clause("pool.import.bad-descriptors"))],
         (CallKind::PoolImportPtr, _) => vec![(
             InvalidValue,
-            Clause("pool.lifetime.import-after-exporter-free"),
+            Document("https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY__POOLS.html (cudaMemPoolImportPointer)"),
         )],
-        (CallKind::PoolAlloc, _) => vec![(NotSupported, Clause("pool.import.no-allocation"))],
+        (CallKind::PoolAlloc, _) => vec![
+            (NotSupported, Clause("pool.import.no-allocation")),
+            (InvalidValue, Clause("pool.import.no-allocation")),
+        ],
+        (CallKind::PoolFree, _) => vec![(
+            InvalidValue,
+            Document("https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY__POOLS.html (cudaFreeAsync)"),
+        )],
+        (CallKind::PoolSetAccess, _) => vec![
+            (InvalidValue, Document("https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY__POOLS.html (cudaMemPoolSetAccess)")),
+            (InvalidDevice, Document("https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#device-accessibility-for-multi-gpu-support (Device Accessibility for Multi-GPU Support)")),
+        ],
         (CallKind::EnablePeerAccess, _) => vec![
             (PeerAccessAlreadyEnabled, Clause("multidev.peer.enable")),
             (PeerAccessUnsupported, Clause("multidev.peer.enable-self")),

@@ -13,6 +13,7 @@ use super::case::{
 };
 use crate::explore::properties::{self, Property};
 use ipc_harness::scenario::{self, ExecOptions};
+use ipc_harness::trace::StepOutcome;
 use ipc_harness::{Backend, Trace};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -179,6 +180,41 @@ pub fn attributed_tier(
         .max()
 }
 
+/// Whether a differing step differs only in where a value landed: both
+/// runs succeeded with a pointer, a range of one size, or a descriptor,
+/// under another label. Which address comes back and which descriptor
+/// number the driver's own descriptors leave are accidents of one driver
+/// (docs/clauses.md: "which virtual address comes back"), so such a
+/// difference is incidental even where no semantic choice names it.
+pub fn placement_only(sim: &StepOutcome, real: &StepOutcome) -> bool {
+    use ipc_harness::trace::ValueSummary::{Fd, Ptr, Range};
+    let (StepOutcome::Ok { value: a }, StepOutcome::Ok { value: b }) = (sim, real) else {
+        return false;
+    };
+    match (a, b) {
+        (Ptr { label: x }, Ptr { label: y }) | (Fd { label: x }, Fd { label: y }) => x != y,
+        (Range { base: x, size: m }, Range { base: y, size: n }) => x != y && m == n,
+        _ => false,
+    }
+}
+
+/// The tier a difference at step `index` of a recorded case is attributed
+/// to: the tier of the semantic choices behind it ([`attributed_tier`]),
+/// else incidental where only a value's placement differs
+/// ([`placement_only`]); `None` (unattributed) otherwise.
+pub fn difference_tier(
+    sc: &ipc_harness::scenario::Scenario,
+    exec: &ExecOptions,
+    devices: Option<u32>,
+    index: usize,
+    outcomes: (Option<&StepOutcome>, Option<&StepOutcome>),
+) -> Option<ipc_harness::Tier> {
+    attributed_tier(sc, exec, devices, index).or_else(|| match outcomes {
+        (Some(a), Some(b)) if placement_only(a, b) => Some(ipc_harness::Tier::Incidental),
+        _ => None,
+    })
+}
+
 /// Judge the simulator against recorded real runs: the properties on the
 /// simulator and the differential against each recorded trace. Findings are
 /// not shrunk (that needs the GPU); each finding file is the whole case
@@ -243,7 +279,13 @@ pub fn replay(
                 if let Some(d) = diffs.first() {
                     let tier = d
                         .step
-                        .and_then(|step| attributed_tier(&sc, &exec, rec.devices, step))
+                        .and_then(|step| {
+                            let outcomes = (
+                                t.steps.get(step).map(|s| &s.outcome),
+                                real.steps.get(step).map(|s| &s.outcome),
+                            );
+                            difference_tier(&sc, &exec, rec.devices, step, outcomes)
+                        })
                         .map_or(UNATTRIBUTED, |t| t.as_str());
                     *summary
                         .differing_per_tier
@@ -406,6 +448,51 @@ mod tests {
             Some(ipc_harness::Tier::Incidental)
         );
         assert_eq!(attributed_tier(&sc, &exec, None, step("malloc")), None);
+    }
+
+    /// A step that differs only in which address or descriptor number came
+    /// back is incidental placement; one that differs in anything else
+    /// (an error, a size, bytes) no choice names stays unattributed.
+    #[test]
+    fn placement_differences_are_incidental_and_others_are_not() {
+        use ipc_harness::trace::ValueSummary;
+        let text = "devices 1\nprocess owner device=0\nowner: a = malloc 2MiB\n";
+        let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
+        let exec = ExecOptions::default();
+        let ok = |value| StepOutcome::Ok { value };
+        let ptr = |l: &str| ok(ValueSummary::Ptr { label: l.into() });
+        let range = |l: &str, size| {
+            ok(ValueSummary::Range {
+                base: l.into(),
+                size,
+            })
+        };
+        let err = StepOutcome::Error {
+            code: 1,
+            name: "cudaErrorInvalidValue".into(),
+        };
+        let tier = |a: &StepOutcome, b: &StepOutcome| {
+            difference_tier(&sc, &exec, None, 0, (Some(a), Some(b)))
+        };
+        let incidental = Some(ipc_harness::Tier::Incidental);
+        assert_eq!(tier(&ptr("p0.p1"), &ptr("p0.p2")), incidental);
+        assert_eq!(
+            tier(
+                &ok(ValueSummary::Fd {
+                    label: "p0.f1".into()
+                }),
+                &ok(ValueSummary::Fd {
+                    label: "p0.f2".into()
+                })
+            ),
+            incidental
+        );
+        assert_eq!(
+            tier(&range("p0.p1", 4096), &range("p0.p2", 4096)),
+            incidental
+        );
+        assert_eq!(tier(&range("p0.p1", 4096), &range("p0.p2", 8192)), None);
+        assert_eq!(tier(&ptr("p0.p1"), &err), None);
     }
 
     #[test]

@@ -228,6 +228,16 @@ pub(crate) struct MemAccessDesc {
     pub flags: c_int,
 }
 
+/// `CUmemLocation` / `cudaMemLocation`.
+#[repr(C)]
+pub(crate) struct MemLocation {
+    pub location_type: c_int,
+    pub location_id: c_int,
+}
+
+const _: () = assert!(
+    std::mem::size_of::<MemLocation>() == std::mem::size_of::<cudarc::driver::sys::CUmemLocation>()
+);
 const _: () = assert!(
     std::mem::size_of::<MemAllocationProp>()
         == std::mem::size_of::<cudarc::driver::sys::CUmemAllocationProp>()
@@ -280,6 +290,7 @@ entry_points! { Lib::Driver;
     fn cuMemPoolExportToShareableHandle(handle_out: *mut c_void, pool: Handle, ty: c_int, flags: u64);
     fn cuMemPoolImportFromShareableHandle(pool_out: *mut Handle, handle: *mut c_void, ty: c_int, flags: u64);
     fn cuMemPoolSetAccess(pool: Handle, map: *const MemAccessDesc, count: usize);
+    fn cuMemPoolGetAccess(flags: *mut c_int, pool: Handle, location: *mut MemLocation);
     fn cuMemAllocFromPoolAsync(dptr: *mut DevPtr, size: usize, pool: Handle, stream: Handle);
     fn cuMemPoolExportPointer(data: *mut RawPoolPtrExport, ptr: DevPtr);
     fn cuMemPoolImportPointer(ptr_out: *mut DevPtr, pool: Handle, data: *mut RawPoolPtrExport);
@@ -293,6 +304,7 @@ entry_points! { Lib::Runtime;
     fn cudaMemPoolExportToShareableHandle(handle_out: *mut c_void, pool: Handle, ty: c_int, flags: c_uint);
     fn cudaMemPoolImportFromShareableHandle(pool_out: *mut Handle, handle: *mut c_void, ty: c_int, flags: c_uint);
     fn cudaMemPoolSetAccess(pool: Handle, map: *const MemAccessDesc, count: usize);
+    fn cudaMemPoolGetAccess(flags: *mut c_int, pool: Handle, location: *mut MemLocation);
     fn cudaMallocFromPoolAsync(ptr: *mut *mut c_void, size: usize, pool: Handle, stream: Handle);
     fn cudaMemPoolExportPointer(data: *mut RawPoolPtrExport, ptr: *mut c_void);
     fn cudaMemPoolImportPointer(ptr_out: *mut *mut c_void, pool: Handle, data: *mut RawPoolPtrExport);

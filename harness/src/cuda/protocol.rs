@@ -744,6 +744,10 @@ mod tests {
                 device: 0,
                 access: VmmAccess::ReadWrite,
             },
+            Request::PoolGetAccess {
+                pool: PoolId(20),
+                device: 1,
+            },
             Request::PoolAlloc {
                 pool: PoolId(21),
                 size: 2 << 20,

@@ -25,7 +25,7 @@
 //! | `PointerInfo` | `cudaPointerGetAttributes` | `cuPointerGetAttribute` (‡) |
 //! | `IpcGetMemHandle` / `IpcOpenMemHandle` / `IpcCloseMemHandle` | `cudaIpc*MemHandle` | `cuIpcGetMemHandle` / `cuIpcOpenMemHandle_v2` / `cuIpcCloseMemHandle` |
 //! | `Vmm*` (granularity, create, export, import, reserve, map, set access, unmap, address free, release) | `cuMemGetAllocationGranularity`, `cuMemCreate`, `cuMemExportToShareableHandle`, `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`, `cuMemAddressFree`, `cuMemRelease` | same |
-//! | `Pool*` (create, default, destroy, export, import, set access, alloc + stream sync, free + stream sync, export pointer, import pointer) | `cudaMemPoolCreate`, `cudaDeviceGetDefaultMemPool`, `cudaMemPoolDestroy`, `cudaMemPoolExportToShareableHandle`, `cudaMemPoolImportFromShareableHandle`, `cudaMemPoolSetAccess`, `cudaMallocFromPoolAsync`, `cudaFreeAsync`, `cudaMemPoolExportPointer`, `cudaMemPoolImportPointer` | `cuMemPoolCreate`, `cuDeviceGetDefaultMemPool`, `cuMemPoolDestroy`, `cuMemPoolExportToShareableHandle`, `cuMemPoolImportFromShareableHandle`, `cuMemPoolSetAccess`, `cuMemAllocFromPoolAsync`, `cuMemFreeAsync`, `cuMemPoolExportPointer`, `cuMemPoolImportPointer` |
+//! | `Pool*` (create, default, destroy, export, import, set and get access, alloc + stream sync, free + stream sync, export pointer, import pointer) | `cudaMemPoolCreate`, `cudaDeviceGetDefaultMemPool`, `cudaMemPoolDestroy`, `cudaMemPoolExportToShareableHandle`, `cudaMemPoolImportFromShareableHandle`, `cudaMemPoolSetAccess`, `cudaMemPoolGetAccess`, `cudaMallocFromPoolAsync`, `cudaFreeAsync`, `cudaMemPoolExportPointer`, `cudaMemPoolImportPointer` | `cuMemPoolCreate`, `cuDeviceGetDefaultMemPool`, `cuMemPoolDestroy`, `cuMemPoolExportToShareableHandle`, `cuMemPoolImportFromShareableHandle`, `cuMemPoolSetAccess`, `cuMemPoolGetAccess`, `cuMemAllocFromPoolAsync`, `cuMemFreeAsync`, `cuMemPoolExportPointer`, `cuMemPoolImportPointer` |
 //! | `FdClose` / `FdOpenNullDevice` | `close` (only descriptors the worker holds) / `open("/dev/null")` | same |
 //! | `PidfdGetfd` | `pidfd_open` + `pidfd_getfd` (no CUDA call) | same |
 //! | `SendFd` / `ReceiveFd` | no API call: the descriptor rides the answer / the request with `SCM_RIGHTS` | same |
@@ -1648,6 +1648,7 @@ impl Worker {
                 | Request::PoolExport { .. }
                 | Request::PoolImport { .. }
                 | Request::PoolSetAccess { .. }
+                | Request::PoolGetAccess { .. }
                 | Request::PoolAlloc { .. }
                 | Request::PoolFree { .. }
                 | Request::PoolExportPtr { .. }

@@ -114,7 +114,9 @@ impl RoleDriver {
     /// What a call changed in this process's state: allocations made and
     /// freed, IPC mappings opened and closed (with the range each reaches),
     /// and what the ledger's leak check counts as held at the end (events,
-    /// imported events, VMM handles, reservations and mappings, descriptors).
+    /// imported events, VMM handles, reservations and mappings, descriptors,
+    /// streams, pools made or imported, pool allocations, imported pool
+    /// pointers).
     fn record_effect<T: Any>(&mut self, call: &Call, result: DriverResult<T>) -> DriverResult<T> {
         let Ok(value) = &result else {
             return result;
@@ -131,7 +133,10 @@ impl RoleDriver {
             Call::VmmRelease { handle } => {
                 held.vmm_handles.remove(&handle.0);
             }
-            Call::VmmExport { .. } | Call::FdOpenNullDevice => {
+            Call::VmmExport { .. }
+            | Call::PoolExport { .. }
+            | Call::PidfdGetfd { .. }
+            | Call::FdOpenNullDevice => {
                 if let Some(fd) = value.downcast_ref::<Fd>() {
                     held.fds.insert(fd.0);
                 }
@@ -166,6 +171,46 @@ impl RoleDriver {
             Call::EventDestroy { event } => {
                 held.events.remove(&event.0);
                 held.imported_events.remove(&event.0);
+            }
+            Call::StreamCreate { .. } => {
+                if let Some(st) = value.downcast_ref::<StreamId>() {
+                    held.streams.insert(st.0);
+                }
+            }
+            Call::StreamDestroy { stream } => {
+                held.streams.remove(&stream.0);
+            }
+            Call::PoolCreate { .. } => {
+                if let Some(p) = value.downcast_ref::<PoolId>() {
+                    held.pools.insert(p.0);
+                }
+            }
+            Call::PoolImport { .. } => {
+                if let Some(p) = value.downcast_ref::<PoolId>() {
+                    held.imported_pools.insert(p.0);
+                }
+            }
+            Call::PoolDestroy { pool } => {
+                held.pools.remove(&pool.0);
+                held.imported_pools.remove(&pool.0);
+            }
+            Call::PoolAlloc { size, .. } => {
+                if let Some(ptr) = returned_ptr {
+                    held.pool_allocations.insert(ptr.0, *size);
+                }
+            }
+            Call::PoolImportPtr { .. } => {
+                if let Some(ptr) = returned_ptr {
+                    held.imported_pool_pointers.insert(ptr.0);
+                }
+            }
+            // Either free releases a pool allocation or an imported pool
+            // pointer ("The pointer may be freed with cudaFree or
+            // cudaFreeAsync", cudaMemPoolImportPointer; clause
+            // pool.lifetime.importer-frees-with-cudafree).
+            Call::PoolFree { ptr } | Call::Free { ptr, .. } => {
+                held.pool_allocations.remove(&ptr.0);
+                held.imported_pool_pointers.remove(&ptr.0);
             }
             _ => {}
         }

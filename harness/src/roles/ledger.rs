@@ -93,6 +93,25 @@ pub struct Held {
     pub reservations: BTreeMap<u64, u64>,
     /// Descriptors the role's driver calls gave it and it did not close.
     pub fds: BTreeSet<i32>,
+    /// Streams (`cudaStreamCreate`) not destroyed.
+    #[serde(default)]
+    pub streams: BTreeSet<u64>,
+    /// Memory pools the role created (`cudaMemPoolCreate`) and did not
+    /// destroy (a device's default pool is not the role's).
+    #[serde(default)]
+    pub pools: BTreeSet<u64>,
+    /// Pools imported from a descriptor (`cudaMemPoolImportFromShareableHandle`)
+    /// and not destroyed.
+    #[serde(default)]
+    pub imported_pools: BTreeSet<u64>,
+    /// Allocations from a pool (`cudaMallocFromPoolAsync`) not freed
+    /// (`cudaFreeAsync` or `cudaFree`): pointer -> size.
+    #[serde(default)]
+    pub pool_allocations: BTreeMap<u64, u64>,
+    /// Pointers imported from a pool (`cudaMemPoolImportPointer`) not freed
+    /// (`cudaFreeAsync` or `cudaFree`).
+    #[serde(default)]
+    pub imported_pool_pointers: BTreeSet<u64>,
 }
 
 /// What a role declares it keeps on purpose at its end.
@@ -114,6 +133,16 @@ pub enum Kept {
     Reservation(u64),
     /// A file descriptor.
     Fd(i32),
+    /// A stream, by its id.
+    Stream(u64),
+    /// A memory pool the role created, by its id.
+    Pool(u64),
+    /// A memory pool the role imported, by its id.
+    ImportedPool(u64),
+    /// An allocation from a pool, by its pointer.
+    PoolAllocation(u64),
+    /// A pointer imported from a pool.
+    ImportedPoolPointer(u64),
     /// Everything the role holds (a long-lived service).
     Everything,
 }
@@ -216,6 +245,18 @@ impl fmt::Display for Leak {
             Kept::VmmMapping(p) => write!(f, "VMM mapping {p:#x}{size} never unmapped"),
             Kept::Reservation(p) => write!(f, "VA reservation {p:#x}{size} never freed"),
             Kept::Fd(d) => write!(f, "descriptor {d} never closed"),
+            Kept::Stream(st) => write!(f, "stream {st:#x} never destroyed"),
+            Kept::Pool(p) => write!(f, "memory pool {p:#x} never destroyed"),
+            Kept::ImportedPool(p) => {
+                write!(
+                    f,
+                    "memory pool {p:#x} imported from a descriptor never destroyed"
+                )
+            }
+            Kept::PoolAllocation(p) => write!(f, "pool allocation {p:#x}{size} never freed"),
+            Kept::ImportedPoolPointer(p) => {
+                write!(f, "pointer {p:#x} imported from a pool never freed")
+            }
             Kept::Everything => f.write_str("everything"),
         }
     }

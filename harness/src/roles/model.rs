@@ -340,7 +340,9 @@ impl RunReport {
     /// the hazard log (if any) is empty, no role left anything it did not
     /// declare kept (`RoleCtx::keep`), and no driver error reached a role's
     /// code undeclared (`RoleCtx::expect_error`). What a crashed role held
-    /// is not its leak: its process died.
+    /// is not its leak: its process died. A role that failed by returning a
+    /// driver error (`?`) is reported once, as failed: that error is not
+    /// also an undeclared one.
     pub fn is_clean(&self) -> bool {
         self.problems().is_empty()
     }
@@ -368,7 +370,27 @@ impl RunReport {
             for leak in s.leaks() {
                 out.push(format!("leak in {role}: {leak}"));
             }
-            for e in s.unexpected_errors() {
+            // The error a failed role returned is its failure, reported
+            // above: not a second time as an undeclared error.
+            let propagated = match self.outcome(role) {
+                Some(RoleOutcome::Failed(RoleFailure {
+                    call: Some(call),
+                    kind: Some(kind),
+                    ..
+                })) => s
+                    .ledger
+                    .errors
+                    .iter()
+                    .rposition(|e| !e.expected && e.call == *call && e.kind == Some(*kind)),
+                _ => None,
+            };
+            let undeclared = s
+                .ledger
+                .errors
+                .iter()
+                .enumerate()
+                .filter(|&(i, e)| !e.expected && Some(i) != propagated);
+            for (_, e) in undeclared {
                 out.push(format!(
                     "undeclared driver error in {role}: {e} (ignored or handled, but not declared with expect_error)"
                 ));
@@ -473,6 +495,21 @@ impl ProcessState {
         }
         for &d in &l.held.fds {
             add(Kept::Fd(d), None);
+        }
+        for &st in &l.held.streams {
+            add(Kept::Stream(st), None);
+        }
+        for &p in &l.held.pools {
+            add(Kept::Pool(p), None);
+        }
+        for &p in &l.held.imported_pools {
+            add(Kept::ImportedPool(p), None);
+        }
+        for (&p, &size) in &l.held.pool_allocations {
+            add(Kept::PoolAllocation(p), Some(size));
+        }
+        for &p in &l.held.imported_pool_pointers {
+            add(Kept::ImportedPoolPointer(p), None);
         }
         out
     }

@@ -264,3 +264,54 @@ fn bad_crash_plans_are_harness_errors() {
         }
     }
 }
+
+/// A role that returns the driver error it got (`?`) failed: that is one
+/// problem, not also an undeclared driver error. An error it swallowed
+/// and then failed for another reason still counts.
+#[test]
+fn an_error_a_role_returns_is_reported_once() {
+    let set = RoleSet::new()
+        .role("returns", 0, |ctx| {
+            ctx.driver().ipc_close_mem_handle(DevicePtr(0x1000))?;
+            Ok(serde_json::Value::Null)
+        })
+        .role("swallows", 0, |ctx| {
+            let _ = ctx.driver().ipc_close_mem_handle(DevicePtr(0x1000));
+            Err(fail("gave up"))
+        });
+    let report = set
+        .run_with_drivers(&RunOptions::seeded(5), |_, _| {
+            let mut m = MockDriver::new();
+            m.expect_dialect()
+                .return_const(crate::errors::Dialect::Runtime);
+            m.expect_ipc_close_mem_handle().returning(|_| {
+                Err(crate::errors::ApiError::new(
+                    crate::errors::Dialect::Runtime,
+                    ErrorKind::InvalidValue,
+                )
+                .into())
+            });
+            Box::new(m)
+        })
+        .unwrap();
+    let problems = report.problems();
+    let about = |role: &str| -> Vec<&String> {
+        problems
+            .iter()
+            .filter(|p| p.contains(&format!(" {role}")))
+            .collect()
+    };
+    assert_eq!(about("returns").len(), 1, "{problems:#?}");
+    assert!(
+        about("returns")[0]
+            .starts_with("role returns failed: IpcCloseMemHandle failed with InvalidValue"),
+        "{problems:#?}"
+    );
+    assert_eq!(about("swallows").len(), 2, "{problems:#?}");
+    assert!(
+        about("swallows")
+            .iter()
+            .any(|p| p.starts_with("undeclared driver error in swallows")),
+        "{problems:#?}"
+    );
+}

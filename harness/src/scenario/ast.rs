@@ -721,6 +721,14 @@ pub enum Op {
         /// The device ordinal.
         device: u32,
     },
+    /// `pool_get_access PL [device=D]`: the access flags the pool gives
+    /// device `D` (0 none, 1 read, 3 read-write).
+    PoolGetAccess {
+        /// The binding of the pool.
+        pool: String,
+        /// The device ordinal.
+        device: u32,
+    },
     /// `pool_alloc PL SIZE`.
     PoolAlloc {
         /// The binding of the pool.
@@ -951,6 +959,7 @@ impl Op {
             Op::PoolExport { .. } => CallKind::PoolExport,
             Op::PoolImport { .. } => CallKind::PoolImport,
             Op::PoolSetAccess { .. } => CallKind::PoolSetAccess,
+            Op::PoolGetAccess { .. } => CallKind::PoolGetAccess,
             Op::PoolAlloc { .. } => CallKind::PoolAlloc,
             Op::PoolFree { .. } => CallKind::PoolFree,
             Op::PoolExportPtr { .. } => CallKind::PoolExportPtr,
@@ -1106,6 +1115,7 @@ impl Op {
             Op::PoolExport { .. } => ValueType::Fd,
             Op::PoolAlloc { .. } | Op::PoolImportPtr { .. } => ValueType::Ptr,
             Op::PoolExportPtr { .. } => ValueType::PoolExport,
+            Op::PoolGetAccess { .. } => ValueType::Int,
             Op::PoolDestroy { .. } | Op::PoolSetAccess { .. } | Op::PoolFree { .. } => {
                 ValueType::Unit
             }
@@ -1210,6 +1220,7 @@ impl Op {
             Op::PoolDestroy { pool }
             | Op::PoolExport { pool }
             | Op::PoolSetAccess { pool, .. }
+            | Op::PoolGetAccess { pool, .. }
             | Op::PoolAlloc { pool, .. } => [Some(pool.as_str()), None, None],
             Op::PoolImport { fd } => [Some(fd.as_str()), None, None],
             Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => [ptr.name(), None, None],
@@ -1600,6 +1611,9 @@ impl Op {
                 " device=",
                 Dec((*device).into())
             ),
+            Op::PoolGetAccess { pool, device } => {
+                put!(w, kw, " ", pool, " device=", Dec((*device).into()))
+            }
             Op::PoolAlloc { pool, size } => put!(w, kw, " ", pool, " ", Size(*size)),
             Op::PoolFree { ptr } | Op::PoolExportPtr { ptr } => put!(w, kw, " ", ptr),
             Op::PoolImportPtr { pool, data } => put!(w, kw, " ", pool, " ", data),

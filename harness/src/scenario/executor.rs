@@ -716,6 +716,9 @@ impl<'a> Run<'a> {
                         (Op::PointerAttribute { attr, .. }, Returned::Size(v)) => {
                             pointer_attribute_value(*attr, v)
                         }
+                        (Op::PoolGetAccess { .. }, Returned::Size(v)) => {
+                            Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+                        }
                         (_, returned) => value_of(returned),
                     }
                 }
@@ -1031,6 +1034,10 @@ impl<'a> Run<'a> {
                 pool: self.pool(pool)?,
                 device: *device,
                 access: *access,
+            },
+            Op::PoolGetAccess { pool, device } => Call::PoolGetAccess {
+                pool: self.pool(pool)?,
+                device: *device,
             },
             Op::PoolAlloc { pool, size } => Call::PoolAlloc {
                 pool: self.pool(pool)?,

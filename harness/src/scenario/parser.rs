@@ -1739,6 +1739,15 @@ impl<'f> Parser<'f> {
                     device,
                 }
             }
+            (Some(CallKind::PoolGetAccess), _) => {
+                let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
+                let mut device = 0;
+                self.options(l, kw, &["device"], |l, _| {
+                    device = l.u32("a device number")?;
+                    Ok(())
+                })?;
+                Op::PoolGetAccess { pool, device }
+            }
             (Some(CallKind::PoolAlloc), _) => {
                 let pool = self.held_local_arg(l, proc_idx, ValueType::Pool, kw)?;
                 let size = l.int("a size in bytes")?;

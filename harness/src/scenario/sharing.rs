@@ -355,6 +355,7 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
         | Op::PoolExport { .. }
         | Op::PoolImport { .. }
         | Op::PoolSetAccess { .. }
+        | Op::PoolGetAccess { .. }
         | Op::PoolAlloc { .. }
         | Op::PoolFree { .. }
         | Op::PoolExportPtr { .. }

@@ -1,12 +1,31 @@
 //! Memory pools shared between processes, lowered the way the CUDA sample
 //! (streamOrderedAllocationIPC) shares them: export the pool, pass its
-//! descriptor, import it, export an allocation's pointer, send the export
-//! data, import the pointer and read; then the frees in a chosen order.
+//! descriptor, import it, grant the importer's device access, export an
+//! allocation's pointer, send the export data, import the pointer and
+//! read; then the frees in a chosen order. The pool may live on another
+//! device than its processes, whose access then depends on the grants
+//! (pool.access.*); the importer may free with `cudaFree`
+//! (pool.lifetime.importer-frees-with-cudafree) and import twice
+//! (pool.import.same-pool-twice, pool.import.same-pointer-twice).
 
 use super::{name, Lowering, PoolFreeOrder};
 use ipc_harness::scenario::Op;
-use ipc_harness::HandleTypes;
+use ipc_harness::{FreeKind, HandleTypes, VmmAccess};
 use proptest::sample::Index;
+
+/// The choices of one pool share beyond its pair, value and free order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PoolShareOptions {
+    /// The pool's device.
+    pub device: u32,
+    /// Each process grants its own device access where it is not the
+    /// pool's device.
+    pub grant: bool,
+    /// The importer frees the pointer with `free` (cudaFree).
+    pub cuda_free: bool,
+    /// The importer imports the pool and the pointer twice.
+    pub twice: bool,
+}
 
 impl Lowering {
     /// Shares one allocation of a new pool of one live process with another
@@ -18,6 +37,7 @@ impl Lowering {
         value: u8,
         order: PoolFreeOrder,
         exportable: bool,
+        opts: PoolShareOptions,
     ) {
         let live = self.live_procs();
         if live.len() < 2 {
@@ -39,7 +59,8 @@ impl Lowering {
         let alloc = self.fresh("pa");
         let data = self.fresh("px");
         let ptr = self.fresh("pq");
-        self.bind(exporter, &pool, Op::PoolCreate { types, device: 0 });
+        let device = opts.device.min(self.devices - 1);
+        self.bind(exporter, &pool, Op::PoolCreate { types, device });
         self.bind(
             exporter,
             &fd,
@@ -61,6 +82,40 @@ impl Lowering {
             &imported,
             Op::PoolImport {
                 fd: sent.to_string(),
+            },
+        );
+        if opts.twice {
+            let again = self.fresh("ipl");
+            self.bind(
+                importer,
+                &again,
+                Op::PoolImport {
+                    fd: sent.to_string(),
+                },
+            );
+        }
+        // Access: each process's own device, granted through its own handle.
+        for (proc, handle) in [(exporter, &pool), (importer, &imported)] {
+            let here = self.placement[proc];
+            if opts.grant && here != device {
+                self.emit(
+                    proc,
+                    Op::PoolSetAccess {
+                        pool: handle.to_string(),
+                        access: VmmAccess::ReadWrite,
+                        device: here,
+                    },
+                );
+            }
+        }
+        let access = self.fresh("pac");
+        let importer_device = self.placement[importer];
+        self.bind(
+            importer,
+            &access,
+            Op::PoolGetAccess {
+                pool: imported.to_string(),
+                device: importer_device,
             },
         );
         self.bind(
@@ -85,7 +140,14 @@ impl Lowering {
         self.bind(exporter, &data, Op::PoolExportPtr { ptr: name(&alloc) });
         self.send(exporter, &data, importer);
         let free_alloc = Op::PoolFree { ptr: name(&alloc) };
-        let free_ptr = Op::PoolFree { ptr: name(&ptr) };
+        let free_ptr = if opts.cuda_free {
+            Op::Free {
+                kind: FreeKind::Device,
+                ptr: name(&ptr),
+            }
+        } else {
+            Op::PoolFree { ptr: name(&ptr) }
+        };
         if order == PoolFreeOrder::ExporterBeforeImport {
             self.emit(exporter, free_alloc.clone());
         }
@@ -98,6 +160,18 @@ impl Lowering {
             },
         );
         self.stats.pool_imports += 1;
+        let second = opts.twice.then(|| self.fresh("pq"));
+        if let Some(second) = &second {
+            self.bind(
+                importer,
+                second,
+                Op::PoolImportPtr {
+                    pool: imported.to_string(),
+                    data: data.to_string(),
+                },
+            );
+            self.stats.pool_imports += 1;
+        }
         self.emit(
             importer,
             Op::Read {
@@ -106,18 +180,23 @@ impl Lowering {
                 len: 4,
             },
         );
+        // The importer's frees: the pointer, then its second import.
+        let importer_frees = |l: &mut Lowering| {
+            l.emit(importer, free_ptr.clone());
+            if let Some(second) = &second {
+                l.emit(importer, Op::PoolFree { ptr: name(second) });
+            }
+        };
         match order {
             PoolFreeOrder::ImporterFirst => {
-                self.emit(importer, free_ptr);
+                importer_frees(self);
                 self.emit(exporter, free_alloc);
             }
             PoolFreeOrder::ExporterFirst => {
                 self.emit(exporter, free_alloc);
-                self.emit(importer, free_ptr);
+                importer_frees(self);
             }
-            PoolFreeOrder::ExporterBeforeImport => {
-                self.emit(importer, free_ptr);
-            }
+            PoolFreeOrder::ExporterBeforeImport => importer_frees(self),
         }
         self.emit(exporter, Op::FdClose { fd: fd.to_string() });
         self.emit(

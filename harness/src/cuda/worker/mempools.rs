@@ -1,5 +1,5 @@
 //! The worker's memory-pool requests (`pool_*` rows of the call table):
-//! `cudaMemPool*` / `cuMemPool*`, `cudaMallocFromPoolAsync` /
+//! `cudaMemPool*` / `cuMemPool*` (`cudaMemPoolGetAccess` among them), `cudaMallocFromPoolAsync` /
 //! `cuMemAllocFromPoolAsync` and `cudaFreeAsync` / `cuMemFreeAsync` on the
 //! default stream, each followed by a stream synchronize so that the pointer
 //! is usable (or gone) when the request returns.
@@ -147,6 +147,19 @@ pub(crate) unsafe fn call(d: PoolApi, request: Request) -> Response {
                     Driver => ffi::cuMemPoolSetAccess(pool(p), &desc, 1)?,
                 }
                 Ok(Reply::Unit)
+            }
+            Request::PoolGetAccess { pool: p, device } => {
+                let mut flags: c_int = 0;
+                let mut location = ffi::MemLocation {
+                    location_type: LOCATION_TYPE_DEVICE,
+                    location_id: device as c_int,
+                };
+                match d {
+                    Runtime => ffi::cudaMemPoolGetAccess(&mut flags, pool(p), &mut location)?,
+                    Driver => ffi::cuMemPoolGetAccess(&mut flags, pool(p), &mut location)?,
+                }
+                // cudaMemAccessFlags: 0 none, 1 read, 3 read-write.
+                Ok(Reply::Int(i64::from(flags)))
             }
             Request::PoolAlloc { pool: p, size } => {
                 let ptr = match d {
