@@ -6,7 +6,7 @@
 //! driver's: the trace is not judged from there on, and says where.
 
 use super::load::{escaped, Folder};
-use super::model::{Finding, FindingClass};
+use super::model::{Finding, FindingClass, MAX_LISTED};
 use super::replay::{Replay, Role};
 use crate::report::text::outcome_text;
 use ipc_harness::scenario::{self, ExecOptions, Op};
@@ -15,9 +15,6 @@ use ipc_harness::{Dialect, HazardKind};
 use ipc_mock_driver::{SimBackend, SimConfig};
 use serde::Serialize;
 use std::collections::HashSet;
-
-/// Most findings of one class listed; the rest are counted.
-pub const MAX_LISTED: usize = 1000;
 
 /// The simulator's run of the replay.
 #[derive(Debug, Clone, Serialize)]
@@ -94,17 +91,17 @@ pub fn judge(folder: &Folder, replay: &Replay) -> Judged {
         Finding {
             class,
             kind: kind.to_string(),
-            process: pname(o.process),
-            pid: procs[o.process].pid,
-            seq: o.seq,
-            call: entry_of(o.entry),
+            process: pname(o.process()),
+            pid: procs[o.process()].pid,
+            seq: o.seq(),
+            call: entry_of(o.entry()),
             detail,
             rules: Vec::new(),
             found_by: "simulator".into(),
             after_divergence: false,
         }
     };
-    let mut findings = Vec::new();
+    let mut findings = Listed::default();
     let mut reasons = Vec::new();
     let mut diverged_at: Option<usize> = None;
     let mut skipped_after = 0usize;
@@ -164,14 +161,14 @@ pub fn judge(folder: &Folder, replay: &Replay) -> Judged {
         findings.push(f);
         if diverged_at.is_none() && (skipped || lost || !changes_nothing(&step.op)) {
             diverged_at = Some(i);
-            let p = o.process;
+            let p = o.process();
             reasons.push(format!(
                 "the replay diverges at {} (pid {}) {}{} (replay.ipc line {}): {what}; from there \
                  the simulator's state is not the driver's, and the rest is not judged",
                 pname(p),
                 procs[p].pid,
-                entry_of(o.entry),
-                o.seq.map_or_else(String::new, |s| format!(" seq {s}")),
+                entry_of(o.entry()),
+                o.seq().map_or_else(String::new, |s| format!(" seq {s}")),
                 step.line,
             ));
         }
@@ -193,11 +190,11 @@ pub fn judge(folder: &Folder, replay: &Replay) -> Judged {
             continue;
         };
         let o = replay.origin[step];
-        if !seen.insert((h.kind, o.process, o.seq, o.entry)) {
+        if !seen.insert((h.kind, o.process(), o.seq(), o.entry())) {
             continue;
         }
         let killed_exit = matches!(replay.scenario.steps[step].op, Op::Exit)
-            && replay.killed.get(o.process).copied().unwrap_or(false);
+            && replay.killed.get(o.process()).copied().unwrap_or(false);
         let mut f = if killed_exit {
             finding(
                 FindingClass::Note,
@@ -223,13 +220,12 @@ pub fn judge(folder: &Folder, replay: &Replay) -> Judged {
         message: exec.verdict.message.clone(),
         hazards: kinds,
     };
-    let (findings, left_out) = bounded(findings);
     Judged {
-        findings,
+        findings: findings.kept,
         reasons,
         run,
         diverged_at,
-        left_out,
+        left_out: findings.left_out,
     }
 }
 
@@ -238,31 +234,52 @@ pub fn judge(folder: &Folder, replay: &Replay) -> Judged {
 /// reader's.
 fn race_rules(folder: &Folder, replay: &Replay, step: usize, f: &mut Finding) {
     let reader = replay.origin[step];
-    let Some((object, _)) = reader.access else {
+    let Some((object, _)) = reader.access() else {
         return;
     };
     let writer = replay.origin[..step]
         .iter()
         .rev()
-        .find(|o| o.process != reader.process && o.access == Some((object, true)));
+        .find(|o| o.process() != reader.process() && o.access() == Some((object, true)));
     if let Some(w) = writer {
         let entry = w
-            .entry
+            .entry()
             .and_then(|e| folder.entries.get(usize::from(e)))
             .map_or("?".to_string(), |s| escaped(s));
         f.detail.push_str(&format!(
             "; the write: p{}'s {entry}{} [{}]",
-            w.process + 1,
-            w.seq.map_or_else(String::new, |s| format!(" seq {s}")),
-            w.rule.unwrap_or("?")
+            w.process() + 1,
+            w.seq().map_or_else(String::new, |s| format!(" seq {s}")),
+            w.rule().unwrap_or("?")
         ));
-        if let Some(rule) = w.rule {
+        if let Some(rule) = w.rule() {
             f.rules.push(rule.to_string());
         }
     }
-    if let Some(rule) = reader.rule {
+    if let Some(rule) = reader.rule() {
         f.detail.push_str(&format!("; the read [{rule}]"));
         f.rules.push(rule.to_string());
+    }
+}
+
+/// Findings as they come, at most [`MAX_LISTED`] of each class (a trace of
+/// a million calls may give as many), and how many were left out.
+#[derive(Default)]
+struct Listed {
+    kept: Vec<Finding>,
+    count: std::collections::HashMap<FindingClass, usize>,
+    left_out: usize,
+}
+
+impl Listed {
+    fn push(&mut self, f: Finding) {
+        let n = self.count.entry(f.class).or_insert(0);
+        *n += 1;
+        if *n <= MAX_LISTED {
+            self.kept.push(f);
+        } else {
+            self.left_out += 1;
+        }
     }
 }
 

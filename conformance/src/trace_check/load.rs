@@ -11,7 +11,7 @@
 
 use crate::limits::{MAX_TRACE_CALLS, MAX_TRACE_FILES, MAX_TRACE_FILE_BYTES, MAX_TRACE_LINE_BYTES};
 use ipc_harness::trace_record::{
-    parse_file_name, CallArgs, Header, HostRecord, TraceLine, FILE_PREFIX, FILE_SUFFIX,
+    parse_file_name, CallArgs, CallRecord, Header, HostRecord, TraceLine, FILE_PREFIX, FILE_SUFFIX,
 };
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -84,10 +84,28 @@ pub struct Args {
     extra: Option<Box<Extra>>,
 }
 
+/// IPC handle bytes (memory, event, pool pointer export data), as the
+/// record's 128 hex digits name them.
+pub type HandleBytes = [u8; 64];
+
+/// The bytes 128 hex digits spell; `None` for anything else.
+fn handle_bytes(hex: &str) -> Option<Box<HandleBytes>> {
+    let digits = hex.as_bytes();
+    if digits.len() != 128 {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 64];
+    for (i, pair) in digits.chunks(2).enumerate() {
+        out[i] = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(Box::new(out))
+}
+
 /// The arguments that are not numbers.
 #[derive(Debug, Clone, Default)]
 struct Extra {
-    handle: Option<String>,
+    handle: Option<Box<HandleBytes>>,
     access: Option<Vec<(i32, u32)>>,
     pointer_args: Option<Vec<u64>>,
     objects: Option<Vec<u64>>,
@@ -165,8 +183,8 @@ impl Args {
     pub fn count(&self) -> Option<u64> {
         self.get(Field::Count)
     }
-    /// IPC handle bytes, as hex.
-    pub fn handle(&self) -> Option<&str> {
+    /// IPC handle bytes (absent when the record's were not 128 hex digits).
+    pub fn handle(&self) -> Option<&HandleBytes> {
         self.extra.as_ref()?.handle.as_deref()
     }
     /// `cuMemSetAccess`, `cuMemPoolSetAccess`: (device, flags) per descriptor.
@@ -217,7 +235,7 @@ impl From<CallArgs> for Args {
         .filter_map(|(f, v)| v.map(|v| (f, v)))
         .collect();
         let extra = Extra {
-            handle: a.handle,
+            handle: a.handle.as_deref().and_then(handle_bytes),
             access: a.access,
             pointer_args: a.pointer_args,
             objects: a.objects,
@@ -503,7 +521,9 @@ pub fn read_files(files: &[(String, Vec<u8>)]) -> Folder {
     folder
 }
 
-/// One line of a file, as the reader sees it.
+/// One line of a file, as the reader sees it (one at a time: the size of
+/// a parsed line costs nothing worth a box).
+#[allow(clippy::large_enum_variant)]
 enum Line {
     Parsed(TraceLine),
     /// A JSON object of a kind this reader does not know (a newer tracer's).
@@ -512,6 +532,13 @@ enum Line {
 }
 
 fn parse_line(bytes: &[u8]) -> Line {
+    // Call lines are nearly all of a trace: read as the record itself,
+    // without the tagged enum's buffering (its `kind` field is ignored).
+    if bytes.starts_with(br#"{"kind":"call","#) {
+        if let Ok(call) = serde_json::from_slice::<CallRecord>(bytes) {
+            return Line::Parsed(TraceLine::Call(call));
+        }
+    }
     match serde_json::from_slice::<TraceLine>(bytes) {
         Ok(line) => Line::Parsed(line),
         Err(e) => {
@@ -562,7 +589,7 @@ impl FileProcesses {
     fn gaps(&mut self, shown: &str, problems: &mut Vec<String>) {
         for (p, seqs) in self.procs.iter_mut().zip(&mut self.seqs) {
             seqs.sort_unstable();
-            let mut expect = seqs.first().map_or(0, |s| s.0.min(0));
+            let mut expect = 0;
             for &(seq, line) in seqs.iter() {
                 if seq < expect {
                     problems.push(format!(

@@ -19,6 +19,7 @@ pub mod report;
 pub mod sync_rules;
 
 use crate::exit::{EXIT_FAILURES, EXIT_NOT_JUDGED, EXIT_OK};
+use ipc_harness::profile;
 use load::{escaped, Folder};
 use model::{FindingClass, Verdict};
 use report::{CheckReport, ProcessSummary};
@@ -43,16 +44,18 @@ pub struct CheckArgs {
 /// Read, merge, replay and judge the traces in `dir`; an unreadable folder
 /// is an error (exit 2), anything inside it a reason or a finding.
 pub fn check_dir(dir: &Path) -> Result<(CheckReport, String), String> {
-    let folder = load::read_dir(dir)?;
+    let folder = profile::timed_in("check", "load", || load::read_dir(dir))?;
     Ok(check_folder(folder, &dir.display().to_string()))
 }
 
 /// Judge a folder already read; `dir` names it in the reports.
 pub fn check_folder(mut folder: Folder, dir: &str) -> (CheckReport, String) {
-    let merged = load::merged(&folder);
-    let replay = replay::lower(&folder, &merged, dir);
+    let merged = profile::timed_in("check", "merge", || load::merged(&folder));
+    let mut replay = profile::timed_in("check", "lower", || replay::lower(&folder, &merged, dir));
     drop(merged);
-    let text = replay.text(&folder);
+    let text = profile::timed_in("check", "replay text", || replay.text(&folder));
+    // The text holds the lines now.
+    replay.lines = Vec::new();
     let processes: Vec<ProcessSummary> = folder
         .processes
         .iter()
@@ -93,7 +96,7 @@ pub fn check_folder(mut folder: Folder, dir: &str) -> (CheckReport, String) {
     let mut reliance_skipped = None;
     let mut left_out = 0;
     if calls > 0 {
-        let judged = judge::judge(&folder, &replay);
+        let judged = profile::timed_in("check", "judge", || judge::judge(&folder, &replay));
         reasons.extend(judged.reasons);
         findings.extend(judged.findings);
         simulator.push(judged.run);
@@ -108,19 +111,17 @@ pub fn check_folder(mut folder: Folder, dir: &str) -> (CheckReport, String) {
         } else {
             let origin = |i: usize| match replay.origin.get(i) {
                 Some(o) => (
-                    folder.processes[o.process].pid,
-                    o.seq,
-                    o.entry
+                    folder.processes[o.process()].pid,
+                    o.seq(),
+                    o.entry()
                         .and_then(|e| folder.entries.get(usize::from(e)))
                         .map_or_else(|| "exit".to_string(), |s| escaped(s)),
                 ),
                 None => (0, None, String::new()),
             };
-            reliance = Some(reliance::judge(
-                &replay.scenario,
-                replay.scenario.devices,
-                &origin,
-            ));
+            reliance = Some(profile::timed_in("check", "reliance", || {
+                reliance::judge(&replay.scenario, replay.scenario.devices, &origin)
+            }));
         }
     }
     findings.sort_by(|a, b| {
@@ -174,7 +175,7 @@ pub fn check_folder(mut folder: Folder, dir: &str) -> (CheckReport, String) {
         processes,
         calls,
         findings,
-        findings_left_out: left_out + more,
+        findings_left_out: left_out + more + replay.findings_left_out,
         sync_rules,
         simulator,
         reliance,

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+/// Most findings of one class a report lists; the rest are counted.
+pub const MAX_LISTED: usize = 1000;
+
 /// What one finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -14,7 +14,7 @@
 //! once; the receiver knows it by its own number once its record says it
 //! received it).
 
-use super::state::{Lowering, Role};
+use super::state::{FdFlow, Lowering, Record, Role};
 use crate::trace_check::load::MergedEntry;
 use ipc_harness::scenario::{Expect, Op};
 use ipc_harness::trace_record::HostRecord;
@@ -69,7 +69,7 @@ impl Lowering<'_> {
         let mut bound: HashMap<String, String> = HashMap::new();
         let mut queues: HashMap<String, VecDeque<Message>> = HashMap::new();
         let mut posts: HashMap<String, VecDeque<(usize, u64)>> = HashMap::new();
-        let mut fd_flow: Vec<((usize, u64), (usize, u64), Vec<(i64, i64)>)> = Vec::new();
+        let mut fd_flow: Vec<(Record, FdFlow)> = Vec::new();
         // What each socket's other end is, and where datagram sockets are
         // bound: a description is written as a descriptor is first used.
         for p in &folder.processes {
@@ -124,7 +124,7 @@ impl Lowering<'_> {
                         if !m.fds.is_empty() && !fds_in.is_empty() {
                             let pairs: Vec<(i64, i64)> =
                                 m.fds.drain(..).zip(fds_in.drain(..)).collect();
-                            fd_flow.push(((m.process, m.seq), (process, h.seq), pairs));
+                            fd_flow.push(((m.process, m.seq), (process, h.seq, pairs)));
                         }
                         let took = need.min(m.left);
                         m.left -= took;
@@ -146,11 +146,8 @@ impl Lowering<'_> {
                 _ => {}
             }
         }
-        for (from, to, pairs) in fd_flow {
-            self.fd_sends
-                .entry(from)
-                .or_default()
-                .push((to.0, to.1, pairs));
+        for (from, flow) in fd_flow {
+            self.fd_sends.entry(from).or_default().push(flow);
         }
     }
 
@@ -307,14 +304,8 @@ impl Lowering<'_> {
         };
         let g = self.procs[process].fresh("f");
         let owner_name = self.procs[owner].name.clone();
-        let origin = super::state::Origin {
-            process,
-            seq: Some(h.seq),
-            entry: None,
-            role: Role::Harness,
-            rule: None,
-            access: None,
-        };
+        let origin =
+            super::state::Origin::new(process, Some(h.seq), None, Role::Harness, None, None);
         self.step(
             process,
             Some(g.clone()),

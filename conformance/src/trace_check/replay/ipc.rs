@@ -2,7 +2,7 @@
 //! handles), and the errors a program carried on past.
 
 use super::state::{name, Lowering, Made, Origin, RegionKind, Role};
-use crate::trace_check::load::Rec;
+use crate::trace_check::load::{HandleBytes, Rec};
 use crate::trace_check::model::FindingClass;
 use crate::trace_check::sync_rules::Memory;
 use ipc_harness::scenario::{Expect, ExpectList, Expectation, Op, Ref};
@@ -282,8 +282,7 @@ impl Lowering<'_> {
                 None => {
                     self.shared_events.push(HashMap::new());
                     let s = self.shared_events.len() - 1;
-                    self.event_handles
-                        .insert(bytes.to_string(), (h.clone(), process, s));
+                    self.event_handles.insert(*bytes, (h.clone(), process, s));
                     s
                 }
             };
@@ -294,8 +293,12 @@ impl Lowering<'_> {
     }
 
     pub(super) fn open_event_handle(&mut self, process: usize, r: &Rec) {
-        let bytes = r.args.handle().unwrap_or_default();
-        let Some((h, _, shared)) = self.event_handles.get(bytes).cloned() else {
+        let Some((h, _, shared)) = r
+            .args
+            .handle()
+            .and_then(|b| self.event_handles.get(b))
+            .cloned()
+        else {
             if r.result == 0 {
                 self.reason(process, r, "opens an event handle no traced process made");
             }
@@ -320,7 +323,13 @@ impl Lowering<'_> {
     // --- memory handles --------------------------------------------------------
 
     /// Handle bytes made in `process` go to every process that opens them.
-    pub(super) fn send_to_openers(&mut self, process: usize, r: &Rec, bytes: &str, binding: &str) {
+    pub(super) fn send_to_openers(
+        &mut self,
+        process: usize,
+        r: &Rec,
+        bytes: &HandleBytes,
+        binding: &str,
+    ) {
         let peers: Vec<usize> = self
             .openers
             .get(bytes)
@@ -371,7 +380,7 @@ impl Lowering<'_> {
         if let (true, Some(bytes)) = (ok, r.args.handle()) {
             let first = self
                 .mem_handles
-                .entry(bytes.to_string())
+                .entry(*bytes)
                 .or_insert(Made { binding: h, object })
                 .binding
                 .clone();
@@ -380,8 +389,12 @@ impl Lowering<'_> {
     }
 
     pub(super) fn open_mem_handle(&mut self, process: usize, r: &Rec) {
-        let bytes = r.args.handle().unwrap_or_default();
-        let Some(made) = self.mem_handles.get(bytes).cloned() else {
+        let Some(made) = r
+            .args
+            .handle()
+            .and_then(|b| self.mem_handles.get(b))
+            .cloned()
+        else {
             if r.result == 0 {
                 self.reason(process, r, "opens a memory handle no traced process made");
             }
@@ -409,14 +422,7 @@ impl Lowering<'_> {
                 text: format!("ok, == {first}").into(),
                 items: items.into(),
             });
-            let origin = Origin {
-                process,
-                seq: Some(r.seq),
-                entry: Some(r.entry),
-                role: Role::Call,
-                rule: None,
-                access: None,
-            };
+            let origin = Origin::new(process, Some(r.seq), Some(r.entry), Role::Call, None, None);
             self.step(process, Some(q), op, expect, origin);
             if let Some(g) = self.procs[process].memory.live.get_mut(&ptr) {
                 g.opens += 1;
@@ -494,8 +500,7 @@ impl Lowering<'_> {
             .failed_outputs
             .push((output.unwrap_or(0), r.seq, r.entry));
         if let ("cuIpcGetMemHandle" | "cuIpcGetEventHandle", Some(h)) = (name, r.args.handle()) {
-            self.failed_handles
-                .insert(h.to_string(), (process, r.seq, r.entry));
+            self.failed_handles.insert(*h, (process, r.seq, r.entry));
         }
     }
 

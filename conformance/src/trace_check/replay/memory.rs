@@ -271,14 +271,14 @@ impl Lowering<'_> {
         if let Some(o) = object {
             self.accessed(process, r, o, true);
         }
-        let origin = Origin {
+        let origin = Origin::new(
             process,
-            seq: Some(r.seq),
-            entry: Some(r.entry),
-            role: Role::Model,
-            rule: Some(rule.id),
-            access: object.map(|o| (o, true)),
-        };
+            Some(r.seq),
+            Some(r.entry),
+            Role::Model,
+            Some(rule.id),
+            object.map(|o| (o, true)),
+        );
         self.step(
             process,
             None,
@@ -355,14 +355,14 @@ impl Lowering<'_> {
         if let Some(o) = object {
             self.accessed(process, r, o, false);
         }
-        let origin = Origin {
+        let origin = Origin::new(
             process,
-            seq: Some(r.seq),
-            entry: Some(r.entry),
-            role: Role::Model,
-            rule: Some(rule.id),
-            access: object.map(|o| (o, false)),
-        };
+            Some(r.seq),
+            Some(r.entry),
+            Role::Model,
+            Some(rule.id),
+            object.map(|o| (o, false)),
+        );
         self.step(
             process,
             None,

@@ -38,6 +38,10 @@ use ipc_harness::scenario::{Expect, Metadata, Op, Scenario};
 use ipc_harness::trace_record::base_name;
 use ipc_harness::ProcessSpec;
 use state::{Lowering, MAX_DEVICES};
+
+/// Most steps a replay holds: twice the calls `check` reads at most (a
+/// kernel over several buffers makes a step for each).
+pub const MAX_STEPS: usize = 2 * crate::limits::MAX_TRACE_CALLS;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -97,10 +101,7 @@ impl<'f> Lowering<'f> {
                 }
                 "cuIpcOpenMemHandle" | "cuIpcOpenEventHandle" | "cuMemPoolImportPointer" => {
                     if let Some(h) = a.handle() {
-                        self.openers
-                            .entry(h.to_string())
-                            .or_default()
-                            .insert(process);
+                        self.openers.entry(*h).or_default().insert(process);
                     }
                 }
                 _ => {}
@@ -185,6 +186,21 @@ impl<'f> Lowering<'f> {
     }
 
     fn call(&mut self, process: usize, index: usize, r: &Rec) {
+        if self.steps.len() >= MAX_STEPS {
+            if !self.reasons.contains_key("too long") {
+                self.reasons.insert(
+                    "too long".into(),
+                    (
+                        format!(
+                            "the replay reached {MAX_STEPS} steps (kernels over many buffers \
+                             make several each), the most `check` runs; the calls after are not judged"
+                        ),
+                        1,
+                    ),
+                );
+            }
+            return;
+        }
         if self.procs[process].exited {
             // Calls after the exit record (runtime teardown) change nothing shared.
             return;
@@ -374,14 +390,7 @@ impl<'f> Lowering<'f> {
         if !self.killed[process] {
             self.vmm_leaks(process);
         }
-        let origin = Origin {
-            process,
-            seq: None,
-            entry: None,
-            role: Role::Harness,
-            rule: None,
-            access: None,
-        };
+        let origin = Origin::new(process, None, None, Role::Harness, None, None);
         self.step(process, None, Op::Exit, Expect::Default, origin);
     }
 
@@ -412,6 +421,14 @@ impl<'f> Lowering<'f> {
                     1,
                 ),
             );
+        }
+        if self.procs.len() > ipc_harness::scenario::limits::MAX_PROCESSES {
+            self.notes.push(format!(
+                "replay.ipc declares {} processes, more than the {} a scenario file may: \
+                 `check` runs it, `ipc-conformance scenario` does not",
+                self.procs.len(),
+                ipc_harness::scenario::limits::MAX_PROCESSES
+            ));
         }
         if self.opaque > 0 {
             self.notes.push(format!(
@@ -481,6 +498,7 @@ impl<'f> Lowering<'f> {
             notes: self.notes,
             not_replayed: self.not_replayed,
             killed: self.killed,
+            findings_left_out: self.findings_left_out,
         }
     }
 }

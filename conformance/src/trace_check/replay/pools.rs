@@ -173,7 +173,7 @@ impl Lowering<'_> {
         if let (true, Some(bytes)) = (ok, r.args.handle()) {
             let first = self
                 .pool_exports
-                .entry(bytes.to_string())
+                .entry(*bytes)
                 .or_insert(Made { binding: x, object })
                 .binding
                 .clone();
@@ -182,8 +182,12 @@ impl Lowering<'_> {
     }
 
     pub(super) fn pool_import_pointer(&mut self, process: usize, r: &Rec) {
-        let bytes = r.args.handle().unwrap_or_default();
-        let Some(made) = self.pool_exports.get(bytes).cloned() else {
+        let Some(made) = r
+            .args
+            .handle()
+            .and_then(|b| self.pool_exports.get(b))
+            .cloned()
+        else {
             if r.result == 0 {
                 self.reason(
                     process,

@@ -4,11 +4,11 @@
 //! own records give (`accessed`). A leaf below the area files and
 //! `mod.rs`.
 
-use super::super::load::{escaped, EntryId, Folder, Rec};
-use super::super::model::{Finding, FindingClass};
-use super::super::sync_rules::Memory;
+use super::super::load::{escaped, EntryId, Folder, HandleBytes, Rec};
+use super::super::model::{Finding, FindingClass, MAX_LISTED};
+use super::super::sync_rules::{Memory, TABLE};
 use ipc_harness::scenario::{Expect, ExpectList, Expectation, Op, Ref, Scenario, Step};
-use ipc_harness::{ApiError, Dialect, FreeKind, VmmAccess};
+use ipc_harness::{ApiError, Dialect, ErrorKind, FreeKind, VmmAccess};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -35,19 +35,71 @@ pub enum Role {
     Harness,
 }
 
-/// Where a step of the replay came from.
+/// Where a step of the replay came from (kept small: one per step).
 #[derive(Debug, Clone, Copy)]
 pub struct Origin {
     /// Index into `Folder::processes`.
-    pub process: usize,
-    /// The record's `seq` in its process's file; `None` for an exit.
-    pub seq: Option<u64>,
-    pub entry: Option<EntryId>,
+    pub process: u32,
+    /// The record's `seq` in its process's file; `u64::MAX` for none (an
+    /// exit).
+    seq: u64,
+    /// The entry point; `EntryId::MAX` for none.
+    entry: EntryId,
     pub role: Role,
-    /// The row of the synchronisation table that modelled it.
-    pub rule: Option<&'static str>,
+    /// The row of the synchronisation table that modelled it, by index
+    /// into `sync_rules::TABLE` (`u8::MAX` for none).
+    rule: u8,
+    /// Whether `access` names an object.
+    has_access: bool,
     /// The shared object it reads or writes, and whether it may write.
-    pub access: Option<(usize, bool)>,
+    access_object: u32,
+    access_writes: bool,
+}
+
+impl Origin {
+    pub fn new(
+        process: usize,
+        seq: Option<u64>,
+        entry: Option<EntryId>,
+        role: Role,
+        rule: Option<&'static str>,
+        access: Option<(usize, bool)>,
+    ) -> Origin {
+        let rule = rule
+            .and_then(|id| TABLE.iter().position(|r| r.id == id))
+            .map_or(u8::MAX, |i| i as u8);
+        Origin {
+            process: process as u32,
+            seq: seq.unwrap_or(u64::MAX),
+            entry: entry.unwrap_or(EntryId::MAX),
+            role,
+            rule,
+            has_access: access.is_some(),
+            access_object: access.map_or(0, |a| a.0 as u32),
+            access_writes: access.is_some_and(|a| a.1),
+        }
+    }
+
+    pub fn process(&self) -> usize {
+        self.process as usize
+    }
+
+    pub fn seq(&self) -> Option<u64> {
+        (self.seq != u64::MAX).then_some(self.seq)
+    }
+
+    pub fn entry(&self) -> Option<EntryId> {
+        (self.entry != EntryId::MAX).then_some(self.entry)
+    }
+
+    pub fn rule(&self) -> Option<&'static str> {
+        TABLE.get(usize::from(self.rule)).map(|r| r.id)
+    }
+
+    pub fn access(&self) -> Option<(usize, bool)> {
+        self.has_access
+            .then_some((self.access_object as usize, self.access_writes))
+    }
 }
 
 /// One line of the replay's text: a comment, or a step (by index).
@@ -74,6 +126,8 @@ pub struct Replay {
     /// Per process: a parent's wait says a signal ended it (what it held
     /// at its end is then not its doing).
     pub killed: Vec<bool>,
+    /// Findings beyond [`MAX_LISTED`] of a class, counted only.
+    pub findings_left_out: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,6 +293,13 @@ pub struct Object {
     pub last_write: Option<LastWrite>,
 }
 
+/// A host record by (process, record seq).
+pub type Record = (usize, u64);
+
+/// Descriptors one message passed: the receiving record, and each
+/// descriptor as (the sender's number, the receiver's number).
+pub type FdFlow = (usize, u64, Vec<(i64, i64)>);
+
 /// Handle bytes as a process made them: its binding and the object behind
 /// it.
 #[derive(Debug, Clone)]
@@ -252,20 +313,20 @@ pub struct Lowering<'f> {
     pub procs: Vec<Proc>,
     pub objects: Vec<Object>,
     /// Memory handle bytes -> who made them.
-    pub mem_handles: HashMap<String, Made>,
+    pub mem_handles: HashMap<HandleBytes, Made>,
     /// Pool pointer export data -> who made it.
-    pub pool_exports: HashMap<String, Made>,
+    pub pool_exports: HashMap<HandleBytes, Made>,
     /// Event handle bytes -> (binding, maker, shared event).
-    pub event_handles: HashMap<String, (String, usize, usize)>,
+    pub event_handles: HashMap<HandleBytes, (String, usize, usize)>,
     /// Shared events: the happens-before a record captured.
     pub shared_events: Vec<HashMap<usize, u64>>,
     /// Look-ahead: which processes open each handle (memory, event, pool
     /// pointer export data).
-    pub openers: HashMap<String, BTreeSet<usize>>,
+    pub openers: HashMap<HandleBytes, BTreeSet<usize>>,
     /// Descriptors passed between processes, by (process, record seq) of
     /// the sending host record: (receiver, receiving record seq, (the
     /// sender's number, the receiver's number) of each).
-    pub fd_sends: HashMap<(usize, u64), Vec<(usize, u64, Vec<(i64, i64)>)>>,
+    pub fd_sends: HashMap<Record, Vec<FdFlow>>,
     /// Received descriptors not yet taken in: (process, record seq) ->
     /// bindings by the receiver's numbers.
     pub fd_arrivals: HashMap<(usize, u64), Vec<(i64, String)>>,
@@ -283,7 +344,7 @@ pub struct Lowering<'f> {
     /// context it is.
     pub primary_of: HashMap<(usize, u64), u32>,
     /// Handle bytes a failing get left behind: (process, seq, entry).
-    pub failed_handles: HashMap<String, (usize, u64, EntryId)>,
+    pub failed_handles: HashMap<HandleBytes, (usize, u64, EntryId)>,
     /// Notes already given: (writer, reader, object).
     pub ordered_notes: HashSet<(usize, usize, usize)>,
     /// Host happens-before waiting to be taken in: messages and posts not
@@ -304,6 +365,9 @@ pub struct Lowering<'f> {
     pub lines: Vec<Line>,
     pub line: usize,
     pub findings: Vec<Finding>,
+    /// Findings of each class so far, and those beyond [`MAX_LISTED`].
+    pub finding_counts: HashMap<FindingClass, usize>,
+    pub findings_left_out: usize,
     /// Why not judged: what -> (its first occurrence, count).
     pub reasons: BTreeMap<String, (String, usize)>,
     pub notes: Vec<String>,
@@ -313,22 +377,79 @@ pub struct Lowering<'f> {
     pub devices: u32,
 }
 
-/// The expectation of a call the driver answered `result`.
+/// The expectation of a call the driver answered `result`. The list of
+/// each error code is made once and shared by every step that expects it
+/// (a polling loop records a million `NOT_READY`s).
 pub fn expect_result(result: i32) -> Expect {
+    use std::sync::{Mutex, OnceLock};
+    /// Distinct codes kept; a hostile trace's further codes get lists of
+    /// their own.
+    const MAX_SHARED: usize = 1024;
+    type Shared = (&'static [Expectation], &'static str);
+    static LISTS: OnceLock<Mutex<HashMap<i32, Shared>>> = OnceLock::new();
     if result == 0 {
         return Expect::Default;
     }
-    let error = ApiError::from_code(Dialect::Driver, result);
-    let item = match error.kind() {
-        Some(kind) => Expectation::Error {
-            kind,
-            name: error.name().into_owned(),
-        },
-        None => Expectation::AnyError,
+    let make = || {
+        let error = ApiError::from_code(Dialect::Driver, result);
+        match error.kind() {
+            Some(kind) => Expectation::Error {
+                kind,
+                name: error.name().into_owned(),
+            },
+            None => Expectation::AnyError,
+        }
     };
+    let lists = LISTS.get_or_init(Default::default);
+    let mut lists = lists.lock().unwrap_or_else(|e| e.into_inner());
+    let len = lists.len();
+    let shared = match lists.get(&result) {
+        Some(s) => Some(*s),
+        None if len < MAX_SHARED => {
+            let item = make();
+            let text: &'static str = Box::leak(item.to_string().into_boxed_str());
+            let items: &'static [Expectation] = Box::leak(vec![item].into_boxed_slice());
+            lists.insert(result, (items, text));
+            Some((items, text))
+        }
+        None => None,
+    };
+    match shared {
+        Some((items, text)) => Expect::List(ExpectList {
+            items: Cow::Borrowed(items),
+            text: Cow::Borrowed(text),
+        }),
+        None => {
+            let item = make();
+            Expect::List(ExpectList {
+                text: item.to_string().into(),
+                items: vec![item].into(),
+            })
+        }
+    }
+}
+
+/// A query the driver answered `NOT_READY`: whether the work is done yet is
+/// timing, so either answer of the simulator holds (the list is shared by
+/// every step of a polling loop).
+pub fn expect_not_ready_or_ok() -> Expect {
+    use std::sync::OnceLock;
+    static LIST: OnceLock<(&'static [Expectation], &'static str)> = OnceLock::new();
+    let (items, text) = *LIST.get_or_init(|| {
+        let not_ready = ApiError::new(Dialect::Driver, ErrorKind::NotReady);
+        let item = Expectation::OneOf(vec![
+            Expectation::Error {
+                kind: ErrorKind::NotReady,
+                name: not_ready.name().into_owned(),
+            },
+            Expectation::Ok,
+        ]);
+        let text: &'static str = Box::leak(item.to_string().into_boxed_str());
+        (Box::leak(vec![item].into_boxed_slice()), text)
+    });
     Expect::List(ExpectList {
-        text: item.to_string().into(),
-        items: vec![item].into(),
+        items: Cow::Borrowed(items),
+        text: Cow::Borrowed(text),
     })
 }
 
@@ -386,11 +507,16 @@ impl<'f> Lowering<'f> {
             start_clock: HashMap::new(),
             started: vec![false; n],
             killed: vec![false; n],
-            steps: Vec::with_capacity(folder.calls + n),
-            origin: Vec::with_capacity(folder.calls + n),
-            lines: Vec::with_capacity(folder.calls + n),
+            // Room for the steps a trace's calls make, so that the vectors
+            // are never copied as they grow (a step is a few hundred bytes,
+            // and room never written to takes no memory).
+            steps: Vec::with_capacity(2 * folder.calls + 2 * n),
+            origin: Vec::with_capacity(2 * folder.calls + 2 * n),
+            lines: Vec::with_capacity(2 * folder.calls + 2 * n),
             line: HEADER_LINES + n,
             findings: Vec::new(),
+            finding_counts: HashMap::new(),
+            findings_left_out: 0,
             reasons: BTreeMap::new(),
             notes: Vec::new(),
             opaque: 0,
@@ -425,6 +551,13 @@ impl<'f> Lowering<'f> {
     ) -> usize {
         self.line += 1;
         let index = self.steps.len();
+        if index == self.steps.capacity() {
+            // Grown by a quarter, not doubled: a step is a few hundred
+            // bytes, and a million-call trace has a million of them.
+            let more = index / 4 + 1024;
+            self.steps.reserve_exact(more);
+            self.origin.reserve_exact(more);
+        }
         self.steps.push(Step {
             line: self.line,
             process,
@@ -440,15 +573,16 @@ impl<'f> Lowering<'f> {
 
     /// The recorded call `r` as a step expecting the driver's answer.
     pub fn call_step(&mut self, process: usize, r: &Rec, bind: Option<String>, op: Op) -> usize {
-        let origin = Origin {
-            process,
-            seq: Some(r.seq),
-            entry: Some(r.entry),
-            role: Role::Call,
-            rule: None,
-            access: None,
+        let origin = Origin::new(process, Some(r.seq), Some(r.entry), Role::Call, None, None);
+        let query = matches!(op, Op::EventQuery { .. } | Op::StreamQuery { .. });
+        let not_ready =
+            ApiError::from_code(Dialect::Driver, r.result).kind() == Some(ErrorKind::NotReady);
+        let expect = if query && not_ready {
+            expect_not_ready_or_ok()
+        } else {
+            expect_result(r.result)
         };
-        self.step(process, bind, op, expect_result(r.result), origin)
+        self.step(process, bind, op, expect, origin)
     }
 
     /// A step modelling `r`'s device work, or bookkeeping it implies.
@@ -463,27 +597,20 @@ impl<'f> Lowering<'f> {
         rule: Option<&'static str>,
         access: Option<(usize, bool)>,
     ) -> usize {
-        let origin = Origin {
+        let origin = Origin::new(
             process,
-            seq: r.map(|r| r.seq),
-            entry: r.map(|r| r.entry),
+            r.map(|r| r.seq),
+            r.map(|r| r.entry),
             role,
             rule,
             access,
-        };
+        );
         self.step(process, bind, op, expect_any(), origin)
     }
 
     /// A bookkeeping step of `process` with no recorded call behind it.
     pub fn harness_step(&mut self, process: usize, seq: Option<u64>, bind: Option<String>, op: Op) {
-        let origin = Origin {
-            process,
-            seq,
-            entry: None,
-            role: Role::Harness,
-            rule: None,
-            access: None,
-        };
+        let origin = Origin::new(process, seq, None, Role::Harness, None, None);
         self.step(process, bind, op, expect_any(), origin);
     }
 
@@ -527,6 +654,12 @@ impl<'f> Lowering<'f> {
         r: Option<&Rec>,
         detail: String,
     ) {
+        let n = self.finding_counts.entry(class).or_insert(0);
+        *n += 1;
+        if *n > MAX_LISTED {
+            self.findings_left_out += 1;
+            return;
+        }
         let call = r.map_or_else(|| "exit".to_string(), |r| self.entry(r));
         self.findings.push(Finding {
             class,
