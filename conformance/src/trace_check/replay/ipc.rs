@@ -170,8 +170,20 @@ impl Lowering<'_> {
 
     pub(super) fn event_create(&mut self, process: usize, r: &Rec) {
         let ok = r.result == 0;
+        let flags = r.args.flags().unwrap_or(0);
+        // CU_EVENT_BLOCKING_SYNC, _DISABLE_TIMING, _INTERPROCESS.
+        if flags & !0x7 != 0 {
+            if ok {
+                self.reason(
+                    process,
+                    r,
+                    "creates an event with flags the replay does not know",
+                );
+            }
+            return self.unlowered(process, r, "event flags the language has no name for");
+        }
+        let flags = flags as u32;
         let e = self.procs[process].fresh("e");
-        let flags = r.args.flags().unwrap_or(0) as u32;
         self.call_step(process, r, ok.then(|| e.clone()), Op::EventCreate { flags });
         if let (true, Some(ev)) = (ok, r.args.event()) {
             self.procs[process].events.insert(ev, (e, None));
@@ -287,18 +299,17 @@ impl Lowering<'_> {
                 }
             };
             self.procs[process].events.insert(ev, (e, Some(shared)));
-            let first = self.event_handles[bytes].0.clone();
-            self.send_to_openers(process, r, bytes, &first);
+            self.send_to_openers(process, r, bytes, &h);
         }
     }
 
     pub(super) fn open_event_handle(&mut self, process: usize, r: &Rec) {
-        let Some((h, _, shared)) = r
+        let shared = r
             .args
             .handle()
             .and_then(|b| self.event_handles.get(b))
-            .cloned()
-        else {
+            .map(|(_, _, s)| *s);
+        let (Some(shared), Some(h)) = (shared, self.held_handle(process, r)) else {
             if r.result == 0 {
                 self.reason(process, r, "opens an event handle no traced process made");
             }
@@ -322,7 +333,8 @@ impl Lowering<'_> {
 
     // --- memory handles --------------------------------------------------------
 
-    /// Handle bytes made in `process` go to every process that opens them.
+    /// Handle bytes `process` made (as `binding`) go to every process that
+    /// opens them and holds none of those bytes yet.
     pub(super) fn send_to_openers(
         &mut self,
         process: usize,
@@ -330,32 +342,43 @@ impl Lowering<'_> {
         bytes: &HandleBytes,
         binding: &str,
     ) {
+        self.held
+            .entry((process, *bytes))
+            .or_insert_with(|| binding.to_string());
         let peers: Vec<usize> = self
             .openers
             .get(bytes)
             .into_iter()
             .flatten()
             .copied()
-            .filter(|&q| q != process)
+            .filter(|&q| q != process && !self.held.contains_key(&(q, *bytes)))
             .collect();
         for peer in peers {
-            if self.sent.insert((binding.to_string(), peer)) {
-                let to_name = self.procs[peer].name.clone();
-                self.model_step(
-                    process,
-                    Some(r),
-                    None,
-                    Op::Send {
-                        handle: binding.to_string(),
-                        to: peer,
-                        to_name,
-                    },
-                    Role::Harness,
-                    None,
-                    None,
-                );
-            }
+            self.held.insert((peer, *bytes), binding.to_string());
+            let to_name = self.procs[peer].name.clone();
+            self.model_step(
+                process,
+                Some(r),
+                None,
+                Op::Send {
+                    handle: binding.to_string(),
+                    to: peer,
+                    to_name,
+                },
+                Role::Harness,
+                None,
+                None,
+            );
         }
+    }
+
+    /// The binding `process` holds for the handle bytes `r` opens: sent to
+    /// it, or its own.
+    pub(super) fn held_handle(&self, process: usize, r: &Rec) -> Option<String> {
+        r.args
+            .handle()
+            .and_then(|b| self.held.get(&(process, *b)))
+            .cloned()
     }
 
     pub(super) fn get_mem_handle(&mut self, process: usize, r: &Rec) {
@@ -389,12 +412,12 @@ impl Lowering<'_> {
     }
 
     pub(super) fn open_mem_handle(&mut self, process: usize, r: &Rec) {
-        let Some(made) = r
+        let made = r
             .args
             .handle()
             .and_then(|b| self.mem_handles.get(b))
-            .cloned()
-        else {
+            .cloned();
+        let (Some(made), Some(handle)) = (made, self.held_handle(process, r)) else {
             if r.result == 0 {
                 self.reason(process, r, "opens a memory handle no traced process made");
             }
@@ -405,7 +428,7 @@ impl Lowering<'_> {
         let ptr = r.args.ptr().unwrap_or(0);
         let q = self.procs[process].fresh("q");
         let op = Op::IpcOpen {
-            handle: made.binding.clone(),
+            handle,
             flags,
             out: OutArg::Valid,
         };

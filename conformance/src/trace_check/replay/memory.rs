@@ -7,7 +7,7 @@
 //! asynchronous copy of each buffer it was handed onto itself (it may read
 //! and write it).
 
-use super::state::{Lowering, Origin, RegionKind, Role, MAX_MODELLED_SPAN};
+use super::state::{Lowering, Origin, RegionKind, Role, MAX_HOST_SPAN, MAX_MODELLED_SPAN};
 use crate::trace_check::load::{Kind, Rec};
 use crate::trace_check::sync_rules::{self, Memory, Returns, SyncRule};
 use ipc_harness::scenario::{BytePattern, Op, PatternItem, Ref};
@@ -197,7 +197,7 @@ impl Lowering<'_> {
             return self.unlowered(process, r, "device memory the trace did not see allocated");
         }
         let stream = self.stream(process, r);
-        let span = |remaining: u64| size.min(remaining).min(MAX_MODELLED_SPAN);
+        let span = |remaining: u64| size.min(remaining).min(MAX_HOST_SPAN);
         match (&src_ref, &dst_ref) {
             // To device memory from host memory.
             (_, Some((d, _, object, rem))) if host(src_mem) => {

@@ -83,12 +83,9 @@ impl<'f> Lowering<'f> {
                 continue;
             };
             let r = self.rec(process, call);
-            if r.result != 0 {
-                continue;
-            }
             let a = &r.args;
             match base_name(folder.entry(r)) {
-                name @ ("cuCtxCreate" | "cuDevicePrimaryCtxRetain") => {
+                name @ ("cuCtxCreate" | "cuDevicePrimaryCtxRetain") if r.result == 0 => {
                     let device = a.device().filter(|&d| d < MAX_DEVICES);
                     if start[process].is_none() {
                         start[process] = device;
@@ -99,6 +96,7 @@ impl<'f> Lowering<'f> {
                         self.primary_of.entry((process, ctx)).or_insert(d);
                     }
                 }
+                // A failed open is replayed too, with the bytes it was given.
                 "cuIpcOpenMemHandle" | "cuIpcOpenEventHandle" | "cuMemPoolImportPointer" => {
                     if let Some(h) = a.handle() {
                         self.openers.entry(*h).or_default().insert(process);

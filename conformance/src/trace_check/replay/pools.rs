@@ -182,12 +182,12 @@ impl Lowering<'_> {
     }
 
     pub(super) fn pool_import_pointer(&mut self, process: usize, r: &Rec) {
-        let Some(made) = r
+        let made = r
             .args
             .handle()
             .and_then(|b| self.pool_exports.get(b))
-            .cloned()
-        else {
+            .cloned();
+        let (Some(made), Some(data)) = (made, self.held_handle(process, r)) else {
             if r.result == 0 {
                 self.reason(
                     process,
@@ -206,10 +206,7 @@ impl Lowering<'_> {
             process,
             r,
             ok.then(|| q.clone()),
-            Op::PoolImportPtr {
-                pool: pl,
-                data: made.binding,
-            },
+            Op::PoolImportPtr { pool: pl, data },
         );
         if let (true, Some(ptr)) = (ok, r.args.ptr()) {
             let size = made.object.map_or(1, |o| self.objects[o].size.max(1));

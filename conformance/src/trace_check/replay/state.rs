@@ -12,10 +12,16 @@ use ipc_harness::{ApiError, Dialect, ErrorKind, FreeKind, VmmAccess};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-/// The longest span a modelled copy, read or write covers: the simulator
-/// materialises reads (at most 256 MiB) and the language's writes are at
-/// most 64 MiB; a race is seen on the span's first bytes.
+/// The longest span a modelled device copy, set or kernel covers (the
+/// simulator keeps their bytes sparse; it refuses copies over 256 MiB): a
+/// race is seen on the span's first bytes.
 pub const MAX_MODELLED_SPAN: u64 = 64 << 20;
+/// The longest span a modelled host copy (`read`, `write`) covers: the
+/// simulator and the language hold those bytes whole, and a check of a
+/// program moving 64 MiB buffers would spend its time copying them. A race
+/// is seen where this first part of the copy overlaps another process's
+/// work.
+pub const MAX_HOST_SPAN: u64 = 4 << 20;
 /// Most devices a trace may name (an ordinal above is not a device).
 pub const MAX_DEVICES: u32 = 64;
 /// Lines the replay's text has before its first step: three metadata
@@ -339,7 +345,9 @@ pub struct Lowering<'f> {
     pub exported_object: HashMap<(usize, usize), Option<usize>>,
     /// Objects behind descriptors, by the binding of the descriptor.
     pub fd_objects: HashMap<String, Option<usize>>,
-    pub sent: HashSet<(String, usize)>,
+    /// The binding of handle bytes each process holds: its own (it made
+    /// them) or the first one sent to it.
+    pub held: HashMap<(usize, HandleBytes), String>,
     /// Look-ahead: (process, context value) -> the device of the primary
     /// context it is.
     pub primary_of: HashMap<(usize, u64), u32>,
@@ -497,7 +505,7 @@ impl<'f> Lowering<'f> {
             received_fd: HashMap::new(),
             exported_object: HashMap::new(),
             fd_objects: HashMap::new(),
-            sent: HashSet::new(),
+            held: HashMap::new(),
             primary_of: HashMap::new(),
             failed_handles: HashMap::new(),
             ordered_notes: HashSet::new(),
