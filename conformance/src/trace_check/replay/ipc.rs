@@ -127,6 +127,10 @@ impl Lowering<'_> {
     }
 
     pub(super) fn stream_use(&mut self, process: usize, r: &Rec, name: &str) {
+        if name == "cuStreamDestroy" && r.result != 0 {
+            // As for events: the language ends the name at its destroy.
+            return self.unlowered(process, r, "a failed destroy changes nothing");
+        }
         let stream = self.stream(process, r);
         let op = match (name, stream) {
             ("cuStreamSynchronize", Some(s)) => Op::StreamSync { stream: s },
@@ -207,6 +211,11 @@ impl Lowering<'_> {
             }
             return self.unlowered(process, r, "an event the trace did not see made");
         };
+        if name == "cuEventDestroy" && r.result != 0 {
+            // The language ends an event's name at its destroy, whatever
+            // the answer; a failed one changes nothing.
+            return self.unlowered(process, r, "a failed destroy changes nothing");
+        }
         let stream = match name {
             "cuEventRecord" | "cuEventRecordWithFlags" | "cuStreamWaitEvent" => {
                 self.stream(process, r)

@@ -256,6 +256,46 @@ impl Lowering<'_> {
         }
     }
 
+    /// Before a write to `object` that another process wrote last: the
+    /// bytes are read first, on the write's stream, so that the simulator
+    /// judges the two writes' order as it judges a read's (two writes not
+    /// ordered leave either process's bytes).
+    #[allow(clippy::too_many_arguments)]
+    fn write_after_write(
+        &mut self,
+        process: usize,
+        r: &Rec,
+        d: &Ref,
+        len: u64,
+        object: Option<usize>,
+        stream: Option<String>,
+        rule: SyncRule,
+    ) {
+        let Some(o) = object else {
+            return;
+        };
+        if !self.objects[o]
+            .last_write
+            .is_some_and(|w| w.process != process)
+        {
+            return;
+        }
+        self.model_step(
+            process,
+            Some(r),
+            None,
+            Op::Copy {
+                dst: d.clone(),
+                src: d.clone(),
+                len,
+                stream,
+            },
+            Role::Model,
+            Some(rule.id),
+            Some((o, false)),
+        );
+    }
+
     /// A host-to-device copy that returns before (staged) or after
     /// (completed) its bytes land: a `write`, then for a completed one a
     /// `sync` (the simulator has no synchronous write).
@@ -268,6 +308,7 @@ impl Lowering<'_> {
         object: Option<usize>,
         rule: SyncRule,
     ) {
+        self.write_after_write(process, r, &d, len, object, None, rule);
         if let Some(o) = object {
             self.accessed(process, r, o, true);
         }
@@ -318,6 +359,7 @@ impl Lowering<'_> {
         rule: SyncRule,
         stream: Option<String>,
     ) {
+        self.write_after_write(process, r, &d, len, object, stream.clone(), rule);
         if let Some(o) = object {
             self.accessed(process, r, o, true);
         }
@@ -391,12 +433,13 @@ impl Lowering<'_> {
         let Some(rule) = sync_rules::memset_rule(&base, memory) else {
             return self.unlowered(process, r, "not a set");
         };
-        if let Some(o) = object {
-            self.accessed(process, r, o, true);
-        }
         let len = size.min(rem).min(MAX_MODELLED_SPAN);
         let value = (r.args.value().unwrap_or(0) & 0xff) as u8;
         let stream = self.stream(process, r);
+        self.write_after_write(process, r, &p, len, object, stream.clone(), rule);
+        if let Some(o) = object {
+            self.accessed(process, r, o, true);
+        }
         let op = match stream {
             None => Op::Fill {
                 ptr: p,
