@@ -157,8 +157,9 @@ pub enum Command {
     /// Run a program with the IPC tracer preloaded (every process it starts
     /// too): per-process records of its driver calls under --out.
     Trace(crate::trace_cmd::TraceArgs),
-    /// Judge a traced program's IPC: hazards, ignored errors, a replayable
-    /// scenario (exit 1 on a hazard).
+    /// Judge a traced program's IPC by replaying it on the simulator: exit 0
+    /// clean, 1 hazards, 4 not judged (with the reasons); writes a replayable
+    /// scenario.
     Check(crate::trace_check::CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     /// on stdout.

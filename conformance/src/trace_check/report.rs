@@ -274,7 +274,13 @@ pub fn markdown(report: &CheckReport) -> String {
 /// traced call behind it and the choices (with tiers) that decide it.
 fn reliance_lines(report: &CheckReport, r: &Reliance) -> Vec<String> {
     let mut out = vec![format!("reliance: {}", r.summary)];
-    for s in &r.steps {
+    // Steps the other profile skipped follow from a difference listed
+    // before them (a name left unbound there): counted, not listed.
+    let (followers, listed): (Vec<_>, Vec<_>) = r
+        .steps
+        .iter()
+        .partition(|s| s.other.starts_with("skipped:"));
+    for s in listed {
         let at = s.seq.map_or_else(String::new, |q| format!(" seq {q}"));
         let tier = s.tier.map_or("unattributed", |t| t.as_str());
         out.push(format!(
@@ -288,6 +294,13 @@ fn reliance_lines(report: &CheckReport, r: &Reliance) -> Vec<String> {
             s.profile,
             s.other,
             s.because()
+        ));
+    }
+    if !followers.is_empty() {
+        out.push(format!(
+            "  and {} step(s) the other profile could not run for want of what those left \
+             unmade (check.json lists them)",
+            followers.len()
         ));
     }
     for n in &r.notes {

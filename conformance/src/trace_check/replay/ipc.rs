@@ -1,7 +1,7 @@
 //! Contexts, streams, events and the legacy IPC calls (memory and event
 //! handles), and the errors a program carried on past.
 
-use super::state::{name, Lowering, Made, Origin, RegionKind, Role};
+use super::state::{name, Lowering, Origin, RegionKind, Role};
 use crate::trace_check::load::{HandleBytes, Rec};
 use crate::trace_check::model::FindingClass;
 use crate::trace_check::sync_rules::Memory;
@@ -410,14 +410,30 @@ impl Lowering<'_> {
             },
         );
         if let (true, Some(bytes)) = (ok, r.args.handle()) {
-            let first = self
-                .mem_handles
-                .entry(*bytes)
-                .or_insert(Made { binding: h, object })
-                .binding
-                .clone();
-            self.send_to_openers(process, r, bytes, &first);
+            self.made(false, process, r, bytes, &h, object);
         }
+    }
+
+    /// Handle bytes (a memory handle, or with `pool` a pool pointer's export
+    /// data) `process` made as `binding`: the first maker's object is what
+    /// they stand for, and each opener that holds none of them is sent
+    /// this process's.
+    pub(super) fn made(
+        &mut self,
+        pool: bool,
+        process: usize,
+        r: &Rec,
+        bytes: &HandleBytes,
+        binding: &str,
+        object: Option<usize>,
+    ) {
+        let map = if pool {
+            &mut self.pool_exports
+        } else {
+            &mut self.mem_handles
+        };
+        map.entry(*bytes).or_insert(object);
+        self.send_to_openers(process, r, bytes, binding);
     }
 
     pub(super) fn open_mem_handle(&mut self, process: usize, r: &Rec) {
@@ -463,14 +479,14 @@ impl Lowering<'_> {
         }
         self.call_step(process, r, ok.then(|| q.clone()), op);
         if ok {
-            let size = made.object.map_or(1, |o| self.objects[o].size.max(1));
+            let size = made.map_or(1, |o| self.objects[o].size.max(1));
             self.add_region(
                 process,
                 ptr,
                 size,
                 &q,
                 Memory::Device,
-                made.object,
+                made,
                 RegionKind::Opened,
             );
         }

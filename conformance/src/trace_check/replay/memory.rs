@@ -239,18 +239,7 @@ impl Lowering<'_> {
                     Some(rule.id),
                     dobj.or(so).map(|o| (o, dobj.is_some())),
                 );
-                if rule.returns == Returns::Completed {
-                    self.model_step(
-                        process,
-                        Some(r),
-                        None,
-                        Op::Sync,
-                        Role::Model,
-                        Some(rule.id),
-                        None,
-                    );
-                    self.host_synced(process, r);
-                }
+                self.completed(process, r, rule);
             }
             _ => self.unlowered(process, r, "a copy the replay cannot model"),
         }
@@ -274,9 +263,9 @@ impl Lowering<'_> {
         let Some(o) = object else {
             return;
         };
-        if !self.objects[o]
+        if self.objects[o]
             .last_write
-            .is_some_and(|w| w.process != process)
+            .is_none_or(|w| w.process == process)
         {
             return;
         }
@@ -294,6 +283,24 @@ impl Lowering<'_> {
             Some(rule.id),
             Some((o, false)),
         );
+    }
+
+    /// A call the table says returns once its work is done: the
+    /// process's work is then complete (a `sync`, the nearest step).
+    fn completed(&mut self, process: usize, r: &Rec, rule: SyncRule) {
+        if rule.returns != Returns::Completed {
+            return;
+        }
+        self.model_step(
+            process,
+            Some(r),
+            None,
+            Op::Sync,
+            Role::Model,
+            Some(rule.id),
+            None,
+        );
+        self.host_synced(process, r);
     }
 
     /// A host-to-device copy that returns before (staged) or after
@@ -333,18 +340,7 @@ impl Lowering<'_> {
             super::state::expect_any(),
             origin,
         );
-        if rule.returns == Returns::Completed {
-            self.model_step(
-                process,
-                Some(r),
-                None,
-                Op::Sync,
-                Role::Model,
-                Some(rule.id),
-                None,
-            );
-            self.host_synced(process, r);
-        }
+        self.completed(process, r, rule);
     }
 
     /// A write that lands when its stream gets there: a fill on the stream.
@@ -467,18 +463,7 @@ impl Lowering<'_> {
             Some(rule.id),
             object.map(|o| (o, true)),
         );
-        if rule.returns == Returns::Completed {
-            self.model_step(
-                process,
-                Some(r),
-                None,
-                Op::Sync,
-                Role::Model,
-                Some(rule.id),
-                None,
-            );
-            self.host_synced(process, r);
-        }
+        self.completed(process, r, rule);
     }
 
     pub(super) fn kernel(&mut self, process: usize, r: &Rec) {

@@ -4,7 +4,7 @@
 //! and synchronise it, so a replayed pool allocation or free is ordered at
 //! least as strongly as the program's.
 
-use super::state::{access, Lowering, Made, RegionKind};
+use super::state::{access, Lowering, RegionKind};
 use crate::trace_check::load::Rec;
 use crate::trace_check::sync_rules::Memory;
 use ipc_harness::scenario::Op;
@@ -99,25 +99,8 @@ impl Lowering<'_> {
     }
 
     pub(super) fn pool_import(&mut self, process: usize, index: usize, r: &Rec) {
-        if r.args.handle_type() != Some(1) {
-            if r.result == 0 {
-                self.reason(
-                    process,
-                    r,
-                    "imports a pool from a handle other than a POSIX descriptor, which the replay does not carry",
-                );
-            }
-            return self.unlowered(process, r, "a shareable handle the replay does not carry");
-        }
-        let Some(fd) = self.imported_fd(process, index, r) else {
-            if r.result == 0 {
-                self.reason(
-                    process,
-                    r,
-                    "imports a descriptor whose way from an export the trace does not show",
-                );
-            }
-            return self.unlowered(process, r, "a descriptor no recorded export gave");
+        let Some(fd) = self.imported_descriptor(process, index, r) else {
+            return;
         };
         let ok = r.result == 0;
         let pl = self.procs[process].fresh("pl");
@@ -171,13 +154,7 @@ impl Lowering<'_> {
             Op::PoolExportPtr { ptr: p },
         );
         if let (true, Some(bytes)) = (ok, r.args.handle()) {
-            let first = self
-                .pool_exports
-                .entry(*bytes)
-                .or_insert(Made { binding: x, object })
-                .binding
-                .clone();
-            self.send_to_openers(process, r, bytes, &first);
+            self.made(true, process, r, bytes, &x, object);
         }
     }
 
@@ -209,14 +186,14 @@ impl Lowering<'_> {
             Op::PoolImportPtr { pool: pl, data },
         );
         if let (true, Some(ptr)) = (ok, r.args.ptr()) {
-            let size = made.object.map_or(1, |o| self.objects[o].size.max(1));
+            let size = made.map_or(1, |o| self.objects[o].size.max(1));
             self.add_region(
                 process,
                 ptr,
                 size,
                 &q,
                 Memory::Device,
-                made.object,
+                made,
                 RegionKind::PoolImport,
             );
         }

@@ -306,22 +306,15 @@ pub type Record = (usize, u64);
 /// descriptor as (the sender's number, the receiver's number).
 pub type FdFlow = (usize, u64, Vec<(i64, i64)>);
 
-/// Handle bytes as a process made them: its binding and the object behind
-/// it.
-#[derive(Debug, Clone)]
-pub struct Made {
-    pub binding: String,
-    pub object: Option<usize>,
-}
-
 pub struct Lowering<'f> {
     pub folder: &'f Folder,
     pub procs: Vec<Proc>,
     pub objects: Vec<Object>,
-    /// Memory handle bytes -> who made them.
-    pub mem_handles: HashMap<HandleBytes, Made>,
-    /// Pool pointer export data -> who made it.
-    pub pool_exports: HashMap<HandleBytes, Made>,
+    /// Memory handle bytes -> the object they stand for (the first
+    /// maker's).
+    pub mem_handles: HashMap<HandleBytes, Option<usize>>,
+    /// Pool pointer export data -> the object it stands for.
+    pub pool_exports: HashMap<HandleBytes, Option<usize>>,
     /// Event handle bytes -> (binding, maker, shared event).
     pub event_handles: HashMap<HandleBytes, (String, usize, usize)>,
     /// Shared events: the happens-before a record captured.

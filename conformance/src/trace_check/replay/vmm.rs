@@ -115,7 +115,14 @@ impl Lowering<'_> {
         }
     }
 
-    pub(super) fn vmm_import(&mut self, process: usize, index: usize, r: &Rec) {
+    /// The binding of the descriptor an import (VMM or pool) takes, or
+    /// why the replay cannot carry it (the call is then not replayed).
+    pub(super) fn imported_descriptor(
+        &mut self,
+        process: usize,
+        index: usize,
+        r: &Rec,
+    ) -> Option<String> {
         if r.args.handle_type() != Some(1) {
             if r.result == 0 {
                 self.reason(
@@ -124,9 +131,11 @@ impl Lowering<'_> {
                     "imports a shareable handle other than a POSIX descriptor, which the replay does not carry",
                 );
             }
-            return self.unlowered(process, r, "a shareable handle the replay does not carry");
+            self.unlowered(process, r, "a shareable handle the replay does not carry");
+            return None;
         }
-        let Some(fd) = self.imported_fd(process, index, r) else {
+        let fd = self.imported_fd(process, index, r);
+        if fd.is_none() {
             if r.result == 0 {
                 self.reason(
                     process,
@@ -134,7 +143,14 @@ impl Lowering<'_> {
                     "imports a descriptor whose way from an export the trace does not show",
                 );
             }
-            return self.unlowered(process, r, "a descriptor no recorded export gave");
+            self.unlowered(process, r, "a descriptor no recorded export gave");
+        }
+        fd
+    }
+
+    pub(super) fn vmm_import(&mut self, process: usize, index: usize, r: &Rec) {
+        let Some(fd) = self.imported_descriptor(process, index, r) else {
+            return;
         };
         let object = self.fd_objects.get(&fd).copied().flatten();
         let ok = r.result == 0;
