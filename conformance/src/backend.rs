@@ -127,6 +127,8 @@ pub fn worker_policy(chosen: Option<WorkerPolicy>) -> Result<WorkerPolicy, Strin
     if let Ok(v) = std::env::var(ipc_harness::sharing::SHARE_ALSO_ENV) {
         ipc_harness::sharing::ShareAlso::parse(&v)?;
     }
+    // So is a check results file that cannot be read.
+    ipc_harness::sharing::CheckedClauses::from_env()?;
     if let Some(p) = chosen {
         return Ok(p);
     }

@@ -42,9 +42,11 @@ macro_rules! warn {
 const ENVIRONMENT_HELP: &str = "\
 Environment:
   IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
-  IPC_CONFORMANCE_WORKER_POOL  idle CUDA workers kept ready per kind (default 3; 0: no pool)
+  IPC_CONFORMANCE_WORKER_POOL  CUDA workers started ahead of the clauses that need them (default 3; 0: none)
   IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
   IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits (the default), or none
+  IPC_CONFORMANCE_SHARING_CHECKED  the sharing-checked.txt of a run --check-sharing the policy reads
+                               instead of the compiled-in one, or none
   IPC_CONFORMANCE_PROFILE      1: print where the run spent its time (harness side) at the end
   IPC_GIT_REVISION             revision recorded in results.json (default: the build's, else git)
   CUDA_VISIBLE_DEVICES         the GPUs the real backend may use (each worker sees its own subset)
@@ -300,10 +302,9 @@ pub struct ListArgs {
 /// The worker sharing of a clause, as `list --workers` shows it: `-` for
 /// a clause whose scenario did not parse.
 fn clause_sharing(c: &Clause) -> String {
-    c.scenario.as_ref().map_or_else(
-        || "-".to_string(),
-        |s| ipc_harness::sharing::sharing(s).to_string(),
-    )
+    c.scenario
+        .as_ref()
+        .map_or_else(|| "-".to_string(), ipc_harness::sharing::explain)
 }
 
 #[derive(Debug, Clone, Args)]
@@ -347,16 +348,22 @@ pub struct RunArgs {
     #[command(flatten)]
     pub workers: WorkersArg,
     /// Check the worker sharing policy instead of a plain run: every
-    /// selected clause that may share workers runs on fresh workers and on
-    /// reused ones, and any difference is reported (exit 1); writes
-    /// sharing-check.json and sharing-check.md to --out.
+    /// selected clause runs on fresh workers (reports in --out/fresh) and
+    /// under the policy with incidental clauses and value comparisons let
+    /// share (--out/shared); the clauses that ran on reused workers are
+    /// compared step by step (sharing-check.json, sharing-check.md; exit 1
+    /// on a difference in a gated tier), and what was found per clause is
+    /// written as sharing-checked.txt, the file the policy reads
+    /// (IPC_CONFORMANCE_SHARING_CHECKED, docs/performance.md).
     #[arg(long, conflicts_with_all = ["expectations", "workers", "jobs"])]
     pub check_sharing: bool,
-    /// Clauses run at once: a number, or `auto` (as many as the host has
-    /// devices). On the CUDA backend each clause gets as many devices as it
-    /// needs, none another running clause holds, and its workers see only
-    /// those (`CUDA_VISIBLE_DEVICES`); on the simulator clauses run on N
-    /// threads. Results and reports are in the order of a serial run.
+    /// Clauses run at once: a number, or `auto` (one at a time, which is
+    /// fastest: the driver starts processes and makes contexts one at a
+    /// time across devices, docs/performance.md). On the CUDA backend each
+    /// clause gets as many devices as it needs, none another running clause
+    /// holds, and its workers see only those (`CUDA_VISIBLE_DEVICES`); on
+    /// the simulator clauses run on N threads. Results and reports are in
+    /// the order of a serial run.
     #[arg(long, value_name = "N|auto", default_value = "1")]
     pub jobs: crate::jobs::Jobs,
 }
@@ -881,6 +888,10 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
         retries: console.0.retry_policy(),
         ..cfg
     };
+    let devices = backend.info().device_count;
+    if let Some(note) = crate::jobs::auto_note(a.jobs, backend.name(), devices) {
+        warn!("{note}");
+    }
     let mut report =
         runner::run_clauses_jobs(&clauses, backend.as_ref(), &cfg, &mut console, a.jobs);
     console.0.finish(&mut report);
@@ -925,8 +936,8 @@ fn check_sharing(
     use ipc_harness::sharing::WorkerPolicy;
     let settings = a.sim.settings()?;
     let fresh = backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Fresh))?;
-    let reused =
-        backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Reused))?;
+    let shared =
+        backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::ByScenario))?;
     report::ensure_dir(&a.out)?;
     let picked = crate::sharing_check::shareable(clauses);
     let cfg = RunConfig {
@@ -939,43 +950,68 @@ fn check_sharing(
         gated_tiers: a.tiers.tiers.0.clone(),
     };
     say!(
-        "sharing check: {} of {} clauses may share workers; each runs on fresh workers (left, 'sim') and reused ones (right, 'real')",
-        picked.len(),
-        clauses.len()
+        "sharing check: {} clauses, each on fresh workers, then under the policy with the {} that \
+         may share once checked on reused workers; those are compared",
+        clauses.len(),
+        picked.len()
     );
     let several = cfg.dialects.len() > 1;
-    let diff = crate::sharing_check::check(
-        &picked,
-        fresh.as_ref(),
-        reused.as_ref(),
+    // SIGINT/SIGTERM: finish the clause in progress, compare and report
+    // what ran.
+    let signals = crate::interrupt::install()?;
+    let found = crate::sharing_check::check(
+        clauses,
+        fresh,
+        shared,
         &cfg,
-        &mut ProgressOnly(Console::new(g.quiet, several)),
-        &mut ProgressOnly(Console::new(g.quiet, several)),
+        &mut crate::interrupt::Interruptible(ProgressOnly(Console::new(g.quiet, several))),
+        &mut crate::interrupt::Interruptible(ProgressOnly(Console::new(g.quiet, several))),
     );
-    for line in differential::difference_lines(&diff) {
+    drop(signals);
+    let diff = &found.diff;
+    for line in differential::difference_lines(diff) {
         say!("{line}");
     }
-    let json = differential::to_json(&diff)?;
-    let markdown = differential::to_markdown(&diff);
+    let json = differential::to_json(diff)?;
+    let markdown = differential::to_markdown(diff);
+    let checked = found.checked.to_text();
     crate::safe_fs::write_set(
         &a.out,
         &[
             ("sharing-check.md", markdown.as_bytes()),
             ("sharing-check.json", json.as_bytes()),
+            ("sharing-checked.txt", checked.as_bytes()),
         ],
     )
     .map_err(report::ReportError::from)?;
+    report::write_run(&a.out.join("fresh"), &found.fresh)?;
+    report::write_run(&a.out.join("shared"), &found.shared)?;
     say!(
-        "sharing check: {} in {} (fresh {} / reused {})",
-        differential::totals_line(&diff),
-        sysinfo::human_ms(diff.duration_ms),
-        sysinfo::human_ms(diff.sim.duration_ms),
-        sysinfo::human_ms(diff.real.duration_ms)
+        "sharing check: {} (fresh workers {} / shared {})",
+        differential::totals_line(diff),
+        sysinfo::human_ms(found.fresh.run.duration_ms),
+        sysinfo::human_ms(found.shared.run.duration_ms)
+    );
+    let differing = found
+        .checked
+        .entries()
+        .filter(|(_, e)| e.verdict != ipc_harness::sharing::CheckVerdict::Identical)
+        .count();
+    say!(
+        "sharing check: {} clauses identical on fresh and reused workers, {differing} differ \
+         (they keep fresh processes)",
+        found.checked.entries().count() - differing
     );
     say!(
-        "reports: {} (sharing-check.json, sharing-check.md)",
+        "reports: {} (sharing-check.json, sharing-check.md; sharing-checked.txt, which the policy \
+         reads through IPC_CONFORMANCE_SHARING_CHECKED or as harness/src/scenario/sharing_checked.txt; \
+         fresh/ and shared/: both runs)",
         a.out.display()
     );
+    if found.fresh.run.interrupted || found.shared.run.interrupted {
+        say!("sharing check: interrupted; only the clauses that ran on both sides were compared");
+        return Ok(crate::interrupt::EXIT_INTERRUPTED);
+    }
     Ok(diff.exit_code())
 }
 

@@ -22,6 +22,16 @@
 //!   them as they finish.
 //! - On the simulator there is nothing to confine: `--jobs N` runs clauses
 //!   on N threads, its results identical to a serial run.
+//! - **`--jobs auto` runs serially** ([`Jobs::threads`]), and says why
+//!   ([`auto_note`]): on the CUDA backend the time of a run goes to
+//!   starting and ending worker processes and making contexts, and the
+//!   driver does that one process at a time across all the devices of a
+//!   host (`tools/gpu-probes/two_devices.sh`: two fresh processes on two
+//!   devices take as long as the same two one after the other), while
+//!   every clause run beside another needs workers of its own (confined
+//!   to its devices), so two devices at once start twice the processes for
+//!   no gain. A serial run shares workers and starts the rest ahead of
+//!   time instead. `--jobs N` still runs N clauses at once.
 
 use crate::catalogue::Clause;
 use ipc_harness::scenario::ast::Op;
@@ -42,21 +52,32 @@ pub enum Jobs {
     Serial,
     /// This many at once (at least 2).
     Count(usize),
-    /// As many as the host has devices (`--jobs auto`; one on the simulator
-    /// or a host without devices).
+    /// As many as make the run faster (`--jobs auto`): one, whatever the
+    /// host (see the [module docs](self) and [`auto_note`]).
     Auto,
 }
 
 impl Jobs {
-    /// The number of threads on a host with `devices` devices (`None`: the
-    /// simulator, or unknown).
-    pub fn threads(self, devices: Option<u32>) -> usize {
+    /// The number of clauses run at once.
+    pub fn threads(self) -> usize {
         match self {
-            Jobs::Serial => 1,
+            Jobs::Serial | Jobs::Auto => 1,
             Jobs::Count(n) => n,
-            Jobs::Auto => devices.map_or(1, |d| (d as usize).clamp(1, MAX_RUN_JOBS)),
         }
     }
+}
+
+/// Why `--jobs auto` runs one clause at a time on a GPU host.
+pub const AUTO_SERIAL_REASON: &str = "--jobs auto runs one clause at a time: the driver starts \
+     and ends processes and makes contexts one at a time across all devices \
+     (tools/gpu-probes/two_devices.sh), so clauses on several devices at once are no faster; \
+     --jobs N runs N at once anyway (docs/performance.md)";
+
+/// What `run` says about `--jobs` on `backend` with `devices` devices:
+/// [`AUTO_SERIAL_REASON`] where `auto` could have used several devices.
+pub fn auto_note(jobs: Jobs, backend: &str, devices: Option<u32>) -> Option<&'static str> {
+    (jobs == Jobs::Auto && backend == "cuda" && devices.is_some_and(|d| d > 1))
+        .then_some(AUTO_SERIAL_REASON)
 }
 
 impl std::str::FromStr for Jobs {
@@ -342,10 +363,31 @@ mod tests {
             let e = bad.parse::<Jobs>().unwrap_err();
             assert!(e.contains("--jobs"), "{bad}: {e}");
         }
-        assert_eq!(Jobs::Auto.threads(Some(8)), 8);
-        assert_eq!(Jobs::Auto.threads(None), 1);
-        assert_eq!(Jobs::Auto.threads(Some(0)), 1);
-        assert_eq!(Jobs::Count(3).threads(Some(1)), 3);
+        assert_eq!(Jobs::Auto.threads(), 1);
+        assert_eq!(Jobs::Serial.threads(), 1);
+        assert_eq!(Jobs::Count(3).threads(), 3);
+    }
+
+    #[test]
+    fn auto_says_why_it_runs_serially_where_devices_could_share_the_run() {
+        assert_eq!(
+            auto_note(Jobs::Auto, "cuda", Some(2)),
+            Some(AUTO_SERIAL_REASON)
+        );
+        assert!(AUTO_SERIAL_REASON.contains("two_devices.sh"));
+        for (jobs, backend, devices) in [
+            (Jobs::Auto, "cuda", Some(1)),
+            (Jobs::Auto, "cuda", None),
+            (Jobs::Auto, "sim", Some(4)),
+            (Jobs::Count(2), "cuda", Some(2)),
+            (Jobs::Serial, "cuda", Some(2)),
+        ] {
+            assert_eq!(
+                auto_note(jobs, backend, devices),
+                None,
+                "{jobs:?} {backend}"
+            );
+        }
     }
 
     #[test]

@@ -266,6 +266,7 @@ pub fn run_clauses(
     observer.begin(clauses.len() * cfg.dialects.len());
     let mut results = Vec::with_capacity(clauses.len() * cfg.dialects.len());
     let mut interrupted = false;
+    let ahead = Ahead::new(clauses, backend, cfg);
     'dialects: for &dialect in &cfg.dialects {
         let opts = cfg.exec_options(dialect);
         for clause in clauses {
@@ -273,6 +274,7 @@ pub fn run_clauses(
                 interrupted = true;
                 break 'dialects;
             }
+            ahead.announce(backend, results.len());
             observer.clause_started(clause, dialect);
             let r = run_clause(clause, backend, dialect, opts.seed, opts.step_timeout);
             let attempts = attempts_with_retries(&r, cfg.retries.retries_for(&r), || {
@@ -284,6 +286,51 @@ pub fn run_clauses(
     }
     observer.end();
     report_of(backend, info, cfg, started, clock, interrupted, results)
+}
+
+/// The machines a serial run will start, told to a backend that prepares
+/// for them ([`Backend::expect`]) before each clause.
+struct Ahead {
+    /// The run's item (clause × dialect, in run order) of each machine.
+    items: Vec<usize>,
+    machines: Vec<ipc_harness::Upcoming>,
+}
+
+impl Ahead {
+    fn new(clauses: &[&Clause], backend: &dyn Backend, cfg: &RunConfig) -> Ahead {
+        let mut ahead = Ahead {
+            items: Vec::new(),
+            machines: Vec::new(),
+        };
+        if !guarded(|| backend.prepares_ahead()).unwrap_or(false) {
+            return ahead;
+        }
+        let models = guarded(|| backend.has_hazard_log()).unwrap_or(false);
+        let runs = cfg
+            .dialects
+            .iter()
+            .flat_map(|&d| clauses.iter().map(move |&c| (d, c)));
+        for (item, (dialect, clause)) in runs.enumerate() {
+            let Some(scenario) = clause.scenario.as_ref().filter(|_| !clause.is_broken()) else {
+                continue;
+            };
+            if not_applicable(clause, models, dialect).is_none() {
+                ahead.items.push(item);
+                let opts = cfg.exec_options(dialect);
+                ahead.machines.push(scenario::upcoming(scenario, &opts));
+            }
+        }
+        ahead
+    }
+
+    /// Tells `backend` the machines from item `item` on.
+    fn announce(&self, backend: &dyn Backend, item: usize) {
+        if self.machines.is_empty() {
+            return;
+        }
+        let from = self.items.partition_point(|&i| i < item);
+        let _ = guarded(|| backend.expect(&self.machines[from..]));
+    }
 }
 
 /// [`run_clauses`] with `jobs` clauses at once (see [`crate::jobs`]): on
@@ -309,7 +356,7 @@ pub fn run_clauses_jobs(
     let host = info
         .device_count
         .filter(|&d| d > 0 && backend.name() == "cuda");
-    let threads = jobs.threads(host);
+    let threads = jobs.threads();
     if threads <= 1 {
         return run_clauses(clauses, backend, cfg, observer);
     }

@@ -385,6 +385,9 @@ impl Terminal {
             }
             let ours = libc::getpgrp();
             Terminal::set(group);
+            // A child that read the terminal before it was its own was
+            // stopped (SIGTTIN): let it go on.
+            libc::kill(-group, libc::SIGCONT);
             Some(Terminal { ours })
         }
     }

@@ -4,10 +4,11 @@
 
 use ipc_conformance::catalogue::{Catalogue, ClauseKind};
 use ipc_conformance::runner::run_clause;
+use ipc_harness::hooks::{DriverHook, HookedBackend};
 use ipc_harness::roles::{fail, Message, RoleSet, RunOptions};
 use ipc_harness::{
-    event_flags, ApiError, CallKind, DevicePtr, Dialect, Driver, DriverHook, DriverResult,
-    ErrorKind, HookedBackend, IpcMemHandle, MemKind, OutArg, Status,
+    event_flags, ApiError, CallKind, DevicePtr, Dialect, Driver, DriverResult, ErrorKind,
+    IpcMemHandle, MemKind, OutArg, Status,
 };
 use ipc_mock_driver::SimBackend;
 use std::path::Path;

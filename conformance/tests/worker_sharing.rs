@@ -3,7 +3,10 @@
 //! get fresh processes.
 
 use ipc_conformance::catalogue::{compiled_in_dir, Catalogue, Clause, Tier};
-use ipc_harness::sharing::{sharing, sharing_with, ShareAlso, WorkerSharing, WORKERS_KEY};
+use ipc_harness::sharing::{
+    fingerprint, may_share_once_checked, sharing, sharing_checked, sharing_with, CheckVerdict,
+    CheckedClauses, ShareAlso, WorkerSharing, SHARING_CHECKED_ENV, WORKERS_KEY,
+};
 
 fn catalogue() -> Catalogue {
     Catalogue::load(&compiled_in_dir()).expect("the catalogue loads")
@@ -42,9 +45,10 @@ fn value_only_clauses_share_workers() {
 fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     let cat = catalogue();
     // The clause whose verdict changed on reused workers (VA placement).
-    assert_eq!(
-        fresh_reason(&cat, "mem.lifetime.destroyed-context-va-to-next-context"),
-        "incidental tier"
+    let destroyed = fresh_reason(&cat, "mem.lifetime.destroyed-context-va-to-next-context");
+    assert!(
+        destroyed.ends_with("a destroyed context's VA goes to the next one"),
+        "{destroyed}"
     );
     let reopen = fresh_reason(&cat, "mem.open.reopen-same-context");
     assert!(reopen.contains("'== p' compares values"), "{reopen}");
@@ -73,9 +77,15 @@ fn interprocess_events_share_workers_unless_the_strict_policy_is_asked_for() {
 }
 
 #[test]
-fn every_incidental_clause_gets_fresh_workers_and_every_header_is_known() {
+fn incidental_clauses_and_value_comparisons_share_only_once_checked() {
     let cat = catalogue();
-    let mut reused = 0;
+    let checked = CheckedClauses::compiled_in();
+    assert_eq!(
+        CheckedClauses::in_force(),
+        &checked,
+        "no {SHARING_CHECKED_ENV} in the tests' environment"
+    );
+    let (mut reused, mut held_back) = (0, 0);
     for c in &cat.clauses {
         let Some(scenario) = c.scenario.as_ref() else {
             continue;
@@ -84,16 +94,45 @@ fn every_incidental_clause_gets_fresh_workers_and_every_header_is_known() {
             assert_eq!(v.trim(), "fresh", "{}: unknown '# workers: {v}'", c.id);
         }
         let s = sharing(scenario);
-        if c.tier == Some(Tier::Incidental) {
-            assert_eq!(
-                s,
-                WorkerSharing::Fresh("incidental tier".into()),
-                "{}",
+        // Without a check's result nothing but the fixed rules decides.
+        let unchecked = sharing_checked(
+            scenario,
+            ShareAlso::CONFIRMED,
+            Some(&CheckedClauses::default()),
+        );
+        let entry = checked
+            .get(&c.id)
+            .filter(|e| e.fingerprint == fingerprint(scenario));
+        match (&unchecked, &s) {
+            (WorkerSharing::Fresh(_), WorkerSharing::Reused) => assert_eq!(
+                entry.map(|e| &e.verdict),
+                Some(&CheckVerdict::Identical),
+                "{} shares without a check",
                 c.id
-            );
+            ),
+            (WorkerSharing::Reused, WorkerSharing::Fresh(why)) => {
+                assert!(
+                    why.starts_with("differs on reused workers"),
+                    "{}: {why}",
+                    c.id
+                )
+            }
+            _ => {}
+        }
+        if c.tier == Some(Tier::Incidental) && entry.is_none() {
+            held_back += 1;
+            match &s {
+                WorkerSharing::Fresh(why) => assert!(
+                    may_share_once_checked(scenario) == why.contains("not shown identical"),
+                    "{}: {why}",
+                    c.id
+                ),
+                WorkerSharing::Reused => panic!("{} shares unchecked", c.id),
+            }
         }
         reused += usize::from(s.is_reused());
     }
     // Most of the gate shares workers; not a hard-coded count, a floor.
     assert!(reused >= 15, "only {reused} clauses share workers");
+    assert!(held_back + checked.entries().count() > 0);
 }

@@ -103,6 +103,10 @@ pub struct StreamId(pub u64);
 impl StreamId {
     /// The legacy default stream (`0` / `NULL` / `cudaStreamLegacy`).
     pub const LEGACY_DEFAULT: StreamId = StreamId(0);
+    /// The calling thread's per-thread default stream
+    /// (`cudaStreamPerThread` / `CU_STREAM_PER_THREAD`, the handle `0x2`):
+    /// a blocking stream made on first use (`stream=per_thread`).
+    pub const PER_THREAD: StreamId = StreamId(2);
 }
 
 /// `cudaIpcEventHandle_t` / `CUipcEventHandle`: 64 opaque bytes.

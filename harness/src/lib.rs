@@ -31,7 +31,6 @@ pub use calls::MockDriver;
 pub use calls::{Call, CallKind, Driver};
 pub use driver::*;
 pub use errors::{ApiError, Dialect, ErrorKind};
-pub use hooks::{DriverHook, Hooked, HookedBackend};
 pub use machine::*;
 pub use tier::Tier;
 pub use trace::{Status, Trace, Verdict};

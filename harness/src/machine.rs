@@ -156,14 +156,15 @@ pub enum HazardKind {
     /// operations on the imported event after the exported event has been
     /// freed with cudaEventDestroy will result in undefined behavior").
     EventAfterExporterDestroy,
-    /// A copy or kernel read bytes whose latest write, by another process
-    /// (a copy from pageable memory, a memset, a kernel such as
-    /// `slow_fill`), is not ordered before the read: the writer did not
-    /// synchronise with the host since, and the reader neither synchronised
-    /// on nor stream-waited for an event recorded after the write. Those
+    /// A copy or kernel read bytes that a write (a copy, a memset, a kernel
+    /// such as `slow_fill`), by any process, is not ordered before: no
+    /// synchronization with the writer's stream, no wait on an event
+    /// recorded on that stream after the write, no implicit order of the
+    /// legacy default stream ("Stream synchronization behavior"). Those
     /// calls return before the device has the bytes ("the DMA to final
     /// destination may not have completed", API synchronization behavior;
-    /// a kernel launch is asynchronous), so the reader sees old or new bytes.
+    /// a kernel launch is asynchronous), so the reader sees old or new
+    /// bytes. The detail names the writer, its stream and the read's.
     UnsynchronizedRead,
     /// `cudaIpcCloseMemHandle` of a pointer this process opened, with no
     /// open of it outstanding (closed as often as opened already).
@@ -309,6 +310,30 @@ pub trait Backend {
     ) -> Result<Box<dyn Machine>, StartError> {
         self.start(spec)
     }
+    /// The machines that will be started from now on, in order (the first
+    /// is the next [`start`](Self::start) or
+    /// [`start_shared`](Self::start_shared)), as far as the caller knows
+    /// them; each call replaces what the last one said. A backend that
+    /// starts worker processes ahead of time prepares for them. Nothing
+    /// else changes: a machine that comes otherwise starts as usual.
+    fn expect(&self, _upcoming: &[Upcoming]) {}
+    /// Whether [`expect`](Self::expect) does anything here (callers may
+    /// skip working out the machines to come when it does not).
+    fn prepares_ahead(&self) -> bool {
+        false
+    }
+}
+
+/// A machine a backend will be asked to start ([`Backend::expect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upcoming {
+    /// What will be started.
+    pub spec: MachineSpec,
+    /// The sharing of its scenario ([`crate::sharing::sharing`]).
+    pub sharing: WorkerSharing,
+    /// What each process will ask of its worker, in process order
+    /// ([`crate::sharing::worker_fits`]).
+    pub fits: Vec<WorkerFit>,
 }
 
 /// A backend several owners share (the threads of `explore --jobs` share
@@ -343,13 +368,19 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     ) -> Result<Box<dyn Machine>, StartError> {
         (**self).start_shared(spec, sharing, fits)
     }
+    fn expect(&self, upcoming: &[Upcoming]) {
+        (**self).expect(upcoming)
+    }
+    fn prepares_ahead(&self) -> bool {
+        (**self).prepares_ahead()
+    }
 }
 
 /// A running set of processes.
 ///
 /// A machine that wraps another passes every method on, the defaulted ones
 /// too (`crash`, `begin_step`, `shutdown`, `transfer_fd`, `process_pid`):
-/// their defaults behave unlike most backends. [`crate::HookedBackend`]
+/// their defaults behave unlike most backends. [`crate::hooks::HookedBackend`]
 /// does, and changes only the driver calls a hook overrides.
 pub trait Machine {
     /// How many processes it has.
@@ -412,6 +443,9 @@ pub struct WorkerFit {
     /// contexts suits it; any other process is better served by one
     /// without, leaving the spares to those that use them.
     pub creates_contexts: bool,
+    /// A step ends the process (`exit`, or a step expected to kill it):
+    /// its worker will not serve another scenario.
+    pub ends: bool,
 }
 
 impl WorkerSharing {

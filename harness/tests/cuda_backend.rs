@@ -9,9 +9,10 @@ use ipc_harness::cuda::{
     child_visible_devices, CudaBackend, CudaMachine, Reply, Request, Response, WireError,
     WorkerCommand, NO_LIBCUDA, SHUTDOWN_GRACE, WORKER_FD, WORKER_FD_ENV,
 };
+use ipc_harness::sharing::WorkerPolicy;
 use ipc_harness::{
     ApiError, Backend, DevicePtr, Dialect, DriverError, Machine, MachineSpec, MemKind, ProcessLoss,
-    ProcessSpec, StartError,
+    ProcessSpec, StartError, Upcoming, WorkerSharing,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -608,6 +609,91 @@ fn start_waits_for_no_refill_and_takes_workers_still_initialising() {
     );
     assert_eq!(m2.exit(0), Ok(()));
     assert_eq!(m2.exit(1), Ok(()));
+}
+
+fn upcoming(spec: MachineSpec, shared: bool) -> Upcoming {
+    Upcoming {
+        spec,
+        sharing: if shared {
+            WorkerSharing::Reused
+        } else {
+            WorkerSharing::Fresh("test".into())
+        },
+        fits: Vec::new(),
+    }
+}
+
+#[test]
+fn a_plan_starts_the_workers_of_the_machines_to_come_and_no_others() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("plan");
+    let backend = CudaBackend::new(logging(&scratch, &polite(d))).with_pool_size(3);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    // Told of one machine of two processes: two workers start at once,
+    // before any machine does.
+    backend.plan_ahead(&[upcoming(two.clone(), false)]);
+    let s = backend.pool_stats();
+    assert_eq!((s.spawned, s.idle), (2, 2), "{s:?}");
+    settle(&scratch, 2);
+    let ahead = scratch.pids();
+    let t = Instant::now();
+    let mut m = launch_pooled(&backend, &two);
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    let mut pids = m.pids();
+    pids.sort();
+    let mut expected = ahead.clone();
+    expected.sort();
+    assert_eq!(pids, expected, "the machine took the workers started ahead");
+    // Nothing more is planned: nothing more starts.
+    let s = backend.pool_stats();
+    assert_eq!((s.spawned, s.handed_out, s.idle), (2, 2, 0), "{s:?}");
+    assert_eq!(m.exit(0), Ok(()));
+    assert_eq!(m.exit(1), Ok(()));
+
+    // Workers of a key the plan no longer needs leave; the new key's start.
+    backend.plan_ahead(&[upcoming(two.clone(), false)]);
+    settle(&scratch, 4);
+    let idle_driver = scratch.pids()[2..].to_vec();
+    backend.plan_ahead(&[upcoming(spec(Dialect::Runtime), false)]);
+    let s = backend.pool_stats();
+    assert_eq!((s.retired, s.spawned, s.idle), (2, 5, 1), "{s:?}");
+    for pid in idle_driver {
+        assert!(
+            wait_gone(pid),
+            "idle worker {pid} of an unplanned key still runs"
+        );
+    }
+}
+
+#[test]
+fn a_plan_counts_the_workers_that_shared_machines_give_back() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("plan-shared");
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one()]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_policy(WorkerPolicy::ByScenario)
+        .with_pool_size(3);
+    let one = spec(d);
+    let plan: Vec<Upcoming> = (0..5).map(|_| upcoming(one.clone(), true)).collect();
+    // One worker serves all five machines, one after the other.
+    for i in 0..plan.len() {
+        backend.plan_ahead(&plan[i..]);
+        let mut m = launch_shared(&backend, &one, true);
+        assert_eq!(m.driver(0).device_count(), Ok(1));
+        drop(m);
+    }
+    let s = backend.pool_stats();
+    assert_eq!((s.spawned, s.returned), (1, 5), "{s:?}");
+    assert_eq!(scratch.pids().len(), 1, "{:?}", scratch.pids());
+    // A fresh machine ahead gets a never-used worker, past the shared ones.
+    let mut mixed = vec![upcoming(one.clone(), true); 3];
+    mixed.push(upcoming(one.clone(), false));
+    backend.plan_ahead(&mixed);
+    assert_eq!(backend.pool_stats().spawned, 2);
 }
 
 /// Whether `pid` runs (a zombie, killed but not yet reaped, does not).
@@ -1339,6 +1425,7 @@ fn a_process_that_creates_contexts_gets_the_worker_with_spare_contexts() {
 
     let creates = WorkerFit {
         creates_contexts: true,
+        ..WorkerFit::default()
     };
     let launch = |fits: &[WorkerFit]| match backend.launch_placed(&two, true, fits) {
         Ok(m) => m,

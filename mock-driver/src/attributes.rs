@@ -7,7 +7,7 @@
 //! allocation, an IPC mapping (`Region::import`) or a VMM mapping.
 
 use crate::semantics::{ExportRule, ImportRange};
-use crate::world::{SimResult, World};
+use crate::world::{MutantId, SimResult, World};
 use ipc_harness::{cu_memory_type, ErrorKind, MemKind, PointerAttribute, ProcessIndex};
 
 /// What the queried pointer falls in, with the answers every attribute
@@ -49,6 +49,7 @@ impl World {
         };
         Ok(match attr {
             PointerAttribute::MemoryType => t.memory_type,
+            PointerAttribute::BufferId if self.mutant(MutantId::BufferIdsShared) => 1,
             PointerAttribute::BufferId => t.buffer_id,
             PointerAttribute::DeviceOrdinal => device()?,
             PointerAttribute::IsLegacyCudaIpcCapable => u64::from(t.legacy_ipc_capable),

@@ -163,6 +163,7 @@ impl SimBackend {
             vmm: Default::default(),
             pools: Default::default(),
             events: crate::event_state::Events::default(),
+            order: crate::order::Order::default(),
             last_buffer_id: 0,
             #[cfg(feature = "mutants")]
             mutant: cfg.mutant,

@@ -1,41 +1,40 @@
-//! `Clock`: happens-before as the simulator tracks it, per writer process
-//! the newest of its write numbers that something is ordered after
-//! (`Process::seen`, a stream's `seen`, an event's `covers`).
+//! `Clock`: happens-before as the simulator tracks it, per lane (a stream
+//! of a process, `order.rs`) the newest of its write numbers that something
+//! is ordered after (a host, a stream, an event's `covers`).
 //!
-//! It replaces a `BTreeMap<ProcessIndex, u64>` read as `get(w).unwrap_or(0)`
-//! and merged with `entry(w).or_insert(0)` then `max`: a writer it does
-//! not name and a writer at 0 mean the same (none of its writes covered),
-//! so a vector indexed by process answers alike. Processes are few and
-//! numbered from 0; a record clones its stream's clock, and cloning a few
-//! words is cheaper than cloning a tree.
+//! It replaces a `BTreeMap<usize, u64>` read as `get(w).unwrap_or(0)`
+//! and merged with `entry(w).or_insert(0)` then `max`: a lane it does
+//! not name and a lane at 0 mean the same (none of its writes covered),
+//! so a vector indexed by lane answers alike. Lanes are few and numbered
+//! from 0 (the processes' legacy streams first); a record clones its
+//! stream's clock, and cloning a few words is cheaper than cloning a tree.
 
-use ipc_harness::ProcessIndex;
-
-/// Writers kept in place: the first processes, which make most writes; a
-/// clock of them is copied without an allocation (a record clones one).
+/// Lanes kept in place: the first processes' legacy streams, which make
+/// most writes; a clock of them is copied without an allocation (a record
+/// clones one).
 const INLINE: usize = 4;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Clock {
-    /// By writer process below `INLINE`: its newest write covered (0: none).
+    /// By lane below `INLINE`: its newest write covered (0: none).
     first: [u64; INLINE],
-    /// The same for writers `INLINE` and up, from `INLINE`.
+    /// The same for lanes `INLINE` and up, from `INLINE`.
     rest: Vec<u64>,
 }
 
 impl Clock {
-    /// The newest write of `writer` covered (0: none).
-    pub(crate) fn get(&self, writer: ProcessIndex) -> u64 {
-        match writer.checked_sub(INLINE) {
-            None => self.first[writer],
+    /// The newest write of `lane` covered (0: none).
+    pub(crate) fn get(&self, lane: usize) -> u64 {
+        match lane.checked_sub(INLINE) {
+            None => self.first[lane],
             Some(i) => self.rest.get(i).copied().unwrap_or(0),
         }
     }
 
-    /// Covers `writer`'s writes up to `upto`, and no later ones.
-    pub(crate) fn set(&mut self, writer: ProcessIndex, upto: u64) {
-        match writer.checked_sub(INLINE) {
-            None => self.first[writer] = upto,
+    /// Covers `lane`'s writes up to `upto`, and no later ones.
+    pub(crate) fn set(&mut self, lane: usize, upto: u64) {
+        match lane.checked_sub(INLINE) {
+            None => self.first[lane] = upto,
             Some(i) => {
                 if self.rest.len() <= i {
                     self.rest.resize(i + 1, 0);

@@ -16,10 +16,9 @@ pub(crate) struct Core {
     pub flags: u32,
     /// The point in simulated time the last record completes at.
     pub recorded_at: Option<u64>,
-    /// Per writer process, the newest write (`Process::writes`) the last
-    /// record is ordered after: the recorder's own writes then, and those
-    /// the recorder had itself waited for (happens-before is transitive).
-    /// Waiting for the event makes those visible.
+    /// What the last record captured: the clock of the stream it was
+    /// recorded on, at the record (`order.rs`). Waiting for the event (a
+    /// stream wait, a synchronize) orders the waiter after those writes.
     pub covers: crate::clock::Clock,
     /// The exporter destroyed its event (or exited) while it was exported.
     pub exporter_destroyed: bool,
@@ -96,9 +95,10 @@ pub(crate) struct StreamState {
     /// Destroyed by the program: refused as an argument, while its queued
     /// work still runs and a device synchronization still waits for it.
     pub destroyed: bool,
-    /// Happens-before of this stream only: per writer process, the newest
-    /// write an event it waited on covers (`Process::seen` is the host's).
-    pub seen: crate::clock::Clock,
+    /// Its lane (`order.rs`): the writes of work queued on it.
+    pub lane: usize,
+    /// What work queued on it now is ordered after (`order.rs`).
+    pub clock: crate::clock::Clock,
 }
 
 /// What the pattern kernel writes: byte `i` is byte `i % width` of

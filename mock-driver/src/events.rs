@@ -5,12 +5,17 @@
 //!   [`HOST_CALL_NS`] (a round trip to a process), and host-blocking calls
 //!   (synchronize, memcpy, memset, free, event synchronize) advance it to the
 //!   end of the work they wait for;
-//! - each process has one stream (the default stream) whose work ends at its
-//!   *tail*; `slow_fill` appends long work there and its bytes land only when
-//!   the clock passes its end (until then every process reads the old bytes);
-//! - an event records the tail of the recording process's stream: a query
+//! - each stream of a process (the legacy default stream, and those of
+//!   `streams.rs`) has a *tail*, when the work queued on it ends;
+//!   `slow_fill` appends long work there and its bytes land only when the
+//!   clock passes its end (until then every process reads the old bytes);
+//! - an event records the tail of the stream it is recorded on: a query
 //!   says NotReady until the clock passes it, a synchronize advances the
-//!   clock to it, and a stream wait moves the waiting stream's tail to it.
+//!   clock to it, and a stream wait moves the waiting stream's tail to it;
+//! - an event also captures what the work on that stream is ordered after
+//!   (`order.rs`): only that stream's writes, and those its waits covered
+//!   (event.stream.record-captures-its-stream-only). Waiting for it orders
+//!   the waiting stream, or the host, after those writes.
 //!
 //! An IPC event is one shared *core* (its recorded point in time) reached by
 //! the exporter's event and every importer's opened event, so a record in
@@ -77,21 +82,24 @@ impl World {
         }
     }
 
-    /// A host-blocking call in `p`: wait for everything queued on its stream.
+    /// A call in `p` that waits for the work queued on its legacy stream
+    /// (and the blocking streams it waits for): the clock passes its end.
+    /// What the host is ordered after is the caller's to say
+    /// (`host_waits_for`).
     pub(crate) fn drain(&mut self, p: ProcessIndex) {
         let tail = self.events.tail(p);
         self.events.clock = self.events.clock.max(tail);
         self.settle();
-        self.merge_stream_seen(p, false);
     }
 
     /// A device-wide synchronization in `p`: wait for the work of every
-    /// stream, non-blocking ones included (stream.device-sync-waits-for-all).
+    /// stream, non-blocking ones included (stream.device-sync-waits-for-all),
+    /// and the host is ordered after all of it.
     pub(crate) fn drain_all(&mut self, p: ProcessIndex) {
         let tail = self.events.all_tail(p);
         self.events.clock = self.events.clock.max(tail);
         self.settle();
-        self.merge_stream_seen(p, true);
+        self.host_waits_for_all(p);
     }
 
     /// Apply the pending fills the clock has passed, in completion order.
@@ -220,7 +228,12 @@ impl World {
     }
 
     /// The event completes when the work queued on `stream` before it does
-    /// (event.stream.record-on-stream-orders-after-its-work).
+    /// (event.stream.record-on-stream-covers-its-work), and captures what
+    /// that work is ordered after: the stream's clock, nothing else the
+    /// process queued (event.stream.record-captures-its-stream-only). A
+    /// record replaces what an earlier one captured (cuEventRecord: "will
+    /// overwrite the previously captured state",
+    /// event.stream.rerecord-replaces-capture).
     pub(crate) fn event_record_on(
         &mut self,
         p: ProcessIndex,
@@ -238,11 +251,32 @@ impl World {
         }
         let at = self.stream_start(p, stream)?;
         self.set_stream_tail(p, stream, at);
-        let mut covers = self.stream_seen(p, stream);
-        covers.set(p, self.procs[p].writes);
+        self.begin_work(p, stream);
+        let mut covers = self.stream_clock(p, stream);
+        if self.mutant(MutantId::EventRecordIgnoresStream) {
+            // Every write the process issued, whatever its stream.
+            covers = self.order.host(p);
+            covers.merge(&self.order.legacy(p));
+            let streams: Vec<_> = self
+                .events
+                .streams
+                .range((p, 0)..=(p, u64::MAX))
+                .map(|(_, s)| s.clock.clone())
+                .collect();
+            for c in &streams {
+                covers.merge(c);
+            }
+        }
+        let early = self.mutant(MutantId::EventCompletesEarly);
+        let clock = self.events.clock;
+        let accumulate = self.mutant(MutantId::EventRecordAccumulates);
         if let Some(c) = self.events.cores.get_mut(&core) {
-            c.recorded_at = Some(at);
-            c.covers = covers;
+            c.recorded_at = Some(if early { clock } else { at });
+            if accumulate {
+                c.covers.merge(&covers);
+            } else {
+                c.covers = covers;
+            }
         }
         Ok(())
     }
@@ -279,12 +313,17 @@ impl World {
         self.events.cores.get(&core).and_then(|c| c.recorded_at)
     }
 
+    /// `NotReady` until the captured work is done; `ok` says it is, so the
+    /// host is then ordered after it, as after an event synchronize.
     pub(crate) fn event_query(&mut self, p: ProcessIndex, id: EventId) -> SimResult<()> {
         let core = self.event_core(p, id, "event_query")?;
         match self.recorded_at(core) {
             Some(t) if t > self.events.clock => Err(ErrorKind::NotReady.into()),
             // Never recorded: complete, as for any event.
-            _ => Ok(()),
+            _ => {
+                self.host_saw_event(p, core);
+                Ok(())
+            }
         }
     }
 
@@ -294,7 +333,7 @@ impl World {
             self.events.clock = self.events.clock.max(t);
             self.settle();
         }
-        self.writes_seen(p, core);
+        self.host_saw_event(p, core);
         Ok(())
     }
 
@@ -326,27 +365,26 @@ impl World {
         {
             return Err(other_context_crash("cuStreamWaitEvent"));
         }
-        if let Some(t) = self.recorded_at(core) {
-            let tail = self.stream_tail(p, stream).max(t);
-            self.set_stream_tail(p, stream, tail);
+        if self.mutant(MutantId::StreamWaitDoesNothing) {
+            return Ok(());
         }
+        // A wait is work on the stream: the legacy stream's waits first for
+        // the blocking streams, which then wait for it.
+        let start = self.stream_start(p, stream)?;
+        let t = self.recorded_at(core).unwrap_or(0);
+        self.set_stream_tail(p, stream, start.max(t));
+        self.begin_work(p, stream);
         if let Some(covers) = self.events.cores.get(&core).map(|c| c.covers.clone()) {
-            self.stream_waited(p, stream, &covers);
+            self.stream_clock_merge(p, stream, &covers);
         }
         Ok(())
     }
 
-    /// Waiting for an event (on the host or in a stream) orders what its
-    /// recorder wrote before the record ahead of the waiter's later reads:
-    /// the IPC events' purpose. The order holds for the waiting process
-    /// only (happens-before over processes); the writer's own host
-    /// synchronization (`synced`) orders its writes for every process.
-    fn writes_seen(&mut self, waiter: ProcessIndex, core: u64) {
-        let Some(covers) = self.events.cores.get(&core).map(|c| &c.covers) else {
-            return;
-        };
-        if let Some(proc) = self.procs.get_mut(waiter) {
-            proc.seen.merge(covers);
+    /// The host of `waiter` saw the work the event captured complete (an
+    /// event synchronize, a query that said so): the IPC events' purpose.
+    fn host_saw_event(&mut self, waiter: ProcessIndex, core: u64) {
+        if let Some(covers) = self.events.cores.get(&core).map(|c| c.covers.clone()) {
+            self.host_saw(waiter, &covers);
         }
     }
 
@@ -609,13 +647,12 @@ impl World {
         let start = self.stream_start(p, stream)?;
         let done_at = start.saturating_add(micros.saturating_mul(1000));
         self.set_stream_tail(p, stream, done_at);
+        let lane = self.begin_work(p, stream);
         if let Some((block, offset)) = target {
-            // A kernel's write is ordered for other processes only by a wait
-            // on an event recorded after it, or the writer's host sync.
+            // A kernel's write is ordered only by the stream it ran on: a
+            // wait on an event recorded there after it, or a synchronization.
             if !self.mutant(MutantId::KernelWritesUnordered) {
-                let proc = &mut self.procs[p];
-                proc.writes += 1;
-                proc.unsynced.push((proc.writes, block, offset, len));
+                self.note_write(p, stream, lane, block, offset, len);
             }
             self.events.pending.push(PendingFill {
                 done_at,

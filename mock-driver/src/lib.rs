@@ -66,6 +66,7 @@ mod memory;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 mod namespaces;
+mod order;
 mod peers;
 mod pool_state;
 mod pools;
@@ -92,5 +93,6 @@ pub use backend::{SimBackend, SimConfig};
 pub use machine::{SimMachine, SimProcess};
 #[cfg(feature = "mutants")]
 pub use mutants::Mutant;
+pub use order::HostOrder;
 pub use profiles::{Profile, Tier};
 pub use semantics::{SemanticChoice, Semantics};

@@ -57,6 +57,7 @@ impl SimProcess {
             return Err(ApiError::new(self.dialect, ErrorKind::IllegalAddress).into());
         }
         w.tick();
+        w.host_order(p);
         match f(&mut w, p) {
             Ok(v) => Ok(v),
             Err(Fail::Api(kind)) => {
@@ -128,7 +129,6 @@ impl Driver for SimProcess {
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| {
             w.drain_all(p);
-            w.synced(p);
             w.free(p, kind, ptr.0)
         })
     }
@@ -150,7 +150,6 @@ impl Driver for SimProcess {
     fn read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
-            w.synced(p);
             w.read(p, ptr.0, len, Access::Copy)
         })
     }
@@ -158,7 +157,6 @@ impl Driver for SimProcess {
     fn device_read(&mut self, ptr: DevicePtr, len: u64) -> DriverResult<Vec<u8>> {
         self.call(|w, p| {
             w.drain(p);
-            w.synced(p);
             w.kernel_read(p, ptr.0, len)
         })
     }
@@ -178,7 +176,6 @@ impl Driver for SimProcess {
         self.call(|w, p| {
             w.current_ctx(p)?;
             w.drain_all(p);
-            w.synced(p);
             Ok(())
         })
     }
@@ -527,6 +524,23 @@ impl SimMachine {
         self.world.borrow()
     }
 
+    /// How the hosts of the processes are ordered with one another
+    /// (`HostOrder::Sequential` unless set): a judge of a real program's
+    /// trace sets `HostOrder::Explicit` before the first call and adds an
+    /// edge ([`SimMachine::host_edge`]) wherever its processes talk.
+    pub fn set_host_order(&self, hosts: crate::order::HostOrder) {
+        self.world.borrow_mut().order.hosts = hosts;
+    }
+
+    /// `to`'s later calls are ordered after everything `from`'s host saw
+    /// complete (a message from `from` that `to` received).
+    pub fn host_edge(&self, from: ProcessIndex, to: ProcessIndex) {
+        let mut w = self.world.borrow_mut();
+        if from < w.procs.len() && to < w.procs.len() {
+            w.host_edge(from, to);
+        }
+    }
+
     /// The process's name as declared in the machine spec.
     pub fn process_name(&self, process: ProcessIndex) -> Option<String> {
         self.world
@@ -559,6 +573,7 @@ impl Machine for SimMachine {
                 // queued: a kernel still running lands its bytes first, as
                 // another process that maps the memory then sees
                 // (mem.lifetime.exit-completes-kernel-writes).
+                w.host_order(process);
                 w.drain_all(process);
                 w.exit_process(process, true);
                 Ok(())
@@ -574,6 +589,9 @@ impl Machine for SimMachine {
             None => Err(DriverError::Harness("no such process".into())),
             Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
             Some(_) => {
+                // Ordered like a call of the process: its teardown's end
+                // of its device work is seen by the calls after it.
+                w.host_order(process);
                 w.procs[process].crashed = true;
                 w.exit_process(process, false);
                 Ok(())

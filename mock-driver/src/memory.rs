@@ -14,6 +14,7 @@ use crate::world::{
 };
 use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
+    StreamId,
 };
 
 /// The lowest offset of a packed block where `need` bytes fit between the
@@ -329,14 +330,13 @@ impl World {
                 self.vmm_check_writable(p, at)?;
                 written.push((id, off, n));
             }
-            let proc = &mut self.procs[p];
-            proc.writes += 1;
-            let w = proc.writes;
+            // Work on the legacy stream, as below.
+            let lane = self.begin_work(p, StreamId::LEGACY_DEFAULT);
             for (id, off, n) in written {
                 if let Some(b) = self.blocks.get_mut(&id) {
                     b.data.fill(off, n, value);
                 }
-                self.procs[p].unsynced.push((w, id, off, n));
+                self.note_write(p, StreamId::LEGACY_DEFAULT, lane, id, off, n);
             }
             return Ok(());
         }
@@ -350,9 +350,10 @@ impl World {
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.fill(off, len, value);
         }
-        let proc = &mut self.procs[p];
-        proc.writes += 1;
-        proc.unsynced.push((proc.writes, id, off, len));
+        // cudaMemset is work on the legacy stream, asynchronous with the
+        // host for device memory ("API synchronization behavior").
+        let lane = self.begin_work(p, StreamId::LEGACY_DEFAULT);
+        self.note_write(p, StreamId::LEGACY_DEFAULT, lane, id, off, len);
         Ok(())
     }
 
@@ -365,20 +366,19 @@ impl World {
             for &(at, ..) in &pieces {
                 self.vmm_check_writable(p, at)?;
             }
-            let proc = &mut self.procs[p];
-            proc.writes += 1;
-            let w = proc.writes;
-            let mut unsynced = Vec::with_capacity(pieces.len());
+            // A synchronization of the legacy stream, then work on it, as
+            // below.
+            self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
+            let lane = self.begin_work(p, StreamId::LEGACY_DEFAULT);
             let mut done = 0usize;
             for (_, id, off, n) in pieces {
                 let part = &bytes[done..done + n as usize];
                 if let Some(b) = self.blocks.get_mut(&id) {
                     b.data.write(off, part);
                 }
-                unsynced.push((w, id, off, n));
+                self.note_write(p, StreamId::LEGACY_DEFAULT, lane, id, off, n);
                 done += n as usize;
             }
-            self.procs[p].unsynced = unsynced;
             return Ok(());
         }
         let (id, off) = self.resolve(p, ptr, bytes.len() as u64, Access::Copy)?;
@@ -391,51 +391,19 @@ impl World {
         if let Some(b) = self.blocks.get_mut(&id) {
             b.data.write(off, bytes);
         }
-        // A pageable copy first waits for the stream (earlier copies and
-        // sets are done), then may return before its own bytes land.
-        let proc = &mut self.procs[p];
-        proc.writes += 1;
-        proc.unsynced = vec![(proc.writes, id, off, bytes.len() as u64)];
+        // A pageable copy first synchronizes the legacy stream, then may
+        // return before its own bytes land ("API synchronization behavior").
+        self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
+        let lane = self.begin_work(p, StreamId::LEGACY_DEFAULT);
+        self.note_write(
+            p,
+            StreamId::LEGACY_DEFAULT,
+            lane,
+            id,
+            off,
+            bytes.len() as u64,
+        );
         Ok(())
-    }
-
-    /// `p` waited for its device work (a synchronising call): what it wrote
-    /// is visible to every process from now on.
-    pub(crate) fn synced(&mut self, p: ProcessIndex) {
-        if let Some(proc) = self.procs.get_mut(p) {
-            proc.unsynced.clear();
-        }
-    }
-
-    /// A read of `len` bytes at `off` of block `id` by `p` that overlaps
-    /// bytes another process wrote without synchronising since: logged,
-    /// since what the reader sees then is timing.
-    pub(crate) fn check_unsynced_read(
-        &mut self,
-        p: ProcessIndex,
-        id: crate::world::BlockId,
-        off: u64,
-        len: u64,
-    ) {
-        let end = off.saturating_add(len);
-        let seen = &self.procs[p].seen;
-        let writer = self.procs.iter().enumerate().find_map(|(q, proc)| {
-            let waited_for = seen.get(q);
-            (q != p
-                && proc.unsynced.iter().any(|&(n, b, o, l)| {
-                    n > waited_for && b == id && o < end && off < o.saturating_add(l)
-                }))
-            .then(|| proc.name.clone())
-        });
-        if let Some(writer) = writer {
-            self.hazards.record(
-                HazardKind::UnsynchronizedRead,
-                p,
-                format!(
-                    "{writer} wrote these bytes and the read is not ordered after it (no host synchronization by the writer, no wait on an event recorded after the write)"
-                ),
-            );
-        }
     }
 
     pub(crate) fn read(
@@ -450,6 +418,10 @@ impl World {
         }
         if access == Access::Kernel && self.sem.stale_kernel_read != StaleKernelRead::Fault {
             if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
+                // Still a kernel and a copy to the host on the legacy
+                // stream, which the host waits for.
+                self.begin_work(p, StreamId::LEGACY_DEFAULT);
+                self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
                 return Ok(zeros);
             }
         }
@@ -460,18 +432,25 @@ impl World {
                     "the simulator does not materialise reads over {MAX_READ} bytes"
                 )));
             }
+            // Work on the legacy stream the host waits for, as below.
+            self.begin_work(p, StreamId::LEGACY_DEFAULT);
             let mut bytes = Vec::with_capacity(len as usize);
             for (_, id, off, n) in pieces {
-                self.check_unsynced_read(p, id, off, n);
+                self.check_race(p, StreamId::LEGACY_DEFAULT, id, off, n);
                 match self.blocks.get(&id) {
                     Some(b) => bytes.extend(b.data.read(off, n as usize)),
                     None => bytes.resize(bytes.len() + n as usize, 0),
                 }
             }
+            self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
             return Ok(bytes);
         }
         let (id, off) = self.resolve(p, ptr, len, access)?;
-        self.check_unsynced_read(p, id, off, len);
+        // A copy to the host (or the copy kernel before it) is work on the
+        // legacy stream; the host waits for it.
+        self.begin_work(p, StreamId::LEGACY_DEFAULT);
+        self.check_race(p, StreamId::LEGACY_DEFAULT, id, off, len);
+        self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
         if len > MAX_READ {
             return Err(Fail::Harness(format!(
                 "the simulator does not materialise reads over {MAX_READ} bytes"

@@ -37,10 +37,37 @@ pub enum Mutant {
     /// A handle of an event whose exporter crashed is refused as after an
     /// exit (the runtime's teardown is taken to run on a crash too).
     EventRefusedAfterExporterCrash,
+    /// An event record captures every write its process issued, whatever
+    /// stream the write went to (the record ignores its stream).
+    EventRecordIgnoresStream,
+    /// `stream_wait` returns success and orders nothing.
+    StreamWaitDoesNothing,
+    /// An event completes at its record, not when the work it captured is
+    /// done: a synchronize on it returns before the bytes land.
+    EventCompletesEarly,
+    /// A second record of an event adds to what the first captured instead
+    /// of replacing it.
+    EventRecordAccumulates,
+    /// Work on the legacy default stream does not wait for the blocking
+    /// streams' work.
+    LegacyIgnoresBlockingStreams,
+    /// A non-blocking stream synchronizes with the legacy default stream as
+    /// a blocking one does.
+    NonBlockingOrderedWithLegacy,
+    /// A read is never a race with a write its own process made, whatever
+    /// streams the two ran on.
+    OwnStreamsUnordered,
+    /// `vmm_unmap` succeeds and leaves the mapping in place.
+    VmmUnmapKeepsMapping,
+    /// The per-thread default stream does not synchronize with the legacy
+    /// default stream (it is taken for a non-blocking stream).
+    PerThreadNonBlocking,
+    /// Every allocation answers the same `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+    BufferIdsShared,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 14] = [
+    pub const ALL: [Mutant; 24] = [
         Mutant::CloseDoesNotDecrement,
         Mutant::SecondContextAllowed,
         Mutant::SubAllocationsNotShared,
@@ -55,6 +82,16 @@ impl Mutant {
         Mutant::DoubleFreeSucceeds,
         Mutant::KernelWritesUnordered,
         Mutant::EventRefusedAfterExporterCrash,
+        Mutant::EventRecordIgnoresStream,
+        Mutant::StreamWaitDoesNothing,
+        Mutant::EventCompletesEarly,
+        Mutant::EventRecordAccumulates,
+        Mutant::LegacyIgnoresBlockingStreams,
+        Mutant::NonBlockingOrderedWithLegacy,
+        Mutant::OwnStreamsUnordered,
+        Mutant::VmmUnmapKeepsMapping,
+        Mutant::PerThreadNonBlocking,
+        Mutant::BufferIdsShared,
     ];
 }
 

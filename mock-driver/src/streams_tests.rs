@@ -55,6 +55,27 @@ fn two_buffers(m: &mut SimMachine, p: usize) -> (ipc_harness::DevicePtr, ipc_har
     (a, b)
 }
 
+/// What the owner shares with the peer: its zeroed buffer `a` and
+/// interprocess event `e`, which the peer opened as `p` and `x`.
+struct Shared {
+    a: ipc_harness::DevicePtr,
+    e: ipc_harness::EventId,
+    p: ipc_harness::DevicePtr,
+    x: ipc_harness::EventId,
+}
+
+fn share(m: &mut SimMachine) -> Shared {
+    let (a, _) = two_buffers(m, OWNER);
+    let owner = m.driver(OWNER);
+    let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    let e = owner.event_create(INTERPROCESS | DISABLE_TIMING).unwrap();
+    let eh = owner.ipc_get_event_handle(e, OutArg::Valid).unwrap();
+    let peer = m.driver(PEER);
+    let p = peer.ipc_open_mem_handle(h, 1, OutArg::Valid).unwrap();
+    let x = peer.ipc_open_event_handle(eh, OutArg::Valid).unwrap();
+    Shared { a, e, p, x }
+}
+
 /// stream.blocking-waits-for-legacy, stream.nonblocking-not-ordered-after-default.
 #[test]
 fn only_blocking_streams_wait_for_the_legacy_stream() {
@@ -207,4 +228,300 @@ fn a_copy_reads_its_source_after_earlier_work_on_its_stream() {
     let mut expected = vec![0x33; 16];
     expected.extend([0; 16]);
     assert_eq!(d.read(b, 32).unwrap(), expected);
+}
+
+/// A stream of the owner for [`record_handoff`].
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    Legacy,
+    /// A new stream with these flags.
+    New(u32),
+    PerThread,
+    /// The kernel's (for the record).
+    Kernel,
+}
+
+/// The owner's kernel on `kernel_on`, its event recorded on `record_on`,
+/// the peer's `event_sync` and read through its mapping: the bytes read
+/// and the hazards logged.
+fn record_handoff(kernel_on: Pick, record_on: Pick) -> (Vec<u8>, Vec<ipc_harness::Hazard>) {
+    let mut m = machine();
+    let Shared { a, e, p, x } = share(&mut m);
+    let owner = m.driver(OWNER);
+    let mut pick = |s: Pick| match s {
+        Pick::Legacy | Pick::Kernel => StreamId::LEGACY_DEFAULT,
+        Pick::New(flags) => owner.stream_create(flags).unwrap(),
+        Pick::PerThread => StreamId::PER_THREAD,
+    };
+    let k = pick(kernel_on);
+    let r = match record_on {
+        Pick::Kernel => k,
+        other => pick(other),
+    };
+    let owner = m.driver(OWNER);
+    owner.slow_fill_on(a, 0x5d, MIB2, LONG_US, k).unwrap();
+    owner.event_record_on(e, r).unwrap();
+    let peer = m.driver(PEER);
+    peer.event_synchronize(x).unwrap();
+    let bytes = peer.read(p, 16).unwrap();
+    (bytes, m.hazards().unwrap())
+}
+
+fn races(hazards: &[ipc_harness::Hazard]) -> Vec<&ipc_harness::Hazard> {
+    hazards
+        .iter()
+        .filter(|h| h.kind == HazardKind::UnsynchronizedRead)
+        .collect()
+}
+
+/// An event captures the work of the stream it is recorded on, nothing
+/// else its process queued (event.stream.record-captures-its-stream-only):
+/// recorded on another non-blocking stream it does not cover the kernel,
+/// and the hazard names the kernel's stream and the process.
+#[test]
+fn a_record_captures_its_stream_only() {
+    let (bytes, hazards) = record_handoff(Pick::New(NON_BLOCKING), Pick::Kernel);
+    assert_eq!(bytes, vec![0x5d; 16]);
+    assert!(races(&hazards).is_empty(), "{hazards:?}");
+
+    let (bytes, hazards) = record_handoff(Pick::New(NON_BLOCKING), Pick::New(NON_BLOCKING));
+    assert_eq!(bytes, vec![0; 16], "the event completed before the kernel");
+    let race = races(&hazards);
+    assert_eq!(race.len(), 1, "{hazards:?}");
+    assert_eq!(race[0].process, PEER);
+    assert_eq!(
+        race[0].detail,
+        "owner wrote these bytes on stream 0x57000010 (the 1st stream owner created, \
+         non-blocking), and this read, on the legacy default stream, is not ordered after \
+         that write (no wait on an event recorded on that stream after it, no \
+         synchronization with it)"
+    );
+}
+
+/// The legacy stream waits for the blocking streams and they for it, so a
+/// record on either covers a kernel on the other
+/// (event.stream.record-on-legacy-covers-blocking-streams,
+/// event.stream.record-on-blocking-covers-legacy); a non-blocking stream
+/// is ordered with neither (event.stream.record-on-nonblocking-misses-legacy).
+#[test]
+fn the_legacy_stream_orders_blocking_streams_only() {
+    for (kernel_on, record_on, ordered) in [
+        (Pick::New(DEFAULT), Pick::Legacy, true),
+        (Pick::Legacy, Pick::New(DEFAULT), true),
+        (Pick::New(NON_BLOCKING), Pick::Legacy, false),
+        (Pick::Legacy, Pick::New(NON_BLOCKING), false),
+        (Pick::New(DEFAULT), Pick::New(DEFAULT), false),
+    ] {
+        let (bytes, hazards) = record_handoff(kernel_on, record_on);
+        let case = format!("kernel on {kernel_on:?}, record on {record_on:?}");
+        assert_eq!(races(&hazards).is_empty(), ordered, "{case}: {hazards:?}");
+        if ordered {
+            assert_eq!(bytes, vec![0x5d; 16], "{case}");
+        }
+    }
+}
+
+/// A second record replaces what the first captured (cuEventRecord: "will
+/// overwrite the previously captured state";
+/// event.stream.rerecord-replaces-capture).
+#[test]
+fn a_second_record_replaces_what_the_first_captured() {
+    let mut m = machine();
+    let (a, _) = two_buffers(&mut m, OWNER);
+    let d = m.driver(OWNER);
+    let s = d.stream_create(NON_BLOCKING).unwrap();
+    let t = d.stream_create(NON_BLOCKING).unwrap();
+    let e = d.event_create(DISABLE_TIMING).unwrap();
+    d.slow_fill_on(a, 0x21, MIB2, LONG_US, s).unwrap();
+    d.event_record_on(e, s).unwrap();
+    d.event_record_on(e, t).unwrap();
+    d.event_synchronize(e).unwrap();
+    assert_eq!(d.read(a, 4).unwrap(), vec![0; 4]);
+    assert_eq!(races(&m.hazards().unwrap()).len(), 1);
+}
+
+/// A wait takes the event as it is at the call: made before the record, it
+/// orders nothing (event.stream.wait-before-record).
+#[test]
+fn a_wait_made_before_the_record_orders_nothing() {
+    for wait_first in [false, true] {
+        let mut m = machine();
+        let (a, b) = two_buffers(&mut m, OWNER);
+        let d = m.driver(OWNER);
+        let s = d.stream_create(NON_BLOCKING).unwrap();
+        let t = d.stream_create(NON_BLOCKING).unwrap();
+        let e = d.event_create(DISABLE_TIMING).unwrap();
+        d.slow_fill_on(a, 0x31, MIB2, LONG_US, s).unwrap();
+        if wait_first {
+            d.stream_wait_event_on(t, e).unwrap();
+            d.event_record_on(e, s).unwrap();
+        } else {
+            d.event_record_on(e, s).unwrap();
+            d.stream_wait_event_on(t, e).unwrap();
+        }
+        d.copy_device(b, a, 16, t).unwrap();
+        d.stream_synchronize(t).unwrap();
+        let expected = if wait_first { 0x00 } else { 0x31 };
+        assert_eq!(d.read(b, 16).unwrap(), vec![expected; 16]);
+        let race = races(&m.hazards().unwrap()).len();
+        assert_eq!(race, usize::from(wait_first), "wait first: {wait_first}");
+    }
+}
+
+/// A wait on the legacy stream is an action on it: the blocking streams'
+/// later work waits for it too (event.stream.wait-on-legacy-orders-blocking-streams),
+/// a non-blocking stream's does not.
+#[test]
+fn a_wait_on_the_legacy_stream_orders_later_work_on_blocking_streams() {
+    for (flags, ordered) in [(DEFAULT, true), (NON_BLOCKING, false)] {
+        let mut m = machine();
+        let Shared { a, e, p, x } = share(&mut m);
+        let (b, _) = two_buffers(&mut m, PEER);
+        let t = m.driver(PEER).stream_create(flags).unwrap();
+        let owner = m.driver(OWNER);
+        owner.slow_fill(a, 0x41, MIB2, LONG_US).unwrap();
+        owner.event_record(e).unwrap();
+        let peer = m.driver(PEER);
+        peer.stream_wait_event(x).unwrap();
+        peer.copy_device(b, p, 16, t).unwrap();
+        peer.stream_synchronize(t).unwrap();
+        assert_eq!(
+            races(&m.hazards().unwrap()).is_empty(),
+            ordered,
+            "flags {flags}"
+        );
+        if ordered {
+            assert_eq!(m.driver(PEER).read(b, 16).unwrap(), vec![0x41; 16]);
+        }
+    }
+}
+
+/// A process's own kernel on a non-blocking stream is not ordered before
+/// its read on the legacy stream: a race until it synchronizes that stream
+/// (event.stream.own-kernel-read-on-legacy); a stream synchronize orders
+/// that stream only (event.stream.stream-sync-orders-that-stream-only).
+#[test]
+fn a_read_on_another_stream_of_the_writer_is_a_race_until_synchronized() {
+    for sync in [None, Some(true), Some(false)] {
+        let mut m = machine();
+        let (a, _) = two_buffers(&mut m, OWNER);
+        let d = m.driver(OWNER);
+        let s = d.stream_create(NON_BLOCKING).unwrap();
+        let other = d.stream_create(NON_BLOCKING).unwrap();
+        d.slow_fill_on(a, 0x51, MIB2, LONG_US, s).unwrap();
+        match sync {
+            Some(true) => d.stream_synchronize(s).unwrap(),
+            Some(false) => d.stream_synchronize(other).unwrap(),
+            None => {}
+        }
+        d.read(a, 4).unwrap();
+        let hazards = m.hazards().unwrap();
+        let race = races(&hazards);
+        assert_eq!(race.is_empty(), sync == Some(true), "{sync:?}: {hazards:?}");
+        if let Some(h) = race.first() {
+            assert_eq!(h.process, OWNER);
+            assert!(h.detail.starts_with("owner wrote these bytes on stream 0x57000010 (the 1st stream owner created, non-blocking)"), "{}", h.detail);
+        }
+    }
+}
+
+/// A query that says the event is complete orders the host after what it
+/// captured, as a synchronize does; one that says NotReady does not.
+#[test]
+fn a_query_that_says_complete_orders_the_host() {
+    for micros in [100, LONG_US] {
+        let mut m = machine();
+        let Shared { a, e, p, x } = share(&mut m);
+        let owner = m.driver(OWNER);
+        owner.slow_fill(a, 0x61, MIB2, micros).unwrap();
+        owner.event_record(e).unwrap();
+        let peer = m.driver(PEER);
+        let complete = peer.event_query(x).is_ok();
+        assert_eq!(complete, micros == 100);
+        let bytes = peer.read(p, 4).unwrap();
+        assert_eq!(races(&m.hazards().unwrap()).is_empty(), complete);
+        if complete {
+            assert_eq!(bytes, vec![0x61; 4]);
+        }
+    }
+}
+
+/// With explicit host order (a judge of a real program's trace), a host's
+/// synchronization orders only its own later calls and those of a process
+/// it has an edge to; by default every later call is ordered after it.
+#[test]
+fn hosts_are_ordered_by_their_edges_when_asked() {
+    for (explicit, edge, race) in [
+        (false, false, false),
+        (true, false, true),
+        (true, true, false),
+    ] {
+        let m = machine();
+        if explicit {
+            m.set_host_order(crate::HostOrder::Explicit);
+        }
+        let mut m = m;
+        let (a, _) = two_buffers(&mut m, OWNER);
+        let owner = m.driver(OWNER);
+        let h = owner.ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+        let p = m
+            .driver(PEER)
+            .ipc_open_mem_handle(h, 1, OutArg::Valid)
+            .unwrap();
+        m.driver(OWNER).slow_fill(a, 0x71, MIB2, 100).unwrap();
+        m.driver(OWNER).synchronize().unwrap();
+        if edge {
+            m.host_edge(OWNER, PEER);
+        }
+        m.driver(PEER).read(p, 4).unwrap();
+        let logged = !races(&m.hazards().unwrap()).is_empty();
+        assert_eq!(logged, race, "explicit {explicit}, edge {edge}");
+    }
+}
+
+/// The per-thread default stream is a blocking stream made on first use:
+/// ordered with the legacy stream both ways, not with another blocking
+/// stream (event.stream.per-thread-ordered-with-legacy,
+/// event.stream.per-thread-not-ordered-with-blocking); it cannot be
+/// destroyed, and a race on it names it.
+#[test]
+fn the_per_thread_stream_is_ordered_with_the_legacy_stream_only() {
+    let per_thread = StreamId::PER_THREAD;
+    for (kernel_on, record_on, ordered) in [
+        (Pick::Legacy, Pick::PerThread, true),
+        (Pick::PerThread, Pick::Legacy, true),
+        (Pick::New(DEFAULT), Pick::PerThread, false),
+        (Pick::PerThread, Pick::New(DEFAULT), false),
+    ] {
+        let (bytes, hazards) = record_handoff(kernel_on, record_on);
+        let case = format!("kernel on {kernel_on:?}, record on {record_on:?}");
+        let race = races(&hazards);
+        assert_eq!(race.is_empty(), ordered, "{case}: {hazards:?}");
+        if ordered {
+            assert_eq!(bytes, vec![0x5d; 16], "{case}");
+        } else if matches!(kernel_on, Pick::PerThread) {
+            assert!(
+                race[0]
+                    .detail
+                    .starts_with("owner wrote these bytes on its per-thread default stream"),
+                "{}",
+                race[0].detail
+            );
+        }
+    }
+    let mut m = machine();
+    let (a, _) = two_buffers(&mut m, OWNER);
+    let d = m.driver(OWNER);
+    d.slow_fill_on(a, 0x82, MIB2, LONG_US, per_thread).unwrap();
+    d.read(a, 4).unwrap();
+    assert_eq!(
+        d.stream_destroy(per_thread).map_err(kind),
+        Err(Some(ErrorKind::InvalidHandle))
+    );
+    d.stream_synchronize(per_thread).unwrap();
+    assert_eq!(d.read(a, 4).unwrap(), vec![0x82; 4]);
+    assert!(
+        races(&m.hazards().unwrap()).is_empty(),
+        "the legacy read waits for it"
+    );
 }

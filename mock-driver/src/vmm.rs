@@ -16,7 +16,7 @@ use crate::small_map::SmallMap;
 use crate::store::Store;
 use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
-    containing, Access, Block, BlockId, Fail, SimResult, VaClass, VaPool, World, BLOCK,
+    containing, Access, Block, BlockId, Fail, MutantId, SimResult, VaClass, VaPool, World, BLOCK,
     DEVICE_MEMORY,
 };
 use ipc_harness::ErrorKind::{
@@ -395,6 +395,9 @@ impl World {
         let Some(bases) = self.covering(p, va, size) else {
             return Err(InvalidValue.into());
         };
+        if self.mutant(MutantId::VmmUnmapKeepsMapping) {
+            return Ok(());
+        }
         for b in bases {
             if let Some(m) = self.vp(p).maps.remove(&b) {
                 self.drop_ref(m.phys);

@@ -304,16 +304,6 @@ pub(crate) struct Process {
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
     pub packing: VecMap<(CtxKey, u32), BlockId>,
-    /// Bytes this process wrote or set since it last synchronised with its
-    /// device, as (write number, block, offset, len): another process
-    /// reading them races with the copy (`HazardKind::UnsynchronizedRead`).
-    pub unsynced: Vec<(u64, BlockId, u64, u64)>,
-    /// Writes and sets made so far (numbers `unsynced` entries).
-    pub writes: u64,
-    /// Happens-before: per writer process, the newest of its write numbers
-    /// this process waited for (an event synchronize or stream wait on an
-    /// event recorded after them); its later reads of those bytes are ordered.
-    pub seen: crate::clock::Clock,
     /// Pointers `ipc_open` returned in this process (`double-close` versus
     /// `foreign-close`); asked for membership only. They come upwards, as
     /// the VA they are in does: an `AddrMap` takes them at its back.
@@ -442,6 +432,8 @@ pub(crate) struct World {
     pub vmm: crate::vmm_state::VmmState,
     /// Events, IPC event handles and the simulated clock (`events`).
     pub events: crate::event_state::Events,
+    /// Stream-ordered happens-before (`order.rs`).
+    pub order: crate::order::Order,
     /// Memory pools, their exports and imported pointers (`pools.rs`).
     pub pools: crate::pool_state::PoolState,
     /// The last `CU_POINTER_ATTRIBUTE_BUFFER_ID` handed out (`attributes.rs`).
@@ -487,6 +479,16 @@ pub(crate) enum MutantId {
     DoubleFreeSucceeds,
     KernelWritesUnordered,
     EventRefusedAfterExporterCrash,
+    EventRecordIgnoresStream,
+    StreamWaitDoesNothing,
+    EventCompletesEarly,
+    EventRecordAccumulates,
+    LegacyIgnoresBlockingStreams,
+    NonBlockingOrderedWithLegacy,
+    OwnStreamsUnordered,
+    VmmUnmapKeepsMapping,
+    PerThreadNonBlocking,
+    BufferIdsShared,
 }
 
 /// What kind of access a data operation is; they fail differently.
@@ -574,9 +576,6 @@ impl Process {
             reserved: AddrMap::new(),
             fresh: FreshVa::default(),
             packing: VecMap::default(),
-            unsynced: Vec::new(),
-            writes: 0,
-            seen: Default::default(),
             opened_ptrs: AddrMap::new(),
             freed_ptrs: Default::default(),
             crashed: false,
@@ -1241,6 +1240,8 @@ impl World {
             self.unmap_import(p, base);
         }
         self.procs[p].packing.retain(|(c, _), _| *c != ctx);
+        // Its streams go with it; the work queued on them is done.
+        self.host_waits_for_all(p);
         self.events.drop_context(p, ctx);
     }
 
@@ -1250,7 +1251,7 @@ impl World {
             return;
         }
         // Teardown finishes the process's device work.
-        self.procs[p].unsynced.clear();
+        self.host_waits_for_all(p);
         self.vmm_exit(p);
         if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The performance figures of docs/performance.md in one run, as a table on
 # stdout and benchmark.json under OUT:
-#   - the gate (contract and relied-on clauses, every dialect the backend
-#     speaks) under the worker policy (`--workers policy`) and on fresh
-#     workers (`--workers fresh`), and whether their verdicts are identical;
-#   - `run --check-sharing` over the gate (shareable clauses, fresh vs reused);
+#   - on a GPU (cuda): the whole catalogue and the gate, every figure of
+#     tools/benchmark/catalogue.sh (under OUT/catalogue; its own time budget,
+#     BUDGET_S): the sharing check over the whole catalogue, the catalogue on
+#     fresh workers and under the worker policy with identical verdicts, the
+#     gate, and on a host with several devices `--jobs auto` against serial;
+#   - on the simulator: the gate (contract and relied-on clauses, every
+#     dialect) under the worker policy and on fresh workers, whether their
+#     verdicts are identical, `run --check-sharing` over the gate, the
+#     whole catalogue's step time (best of 3) and explore cases/s per
+#     dialect mix;
 #   - explore cases/s over a fixed number of cases, on one thread and on
 #     JOBS threads (default 2; `explore --jobs JOBS`, the threads sharing one
-#     pool of workers), and on a GPU its findings rechecked on fresh workers;
-#   - on a host with several devices: the gate with `run --jobs auto` (one
-#     clause per device at once) and whether its verdicts are those of the
-#     serial run;
-#   - on the simulator: the whole catalogue's step time, best of 3, and
-#     explore cases/s per dialect mix.
+#     pool of workers), and on a GPU its findings rechecked on fresh workers.
 # Usage: tools/benchmark/benchmark.sh [BIN] [sim|cuda] [OUT] [EXPLORE_CASES] [JOBS]
 # EXPLORE_TIME_LIMIT_S (default 180) bounds each explore run. With
 # IPC_CONFORMANCE_PROFILE=1 every log ends with where its run spent its time.
@@ -35,19 +36,38 @@ steps_ms() { grep '^time:' "$1" | sed 's/.*steps \([^,]*\),.*/\1/' | awk '
 gate=$("$BIN" list 2>/dev/null | awk '$3 == "contract" || $3 == "relied-on" { print $1 }' | paste -sd, -)
 [ -n "$gate" ] || { echo "benchmark: no contract or relied-on clause listed" >&2; exit 2; }
 
-t0=$(now)
-"$BIN" run --backend "$BACKEND" --dialect all --filter "$gate" --workers policy -q --out "$OUT/gate-policy" > "$OUT/gate-policy.log" 2>&1
-gate_policy_rc=$?
-t1=$(now)
-"$BIN" run --backend "$BACKEND" --dialect all --filter "$gate" --workers fresh -q --out "$OUT/gate-fresh" > "$OUT/gate-fresh.log" 2>&1
-gate_fresh_rc=$?
-t2=$(now)
-"$BIN" diff "$OUT/gate-fresh/results.json" "$OUT/gate-policy/results.json" > "$OUT/gate-diff.log" 2>&1
-gate_diff_rc=$?
-t3=$(now)
-"$BIN" run --check-sharing --backend "$BACKEND" --dialect all --filter "$gate" -q --out "$OUT/check-sharing" > "$OUT/check-sharing.log" 2>&1
-sharing_rc=$?
-t4=$(now)
+gate_json=""
+identical=true sharing_ok=true
+if [ "$BACKEND" = cuda ]; then
+  # The whole catalogue and the gate (tools/benchmark/catalogue.sh).
+  "$(dirname "$0")/catalogue.sh" "$BIN" "$OUT/catalogue" > "$OUT/catalogue.log" 2>&1
+  catalogue_rc=$?
+  gate_json="\"catalogue\": $(cat "$OUT/catalogue/catalogue.json" 2>/dev/null || echo null), \"catalogue_script_exit\": $catalogue_rc,"
+  identical=$(grep -q '"catalogue_policy_identical_to_fresh": true' "$OUT/catalogue/catalogue.json" 2>/dev/null && echo true || echo false)
+else
+  t0=$(now)
+  "$BIN" run --backend "$BACKEND" --dialect all --filter "$gate" --workers policy -q --out "$OUT/gate-policy" > "$OUT/gate-policy.log" 2>&1
+  gate_policy_rc=$?
+  t1=$(now)
+  "$BIN" run --backend "$BACKEND" --dialect all --filter "$gate" --workers fresh -q --out "$OUT/gate-fresh" > "$OUT/gate-fresh.log" 2>&1
+  gate_fresh_rc=$?
+  t2=$(now)
+  "$BIN" diff "$OUT/gate-fresh/results.json" "$OUT/gate-policy/results.json" > "$OUT/gate-diff.log" 2>&1
+  gate_diff_rc=$?
+  t3=$(now)
+  "$BIN" run --check-sharing --backend "$BACKEND" --dialect all --filter "$gate" -q --out "$OUT/check-sharing" > "$OUT/check-sharing.log" 2>&1
+  sharing_rc=$?
+  t4=$(now)
+  gate_policy_s=$(secs "$t0" "$t1")
+  gate_fresh_s=$(secs "$t1" "$t2")
+  sharing_s=$(secs "$t3" "$t4")
+  identical=$([ "$gate_diff_rc" = 0 ] && echo true || echo false)
+  sharing_ok=$([ "$sharing_rc" = 0 ] && echo true || echo false)
+  gate_json="\"gate_policy_s\": $gate_policy_s, \"gate_policy_exit\": $gate_policy_rc,
+  \"gate_fresh_s\": $gate_fresh_s, \"gate_fresh_exit\": $gate_fresh_rc,
+  \"gate_verdicts_identical\": $identical,
+  \"check_sharing_no_difference\": $sharing_ok, \"check_sharing_s\": $sharing_s,"
+fi
 dialect=all
 "$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s "${EXPLORE_TIME_LIMIT_S:-180}" --out "$OUT/explore" > "$OUT/explore.log" 2>&1
 explore_rc=$?
@@ -65,38 +85,19 @@ fi
 "$BIN" explore --backend "$BACKEND" --cases "$CASES" --dialect "$dialect" --seed 11 -q --shrink-runs-real 0 --time-limit-s "${EXPLORE_TIME_LIMIT_S:-180}" --jobs "$JOBS" --out "$OUT/explore-jobs" > "$OUT/explore-jobs.log" 2>&1
 explore_jobs_rc=$?
 explore_jobs_rate=$(grep -o '([0-9.]* cases/s' "$OUT/explore-jobs.log" | tr -d '(' | awk '{ print $1 }' | tail -1)
-# The devices the backend reported (results.json's run.device_count).
-devices=$(grep -o '"device_count": *[0-9]*' "$OUT/gate-policy/results.json" 2>/dev/null | head -1 | grep -o '[0-9]*$')
-jobs_json=""
-if [ "$BACKEND" = cuda ] && [ "${devices:-0}" -gt 1 ]; then
-  t5=$(now)
-  "$BIN" run --backend cuda --dialect all --filter "$gate" --workers policy --jobs auto -q --out "$OUT/gate-jobs" > "$OUT/gate-jobs.log" 2>&1
-  gate_jobs_rc=$?
-  t6=$(now)
-  "$BIN" diff "$OUT/gate-policy/results.json" "$OUT/gate-jobs/results.json" > "$OUT/gate-jobs-diff.log" 2>&1
-  gate_jobs_identical=$([ $? = 0 ] && echo true || echo false)
-  gate_jobs_s=$(secs "$t5" "$t6")
-  jobs_json="\"gate_jobs_auto_s\": $gate_jobs_s, \"gate_jobs_auto_exit\": $gate_jobs_rc, \"gate_jobs_auto_identical\": $gate_jobs_identical, \"devices\": $devices,"
-fi
-
-gate_policy_s=$(secs "$t0" "$t1")
-gate_fresh_s=$(secs "$t1" "$t2")
-sharing_s=$(secs "$t3" "$t4")
-identical=$([ "$gate_diff_rc" = 0 ] && echo true || echo false)
-sharing_ok=$([ "$sharing_rc" = 0 ] && echo true || echo false)
-
 printf '| figure | value |\n| --- | --- |\n'
-printf '| gate, --workers policy (wall s, exit) | %s (%s) |\n' "$gate_policy_s" "$gate_policy_rc"
-printf '| gate, --workers fresh (wall s, exit) | %s (%s) |\n' "$gate_fresh_s" "$gate_fresh_rc"
-printf '| gate verdicts identical (diff exit 0) | %s |\n' "$identical"
-printf '| check-sharing over the gate: no difference (wall s) | %s (%s) |\n' "$sharing_ok" "$sharing_s"
+if [ "$BACKEND" = cuda ]; then
+  grep "^|" "$OUT/catalogue.log" | tail -n +3
+else
+  printf '| gate, --workers policy (wall s, exit) | %s (%s) |\n' "$gate_policy_s" "$gate_policy_rc"
+  printf '| gate, --workers fresh (wall s, exit) | %s (%s) |\n' "$gate_fresh_s" "$gate_fresh_rc"
+  printf '| gate verdicts identical (diff exit 0) | %s |\n' "$identical"
+  printf '| check-sharing over the gate: no difference (wall s) | %s (%s) |\n' "$sharing_ok" "$sharing_s"
+fi
 printf '| explore %s, %s cases: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "${explore_rate:-?}" "$explore_rc"
 printf '| explore %s, %s cases, --jobs %s: cases/s (exit) | %s (%s) |\n' "$BACKEND" "$CASES" "$JOBS" "${explore_jobs_rate:-?}" "$explore_jobs_rc"
 if [ -n "$recheck_json" ]; then
   printf '| explore findings on fresh workers: still differ, agree now | %s, %s |\n' "$still" "$agrees"
-fi
-if [ -n "$jobs_json" ]; then
-  printf '| gate, --jobs auto on %s devices (wall s, exit; verdicts identical) | %s (%s; %s) |\n' "$devices" "$gate_jobs_s" "$gate_jobs_rc" "$gate_jobs_identical"
 fi
 
 sim_json=""
@@ -120,16 +121,12 @@ fi
 cat > "$OUT/benchmark.json" <<JSON
 {
   "backend": "$BACKEND",
-  "gate_policy_s": $gate_policy_s, "gate_policy_exit": $gate_policy_rc,
-  "gate_fresh_s": $gate_fresh_s, "gate_fresh_exit": $gate_fresh_rc,
-  "gate_verdicts_identical": $identical,
-  "check_sharing_no_difference": $sharing_ok, "check_sharing_s": $sharing_s,
+  $gate_json
   $sim_json
-  $jobs_json
   $recheck_json
   "explore_cases": $CASES, "explore_cases_per_s": ${explore_rate:-null}, "explore_exit": $explore_rc,
   "explore_jobs": $JOBS, "explore_jobs_cases_per_s": ${explore_jobs_rate:-null}, "explore_jobs_exit": $explore_jobs_rc
 }
 JSON
 echo "benchmark: $OUT/benchmark.json and the logs beside it"
-[ "$identical" = true ] && [ "$sharing_ok" = true ] && [ "${gate_jobs_identical:-true}" = true ]
+[ "$identical" = true ] && [ "$sharing_ok" = true ]

@@ -44,6 +44,7 @@ use std::path::PathBuf;
 
 mod kernels;
 mod pools;
+mod streams;
 
 /// Allocation sizes, weighted toward small ones that share a 2 MiB block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,6 +273,14 @@ pub enum Action {
         order: StreamOrder,
         long: bool,
     },
+    /// A kernel handoff over streams with or without a mistake users make
+    /// (the event recorded on the wrong stream, recorded again, waited for
+    /// before the record, the bytes read on another stream): see
+    /// `generate/streams.rs`.
+    StreamBug {
+        pair: Index,
+        bug: StreamBug,
+    },
     /// A copy from an open mapping into a new local buffer of the importer
     /// on the legacy stream (`copy_peer` from the exporter's device when
     /// `peer` and the two are on different devices), then a read of it.
@@ -308,10 +317,13 @@ pub enum Action {
         fd: Index,
         to: Index,
     },
-    /// Reserve VA, map the handle there and (usually) grant access.
+    /// Reserve VA, map the handle there and (usually) grant access; with
+    /// `unmap`, then a write through it, `vmm_unmap` and a read through
+    /// the reservation (a use after unmap: it must fail).
     VmmMap {
         vmm: Index,
         access: VmmAccess,
+        unmap: bool,
     },
     /// A copy into or out of a VMM mapping.
     VmmTouch {
@@ -319,8 +331,11 @@ pub enum Action {
         write: bool,
         value: u8,
     },
+    /// `vmm_unmap`; with `touch_after`, then a read through the reservation
+    /// (the use after unmap user code makes: it must fail).
     VmmUnmap {
         va: Index,
+        touch_after: bool,
     },
     VmmRelease {
         vmm: Index,
@@ -430,6 +445,76 @@ pub enum PoolFreeOrder {
     /// The exporter frees before the importer imports: pool-import-of-freed
     /// (pool.lifetime.import-after-exporter-free).
     ExporterBeforeImport,
+}
+
+/// A stream of one process: its legacy default stream, or one it creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    Legacy,
+    /// `stream_create flags=default`: synchronizes with the legacy stream.
+    Blocking,
+    /// `stream_create flags=nonblocking`.
+    NonBlocking,
+    /// `stream=per_thread`: the per-thread default stream, a blocking
+    /// stream nobody creates or destroys.
+    PerThread,
+}
+
+/// Where the writer of a [`StreamBug`] records its event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordOn {
+    /// On the kernel's stream: right.
+    KernelStream,
+    /// On another stream of this kind (the legacy stream for
+    /// [`StreamKind::Legacy`]): right only where the implicit order of the
+    /// legacy stream puts the kernel before it.
+    Other(StreamKind),
+}
+
+/// How the reader of a [`StreamBug`] waits for the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitFor {
+    /// `event_sync`.
+    Sync,
+    /// `event_query`: ordered only if it says the work is done.
+    Query,
+    /// `stream_wait` on a stream of this kind, after the record.
+    Stream(StreamKind),
+    /// `stream_wait` on a stream of this kind made before the writer
+    /// records: it waits for nothing.
+    StreamBeforeRecord(StreamKind),
+    /// No wait.
+    Nothing,
+}
+
+/// How the reader of a [`StreamBug`] reads the kernel's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOn {
+    /// `read` of its mapping (a copy to the host, on its legacy stream).
+    Host,
+    /// A copy from the mapping on the stream that waited (the legacy
+    /// stream when the wait was on the host), then a read of the copy.
+    WaitedStream,
+    /// The same copy on another new stream of this kind: not ordered by a
+    /// wait on another stream.
+    OtherStream(StreamKind),
+}
+
+/// One [`Action::StreamBug`]'s choices (lowered in `generate/streams.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamBug {
+    pub value: u8,
+    pub kernel: StreamKind,
+    pub record: RecordOn,
+    /// A second record of the event, on a new idle non-blocking stream,
+    /// after the first: it replaces what the first captured.
+    pub rerecord: bool,
+    pub wait: WaitFor,
+    pub read: ReadOn,
+    /// The writer reads its own bytes on its legacy stream right after the
+    /// kernel, without a synchronization.
+    pub writer_reads: bool,
+    pub long: bool,
 }
 
 /// How the reader of a [`Action::KernelHandoff`] is ordered after the
@@ -571,6 +656,7 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
             .prop_map(|(pair, value, order, query, long)| Action::KernelHandoff { pair, value, order, query, long }),
         1 => (i(), any::<u8>(), just_oneof![4 => StreamOrder::Waited, 1 => StreamOrder::OtherStream, 1 => StreamOrder::NoWait], proptest::bool::weighted(0.7))
             .prop_map(|(pair, value, order, long)| Action::StreamHandoff { pair, value, order, long }),
+        4 => (i(), stream_bug_strategy()).prop_map(|(pair, bug)| Action::StreamBug { pair, bug }),
         1 => (i(), proptest::bool::weighted(0.5)).prop_map(|(open, peer)| Action::DeviceCopy { open, peer }),
         2 => (i(), just_oneof![6 => VmmSize::Granule, 2 => VmmSize::TwoGranules, 1 => VmmSize::Unaligned], proptest::bool::weighted(0.9))
             .prop_map(|(proc, size, exportable)| Action::VmmCreate { proc, size, exportable }),
@@ -579,10 +665,10 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
         // imports as a whole is unchanged.
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmSendImport { fd, to }),
         1 => (i(), i()).prop_map(|(fd, to)| Action::VmmPidfdImport { fd, to }),
-        2 => (i(), just_oneof![6 => VmmAccess::ReadWrite, 1 => VmmAccess::Read, 1 => VmmAccess::NotGranted])
-            .prop_map(|(vmm, access)| Action::VmmMap { vmm, access }),
+        2 => (i(), just_oneof![6 => VmmAccess::ReadWrite, 1 => VmmAccess::Read, 1 => VmmAccess::NotGranted], proptest::bool::weighted(0.25))
+            .prop_map(|(vmm, access, unmap)| Action::VmmMap { vmm, access, unmap }),
         3 => (i(), any::<bool>(), any::<u8>()).prop_map(|(va, write, value)| Action::VmmTouch { va, write, value }),
-        1 => i().prop_map(|va| Action::VmmUnmap { va }),
+        1 => (i(), proptest::bool::weighted(0.3)).prop_map(|(va, touch_after)| Action::VmmUnmap { va, touch_after }),
         1 => i().prop_map(|vmm| Action::VmmRelease { vmm }),
         1 => i().prop_map(|fd| Action::FdClose { fd }),
         1 => (i(), any::<bool>()).prop_map(|(proc, enable)| Action::Peer { proc, enable }),
@@ -592,6 +678,57 @@ pub fn action_strategy() -> impl Strategy<Value = Action> {
             .prop_map(|(alloc, write, repeat)| Action::PatternKernel { alloc, write, repeat }),
         1 => i().prop_map(|proc| Action::ForkChild { proc }),
     ]
+}
+
+fn stream_kind() -> impl Strategy<Value = StreamKind> {
+    just_oneof![
+        3 => StreamKind::Legacy,
+        3 => StreamKind::Blocking,
+        3 => StreamKind::NonBlocking,
+        2 => StreamKind::PerThread
+    ]
+}
+
+/// Mostly right handoffs; each mistake in a fair share of them.
+fn stream_bug_strategy() -> impl Strategy<Value = StreamBug> {
+    let record = prop_oneof![
+        2 => Just(RecordOn::KernelStream),
+        1 => stream_kind().prop_map(RecordOn::Other),
+    ];
+    let wait = prop_oneof![
+        2 => Just(WaitFor::Sync),
+        1 => Just(WaitFor::Query),
+        2 => stream_kind().prop_map(WaitFor::Stream),
+        1 => stream_kind().prop_map(WaitFor::StreamBeforeRecord),
+        1 => Just(WaitFor::Nothing),
+    ];
+    let read = prop_oneof![
+        2 => Just(ReadOn::Host),
+        2 => Just(ReadOn::WaitedStream),
+        1 => stream_kind().prop_map(ReadOn::OtherStream),
+    ];
+    (
+        any::<u8>(),
+        stream_kind(),
+        record,
+        proptest::bool::weighted(0.3),
+        wait,
+        read,
+        proptest::bool::weighted(0.2),
+        proptest::bool::weighted(0.7),
+    )
+        .prop_map(
+            |(value, kernel, record, rerecord, wait, read, writer_reads, long)| StreamBug {
+                value,
+                kernel,
+                record,
+                rerecord,
+                wait,
+                read,
+                writer_reads,
+                long,
+            },
+        )
 }
 
 /// Programs of 2 or 3 processes, on up to `max_devices` devices (a quarter
@@ -828,6 +965,14 @@ pub struct GenStats {
     pub fork_children: usize,
     /// `repeat N` steps.
     pub repeat_steps: usize,
+    /// Stream handoffs whose event was recorded on another stream than
+    /// the kernel's (right or wrong, as the legacy stream's order says).
+    pub records_on_other_stream: usize,
+    /// Stream waits made before the event was recorded.
+    pub waits_before_record: usize,
+    /// Reads of a kernel's bytes on another stream than the one that
+    /// waited (or, by the writer, than the kernel's).
+    pub reads_on_other_stream: usize,
 }
 
 impl GenStats {
@@ -856,6 +1001,9 @@ impl GenStats {
         self.pattern_kernels += o.pattern_kernels;
         self.fork_children += o.fork_children;
         self.repeat_steps += o.repeat_steps;
+        self.records_on_other_stream += o.records_on_other_stream;
+        self.waits_before_record += o.waits_before_record;
+        self.reads_on_other_stream += o.reads_on_other_stream;
     }
 }
 
@@ -1415,6 +1563,23 @@ impl Lowering {
                             attr,
                         },
                     );
+                    // A buffer id is unique within the process: ask another
+                    // live allocation of it too.
+                    let other = self
+                        .allocs
+                        .iter()
+                        .rev()
+                        .find(|a| a.proc == p.proc && !a.freed && a.name != p.name)
+                        .map(|a| a.name);
+                    if let (PointerAttribute::BufferId, Some(other)) = (attr, other) {
+                        self.emit(
+                            p.proc,
+                            Op::PointerAttribute {
+                                ptr: Ref::Name(other.to_string()),
+                                attr,
+                            },
+                        );
+                    }
                 }
             }
             Action::Exit { proc, exporter } => {
@@ -1752,7 +1917,7 @@ impl Lowering {
                     released: false,
                 });
             }
-            Action::VmmMap { vmm, access } => {
+            Action::VmmMap { vmm, access, unmap } => {
                 let Some(v) = self.pick_vmm(vmm) else {
                     return;
                 };
@@ -1788,8 +1953,36 @@ impl Lowering {
                     name: va,
                     proc: rec.proc,
                     size: rec.size,
-                    mapped: true,
+                    mapped: !*unmap,
                 });
+                if *unmap {
+                    let ptr = || Ref::Name(va.to_string());
+                    self.emit(
+                        rec.proc,
+                        Op::Fill {
+                            ptr: ptr(),
+                            value: 0x5a,
+                            at: None,
+                            len: Some(64),
+                            resolved_len: 64,
+                        },
+                    );
+                    self.emit(
+                        rec.proc,
+                        Op::VmmUnmap {
+                            va: ptr(),
+                            size: rec.size,
+                        },
+                    );
+                    self.emit(
+                        rec.proc,
+                        Op::Read {
+                            ptr: ptr(),
+                            offset: 0,
+                            len: 64,
+                        },
+                    );
+                }
             }
             Action::VmmTouch { va, write, value } => {
                 let live = self.vas.iter().filter(|v| v.mapped && !self.exited[v.proc]);
@@ -1824,7 +2017,7 @@ impl Lowering {
                     );
                 }
             }
-            Action::VmmUnmap { va } => {
+            Action::VmmUnmap { va, touch_after } => {
                 let live = (0..self.vas.len())
                     .filter(|&v| self.vas[v].mapped && !self.exited[self.vas[v].proc]);
                 let Some(v) = pick_among(live, va) else {
@@ -1839,6 +2032,16 @@ impl Lowering {
                     },
                 );
                 self.vas[v].mapped = false;
+                if *touch_after {
+                    self.emit(
+                        rec.proc,
+                        Op::Read {
+                            ptr: Ref::Name(rec.name.to_string()),
+                            offset: 0,
+                            len: 64,
+                        },
+                    );
+                }
             }
             Action::VmmRelease { vmm } => {
                 if let Some(v) = self.pick_vmm(vmm) {
@@ -1970,33 +2173,14 @@ impl Lowering {
                 query,
                 long,
             } => self.kernel_handoff(pair, *value, *order, *query, *long),
-            Action::PoolShare {
-                pair,
-                value,
-                order,
-                exportable,
-                device,
-                grant,
-                cuda_free,
-                twice,
-            } => self.pool_share(
-                pair,
-                *value,
-                *order,
-                *exportable,
-                pools::PoolShareOptions {
-                    device: device.index(self.devices as usize) as u32,
-                    grant: *grant,
-                    cuda_free: *cuda_free,
-                    twice: *twice,
-                },
-            ),
+            Action::PoolShare { .. } => self.pool_share(action),
             Action::StreamHandoff {
                 pair,
                 value,
                 order,
                 long,
             } => self.stream_handoff(pair, *value, *order, *long),
+            Action::StreamBug { pair, bug } => self.stream_bug(pair, *bug),
             Action::DeviceCopy { open, peer } => self.device_copy(open, *peer),
             Action::PatternKernel {
                 alloc,

@@ -12,6 +12,7 @@ mod case;
 pub mod generate;
 pub mod just_union;
 pub mod lean_union;
+mod ordering;
 pub mod properties;
 pub mod recheck;
 pub mod record;

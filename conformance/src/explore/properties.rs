@@ -16,20 +16,38 @@
 //!   second free of a pointer fails and is logged as a `double-free`; an
 //!   exit with opens outstanding is logged as a leak (and only then); an
 //!   access through a pointer after its last close, or inside memory its
-//!   owner freed (through any process's pointer), fails or is logged;
-//! - coherence: a read returns the last bytes written there through any
-//!   process sharing the memory (a kernel's `slow_fill` included), unless
-//!   the hazard log explains why not (an `unsynchronized-read`: its bytes
-//!   are not judged).
+//!   owner freed (through any process's pointer), or through a VMM
+//!   reservation after its `vmm_unmap` (cuMemUnmap: "the address range is
+//!   converted to an address reservation"), fails or is logged;
+//! - attributes: `cuPointerGetAttribute` on an allocation's own pointer
+//!   answers as its page says: `MEMORY_TYPE` device memory for a device
+//!   allocation, host for pinned host memory; `BUFFER_ID` "a buffer ID which
+//!   is guaranteed to be unique within the process": one per live
+//!   allocation, the same for every pointer into it;
+//! - ordering: a read (a copy to the host, a device-to-device copy's
+//!   source) is logged as `unsynchronized-read` exactly when the order the
+//!   CUDA documents give device work ([`super::ordering`]: streams, the
+//!   legacy stream's implicit synchronization, event records and waits,
+//!   host synchronizations) does not put every write of its bytes before
+//!   it;
+//! - coherence: a read those documents order after every write of its
+//!   bytes returns the last bytes written there, through any process
+//!   sharing the memory (kernels on any stream and copies included),
+//!   whatever the simulator's own hazard log says; only a read of
+//!   unordered bytes, or one the log calls undefined for another reason
+//!   (an access after close or free), is not judged.
 //!
 //! Where the dialect's simulator profile makes another choice than the
 //! measured CUDA defaults (`interior_handle` in the HIP profile), the model
 //! follows the backend's choice ([`Choices`]), not the dialect's name.
 
+use super::ordering::{Clock, Order, Stamp};
 use ipc_harness::machine::{Hazard, HazardKind};
 use ipc_harness::scenario::{self, ExecOptions, Op, Ref, Scenario};
 use ipc_harness::trace::{StepOutcome, ValueSummary};
-use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, MemKind, Status, Trace};
+use ipc_harness::{
+    ApiError, Backend, CallKind, Dialect, ErrorKind, MemKind, PointerAttribute, Status, Trace,
+};
 // FxHash: keys are labels and names of one trace, no untrusted input.
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fmt;
@@ -42,17 +60,24 @@ pub enum Property {
     Determinism,
     DocumentedReturns,
     Conservation,
+    /// Pointer attributes answer as their documentation says.
+    Attributes,
+    /// A read is logged as racy exactly when the documents order no
+    /// synchronization between it and a write of its bytes.
+    Ordering,
     Coherence,
     /// The simulator and the real driver disagree.
     Differential,
 }
 
 impl Property {
-    pub const ALL: [Property; 6] = [
+    pub const ALL: [Property; 8] = [
         Property::Robustness,
         Property::Determinism,
         Property::DocumentedReturns,
         Property::Conservation,
+        Property::Attributes,
+        Property::Ordering,
         Property::Coherence,
         Property::Differential,
     ];
@@ -63,6 +88,8 @@ impl Property {
             Property::Determinism => "determinism",
             Property::DocumentedReturns => "documented-returns",
             Property::Conservation => "conservation",
+            Property::Attributes => "attributes",
+            Property::Ordering => "ordering",
             Property::Coherence => "coherence",
             Property::Differential => "differential",
         }
@@ -602,60 +629,63 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
 #[derive(Debug, Default)]
 struct Object {
     size: u64,
+    /// What allocated it.
+    kind: Option<MemKind>,
     /// The process that allocated it.
     owner: usize,
-    /// Freed by its owner, or written where the model cannot follow: what a
-    /// read returns is no longer judged.
+    /// Freed by its owner, or written where the model cannot follow, or by
+    /// writes the documents leave unordered: what a read returns is no
+    /// longer judged.
     unjudged: bool,
-    /// Writes in order: `[start, end)` set to the byte.
-    writes: Vec<(u64, u64, WriteBytes)>,
+    /// Freed by its owner, or written by a process whose order the model
+    /// does not follow: whether a read of it is racy is no longer judged.
+    unordered: bool,
+    /// Freed by its owner: a write through a pointer to it lands wherever
+    /// that address is now.
+    freed: bool,
+    /// Writes in order: `[start, end)` set to the bytes, by the device
+    /// write `Stamp` (`None`: made where the model follows no order).
+    writes: Vec<(u64, u64, WriteBytes, Option<Stamp>)>,
 }
 
 #[derive(Debug, Clone)]
 enum WriteBytes {
     Fill(u8),
     Pattern(Vec<u8>),
+    /// What a copy brought: a byte, or [`UNKNOWN`] where the source's
+    /// bytes were not known.
+    Copied(Vec<u16>),
 }
+
+/// A byte the model does not know.
+const UNKNOWN: u16 = u16::MAX;
 
 impl Object {
     /// Record a write; false when it reaches past the object (it landed in
     /// whatever the address holds now: a neighbour, another allocation).
-    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64) -> bool {
+    fn write(&mut self, at: u64, bytes: WriteBytes, len: u64, stamp: Option<Stamp>) -> bool {
         if at.saturating_add(len) > self.size {
             return false;
         }
-        self.writes.push((at, at + len, bytes));
+        self.writes.push((at, at + len, bytes, stamp));
         true
     }
 
-    /// The byte last written at `at`, if any.
-    #[cfg(test)]
-    fn byte(&self, at: u64) -> Option<u8> {
+    /// The writes of `[start, end)` that `clock` is not ordered after.
+    fn unordered_write(&self, start: u64, end: u64, clock: &Clock) -> Option<Stamp> {
         self.writes
             .iter()
-            .rev()
-            .find(|(s, e, _)| at >= *s && at < *e)
-            .map(|(s, _, w)| match w {
-                WriteBytes::Fill(b) => *b,
-                WriteBytes::Pattern(p) => p[(at - s) as usize],
-            })
+            .filter(|(s, e, _, _)| *s < end && start < *e)
+            .filter_map(|w| w.3)
+            .find(|&st| !clock.covers(st))
     }
 
-    /// The first of `got`, read from `start` on, that differs from the byte
-    /// last written there (reading stops at the object's end): its index,
-    /// the byte read, the byte written. As [`Object::byte`] for each byte
-    /// in turn, with the writes laid over the read once rather than
-    /// searched for every byte (a read is up to 256 bytes).
-    fn first_unlike(&self, start: u64, got: &[u8]) -> Option<(usize, u8, u8)> {
-        let end = start
-            .saturating_add(got.len() as u64)
-            .min(self.size.max(start));
-        let got = &got[..(end - start) as usize];
-        // The byte last written at each offset of the read; `NONE` where
-        // nothing was.
-        const NONE: u16 = u16::MAX;
-        let mut want = vec![NONE; got.len()];
-        for (s, e, w) in &self.writes {
+    /// The bytes last written at `[start, start + len)`, [`UNKNOWN`] where
+    /// nothing was (or past the object's end).
+    fn known_bytes(&self, start: u64, len: u64) -> Vec<u16> {
+        let end = start.saturating_add(len).min(self.size.max(start));
+        let mut want = vec![UNKNOWN; len as usize];
+        for (s, e, w) in self.writes.iter().map(|(s, e, w, _)| (s, e, w)) {
             let (from, to) = ((*s).max(start), (*e).min(end));
             if from >= to {
                 continue;
@@ -669,11 +699,45 @@ impl Object {
                         *x = u16::from(*b);
                     }
                 }
+                WriteBytes::Copied(c) => {
+                    let c = c.get((from - s) as usize..).unwrap_or_default();
+                    for (x, b) in span.iter_mut().zip(c) {
+                        *x = *b;
+                    }
+                }
             }
         }
+        want
+    }
+
+    /// The byte last written at `at`, if any.
+    #[cfg(test)]
+    fn byte(&self, at: u64) -> Option<u8> {
+        self.writes
+            .iter()
+            .rev()
+            .find(|(s, e, _, _)| at >= *s && at < *e)
+            .and_then(|(s, _, w, _)| match w {
+                WriteBytes::Fill(b) => Some(*b),
+                WriteBytes::Pattern(p) => Some(p[(at - s) as usize]),
+                WriteBytes::Copied(c) => u8::try_from(c[(at - s) as usize]).ok(),
+            })
+    }
+
+    /// The first of `got`, read from `start` on, that differs from the byte
+    /// last written there (reading stops at the object's end): its index,
+    /// the byte read, the byte written. As [`Object::byte`] for each byte
+    /// in turn, with the writes laid over the read once rather than
+    /// searched for every byte (a read is up to 256 bytes).
+    fn first_unlike(&self, start: u64, got: &[u8]) -> Option<(usize, u8, u8)> {
+        let end = start
+            .saturating_add(got.len() as u64)
+            .min(self.size.max(start));
+        let got = &got[..(end - start) as usize];
+        let want = self.known_bytes(start, got.len() as u64);
         got.iter()
             .zip(&want)
-            .position(|(b, w)| *w != NONE && *w != u16::from(*b))
+            .position(|(b, w)| *w != UNKNOWN && *w != u16::from(*b))
             .map(|k| (k, got[k], want[k] as u8))
     }
 }
@@ -726,44 +790,127 @@ struct Model<'a> {
     /// successful access inside one (through any process's pointer) must be
     /// logged as an access after free.
     freed_objects: HashSet<usize>,
-    /// Kernel writes (`slow_fill`, `kernel_fill`, `kernel_iota`) whose bytes may not have landed yet:
-    /// (writer, object, start, end). The writer's own host-blocking calls
-    /// (sync, copies, sets, free) wait for them.
-    pending_kernel: Vec<(usize, usize, u64, u64)>,
+    /// Kernel writes (`slow_fill`, `kernel_fill`, `kernel_iota`) and the
+    /// object they write: their bytes may not have landed until a host
+    /// saw them complete.
+    kernels: Vec<(usize, usize, Stamp)>,
     /// Processes that crashed (rather than exited).
     crashed: HashSet<usize>,
     /// Binding of an event handle -> the process that exported it.
     event_exporter: HashMap<&'a str, usize>,
+    /// The documents' order of device work so far.
+    order: Order,
+    /// (process, event binding) -> the event (`Order`'s number): made by
+    /// `event_create`, or the exporter's event an `ipc_open_event` opened.
+    events: HashMap<(usize, &'a str), usize>,
+    /// Event handle label -> the event its bytes open (the last
+    /// `ipc_get_event` that gave those bytes).
+    handle_event: HashMap<&'a str, usize>,
+    /// Processes that made or switched to another context: the bytes an
+    /// `ipc_get_event` gives there may name another context's event
+    /// (event.context.get-from-context-with-ipc-event), so the model does
+    /// not say which event they open.
+    contexts: HashSet<usize>,
+    /// Processes that used an event the model does not know: their reads
+    /// and writes are not judged for ordering.
+    order_lost: HashSet<usize>,
+    /// (process, object) -> the label of the `BUFFER_ID` its owner's
+    /// pointers answered, while the object lives; and back.
+    buffer_ids: HashMap<(usize, usize), &'a str>,
+    buffer_objects: HashMap<(usize, &'a str), usize>,
+    /// Pool export data label -> the pool allocation it exports.
+    pool_exports: HashMap<&'a str, usize>,
+    /// (process, VA binding) a `vmm_unmap` of the whole mapping there
+    /// succeeded for, until a `vmm_map` maps it again (or its reservation
+    /// is freed): an access through it must fail or be logged.
+    unmapped: HashSet<(usize, &'a str)>,
+    /// Device-to-device copies: (source object, start, end, the copy's
+    /// stamp, destination object). A write of the source that is not
+    /// ordered after the copy races with its read: the destination's
+    /// bytes are then not judged.
+    copies: Vec<(usize, u64, u64, Stamp, Option<usize>)>,
 }
 
 impl<'a> Model<'a> {
-    /// A write by process `q` to `[start, end)` of object `o`: where another
-    /// process's kernel write there may still be pending, which one lands
-    /// last is timing, so the object's bytes are no longer judged.
-    fn write_races_kernel(&mut self, q: usize, o: usize, start: u64, end: u64) {
-        let races = self
-            .pending_kernel
-            .iter()
-            .any(|&(w, k, s, e)| w != q && k == o && s < end && start < e);
-        if races {
+    /// A device write by process `q` (stamp `stamp`, ordered after
+    /// `after`) of `bytes` at `[start, start + len)` of object `o`. Where an
+    /// earlier write there is not ordered before it, which lands last is
+    /// timing; where a copy read the bytes and is not ordered before it,
+    /// what the copy took is timing: those bytes are no longer judged.
+    /// Returns false when it reaches past the object.
+    #[allow(clippy::too_many_arguments)]
+    fn device_write(
+        &mut self,
+        q: usize,
+        o: usize,
+        start: u64,
+        len: u64,
+        bytes: WriteBytes,
+        stamp: Stamp,
+        after: &Clock,
+    ) -> bool {
+        let end = start.saturating_add(len);
+        if self.objects[o].unordered_write(start, end, after).is_some() {
             self.objects[o].unjudged = true;
         }
+        let raced: Vec<Option<usize>> = self
+            .copies
+            .iter()
+            .filter(|c| c.0 == o && c.1 < end && start < c.2 && !after.covers(c.3))
+            .map(|c| c.4)
+            .collect();
+        for dst in raced.into_iter().flatten() {
+            self.objects[dst].unjudged = true;
+        }
+        if self.lost.contains(&q) || self.order_lost.contains(&q) {
+            self.objects[o].unordered = true;
+        }
+        self.objects[o].write(start, bytes, len, Some(stamp))
     }
 
     /// Process `p` stops running (exit, crash, its context destroyed) with
-    /// kernel writes pending: whether they land before another process
-    /// reads is not modelled, so their objects are no longer judged.
+    /// kernel writes the hosts have not seen complete: whether they land
+    /// before another process reads is not modelled, so their objects are
+    /// no longer judged.
     fn drop_pending_kernels(&mut self, p: usize) {
+        let order = &self.order;
         let objects: Vec<usize> = self
-            .pending_kernel
+            .kernels
             .iter()
-            .filter(|k| k.0 == p)
+            .filter(|k| k.0 == p && !order.host_covers(k.2))
             .map(|k| k.1)
             .collect();
         for o in objects {
             self.objects[o].unjudged = true;
         }
-        self.pending_kernel.retain(|k| k.0 != p);
+        self.kernels.retain(|k| k.0 != p);
+    }
+
+    /// Process `p` freed pointer `label`: its own allocation is freed (no
+    /// longer judged; an access to it must be logged), an imported pointer
+    /// no longer reaches the exporter's.
+    fn free_pointer(&mut self, p: usize, label: &str) {
+        let Some(&o) = self.label_object.get(label) else {
+            return;
+        };
+        if self.objects[o].owner != p {
+            self.label_object.remove(label);
+            return;
+        }
+        let object = &mut self.objects[o];
+        object.unjudged = true;
+        object.unordered = true;
+        object.freed = true;
+        self.freed_objects.insert(o);
+        // Its buffer id is no longer compared.
+        if let Some(id) = self.buffer_ids.remove(&(p, o)) {
+            self.buffer_objects.remove(&(p, id));
+        }
+    }
+
+    /// The event `name` of process `p` stands for, if the model knows it.
+    fn event(&self, p: usize, name: &str) -> Option<usize> {
+        self.events.get(&(p, name)).copied()
     }
 
     /// Under [`Choices::interior_offset`], another pointer process `p` has
@@ -879,6 +1026,7 @@ pub fn check_trace(
         interior_offset: choices.interior_offset,
         binding: HashMap::with_capacity_and_hasher(n, Default::default()),
         label_object: HashMap::with_capacity_and_hasher(n, Default::default()),
+        order: Order::new(scenario.processes.len()),
         ..Model::default()
     };
     let mut out = Vec::new();
@@ -957,6 +1105,8 @@ pub fn check_trace(
             }
             StepOutcome::Crash { .. } => {
                 m.drop_pending_kernels(p);
+                // The teardown ends the process's device work.
+                m.order.host_waits_for_all(p);
                 m.crashed.insert(p);
                 // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
                 // Likewise cudaIpcGetEventHandle(NULL, e) (event.get.null-out).
@@ -995,31 +1145,115 @@ pub fn check_trace(
         fn resolve<'a>(m: &Model<'a>, r: &Ref) -> Option<(&'a str, u64)> {
             r.name().and_then(|n| m.binding.get(n).copied())
         }
-        // A host-blocking call waits for the process's own kernels first.
-        let waits_for_stream = matches!(
-            step.op,
-            Op::Sync
-                | Op::Read { .. }
-                | Op::DeviceRead { .. }
-                | Op::Free { .. }
-                | Op::Fill { .. }
-                | Op::Write { .. }
-        );
-        if waits_for_stream && ok_value.is_some() {
-            m.pending_kernel.retain(|k| k.0 != p);
-        }
         let answered = matches!(
             rec.outcome,
             StepOutcome::Ok { .. } | StepOutcome::Error { .. }
         );
+        let ok = ok_value.is_some();
+        // The order of device work: streams, events, host synchronizations
+        // (the reads and writes themselves are judged below, per op).
         match &step.op {
-            Op::Malloc { size, .. } => {
+            Op::Sync if ok => m.order.host_waits_for_all(p),
+            // cudaFree synchronizes first, also when it then refuses the
+            // pointer (not after a sticky error: nothing runs then).
+            Op::Free { .. } if answered && !sticky_error(&rec.outcome, dialect) => {
+                m.order.host_waits_for_all(p)
+            }
+            Op::StreamCreate { flags } if ok => {
+                if let Some(b) = &step.bind {
+                    let nonblocking = flags & ipc_harness::stream_flags::NON_BLOCKING != 0;
+                    m.order.create_stream(p, b, nonblocking);
+                }
+            }
+            Op::StreamSync { stream } | Op::StreamQuery { stream } if ok => {
+                m.order.host_waits_for(p, Some(stream))
+            }
+            Op::EventCreate { .. } if ok => {
+                if let Some(b) = &step.bind {
+                    let e = m.order.new_event();
+                    m.events.insert((p, b.as_str()), e);
+                }
+            }
+            Op::EventRecord { event, stream } if ok => match m.event(p, event) {
+                Some(e) => m.order.record(p, stream.as_deref(), e),
+                None => _ = m.order_lost.insert(p),
+            },
+            Op::StreamWait { event, stream } if ok => match m.event(p, event) {
+                Some(e) => m.order.wait(p, stream.as_deref(), e),
+                None => _ = m.order_lost.insert(p),
+            },
+            Op::EventSync { event } | Op::EventQuery { event } if ok => match m.event(p, event) {
+                Some(e) => m.order.host_waits_for_event(e),
+                None => _ = m.order_lost.insert(p),
+            },
+            Op::IpcGetEvent { event, .. } => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.as_str(), label.as_str());
+                    match m.event(p, event).filter(|_| !m.contexts.contains(&p)) {
+                        Some(e) => m.handle_event.insert(label.as_str(), e),
+                        None => m.handle_event.remove(label.as_str()),
+                    };
+                }
+            }
+            Op::IpcOpenEvent { handle, .. } if ok => {
+                let label = m.handle_label.get(handle.as_str()).copied();
+                let e = label.and_then(|l| m.handle_event.get(l)).copied();
+                if let (Some(b), Some(e)) = (&step.bind, e) {
+                    m.events.insert((p, b.as_str()), e);
+                }
+            }
+            Op::CtxCreate { .. }
+            | Op::CtxSet { .. }
+            | Op::PrimaryCtx { .. }
+            | Op::SetDevice { .. }
+                if ok =>
+            {
+                m.contexts.insert(p);
+            }
+            Op::VmmUnmap {
+                va: Ref::Name(n), ..
+            } if ok => {
+                m.unmapped.insert((p, n.as_str()));
+            }
+            Op::VmmMap {
+                va: Ref::Name(n), ..
+            }
+            | Op::VmmAddressFree {
+                va: Ref::Name(n), ..
+            } if ok => {
+                m.unmapped.remove(&(p, n.as_str()));
+            }
+            _ => {}
+        }
+        // A data access through a reservation whose mapping was unmapped.
+        let through_unmapped = data_pointers(&step.op)
+            .into_iter()
+            .flatten()
+            .any(|r| matches!(r, Ref::Name(n) if m.unmapped.contains(&(p, n.as_str()))));
+        let access_logged = here.iter().any(|k| {
+            matches!(
+                k,
+                HazardKind::AccessAfterClose
+                    | HazardKind::AccessAfterFree
+                    | HazardKind::OutsideOwnRange
+            )
+        });
+        if through_unmapped && ok && !access_logged && !lost {
+            fail(
+                Property::Conservation,
+                "an access through a VMM reservation after its vmm_unmap succeeded and was not logged"
+                    .into(),
+            );
+        }
+        match &step.op {
+            Op::Malloc { size, kind } => {
                 if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
                     m.reused_va(p);
                     m.freed.remove(&(p, label.as_str()));
                     m.objects.push(Object {
                         size: *size,
                         owner: p,
+                        kind: Some(*kind),
                         ..Object::default()
                     });
                     m.label_object.insert(label.as_str(), m.objects.len() - 1);
@@ -1206,6 +1440,10 @@ pub fn check_trace(
                     }
                 }
                 m.opens.retain(|(q, _), _| *q != p);
+                if ok_value.is_some() {
+                    // The exit waits for the process's device work.
+                    m.order.host_waits_for_all(p);
+                }
                 m.drop_pending_kernels(p);
                 m.lost.insert(p);
             }
@@ -1228,10 +1466,7 @@ pub fn check_trace(
                         }
                     }
                     if ok {
-                        if let Some(&o) = m.label_object.get(&l) {
-                            m.objects[o].unjudged = true;
-                            m.freed_objects.insert(o);
-                        }
+                        m.free_pointer(p, l);
                         m.freed.insert(key);
                     }
                 }
@@ -1241,143 +1476,135 @@ pub fn check_trace(
                     m.event_exporter.insert(b.as_str(), p);
                 }
             }
-            Op::CtxDestroy { .. } if ok_value.is_some() => {
-                // Its allocations and mappings go with it; the model
-                // does not follow contexts.
-                m.drop_pending_kernels(p);
-                m.lost.insert(p);
-            }
-            // Work on a stream other than the legacy one, and copies: the
-            // model follows neither the streams' order nor copied bytes, so
-            // the bytes they write are not judged from here on.
-            Op::SlowFill {
-                ptr,
-                at,
-                stream: Some(_),
-                ..
-            } if ok_value.is_some() => {
-                let at0 = at.unwrap_or(0);
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    at0,
-                    here,
-                    |m, o, _| {
-                        m.objects[o].unjudged = true;
-                    },
-                );
-            }
-            Op::Copy { dst, .. } | Op::CopyPeer { dst, .. } if ok_value.is_some() => {
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    dst,
-                    0,
-                    here,
-                    |m, o, _| {
-                        m.objects[o].unjudged = true;
-                    },
-                );
-            }
-            Op::SlowFill {
-                ptr,
-                at,
-                resolved_len,
-                ..
-            }
-            | Op::KernelPattern {
-                ptr,
-                at,
-                resolved_len,
-                ..
-            } if ok_value.is_some() => {
-                let written = match &step.op {
-                    Op::KernelPattern { content, .. } => {
-                        WriteBytes::Pattern(content.bytes(*resolved_len))
-                    }
-                    Op::SlowFill { value, .. } => WriteBytes::Fill(*value),
-                    // This arm matches only the two kernels above.
-                    _ => WriteBytes::Pattern(Vec::new()),
-                };
-                let at0 = at.unwrap_or(0);
-                let mut landed = None;
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    at0,
-                    here,
-                    |m, o, base| {
-                        let start = base.saturating_add(at0);
-                        let end = start.saturating_add(*resolved_len);
-                        m.write_races_kernel(p, o, start, end);
-                        let placed = m.objects[o].write(start, written.clone(), *resolved_len);
-                        m.scrambled_all |= !placed;
-                        if placed {
-                            landed = Some((o, start, end));
-                        }
-                    },
-                );
-                // Its bytes are modelled as written now: a read not ordered
-                // after the kernel is logged (and not judged), an ordered
-                // one finds them landed.
-                if let Some((o, start, end)) = landed {
-                    m.pending_kernel.push((p, o, start, end));
+            // Memory pools: an allocation is an object; its export data
+            // names it, and a pointer imported from the data reaches it
+            // (cudaMemPoolImportPointer), so coherence judges reads through
+            // the import.
+            Op::PoolAlloc { size, .. } => {
+                if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.reused_va(p);
+                    m.freed.remove(&(p, label.as_str()));
+                    m.objects.push(Object {
+                        size: *size,
+                        owner: p,
+                        kind: Some(MemKind::StreamOrdered),
+                        ..Object::default()
+                    });
+                    m.label_object.insert(label.as_str(), m.objects.len() - 1);
+                    m.label_offset.remove(label.as_str());
+                    m.imported.remove(label.as_str());
+                    m.binding.insert(b.as_str(), (label.as_str(), 0));
                 }
             }
-            Op::Fill {
-                ptr,
-                value,
-                at,
-                resolved_len,
-                ..
-            } if ok_value.is_some() => {
-                let at0 = at.unwrap_or(0);
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    at0,
-                    here,
-                    |m, o, base| {
-                        let start = base.saturating_add(at0);
-                        m.write_races_kernel(p, o, start, start.saturating_add(*resolved_len));
-                        let placed =
-                            m.objects[o].write(start, WriteBytes::Fill(*value), *resolved_len);
-                        m.scrambled_all |= !placed;
-                    },
-                );
+            Op::PoolExportPtr { ptr } => {
+                if let (Some(ValueSummary::Handle { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.handle_label.insert(b.as_str(), label.as_str());
+                    let object = resolve(&m, ptr)
+                        .filter(|&(_, off)| off == 0)
+                        .and_then(|(l, _)| m.label_object.get(l).copied());
+                    match object {
+                        Some(o) => m.pool_exports.insert(label.as_str(), o),
+                        None => m.pool_exports.remove(label.as_str()),
+                    };
+                }
             }
-            Op::Write {
-                ptr,
-                offset,
-                pattern,
-            } if ok_value.is_some() => {
-                access(
-                    &mut m,
-                    &mut fail,
-                    (p, lost, true),
-                    ptr,
-                    *offset,
-                    here,
-                    |m, o, base| {
-                        let bytes = pattern.to_bytes();
-                        let n = bytes.len() as u64;
-                        let start = base.saturating_add(*offset);
-                        m.write_races_kernel(p, o, start, start.saturating_add(n));
-                        let placed = m.objects[o].write(start, WriteBytes::Pattern(bytes), n);
-                        m.scrambled_all |= !placed;
-                    },
-                );
+            Op::PoolImportPtr { data, .. } => {
+                if let (Some(ValueSummary::Ptr { label }), Some(b)) = (ok_value, &step.bind) {
+                    m.reused_va(p);
+                    m.freed.remove(&(p, label.as_str()));
+                    let object = m
+                        .handle_label
+                        .get(data.as_str())
+                        .and_then(|l| m.pool_exports.get(l))
+                        .copied();
+                    match object {
+                        Some(o) => m.label_object.insert(label.as_str(), o),
+                        None => m.label_object.remove(label.as_str()),
+                    };
+                    m.label_offset.remove(label.as_str());
+                    m.binding.insert(b.as_str(), (label.as_str(), 0));
+                }
             }
-            Op::Read { ptr, offset, .. } | Op::DeviceRead { ptr, offset, .. } => {
+            Op::PoolFree { ptr } if ok_value.is_some() => {
+                if let (Some((l, 0)), true) = (resolve(&m, ptr), own_binding(ptr)) {
+                    m.free_pointer(p, l);
+                }
+            }
+            Op::PointerAttribute { ptr, attr } if ok_value.is_some() && !lost => {
+                // Judged on an allocation's own pointers only (a mapping's
+                // answers are measured by mem.pointer-attr.* clauses).
+                let object = resolve(&m, ptr)
+                    .filter(|_| own_binding(ptr) && !m.scrambled_all)
+                    .and_then(|(l, _)| {
+                        let o = *m.label_object.get(l)?;
+                        let own = !m.imported.contains(l)
+                            && m.objects[o].owner == p
+                            && !m.objects[o].freed;
+                        own.then_some(o)
+                    });
+                if let Some(o) = object {
+                    if let Some(message) = judge_attribute(&mut m, p, o, *attr, ok_value) {
+                        fail(Property::Attributes, message);
+                    }
+                }
+            }
+            Op::CtxDestroy { .. } if ok_value.is_some() => {
+                // Its allocations and mappings go with it; the model
+                // does not follow contexts. Its streams' work counts as
+                // done (the simulator's choice), but whether the bytes
+                // landed is not followed.
+                m.drop_pending_kernels(p);
+                m.order.host_waits_for_all(p);
+                m.lost.insert(p);
+            }
+            Op::SlowFill { .. } | Op::KernelPattern { .. } | Op::Fill { .. } | Op::Write { .. }
+                if ok_value.is_some() =>
+            {
+                if let Some(w) = DeviceWrite::of(&step.op) {
+                    if matches!(step.op, Op::Write { .. }) {
+                        // A copy from pageable memory synchronizes the
+                        // legacy stream first.
+                        m.order.host_waits_for(p, None);
+                    }
+                    if let Some((stamp, after)) = m.order.write(p, w.stream) {
+                        let mut landed = None;
+                        access(
+                            &mut m,
+                            &mut fail,
+                            (p, lost, true),
+                            w.ptr,
+                            w.at,
+                            here,
+                            |m, o, base| {
+                                let start = base.saturating_add(w.at);
+                                let placed =
+                                    m.device_write(p, o, start, w.len, w.bytes, stamp, &after);
+                                m.scrambled_all |= !placed;
+                                if placed {
+                                    landed = Some(o);
+                                }
+                            },
+                        );
+                        // A kernel's bytes are modelled as written now: a
+                        // read not ordered after it is not judged, an
+                        // ordered one finds them landed.
+                        if let (Some(o), true) = (landed, w.kernel) {
+                            m.kernels.push((p, o, stamp));
+                        }
+                    }
+                }
+            }
+            Op::Read {
+                ptr, offset, len, ..
+            }
+            | Op::DeviceRead {
+                ptr, offset, len, ..
+            } if *len > 0 => {
                 if let Some(ValueSummary::Bytes { pattern }) = ok_value {
-                    let mut wrong = None;
+                    // A copy to the host: work on the legacy stream, which
+                    // the host then waits for.
+                    let clock = m.order.read(p, None).unwrap_or_default();
+                    let mut verdicts = Vec::new();
                     access(
                         &mut m,
                         &mut fail,
@@ -1386,29 +1613,92 @@ pub fn check_trace(
                         *offset,
                         here,
                         |m, o, base| {
-                            if m.scrambled_all
-                                || !here.is_empty()
-                                || m.objects[o].unjudged
-                                || m.scrambled.contains(&m.objects[o].owner)
-                            {
-                                return; // the hazard log explains whatever was read
-                            }
                             let Some(got) = decode_pattern(pattern) else {
                                 return;
                             };
                             let start = base.saturating_add(*offset);
-                            if let Some((k, b, want)) = m.objects[o].first_unlike(start, &got) {
-                                let at = start + k as u64;
-                                wrong = Some(format!(
-                                    "byte {k} read {b:02x}, but {want:02x} was written last (object offset {at})"
-                                ));
+                            let read = Read {
+                                reader: p,
+                                object: o,
+                                start,
+                                len: got.len() as u64,
+                                clock: &clock,
+                            };
+                            verdicts = judge_read(m, &read, Some(&got), here).0;
+                        },
+                    );
+                    if !lost {
+                        for (property, message) in verdicts {
+                            fail(property, message);
+                        }
+                    }
+                    m.order.host_waits_for(p, None);
+                }
+            }
+            Op::Copy { dst, src, len, .. } | Op::CopyPeer { dst, src, len, .. }
+                if ok_value.is_some() && *len > 0 =>
+            {
+                let stream = match &step.op {
+                    Op::Copy { stream, .. } => stream.as_deref(),
+                    // cudaMemcpyPeer: on the legacy stream, after all of
+                    // the process's work.
+                    _ => {
+                        m.order.serialize_all(p);
+                        None
+                    }
+                };
+                if let Some((stamp, after)) = m.order.write(p, stream) {
+                    // The source, read as work on the copy's stream.
+                    let mut copied = None;
+                    let mut source = None;
+                    let mut verdicts = Vec::new();
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, false),
+                        src,
+                        0,
+                        here,
+                        |m, o, base| {
+                            let read = Read {
+                                reader: p,
+                                object: o,
+                                start: base,
+                                len: *len,
+                                clock: &after,
+                            };
+                            let (v, known) = judge_read(m, &read, None, here);
+                            verdicts = v;
+                            source = Some((o, base));
+                            if known {
+                                copied = Some(m.objects[o].known_bytes(base, *len));
                             }
                         },
                     );
-                    if let Some(w) = wrong {
-                        if !lost {
-                            fail(Property::Coherence, w);
+                    if !lost {
+                        for (property, message) in verdicts {
+                            fail(property, message);
                         }
+                    }
+                    let copied = copied.unwrap_or_else(|| vec![UNKNOWN; *len as usize]);
+                    let mut target = None;
+                    access(
+                        &mut m,
+                        &mut fail,
+                        (p, lost, true),
+                        dst,
+                        0,
+                        here,
+                        |m, o, base| {
+                            let bytes = WriteBytes::Copied(copied);
+                            let placed = m.device_write(p, o, base, *len, bytes, stamp, &after);
+                            m.scrambled_all |= !placed;
+                            target = Some(o);
+                        },
+                    );
+                    if let Some((o, base)) = source {
+                        m.copies
+                            .push((o, base, base.saturating_add(*len), stamp, target));
                     }
                 }
             }
@@ -1416,6 +1706,226 @@ pub fn check_trace(
         }
     }
     out
+}
+
+/// A read of `len` bytes at `start` of `object` by work of `reader` that
+/// is ordered after `clock`.
+struct Read<'c> {
+    reader: usize,
+    object: usize,
+    start: u64,
+    len: u64,
+    clock: &'c Clock,
+}
+
+/// Judge a read that succeeded: ordering (whether the simulator logged it
+/// as unsynchronized exactly when the documents leave a write of its bytes
+/// unordered before it) and, with the bytes `got`, coherence. Returns the
+/// violations and whether the bytes it read are known (ordered, followed).
+fn judge_read(
+    m: &Model,
+    r: &Read,
+    got: Option<&[u8]>,
+    here: &[HazardKind],
+) -> (Vec<(Property, String)>, bool) {
+    let object = &m.objects[r.object];
+    let end = r.start.saturating_add(r.len);
+    // The read is undefined for another reason: conservation judges it.
+    let undefined = here.iter().any(|k| {
+        matches!(
+            k,
+            HazardKind::AccessAfterClose
+                | HazardKind::AccessAfterFree
+                | HazardKind::OutsideOwnRange
+        )
+    });
+    let followed = !m.scrambled_all
+        && !m.scrambled.contains(&object.owner)
+        && !undefined
+        && !object.unordered
+        && !m.order_lost.contains(&r.reader);
+    let unordered = object.unordered_write(r.start, end, r.clock);
+    let logged = here.contains(&HazardKind::UnsynchronizedRead);
+    let mut out = Vec::new();
+    if followed && end <= object.size {
+        match (unordered, logged) {
+            (Some(w), false) => out.push((
+                Property::Ordering,
+                format!(
+                    "nothing orders this read after write {} of lane {} to these bytes (no wait on an event recorded after it on its stream, no synchronization with it), and no unsynchronized-read was logged",
+                    w.n, w.lane
+                ),
+            )),
+            (None, true) => out.push((
+                Property::Ordering,
+                "an unsynchronized-read was logged, but the documents order this read after every write of these bytes".into(),
+            )),
+            _ => {}
+        }
+    }
+    let known = followed && unordered.is_none() && !object.unjudged;
+    if let (true, Some(got)) = (known, got) {
+        if let Some((k, b, want)) = object.first_unlike(r.start, got) {
+            let at = r.start + k as u64;
+            out.push((
+                Property::Coherence,
+                format!("byte {k} read {b:02x}, but {want:02x} was written last (object offset {at}), and the read is ordered after that write"),
+            ));
+        }
+    }
+    (out, known)
+}
+
+/// What `cuPointerGetAttribute(attr)` of a pointer into live object `o`,
+/// asked by its owner `p`, answered (`value`), against its page
+/// (<https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__UNIFIED.html>,
+/// cuPointerGetAttribute): a broken promise in words.
+fn judge_attribute<'a>(
+    m: &mut Model<'a>,
+    p: usize,
+    o: usize,
+    attr: PointerAttribute,
+    value: Option<&'a ValueSummary>,
+) -> Option<String> {
+    match (attr, value?) {
+        (PointerAttribute::MemoryType, ValueSummary::Int { value }) => {
+            // CUmemorytype: 1 host, 2 device.
+            let want = match m.objects[o].kind? {
+                MemKind::Device | MemKind::StreamOrdered => 2,
+                MemKind::PinnedHost => 1,
+                // Managed memory: which type it reads as is measured
+                // (mem.pointer-attr.*), not documented.
+                _ => return None,
+            };
+            (*value != want).then(|| {
+                format!("MEMORY_TYPE answered {value}, but the allocation is of type {want} (CUmemorytype)")
+            })
+        }
+        (PointerAttribute::BufferId, ValueSummary::Handle { label }) => {
+            let id = label.as_str();
+            if let Some(&before) = m.buffer_ids.get(&(p, o)) {
+                if before != id {
+                    return Some(format!(
+                        "BUFFER_ID answered {id}, but {before} for the same allocation before"
+                    ));
+                }
+            }
+            if let Some(&other) = m.buffer_objects.get(&(p, id)) {
+                if other != o {
+                    return Some(format!(
+                        "BUFFER_ID answered {id}, the id of another live allocation of the process (unique within the process, its page says)"
+                    ));
+                }
+            }
+            m.buffer_ids.insert((p, o), id);
+            m.buffer_objects.insert((p, id), o);
+            None
+        }
+        _ => None,
+    }
+}
+
+/// A write a step makes on the device: through `ptr` + `at`, `len`
+/// bytes, on `stream` (`None`: the legacy stream).
+struct DeviceWrite<'s> {
+    ptr: &'s Ref,
+    at: u64,
+    len: u64,
+    bytes: WriteBytes,
+    stream: Option<&'s str>,
+    /// A kernel (`slow_fill`, `kernel_fill`, `kernel_iota`), rather than a
+    /// memset or a copy from the host.
+    kernel: bool,
+}
+
+impl<'s> DeviceWrite<'s> {
+    /// The write `op` makes; `None` for another op, or a memset or copy of
+    /// no bytes (no work is queued then).
+    fn of(op: &'s Op) -> Option<DeviceWrite<'s>> {
+        let w = match op {
+            Op::SlowFill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                stream,
+                ..
+            } => DeviceWrite {
+                ptr,
+                at: at.unwrap_or(0),
+                len: *resolved_len,
+                bytes: WriteBytes::Fill(*value),
+                stream: stream.as_deref(),
+                kernel: true,
+            },
+            Op::KernelPattern {
+                ptr,
+                content,
+                at,
+                resolved_len,
+                ..
+            } => DeviceWrite {
+                ptr,
+                at: at.unwrap_or(0),
+                len: *resolved_len,
+                bytes: WriteBytes::Pattern(content.bytes(*resolved_len)),
+                stream: None,
+                kernel: true,
+            },
+            // cudaMemset: work on the legacy stream.
+            Op::Fill {
+                ptr,
+                value,
+                at,
+                resolved_len,
+                ..
+            } if *resolved_len > 0 => DeviceWrite {
+                ptr,
+                at: at.unwrap_or(0),
+                len: *resolved_len,
+                bytes: WriteBytes::Fill(*value),
+                stream: None,
+                kernel: false,
+            },
+            Op::Write {
+                ptr,
+                offset,
+                pattern,
+            } if !pattern.is_empty() => {
+                let bytes = pattern.to_bytes();
+                DeviceWrite {
+                    ptr,
+                    at: *offset,
+                    len: bytes.len() as u64,
+                    bytes: WriteBytes::Pattern(bytes),
+                    stream: None,
+                    kernel: false,
+                }
+            }
+            _ => return None,
+        };
+        Some(w)
+    }
+}
+
+/// The pointers an op reads or writes memory through.
+fn data_pointers(op: &Op) -> [Option<&Ref>; 2] {
+    match op {
+        Op::Fill { ptr, .. }
+        | Op::Write { ptr, .. }
+        | Op::Read { ptr, .. }
+        | Op::DeviceRead { ptr, .. }
+        | Op::SlowFill { ptr, .. }
+        | Op::KernelPattern { ptr, .. } => [Some(ptr), None],
+        Op::Copy { dst, src, .. } | Op::CopyPeer { dst, src, .. } => [Some(dst), Some(src)],
+        _ => [None, None],
+    }
+}
+
+/// Whether the step failed on a sticky error (the call did nothing).
+fn sticky_error(outcome: &StepOutcome, dialect: Dialect) -> bool {
+    matches!(outcome, StepOutcome::Error { code, .. }
+        if ApiError::from_code(dialect, *code).kind() == Some(ErrorKind::IllegalAddress))
 }
 
 /// A successful data access through `ptr` in process `p`: an access through
@@ -1482,7 +1992,7 @@ fn access(
         return;
     }
     match object {
-        Some(o) if !(write && m.objects[o].unjudged) => apply(m, o, off),
+        Some(o) if !(write && m.objects[o].freed) => apply(m, o, off),
         // A write through a freed or unknown pointer lands wherever its
         // address now is (VA reuse): the model can no longer place bytes.
         _ if write => m.scrambled_all = true,
@@ -1499,6 +2009,8 @@ mod tests {
         prop_oneof![
             (0u8..4).prop_map(WriteBytes::Fill),
             proptest::collection::vec(0u8..4, 0..40).prop_map(WriteBytes::Pattern),
+            proptest::collection::vec(prop_oneof![(0u16..4), Just(UNKNOWN)], 0..40)
+                .prop_map(WriteBytes::Copied),
         ]
     }
 
@@ -1520,9 +2032,13 @@ mod tests {
                         p.resize(len as usize, 1);
                         WriteBytes::Pattern(p)
                     }
+                    WriteBytes::Copied(mut c) => {
+                        c.resize(len as usize, 1);
+                        WriteBytes::Copied(c)
+                    }
                     fill => fill,
                 };
-                object.write(at, bytes, len);
+                object.write(at, bytes, len, None);
             }
             let mut expected = None;
             for (k, b) in got.iter().enumerate() {
@@ -1569,5 +2085,87 @@ mod tests {
                 prop_assert_eq!(kinds_of_step(&kinds, &starts, i), &filtered[..], "step {}", i);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod judged_reads {
+    use super::*;
+    use ipc_harness::scenario::{execute, parse, ExecOptions};
+    use ipc_mock_driver::SimBackend;
+
+    /// The properties `text`, run on the simulator, breaks once `edit`
+    /// changed its trace.
+    fn broken(text: &str, edit: impl FnOnce(&mut Trace)) -> Vec<Property> {
+        let scenario = parse(text, std::path::Path::new("t.ipc")).expect("parses");
+        let opts = ExecOptions::default();
+        let mut trace = execute(&scenario, &SimBackend::default(), &opts).trace;
+        edit(&mut trace);
+        check_trace(&scenario, &trace, opts.dialect, &Choices::default())
+            .iter()
+            .map(|v| v.property)
+            .collect()
+    }
+
+    /// The last step read `pattern` instead.
+    fn last_read(pattern: &str) -> impl FnOnce(&mut Trace) + '_ {
+        move |t| {
+            if let Some(last) = t.steps.last_mut() {
+                last.outcome = StepOutcome::Ok {
+                    value: ValueSummary::Bytes {
+                        pattern: pattern.into(),
+                    },
+                };
+            }
+        }
+    }
+
+    const POOL: &str = "devices 1\nprocess a device=0\nprocess b device=0\n\
+        a: pl = pool_create types=posix_fd\na: f = pool_export pl\na: g = send_fd f -> b\n\
+        b: ipl = pool_import g\na: x = pool_alloc pl 2MiB\na: fill x 0x5c len=2MiB\na: sync\n\
+        a: d = pool_export_ptr x\na: send d -> b\nb: y = pool_import_ptr ipl d\nb: read y 0 4\n";
+
+    /// A pointer imported from a pool's export data reaches the exporter's
+    /// allocation: a read through it after the exporter's synchronized fill
+    /// must return the fill's bytes.
+    #[test]
+    fn a_read_through_a_pool_import_is_judged_by_the_exporters_bytes() {
+        assert_eq!(broken(POOL, |_| {}), []);
+        assert_eq!(broken(POOL, last_read("5c*3 00")), [Property::Coherence]);
+    }
+
+    const HANDOFF: &str = "devices 1\nprocess a device=0\nprocess b device=0\n\
+        a: m = malloc 2MiB\na: fill m 0x00\na: sync\na: h = ipc_get m\n\
+        a: e = event_create flags=interprocess,disable_timing\na: eh = ipc_get_event e\n\
+        a: send h -> b\na: send eh -> b\nb: p = ipc_open h\nb: x = ipc_open_event eh\n\
+        a: s = stream_create flags=nonblocking\na: r = stream_create flags=nonblocking\n\
+        a: slow_fill m 0x3c us=300000 len=2MiB stream=s\n";
+
+    /// A read the documents order after a kernel must return its bytes and
+    /// not be logged, whatever the log says; one they leave unordered (the
+    /// event recorded on another stream) must be logged, and its bytes are
+    /// not judged.
+    #[test]
+    fn reads_are_judged_by_the_documents_order() {
+        let ordered =
+            format!("{HANDOFF}a: event_record e stream=s\nb: event_sync x\nb: read p 0 4\n");
+        assert_eq!(broken(&ordered, |_| {}), []);
+        assert_eq!(broken(&ordered, last_read("00*4")), [Property::Coherence]);
+        let wrong_stream =
+            format!("{HANDOFF}a: event_record e stream=r\nb: event_sync x\nb: read p 0 4\n");
+        assert_eq!(broken(&wrong_stream, |_| {}), []);
+        assert_eq!(broken(&wrong_stream, last_read("3c*4")), []);
+        let unlogged = |t: &mut Trace| t.hazards = Some(Vec::new());
+        assert_eq!(broken(&wrong_stream, unlogged), [Property::Ordering]);
+        let logged = |t: &mut Trace| {
+            let step = t.steps.len() - 1;
+            t.hazards = Some(vec![Hazard {
+                kind: HazardKind::UnsynchronizedRead,
+                process: 1,
+                step: Some(step),
+                detail: String::new(),
+            }]);
+        };
+        assert_eq!(broken(&ordered, logged), [Property::Ordering]);
     }
 }

@@ -15,12 +15,13 @@
 //!   nothing more), the consumer closes what it opened and returns
 //!   [`PRODUCER_LOST`] instead of waiting forever.
 //!
-//! [`Variant`] selects the correct handoff or one of six classic mistakes;
+//! [`Variant`] selects the correct handoff or one of seven classic mistakes;
 //! `tests/` shows `assert_clean` catching each, with a message that names
 //! it. [`kv_roles`] is the whole protocol as a [`RoleSet`].
 
 use ipc_harness::event_flags::{DISABLE_TIMING, INTERPROCESS};
 use ipc_harness::roles::{fail, Message, RoleCtx, RoleResult, RoleSet};
+use ipc_harness::stream_flags;
 use ipc_harness::{FreeKind, MemKind, OutArg, IPC_MEM_LAZY_ENABLE_PEER_ACCESS};
 use serde::{Deserialize, Serialize};
 
@@ -55,10 +56,14 @@ pub enum Variant {
     /// The consumer opens the block again from a second context it made
     /// for a worker thread; the driver refuses.
     OpenFromSecondContext,
+    /// The producer launches its kernel on one stream of its own and
+    /// records "written" on another: the event captures that other stream's
+    /// (no) work, so the consumer's wait orders nothing before its read.
+    RecordOnWrongStream,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 7] = [
+    pub const ALL: [Variant; 8] = [
         Variant::Correct,
         Variant::FreeBeforeConsumerClose,
         Variant::NoEventWait,
@@ -66,6 +71,7 @@ impl Variant {
         Variant::Leak,
         Variant::IgnoredError,
         Variant::OpenFromSecondContext,
+        Variant::RecordOnWrongStream,
     ];
 }
 
@@ -91,9 +97,20 @@ pub fn producer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
     ctx.send("consumer", Message::handle(handle))?;
     ctx.send("consumer", Message::event_handle(event_handle))?;
     // The kernel that fills the block, then "written" on the same stream.
-    ctx.driver()
-        .slow_fill(block, WRITTEN_BYTE, WRITTEN_LEN, KERNEL_MICROS)?;
-    ctx.driver().event_record(written)?;
+    let streams = if variant == Variant::RecordOnWrongStream {
+        // The kernel on one stream, the record on another: the mistake.
+        let kernel_on = ctx.driver().stream_create(stream_flags::NON_BLOCKING)?;
+        let record_on = ctx.driver().stream_create(stream_flags::NON_BLOCKING)?;
+        ctx.driver()
+            .slow_fill_on(block, WRITTEN_BYTE, WRITTEN_LEN, KERNEL_MICROS, kernel_on)?;
+        ctx.driver().event_record_on(written, record_on)?;
+        vec![kernel_on, record_on]
+    } else {
+        ctx.driver()
+            .slow_fill(block, WRITTEN_BYTE, WRITTEN_LEN, KERNEL_MICROS)?;
+        ctx.driver().event_record(written)?;
+        Vec::new()
+    };
     ctx.send_json("consumer", &"written")?;
     if variant == Variant::FreeBeforeConsumerClose {
         ctx.driver().free(FreeKind::Device, block)?;
@@ -102,6 +119,11 @@ pub fn producer_role(ctx: &mut RoleCtx, variant: Variant) -> RoleResult {
         return Ok(serde_json::json!("freed"));
     }
     let _reply: Reply = ctx.recv_json_from("consumer")?;
+    // Done with the block: the producer's own streams finish.
+    for s in streams {
+        ctx.driver().stream_synchronize(s)?;
+        ctx.driver().stream_destroy(s)?;
+    }
     if variant == Variant::Leak {
         return Ok(serde_json::json!("kept"));
     }

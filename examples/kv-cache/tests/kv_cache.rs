@@ -58,6 +58,10 @@ fn expected_words(variant: Variant) -> &'static [&'static str] {
             &["undeclared driver error in consumer: IpcCloseMemHandle returned InvalidValue"]
         }
         Variant::OpenFromSecondContext => &["role consumer failed: IpcOpenMemHandle failed with"],
+        // The race, naming the kernel's stream.
+        Variant::RecordOnWrongStream => {
+            &["hazard unsynchronized-read in consumer: producer wrote these bytes on stream 0x"]
+        }
     }
 }
 
@@ -113,6 +117,30 @@ fn the_double_close_is_also_an_ignored_error_and_the_leak_names_the_event() {
     assert_eq!(leaks.len(), 2, "{leaks:?}");
     assert!(leaks[0].starts_with("allocation"), "{leaks:?}");
     assert!(leaks[1].starts_with("event"), "{leaks:?}");
+}
+
+/// The event recorded on the wrong stream: `assert_clean` names the race,
+/// the process and the stream the kernel ran on, and the consumer read
+/// the old bytes, not the kernel's.
+#[test]
+fn a_record_on_the_wrong_stream_is_reported_with_the_stream_named() {
+    for dialect in [Dialect::Runtime, Dialect::Driver] {
+        let report = run(Variant::RecordOnWrongStream, dialect, 2);
+        let problems = report.problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            problems[0],
+            "hazard unsynchronized-read in consumer: producer wrote these bytes on stream \
+             0x57000010 (the 1st stream producer created, non-blocking), and this read, on \
+             the legacy default stream, is not ordered after that write (no wait on an event \
+             recorded on that stream after it, no synchronization with it)"
+        );
+        assert_ne!(
+            report.outcome("consumer").and_then(|o| o.value()),
+            Some(&serde_json::json!(WRITTEN_BYTE)),
+            "{report}"
+        );
+    }
 }
 
 #[test]

@@ -1,13 +1,13 @@
 //! [`CudaBackend`]: probing the host once, checking a scenario's needs, and
 //! starting [`CudaMachine`]s.
 
-use super::machine::CudaMachine;
+use super::machine::{planned_machine, CudaMachine};
 use super::pool::{PoolStats, WorkerPool, DEFAULT_POOL_SIZE};
 use super::process::WorkerProxy;
 use super::protocol::{ProbeReport, Reply, Request};
 use super::spawn::{worker_env, WorkerCommand};
 use crate::errors::{ApiError, Dialect};
-use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError, WorkerFit};
+use crate::machine::{Backend, BackendInfo, Machine, MachineSpec, StartError, Upcoming, WorkerFit};
 use crate::sharing::{WorkerPolicy, WorkerSharing};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -220,6 +220,34 @@ impl CudaBackend {
         })
     }
 
+    /// Tells the pool the machines that will start from now on (see
+    /// [`Backend::expect`]), as [`expect`](Backend::expect) does after
+    /// leaving out those this host cannot run: the pool starts the workers
+    /// they will need ahead of time and lets idle ones no machine needs go
+    /// (see `pool.rs`). Public so that tests can drive fake workers
+    /// through it.
+    pub fn plan_ahead(&self, upcoming: &[Upcoming]) {
+        let parent_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let mut pool = self.lock_pool();
+        if pool.size() == 0 {
+            return;
+        }
+        let reusing = pool.reusing();
+        let plan = upcoming
+            .iter()
+            .take(super::pool::PLAN_WINDOW)
+            .filter_map(|u| {
+                let shared = self.policy.reuses(&u.sharing) && reusing;
+                planned_machine(&u.spec, &u.fits, shared, parent_visible.as_deref())
+            })
+            .collect();
+        pool.set_plan(plan);
+        pool.sweep();
+        crate::profile::timed("plan: pool refill", || {
+            pool.refill(&self.worker, &worker_env(), parent_visible.as_deref())
+        });
+    }
+
     /// Whether this process can load `libcuda` (a `dlopen` of cudarc's
     /// candidate names; no CUDA call is made, nothing is initialised).
     pub fn libcuda_present() -> bool {
@@ -388,6 +416,25 @@ impl Backend for CudaBackend {
         fits: &[WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
         self.start_checked(spec, self.policy.reuses(sharing), fits)
+    }
+
+    /// [`plan_ahead`](CudaBackend::plan_ahead) for the machines this host
+    /// can run (none without a working driver).
+    fn expect(&self, upcoming: &[Upcoming]) {
+        let ProbeOutcome::Report(report) = self.probe() else {
+            return;
+        };
+        let runnable: Vec<Upcoming> = upcoming
+            .iter()
+            .filter(|u| check_requirements(report, &u.spec).is_ok())
+            .take(super::pool::PLAN_WINDOW)
+            .cloned()
+            .collect();
+        self.plan_ahead(&runnable);
+    }
+
+    fn prepares_ahead(&self) -> bool {
+        self.pool_size() > 0
     }
 }
 

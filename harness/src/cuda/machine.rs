@@ -2,8 +2,11 @@
 //! process, started (from the pool where it has some) and shut down
 //! together.
 
-use super::pool::{WorkerKey, WorkerPool};
-use super::process::{unexpected, WorkerProxy, MIN_INIT_TIMEOUT, RESET_TIMEOUT, SHUTDOWN_GRACE};
+use super::pool::{PlannedMachine, WorkerKey, WorkerPool};
+use super::process::{
+    reap_with_grace, retire_in_background, unexpected, WorkerProxy, MIN_INIT_TIMEOUT,
+    RESET_TIMEOUT, SHUTDOWN_GRACE,
+};
 use super::protocol::{Reply, Request};
 use super::spawn::WorkerCommand;
 use crate::calls::Driver;
@@ -84,6 +87,7 @@ impl CudaMachine {
         });
         if let Some(pool) = pool {
             if let Ok(machine) = &result {
+                pool.started(&planned(spec, &plans, fits, shared));
                 for (key, _) in &plans {
                     pool.want(key, !shared);
                 }
@@ -299,19 +303,6 @@ impl CudaMachine {
     }
 }
 
-/// Asks running workers to exit and reaps them all in the background
-/// (see [`reap_with_grace`]).
-fn retire_in_background(mut workers: Vec<WorkerProxy>) {
-    let mut children = Vec::new();
-    for w in &mut workers {
-        w.request_exit();
-        children.extend(w.release_child());
-    }
-    if !children.is_empty() {
-        thread::spawn(move || reap_with_grace(children));
-    }
-}
-
 /// The pool key and the added environment of the worker for process `p`:
 /// `CUDA_VISIBLE_DEVICES` when it names `visible_devices` (translated
 /// through the parent's own `CUDA_VISIBLE_DEVICES`, if set).
@@ -321,22 +312,72 @@ fn plan(
     base_env: &[(OsString, OsString)],
     parent_visible: Option<&str>,
 ) -> Result<(WorkerKey, Vec<(OsString, OsString)>), StartError> {
+    let key = worker_key(p, dialect, parent_visible)?;
     let mut env = base_env.to_vec();
+    if let (Some(_), Some(value)) = (&p.visible_devices, &key.visible) {
+        env.push(("CUDA_VISIBLE_DEVICES".into(), value.into()));
+    }
+    Ok((key, env))
+}
+
+/// The pool key of the worker for process `p` (see [`plan`]).
+pub(crate) fn worker_key(
+    p: &ProcessSpec,
+    dialect: Dialect,
+    parent_visible: Option<&str>,
+) -> Result<WorkerKey, StartError> {
     let visible = match &p.visible_devices {
-        Some(visible) => {
-            let value = super::spawn::child_visible_devices(parent_visible, visible)
-                .map_err(|e| StartError::NotSupported(format!("process '{}': {e}", p.name)))?;
-            env.push(("CUDA_VISIBLE_DEVICES".into(), value.clone().into()));
-            Some(value)
-        }
+        Some(visible) => Some(
+            super::spawn::child_visible_devices(parent_visible, visible)
+                .map_err(|e| StartError::NotSupported(format!("process '{}': {e}", p.name)))?,
+        ),
         None => parent_visible.map(str::to_string),
     };
-    let key = WorkerKey {
+    Ok(WorkerKey {
         dialect,
         device: p.device,
         visible,
-    };
-    Ok((key, env))
+    })
+}
+
+/// A machine of `spec` as a pool's plan names it: the keys of the
+/// processes a pooled worker can serve (`plans`, in process order), which
+/// of them end (`fits`, one per process or none), and whether it shares
+/// workers.
+fn planned(
+    spec: &MachineSpec,
+    plans: &[(WorkerKey, Vec<(OsString, OsString)>)],
+    fits: &[WorkerFit],
+    shared: bool,
+) -> PlannedMachine {
+    let poolable = spec
+        .processes
+        .iter()
+        .zip(plans)
+        .enumerate()
+        .filter(|(_, (p, _))| p.pid_namespace == PidNamespace::Harness);
+    let (keys, ends) = poolable
+        .map(|(i, (_, (key, _)))| (key.clone(), fits.get(i).is_some_and(|f| f.ends)))
+        .unzip();
+    PlannedMachine { keys, ends, shared }
+}
+
+/// A machine of `spec` as a pool's plan names it (see [`planned`]), or
+/// `None` when it cannot start here (a process's devices cannot be made
+/// visible).
+pub(crate) fn planned_machine(
+    spec: &MachineSpec,
+    fits: &[WorkerFit],
+    shared: bool,
+    parent_visible: Option<&str>,
+) -> Option<PlannedMachine> {
+    let plans = spec
+        .processes
+        .iter()
+        .map(|p| worker_key(p, spec.dialect, parent_visible).map(|k| (k, Vec::new())))
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    Some(planned(spec, &plans, fits, shared))
 }
 
 fn spawn_worker(
@@ -507,20 +548,6 @@ impl CudaMachine {
             p.kill_and_reap();
             p.mark_exited();
         }
-    }
-}
-
-/// Wait up to [`SHUTDOWN_GRACE`] for workers told to exit, then kill and reap
-/// the rest: none outlives it as a zombie.
-fn reap_with_grace(mut children: Vec<Child>) {
-    let deadline = Instant::now() + SHUTDOWN_GRACE;
-    while !children.is_empty() && Instant::now() < deadline {
-        children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        thread::sleep(Duration::from_millis(5));
-    }
-    for mut c in children {
-        let _ = c.kill();
-        let _ = c.wait();
     }
 }
 

@@ -18,6 +18,20 @@
 //!   usual. While reuse is on, the pool counts the workers of live
 //!   machines as coming back (they are not replaced ahead of time): in a
 //!   run of clean scenarios no new worker is started at all.
+//! - **A plan, where the caller knows one** ([`WorkerPool::set_plan`]:
+//!   the machines to come, from [`Backend::expect`](crate::Backend::expect)).
+//!   The pool then starts exactly the workers those machines will need
+//!   that it cannot supply otherwise, in the order they will be needed:
+//!   walking the plan, a process of a machine that shares workers takes a
+//!   served worker when one is idle or will come back (a machine that
+//!   shares gives its workers back), and any other process a worker that
+//!   never served; the first [`size`](WorkerPool::size) such processes
+//!   that no idle worker covers get one started now, so that fresh
+//!   workers initialise during the steps of the machines before theirs.
+//!   Idle workers of a key that none of the next [`PLAN_WINDOW`] machines
+//!   uses leave (each idle context slows every new one). Without a plan,
+//!   the pool keeps `size` workers ready for every key a machine started
+//!   with, and `size` never-used ones for keys that fresh machines used.
 //! - **Never waits on a refill.** [`WorkerPool::refill`] spawns the missing
 //!   workers and sends each its `Init` at once, without waiting for any
 //!   answer: contexts are created while the scenario runs. The answers are
@@ -34,7 +48,7 @@
 //!   idle worker, then reaps them all. Were the parent to die instead, each
 //!   idle worker sees its socket close and exits.
 
-use super::process::{WorkerProxy, MIN_INIT_TIMEOUT, POOLED_NAME};
+use super::process::{retire_in_background, WorkerProxy, MIN_INIT_TIMEOUT, POOLED_NAME};
 use super::protocol::Request;
 use super::spawn::WorkerCommand;
 use crate::errors::Dialect;
@@ -52,6 +66,10 @@ use std::time::Instant;
 /// an H100, about 10 ms more per context: 133 ms alone, 373 ms beside 24
 /// others). Three per key keeps a one-GPU run fed and its contexts cheap.
 pub const DEFAULT_POOL_SIZE: usize = 3;
+
+/// How many machines of a plan the pool looks at: the next ones it starts
+/// workers for, and those whose keys keep idle workers from leaving.
+pub const PLAN_WINDOW: usize = 64;
 
 /// What `Init` and the environment fix in a worker: only a worker with the
 /// same key can serve a process.
@@ -82,6 +100,26 @@ pub struct PoolStats {
     /// Workers sent `Reset` that did not answer `Clean` in time (killed
     /// and reaped), or answered it with the pool full (shut down).
     pub not_returned: u64,
+    /// Idle workers let go because no machine of the plan needs their key.
+    pub retired: u64,
+}
+
+/// A machine of a plan, as the pool sees it: the key of each of its
+/// processes that a pooled worker can serve, in process order, whether
+/// each of those ends during the scenario (its worker does not come back),
+/// and whether it takes reused workers (and gives its own back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlannedMachine {
+    pub keys: Vec<WorkerKey>,
+    pub ends: Vec<bool>,
+    pub shared: bool,
+}
+
+impl PlannedMachine {
+    /// Whether `other` starts the same workers (what ends aside).
+    fn same_start(&self, other: &PlannedMachine) -> bool {
+        self.keys == other.keys && self.shared == other.shared
+    }
 }
 
 /// One worker waiting in the pool.
@@ -133,6 +171,8 @@ pub(crate) struct WorkerPool {
     /// Machines give their running workers back when others ended by an
     /// `exit` step (`exits` of [`ShareAlso`](crate::sharing::ShareAlso)).
     share_exits: bool,
+    /// The machines to come, if a caller said ([`set_plan`](Self::set_plan)).
+    plan: Option<VecDeque<PlannedMachine>>,
 }
 
 impl WorkerPool {
@@ -143,6 +183,22 @@ impl WorkerPool {
             entries: Vec::new(),
             stats: PoolStats::default(),
             share_exits: crate::sharing::ShareAlso::from_env().exits,
+            plan: None,
+        }
+    }
+
+    /// The machines that will start from now on, in order (see the module
+    /// docs); replaces the plan before. [`refill`](Self::refill) follows it.
+    pub fn set_plan(&mut self, machines: Vec<PlannedMachine>) {
+        self.plan = Some(machines.into());
+    }
+
+    /// A machine started: the plan's first machine is done if it was this one.
+    pub fn started(&mut self, machine: &PlannedMachine) {
+        if let Some(plan) = &mut self.plan {
+            if plan.front().is_some_and(|m| m.same_start(machine)) {
+                plan.pop_front();
+            }
         }
     }
 
@@ -365,8 +421,13 @@ impl WorkerPool {
         }
     }
 
-    /// Starts workers until every wanted key has [`size`](Self::size) idle
-    /// ones (in reuse mode, idle ones and ones out in live machines), sending each its `Init` as soon as it runs; waits for no answer.
+    /// Starts the workers the plan needs next ([`set_plan`](Self::set_plan)),
+    /// and lets idle workers of keys it does not need go; without a plan,
+    /// starts workers until every wanted key has [`size`](Self::size) idle
+    /// ones (in reuse mode, idle ones and ones out in live machines), and
+    /// [`size`](Self::size) never-used ones where fresh machines asked.
+    /// Sends each new worker its `Init` as soon as it runs; waits for no
+    /// answer.
     ///
     /// `base_env` is what every worker gets; `parent_visible` the parent's
     /// `CUDA_VISIBLE_DEVICES` now (a key without `CUDA_VISIBLE_DEVICES` is
@@ -377,53 +438,173 @@ impl WorkerPool {
         base_env: &[(OsString, OsString)],
         parent_visible: Option<&str>,
     ) {
-        let size = self.size;
-        let reuse = self.reuse;
-        let mut spawned = 0;
-        for entry in &mut self.entries {
-            // Workers out in machines come back in reuse mode: count them.
-            let coming_back = if reuse { entry.out } else { 0 };
-            if !entry.wanted || (entry.key.visible.is_none() && parent_visible.is_some()) {
+        let window: Option<Vec<PlannedMachine>> = self
+            .plan
+            .as_ref()
+            .map(|plan| plan.iter().take(PLAN_WINDOW).cloned().collect());
+        let starts = match window {
+            Some(window) => {
+                let window: Vec<&PlannedMachine> = window.iter().collect();
+                self.retire_unplanned(&window);
+                let have = |key: &WorkerKey| self.have(key);
+                planned_starts(&window, &have, self.size, self.reusing())
+            }
+            None => self.unplanned_starts(),
+        };
+        let mut failed: Vec<WorkerKey> = Vec::new();
+        for key in starts {
+            if failed.contains(&key) || (key.visible.is_none() && parent_visible.is_some()) {
                 continue;
             }
-            let mut env = base_env.to_vec();
-            if let Some(v) = &entry.key.visible {
-                env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
-            }
-            // Machines that need fresh processes take only never-used workers.
-            let unused = |entry: &Entry| entry.idle.iter().filter(|w| !w.served).count();
-            while entry.idle.len() + coming_back < size
-                || (entry.fresh_wanted && unused(entry) < size)
-            {
-                let Ok(mut proxy) = WorkerProxy::spawn(
-                    POOLED_NAME,
-                    entry.key.dialect,
-                    MIN_INIT_TIMEOUT,
-                    worker,
-                    &env,
-                ) else {
-                    // Cannot start workers now: the launch will say why.
-                    break;
-                };
-                spawned += 1;
-                let init = Request::Init {
-                    dialect: entry.key.dialect,
-                    device: entry.key.device,
-                };
-                if proxy.send(&init).is_err() {
-                    // Died at once: dropping it reaps it.
-                    self.stats.discarded += 1;
-                    break;
-                }
-                entry.idle.push_back(Idle {
-                    proxy,
-                    init_sent: Some(Instant::now()),
-                    served: false,
-                });
+            if !self.start_one(&key, worker, base_env) {
+                // Cannot start workers now: the launch will say why.
+                failed.push(key);
             }
         }
-        self.stats.spawned += spawned;
     }
+
+    /// What the pool holds for `key`: idle workers that never served, and
+    /// served ones idle or out in live machines (which come back there).
+    fn have(&self, key: &WorkerKey) -> (usize, usize) {
+        self.entries
+            .iter()
+            .find(|e| &e.key == key)
+            .map_or((0, 0), |e| {
+                let unused = e.idle.iter().filter(|w| !w.served).count();
+                let out = if self.reusing() { e.out } else { 0 };
+                (unused, e.idle.len() - unused + out)
+            })
+    }
+
+    /// Without a plan: the workers each wanted key lacks.
+    fn unplanned_starts(&self) -> Vec<WorkerKey> {
+        let mut starts = Vec::new();
+        for entry in self.entries.iter().filter(|e| e.wanted) {
+            // Workers out in machines come back in reuse mode: count them.
+            let coming_back = if self.reuse { entry.out } else { 0 };
+            let unused = entry.idle.iter().filter(|w| !w.served).count();
+            // Machines that need fresh processes take only never-used workers.
+            let for_fresh = if entry.fresh_wanted {
+                self.size.saturating_sub(unused)
+            } else {
+                0
+            };
+            let n = self
+                .size
+                .saturating_sub(entry.idle.len() + coming_back)
+                .max(for_fresh);
+            starts.extend(std::iter::repeat_n(entry.key.clone(), n));
+        }
+        starts
+    }
+
+    /// Lets the idle workers of every key that no machine of `window` uses go.
+    fn retire_unplanned(&mut self, window: &[&PlannedMachine]) {
+        let mut leaving = Vec::new();
+        for entry in &mut self.entries {
+            if !window.iter().any(|m| m.keys.contains(&entry.key)) {
+                leaving.extend(entry.idle.drain(..).map(|w| w.proxy));
+            }
+        }
+        self.stats.retired += leaving.len() as u64;
+        retire_in_background(leaving);
+    }
+
+    /// Starts one worker for `key` and sends its `Init`; false when none
+    /// could be started.
+    fn start_one(
+        &mut self,
+        key: &WorkerKey,
+        worker: &WorkerCommand,
+        base_env: &[(OsString, OsString)],
+    ) -> bool {
+        let mut env = base_env.to_vec();
+        if let Some(v) = &key.visible {
+            env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
+        }
+        let Ok(mut proxy) =
+            WorkerProxy::spawn(POOLED_NAME, key.dialect, MIN_INIT_TIMEOUT, worker, &env)
+        else {
+            return false;
+        };
+        self.stats.spawned += 1;
+        let init = Request::Init {
+            dialect: key.dialect,
+            device: key.device,
+        };
+        if proxy.send(&init).is_err() {
+            // Died at once: dropping it reaps it.
+            self.stats.discarded += 1;
+            return false;
+        }
+        self.entry(key).idle.push_back(Idle {
+            proxy,
+            init_sent: Some(Instant::now()),
+            served: false,
+        });
+        true
+    }
+}
+
+/// The workers to start now for the machines of `plan`, in the order they
+/// will be needed (see the module docs): `have(key)` gives the never-used
+/// workers idle for `key` and the served ones idle or coming back; at most
+/// `size` processes are looked ahead for (0: none); `reusing`: machines
+/// that share take served workers and give theirs back.
+pub(crate) fn planned_starts(
+    plan: &[&PlannedMachine],
+    have: &dyn Fn(&WorkerKey) -> (usize, usize),
+    size: usize,
+    reusing: bool,
+) -> Vec<WorkerKey> {
+    // What each key has left as the walk hands workers out: never used, served.
+    let mut left: Vec<(WorkerKey, usize, usize)> = Vec::new();
+    let slot = |left: &mut Vec<(WorkerKey, usize, usize)>, key: &WorkerKey| match left
+        .iter()
+        .position(|(k, _, _)| k == key)
+    {
+        Some(i) => i,
+        None => {
+            let (unused, served) = have(key);
+            left.push((key.clone(), unused, served.min(size)));
+            left.len() - 1
+        }
+    };
+    let mut starts = Vec::new();
+    let mut ahead = 0;
+    for machine in plan {
+        if ahead >= size {
+            break;
+        }
+        let shared = machine.shared && reusing;
+        for key in &machine.keys {
+            let i = slot(&mut left, key);
+            if shared && left[i].2 > 0 {
+                left[i].2 -= 1;
+                continue;
+            }
+            if left[i].1 > 0 {
+                left[i].1 -= 1;
+            } else {
+                starts.push(key.clone());
+            }
+            ahead += 1;
+            if ahead >= size {
+                break;
+            }
+        }
+        // Its workers come back when it ends, as many as the pool keeps,
+        // but for those of processes that end during the scenario.
+        if shared {
+            for (n, key) in machine.keys.iter().enumerate() {
+                if !machine.ends.get(n).copied().unwrap_or(false) {
+                    let i = slot(&mut left, key);
+                    left[i].2 = (left[i].2 + 1).min(size);
+                }
+            }
+        }
+    }
+    starts
 }
 
 impl Drop for WorkerPool {
@@ -437,5 +618,98 @@ impl Drop for WorkerPool {
         }
         // Dropping a proxy kills (again, harmlessly) and waits.
         self.entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(device: u32) -> WorkerKey {
+        WorkerKey {
+            dialect: Dialect::Driver,
+            device,
+            visible: None,
+        }
+    }
+
+    fn machine(devices: &[u32], shared: bool) -> PlannedMachine {
+        PlannedMachine {
+            keys: devices.iter().map(|&d| key(d)).collect(),
+            ends: vec![false; devices.len()],
+            shared,
+        }
+    }
+
+    /// The devices of the workers `planned_starts` starts, with `have`
+    /// per device (never used, served) and pools of `size`.
+    fn starts(plan: &[PlannedMachine], have: &[(u32, usize, usize)], size: usize) -> Vec<u32> {
+        let plan: Vec<&PlannedMachine> = plan.iter().collect();
+        let have = |k: &WorkerKey| {
+            have.iter()
+                .find(|(d, _, _)| *d == k.device)
+                .map_or((0, 0), |&(_, unused, served)| (unused, served))
+        };
+        planned_starts(&plan, &have, size, true)
+            .iter()
+            .map(|k| k.device)
+            .collect()
+    }
+
+    #[test]
+    fn fresh_machines_get_the_next_workers_in_the_order_they_need_them() {
+        let plan = [
+            machine(&[0, 0], false),
+            machine(&[1], false),
+            machine(&[0, 1], false),
+        ];
+        assert_eq!(starts(&plan, &[], 3), vec![0, 0, 1]);
+        assert_eq!(starts(&plan, &[], 4), vec![0, 0, 1, 0]);
+        // Idle never-used workers are handed out first.
+        assert_eq!(starts(&plan, &[(0, 2, 0)], 3), vec![1]);
+        assert_eq!(starts(&plan, &[(0, 3, 0), (1, 2, 0)], 5), Vec::<u32>::new());
+        // Served workers never serve a fresh machine.
+        assert_eq!(starts(&plan, &[(0, 0, 3)], 3), vec![0, 0, 1]);
+        assert_eq!(starts(&plan, &[], 0), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn shared_machines_take_served_workers_and_give_them_back() {
+        // The first shared machine needs two workers; they come back and
+        // serve the next ones, so nothing more starts.
+        let shared = [
+            machine(&[0, 0], true),
+            machine(&[0], true),
+            machine(&[0, 0], true),
+        ];
+        assert_eq!(starts(&shared, &[], 3), vec![0, 0]);
+        assert_eq!(starts(&shared, &[(0, 0, 2)], 3), Vec::<u32>::new());
+        // Workers out in live machines count as served (coming back), up
+        // to the pool's size.
+        assert_eq!(starts(&shared, &[(0, 0, 9)], 3), Vec::<u32>::new());
+        // A machine that needs more than come back takes never-used ones.
+        let wide = [machine(&[0], true), machine(&[0, 0, 0], true)];
+        assert_eq!(starts(&wide, &[(0, 0, 1)], 3), vec![0, 0]);
+        // A process that exits does not give its worker back.
+        let mut exits = machine(&[0, 0], true);
+        exits.ends[1] = true;
+        let plan = [exits, machine(&[0, 0], true)];
+        assert_eq!(starts(&plan, &[(0, 0, 2)], 3), vec![0]);
+    }
+
+    #[test]
+    fn the_walk_looks_past_shared_machines_for_the_fresh_ones_ahead() {
+        let mut plan: Vec<PlannedMachine> = (0..20).map(|_| machine(&[0, 0], true)).collect();
+        plan.push(machine(&[0, 1], false));
+        plan.push(machine(&[1, 1], false));
+        assert_eq!(starts(&plan, &[(0, 0, 2)], 3), vec![0, 1, 1]);
+        // Without reuse every machine takes never-used workers.
+        let refs: Vec<&PlannedMachine> = plan.iter().collect();
+        let none = |_: &WorkerKey| (0, 2);
+        let devices: Vec<u32> = planned_starts(&refs, &none, 3, false)
+            .iter()
+            .map(|k| k.device)
+            .collect();
+        assert_eq!(devices, vec![0, 0, 0]);
     }
 }

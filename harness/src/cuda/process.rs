@@ -731,6 +731,33 @@ pub(super) fn unexpected(what: &str, reply: Reply) -> DriverError {
     DriverError::Harness(format!("unexpected answer to {what}: {reply:?}"))
 }
 
+/// Asks running workers to exit and reaps them all in the background
+/// (see [`reap_with_grace`]).
+pub(super) fn retire_in_background(mut workers: Vec<WorkerProxy>) {
+    let mut children = Vec::new();
+    for w in &mut workers {
+        w.request_exit();
+        children.extend(w.release_child());
+    }
+    if !children.is_empty() {
+        thread::spawn(move || reap_with_grace(children));
+    }
+}
+
+/// Wait up to [`SHUTDOWN_GRACE`] for workers told to exit, then kill and reap
+/// the rest: none outlives it as a zombie.
+pub(super) fn reap_with_grace(mut children: Vec<Child>) {
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while !children.is_empty() && Instant::now() < deadline {
+        children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        thread::sleep(Duration::from_millis(5));
+    }
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// Something that answers worker requests: a worker over its socket
 /// ([`WorkerProxy`]) or the request handler in this very process
 /// ([`super::LocalCudaDriver`]). Every such thing is a [`Driver`] through

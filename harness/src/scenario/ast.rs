@@ -1158,16 +1158,24 @@ impl Op {
             | Op::IpcGet { ptr, .. }
             | Op::IpcClose { ptr }
             | Op::KernelPattern { ptr, .. } => [ptr.name(), None, None],
-            Op::SlowFill { ptr, stream, .. } => [ptr.name(), stream.as_deref(), None],
-            Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => {
-                [bound_event(event), stream.as_deref(), None]
+            Op::SlowFill { ptr, stream, .. } => {
+                [ptr.name(), stream.as_deref().and_then(bound_stream), None]
             }
+            Op::EventRecord { event, stream } | Op::StreamWait { event, stream } => [
+                bound_event(event),
+                stream.as_deref().and_then(bound_stream),
+                None,
+            ],
             Op::StreamDestroy { stream }
             | Op::StreamSync { stream }
-            | Op::StreamQuery { stream } => [Some(stream.as_str()), None, None],
+            | Op::StreamQuery { stream } => [bound_stream(stream), None, None],
             Op::Copy {
                 dst, src, stream, ..
-            } => [dst.name(), src.name(), stream.as_deref()],
+            } => [
+                dst.name(),
+                src.name(),
+                stream.as_deref().and_then(bound_stream),
+            ],
             Op::CopyPeer { dst, src, .. } => [dst.name(), src.name(), None],
             Op::EventQuery { event }
             | Op::EventSync { event }
@@ -1634,6 +1642,16 @@ pub const NULL_EVENT: &str = "null";
 /// The binding an event argument names (`None` for [`NULL_EVENT`]).
 fn bound_event(event: &str) -> Option<&str> {
     (event != NULL_EVENT).then_some(event)
+}
+
+/// A stream argument written `per_thread`: the per-thread default stream
+/// (`cudaStreamPerThread`, [`crate::StreamId::PER_THREAD`]; no binding can
+/// be called so).
+pub const PER_THREAD_STREAM: &str = "per_thread";
+
+/// The binding a stream argument names (`None` for [`PER_THREAD_STREAM`]).
+fn bound_stream(stream: &str) -> Option<&str> {
+    (stream != PER_THREAD_STREAM).then_some(stream)
 }
 
 /// ` stream=S` where an op names a stream other than the legacy default.

@@ -622,6 +622,9 @@ impl<'a> Run<'a> {
         let Some(n) = n else {
             return Ok(StreamId::LEGACY_DEFAULT);
         };
+        if n == super::ast::PER_THREAD_STREAM {
+            return Ok(StreamId::PER_THREAD);
+        }
         match self.bindings.get(n.as_str()).map(|b| &b.value) {
             Some(Value::Stream(s)) => Ok(*s),
             _ => Err(not_bound(n, "a bound stream")),
@@ -1156,6 +1159,19 @@ fn check_hazards(scenario: &Scenario, log: Option<&[Hazard]>) -> Vec<(usize, Che
         .collect()
 }
 
+/// The machine [`execute`] starts for `scenario`.
+pub(crate) fn machine_spec(scenario: &Scenario, opts: &ExecOptions) -> MachineSpec {
+    MachineSpec {
+        devices: scenario.devices,
+        processes: scenario.processes.clone(),
+        dialect: opts.dialect,
+        seed: opts.seed,
+        step_timeout: opts.step_timeout,
+        topology: scenario.topology.clone(),
+        semantics: scenario.semantics.clone(),
+    }
+}
+
 /// Start a machine on `backend`, run the scenario, shut the machine down.
 /// `shared`: whether the machine may take reused workers (where the backend
 /// shares them and the scenario's sharing allows).
@@ -1166,15 +1182,7 @@ pub(crate) fn execute(
     shared: bool,
     detail: TraceDetail,
 ) -> Execution {
-    let spec = MachineSpec {
-        devices: scenario.devices,
-        processes: scenario.processes.clone(),
-        dialect: opts.dialect,
-        seed: opts.seed,
-        step_timeout: opts.step_timeout,
-        topology: scenario.topology.clone(),
-        semantics: scenario.semantics.clone(),
-    };
+    let spec = machine_spec(scenario, opts);
     let started = Instant::now();
     let machine = if shared && backend.shares_workers() {
         backend.start_shared(

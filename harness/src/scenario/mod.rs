@@ -20,7 +20,7 @@ mod tests;
 
 pub use ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType, NULL_EVENT,
+    ProcIndex, Ref, Step, ValueType, NULL_EVENT, PER_THREAD_STREAM,
 };
 pub use ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 pub use executor::random_handle;
@@ -76,6 +76,16 @@ fn read_scenario_file(path: &Path) -> std::io::Result<String> {
 /// workers where the backend shares them and [`sharing`] allows).
 pub fn execute(scenario: &Scenario, backend: &dyn Backend, opts: &ExecOptions) -> Execution {
     executor::execute(scenario, backend, opts, true, TraceDetail::Full)
+}
+
+/// What [`execute`] will ask `backend` to start for `scenario`: what a
+/// caller that knows the scenarios to come tells [`Backend::expect`].
+pub fn upcoming(scenario: &Scenario, opts: &ExecOptions) -> crate::machine::Upcoming {
+    crate::machine::Upcoming {
+        spec: executor::machine_spec(scenario, opts),
+        sharing: sharing::sharing(scenario),
+        fits: sharing::worker_fits(scenario),
+    }
 }
 
 /// [`execute`] for a caller that judges the outcomes and keeps no trace

@@ -3,7 +3,7 @@
 
 use super::ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType, NULL_EVENT,
+    ProcIndex, Ref, Step, ValueType, NULL_EVENT, PER_THREAD_STREAM,
 };
 use super::ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 use super::lexer::{strip_comment, tokenize, Token};
@@ -890,6 +890,12 @@ impl<'f> Parser<'f> {
             if t.text == "null" {
                 return Err(l.err(t.col, "'null' cannot be bound"));
             }
+            if t.text == PER_THREAD_STREAM {
+                return Err(l.err(
+                    t.col,
+                    "'per_thread' names the per-thread default stream and cannot be bound",
+                ));
+            }
             if let Some(b) = self.bindings.get(t.text) {
                 return Err(l.err(
                     t.col,
@@ -1159,8 +1165,20 @@ impl<'f> Parser<'f> {
         Ok(name)
     }
 
-    /// A stream of process `proc_idx` that was not destroyed.
+    /// A stream of process `proc_idx` that was not destroyed, or
+    /// `per_thread` (the per-thread default stream, which is never
+    /// destroyed).
     fn stream_arg(&self, l: &mut Line, proc_idx: ProcIndex, op: &str) -> PResult<String> {
+        if l.peek()
+            .is_some_and(|t| t.is_word() && t.text == PER_THREAD_STREAM)
+        {
+            let col = l.col();
+            if op == CallKind::StreamDestroy.keyword() {
+                return Err(l.err(col, "the per-thread default stream cannot be destroyed"));
+            }
+            l.pos += 1;
+            return Ok(PER_THREAD_STREAM.to_string());
+        }
         let (name, col) = self.binding_arg(l, ValueType::Stream, op)?;
         if let Some(b) = self.bindings.get(&name) {
             if b.process != proc_idx {

@@ -1,23 +1,21 @@
 //! Whether a scenario may run on workers that served earlier scenarios
-//! (reset and reused), or needs fresh processes: a pure function of what
-//! the scenario asserts ([`sharing`]).
+//! (reset and reused), or needs fresh processes ([`sharing`]): a function
+//! of what the scenario does and asserts, and of what `run
+//! --check-sharing` measured on a GPU ([`CheckedClauses`]).
 //!
 //! A reused worker has been reset (every allocation, mapping, event,
 //! context, VMM object and descriptor its requests made released; see
 //! `cuda/worker.rs`), but driver state no call releases survives: where the
 //! next allocation lands, the primary contexts it retained, what loaded
-//! modules occupy. A scenario whose expectations cannot see that history
-//! gives the same verdict either way; one whose expectations can gets fresh
-//! processes. The rules, each with the reason [`WorkerSharing::Fresh`]
-//! carries:
+//! modules occupy. Two kinds of rule follow, each giving the reason that
+//! [`WorkerSharing::Fresh`] carries.
+//!
+//! **Rules a check cannot lift**, for what a scenario does that a reset
+//! does not undo, or that a reused worker cannot do at all:
 //!
 //! - `# workers: fresh` in the header marks a scenario fresh by hand.
 //! - A process declared `pidns=new`: pooled workers run in the harness's
 //!   PID namespace.
-//! - `# tier: incidental`: one driver's accident may well be one of history.
-//! - An expectation that compares values (`== X`, `!= X`, `base == X`,
-//!   `base != X`): pointers and handles, whose values depend on what the
-//!   process allocated before.
 //! - A step expected to kill its process (`=> crash`), and `exit`: process
 //!   ends, which a reset neither undoes nor replays.
 //! - Ops whose effect a reset does not undo: `ctx_destroy` (a destroyed
@@ -27,17 +25,33 @@
 //!   (`event_create flags=interprocess`, `ipc_get_event`, `ipc_open_event`:
 //!   per-process shared event memory), a device's default memory pool
 //!   (`pool_default`: it lives as long as the process).
-//! - Shared: streams (the reset destroys them), memory pools a scenario
-//!   creates or imports (the reset frees their allocations and imported
-//!   pointers, then destroys them), copies on one device, the
-//!   `pointer_attr` queries, `pidfd_getfd` (the reset closes the copied
-//!   descriptor) and `fork_child_call` (the child is gone when the step
-//!   ends).
 //! - Any op not classified here yet (new ops start fresh until someone
 //!   checks what a reset leaves of them).
 //!
-//! The policy is checked, not assumed: `run --check-sharing` runs every
-//! scenario it lets share both ways and reports any difference.
+//! Shared by these rules: streams (the reset destroys them), memory pools
+//! a scenario creates or imports (the reset frees their allocations and
+//! imported pointers, then destroys them), copies on one device, the
+//! `pointer_attr` queries, `pidfd_getfd` (the reset closes the copied
+//! descriptor) and `fork_child_call` (the child is gone when the step
+//! ends).
+//!
+//! **Rules a check lifts**, for what a scenario may *observe* of a worker's
+//! history:
+//!
+//! - `# tier: incidental`: one driver's accident may well be one of history.
+//! - An expectation that compares values (`== X`, `!= X`, `base == X`,
+//!   `base != X`): pointers and handles, whose values depend on what the
+//!   process allocated before.
+//!
+//! A clause held back only by these shares once `run --check-sharing` has
+//! run it on fresh and on reused workers and found every step identical:
+//! the check writes what it found, clause by clause, in the format of
+//! [`CheckedClauses`], and the policy reads the file compiled in from
+//! `sharing_checked.txt` (or the one [`SHARING_CHECKED_ENV`] names). A
+//! clause the check found different keeps fresh processes, whatever its
+//! tier, with what differed as the reason; so does a clause edited since
+//! it was checked (each entry carries the scenario's [`fingerprint`]).
+//! The check itself runs with these rules lifted ([`checking`]).
 //!
 //! Two further rules are off by default, because `run --check-sharing` on
 //! an H100 found every clause they concern identical on fresh and reused
@@ -181,8 +195,214 @@ impl ShareAlso {
     }
 }
 
+/// Names a file of check results ([`CheckedClauses`]) that the policy
+/// reads instead of the compiled-in one, or `none` for no results at all
+/// (every clause that only a check can let share gets fresh processes).
+pub const SHARING_CHECKED_ENV: &str = "IPC_CONFORMANCE_SHARING_CHECKED";
+
+/// The check results compiled in: what the last `run --check-sharing` over
+/// the whole catalogue on a GPU found (its `sharing-checked.txt`).
+const COMPILED_IN: &str = include_str!("sharing_checked.txt");
+
+/// What `run --check-sharing` found for one clause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckVerdict {
+    /// Every step of every dialect compared was identical on fresh and on
+    /// reused workers.
+    Identical,
+    /// Something differed: what, as one line.
+    Differs(String),
+}
+
+/// One clause's check result: the verdict, for the scenario with this
+/// [`fingerprint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckEntry {
+    /// The [`fingerprint`] of the scenario that was checked.
+    pub fingerprint: String,
+    /// What the check found.
+    pub verdict: CheckVerdict,
+}
+
+/// What `run --check-sharing` found, by clause id: the file it writes
+/// (`sharing-checked.txt`) and the policy reads. One line per clause,
+/// `ID identical FINGERPRINT` or `ID differs FINGERPRINT: WHAT`, and one
+/// `checked-on: WHERE` line naming the GPU and driver; `#` starts a
+/// comment line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckedClauses {
+    /// Where the check ran (GPU, driver), if the file says.
+    pub checked_on: Option<String>,
+    clauses: std::collections::BTreeMap<String, CheckEntry>,
+}
+
+impl CheckedClauses {
+    /// Reads the file format; an error names the line and what is wrong.
+    pub fn parse(text: &str) -> Result<CheckedClauses, String> {
+        let mut checked = CheckedClauses::default();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            let bad = |what: &str| {
+                Err::<CheckedClauses, String>(format!("line {}: {what}: '{line}'", i + 1))
+            };
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if let Some(on) = line.strip_prefix("checked-on:") {
+                checked.checked_on = Some(on.trim().to_string());
+                continue;
+            }
+            let (head, detail) = match line.split_once(':') {
+                Some((head, detail)) => (head, Some(detail.trim())),
+                None => (line, None),
+            };
+            let words: Vec<&str> = head.split_whitespace().collect();
+            let [id, verdict, fingerprint] = words[..] else {
+                return bad(
+                    "expected 'ID identical FINGERPRINT' or 'ID differs FINGERPRINT: WHAT'",
+                );
+            };
+            let verdict = match (verdict, detail) {
+                ("identical", None) => CheckVerdict::Identical,
+                ("differs", Some(what)) if !what.is_empty() => {
+                    CheckVerdict::Differs(what.to_string())
+                }
+                ("differs", _) => return bad("'differs' needs ': WHAT' after the fingerprint"),
+                ("identical", Some(_)) => {
+                    return bad("'identical' takes nothing after the fingerprint")
+                }
+                _ => return bad("the verdict is 'identical' or 'differs'"),
+            };
+            let entry = CheckEntry {
+                fingerprint: fingerprint.to_string(),
+                verdict,
+            };
+            if checked.clauses.insert(id.to_string(), entry).is_some() {
+                return bad("a second line for this clause");
+            }
+        }
+        Ok(checked)
+    }
+
+    /// The file's text: a header, the `checked-on` line, then one line per
+    /// clause sorted by id.
+    pub fn to_text(&self) -> String {
+        let mut s = String::from(
+            "# Clauses run on fresh and on reused workers by `ipc-conformance run\n\
+             # --check-sharing`, every step compared; the worker sharing policy reads\n\
+             # this file (ipc_harness::sharing). A check writes it as\n\
+             # sharing-checked.txt. One line per clause:\n\
+             #   ID identical FINGERPRINT\n\
+             #   ID differs FINGERPRINT: WHAT DIFFERED\n",
+        );
+        if let Some(on) = &self.checked_on {
+            s.push_str(&format!("checked-on: {on}\n"));
+        }
+        for (id, e) in &self.clauses {
+            match &e.verdict {
+                CheckVerdict::Identical => {
+                    s.push_str(&format!("{id} identical {}\n", e.fingerprint))
+                }
+                CheckVerdict::Differs(what) => {
+                    s.push_str(&format!("{id} differs {}: {what}\n", e.fingerprint))
+                }
+            }
+        }
+        s
+    }
+
+    /// The result for clause `id`.
+    pub fn get(&self, id: &str) -> Option<&CheckEntry> {
+        self.clauses.get(id)
+    }
+
+    /// Records the result for clause `id` (replacing an earlier one).
+    pub fn insert(&mut self, id: &str, entry: CheckEntry) {
+        self.clauses.insert(id.to_string(), entry);
+    }
+
+    /// Every clause's result, by id.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &CheckEntry)> {
+        self.clauses.iter().map(|(id, e)| (id.as_str(), e))
+    }
+
+    /// The results compiled into this build.
+    pub fn compiled_in() -> CheckedClauses {
+        CheckedClauses::parse(COMPILED_IN).unwrap_or_default()
+    }
+
+    /// What [`SHARING_CHECKED_ENV`] asks for: `Ok(None)` when it is unset
+    /// (the compiled-in results hold), the results of the file it names, or
+    /// none for `none`; an error for a file that cannot be read or parsed.
+    pub fn from_env() -> Result<Option<CheckedClauses>, String> {
+        let Some(value) = std::env::var_os(SHARING_CHECKED_ENV) else {
+            return Ok(None);
+        };
+        if value == "none" {
+            return Ok(Some(CheckedClauses::default()));
+        }
+        let path = std::path::Path::new(&value);
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{SHARING_CHECKED_ENV}: cannot read {}: {e}", path.display()))?;
+        CheckedClauses::parse(&text)
+            .map(Some)
+            .map_err(|e| format!("{SHARING_CHECKED_ENV}: {}: {e}", path.display()))
+    }
+
+    /// The results the policy reads in this process (read once):
+    /// [`from_env`](Self::from_env)'s, else the compiled-in ones; none when
+    /// the variable names a bad file (callers that can report an error
+    /// check it with `from_env` first).
+    pub fn in_force() -> &'static CheckedClauses {
+        static IN_FORCE: std::sync::OnceLock<CheckedClauses> = std::sync::OnceLock::new();
+        IN_FORCE.get_or_init(|| match CheckedClauses::from_env() {
+            Ok(Some(c)) => c,
+            Ok(None) => CheckedClauses::compiled_in(),
+            Err(_) => CheckedClauses::default(),
+        })
+    }
+
+    /// ` (run --check-sharing on WHERE)`, or nothing when unknown.
+    fn on(&self) -> String {
+        self.checked_on
+            .as_ref()
+            .map(|on| format!(" (run --check-sharing on {on})"))
+            .unwrap_or_default()
+    }
+}
+
+/// What identifies the scenario a check ran, 16 hex digits: a hash of its
+/// devices, processes, and every step's process, text and expectations. A
+/// clause edited since its check no longer matches its entry, which then
+/// does not apply.
+pub fn fingerprint(scenario: &Scenario) -> String {
+    // FNV-1a, 64 bits: stable across builds and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |text: &str| {
+        for b in text.bytes().chain(std::iter::once(0)) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(&scenario.devices.to_string());
+    for p in &scenario.processes {
+        eat(&format!(
+            "{} {} {:?} {:?}",
+            p.name, p.device, p.visible_devices, p.pid_namespace
+        ));
+    }
+    for step in &scenario.steps {
+        eat(&step.process.to_string());
+        eat(&step.text());
+        for list in step.expect.lists() {
+            eat(&list.text);
+        }
+    }
+    format!("{h:016x}")
+}
+
 /// The sharing [`Scenario`] allows (see the [module docs](self)) with the
-/// rules [`SHARE_ALSO_ENV`] turns off; the first rule that asks for fresh
+/// rules [`SHARE_ALSO_ENV`] turns off and the check results in force
+/// ([`CheckedClauses::in_force`]); the first rule that asks for fresh
 /// processes gives the reason.
 pub fn sharing(scenario: &Scenario) -> WorkerSharing {
     sharing_with(scenario, ShareAlso::from_env())
@@ -190,9 +410,107 @@ pub fn sharing(scenario: &Scenario) -> WorkerSharing {
 
 /// [`sharing`] with the rules `also` turns off.
 pub fn sharing_with(scenario: &Scenario, also: ShareAlso) -> WorkerSharing {
-    match fresh_reason(scenario, also) {
-        Some(why) => WorkerSharing::Fresh(why),
-        None => WorkerSharing::Reused,
+    decide(scenario, also, in_force()).sharing
+}
+
+/// [`sharing`] with the rules `also` turns off and the check results
+/// `checked`; `None`: as while [`checking`], every rule a check lifts is
+/// lifted.
+pub fn sharing_checked(
+    scenario: &Scenario,
+    also: ShareAlso,
+    checked: Option<&CheckedClauses>,
+) -> WorkerSharing {
+    decide(scenario, also, checked).sharing
+}
+
+/// [`sharing`] as `list --workers` shows it: `reused`, `reused (WHY)` for
+/// a clause that shares because a check showed it identical, or `fresh
+/// (WHY)`.
+pub fn explain(scenario: &Scenario) -> String {
+    let d = decide(scenario, ShareAlso::from_env(), in_force());
+    match (&d.sharing, d.checked) {
+        (WorkerSharing::Reused, Some(why)) => format!("reused ({why})"),
+        (sharing, _) => sharing.to_string(),
+    }
+}
+
+/// Whether `scenario` shares workers once a check has shown it identical
+/// on fresh and reused workers: no rule but those a check lifts holds it
+/// back. These are the clauses `run --check-sharing` compares.
+pub fn may_share_once_checked(scenario: &Scenario) -> bool {
+    sharing_checked(scenario, ShareAlso::from_env(), None).is_reused()
+}
+
+thread_local! {
+    static CHECKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every rule a check lifts lifted, on this thread: what
+/// `run --check-sharing` runs its shared side under, so that each clause
+/// it compares really ran on reused workers.
+pub fn checking<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CHECKING.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CHECKING.with(|c| c.replace(true)));
+    f()
+}
+
+/// The check results [`sharing`] reads on this thread (`None` while
+/// [`checking`]).
+fn in_force() -> Option<&'static CheckedClauses> {
+    (!CHECKING.with(|c| c.get())).then(CheckedClauses::in_force)
+}
+
+/// A decision and, for a clause that shares because a check showed it
+/// identical, what the check lifted.
+struct Decision {
+    sharing: WorkerSharing,
+    checked: Option<String>,
+}
+
+fn decide(scenario: &Scenario, also: ShareAlso, checked: Option<&CheckedClauses>) -> Decision {
+    let fresh = |why: String| Decision {
+        sharing: WorkerSharing::Fresh(why),
+        checked: None,
+    };
+    if let Some(why) = fixed_reason(scenario, also) {
+        return fresh(why);
+    }
+    let Some(checked) = checked else {
+        return Decision {
+            sharing: WorkerSharing::Reused,
+            checked: None,
+        };
+    };
+    let entry = scenario
+        .meta
+        .get("id")
+        .and_then(|id| checked.get(id.trim()))
+        .filter(|e| e.fingerprint == fingerprint(scenario));
+    let lifted = history_reason(scenario);
+    match (entry.map(|e| &e.verdict), lifted) {
+        (Some(CheckVerdict::Differs(what)), _) => {
+            fresh(format!("differs on reused workers{}: {what}", checked.on()))
+        }
+        (Some(CheckVerdict::Identical), Some(why)) => Decision {
+            sharing: WorkerSharing::Reused,
+            checked: Some(format!(
+                "{why}, but identical on fresh and reused workers{}",
+                checked.on()
+            )),
+        },
+        (Some(CheckVerdict::Identical), None) | (None, None) => Decision {
+            sharing: WorkerSharing::Reused,
+            checked: None,
+        },
+        (None, Some(why)) => fresh(format!(
+            "{why}; not shown identical on reused workers (run --check-sharing)"
+        )),
     }
 }
 
@@ -201,24 +519,27 @@ pub fn sharing_with(scenario: &Scenario, also: ShareAlso) -> WorkerSharing {
 pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
     let mut fits = vec![WorkerFit::default(); scenario.processes.len()];
     for step in &scenario.steps {
-        if let (Op::CtxCreate { .. }, Some(fit)) = (&step.op, fits.get_mut(step.process)) {
-            fit.creates_contexts = true;
-        }
+        let Some(fit) = fits.get_mut(step.process) else {
+            continue;
+        };
+        fit.creates_contexts |= matches!(step.op, Op::CtxCreate { .. });
+        let lists = step.expect.lists();
+        let crash = lists
+            .iter()
+            .flat_map(|l| l.items.iter())
+            .any(|e| expectation_rule(e) == ExpectationRule::Crash);
+        fit.ends |= matches!(step.op, Op::Exit) || crash;
     }
     fits
 }
 
-fn fresh_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
+/// The first rule a check cannot lift that holds `scenario` back.
+fn fixed_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
     if let Some(value) = scenario.meta.get(WORKERS_KEY) {
         return Some(match value.trim() {
             "fresh" => "marked '# workers: fresh'".to_string(),
             other => format!("unknown '# workers: {other}' (only 'fresh' is known)"),
         });
-    }
-    if let Some(tier) = scenario.meta.get("tier") {
-        if tier.trim() == Tier::Incidental.as_str() {
-            return Some("incidental tier".to_string());
-        }
     }
     if let Some(p) = scenario.processes.iter().find(|p| p.in_new_pid_namespace()) {
         return Some(format!(
@@ -231,26 +552,58 @@ fn fresh_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
         if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
             return Some(format!("line {}: {why}", step.line));
         }
-        for list in step.expect.lists() {
-            for e in list.items.iter() {
-                if let Some(why) = expectation_fresh_reason(e) {
-                    return Some(format!("line {}: {why}", step.line));
-                }
-            }
+        let lists = step.expect.lists();
+        let mut expectations = lists.iter().flat_map(|l| l.items.iter());
+        if expectations.any(|e| expectation_rule(e) == ExpectationRule::Crash) {
+            return Some(format!(
+                "line {}: a step is expected to kill its process",
+                step.line
+            ));
         }
     }
     None
 }
 
-fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
+/// The first rule a check lifts that holds `scenario` back: what it may
+/// observe of a worker's history.
+fn history_reason(scenario: &Scenario) -> Option<String> {
+    if let Some(tier) = scenario.meta.get("tier") {
+        if tier.trim() == Tier::Incidental.as_str() {
+            return Some("incidental tier".to_string());
+        }
+    }
+    scenario.steps.iter().find_map(|step| {
+        let lists = step.expect.lists();
+        let e = lists
+            .iter()
+            .flat_map(|l| l.items.iter())
+            .find(|e| expectation_rule(e) == ExpectationRule::ComparesValues)?;
+        Some(format!(
+            "line {}: '{e}' compares values that depend on allocation history",
+            step.line
+        ))
+    })
+}
+
+/// What an expectation asks of the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExpectationRule {
+    /// Nothing.
+    None,
+    /// It compares values that depend on allocation history (a check
+    /// lifts this).
+    ComparesValues,
+    /// It expects its process killed.
+    Crash,
+}
+
+fn expectation_rule(e: &Expectation) -> ExpectationRule {
     match e {
         Expectation::Eq(_)
         | Expectation::Ne(_)
         | Expectation::BaseEq(_)
-        | Expectation::BaseNe(_) => Some(format!(
-            "'{e}' compares values that depend on allocation history"
-        )),
-        Expectation::Crash => Some("a step is expected to kill its process".to_string()),
+        | Expectation::BaseNe(_) => ExpectationRule::ComparesValues,
+        Expectation::Crash => ExpectationRule::Crash,
         Expectation::Ok
         | Expectation::Any
         | Expectation::AnyError
@@ -260,7 +613,7 @@ fn expectation_fresh_reason(e: &Expectation) -> Option<String> {
         | Expectation::Value(_)
         | Expectation::Size(_)
         | Expectation::Type(_)
-        | Expectation::Device(_) => None,
+        | Expectation::Device(_) => ExpectationRule::None,
     }
 }
 
@@ -378,8 +731,11 @@ mod tests {
     }
 
     fn of_with(text: &str, also: ShareAlso) -> WorkerSharing {
-        let scenario = crate::scenario::parser::parse(text, Path::new("<inline>")).expect("parses");
-        sharing_with(&scenario, also)
+        sharing_checked(&parse(text), also, Some(&CheckedClauses::default()))
+    }
+
+    fn parse(text: &str) -> Scenario {
+        crate::scenario::parser::parse(text, Path::new("<inline>")).expect("parses")
     }
 
     fn reason(text: &str) -> String {
@@ -401,6 +757,15 @@ mod tests {
             .map(|f| f.creates_contexts)
             .collect();
         assert_eq!(fits, vec![false, true]);
+        assert!(worker_fits(&scenario).iter().all(|f| !f.ends));
+    }
+
+    #[test]
+    fn a_process_that_exits_or_crashes_ends_its_worker() {
+        let three = "devices 1\nprocess a device=0\nprocess b device=0\nprocess c device=0\n\
+                     a: exit\nb: p = malloc 4 => crash\nc: q = malloc 4\n";
+        let ends: Vec<bool> = worker_fits(&parse(three)).iter().map(|f| f.ends).collect();
+        assert_eq!(ends, vec![true, true, false]);
     }
 
     #[test]
@@ -446,7 +811,10 @@ mod tests {
     #[test]
     fn tier_and_header_decide_first() {
         let incidental = format!("# tier: incidental\n{BASE}a: p = malloc 64\n");
-        assert_eq!(reason(&incidental), "incidental tier");
+        assert_eq!(
+            reason(&incidental),
+            "incidental tier; not shown identical on reused workers (run --check-sharing)"
+        );
         let marked = format!("# tier: contract\n# workers: fresh\n{BASE}a: p = malloc 64\n");
         assert_eq!(reason(&marked), "marked '# workers: fresh'");
         let unknown = format!("# workers: shared\n{BASE}a: p = malloc 64\n");
@@ -549,6 +917,160 @@ mod tests {
         match of_with(text, also) {
             WorkerSharing::Fresh(why) => why,
             WorkerSharing::Reused => panic!("expected fresh:\n{text}"),
+        }
+    }
+
+    const CHECKED_TEXT: &str = "# a comment\n\
+        checked-on: NVIDIA H100 80GB HBM3, driver 580.159.04\n\
+        a.b.same identical 0123456789abcdef\n\
+        \n\
+        a.b.other differs fedcba9876543210: runtime L7 'x = malloc 4': fresh ok | reused error\n";
+
+    #[test]
+    fn check_results_parse_and_print_back() {
+        let checked = CheckedClauses::parse(CHECKED_TEXT).expect("parses");
+        assert_eq!(
+            checked.checked_on.as_deref(),
+            Some("NVIDIA H100 80GB HBM3, driver 580.159.04")
+        );
+        let same = checked.get("a.b.same").expect("an entry");
+        assert_eq!(
+            (same.fingerprint.as_str(), &same.verdict),
+            ("0123456789abcdef", &CheckVerdict::Identical)
+        );
+        assert_eq!(
+            checked.get("a.b.other").map(|e| &e.verdict),
+            Some(&CheckVerdict::Differs(
+                "runtime L7 'x = malloc 4': fresh ok | reused error".into()
+            ))
+        );
+        assert_eq!(checked.entries().count(), 2);
+        assert_eq!(CheckedClauses::parse(&checked.to_text()), Ok(checked));
+        assert_eq!(
+            CheckedClauses::compiled_in().entries().count(),
+            CheckedClauses::parse(COMPILED_IN)
+                .unwrap()
+                .entries()
+                .count(),
+            "the compiled-in file parses"
+        );
+        for (bad, why) in [
+            ("a.b identical\n", "expected 'ID identical"),
+            ("a.b same 01\n", "'identical' or 'differs'"),
+            ("a.b differs 01\n", "needs ': WHAT'"),
+            ("a.b differs 01:  \n", "needs ': WHAT'"),
+            ("a.b identical 01: x\n", "takes nothing"),
+            (
+                "a.b identical 01\na.b identical 02\n",
+                "line 2: a second line",
+            ),
+        ] {
+            let e = CheckedClauses::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    /// An incidental clause with a value comparison, checked as `checked`
+    /// says (its fingerprint is filled in unless `stale`).
+    fn checked_as(text: &str, verdict: CheckVerdict, stale: bool) -> WorkerSharing {
+        let scenario = parse(text);
+        let mut checked = CheckedClauses::parse("checked-on: GPU X, driver 1").unwrap();
+        let fingerprint = if stale {
+            "0000000000000000".to_string()
+        } else {
+            fingerprint(&scenario)
+        };
+        checked.insert(
+            "t.c.x",
+            CheckEntry {
+                fingerprint,
+                verdict,
+            },
+        );
+        sharing_checked(&scenario, ShareAlso::CONFIRMED, Some(&checked))
+    }
+
+    #[test]
+    fn a_check_lifts_the_history_rules_and_keeps_the_others() {
+        let history = format!(
+            "# id: t.c.x\n# tier: incidental\n{BASE}a: p = malloc 64\na: free p\n\
+             a: q = malloc 64 => == p\n"
+        );
+        let identical = CheckVerdict::Identical;
+        assert_eq!(
+            checked_as(&history, identical.clone(), false),
+            WorkerSharing::Reused
+        );
+        let stale = checked_as(&history, identical.clone(), true);
+        assert!(
+            matches!(&stale, WorkerSharing::Fresh(why) if why.starts_with("incidental tier; not shown")),
+            "{stale}"
+        );
+        let differs = checked_as(&history, CheckVerdict::Differs("L7 differs".into()), false);
+        assert_eq!(
+            differs,
+            WorkerSharing::Fresh(
+                "differs on reused workers (run --check-sharing on GPU X, driver 1): L7 differs"
+                    .into()
+            )
+        );
+        // A clause the rules let share keeps fresh processes once a check
+        // saw it differ, and shares without any check.
+        let contract = format!("# id: t.c.x\n# tier: contract\n{BASE}a: p = malloc 64\n");
+        assert!(matches!(
+            checked_as(&contract, CheckVerdict::Differs("x".into()), false),
+            WorkerSharing::Fresh(_)
+        ));
+        assert_eq!(of(&contract), WorkerSharing::Reused);
+        // A check never lifts what a reset cannot undo.
+        let crash = format!("# id: t.c.x\n# tier: incidental\n{BASE}a: p = malloc 4 => crash\n");
+        let kept = checked_as(&crash, identical.clone(), false);
+        assert!(
+            matches!(&kept, WorkerSharing::Fresh(why) if why.contains("kill its process")),
+            "{kept}"
+        );
+        let destroy = format!(
+            "# id: t.c.x\n# tier: incidental\n{BASE}a: c = ctx_create 0\na: ctx_destroy c\n"
+        );
+        assert!(matches!(
+            checked_as(&destroy, identical, false),
+            WorkerSharing::Fresh(_)
+        ));
+    }
+
+    #[test]
+    fn checking_lifts_the_history_rules_on_its_thread_only() {
+        let text =
+            format!("# tier: incidental\n{BASE}a: p = malloc 64\na: q = malloc 64 => != p\n");
+        let scenario = parse(&text);
+        assert!(!sharing(&scenario).is_reused());
+        assert!(may_share_once_checked(&scenario));
+        checking(|| {
+            assert_eq!(sharing(&scenario), WorkerSharing::Reused);
+            let elsewhere = std::thread::scope(|s| s.spawn(|| sharing(&scenario)).join());
+            assert!(!elsewhere.expect("no panic").is_reused());
+        });
+        assert!(!sharing(&scenario).is_reused());
+        let exits = format!("# tier: incidental\n{BASE}a: q = malloc 64 => crash\n");
+        assert!(!may_share_once_checked(&parse(&exits)));
+        let shown = explain(&parse(&text));
+        assert!(shown.starts_with("fresh (incidental tier; "), "{shown}");
+    }
+
+    #[test]
+    fn a_fingerprint_follows_steps_expectations_and_processes() {
+        let base = format!("{BASE}a: p = malloc 64 => ok\n");
+        let f = fingerprint(&parse(&base));
+        assert_eq!(f.len(), 16);
+        assert_eq!(f, fingerprint(&parse(&format!("# tier: contract\n{base}"))));
+        for other in [
+            format!("{BASE}a: p = malloc 65 => ok\n"),
+            format!("{BASE}a: p = malloc 64 => any\n"),
+            format!("{BASE}b: p = malloc 64 => ok\n"),
+            "devices 1\nprocess a device=0\nprocess c device=0\na: p = malloc 64 => ok\n"
+                .to_string(),
+        ] {
+            assert_ne!(f, fingerprint(&parse(&other)), "{other}");
         }
     }
 }

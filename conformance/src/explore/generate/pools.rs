@@ -8,37 +8,29 @@
 //! (pool.lifetime.importer-frees-with-cudafree) and import twice
 //! (pool.import.same-pool-twice, pool.import.same-pointer-twice).
 
-use super::{name, Lowering, PoolFreeOrder};
+use super::{name, Action, Lowering, PoolFreeOrder};
 use ipc_harness::scenario::Op;
 use ipc_harness::{FreeKind, HandleTypes, VmmAccess};
-use proptest::sample::Index;
-
-/// The choices of one pool share beyond its pair, value and free order.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct PoolShareOptions {
-    /// The pool's device.
-    pub device: u32,
-    /// Each process grants its own device access where it is not the
-    /// pool's device.
-    pub grant: bool,
-    /// The importer frees the pointer with `free` (cudaFree).
-    pub cuda_free: bool,
-    /// The importer imports the pool and the pointer twice.
-    pub twice: bool,
-}
 
 impl Lowering {
-    /// Shares one allocation of a new pool of one live process with another
-    /// (`exportable` false: the pool has no handle types and every sharing
-    /// step after `pool_export` is refused or skipped).
-    pub(super) fn pool_share(
-        &mut self,
-        pair: &Index,
-        value: u8,
-        order: PoolFreeOrder,
-        exportable: bool,
-        opts: PoolShareOptions,
-    ) {
+    /// Lowers an [`Action::PoolShare`]: shares one allocation of a new pool
+    /// of one live process with another (`exportable` false: the pool has
+    /// no handle types and every sharing step after `pool_export` is
+    /// refused or skipped).
+    pub(super) fn pool_share(&mut self, action: &Action) {
+        let &Action::PoolShare {
+            ref pair,
+            value,
+            order,
+            exportable,
+            ref device,
+            grant,
+            cuda_free,
+            twice,
+        } = action
+        else {
+            return;
+        };
         let live = self.live_procs();
         if live.len() < 2 {
             return;
@@ -59,7 +51,7 @@ impl Lowering {
         let alloc = self.fresh("pa");
         let data = self.fresh("px");
         let ptr = self.fresh("pq");
-        let device = opts.device.min(self.devices - 1);
+        let device = device.index(self.devices as usize) as u32;
         self.bind(exporter, &pool, Op::PoolCreate { types, device });
         self.bind(
             exporter,
@@ -84,7 +76,7 @@ impl Lowering {
                 fd: sent.to_string(),
             },
         );
-        if opts.twice {
+        if twice {
             let again = self.fresh("ipl");
             self.bind(
                 importer,
@@ -97,7 +89,7 @@ impl Lowering {
         // Access: each process's own device, granted through its own handle.
         for (proc, handle) in [(exporter, &pool), (importer, &imported)] {
             let here = self.placement[proc];
-            if opts.grant && here != device {
+            if grant && here != device {
                 self.emit(
                     proc,
                     Op::PoolSetAccess {
@@ -140,7 +132,7 @@ impl Lowering {
         self.bind(exporter, &data, Op::PoolExportPtr { ptr: name(&alloc) });
         self.send(exporter, &data, importer);
         let free_alloc = Op::PoolFree { ptr: name(&alloc) };
-        let free_ptr = if opts.cuda_free {
+        let free_ptr = if cuda_free {
             Op::Free {
                 kind: FreeKind::Device,
                 ptr: name(&ptr),
@@ -160,7 +152,7 @@ impl Lowering {
             },
         );
         self.stats.pool_imports += 1;
-        let second = opts.twice.then(|| self.fresh("pq"));
+        let second = twice.then(|| self.fresh("pq"));
         if let Some(second) = &second {
             self.bind(
                 importer,
