@@ -1330,8 +1330,12 @@ pub(crate) fn execute_on(
     let mut run = Run {
         scenario,
         opts,
-        // Room for a binding per step, so the map is not regrown as it fills.
-        bindings: HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default()),
+        // Room for a binding per binding step, so the map is not regrown as
+        // it fills (and not twice the room where half the steps bind).
+        bindings: HashMap::with_capacity_and_hasher(
+            scenario.steps.iter().filter(|s| s.bind.is_some()).count(),
+            Default::default(),
+        ),
         lists: Vec::new(),
         list_ids: HashMap::default(),
         step_lists: Vec::new(),
