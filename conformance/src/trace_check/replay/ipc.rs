@@ -172,7 +172,7 @@ impl Lowering<'_> {
 
     // --- events --------------------------------------------------------------
 
-    pub(super) fn event_create(&mut self, process: usize, r: &Rec) {
+    pub(super) fn cu_event_create(&mut self, process: usize, r: &Rec) {
         let ok = r.result == 0;
         let flags = r.args.flags().unwrap_or(0);
         // CU_EVENT_BLOCKING_SYNC, _DISABLE_TIMING, _INTERPROCESS.
@@ -252,7 +252,7 @@ impl Lowering<'_> {
     }
 
     /// `cuEventElapsedTime` succeeds only when both events completed.
-    pub(super) fn event_elapsed(&mut self, process: usize, r: &Rec) {
+    pub(super) fn cu_event_elapsed_time(&mut self, process: usize, r: &Rec) {
         let events: Vec<u64> = r.args.objects().map(<[u64]>::to_vec).unwrap_or_default();
         let known: Vec<(String, Option<usize>)> = events
             .iter()

@@ -415,7 +415,7 @@ impl Lowering<'_> {
         self.host_synced(process, r);
     }
 
-    pub(super) fn memset(&mut self, process: usize, r: &Rec, name: &str) {
+    pub(super) fn cu_memset(&mut self, process: usize, r: &Rec, name: &str) {
         let (ptr, size) = (r.args.ptr().unwrap_or(0), r.args.size().unwrap_or(0));
         if r.result != 0 || size == 0 {
             return self.unlowered(process, r, "a failed or empty set changes nothing");

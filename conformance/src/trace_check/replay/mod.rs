@@ -241,23 +241,23 @@ impl<'f> Lowering<'f> {
             "cuIpcGetMemHandle" => self.get_mem_handle(process, r),
             "cuIpcOpenMemHandle" => self.open_mem_handle(process, r),
             "cuIpcCloseMemHandle" => self.close_mem_handle(process, r),
-            "cuEventCreate" => self.event_create(process, r),
+            "cuEventCreate" => self.cu_event_create(process, r),
             "cuEventRecord"
             | "cuEventRecordWithFlags"
             | "cuEventQuery"
             | "cuEventSynchronize"
             | "cuStreamWaitEvent"
             | "cuEventDestroy" => self.event_use(process, r, name),
-            "cuEventElapsedTime" => self.event_elapsed(process, r),
+            "cuEventElapsedTime" => self.cu_event_elapsed_time(process, r),
             "cuIpcGetEventHandle" => self.get_event_handle(process, r),
             "cuIpcOpenEventHandle" => self.open_event_handle(process, r),
-            "cuMemCreate" => self.vmm_create(process, r),
-            "cuMemExportToShareableHandle" => self.vmm_export(process, index, r),
+            "cuMemCreate" => self.cu_mem_create(process, r),
+            "cuMemExportToShareableHandle" => self.cu_mem_export(process, index, r),
             "cuMemImportFromShareableHandle" => self.vmm_import(process, index, r),
             "cuMemAddressReserve" => self.vmm_reserve(process, r),
             "cuMemMap" => self.vmm_map(process, r),
             "cuMemSetAccess" => self.vmm_set_access(process, r),
-            "cuMemUnmap" => self.vmm_unmap(process, r),
+            "cuMemUnmap" => self.cu_mem_unmap(process, r),
             "cuMemAddressFree" => self.vmm_address_free(process, r),
             "cuMemRelease" => self.vmm_release(process, r),
             "cuMemPoolCreate" | "cuDeviceGetDefaultMemPool" | "cuDeviceGetMemPool" => {
@@ -265,8 +265,8 @@ impl<'f> Lowering<'f> {
             }
             "cuMemPoolDestroy" => self.pool_destroy(process, r),
             "cuMemPoolSetAccess" => self.pool_set_access(process, r),
-            "cuMemPoolExportToShareableHandle" => self.pool_export(process, index, r),
-            "cuMemPoolImportFromShareableHandle" => self.pool_import(process, index, r),
+            "cuMemPoolExportToShareableHandle" => self.cu_mem_pool_export(process, index, r),
+            "cuMemPoolImportFromShareableHandle" => self.cu_mem_pool_import(process, index, r),
             "cuMemAllocFromPoolAsync" => self.pool_alloc(process, r),
             "cuMemPoolExportPointer" => self.pool_export_pointer(process, r),
             "cuMemPoolImportPointer" => self.pool_import_pointer(process, r),
@@ -290,7 +290,7 @@ impl<'f> Lowering<'f> {
             "cuMemsetD8" | "cuMemsetD16" | "cuMemsetD32" | "cuMemsetD8Async"
             | "cuMemsetD16Async" | "cuMemsetD32Async" | "cuMemsetD2D8" | "cuMemsetD2D16"
             | "cuMemsetD2D32" | "cuMemsetD2D8Async" | "cuMemsetD2D16Async"
-            | "cuMemsetD2D32Async" => self.memset(process, r, name),
+            | "cuMemsetD2D32Async" => self.cu_memset(process, r, name),
             "cuLaunchKernel" | "cuLaunchKernelEx" | "cuLaunchCooperativeKernel" => {
                 self.kernel(process, r)
             }

@@ -71,7 +71,7 @@ impl Lowering<'_> {
         }
     }
 
-    pub(super) fn pool_export(&mut self, process: usize, index: usize, r: &Rec) {
+    pub(super) fn cu_mem_pool_export(&mut self, process: usize, index: usize, r: &Rec) {
         if r.args.handle_type() != Some(1) {
             if r.result == 0 {
                 self.reason(
@@ -98,7 +98,7 @@ impl Lowering<'_> {
         }
     }
 
-    pub(super) fn pool_import(&mut self, process: usize, index: usize, r: &Rec) {
+    pub(super) fn cu_mem_pool_import(&mut self, process: usize, index: usize, r: &Rec) {
         let Some(fd) = self.imported_descriptor(process, index, r) else {
             return;
         };

@@ -4,9 +4,9 @@
 //! own records give (`accessed`). A leaf below the area files and
 //! `mod.rs`.
 
-use super::super::load::{escaped, EntryId, Folder, HandleBytes, Rec};
-use super::super::model::{Finding, FindingClass, MAX_LISTED};
-use super::super::sync_rules::{Memory, TABLE};
+use crate::trace_check::load::{escaped, EntryId, Folder, HandleBytes, Rec};
+use crate::trace_check::model::{Finding, FindingClass, MAX_LISTED};
+use crate::trace_check::sync_rules::{Memory, TABLE};
 use ipc_harness::scenario::{Expect, ExpectList, Expectation, Op, Ref, Scenario, Step};
 use ipc_harness::{ApiError, Dialect, ErrorKind, FreeKind, VmmAccess};
 use std::borrow::Cow;

@@ -11,7 +11,7 @@ use ipc_harness::scenario::{Op, Ref};
 use ipc_harness::{HandleTypes, ShareableHandleType};
 
 impl Lowering<'_> {
-    pub(super) fn vmm_create(&mut self, process: usize, r: &Rec) {
+    pub(super) fn cu_mem_create(&mut self, process: usize, r: &Rec) {
         let ok = r.result == 0;
         let m = self.procs[process].fresh("m");
         let size = r.args.size().unwrap_or(0);
@@ -86,7 +86,7 @@ impl Lowering<'_> {
         self.procs[process].fds.get(&fd).map(|f| f.binding.clone())
     }
 
-    pub(super) fn vmm_export(&mut self, process: usize, index: usize, r: &Rec) {
+    pub(super) fn cu_mem_export(&mut self, process: usize, index: usize, r: &Rec) {
         let Some((m, object)) = self.procs[process]
             .vmm
             .get(&r.args.vmm().unwrap_or(0))
@@ -261,7 +261,7 @@ impl Lowering<'_> {
         );
     }
 
-    pub(super) fn vmm_unmap(&mut self, process: usize, r: &Rec) {
+    pub(super) fn cu_mem_unmap(&mut self, process: usize, r: &Rec) {
         let (ptr, size) = (r.args.ptr().unwrap_or(0), r.args.size().unwrap_or(0));
         let end = ptr.saturating_add(size.max(1));
         // One unmap covers every mapping inside its range (the range must
