@@ -213,6 +213,20 @@ impl Lowering<'_> {
             // From device memory to host memory.
             (Some((s, _, object, rem)), _) if host(dst_mem) => {
                 let (s, object, len) = (s.clone(), *object, span(*rem));
+                // A copy on a stream runs after the work queued there
+                // before it, and the host reads once it is done: the
+                // stream's earlier work is ordered before the read.
+                if let Some(stream) = stream {
+                    self.model_step(
+                        process,
+                        Some(r),
+                        None,
+                        Op::StreamSync { stream },
+                        Role::Model,
+                        Some(rule.id),
+                        None,
+                    );
+                }
                 self.read_model(process, r, s, len, object, rule);
             }
             // Between device memories (or with managed memory).
