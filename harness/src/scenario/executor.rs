@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{ExpectList, Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
+use super::ast::{ExpectList, Expectation, HazardCheck, Op, Ref, Step, NULL_CONTEXT, NULL_EVENT};
 use super::expect::{
     bytes_summary, check_result, describe, failure, Bindings, Bound, Label, Observed, Value,
 };
@@ -753,6 +753,9 @@ impl<'a> Run<'a> {
             Op::SetDevice { device } => Call::SetDevice { device: *device },
             Op::PrimaryCtx { device } => Call::PrimaryContext { device: *device },
             Op::CtxCreate { device } => Call::CreateContext { device: *device },
+            Op::CtxSet { ctx } if ctx == NULL_CONTEXT => Call::SetCurrentContext {
+                ctx: crate::driver::ContextId(0),
+            },
             Op::CtxSet { ctx } => Call::SetCurrentContext {
                 ctx: self.ctx(ctx)?,
             },
