@@ -50,8 +50,32 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
         destroyed.ends_with("a destroyed context's VA goes to the next one"),
         "{destroyed}"
     );
-    let reopen = fresh_reason(&cat, "mem.open.reopen-same-context");
-    assert!(reopen.contains("'== p' compares values"), "{reopen}");
+    // A value comparison holds a clause back until a check: with no check
+    // results, the reason is the rule.
+    let reopen = cat
+        .clauses
+        .iter()
+        .find(|c| c.id == "mem.open.reopen-same-context")
+        .and_then(|c| c.scenario.as_ref())
+        .expect("the clause parses");
+    match sharing_checked(
+        reopen,
+        ShareAlso::CONFIRMED,
+        Some(&CheckedClauses::default()),
+    ) {
+        WorkerSharing::Fresh(why) => assert!(why.contains("'== p' compares values"), "{why}"),
+        WorkerSharing::Reused => panic!("mem.open.reopen-same-context shares unchecked"),
+    }
+    // A clause the GPU's check found to differ keeps fresh workers, with
+    // what differed as the reason.
+    let placement = fresh_reason(&cat, "mem.lifetime.va-reuse-per-context");
+    assert!(placement.contains("reused ok ptr a.p1"), "{placement}");
+    // Fixed rules measured on the GPU: memory pools, and damaged handles
+    // of an exporter that made VMM allocations.
+    let pool = fresh_reason(&cat, "pool.lifetime.import-after-exporter-free");
+    assert!(pool.contains("memory pools on a reset worker"), "{pool}");
+    let flip = fresh_reason(&cat, "mem.handle.check-word-with-vmm-allocation");
+    assert!(flip.contains("VMM allocations"), "{flip}");
     let base = fresh_reason(&cat, "mem.suballoc.aligned-2mib");
     assert!(base.contains("'base == p'"), "{base}");
     let peer = fresh_reason(&cat, "multidev.peer.enable");

@@ -425,7 +425,11 @@ impl World {
             .range(..=va)
             .next_back()
             .is_some_and(|(&base, &len)| base.saturating_add(len) >= end);
-        let overlaps = vp.maps.range(..end).next_back().is_some_and(|(&b, m)| b.saturating_add(m.size) > va);
+        let overlaps = vp
+            .maps
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&b, m)| b.saturating_add(m.size) > va);
         inside && !overlaps
     }
 
