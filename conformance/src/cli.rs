@@ -2,8 +2,8 @@
 //!
 //! Exit codes: 0 success (every clause Pass or NotSupported), 1 failures (or
 //! differences, or broken clauses in `list`), 2 usage and I/O errors, 3 the
-//! requested backend cannot run at all (`run`, `differential`). Bad
-//! input never panics: it is a message on stderr and exit 2.
+//! requested backend cannot run at all (`run`, `differential`), 4 a trace
+//! `check` could not judge. Bad input never panics: it is a message on stderr and exit 2.
 
 use crate::backend::{self, BackendKind, SimSettings};
 use crate::catalogue::{self, Catalogue, Clause, Tier};
@@ -67,6 +67,7 @@ Environment:
         Exit codes: 0 all Pass or NotSupported; 1 failures or differences; 2 usage or I/O errors; \
         3 the requested backend cannot run at all (no driver, no device: every clause NotSupported; \
         --allow-unsupported accepts it); \
+        4 `check` could not judge the trace (it says why); \
         101 internal error (a bug: please report it); \
         130 run interrupted (SIGINT/SIGTERM; the reports hold what ran).",
     after_long_help = ENVIRONMENT_HELP
@@ -158,8 +159,9 @@ pub enum Command {
     /// Run a program with the IPC tracer preloaded (every process it starts
     /// too): per-process records of its driver calls under --out.
     Trace(crate::trace_cmd::TraceArgs),
-    /// Judge a traced program's IPC: hazards, ignored errors, a replayable
-    /// scenario (exit 1 on a hazard).
+    /// Judge a traced program's IPC by replaying it on the simulator: exit 0
+    /// clean, 1 hazards, 4 not judged (with the reasons); writes a replayable
+    /// scenario.
     Check(crate::trace_check::CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     /// on stdout.

@@ -57,6 +57,6 @@ pub mod trace_check;
 pub(crate) mod trace_cmd;
 
 pub use catalogue::{Catalogue, Clause, ClauseKind};
-pub use exit::{EXIT_BACKEND_UNAVAILABLE, EXIT_FAILURES, EXIT_OK, EXIT_USAGE};
+pub use exit::{EXIT_BACKEND_UNAVAILABLE, EXIT_FAILURES, EXIT_NOT_JUDGED, EXIT_OK, EXIT_USAGE};
 pub use filter::Filter;
 pub use model::{ClauseResult, RunInfo, RunReport, TOOL_VERSION};

@@ -46,3 +46,20 @@ pub const MAX_WORKER_POOL: usize = 64;
 /// Most threads `explore --jobs` runs (each with its own backends and, on a
 /// real backend, its own worker processes).
 pub const MAX_EXPLORE_JOBS: usize = 256;
+
+/// Largest trace file `check` reads (`trace-<pid>.jsonl`): a recorded call
+/// is about 150-250 bytes, so this is millions of calls from one process.
+pub const MAX_TRACE_FILE_BYTES: u64 = 1 << 30;
+
+/// Longest line of a trace file; a longer line is unreadable (a call record
+/// is a few hundred bytes, a kernel's parameters a few kilobytes).
+pub const MAX_TRACE_LINE_BYTES: usize = 1 << 20;
+
+/// Most recorded calls `check` judges in one folder (a folder with more is
+/// not judged, and says so): within its promise of 10 s and 1 GiB for
+/// 1,000,000 calls on a 2-core machine (docs/reliability.md).
+pub const MAX_TRACE_CALLS: usize = 1_000_000;
+
+/// Most trace files `check` reads from one folder: Linux's largest
+/// `pid_max`, so one file per process of any run fits.
+pub const MAX_TRACE_FILES: usize = 1 << 22;

@@ -462,3 +462,124 @@ fn fuzz_the_shard_merger() {
         }
     });
 }
+
+/// A trace folder as one input: its files, each `NAME\n` then the
+/// contents, joined by a form feed (so that the mutator splices lines and
+/// files alike).
+fn folder_bytes(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, (name, bytes)) in files.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\x0c');
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+        out.extend_from_slice(bytes);
+    }
+    out
+}
+
+/// The files an input stands for (names that are not the tracer's are
+/// left out by the reader, as in a folder).
+fn folder_files(input: &[u8]) -> Vec<(String, Vec<u8>)> {
+    input
+        .split(|&b| b == b'\x0c')
+        .map(|part| match part.iter().position(|&b| b == b'\n') {
+            Some(i) => (
+                String::from_utf8_lossy(&part[..i]).into_owned(),
+                part[i + 1..].to_vec(),
+            ),
+            None => (String::from_utf8_lossy(part).into_owned(), Vec::new()),
+        })
+        .collect()
+}
+
+/// Tokens of trace records, spliced into the check target's inputs.
+const TRACE_TOKENS: &[&str] = &[
+    r#"{"kind":"call","seq":0,"call":"cuMemFree_v2","result":0,"t_ns":1,"dur_ns":1,"tid":1,"args":{"ptr":140000000000000}}"#,
+    r#"{"kind":"exit","t_ns":18446744073709551615}"#,
+    r#"{"kind":"header","pid":1,"ppid":0,"exe":"x\ny: malloc 1","start_ns":0,"tracer_version":"9","coverage":1,"origin":"load"}"#,
+    r#"{"kind":"host","seq":3,"op":"recv","call":"recvmsg","result":1,"t_ns":5,"dur_ns":1,"tid":1,"args":{"fd":3,"object":"socket:1","fds":[7,8]}}"#,
+    r#"{"kind":"host","seq":4,"op":"fork","call":"fork","result":2,"t_ns":5,"dur_ns":1,"tid":1,"args":{"pid":2}}"#,
+    r#"{"kind":"lookup","seq":5,"via":"dlsym","symbol":"cuNew","t_ns":5,"tid":1}"#,
+    "\"call\":\"cuLaunchKernel\"",
+    "\"call\":\"cuIpcCloseMemHandle\"",
+    "\"call\":\"cuMemPoolImportPointer\"",
+    "\"pointer_args\":[",
+    "\"result\":600",
+    "\"seq\":",
+    "\"ptr\":",
+    "\"device\":255",
+    "\"size\":18446744073709551615",
+    "trace-1.jsonl\n",
+    "trace-1.2.jsonl\n",
+    "trace-01.jsonl\n",
+];
+
+#[test]
+fn fuzz_the_trace_checker() {
+    use ipc_conformance::trace_check::{self, load};
+    let mut corpus = Vec::new();
+    // Every committed trace folder (NVIDIA's samples, the GPU runs of
+    // tracer/validation, the stand-in runs).
+    fn folders(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.join("expected.txt").is_file() {
+                    out.push(p.clone());
+                }
+                folders(&p, out);
+            }
+        }
+    }
+    let mut dirs = Vec::new();
+    folders(&repo().join("reports/traces"), &mut dirs);
+    dirs.sort();
+    for dir in dirs {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("trace-"))
+            .map(|n| {
+                let bytes = std::fs::read(dir.join(&n)).unwrap();
+                (n, bytes)
+            })
+            .collect();
+        files.sort();
+        let bytes = folder_bytes(&files);
+        if bytes.len() <= MAX_INPUT {
+            corpus.push(bytes);
+        }
+    }
+    assert!(corpus.len() >= 20, "{} trace folders", corpus.len());
+    let splice = std::sync::Mutex::new(Rng::new(seed() ^ 0x0074_7261_6365));
+    fuzz("check", &corpus, |input| {
+        let mut input = input.to_vec();
+        // A record-shaped token now and then, where the mutator put none.
+        {
+            let mut rng = splice.lock().unwrap();
+            if rng.below(3) == 0 {
+                let token = TRACE_TOKENS[rng.below(TRACE_TOKENS.len())].as_bytes();
+                let at = rng.below(input.len() + 1);
+                input.splice(at..at, token.iter().copied());
+            }
+        }
+        let folder = load::read_files(&folder_files(&input));
+        let (report, replay) = trace_check::check_folder(folder, "fuzz");
+        let _ = trace_check::report::text(&report);
+        let _ = trace_check::report::markdown(&report);
+        let _ = serde_json::to_vec(&report).unwrap();
+        // The replay is a scenario file: it parses back, unless it
+        // declares more processes than a file may.
+        if report.processes.len() <= ipc_harness::scenario::limits::MAX_PROCESSES {
+            if let Err(e) = ipc_harness::scenario::parse(&replay, Path::new("replay.ipc")) {
+                panic!("the replay does not parse: {e}\n{replay}");
+            }
+        }
+    });
+}

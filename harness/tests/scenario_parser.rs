@@ -39,6 +39,7 @@ fn ok(src: &str) -> Scenario {
 #[case::primary_ctx("b: d = primary_ctx 1 => ok", "d = primary_ctx 1")]
 #[case::ctx_create("a: ctx_create 0 => ok", "ctx_create 0")]
 #[case::ctx_set("a: ctx_set c", "ctx_set c")]
+#[case::ctx_set_null("a: ctx_set null", "ctx_set null")]
 #[case::ctx_current("a: c2 = ctx_current => == c", "c2 = ctx_current")]
 #[case::ctx_current_null("a: ctx_current => == null", "ctx_current")]
 #[case::ctx_destroy("a: ctx_destroy c => runtime: any; driver: ok", "ctx_destroy c")]

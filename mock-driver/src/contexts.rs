@@ -1,5 +1,9 @@
 //! Devices and contexts: ordinal remapping, primary contexts (created on
-//! first use, one per device), extra contexts, the current context.
+//! first use, one per device), extra contexts, and the thread's context
+//! stack, whose top is the current context: `cuCtxCreate` pushes,
+//! `cuCtxSetCurrent` and `cudaSetDevice` replace the top (`NULL` pops it),
+//! `cuCtxDestroy` of the current context pops it, so the context current
+//! before is current again (vmm.create.without-current-context).
 
 use crate::seed::hash;
 use crate::semantics::{DestroyPrimary, SetDestroyedContext};
@@ -98,6 +102,7 @@ impl World {
         let c = self.new_context(p, phys, false);
         self.driver_fd_for_context(p, c);
         let proc = &mut self.procs[p];
+        proc.ctx_below.extend(proc.current);
         proc.current = Some(c);
         // `va_reuse=top-down`: VA reserved before this call is never handed
         // out again (mem.lifetime.va-reuse-after-ctx-create).
@@ -122,11 +127,12 @@ impl World {
         Ok(c)
     }
 
-    /// `cuCtxSetCurrent`; the null context unbinds.
+    /// `cuCtxSetCurrent`: replaces the top of the context stack; the null
+    /// context pops it.
     pub(crate) fn set_current_context(&mut self, p: ProcessIndex, ctx: CtxKey) -> SimResult<()> {
         let proc = &mut self.procs[p];
         if ctx == 0 {
-            proc.current = None;
+            proc.current = proc.ctx_below.pop();
             return Ok(());
         }
         match proc.contexts.get(&ctx) {
@@ -194,7 +200,7 @@ impl World {
             proc.primary.remove(&u64::from(device));
         }
         if proc.current == Some(ctx) {
-            proc.current = None;
+            proc.current = proc.ctx_below.pop();
         }
         Ok(())
     }

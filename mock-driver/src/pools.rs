@@ -470,6 +470,8 @@ impl World {
         if let Some(i) = self.pools.procs.get(p)?.imported.get(&ptr).copied() {
             self.unmap_import(p, i.base);
             self.pp(p).imported.remove(&ptr);
+            // A second free of it is a double free, as of any pointer.
+            self.procs[p].freed_ptrs.insert(ptr);
             return Some(Ok(()));
         }
         let a = self.pools.procs.get_mut(p)?.allocs.remove(&ptr)?;

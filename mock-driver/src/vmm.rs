@@ -393,7 +393,14 @@ impl World {
 
     pub(crate) fn vmm_unmap(&mut self, p: ProcessIndex, va: u64, size: u64) -> SimResult<()> {
         let Some(bases) = self.covering(p, va, size) else {
-            return Err(InvalidValue.into());
+            // Measured (vmm.map.unmap-twice): a range of a reservation
+            // with nothing mapped in it any more is unmapped again with
+            // success.
+            return if self.reserved_and_unmapped(p, va, size) {
+                Ok(())
+            } else {
+                Err(InvalidValue.into())
+            };
         };
         if self.mutant(MutantId::VmmUnmapKeepsMapping) {
             return Ok(());
@@ -404,6 +411,22 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// Whether `[va, va + size)` lies inside one of `p`'s reservations
+    /// and no mapping overlaps it.
+    fn reserved_and_unmapped(&mut self, p: ProcessIndex, va: u64, size: u64) -> bool {
+        let Some(end) = va.checked_add(size).filter(|_| size > 0) else {
+            return false;
+        };
+        let vp = self.vp(p);
+        let inside = vp
+            .reservations
+            .range(..=va)
+            .next_back()
+            .is_some_and(|(&base, &len)| base.saturating_add(len) >= end);
+        let overlaps = vp.maps.range(..end).next_back().is_some_and(|(&b, m)| b.saturating_add(m.size) > va);
+        inside && !overlaps
     }
 
     pub(crate) fn vmm_address_free(

@@ -251,7 +251,12 @@ pub(crate) struct Process {
     pub contexts: SmallMap<Context>,
     /// Physical device -> its primary context.
     pub primary: SmallMap<CtxKey>,
+    /// The top of the thread's context stack: the current context.
     pub current: Option<CtxKey>,
+    /// The rest of the stack, oldest first: `cuCtxCreate` pushes,
+    /// `cuCtxSetCurrent` replaces the top (`NULL` pops it), `cuCtxDestroy`
+    /// of the current context pops it (`contexts.rs`).
+    pub ctx_below: Vec<CtxKey>,
     pub ctx_serial: u64,
     /// Bytes a memset wrote into released VA (`stale_memset`), by address;
     /// kernels reading that VA see them (`stale_kernel_read`).
@@ -555,6 +560,7 @@ impl Process {
             contexts: SmallMap::Empty,
             primary: SmallMap::Empty,
             current: None,
+            ctx_below: Vec::new(),
             ctx_serial: 0,
             stale_bytes: crate::store::Store::default(),
             va_next: base,
@@ -1323,6 +1329,7 @@ impl World {
             c.alive = false;
         }
         proc.current = None;
+        proc.ctx_below.clear();
         proc.packing.clear();
         proc.peer_enabled.clear();
         proc.peer_links.clear();

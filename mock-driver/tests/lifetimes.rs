@@ -218,10 +218,17 @@ fn calls_on_an_exited_process_are_harness_errors() {
 fn destroying_a_context_frees_its_memory_and_closes_its_mappings() {
     let mut m = start("");
     let (_a, h) = export(m.as_mut(), 2 * MIB, 1);
+    let primary = m.driver(1).current_context().unwrap();
     let c = m.driver(1).create_context(0).unwrap();
     let p = open(m.as_mut(), 1, h).unwrap();
     let own = m.driver(1).alloc(MemKind::Device, 64).unwrap();
     m.driver(1).destroy_context(c).unwrap();
+    // Popped from the context stack: the context current before its
+    // creation is current again (vmm.create.without-current-context).
+    assert_eq!(m.driver(1).current_context().unwrap(), primary);
+    m.driver(1)
+        .set_current_context(ipc_harness::ContextId(0))
+        .unwrap();
     assert_eq!(m.driver(1).current_context().unwrap(), None);
     assert_eq!(
         err(m.driver(1).alloc(MemKind::Device, 64)),

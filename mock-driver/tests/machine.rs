@@ -117,15 +117,22 @@ fn created_contexts_are_distinct_and_switchable() {
         err(m.driver(1).set_current_context(c1)),
         ErrorKind::InvalidContext
     );
-    // The null context unbinds.
-    m.driver(0)
-        .set_current_context(ipc_harness::ContextId(0))
-        .unwrap();
+    // The stack is [primary, c1, c1]: each creation pushed, and the set
+    // replaced c2 on top. The null context pops the top.
+    let null = ipc_harness::ContextId(0);
+    m.driver(0).set_current_context(null).unwrap();
+    assert_eq!(m.driver(0).current_context().unwrap(), Some(c1));
+    m.driver(0).set_current_context(null).unwrap();
+    assert_eq!(m.driver(0).current_context().unwrap(), Some(primary));
+    m.driver(0).set_current_context(null).unwrap();
     assert_eq!(m.driver(0).current_context().unwrap(), None);
     assert_eq!(
         err(m.driver(0).alloc(MemKind::Device, 8)),
         ErrorKind::InvalidContext
     );
+    // Popping an empty stack does nothing.
+    m.driver(0).set_current_context(null).unwrap();
+    assert_eq!(m.driver(0).current_context().unwrap(), None);
     m.driver(0).set_device(0).unwrap();
     assert_eq!(m.driver(0).current_context().unwrap(), Some(primary));
 }

@@ -79,7 +79,7 @@ pub struct Reliance {
 pub fn judge(
     replay: &Scenario,
     devices: u32,
-    step_origin: &[(u32, Option<u64>, String)],
+    step_origin: &dyn Fn(usize) -> (u32, Option<u64>, String),
 ) -> Reliance {
     let mut machine = SimConfig::default();
     machine.devices = machine.devices.max(devices);
@@ -92,8 +92,8 @@ pub fn judge(
     for (profile, status, message) in &portability.verdicts {
         if *profile == Profile::Measured && *status != Status::Pass {
             notes.push(format!(
-                "the measured simulator does not answer the replay as the driver did ({}): \
-                 the steps below are compared with the simulator's answers, not the driver's",
+                "the measured simulator does not answer every replayed call as the driver did \
+                 ({}): the steps below are compared with the simulator's answers",
                 message
             ));
         }
@@ -107,11 +107,7 @@ pub fn judge(
         .divergences
         .iter()
         .map(|d| {
-            let (pid, seq, call) =
-                step_origin
-                    .get(d.index)
-                    .cloned()
-                    .unwrap_or((0, None, String::new()));
+            let (pid, seq, call) = step_origin(d.index);
             RelianceStep {
                 profile: d.profile.as_str().to_string(),
                 replay_line: d.line,

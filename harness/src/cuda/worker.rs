@@ -56,6 +56,11 @@
 //! `cudaPointerGetAttributes` answers for such a pointer. The device is
 //! `None` for host and unregistered memory in both dialects.
 //!
+//! A stream argument is a stream the worker created, or one of the
+//! driver's own handles, passed as it is: `0` (the legacy default stream)
+//! and `0x2` (`cudaStreamPerThread` / `CU_STREAM_PER_THREAD`, the
+//! per-thread default stream of the one thread that serves requests).
+//!
 //! Every call uses whatever context is current on the worker's thread; the
 //! runtime dialect relies on the `cudaSetDevice` done by `Init`. Error codes
 //! are returned raw ([`WireError::Api`]); calls made through the driver API
@@ -609,6 +614,26 @@ impl Owned {
             && self.streams.is_empty()
     }
 
+    /// The stream `request` names when it is neither one of the driver's
+    /// own handles, passed to it as they are (the legacy default stream 0,
+    /// the per-thread default stream `0x2`: [`is_driver_stream`]), nor a
+    /// stream this worker created and did not destroy: an API call would
+    /// take it for a dangling pointer.
+    fn unknown_stream(&self, request: &Request) -> Option<u64> {
+        match request {
+            Request::StreamDestroy { stream }
+            | Request::StreamSynchronize { stream }
+            | Request::StreamQuery { stream }
+            | Request::EventRecordOn { stream, .. }
+            | Request::StreamWaitEventOn { stream, .. }
+            | Request::SlowFillOn { stream, .. }
+            | Request::CopyDevice { stream, .. } => {
+                Some(stream.0).filter(|s| !is_driver_stream(*s) && !self.streams.contains_key(s))
+            }
+            _ => None,
+        }
+    }
+
     /// A context was destroyed: so was everything created in it.
     fn forget_context(&mut self, ctx: u64) {
         self.contexts.retain(|&(c, _)| c != ctx);
@@ -618,6 +643,17 @@ impl Owned {
         self.streams.retain(|_, c| *c != ctx);
         self.pools.retain(|_, c| *c != ctx);
     }
+}
+
+/// Whether `stream` is a handle the driver defines rather than one a
+/// stream creation returned: the legacy default stream
+/// ([`StreamId::LEGACY_DEFAULT`], `0`) or the calling thread's per-thread
+/// default stream ([`StreamId::PER_THREAD`], `cudaStreamPerThread` /
+/// `CU_STREAM_PER_THREAD`, `0x2`). Both are valid in every context, so the
+/// worker passes them to the driver unchecked (one thread serves every
+/// request, so `0x2` is always the same stream of a context).
+fn is_driver_stream(stream: u64) -> bool {
+    stream == StreamId::LEGACY_DEFAULT.0 || stream == StreamId::PER_THREAD.0
 }
 
 /// What a request may change in [`Owned`], noted before it runs.
@@ -788,20 +824,8 @@ impl Worker {
             Request::PoolDestroy { pool } => Track::PoolDestroy(pool.0),
             _ => Track::Nothing,
         };
-        // Likewise a stream: 0 is the legacy default stream.
-        let unknown_stream = match &request {
-            Request::StreamDestroy { stream }
-            | Request::StreamSynchronize { stream }
-            | Request::StreamQuery { stream }
-            | Request::EventRecordOn { stream, .. }
-            | Request::StreamWaitEventOn { stream, .. }
-            | Request::SlowFillOn { stream, .. }
-            | Request::CopyDevice { stream, .. } => {
-                Some(stream.0).filter(|s| *s != 0 && !self.owned.streams.contains_key(s))
-            }
-            _ => None,
-        };
-        if let Some(s) = unknown_stream {
+        // Likewise a stream.
+        if let Some(s) = self.owned.unknown_stream(&request) {
             return Err(harness(format!(
                 "stream {s:#x} is not a live stream of this worker"
             )));
@@ -2263,6 +2287,58 @@ mod tests {
         assert_eq!(free_kind(MemKind::Managed), FreeKind::Device);
         assert_eq!(free_kind(MemKind::PinnedHost), FreeKind::Host);
         assert_eq!(free_kind(MemKind::StreamOrdered), FreeKind::StreamOrdered);
+    }
+
+    #[test]
+    fn the_default_streams_pass_and_unknown_streams_are_refused() {
+        let mut owned = Owned::default();
+        owned.streams.insert(0x5000, 0x10);
+        let on = |stream: u64| {
+            let stream = StreamId(stream);
+            let (ptr, event) = (DevicePtr(0x1000), EventId(0x7));
+            [
+                Request::StreamSynchronize { stream },
+                Request::StreamQuery { stream },
+                Request::EventRecordOn { event, stream },
+                Request::StreamWaitEventOn { stream, event },
+                Request::SlowFillOn {
+                    ptr,
+                    value: 1,
+                    len: 16,
+                    micros: 10,
+                    stream,
+                },
+                Request::CopyDevice {
+                    dst: ptr,
+                    src: ptr,
+                    len: 16,
+                    stream,
+                },
+                Request::StreamDestroy { stream },
+            ]
+        };
+        // The legacy and per-thread default streams (event.stream.per-thread-*)
+        // and a created stream go to the driver.
+        for stream in [StreamId::LEGACY_DEFAULT.0, StreamId::PER_THREAD.0, 0x5000] {
+            for request in on(stream) {
+                assert_eq!(owned.unknown_stream(&request), None, "{request:?}");
+            }
+        }
+        // Any other handle would be a dangling pointer for the API.
+        for stream in [0x1, 0x3, 0x5001] {
+            for request in on(stream) {
+                assert_eq!(owned.unknown_stream(&request), Some(stream), "{request:?}");
+            }
+        }
+        assert_eq!(owned.unknown_stream(&Request::DeviceCount), None);
+        // A destroyed context takes its streams with it.
+        owned.forget_context(0x10);
+        assert_eq!(
+            owned.unknown_stream(&Request::StreamQuery {
+                stream: StreamId(0x5000)
+            }),
+            Some(0x5000)
+        );
     }
 
     #[test]

@@ -340,9 +340,10 @@ pub enum Op {
         /// The device ordinal.
         device: u32,
     },
-    /// `ctx_set C`: cuCtxSetCurrent.
+    /// `ctx_set C`: cuCtxSetCurrent; `ctx_set null` ([`NULL_CONTEXT`]) is
+    /// cuCtxSetCurrent(NULL), which pops the thread's current context.
     CtxSet {
-        /// The binding of the context.
+        /// The binding of the context, or [`NULL_CONTEXT`].
         ctx: String,
     },
     /// `ctx_current`: cuCtxGetCurrent.
@@ -1145,7 +1146,8 @@ impl Op {
     /// [`Op::uses`] without a `Vec`: the (at most three) names, in order.
     pub fn used(&self) -> [Option<&str>; 3] {
         match self {
-            Op::CtxSet { ctx } | Op::CtxDestroy { ctx } => [Some(ctx.as_str()), None, None],
+            Op::CtxSet { ctx } => [bound_context(ctx), None, None],
+            Op::CtxDestroy { ctx } => [Some(ctx.as_str()), None, None],
             Op::Free { ptr, .. }
             | Op::Offset { ptr, .. }
             | Op::Fill { ptr, .. }
@@ -1642,6 +1644,15 @@ pub const NULL_EVENT: &str = "null";
 /// The binding an event argument names (`None` for [`NULL_EVENT`]).
 fn bound_event(event: &str) -> Option<&str> {
     (event != NULL_EVENT).then_some(event)
+}
+
+/// `ctx_set`'s argument written `null`: cuCtxSetCurrent(NULL), which pops
+/// the calling thread's current context (no binding can be called `null`).
+pub const NULL_CONTEXT: &str = "null";
+
+/// The binding a context argument names (`None` for [`NULL_CONTEXT`]).
+fn bound_context(ctx: &str) -> Option<&str> {
+    (ctx != NULL_CONTEXT).then_some(ctx)
 }
 
 /// A stream argument written `per_thread`: the per-thread default stream

@@ -1,6 +1,6 @@
 //! Runs a parsed scenario on a machine and judges it.
 
-use super::ast::{ExpectList, Expectation, HazardCheck, Op, Ref, Step, NULL_EVENT};
+use super::ast::{ExpectList, Expectation, HazardCheck, Op, Ref, Step, NULL_CONTEXT, NULL_EVENT};
 use super::expect::{
     bytes_summary, check_result, describe, failure, Bindings, Bound, Label, Observed, Value,
 };
@@ -753,6 +753,9 @@ impl<'a> Run<'a> {
             Op::SetDevice { device } => Call::SetDevice { device: *device },
             Op::PrimaryCtx { device } => Call::PrimaryContext { device: *device },
             Op::CtxCreate { device } => Call::CreateContext { device: *device },
+            Op::CtxSet { ctx } if ctx == NULL_CONTEXT => Call::SetCurrentContext {
+                ctx: crate::driver::ContextId(0),
+            },
             Op::CtxSet { ctx } => Call::SetCurrentContext {
                 ctx: self.ctx(ctx)?,
             },
@@ -1330,8 +1333,12 @@ pub(crate) fn execute_on(
     let mut run = Run {
         scenario,
         opts,
-        // Room for a binding per step, so the map is not regrown as it fills.
-        bindings: HashMap::with_capacity_and_hasher(scenario.steps.len(), Default::default()),
+        // Room for a binding per binding step, so the map is not regrown as
+        // it fills (and not twice the room where half the steps bind).
+        bindings: HashMap::with_capacity_and_hasher(
+            scenario.steps.iter().filter(|s| s.bind.is_some()).count(),
+            Default::default(),
+        ),
         lists: Vec::new(),
         list_ids: HashMap::default(),
         step_lists: Vec::new(),

@@ -20,7 +20,7 @@ mod tests;
 
 pub use ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType, NULL_EVENT, PER_THREAD_STREAM,
+    ProcIndex, Ref, Step, ValueType, NULL_CONTEXT, NULL_EVENT, PER_THREAD_STREAM,
 };
 pub use ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 pub use executor::random_handle;

@@ -3,7 +3,7 @@
 
 use super::ast::{
     fmt_size, BytePattern, Expect, ExpectList, Expectation, HazardCheck, HazardExpectation, Op,
-    ProcIndex, Ref, Step, ValueType, NULL_EVENT, PER_THREAD_STREAM,
+    ProcIndex, Ref, Step, ValueType, NULL_CONTEXT, NULL_EVENT, PER_THREAD_STREAM,
 };
 use super::ast::{KernelContent, PatternItem, MAX_KERNEL_WORD};
 use super::lexer::{strip_comment, tokenize, Token};
@@ -1382,12 +1382,31 @@ impl<'f> Parser<'f> {
                 device: l.u32("a device number")?,
             },
             (Some(CallKind::SetCurrentContext), _) => Op::CtxSet {
-                ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
+                ctx: if l
+                    .peek()
+                    .is_some_and(|t| t.is_word() && t.text == NULL_CONTEXT)
+                {
+                    l.pos += 1;
+                    NULL_CONTEXT.to_string()
+                } else {
+                    self.binding_arg(l, ValueType::Context, kw)?.0
+                },
             },
             (Some(CallKind::CurrentContext), _) => Op::CtxCurrent,
-            (Some(CallKind::DestroyContext), _) => Op::CtxDestroy {
-                ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
-            },
+            (Some(CallKind::DestroyContext), _) => {
+                if l.peek()
+                    .is_some_and(|t| t.is_word() && t.text == NULL_CONTEXT)
+                {
+                    let col = l.col();
+                    return Err(l.err(
+                        col,
+                        "ctx_destroy needs a bound context ('ctx_set null' pops the current one)",
+                    ));
+                }
+                Op::CtxDestroy {
+                    ctx: self.binding_arg(l, ValueType::Context, kw)?.0,
+                }
+            }
             (Some(CallKind::Alloc), _)
             | (None, "malloc_managed" | "malloc_host" | "malloc_async") => {
                 let kind = match kw {

@@ -379,6 +379,25 @@ a: ctx_set c
 }
 
 #[test]
+fn ctx_set_null_passes_the_null_context() {
+    let src = "\
+devices 1
+process a device=0
+a: ctx_set null
+a: c = ctx_current => == null
+";
+    let mut d = MockDriver::new();
+    d.expect_set_current_context()
+        .withf(|c| *c == ContextId(0))
+        .times(1)
+        .returning(|_| Ok(()));
+    d.expect_current_context().returning(|| Ok(None));
+    let e = run(src, vec![d], Dialect::Driver);
+    assert_eq!(e.verdict.status, Status::Pass, "{}", e.verdict.message);
+    assert_eq!(e.trace.steps[0].op, "ctx_set null");
+}
+
+#[test]
 fn bytes_are_run_length_encoded_and_compared() {
     let src = "\
 devices 1
