@@ -80,6 +80,8 @@ pub(crate) struct PendingFill {
     /// A device-to-device copy: the source block and offset whose bytes
     /// (as they are when the copy runs) land instead of `content`.
     pub source: Option<(u64, u64)>,
+    /// Its write's lane and number there (`order.rs`), where it noted one.
+    pub write: Option<(usize, u64)>,
 }
 
 /// One stream a process created.

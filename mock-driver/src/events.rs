@@ -102,6 +102,15 @@ impl World {
         self.host_waits_for_all(p);
     }
 
+    /// `p`'s teardown waits for the work of every stream of its: the clock
+    /// passes its end (its bytes land), while no host is ordered after it
+    /// (`host_sees_ended_work` says what is).
+    pub(crate) fn finish_all_work(&mut self, p: ProcessIndex) {
+        let tail = self.events.all_tail(p);
+        self.events.clock = self.events.clock.max(tail);
+        self.settle();
+    }
+
     /// Apply the pending fills the clock has passed, in completion order.
     #[inline]
     pub(crate) fn settle(&mut self) {
@@ -651,8 +660,10 @@ impl World {
         if let Some((block, offset)) = target {
             // A kernel's write is ordered only by the stream it ran on: a
             // wait on an event recorded there after it, or a synchronization.
+            let mut write = None;
             if !self.mutant(MutantId::KernelWritesUnordered) {
                 self.note_write(p, stream, lane, block, offset, len);
+                write = Some((lane, self.order.last_write(lane)));
             }
             self.events.pending.push(PendingFill {
                 done_at,
@@ -661,6 +672,7 @@ impl World {
                 len,
                 content,
                 source: None,
+                write,
             });
         }
         Ok(())

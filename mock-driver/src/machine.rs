@@ -69,6 +69,7 @@ impl SimProcess {
             Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
             Err(Fail::Crash { signal, detail }) => {
                 w.procs[p].crashed = true;
+                w.host_sees_ended_work(p);
                 w.exit_process(p, false);
                 Err(DriverError::Lost(ProcessLoss::Crashed {
                     signal: Some(signal),
@@ -515,6 +516,9 @@ impl SimMachine {
     pub(crate) fn tear_down(&self) {
         let mut w = self.world.borrow_mut();
         for p in 0..w.procs.len() {
+            if !w.procs[p].exited {
+                w.host_sees_ended_work(p);
+            }
             w.exit_process(p, false);
         }
     }
@@ -570,11 +574,15 @@ impl Machine for SimMachine {
             Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
             Some(_) => {
                 // An exit's teardown waits for the device work the process
-                // queued: a kernel still running lands its bytes first, as
-                // another process that maps the memory then sees
-                // (mem.lifetime.exit-completes-kernel-writes).
+                // queued: a kernel still running lands its bytes
+                // (mem.lifetime.exit-completes-kernel-writes). The exit
+                // itself returns without waiting, so that work is ordered
+                // before no other process's later step
+                // (mem.lifetime.exit-does-not-order-running-work): what
+                // `exit_process` tells the hosts is decided first.
                 w.host_order(process);
-                w.drain_all(process);
+                w.host_sees_ended_work(process);
+                w.finish_all_work(process);
                 w.exit_process(process, true);
                 Ok(())
             }
@@ -589,10 +597,11 @@ impl Machine for SimMachine {
             None => Err(DriverError::Harness("no such process".into())),
             Some(p) if p.exited => Err(DriverError::Harness("process exited".into())),
             Some(_) => {
-                // Ordered like a call of the process: its teardown's end
-                // of its device work is seen by the calls after it.
+                // Ordered like a call of the process: the calls after it
+                // are ordered after its work that has ended.
                 w.host_order(process);
                 w.procs[process].crashed = true;
+                w.host_sees_ended_work(process);
                 w.exit_process(process, false);
                 Ok(())
             }

@@ -122,6 +122,11 @@ impl Order {
         *n
     }
 
+    /// The number of `lane`'s last write (0: none yet).
+    pub(crate) fn last_write(&self, lane: usize) -> u64 {
+        self.writes.get(lane).copied().unwrap_or(0)
+    }
+
     /// A lane for a new stream, after the `nprocs` legacy lanes.
     pub(crate) fn new_lane(&mut self, nprocs: usize, name: LaneName) -> usize {
         self.lanes.push(name);

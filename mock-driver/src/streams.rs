@@ -326,6 +326,7 @@ impl World {
         let lane = self.begin_work(p, stream);
         self.check_race(p, stream, src_block, src_off, len);
         self.note_write(p, stream, lane, dst_block, dst_off, len);
+        let write = Some((lane, self.order.last_write(lane)));
         self.events.pending.push(PendingFill {
             done_at: at,
             block: dst_block,
@@ -333,6 +334,7 @@ impl World {
             len,
             content: KernelWrite::Byte(0),
             source: Some((src_block, src_off)),
+            write,
         });
         self.settle();
         Ok(())
@@ -463,6 +465,24 @@ impl World {
     pub(crate) fn host_waits_for_all(&mut self, p: ProcessIndex) {
         let all = self.all_streams_clock(p);
         self.host_saw(p, &all);
+    }
+
+    /// `p` ends (an exit, a crash): the other processes' later steps are
+    /// ordered after the work of its streams that has ended by now, not
+    /// after work still running (a kernel whose time has not passed, and
+    /// what its stream queued after it): a process's end returns while its
+    /// teardown waits for that work or not, and another process that reads
+    /// its bytes then races with it
+    /// (mem.lifetime.exit-does-not-order-running-work).
+    pub(crate) fn host_sees_ended_work(&mut self, p: ProcessIndex) {
+        let now = self.events.clock;
+        let mut done = self.all_streams_clock(p);
+        for f in self.events.pending.iter().filter(|f| f.done_at > now) {
+            if let Some((lane, n)) = f.write {
+                done.set(lane, done.get(lane).min(n.saturating_sub(1)));
+            }
+        }
+        self.host_saw(p, &done);
     }
 
     /// `p`'s host saw the writes `done` covers complete.

@@ -1256,8 +1256,8 @@ impl World {
         if self.procs[p].exited {
             return;
         }
-        // Teardown finishes the process's device work.
-        self.host_waits_for_all(p);
+        // What the other processes are ordered after is the caller's to
+        // say first (`host_sees_ended_work`).
         self.vmm_exit(p);
         if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]

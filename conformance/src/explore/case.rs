@@ -126,8 +126,13 @@ pub struct Summary {
     pub not_compared: u64,
     /// Steps compared between the simulator and the real backend.
     pub compared_steps: u64,
-    /// Cases with at least one differing step (a finding or a repeat).
+    /// Cases with at least one differing step (a finding or a repeat)
+    /// before any step the real backend's harness failed at.
     pub differing_cases: u64,
+    /// Cases whose real run lost a process to a harness error (a Broken
+    /// step): compared up to that step only, not counted as differing
+    /// from there on; they want a run once the harness is fixed.
+    pub harness_lost_cases: u64,
     /// Cases that differed on reused workers and agreed when run again on
     /// fresh ones (an earlier case's leftovers; not findings).
     pub worker_history_cases: u64,
@@ -143,6 +148,10 @@ pub struct Summary {
     /// `--replay`: each case that differs, with its first differing step.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differing: Vec<DifferingCase>,
+    /// `--replay`: each case whose real run lost a process to a harness
+    /// error, with the step it was lost at (`tier`: `harness`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub harness_lost: Vec<DifferingCase>,
     /// `--replay`: differing cases per tier of their first differing step
     /// ([`DifferingCase::tier`]).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -168,6 +177,9 @@ pub struct DifferingCase {
 /// What a differing step is attributed to when no semantic choice is
 /// behind it.
 pub const UNATTRIBUTED: &str = "unattributed";
+
+/// The `tier` of a case lost to a harness error ([`Summary::harness_lost`]).
+pub const HARNESS: &str = "harness";
 
 /// How often the generated scenarios reached the states the properties are
 /// about: the generator's own counts, summed over the cases (`summary.json`
@@ -203,6 +215,12 @@ impl Summary {
             0 => String::new(),
             n => format!(
                 " ({n} case{} differed on reused workers only and agreed on fresh ones)",
+                if n == 1 { "" } else { "s" }
+            ),
+        } + &match self.harness_lost_cases {
+            0 => String::new(),
+            n => format!(
+                "; {n} case{} lost to a harness error of the real backend",
                 if n == 1 { "" } else { "s" }
             ),
         }
@@ -241,9 +259,20 @@ impl Summary {
         }
         let _ = writeln!(
             s,
-            "Seed {} · first case {} · steps compared with the real backend: {} · cases not compared: {} · cases that differed: {}\n",
-            self.seed, self.first_case, self.compared_steps, self.not_compared, self.differing_cases
+            "Seed {} · first case {} · steps compared with the real backend: {} · cases not compared: {} · cases that differed: {} · cases lost to a harness error: {}\n",
+            self.seed,
+            self.first_case,
+            self.compared_steps,
+            self.not_compared,
+            self.differing_cases,
+            self.harness_lost_cases
         );
+        if self.harness_lost_cases > 0 {
+            let _ = writeln!(
+                s,
+                "A case lost to a harness error is the tool's failure, not the simulator's: its steps from the lost one on are not compared, and it wants a run once the harness is fixed (findings of property `harness`).\n"
+            );
+        }
         if !self.differing_per_tier.is_empty() {
             let _ = writeln!(s, "{}\n", self.per_tier_line());
         }
@@ -491,7 +520,9 @@ impl Judge<'_> {
             // allocation lands), and a generated case compares every
             // value: a case that differs there is judged on fresh workers,
             // as the simulator models a fresh process.
-            let mut diffs = differences(sim_trace, &e.trace);
+            let judged =
+                |real: &Trace| case_differences(scenario, self.sim, id.dialect, sim_trace, real);
+            let mut diffs = judged(&e.trace);
             if real.shares_workers()
                 && sharing::sharing(scenario).is_reused()
                 && e.verdict.status != Status::NotSupported
@@ -501,7 +532,7 @@ impl Judge<'_> {
                 e = ipc_harness::profile::timed("explore: fresh-worker rerun", || {
                     scenario::execute_fresh(scenario, real, &opts)
                 });
-                diffs = differences(sim_trace, &e.trace);
+                diffs = judged(&e.trace);
                 eval.worker_history = diffs.is_empty();
             }
             match e.verdict.status {
@@ -531,9 +562,50 @@ impl Judge<'_> {
     }
 }
 
+/// The differential of a case on the simulator `sim` (which ran `scenario`
+/// into `sim_trace`) against the real run `real`: [`differences`], where
+/// the bytes of a read that the documents leave to timing are compared by
+/// length only ([`timing_steps`]).
+pub fn case_differences(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    dialect: Dialect,
+    sim_trace: &Trace,
+    real: &Trace,
+) -> Vec<Violation> {
+    let timing = timing_steps(scenario, sim, dialect, sim_trace, real);
+    differences(sim_trace, real, &|i| {
+        timing.get(i).copied().unwrap_or(false)
+    })
+}
+
+/// Per step of `sim_trace`, whether it read bytes the documents leave to
+/// timing ([`properties::timing_reads`]: a write of them is not ordered
+/// before the read, or they came from a racing copy, from writes unordered
+/// with one another, or from work an exited process left running). Worked
+/// out only where the traces differ (empty otherwise): a case's model is
+/// run once more.
+pub fn timing_steps(
+    scenario: &Scenario,
+    sim: &dyn Backend,
+    dialect: Dialect,
+    sim_trace: &Trace,
+    real: &Trace,
+) -> Vec<bool> {
+    if sim_trace.differences(real).is_empty() {
+        return Vec::new();
+    }
+    let choices = properties::Choices::of(sim, dialect);
+    properties::timing_reads(scenario, sim_trace, dialect, &choices)
+}
+
 /// The differential: every step whose observation differs (simulator left,
-/// real right).
-pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
+/// real right), up to the first step at which the real backend's harness
+/// failed (a Broken step: that process is lost, and what follows is not
+/// the driver's answer), which is one [`Property::Harness`] violation.
+/// `timing(i)`: step `i` read bytes whose value is timing, compared by
+/// length only.
+pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) -> Vec<Violation> {
     let show = |o: &Option<StepOutcome>| match o {
         Some(o) => crate::report::text::outcome_text(o),
         None => "(no step)".to_string(),
@@ -553,10 +625,11 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
     // such a read must succeed on both sides with as many bytes, but which
     // bytes it saw is not judged.
     let racing = |i: usize| {
-        sim.hazards.as_ref().is_some_and(|hs| {
-            hs.iter()
-                .any(|h| h.step == Some(i) && h.kind == HazardKind::UnsynchronizedRead)
-        })
+        timing(i)
+            || sim.hazards.as_ref().is_some_and(|hs| {
+                hs.iter()
+                    .any(|h| h.step == Some(i) && h.kind == HazardKind::UnsynchronizedRead)
+            })
     };
     let same_length_bytes = |a: &Option<StepOutcome>, b: &Option<StepOutcome>| match (a, b) {
         (
@@ -587,8 +660,16 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
             && (ok(&d.left) || not_ready(&d.left))
             && (ok(&d.right) || not_ready(&d.right))
     };
-    sim.differences(real)
+    // The first step the real backend's harness failed at.
+    let lost = real.steps.iter().find_map(|s| match &s.outcome {
+        StepOutcome::Broken { detail } => Some((s, detail)),
+        _ => None,
+    });
+    let lost_at = lost.map_or(usize::MAX, |(s, _)| s.index);
+    let mut out: Vec<Violation> = sim
+        .differences(real)
         .into_iter()
+        .filter(|d| d.index < lost_at)
         .filter(|d| !(racing(d.index) && same_length_bytes(&d.left, &d.right)))
         .filter(|d| !pending_either_way(d))
         .map(|d| {
@@ -611,7 +692,49 @@ pub fn differences(sim: &Trace, real: &Trace) -> Vec<Violation> {
                 ),
             )
         })
-        .collect()
+        .collect();
+    if let Some((step, detail)) = lost {
+        out.push(Violation::new(
+            Property::Harness,
+            Some(step.index),
+            format!(
+                "line {} '{}': the real backend's harness failed: {detail}; the steps from here on are not compared",
+                step.line, step.op
+            ),
+            &harness_reason(detail),
+        ));
+    }
+    out
+}
+
+/// What makes two harness failures alike: the reason of a Broken step's
+/// detail (`process 'p1' could not run copy_device: stream 0x2 is not a
+/// live stream of this worker`: what follows the first `: `), its numbers
+/// and quoted names left out.
+fn harness_reason(detail: &str) -> String {
+    let reason = detail.split_once(": ").map_or(detail, |(_, r)| r);
+    let mut out = String::new();
+    let mut quoted = false;
+    for w in reason.split_whitespace() {
+        if w.starts_with('\'') {
+            quoted = !w.ends_with('\'') || w.len() == 1;
+            out.push_str(" NAME");
+            continue;
+        }
+        if quoted {
+            quoted = !w.ends_with('\'');
+            continue;
+        }
+        let numeric = w.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let is_number = !numeric.is_empty()
+            && (numeric.bytes().all(|b| b.is_ascii_digit())
+                || numeric
+                    .strip_prefix("0x")
+                    .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit())));
+        out.push(' ');
+        out.push_str(if is_number { "N" } else { w });
+    }
+    out.trim_start().to_string()
 }
 
 /// The steps of both runs side by side, as comment lines for the end of a

@@ -208,11 +208,9 @@ fn run_case(
         s.reached.add(&lowered.stats);
         let summary = &mut s.summary;
         summary.cases += 1;
-        summary.differing_cases += u64::from(
-            eval.violations
-                .iter()
-                .any(|v| v.property == Property::Differential),
-        );
+        let has = |p: Property| eval.violations.iter().any(|v| v.property == p);
+        summary.differing_cases += u64::from(has(Property::Differential));
+        summary.harness_lost_cases += u64::from(has(Property::Harness));
         summary.steps += eval.steps as u64;
         summary.compared_steps += eval.compared_steps as u64;
         summary.not_compared += u64::from(eval.not_compared);
@@ -248,7 +246,7 @@ fn run_case(
         new
     };
     let Some(first) = claimed else { return };
-    let budget = if judge.real.is_some() && first.property == Property::Differential {
+    let budget = if judge.real.is_some() && first.property.needs_real() {
         opts.shrink_runs_real
     } else {
         opts.shrink_runs

@@ -25,7 +25,9 @@
 //!   it is done, for the legacy stream (and the blocking streams it waits
 //!   for) by a copy to the host or from pageable memory, for an event by a
 //!   synchronize or a query that says it is done, for every stream of its
-//!   process by a device synchronize, `free` or exit;
+//!   process by a device synchronize, `free` or exit (an exit: the work
+//!   that has ended; a kernel still running then, and what its stream
+//!   queued after it, are not judged: the properties leave them out);
 //! - the hosts are one: a scenario's steps run one after another, so a
 //!   step is ordered after everything any host saw before it.
 //!

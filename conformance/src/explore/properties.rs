@@ -68,10 +68,15 @@ pub enum Property {
     Coherence,
     /// The simulator and the real driver disagree.
     Differential,
+    /// The real backend's harness failed at a step (a Broken step, the
+    /// process lost): not a difference of the simulator's; the steps from
+    /// there on are not compared, and the case wants a run once the
+    /// harness is fixed.
+    Harness,
 }
 
 impl Property {
-    pub const ALL: [Property; 8] = [
+    pub const ALL: [Property; 9] = [
         Property::Robustness,
         Property::Determinism,
         Property::DocumentedReturns,
@@ -80,7 +85,14 @@ impl Property {
         Property::Ordering,
         Property::Coherence,
         Property::Differential,
+        Property::Harness,
     ];
+
+    /// Whether it is found by running the case on the real backend too
+    /// (its finding file says `--backend cuda` and shows both runs).
+    pub fn needs_real(self) -> bool {
+        matches!(self, Property::Differential | Property::Harness)
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -92,6 +104,7 @@ impl Property {
             Property::Ordering => "ordering",
             Property::Coherence => "coherence",
             Property::Differential => "differential",
+            Property::Harness => "harness",
         }
     }
 }
@@ -637,8 +650,10 @@ struct Object {
     /// writes the documents leave unordered: what a read returns is no
     /// longer judged.
     unjudged: bool,
-    /// Freed by its owner, or written by a process whose order the model
-    /// does not follow: whether a read of it is racy is no longer judged.
+    /// Freed by its owner, written by a process whose order the model
+    /// does not follow, or by a kernel (or work queued after it) that its
+    /// process's end may have left running: whether a read of it is racy
+    /// is no longer judged.
     unordered: bool,
     /// Freed by its owner: a write through a pointer to it lands wherever
     /// that address is now.
@@ -660,6 +675,10 @@ enum WriteBytes {
 /// A byte the model does not know.
 const UNKNOWN: u16 = u16::MAX;
 
+/// A byte that timing decides: written by writes unordered with one
+/// another, or copied by a read that raced with a write of its source.
+const TIMING: u16 = u16::MAX - 1;
+
 impl Object {
     /// Record a write; false when it reaches past the object (it landed in
     /// whatever the address holds now: a neighbour, another allocation).
@@ -669,6 +688,15 @@ impl Object {
         }
         self.writes.push((at, at + len, bytes, stamp));
         true
+    }
+
+    /// Whether what a read of `len` bytes at `start`, ordered after
+    /// `clock`, returns is timing: a write of them is not ordered before
+    /// it, or they are [`TIMING`] bytes.
+    fn timing(&self, start: u64, len: u64, clock: &Clock) -> bool {
+        self.unordered_write(start, start.saturating_add(len), clock)
+            .is_some()
+            || self.known_bytes(start, len).contains(&TIMING)
     }
 
     /// The writes of `[start, end)` that `clock` is not ordered after.
@@ -681,7 +709,8 @@ impl Object {
     }
 
     /// The bytes last written at `[start, start + len)`, [`UNKNOWN`] where
-    /// nothing was (or past the object's end).
+    /// nothing was (or past the object's end), [`TIMING`] where timing
+    /// decides.
     fn known_bytes(&self, start: u64, len: u64) -> Vec<u16> {
         let end = start.saturating_add(len).min(self.size.max(start));
         let mut want = vec![UNKNOWN; len as usize];
@@ -737,7 +766,7 @@ impl Object {
         let want = self.known_bytes(start, got.len() as u64);
         got.iter()
             .zip(&want)
-            .position(|(b, w)| *w != UNKNOWN && *w != u16::from(*b))
+            .position(|(b, w)| *w <= 0xff && *w != u16::from(*b))
             .map(|k| (k, got[k], want[k] as u8))
     }
 }
@@ -825,19 +854,24 @@ struct Model<'a> {
     /// is freed): an access through it must fail or be logged.
     unmapped: HashSet<(usize, &'a str)>,
     /// Device-to-device copies: (source object, start, end, the copy's
-    /// stamp, destination object). A write of the source that is not
-    /// ordered after the copy races with its read: the destination's
-    /// bytes are then not judged.
-    copies: Vec<(usize, u64, u64, Stamp, Option<usize>)>,
+    /// stamp, where it wrote). A write of the source that is not ordered
+    /// after the copy races with its read: the destination's bytes are then
+    /// not judged, and timing.
+    copies: Vec<(usize, u64, u64, Stamp, Option<CopyTarget>)>,
 }
+
+/// Where a device-to-device copy wrote: the destination object and the
+/// copy's place among that object's writes.
+type CopyTarget = (usize, usize);
 
 impl<'a> Model<'a> {
     /// A device write by process `q` (stamp `stamp`, ordered after
     /// `after`) of `bytes` at `[start, start + len)` of object `o`. Where an
     /// earlier write there is not ordered before it, which lands last is
     /// timing; where a copy read the bytes and is not ordered before it,
-    /// what the copy took is timing: those bytes are no longer judged.
-    /// Returns false when it reaches past the object.
+    /// what the copy took is timing: those bytes are no longer judged, and
+    /// are [`TIMING`] bytes. Returns where in the object's writes it went;
+    /// `None` when it reaches past the object.
     #[allow(clippy::too_many_arguments)]
     fn device_write(
         &mut self,
@@ -848,40 +882,70 @@ impl<'a> Model<'a> {
         bytes: WriteBytes,
         stamp: Stamp,
         after: &Clock,
-    ) -> bool {
+    ) -> Option<usize> {
         let end = start.saturating_add(len);
-        if self.objects[o].unordered_write(start, end, after).is_some() {
+        // The spans an earlier write not ordered before this one shares.
+        let races: Vec<(u64, u64)> = self.objects[o]
+            .writes
+            .iter()
+            .filter(|w| w.0 < end && start < w.1)
+            .filter(|w| w.3.is_some_and(|st| !after.covers(st)))
+            .map(|w| (w.0.max(start), w.1.min(end)))
+            .collect();
+        if !races.is_empty() {
             self.objects[o].unjudged = true;
         }
-        let raced: Vec<Option<usize>> = self
+        let raced: Vec<(usize, usize)> = self
             .copies
             .iter()
             .filter(|c| c.0 == o && c.1 < end && start < c.2 && !after.covers(c.3))
-            .map(|c| c.4)
+            .filter_map(|c| c.4)
             .collect();
-        for dst in raced.into_iter().flatten() {
-            self.objects[dst].unjudged = true;
+        for (dst, at) in raced {
+            let object = &mut self.objects[dst];
+            object.unjudged = true;
+            if let Some(w) = object.writes.get_mut(at) {
+                w.2 = WriteBytes::Copied(vec![TIMING; (w.1 - w.0) as usize]);
+            }
         }
         if self.lost.contains(&q) || self.order_lost.contains(&q) {
             self.objects[o].unordered = true;
         }
-        self.objects[o].write(start, bytes, len, Some(stamp))
+        let object = &mut self.objects[o];
+        if !object.write(start, bytes, len, Some(stamp)) {
+            return None;
+        }
+        let at = object.writes.len() - 1;
+        for (from, to) in races {
+            let timing = WriteBytes::Copied(vec![TIMING; (to - from) as usize]);
+            object.write(from, timing, to - from, None);
+        }
+        Some(at)
     }
 
     /// Process `p` stops running (exit, crash, its context destroyed) with
     /// kernel writes the hosts have not seen complete: whether they land
-    /// before another process reads is not modelled, so their objects are
-    /// no longer judged.
+    /// before another process reads, and whether the end orders them
+    /// before that read (not for a kernel still running: the simulator's
+    /// clock says which), is not modelled, so their objects are no longer
+    /// judged for coherence or ordering.
     fn drop_pending_kernels(&mut self, p: usize) {
         let order = &self.order;
-        let objects: Vec<usize> = self
+        let running: Vec<Stamp> = self
             .kernels
             .iter()
             .filter(|k| k.0 == p && !order.host_covers(k.2))
-            .map(|k| k.1)
+            .map(|k| k.2)
             .collect();
-        for o in objects {
-            self.objects[o].unjudged = true;
+        // The kernel's object, and whatever its stream wrote after it.
+        let after_running = |st: Stamp| {
+            running.iter().any(|k| st.lane == k.lane && st.n >= k.n) && !order.host_covers(st)
+        };
+        for object in &mut self.objects {
+            if object.writes.iter().filter_map(|w| w.3).any(after_running) {
+                object.unjudged = true;
+                object.unordered = true;
+            }
         }
         self.kernels.retain(|k| k.0 != p);
     }
@@ -1010,6 +1074,36 @@ pub fn check_trace(
     dialect: Dialect,
     choices: &Choices,
 ) -> Vec<Violation> {
+    model_trace(scenario, trace, dialect, choices, None)
+}
+
+/// Per step of `trace`, whether it is a read whose bytes the documents
+/// leave to timing: a write of them is not ordered before it (another
+/// process's or stream's work, work an exited process left running), or
+/// the bytes it reaches were written by writes unordered with one another,
+/// or by a copy whose own read of its source raced with a write. Which
+/// bytes such a read returns is timing on a real GPU: the differential
+/// compares their length only (`explore::case_differences`).
+pub fn timing_reads(
+    scenario: &Scenario,
+    trace: &Trace,
+    dialect: Dialect,
+    choices: &Choices,
+) -> Vec<bool> {
+    let mut timing = vec![false; trace.steps.len()];
+    model_trace(scenario, trace, dialect, choices, Some(&mut timing));
+    timing
+}
+
+/// [`check_trace`], noting in `timing` (when given) the steps
+/// [`timing_reads`] describes.
+fn model_trace(
+    scenario: &Scenario,
+    trace: &Trace,
+    dialect: Dialect,
+    choices: &Choices,
+    mut timing: Option<&mut Vec<bool>>,
+) -> Vec<Violation> {
     // The process a binding was made in (a pointer another process names
     // is that process's address): that of the last step binding the name,
     // looked for only when a close or free asks.
@@ -1105,7 +1199,7 @@ pub fn check_trace(
             }
             StepOutcome::Crash { .. } => {
                 m.drop_pending_kernels(p);
-                // The teardown ends the process's device work.
+                // The other processes are ordered after its ended work.
                 m.order.host_waits_for_all(p);
                 m.crashed.insert(p);
                 // Measured: cudaIpcGetMemHandle(NULL, ptr) kills the process (mem.get.null-out).
@@ -1440,11 +1534,14 @@ pub fn check_trace(
                     }
                 }
                 m.opens.retain(|(q, _), _| *q != p);
+                // A kernel still running at the exit: whether it ended
+                // before another process reads is timing, not judged.
+                m.drop_pending_kernels(p);
                 if ok_value.is_some() {
-                    // The exit waits for the process's device work.
+                    // The other processes' later steps are ordered after
+                    // the process's device work that has ended.
                     m.order.host_waits_for_all(p);
                 }
-                m.drop_pending_kernels(p);
                 m.lost.insert(p);
             }
             Op::Free { ptr, .. } => {
@@ -1577,8 +1674,9 @@ pub fn check_trace(
                             here,
                             |m, o, base| {
                                 let start = base.saturating_add(w.at);
-                                let placed =
-                                    m.device_write(p, o, start, w.len, w.bytes, stamp, &after);
+                                let placed = m
+                                    .device_write(p, o, start, w.len, w.bytes, stamp, &after)
+                                    .is_some();
                                 m.scrambled_all |= !placed;
                                 if placed {
                                     landed = Some(o);
@@ -1605,6 +1703,8 @@ pub fn check_trace(
                     // the host then waits for.
                     let clock = m.order.read(p, None).unwrap_or_default();
                     let mut verdicts = Vec::new();
+                    let want_timing = timing.is_some();
+                    let mut read_timing = false;
                     access(
                         &mut m,
                         &mut fail,
@@ -1625,8 +1725,14 @@ pub fn check_trace(
                                 clock: &clock,
                             };
                             verdicts = judge_read(m, &read, Some(&got), here).0;
+                            if want_timing {
+                                read_timing = m.objects[o].timing(start, got.len() as u64, &clock);
+                            }
                         },
                     );
+                    if let Some(t) = timing.as_deref_mut().and_then(|t| t.get_mut(i)) {
+                        *t = read_timing;
+                    }
                     if !lost {
                         for (property, message) in verdicts {
                             fail(property, message);
@@ -1672,6 +1778,9 @@ pub fn check_trace(
                             source = Some((o, base));
                             if known {
                                 copied = Some(m.objects[o].known_bytes(base, *len));
+                            } else if m.objects[o].timing(base, *len, &after) {
+                                // What a racing read takes is timing.
+                                copied = Some(vec![TIMING; *len as usize]);
                             }
                         },
                     );
@@ -1692,8 +1801,8 @@ pub fn check_trace(
                         |m, o, base| {
                             let bytes = WriteBytes::Copied(copied);
                             let placed = m.device_write(p, o, base, *len, bytes, stamp, &after);
-                            m.scrambled_all |= !placed;
-                            target = Some(o);
+                            m.scrambled_all |= placed.is_none();
+                            target = placed.map(|at| (o, at));
                         },
                     );
                     if let Some((o, base)) = source {

@@ -82,12 +82,22 @@ pub fn recheck(judge: &Judge<'_>, text: &str, id: CaseId, budget: usize) -> Rech
     if eval.not_compared {
         return Recheck::NotCompared("NotSupported on the real backend".into());
     }
+    let lost = eval
+        .violations
+        .iter()
+        .find(|v| v.property == Property::Harness)
+        .map(|v| v.message.clone());
     let Some(first) = eval
         .violations
         .into_iter()
         .find(|v| v.property == Property::Differential)
     else {
-        return Recheck::Agrees;
+        // Agreeing up to a step the harness failed at says nothing of
+        // the steps after it.
+        return match lost {
+            Some(m) => Recheck::NotCompared(format!("lost to a harness error: {m}")),
+            None => Recheck::Agrees,
+        };
     };
     let original_steps = step_count(&body);
     let still_differs = |text: &str| {

@@ -8,8 +8,8 @@
 //! breaks agreement with any recorded case shows up in CI.
 
 use super::case::{
-    differences, finding_header, side_by_side, CaseId, DifferingCase, Evaluation, ExploreOptions,
-    Finding, Summary, HEADER_LINES, UNATTRIBUTED,
+    differences, finding_header, side_by_side, timing_steps, CaseId, DifferingCase, Evaluation,
+    ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES, UNATTRIBUTED,
 };
 use crate::explore::properties::{self, Property};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -259,11 +259,25 @@ pub fn replay(
         };
         let (trace, mut violations) = properties::check_on_sim(&sc, sim, &exec);
         let mut shifted = None;
+        // Steps that read bytes the documents leave to timing.
+        let mut timing = Vec::new();
         match (&trace, &rec.real) {
             (Some(t), Some(real)) => {
                 summary.compared_steps += real.steps.len() as u64;
-                let diffs = differences(t, real);
-                if let Some(d) = diffs.first() {
+                timing = timing_steps(&sc, sim, id.dialect, t, real);
+                let at = |i: usize| timing.get(i).copied().unwrap_or(false);
+                let diffs = differences(t, real, &at);
+                if let Some(lost) = diffs.iter().find(|d| d.property == Property::Harness) {
+                    summary.harness_lost_cases += 1;
+                    summary.harness_lost.push(DifferingCase {
+                        index: id.index,
+                        dialect: id.dialect,
+                        first: lost.message.clone(),
+                        tier: HARNESS.to_string(),
+                    });
+                }
+                let first = diffs.iter().find(|d| d.property == Property::Differential);
+                if let Some(d) = first {
                     let tier = d
                         .step
                         .and_then(|step| {
@@ -285,12 +299,14 @@ pub fn replay(
                         tier: tier.to_string(),
                     });
                     summary.differing_cases += 1;
+                }
+                if !diffs.is_empty() {
                     shifted = Some((below_header(t), below_header(real)));
                     // Every differing case, not only a finding's first, for
                     // whoever works through them: out/cases/caseN.ipc.
                     if let (Some(dir), Some((a, b))) = (out, &shifted) {
                         let dir = dir.join("cases");
-                        let first = differences(a, b)
+                        let first = differences(a, b, &at)
                             .into_iter()
                             .next()
                             .map(|v| v.message)
@@ -336,8 +352,8 @@ pub fn replay(
             Some(v) => {
                 // The finding file's lines: the header, then the scenario.
                 let (message, both) = match &shifted {
-                    Some((a, b)) if v.property == Property::Differential => (
-                        differences(a, b)
+                    Some((a, b)) if v.property.needs_real() => (
+                        differences(a, b, &|i| timing.get(i).copied().unwrap_or(false))
                             .into_iter()
                             .find(|d| d.signature == v.signature)
                             .map(|d| d.message)
@@ -385,7 +401,7 @@ fn push(
     body: String,
     out: Option<&Path>,
 ) {
-    let real = (property == Property::Differential).then_some("cuda");
+    let real = property.needs_real().then_some("cuda");
     let steps = body
         .lines()
         .filter(|l| !l.starts_with('#') && l.contains(':'))

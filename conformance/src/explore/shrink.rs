@@ -5,7 +5,7 @@
 
 use super::case::{finding_header, CaseId, Finding, Judge, HEADER_LINES};
 use super::generate::{self, Program};
-use super::properties::{Property, Violation};
+use super::properties::Violation;
 use ipc_harness::scenario;
 use proptest::strategy::ValueTree;
 use std::path::Path;
@@ -124,12 +124,12 @@ pub(crate) fn finding_from(
         why = v.clone();
     }
     let both = match (&last.sim_trace, &last.real_trace) {
-        (Some(a), Some(b)) if property == Property::Differential => super::case::side_by_side(a, b),
+        (Some(a), Some(b)) if property.needs_real() => super::case::side_by_side(a, b),
         _ => String::new(),
     };
     let real = judge
         .real
-        .filter(|_| property == Property::Differential)
+        .filter(|_| property.needs_real())
         .map(|r| r.name());
     Finding {
         case: id,
