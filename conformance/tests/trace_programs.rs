@@ -127,16 +127,19 @@ fn hazard_kinds(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-fn traced_and_checked(variant: &str) -> Option<(i32, serde_json::Value)> {
+/// `ipc_pair VARIANT` traced into a folder of the calling test's own
+/// (`test`): tests run at once, and two traces in one folder are two
+/// programs.
+fn traced_and_checked(test: &str, variant: &str) -> Option<(i32, serde_json::Value)> {
     let dir = workdir()?;
-    let (output, traces) = trace(&dir, &format!("pair-{variant}"), &["./ipc_pair", variant]);
+    let (output, traces) = trace(&dir, &format!("{test}-{variant}"), &["./ipc_pair", variant]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     Some(check(&traces))
 }
 
 #[test]
 fn the_correct_program_traces_clean_and_replays_on_the_simulator() {
-    let Some((code, report)) = traced_and_checked("ok") else {
+    let Some((code, report)) = traced_and_checked("clean", "ok") else {
         return;
     };
     assert_eq!(code, 0, "{report:#}");
@@ -149,7 +152,7 @@ fn the_correct_program_traces_clean_and_replays_on_the_simulator() {
         );
     }
     let dir = workdir().unwrap();
-    let replay = std::fs::read_to_string(dir.join("pair-ok/replay.ipc")).unwrap();
+    let replay = std::fs::read_to_string(dir.join("clean-ok/replay.ipc")).unwrap();
     for step in [
         "= ipc_get p1_a",
         "send p1_h",
@@ -169,7 +172,7 @@ fn each_broken_variant_is_flagged_with_the_hazard_that_names_its_bug() {
         ("double-close", "double-close"),
         ("leak", "mapping-leaked-at-exit"),
     ] {
-        let Some((code, report)) = traced_and_checked(variant) else {
+        let Some((code, report)) = traced_and_checked("broken", variant) else {
             return;
         };
         assert_eq!(code, 1, "{variant}: {report:#}");
@@ -202,7 +205,7 @@ fn relied_on_choices(report: &serde_json::Value) -> Vec<(String, String)> {
 #[test]
 fn the_correct_programs_rely_only_on_contract_behaviour() {
     for variant in ["ok", "vmm"] {
-        let Some((_, report)) = traced_and_checked(variant) else {
+        let Some((_, report)) = traced_and_checked("reliance", variant) else {
             return;
         };
         let reliance = &report["reliance"];
@@ -216,7 +219,7 @@ fn the_correct_programs_rely_only_on_contract_behaviour() {
 
 #[test]
 fn reopening_a_handle_after_free_and_reallocation_relies_on_va_reuse() {
-    let Some((code, report)) = traced_and_checked("reuse") else {
+    let Some((code, report)) = traced_and_checked("reuse", "reuse") else {
         return;
     };
     let reliance = &report["reliance"];
@@ -239,7 +242,7 @@ fn reopening_a_handle_after_free_and_reallocation_relies_on_va_reuse() {
     let hazards = hazard_kinds(&report);
     assert_eq!(code, if hazards.is_empty() { 0 } else { 1 }, "{report:#}");
     let dir = workdir().unwrap();
-    let text = std::fs::read_to_string(dir.join("pair-reuse/check.txt")).unwrap();
+    let text = std::fs::read_to_string(dir.join("reuse-reuse/check.txt")).unwrap();
     assert!(
         text.contains("relies on incidental behaviour") && text.contains("va_reuse=never"),
         "{text}"
@@ -248,7 +251,7 @@ fn reopening_a_handle_after_free_and_reallocation_relies_on_va_reuse() {
 
 #[test]
 fn a_failing_open_carried_on_past_is_an_ignored_error() {
-    let Some((_, report)) = traced_and_checked("ignored-error") else {
+    let Some((_, report)) = traced_and_checked("ignored", "ignored-error") else {
         return;
     };
     let ignored: Vec<&serde_json::Value> = report["findings"]
@@ -266,12 +269,12 @@ fn a_failing_open_carried_on_past_is_an_ignored_error() {
 
 #[test]
 fn vmm_sharing_over_a_descriptor_traces_clean() {
-    let Some((code, report)) = traced_and_checked("vmm") else {
+    let Some((code, report)) = traced_and_checked("vmm-clean", "vmm") else {
         return;
     };
     assert_eq!(code, 0, "{report:#}");
     let dir = workdir().unwrap();
-    let replay = std::fs::read_to_string(dir.join("pair-vmm/replay.ipc")).unwrap();
+    let replay = std::fs::read_to_string(dir.join("vmm-clean-vmm/replay.ipc")).unwrap();
     assert!(replay.contains("= send_fd p1_f"), "{replay}");
     assert!(replay.contains("= vmm_import p2_f"), "{replay}");
     for run in report["simulator"].as_array().unwrap() {
@@ -289,7 +292,7 @@ fn vmm_broken_variants_are_flagged_and_an_early_release_is_not() {
         ("vmm-double-close", &["double-release", "double-unmap"][..]),
         ("vmm-leak", &["vmm-leaked-at-exit"][..]),
     ] {
-        let Some((code, report)) = traced_and_checked(variant) else {
+        let Some((code, report)) = traced_and_checked("vmm-broken", variant) else {
             return;
         };
         let mut kinds = hazard_kinds(&report);
