@@ -11,6 +11,7 @@
 //! reaching `trace` are passed to CMD's process group, and `trace` waits
 //! for CMD before it exits.
 
+use crate::trace_check::load::{ProgramEnd, PROGRAM_END_FILE};
 use ipc_harness::trace_record::{self, TraceLine, DIR_ENV};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -417,7 +418,7 @@ pub fn command(args: &TraceArgs) -> Result<u8, String> {
     let (bytes, source) = tracer_bytes(args.tracer.as_deref())?;
     let out = prepare_out(&args.out)?;
     let before = recorded(&out);
-    if before.files > 0 {
+    if before.files > 0 || out.join(PROGRAM_END_FILE).symlink_metadata().is_ok() {
         return Err(format!(
             "{} already holds traces; remove them or choose another --out",
             out.display()
@@ -460,6 +461,7 @@ pub fn command(args: &TraceArgs) -> Result<u8, String> {
         }
         (None, None) => 255,
     };
+    write_program_end(&out, &name, pid, &status);
     let rec = recorded(&out);
     let missing = not_loaded(&rec, &name, pid);
     for line in &missing {
@@ -504,5 +506,32 @@ mod tests {
         let text = path.to_str().unwrap();
         assert!(!text.contains([' ', ':']), "{text}");
         assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF bytes");
+    }
+}
+
+/// Tell `check` how the traced program ended ([`PROGRAM_END_FILE`]): a
+/// program killed by a signal left a trace cut short. Written only where
+/// nothing of that name is (never through a link); a failure is said and
+/// the trace kept.
+fn write_program_end(out: &Path, name: &str, pid: u32, status: &std::process::ExitStatus) {
+    let end = ProgramEnd {
+        program: name.to_string(),
+        pid,
+        exit: status.code(),
+        signal: std::os::unix::process::ExitStatusExt::signal(status),
+    };
+    let Ok(json) = serde_json::to_vec(&end) else {
+        return;
+    };
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(out.join(PROGRAM_END_FILE))
+        .and_then(|mut f| f.write_all(&json));
+    if let Err(e) = written {
+        eprintln!(
+            "ipc-conformance trace: cannot write {PROGRAM_END_FILE} in the trace folder: {e}"
+        );
     }
 }

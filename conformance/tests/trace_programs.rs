@@ -351,8 +351,16 @@ fn a_program_that_crashes_leaves_a_readable_trace() {
     let (output, traces) = trace(&dir, "crash", &["./ipc_pair", "crash"]);
     // SIGSEGV: 128 + 11.
     assert_eq!(output.status.code(), Some(139), "{output:?}");
+    // Killed before its end: what it recorded is read, but the trace is cut
+    // short, so it is not judged.
     let (code, report) = check(&traces);
-    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(code, 4, "{report:#}");
+    assert!(
+        report["reasons"]
+            .to_string()
+            .contains("killed by signal 11"),
+        "{report:#}"
+    );
     let exporter = report["processes"]
         .as_array()
         .unwrap()
@@ -707,6 +715,11 @@ fn killing_trace_stops_the_traced_program() {
         !Path::new(&format!("/proc/{pid}")).exists(),
         "the traced sleep (pid {pid}) outlived trace"
     );
+    // A program killed before its end leaves a trace cut short: not judged.
+    let check = Command::new(bin()).arg("check").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(4), "{text}");
+    assert!(text.contains("killed by signal 15"), "{text}");
 }
 
 /// Issue 30, item 2: the host operations that pass descriptors and order

@@ -440,6 +440,42 @@ fn open_regular(path: &Path) -> Result<(File, u64), String> {
 
 /// Read every trace file of `dir`. An unreadable folder is an error (exit 2);
 /// a problem with one of its files is a [`Folder::problems`] entry.
+/// The file `trace` writes into its folder once the traced program has
+/// ended: `{"program":NAME,"pid":PID,"exit":CODE}` or `{...,"signal":N}`.
+pub const PROGRAM_END_FILE: &str = "program-end.json";
+
+/// How the traced program ended, as `trace` wrote it in
+/// [`PROGRAM_END_FILE`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProgramEnd {
+    pub program: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+/// A program killed by a signal did not run to its end: its processes'
+/// records stop wherever the signal found them, so the trace is cut short.
+fn program_end(folder: &mut Folder, bytes: &[u8]) {
+    match serde_json::from_slice::<ProgramEnd>(bytes) {
+        Ok(ProgramEnd {
+            program,
+            pid,
+            signal: Some(signal),
+            ..
+        }) => folder.problems.push(format!(
+            "the traced program ({}, pid {pid}) was killed by signal {signal} before it ended: the trace is cut short",
+            escaped(&program)
+        )),
+        Ok(_) => {}
+        Err(e) => folder.problems.push(format!(
+            "{PROGRAM_END_FILE} does not parse ({e}): how the program ended is unknown"
+        )),
+    }
+}
+
 pub fn read_dir(dir: &Path) -> Result<Folder, String> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot read {}: {e}", escaped(&dir.display().to_string())))?;
@@ -453,6 +489,25 @@ pub fn read_dir(dir: &Path) -> Result<Folder, String> {
         let Some(name) = name.to_str() else {
             continue;
         };
+        if name == PROGRAM_END_FILE {
+            match open_regular(&dir.join(name)) {
+                Ok((mut file, _)) => {
+                    let mut bytes = Vec::new();
+                    let read = std::io::Read::read_to_end(
+                        &mut std::io::Read::take(&mut file, 4096),
+                        &mut bytes,
+                    );
+                    match read {
+                        Ok(_) => program_end(&mut folder, &bytes),
+                        Err(e) => folder
+                            .problems
+                            .push(format!("{PROGRAM_END_FILE} cannot be read: {e}")),
+                    }
+                }
+                Err(why) => folder.problems.push(format!("{PROGRAM_END_FILE} {why}")),
+            }
+            continue;
+        }
         match name_kind(name) {
             Name::Misspelt => misspelt.push(name.to_string()),
             Name::Other => {}
@@ -500,6 +555,10 @@ pub fn read_files(files: &[(String, Vec<u8>)]) -> Folder {
     let mut named: Vec<(u32, &String, &Vec<u8>)> = Vec::new();
     let mut misspelt = Vec::new();
     for (n, b) in files {
+        if n == PROGRAM_END_FILE {
+            program_end(&mut folder, b);
+            continue;
+        }
         match name_kind(n) {
             Name::Trace(p) => named.push((p, n, b)),
             Name::Misspelt => misspelt.push(n.clone()),
