@@ -76,8 +76,16 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     assert!(pool.contains("memory pools on a reset worker"), "{pool}");
     let flip = fresh_reason(&cat, "mem.handle.check-word-with-vmm-allocation");
     assert!(flip.contains("VMM allocations"), "{flip}");
-    let base = fresh_reason(&cat, "mem.suballoc.aligned-2mib");
-    assert!(base.contains("'base == p'"), "{base}");
+    let base = cat
+        .clauses
+        .iter()
+        .find(|c| c.id == "mem.suballoc.aligned-2mib")
+        .and_then(|c| c.scenario.as_ref())
+        .expect("the clause parses");
+    match sharing_checked(base, ShareAlso::CONFIRMED, Some(&CheckedClauses::default())) {
+        WorkerSharing::Fresh(why) => assert!(why.contains("'base == p'"), "{why}"),
+        WorkerSharing::Reused => panic!("mem.suballoc.aligned-2mib shares unchecked"),
+    }
     let peer = fresh_reason(&cat, "multidev.peer.enable");
     assert!(peer.contains("peer access outlives a reset"), "{peer}");
 }
