@@ -80,8 +80,44 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The commit the binary is built from, for reports' `git_revision`
+/// (`sysinfo::git_revision`): reading it when a report is written would
+/// give the revision of whatever checkout the binary runs in, which on a
+/// GPU host may be a stale copy. Re-run when HEAD or its branch moves.
+/// Nothing is set outside a git checkout.
+fn embed_git_revision(manifest: &Path) {
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(manifest)
+            .args(args)
+            .output()
+            .ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    let Some(rev) = git(&["rev-parse", "HEAD"]) else {
+        return;
+    };
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(branch);
+    }
+    for path in watched {
+        if let Some(p) = git(&["rev-parse", "--git-path", &path]) {
+            let p = PathBuf::from(p);
+            let p = if p.is_absolute() { p } else { manifest.join(p) };
+            if p.exists() {
+                println!("cargo:rerun-if-changed={}", p.display());
+            }
+        }
+    }
+    println!("cargo:rustc-env=IPC_BUILD_GIT_REVISION={rev}");
+}
+
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    embed_git_revision(&manifest);
     let clauses = manifest.join("clauses");
     // A folder here makes cargo re-run this script when anything below changes.
     println!("cargo:rerun-if-changed=clauses");
