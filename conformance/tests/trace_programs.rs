@@ -498,7 +498,7 @@ fn verdict_of(run: &Path) -> String {
 fn committed_traces_keep_their_verdicts() {
     let mut runs = Vec::new();
     trace_folders(&root().join("reports/traces"), &mut runs);
-    assert!(runs.len() >= 27, "only {} committed traces", runs.len());
+    assert!(runs.len() >= 69, "only {} committed traces", runs.len());
     let mut failures = Vec::new();
     for run in &runs {
         let expected = std::fs::read_to_string(run.join("expected.txt")).unwrap();
