@@ -46,7 +46,7 @@ impl Proc {
         self.lines
             .push(json!({"kind": "call", "seq": self.seq, "call": name,
             "result": result, "t_ns": t, "dur_ns": 10, "tid": self.pid, "args": args}));
-        self.seq += 1;
+        self.seq = self.seq.wrapping_add(1);
         self
     }
 
@@ -55,7 +55,7 @@ impl Proc {
             json!({"kind": "host", "seq": self.seq, "op": op, "call": op,
             "result": result, "t_ns": t, "dur_ns": 10, "tid": self.pid, "args": args}),
         );
-        self.seq += 1;
+        self.seq = self.seq.wrapping_add(1);
         self
     }
 
@@ -675,4 +675,90 @@ fn the_exit_codes_are_those_of_the_three_outcomes() {
                 .unwrap();
         assert_eq!(report["exit_code"], code, "{name}");
     }
+}
+
+/// Found by the debug build's fuzzing: each replay parses back and nothing
+/// panics.
+#[test]
+fn odd_records_the_fuzzer_found_still_give_a_replay_that_parses() {
+    let parses = |replay: &str| {
+        ipc_harness::scenario::parse(replay, std::path::Path::new("replay.ipc"))
+            .unwrap_or_else(|e| panic!("{e}\n{replay}"));
+    };
+    // A record whose seq is the largest number there is.
+    let mut p = Proc::covered(10, 1, "load", 50);
+    p.call(100, "cuCtxCreate_v4", 0, json!({"ctx": 1, "device": 0}));
+    p.seq = u64::MAX;
+    p.call(110, "cuMemAlloc_v2", 0, json!({"ptr": 4096, "size": 64}));
+    let (report, replay) = judge(&[&p]);
+    assert_eq!(report.verdict, "not judged", "{}", text(&report));
+    parses(&replay);
+
+    // A descriptor sent to the process itself (one socket pair in one
+    // process): no send_fd to itself, and the import still finds it.
+    let mut p = Proc::covered(10, 1, "load", 50);
+    p.call(100, "cuCtxCreate_v4", 0, json!({"ctx": 1, "device": 0}))
+        .call(
+            110,
+            "cuMemCreate",
+            0,
+            json!({"vmm": 7, "size": 2 << 20, "handle_type": 1, "device": 0}),
+        )
+        .call(
+            120,
+            "cuMemExportToShareableHandle",
+            0,
+            json!({"vmm": 7, "handle_type": 1, "fd": 5}),
+        )
+        .host(
+            125,
+            "describe",
+            0,
+            json!({"fd": 6, "object": "socket:100", "peer": "socket:200"}),
+        )
+        .host(
+            126,
+            "describe",
+            0,
+            json!({"fd": 3, "object": "socket:200", "peer": "socket:100"}),
+        )
+        .host(
+            130,
+            "send",
+            1,
+            json!({"fd": 6, "object": "socket:100", "bytes": 1, "fds": [5]}),
+        )
+        .host(
+            131,
+            "recv",
+            1,
+            json!({"fd": 3, "object": "socket:200", "bytes": 1, "fds": [9]}),
+        )
+        .call(
+            140,
+            "cuMemImportFromShareableHandle",
+            0,
+            json!({"vmm": 70, "handle_type": 1, "fd": 9}),
+        )
+        .exit(160);
+    let (_, replay) = judge(&[&p]);
+    assert!(!replay.contains("send_fd"), "{replay}");
+    parses(&replay);
+
+    // A copy from a null device pointer: nothing of it lands in memory
+    // the replay holds, so no empty write.
+    let mut p = Proc::covered(10, 1, "load", 50);
+    p.call(100, "cuCtxCreate_v4", 0, json!({"ctx": 1, "device": 0}))
+        .call(110, "cuMemAlloc_v2", 0, json!({"ptr": 4096, "size": 64}))
+        .call(
+            120,
+            "cuMemcpyHtoD_v2",
+            0,
+            json!({"ptr": 0, "src": 77, "size": 16, "src_kind": "pageable"}),
+        )
+        .call(130, "cuMemFree_v2", 0, json!({"ptr": 4096}))
+        .exit(160);
+    let (_, replay) = judge(&[&p]);
+    assert!(!replay.contains("*0"), "{replay}");
+    parses(&replay);
 }

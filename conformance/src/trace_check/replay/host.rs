@@ -238,6 +238,15 @@ impl Lowering<'_> {
             let Some(f) = self.procs[process].fds.get(&sfd).cloned() else {
                 continue;
             };
+            // To itself (a socket pair inside one process): the same
+            // descriptor under another number, nothing to pass.
+            if q == process {
+                self.fd_arrivals
+                    .entry((q, qseq))
+                    .or_default()
+                    .push((rfd, f.binding.clone()));
+                continue;
+            }
             let received = self.procs[q].fresh("f");
             let to_name = self.procs[q].name.clone();
             self.harness_step(
@@ -262,6 +271,9 @@ impl Lowering<'_> {
     /// A forked child holds its parent's descriptors under the same
     /// numbers: each one the replay follows is passed to it.
     fn inherit_fds(&mut self, process: usize, seq: u64, child: usize) {
+        if child == process {
+            return;
+        }
         let mut fds: Vec<(i64, String)> = self.procs[process]
             .fds
             .iter()

@@ -195,6 +195,13 @@ impl Lowering<'_> {
         }
         let stream = self.stream(process, r);
         let span = |remaining: u64| size.min(remaining).min(MAX_HOST_SPAN);
+        // Where the device side starts at the end of what the trace saw
+        // (a null pointer, an address one past an allocation), nothing of
+        // the copy lands in memory the replay holds.
+        let device_rem = |x: &Option<(Ref, Memory, Option<usize>, u64)>| x.as_ref().map(|t| t.3);
+        if device_rem(&src_ref) == Some(0) || device_rem(&dst_ref) == Some(0) {
+            return self.unlowered(process, r, "no byte of it lands in memory the trace saw");
+        }
         match (&src_ref, &dst_ref) {
             // To device memory from host memory.
             (_, Some((d, _, object, rem))) if host(src_mem) => {
@@ -440,6 +447,9 @@ impl Lowering<'_> {
         let Some(rule) = sync_rules::memset_rule(&base, memory) else {
             return self.unlowered(process, r, "not a set");
         };
+        if rem == 0 {
+            return self.unlowered(process, r, "no byte of it lands in memory the trace saw");
+        }
         let len = size.min(rem).min(MAX_MODELLED_SPAN);
         let value = (r.args.value().unwrap_or(0) & 0xff) as u8;
         let stream = self.stream(process, r);

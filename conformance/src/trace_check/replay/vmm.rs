@@ -56,6 +56,11 @@ impl Lowering<'_> {
             .cloned()
             .unwrap_or_default()
         {
+            // An import in the exporting process takes its own descriptor.
+            if q == process {
+                self.received_fd.insert((q, qcall), f.to_string());
+                continue;
+            }
             let received = self.procs[q].fresh("f");
             let to_name = self.procs[q].name.clone();
             self.model_step(
