@@ -414,9 +414,28 @@ impl Drop for Terminal {
     }
 }
 
+/// Hold `out` for this `trace` alone while it runs: an exclusive `flock`
+/// on the folder, which the kernel drops when `trace` ends however it
+/// ends. A second `trace` into the same folder at the same time would mix
+/// two programs' processes in one trace.
+fn lock_out(out: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let dir =
+        std::fs::File::open(out).map_err(|e| format!("cannot open {}: {e}", out.display()))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!(
+            "another trace is writing into {}; wait for it or choose another --out",
+            out.display()
+        ));
+    }
+    Ok(dir)
+}
+
 pub fn command(args: &TraceArgs) -> Result<u8, String> {
     let (bytes, source) = tracer_bytes(args.tracer.as_deref())?;
     let out = prepare_out(&args.out)?;
+    let _held = lock_out(&out)?;
     let before = recorded(&out);
     if before.files > 0 || out.join(PROGRAM_END_FILE).symlink_metadata().is_ok() {
         return Err(format!(
@@ -488,27 +507,6 @@ pub fn command(args: &TraceArgs) -> Result<u8, String> {
     Ok(code)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_carried_tracer_is_a_shared_library() {
-        assert!(is_shared_library(EMBEDDED), "{} bytes", EMBEDDED.len());
-        assert!(!is_shared_library(b"#!/bin/sh\necho not a library\n"));
-    }
-
-    #[test]
-    fn the_private_copy_is_private_and_its_path_fits_ld_preload() {
-        let (dir, path) = install_private(b"\x7fELF bytes").unwrap();
-        let dir_mode = std::fs::metadata(dir.path()).unwrap().mode() & 0o777;
-        assert_eq!(dir_mode, 0o700);
-        let text = path.to_str().unwrap();
-        assert!(!text.contains([' ', ':']), "{text}");
-        assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF bytes");
-    }
-}
-
 /// Tell `check` how the traced program ended ([`PROGRAM_END_FILE`]): a
 /// program killed by a signal left a trace cut short. Written only where
 /// nothing of that name is (never through a link); a failure is said and
@@ -533,5 +531,26 @@ fn write_program_end(out: &Path, name: &str, pid: u32, status: &std::process::Ex
         eprintln!(
             "ipc-conformance trace: cannot write {PROGRAM_END_FILE} in the trace folder: {e}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_carried_tracer_is_a_shared_library() {
+        assert!(is_shared_library(EMBEDDED), "{} bytes", EMBEDDED.len());
+        assert!(!is_shared_library(b"#!/bin/sh\necho not a library\n"));
+    }
+
+    #[test]
+    fn the_private_copy_is_private_and_its_path_fits_ld_preload() {
+        let (dir, path) = install_private(b"\x7fELF bytes").unwrap();
+        let dir_mode = std::fs::metadata(dir.path()).unwrap().mode() & 0o777;
+        assert_eq!(dir_mode, 0o700);
+        let text = path.to_str().unwrap();
+        assert!(!text.contains([' ', ':']), "{text}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"\x7fELF bytes");
     }
 }

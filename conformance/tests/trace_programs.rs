@@ -680,6 +680,43 @@ fn a_tracer_path_with_a_space_and_a_colon_still_loads() {
 
 /// Issue 32, item 9: a signal that ends `trace` reaches the traced program
 /// too, and `trace` waits for it.
+/// Issue 32, item 7: a second `trace` into a folder another `trace` is
+/// writing into is refused, so that no trace holds two programs.
+#[test]
+fn a_second_trace_into_a_busy_folder_is_refused() {
+    let Some(dir) = workdir() else { return };
+    let out = dir.join("busy");
+    let _ = std::fs::remove_dir_all(&out);
+    let mut first = Command::new(bin())
+        .args(["trace", "--out"])
+        .arg(&out)
+        .args(["--", "sleep", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_dir(&out).map_or(true, |mut d| d.next().is_none()) {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the first trace never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = Command::new(bin())
+        .args(["trace", "--out"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    // SAFETY: signalling the trace process this test started.
+    unsafe { libc::kill(first.id() as i32, libc::SIGTERM) };
+    let _ = first.wait();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("another trace is writing"), "{stderr}");
+}
+
 #[test]
 fn killing_trace_stops_the_traced_program() {
     let Some(dir) = workdir() else { return };

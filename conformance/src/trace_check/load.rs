@@ -660,7 +660,7 @@ impl FileProcesses {
                         seq - 1
                     ));
                 }
-                expect = expect.max(seq + 1);
+                expect = expect.max(seq.saturating_add(1));
             }
             p.calls.sort_by_key(|c| c.seq);
             p.host.sort_by_key(|h| h.seq);

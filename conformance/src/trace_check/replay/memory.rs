@@ -64,11 +64,8 @@ impl Lowering<'_> {
             .holding(ptr)
             .and_then(|(b, live)| self.procs[process].memory.get(b, live))
             .map(|g| g.kind);
-        let Some((p, _, _, _)) = self.pointer(process, r, ptr) else {
-            if r.result == 0 {
-                self.reason(process, r, "frees memory no recorded call allocated");
-            }
-            return self.unlowered(process, r, "a pointer the trace did not see allocated");
+        let Some((p, _, _, _)) = self.recorded_pointer(process, r, ptr, "frees") else {
+            return;
         };
         let op = match (name, kind) {
             ("cuMemFreeAsync", Some(k)) if k.pool_owned() => Op::PoolFree { ptr: p },

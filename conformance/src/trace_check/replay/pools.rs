@@ -139,11 +139,8 @@ impl Lowering<'_> {
 
     pub(super) fn pool_export_pointer(&mut self, process: usize, r: &Rec) {
         let ptr = r.args.ptr().unwrap_or(0);
-        let Some((p, _, object, _)) = self.pointer(process, r, ptr) else {
-            if r.result == 0 {
-                self.reason(process, r, "exports memory no recorded call allocated");
-            }
-            return self.unlowered(process, r, "a pointer the trace did not see allocated");
+        let Some((p, _, object, _)) = self.recorded_pointer(process, r, ptr, "exports") else {
+            return;
         };
         let ok = r.result == 0;
         let x = self.procs[process].fresh("x");

@@ -681,6 +681,30 @@ impl<'f> Lowering<'f> {
     /// The binding that names `ptr` in `process` (its region's, or a fresh
     /// `offset` into it) with the region's memory, object and the bytes
     /// from `ptr` to its end. Registered host memory has no binding.
+    /// [`Self::pointer`], or where the trace did not see the memory
+    /// allocated, the call as a comment; a call that succeeded on it
+    /// (`doing` it: "frees", "exports") keeps the trace from being judged.
+    pub fn recorded_pointer(
+        &mut self,
+        process: usize,
+        r: &Rec,
+        ptr: u64,
+        doing: &str,
+    ) -> Option<(Ref, Memory, Option<usize>, u64)> {
+        let found = self.pointer(process, r, ptr);
+        if found.is_none() {
+            if r.result == 0 {
+                self.reason(
+                    process,
+                    r,
+                    &format!("{doing} memory no recorded call allocated"),
+                );
+            }
+            self.unlowered(process, r, "a pointer the trace did not see allocated");
+        }
+        found
+    }
+
     pub fn pointer(
         &mut self,
         process: usize,
