@@ -80,6 +80,10 @@ pub enum ErrorKind {
     InvalidMemcpyDirection,
     /// `cudaErrorInsufficientDriver`, code 35 (runtime only).
     InsufficientDriver,
+    /// `cudaErrorIncompatibleDriverContext`, code 49 (runtime only): the
+    /// current context is one the runtime call cannot use (a context made by
+    /// `cuCtxCreate` where the call expects a primary context).
+    IncompatibleDriverContext,
     /// `cudaErrorNoDevice` / `CUDA_ERROR_NO_DEVICE`, code 100.
     NoDevice,
     /// `cudaErrorInvalidDevice` / `CUDA_ERROR_INVALID_DEVICE`, code 101.
@@ -249,6 +253,11 @@ const TABLE: &[Row] = &[
     row(
         InsufficientDriver,
         Some((35, "cudaErrorInsufficientDriver")),
+        None,
+    ),
+    row(
+        IncompatibleDriverContext,
+        Some((49, "cudaErrorIncompatibleDriverContext")),
         None,
     ),
     row(

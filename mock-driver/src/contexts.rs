@@ -167,8 +167,8 @@ impl World {
         // 700 (mem.context.destroy-primary-after-fault); it never stops
         // destroying a created context, and the process stays poisoned
         // (mem.context.destroy-created-after-fault).
-        if self.procs[p].sticky && primary {
-            return Err(ErrorKind::IllegalAddress.into());
+        if let (Some(kind), true) = (self.procs[p].sticky, primary) {
+            return Err(kind.into());
         }
         self.release_context(p, ctx, true);
         self.driver_fd_of_context_closes(p, ctx);

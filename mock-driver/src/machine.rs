@@ -3,7 +3,7 @@
 //! All processes of a machine live in one host process, so each view holds
 //! an `Rc<RefCell<World>>`: calls never nest, so the borrow never conflicts.
 
-use crate::semantics::Switch;
+use crate::semantics::{Switch, UnmapQueuedWork};
 use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
@@ -26,7 +26,7 @@ impl SimProcess {
     /// Run one API call: refuse on an exited process, honour a sticky error,
     /// and turn the simulator's error kinds into this dialect's codes.
     fn call<T>(&self, f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>) -> DriverResult<T> {
-        self.call_with(true, f)
+        self.call_with(Sticky::Reports, f)
     }
 
     /// `call` for an API call that a sticky error does not stop: it answers as
@@ -38,12 +38,26 @@ impl SimProcess {
         &self,
         f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>,
     ) -> DriverResult<T> {
-        self.call_with(false, f)
+        self.call_with(Sticky::Spared, f)
+    }
+
+    /// `call` for an API call that neither waits for the device nor
+    /// launches work on it: it reports a sticky error, but a fault the
+    /// process has not been told of yet does not stop it
+    /// (vmm.fault.unmap-with-work-queued: `cuIpcOpenMemHandle`,
+    /// `cuMemGetAddressRange`, `cuEventCreate`, `cuIpcGetEventHandle` and
+    /// `cudaMallocManaged` answered as usual between such a fault and its
+    /// report).
+    fn call_host<T>(
+        &self,
+        f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>,
+    ) -> DriverResult<T> {
+        self.call_with(Sticky::HostOnly, f)
     }
 
     fn call_with<T>(
         &self,
-        sticky_applies: bool,
+        mode: Sticky,
         f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>,
     ) -> DriverResult<T> {
         let Some(p) = self.index else {
@@ -53,19 +67,31 @@ impl SimProcess {
         if w.procs[p].exited {
             return Err(DriverError::Harness("process exited".into()));
         }
-        if sticky_applies && w.procs[p].sticky {
-            return Err(ApiError::new(self.dialect, ErrorKind::IllegalAddress).into());
+        if let (Some(kind), Sticky::Reports | Sticky::HostOnly) = (w.procs[p].sticky, mode) {
+            return Err(ApiError::new(self.dialect, kind).into());
         }
+        w.procs[p].calls += 1;
         w.tick();
         w.host_order(p);
+        let unseen = w.procs[p].unseen_fault.filter(|_| mode == Sticky::Reports);
         match f(&mut w, p) {
-            Ok(v) => Ok(v),
-            Err(Fail::Api(kind)) => {
+            // A call's own argument errors come before a fault it has not
+            // been told of (a read of the unmapped range is InvalidValue:
+            // vmm.fault.unmap-with-work-queued); otherwise it reports it.
+            Err(Fail::Api(kind)) if unseen.is_none() || kind == ErrorKind::InvalidValue => {
                 if kind == ErrorKind::IllegalAddress && w.sem.sticky_errors == Switch::On {
-                    w.procs[p].sticky = true;
+                    w.procs[p].sticky = Some(kind);
                 }
                 Err(ApiError::new(self.dialect, kind).into())
             }
+            Ok(_) | Err(Fail::Api(_)) if unseen.is_some() => {
+                let kind = unseen.unwrap_or(ErrorKind::LaunchFailed);
+                w.procs[p].unseen_fault = None;
+                w.procs[p].sticky = Some(kind);
+                Err(ApiError::new(self.dialect, kind).into())
+            }
+            Ok(v) => Ok(v),
+            Err(Fail::Api(kind)) => Err(ApiError::new(self.dialect, kind).into()),
             Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
             Err(Fail::Crash { signal, detail }) => {
                 w.procs[p].crashed = true;
@@ -79,6 +105,28 @@ impl SimProcess {
             }
         }
     }
+
+    /// Note device work the call just queued on `[ptr, ptr + len)`, for a
+    /// `cuMemUnmap` of the range right after it
+    /// (vmm.fault.unmap-with-work-queued).
+    fn queued_work(&self, ptr: u64, len: u64) {
+        if let Some(p) = self.index {
+            let mut w = self.world.borrow_mut();
+            let proc = &mut w.procs[p];
+            proc.queued_work = Some((proc.calls, ptr, ptr.saturating_add(len)));
+        }
+    }
+}
+
+/// How one call meets a sticky error (`SimProcess::call_with`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sticky {
+    /// Reports it, and reports a fault the process has not been told of.
+    Reports,
+    /// Answers as if the process had not faulted.
+    Spared,
+    /// Reports it, but answers as usual before a fault is reported.
+    HostOnly,
 }
 
 impl Driver for SimProcess {
@@ -124,7 +172,7 @@ impl Driver for SimProcess {
     }
 
     fn alloc(&mut self, kind: MemKind, size: u64) -> DriverResult<DevicePtr> {
-        self.call(|w, p| w.alloc(p, kind, size).map(DevicePtr))
+        self.call_host(|w, p| w.alloc(p, kind, size).map(DevicePtr))
     }
 
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
@@ -138,7 +186,9 @@ impl Driver for SimProcess {
         self.call(|w, p| {
             w.drain(p);
             w.memset(p, ptr.0, value, len)
-        })
+        })?;
+        self.queued_work(ptr.0, len);
+        Ok(())
     }
 
     fn write(&mut self, ptr: DevicePtr, bytes: &[u8]) -> DriverResult<()> {
@@ -163,7 +213,7 @@ impl Driver for SimProcess {
     }
 
     fn address_range(&mut self, ptr: DevicePtr) -> DriverResult<(DevicePtr, u64)> {
-        self.call(|w, p| w.address_range(p, ptr.0).map(|(b, s)| (DevicePtr(b), s)))
+        self.call_host(|w, p| w.address_range(p, ptr.0).map(|(b, s)| (DevicePtr(b), s)))
     }
 
     fn pointer_info(&mut self, ptr: DevicePtr) -> DriverResult<PointerInfo> {
@@ -193,13 +243,17 @@ impl Driver for SimProcess {
     ) -> DriverResult<DevicePtr> {
         // Flags it refuses are InvalidValue before a sticky error is reported
         // (mem.flags.refused-before-sticky-error).
-        let sticky = self
-            .index
-            .is_some_and(|p| self.world.borrow().procs.get(p).is_some_and(|x| x.sticky));
+        let sticky = self.index.is_some_and(|p| {
+            self.world
+                .borrow()
+                .procs
+                .get(p)
+                .is_some_and(|x| x.sticky.is_some())
+        });
         if sticky && !self.world.borrow().open_flags_ok(flags) {
             return self.call_spared(|_, _| Err(ErrorKind::InvalidValue.into()));
         }
-        self.call(|w, p| w.ipc_open(p, &handle, flags, out).map(DevicePtr))
+        self.call_host(|w, p| w.ipc_open(p, &handle, flags, out).map(DevicePtr))
     }
 
     fn ipc_close_mem_handle(&mut self, ptr: DevicePtr) -> DriverResult<()> {
@@ -265,7 +319,19 @@ impl Driver for SimProcess {
     }
 
     fn vmm_unmap(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
-        self.call_spared(|w, p| w.vmm_unmap(p, va.0, size))
+        self.call_spared(|w, p| {
+            // Work the previous call queued on the range is still running
+            // (vmm.fault.unmap-with-work-queued).
+            let proc = &w.procs[p];
+            let queued = proc.queued_work.is_some_and(|(call, start, end)| {
+                call + 1 == proc.calls && start < va.0.saturating_add(size) && va.0 < end
+            });
+            w.vmm_unmap(p, va.0, size)?;
+            if queued && w.sem.unmap_queued_work == UnmapQueuedWork::Faults {
+                w.procs[p].unseen_fault = Some(ErrorKind::LaunchFailed);
+            }
+            Ok(())
+        })
     }
 
     fn vmm_address_free(&mut self, va: DevicePtr, size: u64) -> DriverResult<()> {
@@ -293,7 +359,7 @@ impl Driver for SimProcess {
     }
 
     fn event_create(&mut self, flags: u32) -> DriverResult<EventId> {
-        self.call(|w, p| w.event_create(p, flags))
+        self.call_host(|w, p| w.event_create(p, flags))
     }
 
     fn event_record(&mut self, event: EventId) -> DriverResult<()> {
@@ -325,7 +391,7 @@ impl Driver for SimProcess {
         event: EventId,
         out: OutArg,
     ) -> DriverResult<IpcEventHandle> {
-        self.call(|w, p| w.ipc_get_event_handle(p, event, out))
+        self.call_host(|w, p| w.ipc_get_event_handle(p, event, out))
     }
 
     fn ipc_open_event_handle(
@@ -347,7 +413,10 @@ impl Driver for SimProcess {
     }
 
     fn fork_child_alloc(&mut self, size: u64) -> DriverResult<()> {
-        self.call(|w, p| w.fork_child_alloc(p, size))
+        // The child of a fork is a process of its own: its parent's sticky
+        // error is not its (vmm.fault.unmap-with-work-queued: a forked
+        // child's call answered its own error after the parent's 719).
+        self.call_spared(|w, p| w.fork_child_alloc(p, size))
     }
 
     fn pidfd_getfd(&mut self, pid: u32, fd: Fd) -> DriverResult<Fd> {
@@ -368,12 +437,17 @@ impl Driver for SimProcess {
         step: u8,
     ) -> DriverResult<()> {
         let content = crate::event_state::KernelBytes::new(pattern, width, step);
-        self.call(|w, p| w.kernel_pattern(p, ptr.0, len, content))
+        self.call(|w, p| w.kernel_pattern(p, ptr.0, len, content))?;
+        self.queued_work(ptr.0, len);
+        Ok(())
     }
 
     // --- memory pools (`pools.rs`) ---
     fn pool_create(&mut self, device: DeviceOrdinal, types: HandleTypes) -> DriverResult<PoolId> {
-        self.call(|w, p| w.pool_create(p, device, types).map(PoolId))
+        // Creating, exporting and destroying a pool answer after a sticky
+        // error, as the VMM calls do (vmm.fault.unmap-with-work-queued: all
+        // three answered after a 719).
+        self.call_spared(|w, p| w.pool_create(p, device, types).map(PoolId))
     }
 
     fn pool_default(&mut self, device: DeviceOrdinal) -> DriverResult<PoolId> {
@@ -381,11 +455,11 @@ impl Driver for SimProcess {
     }
 
     fn pool_destroy(&mut self, pool: PoolId) -> DriverResult<()> {
-        self.call(|w, p| w.pool_destroy(p, pool.0))
+        self.call_spared(|w, p| w.pool_destroy(p, pool.0))
     }
 
     fn pool_export(&mut self, pool: PoolId) -> DriverResult<Fd> {
-        self.call(|w, p| w.pool_export(p, pool.0).map(Fd))
+        self.call_spared(|w, p| w.pool_export(p, pool.0).map(Fd))
     }
 
     fn pool_import(&mut self, fd: Fd) -> DriverResult<PoolId> {
@@ -464,7 +538,9 @@ impl Driver for SimProcess {
         len: u64,
         stream: StreamId,
     ) -> DriverResult<()> {
-        self.call(|w, p| w.copy_device(p, dst.0, src.0, len, stream))
+        self.call(|w, p| w.copy_device(p, dst.0, src.0, len, stream))?;
+        self.queued_work(dst.0, len);
+        Ok(())
     }
 
     fn copy_peer(

@@ -486,7 +486,7 @@ impl World {
         ptr: u64,
         len: u64,
     ) -> SimResult<Vec<u8>> {
-        let sticky_before = self.procs[p].sticky;
+        let sticky_before = self.procs[p].sticky.is_some();
         let mut bytes = match self.read(p, ptr, len, Access::Kernel) {
             Ok(bytes) => bytes,
             // The buffer is allocated before the kernel runs, and after the

@@ -60,6 +60,13 @@ impl World {
     /// `cudaDeviceEnablePeerAccess(peer, 0)` from the current context.
     pub(crate) fn enable_peer_access(&mut self, p: ProcessIndex, peer: u32) -> SimResult<()> {
         let (ctx, device) = self.current_ctx(p)?;
+        // cudaDeviceEnablePeerAccess wants a primary context current: with
+        // one made by `cuCtxCreate` it is cudaErrorIncompatibleDriverContext
+        // (multidev.peer.enable-from-created-context).
+        let primary = self.procs[p].contexts.get(&ctx).is_some_and(|c| c.primary);
+        if self.dialect == ipc_harness::Dialect::Runtime && !primary {
+            return Err(ErrorKind::IncompatibleDriverContext.into());
+        }
         let peer = self.physical(p, peer)?;
         if peer == device {
             return Err(self.sem.enable_peer_self.into());

@@ -14,8 +14,8 @@ use crate::semantics::{
     ExportRule, ExporterExit, FreeOfIpcPointer, FreeWhileMapped, FreedExport, GetNullOut,
     HandleStability, ImportRange, InteriorHandle, LazyPeerAccess, MemcpyBounds, OpenAddress,
     OpenFlags, PoolImportFreed, PoolPtrReimport, PoolReimport, SetDestroyedContext, StaleHandle,
-    StaleKernelRead, StaleMemset, StaleVmmHandle, Switch, VaReuse, VaRewind, VmmCreateContext,
-    VmmReserveVa,
+    StaleKernelRead, StaleMemset, StaleVmmHandle, Switch, UnmapQueuedWork, VaReuse, VaRewind,
+    VmmCreateContext, VmmReserveVa,
 };
 use ipc_harness::{Dialect, ErrorKind};
 use std::fmt;
@@ -220,6 +220,7 @@ pub const CHOICE_TIERS: &[ChoiceTier] = &[
     t("enable_peer_self", Incidental, MEASURED),
     t("cross_pidns_ipc", Incidental, "no CUDA page names PID namespaces; UCX-Py's deployment guide asks only for a shared IPC namespace (https://ucx-py.readthedocs.io/en/latest/deployment.html); not measured yet"),
     t("vmm_create_context", ReliedOn, "NVIDIA cuda-samples Samples/3_CUDA_Features/memMapIPCDrv/memMapIpc.cpp destroys its contexts, then calls cuMemCreate (traced on 2 x H200: success)"),
+    t("unmap_queued_work", Incidental, "cuMemUnmap's page is silent on work still queued on the range; the outcome is a race on the GPU (vmm.fault.unmap-with-work-queued)"),
     t("pool_import_freed", Incidental, "documented as undefined behaviour"),
     t("pool_reimport", Incidental, "the documents are silent; cuda.core imports each pool once (cuda_core/cuda/core/_memory/_ipc.pyx, its registry of imported pools); not measured yet"),
     t("pool_ptr_reimport", Incidental, "the documents are silent; cuda.core documents the driver's answer and works around it (cuda_core/cuda/core/_cpp/resource_handles.cpp, IPC Pointer Cache); not measured yet"),
@@ -287,6 +288,7 @@ impl Semantics {
             enable_peer_self: ErrorKind::InvalidDevice,
             cross_pidns_ipc: ExportRule::Refuse(ErrorKind::NotSupported),
             vmm_create_context: VmmCreateContext::Required,
+            unmap_queued_work: UnmapQueuedWork::Faults,
             pool_import_freed: PoolImportFreed::Refused,
             pool_reimport: PoolReimport::NewPool,
             pool_ptr_reimport: PoolPtrReimport::NewMapping,

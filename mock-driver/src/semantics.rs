@@ -65,6 +65,20 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// What becomes of device work (a fill, a copy, a kernel) still queued
+    /// on a VMM mapping when `cuMemUnmap` removes the mapping
+    /// (vmm.fault.unmap-with-work-queued).
+    UnmapQueuedWork {
+        /// The work finishes first: what most runs on the GPU show.
+        Completes => "completes",
+        /// The work faults on the unmapped range: the context carries
+        /// LaunchFailed (719), reported from the next call that waits for
+        /// the device or launches work on it, and sticky from then on.
+        Faults => "faults",
+    }
+);
+
+keyword_choice!(
     /// What the importer sees after the exporter freed memory it still maps.
     FreeWhileMapped {
         /// The physical block stays alive with its old contents.
@@ -653,7 +667,7 @@ semantics! {
     memcpy_bounds: MemcpyBounds = MemcpyBounds::Allocation,
         "How far memcpy/memset may run past the pointer's allocation (block: allowed inside the mapped block, with a hazard)";
     sticky_errors: Switch = Switch::On,
-        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain, (driver API) cuPointerGetAttribute and the VMM calls (cuMem*)";
+        "An illegal address in a kernel poisons the process: every later call returns IllegalAddress, except cuCtxSetCurrent, cuDevicePrimaryCtxRetain, (driver API) cuPointerGetAttribute, the VMM calls (cuMem*) and creating, exporting and destroying a memory pool";
     import_range: ImportRange = ImportRange::Allocation,
         "cuMemGetAddressRange on an IPC pointer: the exported allocation, or the whole mapped block";
     ipc_managed: ExportRule = ExportRule::Refuse(ErrorKind::InvalidValue),
@@ -761,6 +775,8 @@ semantics! {
         "ipc_open and ipc_open_event of a handle exported by a process in another PID namespace (pidns=new; unmeasured): allow, or an error";
     vmm_create_context: VmmCreateContext = VmmCreateContext::Optional,
         "Whether cuMemCreate needs a current context (NVIDIA's memMapIPCDrv sample destroys its contexts first)";
+    unmap_queued_work: UnmapQueuedWork = UnmapQueuedWork::Completes,
+        "cuMemUnmap right after a fill, copy or kernel on the range, with no synchronisation between: the work completes first, or faults (LaunchFailed, sticky); a race on the GPU";
     // --- memory pools ---
     pool_import_freed: PoolImportFreed = PoolImportFreed::Maps,
         "pool_import_ptr of an allocation its exporter already freed (documented undefined; hazard logged): maps the memory the pool kept, or refused";

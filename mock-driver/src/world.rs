@@ -244,8 +244,20 @@ pub(crate) struct Process {
     /// Own ordinal -> physical device (`CUDA_VISIBLE_DEVICES`).
     pub visible: Vec<u32>,
     pub exited: bool,
-    /// A sticky error poisoned the process.
-    pub sticky: bool,
+    /// The sticky error that poisoned the process, if one did: every later
+    /// call not spared reports it (mem.context.sticky-error-spared-calls).
+    pub sticky: Option<ipc_harness::ErrorKind>,
+    /// Device work faulted on a range unmapped under it and the process has
+    /// not been told yet: the next call that waits for the device or
+    /// launches work reports it and makes it sticky
+    /// (vmm.fault.unmap-with-work-queued).
+    pub unseen_fault: Option<ipc_harness::ErrorKind>,
+    /// This process's driver calls so far.
+    pub calls: u64,
+    /// The device range `[start, end)` the process's call number `.0`
+    /// queued work on (a fill or a kernel), for `cuMemUnmap` right after it
+    /// (vmm.fault.unmap-with-work-queued).
+    pub queued_work: Option<(u64, u64, u64)>,
     /// Most processes have one context, and one device: these are kept
     /// inline (`SmallMap`) until a second comes.
     pub contexts: SmallMap<Context>,
@@ -556,7 +568,10 @@ impl Process {
             name,
             visible,
             exited: false,
-            sticky: false,
+            sticky: None,
+            unseen_fault: None,
+            calls: 0,
+            queued_work: None,
             contexts: SmallMap::Empty,
             primary: SmallMap::Empty,
             current: None,

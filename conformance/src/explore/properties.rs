@@ -470,6 +470,14 @@ pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)
             (InvalidValue, Document("https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__MEMORY__POOLS.html (cudaMemPoolSetAccess)")),
             (InvalidDevice, Document("https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#device-accessibility-for-multi-gpu-support (Device Accessibility for Multi-GPU Support)")),
         ],
+        (CallKind::EnablePeerAccess, Dialect::Runtime) => vec![
+            (PeerAccessAlreadyEnabled, Clause("multidev.peer.enable")),
+            (PeerAccessUnsupported, Clause("multidev.peer.enable-self")),
+            (
+                IncompatibleDriverContext,
+                Clause("multidev.peer.enable-from-created-context"),
+            ),
+        ],
         (CallKind::EnablePeerAccess, _) => vec![
             (PeerAccessAlreadyEnabled, Clause("multidev.peer.enable")),
             (PeerAccessUnsupported, Clause("multidev.peer.enable-self")),
