@@ -657,6 +657,22 @@ type Spawn = unsafe extern "C" fn(
     *const *const c_char,
 ) -> c_int;
 
+/// A `posix_spawn`/`posix_spawnp` that returned `r`: the child it started,
+/// recorded as a spawn.
+unsafe fn spawned(
+    call: &str,
+    r: c_int,
+    pid: *const libc::pid_t,
+    t: u64,
+    path: *const c_char,
+    envp: *const *const c_char,
+) {
+    if r == 0 && writer::active() {
+        let child = (!pid.is_null()).then(|| *pid as u32);
+        start("spawn", call, Some(0), t, path, envp, child, None);
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn posix_spawn(
     pid: *mut libc::pid_t,
@@ -669,14 +685,7 @@ pub unsafe extern "C" fn posix_spawn(
     let real = real!(SLOT, c"posix_spawn", Spawn);
     let t = sys::now_ns();
     let r = real(pid, path, actions, attrs, argv, envp);
-    if r == 0 && writer::active() {
-        let child = if pid.is_null() {
-            None
-        } else {
-            Some(*pid as u32)
-        };
-        start("spawn", "posix_spawn", Some(0), t, path, envp, child, None);
-    }
+    spawned("posix_spawn", r, pid, t, path, envp);
     r
 }
 
@@ -692,14 +701,7 @@ pub unsafe extern "C" fn posix_spawnp(
     let real = real!(SLOT, c"posix_spawnp", Spawn);
     let t = sys::now_ns();
     let r = real(pid, file, actions, attrs, argv, envp);
-    if r == 0 && writer::active() {
-        let child = if pid.is_null() {
-            None
-        } else {
-            Some(*pid as u32)
-        };
-        start("spawn", "posix_spawnp", Some(0), t, file, envp, child, None);
-    }
+    spawned("posix_spawnp", r, pid, t, file, envp);
     r
 }
 

@@ -4,7 +4,7 @@
 //! and synchronise it, so a replayed pool allocation or free is ordered at
 //! least as strongly as the program's.
 
-use super::state::{access, Lowering, RegionKind};
+use super::state::{Lowering, RegionKind};
 use crate::trace_check::load::Rec;
 use crate::trace_check::sync_rules::Memory;
 use ipc_harness::scenario::Op;
@@ -53,22 +53,11 @@ impl Lowering<'_> {
         let Some(pl) = self.pool(process, r) else {
             return self.unlowered(process, r, "a pool the trace did not see made");
         };
-        let descriptors = r.args.access().map(<[_]>::to_vec).unwrap_or_default();
-        if descriptors.is_empty() {
-            return self.unlowered(process, r, "no access descriptor recorded");
-        }
-        for (device, flags) in descriptors {
-            self.call_step(
-                process,
-                r,
-                None,
-                Op::PoolSetAccess {
-                    pool: pl.clone(),
-                    access: access(flags),
-                    device: u32::try_from(device).unwrap_or(0),
-                },
-            );
-        }
+        self.access_steps(process, r, |access, device| Op::PoolSetAccess {
+            pool: pl.clone(),
+            access,
+            device,
+        });
     }
 
     pub(super) fn cu_mem_pool_export(&mut self, process: usize, index: usize, r: &Rec) {

@@ -681,6 +681,20 @@ impl<'f> Lowering<'f> {
     /// The binding that names `ptr` in `process` (its region's, or a fresh
     /// `offset` into it) with the region's memory, object and the bytes
     /// from `ptr` to its end. Registered host memory has no binding.
+    /// A set-access call (`cuMemSetAccess`, `cuMemPoolSetAccess`): one step
+    /// per access descriptor it recorded, made by `op` from the access and
+    /// the device; the call as a comment where none was recorded.
+    pub fn access_steps(&mut self, process: usize, r: &Rec, op: impl Fn(VmmAccess, u32) -> Op) {
+        let descriptors = r.args.access().map(<[_]>::to_vec).unwrap_or_default();
+        if descriptors.is_empty() {
+            return self.unlowered(process, r, "no access descriptor recorded");
+        }
+        for (device, flags) in descriptors {
+            let device = u32::try_from(device).unwrap_or(0);
+            self.call_step(process, r, None, op(access(flags), device));
+        }
+    }
+
     /// [`Self::pointer`], or where the trace did not see the memory
     /// allocated, the call as a comment; a call that succeeded on it
     /// (`doing` it: "frees", "exports") keeps the trace from being judged.

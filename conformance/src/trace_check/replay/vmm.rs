@@ -3,7 +3,7 @@
 //! rules (a second release of what a process released, resources held at
 //! a normal exit).
 
-use super::state::{access, name, Lowering, RegionKind, Role};
+use super::state::{name, Lowering, RegionKind, Role};
 use crate::trace_check::load::Rec;
 use crate::trace_check::model::FindingClass;
 use crate::trace_check::sync_rules::Memory;
@@ -235,23 +235,12 @@ impl Lowering<'_> {
             }
             return self.unlowered(process, r, "a range the trace did not see reserved");
         };
-        let descriptors = r.args.access().map(<[_]>::to_vec).unwrap_or_default();
-        if descriptors.is_empty() {
-            return self.unlowered(process, r, "no access descriptor recorded");
-        }
-        for (device, flags) in descriptors {
-            self.call_step(
-                process,
-                r,
-                None,
-                Op::VmmSetAccess {
-                    va: va.clone(),
-                    size,
-                    access: access(flags),
-                    device: u32::try_from(device).unwrap_or(0),
-                },
-            );
-        }
+        self.access_steps(process, r, |access, device| Op::VmmSetAccess {
+            va: va.clone(),
+            size,
+            access,
+            device,
+        });
     }
 
     /// A second unmap, address free or release of what this process already
