@@ -7,7 +7,7 @@
 //! asynchronous copy of each buffer it was handed onto itself (it may read
 //! and write it).
 
-use super::state::{Lowering, Origin, RegionKind, Role, MAX_HOST_SPAN, MAX_MODELLED_SPAN};
+use super::state::{Lowering, RegionKind, Role, MAX_HOST_SPAN, MAX_MODELLED_SPAN};
 use crate::trace_check::load::{Kind, Rec};
 use crate::trace_check::sync_rules::{self, Memory, Returns, SyncRule};
 use ipc_harness::scenario::{BytePattern, Op, PatternItem, Ref};
@@ -337,16 +337,9 @@ impl Lowering<'_> {
         if let Some(o) = object {
             self.accessed(process, r, o, true);
         }
-        let origin = Origin::new(
+        self.model_step(
             process,
-            Some(r.seq),
-            Some(r.entry),
-            Role::Model,
-            Some(rule.id),
-            object.map(|o| (o, true)),
-        );
-        self.step(
-            process,
+            Some(r),
             None,
             Op::Write {
                 ptr: d,
@@ -355,8 +348,9 @@ impl Lowering<'_> {
                     items: vec![PatternItem::Run(0, len)],
                 },
             },
-            super::state::expect_any(),
-            origin,
+            Role::Model,
+            Some(rule.id),
+            object.map(|o| (o, true)),
         );
         self.completed(process, r, rule);
     }
@@ -411,24 +405,18 @@ impl Lowering<'_> {
         if let Some(o) = object {
             self.accessed(process, r, o, false);
         }
-        let origin = Origin::new(
+        self.model_step(
             process,
-            Some(r.seq),
-            Some(r.entry),
-            Role::Model,
-            Some(rule.id),
-            object.map(|o| (o, false)),
-        );
-        self.step(
-            process,
+            Some(r),
             None,
             Op::Read {
                 ptr: s,
                 offset: 0,
                 len,
             },
-            super::state::expect_any(),
-            origin,
+            Role::Model,
+            Some(rule.id),
+            object.map(|o| (o, false)),
         );
         self.host_synced(process, r);
     }
