@@ -15,7 +15,7 @@
 //! received it).
 
 use super::state::{FdFlow, Lowering, Record, Role};
-use crate::trace_check::load::MergedEntry;
+use crate::trace_check::load::{MergedEntry, Rec};
 use ipc_harness::scenario::{Expect, Op};
 use ipc_harness::trace_record::HostRecord;
 use std::collections::{HashMap, VecDeque};
@@ -238,29 +238,7 @@ impl Lowering<'_> {
             let Some(f) = self.procs[process].fds.get(&sfd).cloned() else {
                 continue;
             };
-            // To itself (a socket pair inside one process): the same
-            // descriptor under another number, nothing to pass.
-            if q == process {
-                self.fd_arrivals
-                    .entry((q, qseq))
-                    .or_default()
-                    .push((rfd, f.binding.clone()));
-                continue;
-            }
-            let received = self.procs[q].fresh("f");
-            let to_name = self.procs[q].name.clone();
-            self.harness_step(
-                process,
-                Some(seq),
-                Some(received.clone()),
-                Op::SendFd {
-                    fd: f.binding.clone(),
-                    to: q,
-                    to_name,
-                },
-            );
-            let object = self.fd_objects.get(&f.binding).copied().flatten();
-            self.fd_objects.insert(received.clone(), object);
+            let received = self.send_descriptor(process, q, &f.binding, None, Some(seq));
             self.fd_arrivals
                 .entry((q, qseq))
                 .or_default()
@@ -268,12 +246,51 @@ impl Lowering<'_> {
         }
     }
 
+    /// Pass `binding`, a descriptor of `from`, to `to` (a `send_fd` step
+    /// at the record `r`, or at `seq` where the passing is bookkeeping of
+    /// host records) and give the binding `to` holds it under, the object
+    /// behind it followed. A descriptor that stays in its process (a
+    /// socket pair inside one process, an import by the exporter) is the
+    /// same binding: nothing is passed.
+    pub(super) fn send_descriptor(
+        &mut self,
+        from: usize,
+        to: usize,
+        binding: &str,
+        r: Option<&Rec>,
+        seq: Option<u64>,
+    ) -> String {
+        if from == to {
+            return binding.to_string();
+        }
+        let received = self.procs[to].fresh("f");
+        let op = Op::SendFd {
+            fd: binding.to_string(),
+            to,
+            to_name: self.procs[to].name.clone(),
+        };
+        match r {
+            Some(r) => {
+                self.model_step(
+                    from,
+                    Some(r),
+                    Some(received.clone()),
+                    op,
+                    Role::Harness,
+                    None,
+                    None,
+                );
+            }
+            None => self.harness_step(from, seq, Some(received.clone()), op),
+        }
+        let object = self.fd_objects.get(binding).copied().flatten();
+        self.fd_objects.insert(received.clone(), object);
+        received
+    }
+
     /// A forked child holds its parent's descriptors under the same
     /// numbers: each one the replay follows is passed to it.
     fn inherit_fds(&mut self, process: usize, seq: u64, child: usize) {
-        if child == process {
-            return;
-        }
         let mut fds: Vec<(i64, String)> = self.procs[process]
             .fds
             .iter()
@@ -281,20 +298,7 @@ impl Lowering<'_> {
             .collect();
         fds.sort();
         for (n, binding) in fds {
-            let received = self.procs[child].fresh("f");
-            let to_name = self.procs[child].name.clone();
-            self.harness_step(
-                process,
-                Some(seq),
-                Some(received.clone()),
-                Op::SendFd {
-                    fd: binding.clone(),
-                    to: child,
-                    to_name,
-                },
-            );
-            let object = self.fd_objects.get(&binding).copied().flatten();
-            self.fd_objects.insert(received.clone(), object);
+            let received = self.send_descriptor(process, child, &binding, None, Some(seq));
             self.procs[child]
                 .fds
                 .insert(n, super::state::FdObject { binding: received });

@@ -3,7 +3,7 @@
 //! rules (a second release of what a process released, resources held at
 //! a normal exit).
 
-use super::state::{name, Lowering, RegionKind, Role};
+use super::state::{name, Lowering, RegionKind};
 use crate::trace_check::load::Rec;
 use crate::trace_check::model::FindingClass;
 use crate::trace_check::sync_rules::Memory;
@@ -56,27 +56,7 @@ impl Lowering<'_> {
             .cloned()
             .unwrap_or_default()
         {
-            // An import in the exporting process takes its own descriptor.
-            if q == process {
-                self.received_fd.insert((q, qcall), f.to_string());
-                continue;
-            }
-            let received = self.procs[q].fresh("f");
-            let to_name = self.procs[q].name.clone();
-            self.model_step(
-                process,
-                Some(r),
-                Some(received.clone()),
-                Op::SendFd {
-                    fd: f.to_string(),
-                    to: q,
-                    to_name,
-                },
-                Role::Harness,
-                None,
-                None,
-            );
-            self.fd_objects.insert(received.clone(), object);
+            let received = self.send_descriptor(process, q, f, Some(r), None);
             self.received_fd.insert((q, qcall), received);
         }
     }
