@@ -104,6 +104,10 @@ pub enum ErrorKind {
     ContextAlreadyInUse,
     /// `cudaErrorPeerAccessUnsupported` / `CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`, code 217.
     PeerAccessUnsupported,
+    /// `cudaErrorContained` / `CUDA_ERROR_CONTAINED`, code 226: a device
+    /// exception the GPU contained, "certain types of invalid accesses of
+    /// peer GPU memory over nvlink" among them; sticky like a launch failure.
+    Contained,
     /// `cudaErrorOperatingSystem` / `CUDA_ERROR_OPERATING_SYSTEM`, code 304.
     OperatingSystem,
     /// `cudaErrorInvalidResourceHandle` / `CUDA_ERROR_INVALID_HANDLE`, code 400.
@@ -309,6 +313,11 @@ const TABLE: &[Row] = &[
         PeerAccessUnsupported,
         Some((217, "cudaErrorPeerAccessUnsupported")),
         Some((217, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED")),
+    ),
+    row(
+        Contained,
+        Some((226, "cudaErrorContained")),
+        Some((226, "CUDA_ERROR_CONTAINED")),
     ),
     row(
         OperatingSystem,

@@ -79,7 +79,11 @@ impl SimProcess {
             // been told of (a read of the unmapped range is InvalidValue:
             // vmm.fault.unmap-with-work-queued); otherwise it reports it.
             Err(Fail::Api(kind)) if unseen.is_none() || kind == ErrorKind::InvalidValue => {
-                if kind == ErrorKind::IllegalAddress && w.sem.sticky_errors == Switch::On {
+                // A contained fault is sticky by its definition
+                // (pool.lifetime.import-after-exporter-free-peer).
+                if (kind == ErrorKind::IllegalAddress && w.sem.sticky_errors == Switch::On)
+                    || kind == ErrorKind::Contained
+                {
                     w.procs[p].sticky = Some(kind);
                 }
                 Err(ApiError::new(self.dialect, kind).into())

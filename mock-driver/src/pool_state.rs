@@ -87,6 +87,8 @@ pub(crate) struct PoolImport {
     pub block: BlockId,
     pub offset: u64,
     pub size: u64,
+    /// Imported after its exporter freed it (`pool_import_freed=maps`).
+    pub freed: bool,
 }
 
 #[derive(Debug, Default)]

@@ -33,12 +33,12 @@
 //! says otherwise.
 
 use crate::pool_state::{PoolAlloc, PoolHandle, PoolImport, PoolProc, PtrExport, SimPool};
-use crate::semantics::{PoolImportFreed, PoolPtrReimport, PoolReimport};
+use crate::semantics::{PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport};
 use crate::small_map::SmallMap;
 use crate::vmm_state::FdObject;
 use crate::world::{Access, Fail, Mapping, Region, SimResult, VaClass, VaPool, World};
 use ipc_harness::ErrorKind::{
-    IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown,
+    Contained, IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown,
 };
 use ipc_harness::{
     Fd, FreeKind, HandleTypes, HazardKind, MemKind, PoolPtrExport, ProcessIndex,
@@ -372,15 +372,15 @@ impl World {
             .range(..=ptr)
             .next_back()
             .filter(|(&base, a)| ptr - base < a.size)
-            .map(|(_, a)| (a.handle, a.block));
+            .map(|(_, a)| (a.handle, a.block, false));
         let imported = || {
             pp.imported
                 .range(..=ptr)
                 .next_back()
                 .filter(|(&at, i)| ptr - at < i.size)
-                .map(|(_, i)| (i.handle, i.block))
+                .map(|(_, i)| (i.handle, i.block, i.freed))
         };
-        let (handle, block) = own.or_else(imported)?;
+        let (handle, block, freed) = own.or_else(imported)?;
         let (_, device) = self.current_ctx(p).ok()?;
         if self.blocks.get(&block)?.device == device {
             return None;
@@ -390,10 +390,16 @@ impl World {
             .get(&handle)
             .and_then(|h| h.access.get(&device))
             .is_some_and(|&a| a != VmmAccess::None);
-        (!granted).then_some(Fail::Api(match access {
-            Access::Copy => InvalidValue,
-            Access::Kernel => IllegalAddress,
-        }))
+        if !granted {
+            return Some(Fail::Api(match access {
+                Access::Copy => InvalidValue,
+                Access::Kernel => IllegalAddress,
+            }));
+        }
+        // Memory its exporter freed before the import, reached over the
+        // peer link: contained, sticky (pool.lifetime.import-after-exporter-free-peer).
+        (freed && self.sem.pool_freed_peer_access == PoolFreedPeerAccess::Contained)
+            .then_some(Fail::Api(Contained))
     }
 
     /// The VA class of `p`'s IPC mapping at `base`: the stream-ordered
@@ -639,6 +645,7 @@ impl World {
                 block: export.block,
                 offset: export.offset,
                 size: export.size,
+                freed: !live,
             },
         );
         Ok(ret)

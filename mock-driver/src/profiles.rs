@@ -222,6 +222,7 @@ pub const CHOICE_TIERS: &[ChoiceTier] = &[
     t("vmm_create_context", ReliedOn, "NVIDIA cuda-samples Samples/3_CUDA_Features/memMapIPCDrv/memMapIpc.cpp destroys its contexts, then calls cuMemCreate (traced on 2 x H200: success)"),
     t("unmap_queued_work", Incidental, "cuMemUnmap's page is silent on work still queued on the range; the outcome is a race on the GPU (vmm.fault.unmap-with-work-queued)"),
     t("pool_import_freed", Incidental, "documented as undefined behaviour"),
+    t("pool_freed_peer_access", Incidental, "documented as undefined behaviour; cudaErrorContained names invalid peer accesses over NVLink as a cause"),
     t("pool_reimport", Incidental, "the documents are silent; cuda.core imports each pool once (cuda_core/cuda/core/_memory/_ipc.pyx, its registry of imported pools); not measured yet"),
     t("pool_ptr_reimport", Incidental, "the documents are silent; cuda.core documents the driver's answer and works around it (cuda_core/cuda/core/_cpp/resource_handles.cpp, IPC Pointer Cache); not measured yet"),
 ];

@@ -518,6 +518,23 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// An access, from another device over the peer link, of a pool
+    /// pointer imported after its exporter freed the allocation
+    /// (`pool_import_freed=maps`; undefined by the documents).
+    PoolFreedPeerAccess {
+        /// The access faults and the GPU contains it: cudaErrorContained
+        /// (226), sticky for the importing process, as the error's
+        /// reference text says of "invalid accesses of peer GPU memory over
+        /// nvlink". Measured: 2 x H200 joined by NVLink, driver 580.159.04,
+        /// both dialects (pool.lifetime.import-after-exporter-free-peer).
+        Contained => "contained",
+        /// The access reads the memory the pool kept, as on the pool's own
+        /// device.
+        Maps => "maps",
+    }
+);
+
+keyword_choice!(
     /// `cudaMemPoolImportFromShareableHandle` of a pool this process already
     /// imported (and did not destroy).
     PoolReimport {
@@ -780,6 +797,8 @@ semantics! {
     // --- memory pools ---
     pool_import_freed: PoolImportFreed = PoolImportFreed::Maps,
         "pool_import_ptr of an allocation its exporter already freed (documented undefined; hazard logged): maps the memory the pool kept, or refused";
+    pool_freed_peer_access: PoolFreedPeerAccess = PoolFreedPeerAccess::Contained,
+        "An access from another device of a pool pointer imported after its exporter freed it: faults, contained (cudaErrorContained, sticky), or reads the memory the pool kept";
     pool_reimport: PoolReimport = PoolReimport::SamePool,
         "pool_import of a pool this process already imported: the same pool handle, or a new one";
     pool_ptr_reimport: PoolPtrReimport = PoolPtrReimport::SamePointer,

@@ -285,6 +285,8 @@ pub fn documented_returns(op: &Op, dialect: Dialect) -> Vec<(ErrorKind, Source)>
 pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)> {
     use ErrorKind::*;
     use Source::{Clause, Document};
+    // Pool memory its exporter freed, reached over the peer link.
+    const FREED_PEER: &str = "pool.lifetime.import-after-exporter-free-peer";
     const RT_OPEN: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcOpenMemHandle)";
     const DRV_OPEN: &str =
         "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html (cuIpcOpenMemHandle)";
@@ -363,12 +365,14 @@ pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)
         (CallKind::Read | CallKind::Write | CallKind::Memset, _) => vec![
             (InvalidValue, Clause("mem.close.use-after-close")),
             (InvalidValue, Clause("mem.suballoc.memcpy-bounded")),
+            (Contained, Clause(FREED_PEER)),
         ],
         // A device-to-device or peer copy through a closed or freed mapping
         // fails as the memcpy of `read` does.
         (CallKind::CopyDevice | CallKind::CopyPeer, _) => vec![
             (InvalidValue, Clause("mem.copy.from-closed-mapping")),
             (InvalidValue, Clause("mem.close.use-after-close")),
+            (Contained, Clause(FREED_PEER)),
         ],
         // A status, not a failure: the stream's work has not completed.
         (CallKind::StreamQuery, _) => vec![(
@@ -381,6 +385,7 @@ pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)
                 Clause("mem.lifetime.kernel-read-after-free"),
             ),
             (IllegalAddress, Clause("mem.close.kernel-read-after-close")),
+            (Contained, Clause(FREED_PEER)),
         ],
         // Events: no seed documents their returns; the event clauses measured these.
         (CallKind::EventCreate, _) => vec![(
@@ -1161,7 +1166,7 @@ fn model_trace(
         match &rec.outcome {
             StepOutcome::Error { code, name } => {
                 let kind = ApiError::from_code(dialect, *code).kind();
-                let sticky = kind == Some(ErrorKind::IllegalAddress);
+                let sticky = matches!(kind, Some(ErrorKind::IllegalAddress | ErrorKind::Contained));
                 let listed = kind.is_some_and(|k| {
                     documented_returns(&step.op, dialect)
                         .iter()
@@ -2042,7 +2047,7 @@ fn data_pointers(op: &Op) -> [Option<&Ref>; 2] {
 /// Whether the step failed on a sticky error (the call did nothing).
 fn sticky_error(outcome: &StepOutcome, dialect: Dialect) -> bool {
     matches!(outcome, StepOutcome::Error { code, .. }
-        if ApiError::from_code(dialect, *code).kind() == Some(ErrorKind::IllegalAddress))
+        if matches!(ApiError::from_code(dialect, *code).kind(), Some(ErrorKind::IllegalAddress | ErrorKind::Contained)))
 }
 
 /// A successful data access through `ptr` in process `p`: an access through
