@@ -678,8 +678,21 @@ impl FileProcesses {
             let waiting: Vec<usize> = (0..self.procs.len())
                 .filter(|&i| self.procs[i].exit_ns.is_none() && self.last_line[i] < line)
                 .collect();
-            match waiting.as_slice() {
-                [one] => self.procs[*one].exit_ns = Some(t_ns),
+            // The exit record is written by the tracer's own destructor:
+            // destructors of other libraries (a C++ runtime's statics
+            // releasing their CUDA objects) may still call the driver after
+            // it. So the record also belongs to the one process without an
+            // exit whose records began before it.
+            let begun = || -> Vec<usize> {
+                (0..self.procs.len())
+                    .filter(|&i| {
+                        self.procs[i].exit_ns.is_none()
+                            && self.seqs[i].iter().any(|&(_, n)| n < line)
+                    })
+                    .collect()
+            };
+            match (waiting.as_slice(), begun().as_slice()) {
+                ([one], _) | ([], [one]) => self.procs[*one].exit_ns = Some(t_ns),
                 _ => self.ambiguous.push(line),
             }
         }
