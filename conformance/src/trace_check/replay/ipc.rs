@@ -299,11 +299,21 @@ impl Lowering<'_> {
         );
         if let (true, Some(bytes)) = (ok, r.args.handle()) {
             let shared = match self.event_handles.get(bytes) {
-                Some((_, _, s)) => *s,
-                None => {
+                Some((_, q, s, made_from)) if *q == process && *made_from == e => *s,
+                earlier => {
+                    // New bytes, or the bytes of an event since destroyed
+                    // given to this one: they stand for this event from
+                    // here on, and go out again to the processes that open
+                    // them.
+                    if earlier.is_some() {
+                        for q in 0..self.procs.len() {
+                            self.held.remove(&(q, *bytes));
+                        }
+                    }
                     self.shared_events.push(HashMap::new());
                     let s = self.shared_events.len() - 1;
-                    self.event_handles.insert(*bytes, (h.clone(), process, s));
+                    self.event_handles
+                        .insert(*bytes, (h.clone(), process, s, e.clone()));
                     s
                 }
             };
@@ -317,7 +327,7 @@ impl Lowering<'_> {
             .args
             .handle()
             .and_then(|b| self.event_handles.get(b))
-            .map(|(_, _, s)| *s);
+            .map(|(_, _, s, _)| *s);
         let (Some(shared), Some(h)) = (shared, self.held_handle(process, r)) else {
             if r.result == 0 {
                 self.reason(process, r, "opens an event handle no traced process made");

@@ -315,8 +315,10 @@ pub struct Lowering<'f> {
     pub mem_handles: HashMap<HandleBytes, Option<usize>>,
     /// Pool pointer export data -> the object it stands for.
     pub pool_exports: HashMap<HandleBytes, Option<usize>>,
-    /// Event handle bytes -> (binding, maker, shared event).
-    pub event_handles: HashMap<HandleBytes, (String, usize, usize)>,
+    /// Event handle bytes -> (binding, maker, shared event, the event's
+    /// binding). The driver gives a destroyed event's slot, and so its
+    /// handle bytes, to a later interprocess event: the newest maker wins.
+    pub event_handles: HashMap<HandleBytes, (String, usize, usize, String)>,
     /// Shared events: the happens-before a record captured.
     pub shared_events: Vec<HashMap<usize, u64>>,
     /// Look-ahead: which processes open each handle (memory, event, pool
