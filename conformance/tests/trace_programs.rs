@@ -72,7 +72,13 @@ fn workdir() -> Option<PathBuf> {
         cc(&["-o", "ipc_pair", pair.to_str().unwrap(), "-L.", "-lcuda"]);
         let pa = src.join("programs/procaddress.c");
         cc(&["-o", "procaddress", pa.to_str().unwrap(), "-ldl"]);
-        for program in ["closefrom", "planted", "exec_env", "fdpass"] {
+        for program in [
+            "closefrom",
+            "planted",
+            "exec_env",
+            "fdpass",
+            "pidfd_syscall",
+        ] {
             let source = src.join(format!("programs/{program}.c"));
             cc(&[
                 "-o",
@@ -819,4 +825,53 @@ fn descriptor_passing_and_host_synchronisation_are_recorded() {
     let fork = &host("fork")[0];
     let wait = &host("wait")[0];
     assert_eq!(fork["args"]["pid"], wait["args"]["pid"]);
+}
+
+/// Issue 30, item 2: a descriptor taken with `syscall(SYS_pidfd_getfd)`
+/// (PyTorch's expandable segments; glibc before 2.36 has no wrapper) is
+/// recorded as the wrapper's is, and `check` follows it from the export to
+/// the import.
+#[test]
+fn descriptors_taken_through_raw_pidfd_syscalls_are_followed() {
+    let Some(dir) = workdir() else { return };
+    let (output, traces) = trace(&dir, "t-pidfd-syscall", &["./pidfd_syscall"]);
+    if output.status.code() == Some(77) {
+        eprintln!("skipped: this kernel or sandbox refuses pidfd_getfd");
+        return;
+    }
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines = lines(&traces);
+    let host = |op: &str| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|l| l["kind"] == "host" && l["op"] == op)
+            .collect()
+    };
+    let export = lines
+        .iter()
+        .find(|l| l["call"] == "cuMemExportToShareableHandle")
+        .unwrap();
+    let opened = host("pidfd_open");
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(opened[0]["call"], "syscall(pidfd_open)");
+    let taken = host("pidfd_getfd");
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    assert_eq!(taken[0]["call"], "syscall(pidfd_getfd)");
+    assert_eq!(
+        taken[0]["args"]["target_fd"], export["args"]["fd"],
+        "{taken:?}"
+    );
+    assert_eq!(taken[0]["args"]["pid"], opened[0]["args"]["pid"]);
+    let import = lines
+        .iter()
+        .find(|l| l["call"] == "cuMemImportFromShareableHandle")
+        .unwrap();
+    assert_eq!(import["args"]["fd"], taken[0]["args"]["new_fd"]);
+    let (code, report) = check(&traces);
+    let text = report.to_string();
+    assert!(
+        !text.contains("whose way from an export the trace does not show"),
+        "{text}"
+    );
+    assert_eq!(code, 0, "{text}");
 }

@@ -12,6 +12,9 @@ pub struct Args {
     line: Line,
     /// The call succeeded.
     pub ok: bool,
+    /// The driver read its input structures: it succeeded, or failed for a
+    /// reason other than an argument it refused (CUDA_ERROR_INVALID_VALUE).
+    pub read_inputs: bool,
 }
 
 impl Args {
@@ -21,12 +24,14 @@ impl Args {
         Args {
             line: Line::blank(),
             ok: false,
+            read_inputs: false,
         }
     }
 
     #[inline]
     pub fn begin(&mut self, call: &str, result: i32, t_ns: u64, dur_ns: u64) {
         self.ok = result == 0;
+        self.read_inputs = result != 1;
         let line = &mut self.line;
         line.start("call");
         writer::add_seq(line);
@@ -95,6 +100,18 @@ impl Args {
     /// at `offset`.
     pub unsafe fn field<T: Copy>(&self, base: *const u8, offset: usize) -> Option<T> {
         (self.ok && !base.is_null()).then(|| std::ptr::read_unaligned(base.add(offset) as *const T))
+    }
+
+    /// A `T` at `offset` in an input structure the driver read (a failed
+    /// call's inputs too, unless the driver refused an argument: a program
+    /// that passed a bad pointer then gets its own error, not a crash here).
+    ///
+    /// # Safety
+    /// Unless the call returned CUDA_ERROR_INVALID_VALUE, a non-null `base`
+    /// points to a structure holding a `T` at `offset`.
+    pub unsafe fn input_field<T: Copy>(&self, base: *const u8, offset: usize) -> Option<T> {
+        (self.read_inputs && !base.is_null())
+            .then(|| std::ptr::read_unaligned(base.add(offset) as *const T))
     }
 
     /// 64 bytes of an input or output handle, in hex, after success.

@@ -550,9 +550,14 @@ traced! {
     // Virtual memory management.
     [cuMemCreate] (phandle: *mut u64, size: usize, prop: *const u8, flags: u64) |a| {
         a.out("vmm", phandle); a.n("size", size as u64); a.n("flags", flags);
-        // CUmemAllocationProp: type, requestedHandleTypes, location { type, id }.
-        if let Some(types) = a.field::<u32>(prop, 4) { a.n("handle_type", types); }
-        location(&mut a, prop, 8);
+        // CUmemAllocationProp (an input: recorded when the call failed too,
+        // e.g. fabric handles refused): type, requestedHandleTypes,
+        // location { type, id }.
+        if let Some(types) = a.input_field::<u32>(prop, 4) { a.n("handle_type", types); }
+        if let (Some(kind), Some(id)) = (a.input_field::<u32>(prop, 8), a.input_field::<c_int>(prop, 12)) {
+            a.n("location_type", kind);
+            a.i("device", id);
+        }
     }
     [cuMemExportToShareableHandle] (shareable: *mut c_void, handle: u64, kind: u32, flags: u64) |a| {
         a.n("vmm", handle); a.n("handle_type", kind); a.n("flags", flags);

@@ -920,15 +920,19 @@ pub unsafe extern "C" fn pidfd_open(pid: libc::pid_t, flags: c_uint) -> c_int {
     let real = real!(SLOT, c"pidfd_open", F);
     let t = sys::now_ns();
     let r = real(pid, flags);
+    opened_pidfd("pidfd_open", pid, r, t);
+    r
+}
+
+fn opened_pidfd(call: &str, pid: libc::pid_t, r: c_int, t: u64) {
     if r >= 0 && writer::active() {
         recording(|| {
-            let mut line = begin("pidfd_open", "pidfd_open", Some(r.into()), t);
+            let mut line = begin("pidfd_open", call, Some(r.into()), t);
             line.u64("pid", pid as u64);
             line.i64("new_fd", r.into());
             end(&mut line);
         });
     }
-    r
 }
 
 /// The pid a pidfd refers to (`Pid:` in its fdinfo).
@@ -950,10 +954,15 @@ pub unsafe extern "C" fn pidfd_getfd(pidfd: c_int, target: c_int, flags: c_uint)
     let real = real!(SLOT, c"pidfd_getfd", F);
     let t = sys::now_ns();
     let r = real(pidfd, target, flags);
+    took_fd("pidfd_getfd", pidfd, target, r, t);
+    r
+}
+
+fn took_fd(call: &str, pidfd: c_int, target: c_int, r: c_int, t: u64) {
     if r >= 0 && writer::active() {
         fds::follow(r);
         recording(|| {
-            let mut line = begin("pidfd_getfd", "pidfd_getfd", Some(r.into()), t);
+            let mut line = begin("pidfd_getfd", call, Some(r.into()), t);
             line.i64("fd", pidfd.into());
             if let Some(pid) = pidfd_pid(pidfd) {
                 line.u64("pid", pid.into());
@@ -963,7 +972,47 @@ pub unsafe extern "C" fn pidfd_getfd(pidfd: c_int, target: c_int, flags: c_uint)
             end(&mut line);
         });
     }
-    r
+}
+
+/// `syscall(2)`, for the pidfd calls programs make through it (glibc
+/// before 2.36 has no wrappers; PyTorch's expandable segments call
+/// `syscall(SYS_pidfd_getfd, ...)`). Declared with six fixed arguments as
+/// `fcntl` is: on the Linux ABIs this library builds for, a variadic call
+/// passes them where a fixed one does, and a call with fewer leaves values
+/// the kernel ignores.
+#[no_mangle]
+pub unsafe extern "C" fn syscall(
+    number: c_long,
+    a1: c_long,
+    a2: c_long,
+    a3: c_long,
+    a4: c_long,
+    a5: c_long,
+    a6: c_long,
+) -> c_long {
+    type F = unsafe extern "C" fn(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long;
+    let real = real!(SLOT, c"syscall", F);
+    match number {
+        libc::SYS_pidfd_open => {
+            let t = sys::now_ns();
+            let r = real(number, a1, a2, a3, a4, a5, a6);
+            opened_pidfd("syscall(pidfd_open)", a1 as libc::pid_t, r as c_int, t);
+            r
+        }
+        libc::SYS_pidfd_getfd => {
+            let t = sys::now_ns();
+            let r = real(number, a1, a2, a3, a4, a5, a6);
+            took_fd(
+                "syscall(pidfd_getfd)",
+                a1 as c_int,
+                a2 as c_int,
+                r as c_int,
+                t,
+            );
+            r
+        }
+        _ => real(number, a1, a2, a3, a4, a5, a6),
+    }
 }
 
 // Descriptor copies and closes: keep the program off the tracer's

@@ -13,6 +13,15 @@ use ipc_harness::{HandleTypes, ShareableHandleType};
 impl Lowering<'_> {
     pub(super) fn cu_mem_create(&mut self, process: usize, r: &Rec) {
         let ok = r.result == 0;
+        // A failure whose properties the trace lacks (tracers before 0.1.1
+        // read them only after success) changed nothing: no step to guess.
+        if !ok && r.args.handle_type().is_none() {
+            return self.unlowered(
+                process,
+                r,
+                "a failed call whose properties were not recorded",
+            );
+        }
         let m = self.procs[process].fresh("m");
         let size = r.args.size().unwrap_or(0);
         let op = Op::VmmCreate {
