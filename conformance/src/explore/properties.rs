@@ -290,6 +290,9 @@ pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)
     const RT_OPEN: &str = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__DEVICE.html (cudaIpcOpenMemHandle)";
     const DRV_OPEN: &str =
         "https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html (cuIpcOpenMemHandle)";
+    // HIP has no code for a contained fault; the clause runs in the CUDA
+    // dialects only.
+    let freed_peer = (dialect != Dialect::Hip).then_some((Contained, Clause(FREED_PEER)));
     match (call, dialect) {
         (CallKind::IpcOpenMemHandle, Dialect::Runtime) => vec![
             (MapFailed, Document(RT_OPEN)),
@@ -362,31 +365,37 @@ pub fn call_returns(call: CallKind, dialect: Dialect) -> Vec<(ErrorKind, Source)
         (CallKind::Free, _) => {
             vec![(InvalidValue, Clause("mem.lifetime.cudafree-of-ipc-pointer"))]
         }
-        (CallKind::Read | CallKind::Write | CallKind::Memset, _) => vec![
+        (CallKind::Read | CallKind::Write | CallKind::Memset, _) => [
             (InvalidValue, Clause("mem.close.use-after-close")),
             (InvalidValue, Clause("mem.suballoc.memcpy-bounded")),
-            (Contained, Clause(FREED_PEER)),
-        ],
+        ]
+        .into_iter()
+        .chain(freed_peer)
+        .collect(),
         // A device-to-device or peer copy through a closed or freed mapping
         // fails as the memcpy of `read` does.
-        (CallKind::CopyDevice | CallKind::CopyPeer, _) => vec![
+        (CallKind::CopyDevice | CallKind::CopyPeer, _) => [
             (InvalidValue, Clause("mem.copy.from-closed-mapping")),
             (InvalidValue, Clause("mem.close.use-after-close")),
-            (Contained, Clause(FREED_PEER)),
-        ],
+        ]
+        .into_iter()
+        .chain(freed_peer)
+        .collect(),
         // A status, not a failure: the stream's work has not completed.
         (CallKind::StreamQuery, _) => vec![(
             NotReady,
             Clause("event.stream.record-on-stream-covers-its-work"),
         )],
-        (CallKind::DeviceRead, _) => vec![
+        (CallKind::DeviceRead, _) => [
             (
                 IllegalAddress,
                 Clause("mem.lifetime.kernel-read-after-free"),
             ),
             (IllegalAddress, Clause("mem.close.kernel-read-after-close")),
-            (Contained, Clause(FREED_PEER)),
-        ],
+        ]
+        .into_iter()
+        .chain(freed_peer)
+        .collect(),
         // Events: no seed documents their returns; the event clauses measured these.
         (CallKind::EventCreate, _) => vec![(
             InvalidValue,
