@@ -13,9 +13,9 @@ use crate::semantics::{
     DestroyPrimary, DriverFds, EventExporterExit, EventIpcTiming, EventOtherContext, EventReopen,
     ExportRule, ExporterExit, FreeOfIpcPointer, FreeWhileMapped, FreedExport, GetNullOut,
     HandleStability, ImportRange, InteriorHandle, LazyPeerAccess, MemcpyBounds, OpenAddress,
-    OpenFlags, PoolImportFreed, PoolPtrReimport, PoolReimport, SetDestroyedContext, StaleHandle,
-    StaleKernelRead, StaleMemset, StaleVmmHandle, Switch, UnmapQueuedWork, VaReuse, VaRewind,
-    VmmCreateContext, VmmReserveVa,
+    OpenFlags, PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport,
+    SetDestroyedContext, StaleHandle, StaleKernelRead, StaleMemset, StaleVmmHandle, Switch,
+    UnmapQueuedWork, VaReuse, VaRewind, VmmCreateContext, VmmReserveVa,
 };
 use ipc_harness::{Dialect, ErrorKind};
 use std::fmt;
@@ -291,6 +291,7 @@ impl Semantics {
             vmm_create_context: VmmCreateContext::Required,
             unmap_queued_work: UnmapQueuedWork::Faults,
             pool_import_freed: PoolImportFreed::Refused,
+            pool_freed_peer_access: PoolFreedPeerAccess::Maps,
             pool_reimport: PoolReimport::NewPool,
             pool_ptr_reimport: PoolPtrReimport::NewMapping,
             ..Semantics::default()

@@ -191,12 +191,19 @@ fn run_case(
         ipc_harness::scenario::parse(&lowered.text(), &lowered.scenario.path).as_ref(),
         Ok(&lowered.scenario)
     );
+    // A recording is judged again by `explore replay` against a simulator
+    // of fresh processes: a case recorded from reused workers may differ by
+    // their history alone (a spare context served a `ctx_create`, so no new
+    // VA arena began). So while recording, every case that differs is run
+    // again on fresh workers, alike a finding or not.
+    let recording = lock(shared).recorder.is_some();
     let known = |v: &Violation| {
-        lock(shared)
-            .summary
-            .findings
-            .iter()
-            .any(|f| f.signature == v.signature)
+        !recording
+            && lock(shared)
+                .summary
+                .findings
+                .iter()
+                .any(|f| f.signature == v.signature)
     };
     let eval =
         judge.evaluate_scenario_knowing(&lowered.scenario, id, opts.checks_determinism(id), &known);
