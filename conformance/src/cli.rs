@@ -528,7 +528,8 @@ pub struct ExploreGenerateArgs {
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub first_case: u64,
     /// With a real backend: append each case's scenario and real trace to
-    /// FILE (JSON lines) for `explore replay`.
+    /// FILE (JSON lines; gzipped case by case when FILE ends in `.gz`) for
+    /// `explore replay`.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 }

@@ -53,24 +53,30 @@ impl From<CaseIdRecord> for CaseId {
 }
 
 /// Appends cases to a `--record` file, a line each, written with one call
-/// so a run killed mid-way leaves whole lines. The first write error is
-/// kept (and reported in the summary); recording stops there.
+/// so a run killed mid-way leaves whole lines. A file named `*.gz` gets
+/// each line as a gzip member of its own: the file is a gzip stream at
+/// every moment, and [`read`] inflates all its members. The first write
+/// error is kept (and reported in the summary); recording stops there.
 pub struct Recorder {
     file: Option<std::fs::File>,
+    gzip: bool,
     devices: Option<u32>,
     pub error: Option<String>,
 }
 
 impl Recorder {
     pub fn new(path: &Path, devices: Option<u32>) -> Recorder {
+        let gzip = path.extension().is_some_and(|e| e == "gz");
         match crate::safe_fs::open_append(path) {
             Ok(f) => Recorder {
                 file: Some(f),
+                gzip,
                 devices,
                 error: None,
             },
             Err(e) => Recorder {
                 file: None,
+                gzip,
                 devices,
                 error: Some(format!("{}: {e}", path.display())),
             },
@@ -95,11 +101,23 @@ impl Recorder {
             },
             devices: self.devices,
         };
+        let gzip = self.gzip;
         let written = serde_json::to_string(&rec)
             .map_err(|e| e.to_string())
             .and_then(|mut line| {
                 line.push('\n');
-                file.write_all(line.as_bytes()).map_err(|e| e.to_string())
+                let bytes = if gzip {
+                    let mut gz = flate2::write::GzEncoder::new(
+                        Vec::with_capacity(line.len() / 4),
+                        flate2::Compression::default(),
+                    );
+                    gz.write_all(line.as_bytes())
+                        .and_then(|()| gz.finish())
+                        .map_err(|e| e.to_string())?
+                } else {
+                    line.into_bytes()
+                };
+                file.write_all(&bytes).map_err(|e| e.to_string())
             });
         if let Err(e) = written {
             self.error = Some(e);
@@ -496,6 +514,44 @@ mod tests {
         );
         assert_eq!(tier(&range("p0.p1", 4096), &range("p0.p2", 8192)), None);
         assert_eq!(tier(&ptr("p0.p1"), &err), None);
+    }
+
+    #[test]
+    fn a_recording_named_gz_is_gzipped_case_by_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cases.jsonl.gz");
+        let eval = Evaluation {
+            violations: Vec::new(),
+            steps: 0,
+            compared_steps: 0,
+            not_compared: true,
+            worker_history: false,
+            sim_trace: None,
+            real_trace: None,
+        };
+        let id = |index| CaseId {
+            index,
+            seed: 7,
+            dialect: ipc_harness::Dialect::Driver,
+        };
+        let mut recorder = Recorder::new(&path, Some(2));
+        recorder.record(id(0), "devices 1\n", &eval);
+        // A run killed here leaves a whole gzip stream.
+        let first = std::fs::read(&path).unwrap();
+        assert_eq!(&first[..2], &[0x1f, 0x8b]);
+        assert_eq!(read(&path).unwrap().len(), 1);
+        recorder.record(id(1), "devices 1\n", &eval);
+        assert!(recorder.error.is_none());
+        let cases = read(&path).unwrap();
+        assert_eq!(
+            cases.iter().map(|c| c.case.index).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert_eq!(cases[1].devices, Some(2));
+        // Any other name stays plain text.
+        let plain = dir.path().join("cases.jsonl");
+        Recorder::new(&plain, None).record(id(0), "devices 1\n", &eval);
+        assert!(std::fs::read_to_string(&plain).unwrap().starts_with('{'));
     }
 
     #[test]
