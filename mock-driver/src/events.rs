@@ -449,6 +449,12 @@ impl World {
         let Some(core) = self.events.cores.get(&core_id).map(Core::view) else {
             return Err(ErrorKind::InvalidHandle.into());
         };
+        // The driver checks its out pointer before the event's flags too: a
+        // NULL out for an event made without the interprocess flag is
+        // InvalidValue (event.get.null-out-before-interprocess-flag).
+        if out == OutArg::Null && self.dialect == Dialect::Driver {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         if core.flags & INTERPROCESS == 0 && !self.mutant(MutantId::EventWithoutInterprocessFlag) {
             return Err(self.sem.event_get_not_interprocess.into());
         }

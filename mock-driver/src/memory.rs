@@ -797,6 +797,13 @@ impl World {
             }
         }
         if let Some((base, size, _)) = self.vmm_range(p, ptr) {
+            // Before cuMemSetAccess the mapping is not found
+            // (vmm.map.address-range-before-set-access).
+            if self.sem.vmm_range_before_access == crate::semantics::VmmRangeBeforeAccess::NotFound
+                && self.vmm_mapping_without_access(p, ptr)
+            {
+                return Err(ErrorKind::NotFound.into());
+            }
             return Ok((base, size));
         }
         Err(ErrorKind::NotFound.into())

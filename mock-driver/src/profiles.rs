@@ -15,7 +15,7 @@ use crate::semantics::{
     HandleStability, ImportRange, InteriorHandle, LazyPeerAccess, MemcpyBounds, OpenAddress,
     OpenFlags, PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport,
     SetDestroyedContext, StaleHandle, StaleKernelRead, StaleMemset, StaleVmmHandle, Switch,
-    UnmapQueuedWork, VaReuse, VaRewind, VmmCreateContext, VmmReserveVa,
+    UnmapQueuedWork, VaReuse, VaRewind, VmmCreateContext, VmmRangeBeforeAccess, VmmReserveVa,
 };
 use ipc_harness::{Dialect, ErrorKind};
 use std::fmt;
@@ -209,6 +209,7 @@ pub const CHOICE_TIERS: &[ChoiceTier] = &[
     t("event_other_context", Incidental, "cuStreamWaitEvent allows an event of another context; the crash is measured only"),
     t("elapsed_without_timing", Contract, "cudaEventElapsedTime: an event without timing, or not recorded, is cudaErrorInvalidResourceHandle"),
     t("vmm_fabric", Incidental, MEASURED),
+    t("vmm_range_before_access", Incidental, MEASURED),
     t("vmm_access_before_set", Incidental, MEASURED),
     t("vmm_stale_handle", Incidental, "a released allocation handle dangles: undefined"),
     t("vmm_reserve_va", Incidental, MEASURED),
@@ -282,6 +283,7 @@ impl Semantics {
             vmm_access_before_set: ErrorKind::NotPermitted,
             vmm_stale_handle: StaleVmmHandle::InvalidValue,
             vmm_reserve_va: VmmReserveVa::OwnPool,
+            vmm_range_before_access: VmmRangeBeforeAccess::Found,
             driver_fds: DriverFds::None,
             vmm_import_bad_fd: ErrorKind::InvalidValue,
             interior_handle: InteriorHandle::PointerOffset,

@@ -518,6 +518,19 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// `cuMemGetAddressRange` of an address in a VMM mapping no
+    /// `cuMemSetAccess` has made accessible yet.
+    VmmRangeBeforeAccess {
+        /// CUDA_ERROR_NOT_FOUND, as for an address nothing maps. Measured:
+        /// 2 x H200, driver 580.159.04, in a generated case
+        /// (vmm.map.address-range-before-set-access).
+        NotFound => "not-found",
+        /// The mapping's range, as once access is set.
+        Found => "found",
+    }
+);
+
+keyword_choice!(
     /// An access, from another device over the peer link, of a pool
     /// pointer imported after its exporter freed the allocation
     /// (`pool_import_freed=maps`; undefined by the documents).
@@ -770,6 +783,8 @@ semantics! {
     // --- VMM ---
     vmm_fabric: ExportRule = ExportRule::Refuse(ErrorKind::NotPermitted),
         "cuMemCreate requesting fabric handles (refused without an IMEX channel even where the attribute says 1)";
+    vmm_range_before_access: VmmRangeBeforeAccess = VmmRangeBeforeAccess::NotFound,
+        "cuMemGetAddressRange of a VMM mapping before cuMemSetAccess: NotFound, or the mapping's range";
     vmm_access_before_set: ErrorKind = ErrorKind::InvalidValue,
         "memcpy/memset on a VMM mapping before cuMemSetAccess granted access (a kernel faults instead)";
     vmm_stale_handle: StaleVmmHandle = StaleVmmHandle::Crash,

@@ -682,6 +682,16 @@ impl World {
     }
 
     /// `cuMemGetAddressRange` on a VMM mapping: the mapping (measured).
+    /// Whether `ptr` is in a VMM mapping of `p` no `cuMemSetAccess` has
+    /// made accessible yet.
+    pub(crate) fn vmm_mapping_without_access(&self, p: ProcessIndex, ptr: u64) -> bool {
+        self.vmm
+            .procs
+            .get(p)
+            .and_then(|vp| containing(&vp.maps, ptr, |m| m.size))
+            .is_some_and(|(_, m)| m.access == VmmAccess::None)
+    }
+
     pub(crate) fn vmm_range(&self, p: ProcessIndex, ptr: u64) -> Option<(u64, u64, u32)> {
         let vp = self.vmm.procs.get(p)?;
         let (base, m) = containing(&vp.maps, ptr, |m| m.size)?;

@@ -216,6 +216,9 @@ fn mapping_rules() {
         err(d.vmm_address_free(va, 2 * SIZE)),
         ErrorKind::InvalidValue
     );
+    // vmm.map.address-range-before-set-access: not found until access is set.
+    assert_eq!(err(d.address_range(va.offset(16))), ErrorKind::NotFound);
+    d.vmm_set_access(va, SIZE, 0, VmmAccess::ReadWrite).unwrap();
     assert_eq!(d.address_range(va.offset(16)).unwrap(), (va, SIZE));
     d.vmm_unmap(va, SIZE).unwrap();
     // vmm.map.unmap-twice: nothing is mapped there any more; success.
