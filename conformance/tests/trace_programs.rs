@@ -535,6 +535,22 @@ fn committed_traces_keep_their_verdicts() {
 }
 
 /// Every line of every trace file in `dir`, parsed.
+/// The host records of operation `op` among a trace's `lines`.
+fn host_records<'a>(lines: &'a [serde_json::Value], op: &str) -> Vec<&'a serde_json::Value> {
+    lines
+        .iter()
+        .filter(|l| l["kind"] == "host" && l["op"] == op)
+        .collect()
+}
+
+/// The first record of driver call `call` among a trace's `lines`.
+fn first_call<'a>(lines: &'a [serde_json::Value], call: &str) -> &'a serde_json::Value {
+    lines
+        .iter()
+        .find(|l| l["call"] == call)
+        .unwrap_or_else(|| panic!("no {call} recorded"))
+}
+
 fn lines(dir: &Path) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     for file in std::fs::read_dir(dir).unwrap().flatten() {
@@ -685,8 +701,6 @@ fn a_tracer_path_with_a_space_and_a_colon_still_loads() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("from 2 processes"));
 }
 
-/// Issue 32, item 9: a signal that ends `trace` reaches the traced program
-/// too, and `trace` waits for it.
 /// Issue 32, item 7: a second `trace` into a folder another `trace` is
 /// writing into is refused, so that no trace holds two programs.
 #[test]
@@ -724,6 +738,8 @@ fn a_second_trace_into_a_busy_folder_is_refused() {
     assert!(stderr.contains("another trace is writing"), "{stderr}");
 }
 
+/// Issue 32, item 9: a signal that ends `trace` reaches the traced program
+/// too, and `trace` waits for it.
 #[test]
 fn killing_trace_stops_the_traced_program() {
     let Some(dir) = workdir() else { return };
@@ -775,16 +791,8 @@ fn descriptor_passing_and_host_synchronisation_are_recorded() {
     let (output, traces) = trace(&dir, "t-fdpass", &["./fdpass"]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let lines = lines(&traces);
-    let host = |op: &str| -> Vec<&serde_json::Value> {
-        lines
-            .iter()
-            .filter(|l| l["kind"] == "host" && l["op"] == op)
-            .collect()
-    };
-    let export = lines
-        .iter()
-        .find(|l| l["call"] == "cuMemExportToShareableHandle")
-        .unwrap();
+    let host = |op: &str| host_records(&lines, op);
+    let export = first_call(&lines, "cuMemExportToShareableHandle");
     let sent = host("send")
         .into_iter()
         .find(|l| l["call"] == "sendmsg")
@@ -794,10 +802,7 @@ fn descriptor_passing_and_host_synchronisation_are_recorded() {
         .into_iter()
         .find(|l| l["call"] == "recvmsg")
         .unwrap();
-    let import = lines
-        .iter()
-        .find(|l| l["call"] == "cuMemImportFromShareableHandle")
-        .unwrap();
+    let import = first_call(&lines, "cuMemImportFromShareableHandle");
     assert_eq!(received["args"]["fds"][0], import["args"]["fd"]);
     // The send names the receiver's bound path, made absolute.
     let bound = host("describe")
@@ -841,16 +846,8 @@ fn descriptors_taken_through_raw_pidfd_syscalls_are_followed() {
     }
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let lines = lines(&traces);
-    let host = |op: &str| -> Vec<&serde_json::Value> {
-        lines
-            .iter()
-            .filter(|l| l["kind"] == "host" && l["op"] == op)
-            .collect()
-    };
-    let export = lines
-        .iter()
-        .find(|l| l["call"] == "cuMemExportToShareableHandle")
-        .unwrap();
+    let host = |op: &str| host_records(&lines, op);
+    let export = first_call(&lines, "cuMemExportToShareableHandle");
     let opened = host("pidfd_open");
     assert_eq!(opened.len(), 1, "{opened:?}");
     assert_eq!(opened[0]["call"], "syscall(pidfd_open)");
@@ -862,10 +859,7 @@ fn descriptors_taken_through_raw_pidfd_syscalls_are_followed() {
         "{taken:?}"
     );
     assert_eq!(taken[0]["args"]["pid"], opened[0]["args"]["pid"]);
-    let import = lines
-        .iter()
-        .find(|l| l["call"] == "cuMemImportFromShareableHandle")
-        .unwrap();
+    let import = first_call(&lines, "cuMemImportFromShareableHandle");
     assert_eq!(import["args"]["fd"], taken[0]["args"]["new_fd"]);
     let (code, report) = check(&traces);
     let text = report.to_string();

@@ -449,9 +449,12 @@ impl World {
         let Some(core) = self.events.cores.get(&core_id).map(Core::view) else {
             return Err(ErrorKind::InvalidHandle.into());
         };
-        // The driver checks its out pointer before the event's flags too: a
-        // NULL out for an event made without the interprocess flag is
-        // InvalidValue (event.get.null-out-before-interprocess-flag).
+        // cuIpcGetEventHandle checks its out pointer before the event's
+        // flags and origin: a NULL out is InvalidValue for an event made
+        // without the interprocess flag
+        // (event.get.null-out-before-interprocess-flag) and for an opened
+        // one (event.get.imported-event-null-out); the runtime asks the
+        // driver later.
         if out == OutArg::Null && self.dialect == Dialect::Driver {
             return Err(ErrorKind::InvalidValue.into());
         }
@@ -465,11 +468,7 @@ impl World {
         // An opened event is not the process's to export
         // (event.get.imported-event); this is checked before the context.
         let imported = self.events.local.get(p, id.0).is_some_and(|l| l.imported);
-        // cuIpcGetEventHandle checks its out pointer before the event's
-        // origin: a NULL out for an opened event is InvalidValue
-        // (event.get.imported-event-null-out); the runtime asks the driver
-        // first.
-        if imported && !(out == OutArg::Null && self.dialect == Dialect::Driver) {
+        if imported {
             if let ExportRule::Refuse(k) = self.sem.event_get_imported {
                 return Err(k.into());
             }

@@ -796,11 +796,11 @@ impl World {
                 return Ok((base, r.len));
             }
         }
-        if let Some((base, size, _)) = self.vmm_range(p, ptr) {
+        if let Some((base, size, _, accessible)) = self.vmm_range(p, ptr) {
             // Before cuMemSetAccess the mapping is not found
             // (vmm.map.address-range-before-set-access).
             if self.sem.vmm_range_before_access == crate::semantics::VmmRangeBeforeAccess::NotFound
-                && self.vmm_mapping_without_access(p, ptr)
+                && !accessible
             {
                 return Err(ErrorKind::NotFound.into());
             }
@@ -837,7 +837,7 @@ impl World {
                 };
             }
         }
-        if let Some((_, _, device)) = self.vmm_range(p, ptr) {
+        if let Some((_, _, device, _)) = self.vmm_range(p, ptr) {
             return PointerInfo {
                 memory_type: MemoryType::Device,
                 device: proc.ordinal_of(device),

@@ -681,22 +681,13 @@ impl World {
             .is_some_and(|vp| containing(&vp.reservations, addr, |s| *s).is_some())
     }
 
-    /// `cuMemGetAddressRange` on a VMM mapping: the mapping (measured).
-    /// Whether `ptr` is in a VMM mapping of `p` no `cuMemSetAccess` has
-    /// made accessible yet.
-    pub(crate) fn vmm_mapping_without_access(&self, p: ProcessIndex, ptr: u64) -> bool {
-        self.vmm
-            .procs
-            .get(p)
-            .and_then(|vp| containing(&vp.maps, ptr, |m| m.size))
-            .is_some_and(|(_, m)| m.access == VmmAccess::None)
-    }
-
-    pub(crate) fn vmm_range(&self, p: ProcessIndex, ptr: u64) -> Option<(u64, u64, u32)> {
+    /// The VMM mapping of `p` containing `ptr`: its base, size, physical
+    /// device, and whether any `cuMemSetAccess` has made it accessible.
+    pub(crate) fn vmm_range(&self, p: ProcessIndex, ptr: u64) -> Option<(u64, u64, u32, bool)> {
         let vp = self.vmm.procs.get(p)?;
         let (base, m) = containing(&vp.maps, ptr, |m| m.size)?;
         let device = self.vmm.phys.get(&m.phys)?.device;
-        Some((base, m.size, device))
+        Some((base, m.size, device, m.access != VmmAccess::None))
     }
 
     /// The process exits: its handles, mappings and descriptors go.

@@ -144,11 +144,22 @@ unsafe fn access(a: &mut Args, desc: *const AccessDesc, count: usize) {
 }
 
 /// A `CUmemLocation` (type, id) at `offset` in a structure, after success.
-unsafe fn location(a: &mut Args, base: *const u8, offset: usize) {
-    if let (Some(kind), Some(id)) = (
-        a.field::<u32>(base, offset),
-        a.field::<c_int>(base, offset + 4),
-    ) {
+/// How a structure the driver was given is read: an output only after
+/// success ([`Args::field`]), an input as the driver read it
+/// ([`Args::input_field`]).
+#[derive(Clone, Copy)]
+enum Read {
+    Output,
+    Input,
+}
+
+unsafe fn location(a: &mut Args, base: *const u8, offset: usize, read: Read) {
+    let field = |off| match read {
+        Read::Output => a.field::<c_int>(base, off),
+        Read::Input => a.input_field::<c_int>(base, off),
+    };
+    if let (Some(kind), Some(id)) = (field(offset), field(offset + 4)) {
+        let kind = kind as u32;
         a.n("location_type", kind);
         a.i("device", id);
     }
@@ -554,10 +565,7 @@ traced! {
         // e.g. fabric handles refused): type, requestedHandleTypes,
         // location { type, id }.
         if let Some(types) = a.input_field::<u32>(prop, 4) { a.n("handle_type", types); }
-        if let (Some(kind), Some(id)) = (a.input_field::<u32>(prop, 8), a.input_field::<c_int>(prop, 12)) {
-            a.n("location_type", kind);
-            a.i("device", id);
-        }
+        location(&mut a, prop, 8, Read::Input);
     }
     [cuMemExportToShareableHandle] (shareable: *mut c_void, handle: u64, kind: u32, flags: u64) |a| {
         a.n("vmm", handle); a.n("handle_type", kind); a.n("flags", flags);
@@ -571,7 +579,7 @@ traced! {
     [cuMemGetAllocationPropertiesFromHandle] (prop: *mut u8, handle: u64) |a| {
         a.n("vmm", handle);
         if let Some(types) = a.field::<u32>(prop, 4) { a.n("handle_type", types); }
-        location(&mut a, prop, 8);
+        location(&mut a, prop, 8, Read::Output);
     }
     [cuMemAddressReserve] (pptr: *mut u64, size: usize, align: usize, addr: u64, flags: u64) |a| {
         a.out("ptr", pptr); a.n("size", size as u64); a.n("offset", align as u64);
@@ -585,7 +593,7 @@ traced! {
         a.n("ptr", ptr); a.n("size", size as u64); access(&mut a, desc, count);
     }
     [cuMemGetAccess] (flags: *mut u64, loc: *const u8, ptr: u64) |a| {
-        a.n("ptr", ptr); a.out("flags", flags); location(&mut a, loc, 0);
+        a.n("ptr", ptr); a.out("flags", flags); location(&mut a, loc, 0, Read::Output);
     }
     [cuMemUnmap, cuMemAddressFree] (ptr: u64, size: usize) |a| { a.n("ptr", ptr); a.n("size", size as u64); }
     [cuMemRelease] (handle: u64) |a| { a.n("vmm", handle); }
@@ -623,7 +631,7 @@ traced! {
         // CUmemPoolProps: allocType, handleTypes, location { type, id },
         // win32SecurityAttributes, maxSize.
         if let Some(types) = a.field::<u32>(props, 4) { a.n("handle_type", types); }
-        location(&mut a, props, 8);
+        location(&mut a, props, 8, Read::Output);
         if let Some(max) = a.field::<u64>(props, 24) { a.n("size", max); }
     }
     [cuMemPoolDestroy] (pool: usize) |a| { a.n("pool", pool as u64); }
@@ -632,7 +640,7 @@ traced! {
         a.n("pool", pool as u64); access(&mut a, desc, count);
     }
     [cuMemPoolGetAccess] (flags: *mut c_uint, pool: usize, loc: *const u8) |a| {
-        a.n("pool", pool as u64); a.out("flags", flags); location(&mut a, loc, 0);
+        a.n("pool", pool as u64); a.out("flags", flags); location(&mut a, loc, 0, Read::Output);
     }
     [cuMemPoolSetAttribute, cuMemPoolGetAttribute] (pool: usize, attr: c_uint, value: *mut c_void) |a| {
         a.n("pool", pool as u64); attribute(&mut a, attr, value, pool_attribute_size(attr));
@@ -657,10 +665,10 @@ traced! {
     }
     [cuDeviceSetMemPool] (dev: c_int, pool: usize) |a| { a.i("device", dev); a.n("pool", pool as u64); }
     [cuMemGetDefaultMemPool, cuMemGetMemPool] (ppool: *mut usize, loc: *const u8, kind: c_uint) |a| {
-        a.out_handle("pool", ppool); location(&mut a, loc, 0); a.n("flags", kind);
+        a.out_handle("pool", ppool); location(&mut a, loc, 0, Read::Output); a.n("flags", kind);
     }
     [cuMemSetMemPool] (loc: *const u8, kind: c_uint, pool: usize) |a| {
-        location(&mut a, loc, 0); a.n("flags", kind); a.n("pool", pool as u64);
+        location(&mut a, loc, 0, Read::Output); a.n("flags", kind); a.n("pool", pool as u64);
     }
 
     // External memory and semaphores (descriptors shared with other APIs

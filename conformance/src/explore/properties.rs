@@ -1175,7 +1175,7 @@ fn model_trace(
         match &rec.outcome {
             StepOutcome::Error { code, name } => {
                 let kind = ApiError::from_code(dialect, *code).kind();
-                let sticky = matches!(kind, Some(ErrorKind::IllegalAddress | ErrorKind::Contained));
+                let sticky = kind.is_some_and(is_sticky);
                 let listed = kind.is_some_and(|k| {
                     documented_returns(&step.op, dialect)
                         .iter()
@@ -2056,7 +2056,14 @@ fn data_pointers(op: &Op) -> [Option<&Ref>; 2] {
 /// Whether the step failed on a sticky error (the call did nothing).
 fn sticky_error(outcome: &StepOutcome, dialect: Dialect) -> bool {
     matches!(outcome, StepOutcome::Error { code, .. }
-        if matches!(ApiError::from_code(dialect, *code).kind(), Some(ErrorKind::IllegalAddress | ErrorKind::Contained)))
+        if ApiError::from_code(dialect, *code).kind().is_some_and(is_sticky))
+}
+
+/// The errors that leave a process failing every later call with them: a
+/// fault (mem.close.kernel-read-after-close) and a contained fault
+/// (pool.lifetime.import-after-exporter-free-peer).
+fn is_sticky(kind: ErrorKind) -> bool {
+    matches!(kind, ErrorKind::IllegalAddress | ErrorKind::Contained)
 }
 
 /// A successful data access through `ptr` in process `p`: an access through

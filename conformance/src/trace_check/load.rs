@@ -683,11 +683,12 @@ impl FileProcesses {
             // releasing their CUDA objects) may still call the driver after
             // it. So the record also belongs to the one process without an
             // exit whose records began before it.
+            // Records are kept in the order read: the first is the earliest.
             let begun = || -> Vec<usize> {
                 (0..self.procs.len())
                     .filter(|&i| {
                         self.procs[i].exit_ns.is_none()
-                            && self.seqs[i].iter().any(|&(_, n)| n < line)
+                            && self.seqs[i].first().is_some_and(|&(_, n)| n < line)
                     })
                     .collect()
             };

@@ -594,14 +594,7 @@ fn fixed_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
         let damaged =
             has(|o| matches!(o, Op::HandleFlip { .. } | Op::HandleZero | Op::HandleRandom))
                 .is_some();
-        let compares = scenario.steps.iter().any(|s| {
-            s.expect
-                .lists()
-                .iter()
-                .flat_map(|l| l.items.iter())
-                .any(|e| expectation_rule(e) == ExpectationRule::ComparesValues)
-        });
-        if damaged || compares {
+        if damaged || first_comparison(scenario).is_some() {
             return Some(format!(
                 "line {}: a reused worker's ctx_create takes a spare context (no new descriptor, no new VA arena), and the scenario {}",
                 create.line,
@@ -620,16 +613,20 @@ fn history_reason(scenario: &Scenario) -> Option<String> {
             return Some("incidental tier".to_string());
         }
     }
+    first_comparison(scenario).map(|(line, e)| {
+        format!("line {line}: '{e}' compares values that depend on allocation history")
+    })
+}
+
+/// The first expectation of `scenario` that compares values, and its line.
+fn first_comparison(scenario: &Scenario) -> Option<(usize, String)> {
     scenario.steps.iter().find_map(|step| {
         let lists = step.expect.lists();
         let e = lists
             .iter()
             .flat_map(|l| l.items.iter())
             .find(|e| expectation_rule(e) == ExpectationRule::ComparesValues)?;
-        Some(format!(
-            "line {}: '{e}' compares values that depend on allocation history",
-            step.line
-        ))
+        Some((step.line, e.to_string()))
     })
 }
 
