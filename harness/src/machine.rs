@@ -181,11 +181,17 @@ pub enum HazardKind {
     /// freed ("The imported memory must be freed from all importing
     /// processes before being freed in the exporting process").
     PoolImportOfFreed,
+    /// `cuMemUnmap` of a range right after this process queued device work
+    /// on it (a fill, a copy, a kernel), with nothing between that waits
+    /// for the work. The documents do not say the unmap waits for it: on
+    /// the GPU the work either completes first or faults, and the fault is
+    /// reported later as LaunchFailed, sticky (vmm.fault.unmap-with-work-queued).
+    UnmapWithWorkQueued,
 }
 
 impl HazardKind {
     /// Every hazard kind.
-    pub const ALL: [HazardKind; 12] = [
+    pub const ALL: [HazardKind; 13] = [
         HazardKind::FreeWhileMapped,
         HazardKind::AccessAfterClose,
         HazardKind::AccessAfterFree,
@@ -198,6 +204,7 @@ impl HazardKind {
         HazardKind::ForeignClose,
         HazardKind::DoubleFree,
         HazardKind::PoolImportOfFreed,
+        HazardKind::UnmapWithWorkQueued,
     ];
 
     /// Spelling in scenario files (`expect hazard free-while-mapped`).
@@ -215,6 +222,7 @@ impl HazardKind {
             HazardKind::ForeignClose => "foreign-close",
             HazardKind::DoubleFree => "double-free",
             HazardKind::PoolImportOfFreed => "pool-import-of-freed",
+            HazardKind::UnmapWithWorkQueued => "unmap-with-work-queued",
         }
     }
 

@@ -8,8 +8,8 @@ use crate::world::{Access, Fail, SimResult, World};
 use ipc_harness::{
     ApiError, ContextId, DeviceAttribute, DeviceOrdinal, DevicePtr, Dialect, Driver, DriverError,
     DriverResult, ErrorKind, EventId, Fd, FreeKind, GranularityKind, HandleTypes, Hazard,
-    IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, PoolId, PoolPtrExport,
-    ProcessIndex, ProcessLoss, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
+    HazardKind, IpcEventHandle, IpcMemHandle, Machine, MemKind, OutArg, PointerInfo, PoolId,
+    PoolPtrExport, ProcessIndex, ProcessLoss, ShareableHandleType, StreamId, VmmAccess, VmmHandle,
 };
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -45,9 +45,9 @@ impl SimProcess {
     /// launches work on it: it reports a sticky error, but a fault the
     /// process has not been told of yet does not stop it
     /// (vmm.fault.unmap-with-work-queued: `cuIpcOpenMemHandle`,
-    /// `cuMemGetAddressRange`, `cuEventCreate`, `cuIpcGetEventHandle` and
-    /// `cudaMallocManaged` answered as usual between such a fault and its
-    /// report).
+    /// `cuMemGetAddressRange`, `cuEventCreate`, `cuIpcGetEventHandle`,
+    /// `cuMemPoolImportFromShareableHandle` and `cudaMallocManaged`
+    /// answered as usual between such a fault and its report).
     fn call_host<T>(
         &self,
         f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>,
@@ -331,8 +331,20 @@ impl Driver for SimProcess {
                 call + 1 == proc.calls && start < va.0.saturating_add(size) && va.0 < end
             });
             w.vmm_unmap(p, va.0, size)?;
-            if queued && w.sem.unmap_queued_work == UnmapQueuedWork::Faults {
-                w.procs[p].unseen_fault = Some(ErrorKind::LaunchFailed);
+            if queued {
+                // Nothing waited for the work: a race on the GPU, whichever
+                // outcome the semantics pick (vmm.fault.unmap-with-work-queued).
+                w.hazard(
+                    HazardKind::UnmapWithWorkQueued,
+                    p,
+                    format!(
+                        "cuMemUnmap of {:#x} (+{size}) right after work was queued on the range, with nothing waiting for it",
+                        va.0
+                    ),
+                );
+                if w.sem.unmap_queued_work == UnmapQueuedWork::Faults {
+                    w.procs[p].unseen_fault = Some(ErrorKind::LaunchFailed);
+                }
             }
             Ok(())
         })
@@ -467,7 +479,9 @@ impl Driver for SimProcess {
     }
 
     fn pool_import(&mut self, fd: Fd) -> DriverResult<PoolId> {
-        self.call(|w, p| w.pool_import(p, fd).map(PoolId))
+        // Answers as usual between a fault and its report
+        // (vmm.fault.unmap-with-work-queued).
+        self.call_host(|w, p| w.pool_import(p, fd).map(PoolId))
     }
 
     fn pool_set_access(

@@ -136,6 +136,10 @@ pub struct Summary {
     /// Cases that differed on reused workers and agreed when run again on
     /// fresh ones (an earlier case's leftovers; not findings).
     pub worker_history_cases: u64,
+    /// Cases whose real run took the outcome of a race that the
+    /// simulator's default did not pick (a fill faulting after
+    /// `vmm_unmap` of its range: [`race_fault_step`]): compared up to it.
+    pub race_fault_cases: u64,
     /// The number of the first case run.
     pub first_case: u64,
     pub findings: Vec<Finding>,
@@ -215,6 +219,12 @@ impl Summary {
             0 => String::new(),
             n => format!(
                 " ({n} case{} differed on reused workers only and agreed on fresh ones)",
+                if n == 1 { "" } else { "s" }
+            ),
+        } + &match self.race_fault_cases {
+            0 => String::new(),
+            n => format!(
+                "; {n} case{} took a race's other outcome on the real backend (compared up to it)",
                 if n == 1 { "" } else { "s" }
             ),
         } + &match self.harness_lost_cases {
@@ -666,10 +676,13 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
         _ => None,
     });
     let lost_at = lost.map_or(usize::MAX, |(s, _)| s.index);
+    // Where the real run took the other outcome of a race the simulator
+    // logged: what follows is that outcome's, not the default's.
+    let cut = race_fault_step(sim, real).unwrap_or(usize::MAX);
     let mut out: Vec<Violation> = sim
         .differences(real)
         .into_iter()
-        .filter(|d| d.index < lost_at)
+        .filter(|d| d.index < lost_at.min(cut))
         .filter(|d| !(racing(d.index) && same_length_bytes(&d.left, &d.right)))
         .filter(|d| !pending_either_way(d))
         .map(|d| {
@@ -705,6 +718,41 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
         ));
     }
     out
+}
+
+/// The step at which the real run took the outcome of a race that the
+/// simulator's default did not pick: the first LaunchFailed the real driver
+/// reported to a process after that process unmapped a range with work
+/// still queued on it (hazard `unmap-with-work-queued`,
+/// vmm.fault.unmap-with-work-queued), where the simulator answered
+/// otherwise. The work faulted; when the process heard of it is timing too,
+/// so the steps from there on are not compared. `None` when the real run
+/// took the simulator's outcome (or there was no such race).
+pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
+    let launch_failed = |o: &StepOutcome| match o {
+        StepOutcome::Error { code, .. } => Dialect::ALL
+            .iter()
+            .any(|&d| ApiError::from_code(d, *code).kind() == Some(ErrorKind::LaunchFailed)),
+        _ => false,
+    };
+    sim.hazards
+        .as_ref()?
+        .iter()
+        .filter(|h| h.kind == HazardKind::UnmapWithWorkQueued)
+        .filter_map(|h| {
+            let at = h.step?;
+            let process = &sim.steps.iter().find(|s| s.index == at)?.process;
+            real.steps
+                .iter()
+                .find(|s| s.index > at && &s.process == process && launch_failed(&s.outcome))
+                .filter(|s| {
+                    !sim.steps
+                        .iter()
+                        .any(|m| m.index == s.index && launch_failed(&m.outcome))
+                })
+                .map(|s| s.index)
+        })
+        .min()
 }
 
 /// What makes two harness failures alike: the reason of a Broken step's

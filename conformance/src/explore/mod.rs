@@ -222,6 +222,9 @@ fn run_case(
         summary.compared_steps += eval.compared_steps as u64;
         summary.not_compared += u64::from(eval.not_compared);
         summary.worker_history_cases += u64::from(eval.worker_history);
+        if let (Some(sim), Some(real)) = (&eval.sim_trace, &eval.real_trace) {
+            summary.race_fault_cases += u64::from(case::race_fault_step(sim, real).is_some());
+        }
         let new = eval
             .violations
             .iter()

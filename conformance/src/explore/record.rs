@@ -8,8 +8,9 @@
 //! breaks agreement with any recorded case shows up in CI.
 
 use super::case::{
-    differences, finding_header, side_by_side, timing_steps, CaseId, DifferingCase, Evaluation,
-    ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES, UNATTRIBUTED,
+    differences, finding_header, race_fault_step, side_by_side, timing_steps, CaseId,
+    DifferingCase, Evaluation, ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES,
+    UNATTRIBUTED,
 };
 use crate::explore::properties::{self, Property};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -285,6 +286,7 @@ pub fn replay(
                 timing = timing_steps(&sc, sim, id.dialect, t, real);
                 let at = |i: usize| timing.get(i).copied().unwrap_or(false);
                 let diffs = differences(t, real, &at);
+                summary.race_fault_cases += u64::from(race_fault_step(t, real).is_some());
                 if let Some(lost) = diffs.iter().find(|d| d.property == Property::Harness) {
                     summary.harness_lost_cases += 1;
                     summary.harness_lost.push(DifferingCase {
@@ -514,6 +516,66 @@ mod tests {
         );
         assert_eq!(tier(&range("p0.p1", 4096), &range("p0.p2", 8192)), None);
         assert_eq!(tier(&ptr("p0.p1"), &err), None);
+    }
+
+    /// A fill right before `vmm_unmap` of its range is a race: where the
+    /// real run faulted (LaunchFailed at a later call of that process, which
+    /// the simulator's default answers ok), the case is compared up to that
+    /// step. The same LaunchFailed with a `sync` between fill and unmap (no
+    /// race) is a difference, as is one in another process.
+    #[test]
+    fn a_fault_after_an_unmap_race_cuts_the_comparison_there() {
+        let case = |between: &str| {
+            format!(
+                "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                 owner: m = vmm_create 2MiB types=posix_fd\nowner: va = vmm_reserve 2MiB\n\
+                 owner: vmm_map va 2MiB m\nowner: vmm_set_access va 2MiB rw\n\
+                 owner: fill va 0x5a len=64\n{between}owner: vmm_unmap va 2MiB\n\
+                 owner: a = malloc 4KiB\npeer: b = malloc 4KiB\nowner: sync\n"
+            )
+        };
+        let sim = ipc_mock_driver::SimBackend::default();
+        let run = |text: &str| {
+            let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
+            let opts = ExecOptions::default();
+            scenario::execute(&sc, &sim, &opts).trace
+        };
+        let launch_failed = StepOutcome::Error {
+            code: 719,
+            name: "cudaErrorLaunchFailure".into(),
+        };
+        let faulted_at = |trace: &Trace, op: &str| {
+            let mut real = trace.clone();
+            real.hazards = None;
+            let step = real.steps.iter_mut().find(|s| s.op == op).unwrap();
+            step.outcome = launch_failed.clone();
+            let (at, process) = (step.index, step.process.clone());
+            // Sticky from there on in that process.
+            for s in real.steps.iter_mut().filter(|s| s.index > at) {
+                if s.process == process {
+                    s.outcome = launch_failed.clone();
+                }
+            }
+            real
+        };
+        let racing = run(&case(""));
+        let kinds: Vec<_> = racing.hazards.iter().flatten().map(|h| h.kind).collect();
+        assert_eq!(kinds, [ipc_harness::HazardKind::UnmapWithWorkQueued]);
+        let real = faulted_at(&racing, "a = malloc 4KiB");
+        let cut = race_fault_step(&racing, &real).expect("the fault of the race");
+        assert_eq!(racing.steps[cut].op, "a = malloc 4KiB");
+        assert!(differences(&racing, &real, &|_| false).is_empty());
+        // The simulator's own outcome: nothing to cut.
+        assert_eq!(race_fault_step(&racing, &racing), None);
+        // A fault in the other process is no outcome of this race.
+        let other = faulted_at(&racing, "b = malloc 4KiB");
+        assert_eq!(race_fault_step(&racing, &other), None);
+        // Synchronised before the unmap: no race, and the fault differs.
+        let synced = run(&case("owner: sync\n"));
+        assert!(synced.hazards.iter().flatten().next().is_none());
+        let real = faulted_at(&synced, "a = malloc 4KiB");
+        assert_eq!(race_fault_step(&synced, &real), None);
+        assert!(!differences(&synced, &real, &|_| false).is_empty());
     }
 
     #[test]
