@@ -967,6 +967,14 @@ impl<'a> Model<'a> {
             if object.writes.iter().filter_map(|w| w.3).any(after_running) {
                 object.unjudged = true;
                 object.unordered = true;
+                // Ending the process may stop the work before its bytes
+                // land (a crash mid-`slow_fill` left the old bytes on the
+                // GPU): which bytes a later read finds is timing.
+                for w in object.writes.iter_mut() {
+                    if w.3.is_some_and(after_running) {
+                        w.2 = WriteBytes::Copied(vec![TIMING; (w.1 - w.0) as usize]);
+                    }
+                }
             }
         }
         self.kernels.retain(|k| k.0 != p);
@@ -2270,6 +2278,40 @@ mod judged_reads {
     fn a_read_through_a_pool_import_is_judged_by_the_exporters_bytes() {
         assert_eq!(broken(POOL, |_| {}), []);
         assert_eq!(broken(POOL, last_read("5c*3 00")), [Property::Coherence]);
+    }
+
+    /// A kernel still running when its process crashed may never write:
+    /// the importer's later read of its bytes is timing (compared by length
+    /// only), while the same read after the exporter synchronised is not.
+    #[test]
+    fn bytes_of_work_a_crashed_process_left_running_are_timing() {
+        let case = |wait: &str| {
+            format!(
+                "devices 1\nprocess a device=0\nprocess b device=0\n\
+                 a: m = malloc 1000\na: fill m 0x5a\na: sync\na: h = ipc_get m\n\
+                 a: send h -> b\nb: o = ipc_open h flags=lazy\n\
+                 a: slow_fill m 0xb6 us=100000 len=1000\n{wait}\
+                 a: e = event_create flags=interprocess,disable_timing\n\
+                 a: ipc_get_event e out=null\nb: device_read o 0 16\n"
+            )
+        };
+        let timing_of_last_read = |text: &str| {
+            let scenario = parse(text, std::path::Path::new("t.ipc")).expect("parses");
+            let opts = ExecOptions::default();
+            let trace = execute(&scenario, &SimBackend::default(), &opts).trace;
+            assert!(
+                trace
+                    .steps
+                    .iter()
+                    .any(|s| matches!(s.outcome, StepOutcome::Crash { .. })),
+                "the NULL out pointer kills the runtime's process"
+            );
+            *timing_reads(&scenario, &trace, opts.dialect, &Choices::default())
+                .last()
+                .unwrap()
+        };
+        assert!(timing_of_last_read(&case("")));
+        assert!(!timing_of_last_read(&case("a: sync\n")));
     }
 
     const HANDOFF: &str = "devices 1\nprocess a device=0\nprocess b device=0\n\
