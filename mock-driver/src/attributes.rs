@@ -80,6 +80,12 @@ impl World {
             };
             let block_base = base - a.offset;
             let block_size = self.blocks.get(&a.block).map_or(a.size, |b| b.size);
+            // A pool maps its memory in pieces of its own
+            // (mem.pointer-attr.pool-mapping-chunks).
+            let mapping = match a.kind {
+                MemKind::StreamOrdered => self.pool_mapping(p, base, ptr),
+                _ => (block_base, block_size),
+            };
             return Ok(Target {
                 memory_type,
                 buffer_id: a.buffer_id,
@@ -87,7 +93,7 @@ impl World {
                 legacy_ipc_capable,
                 range: (base, a.size),
                 allowed_handle_types: 0,
-                mapping: (block_base, block_size),
+                mapping,
             });
         }
         if let Some((base, r)) = proc.region_at(ptr) {
@@ -101,8 +107,16 @@ impl World {
                     .filter(|_| self.sem.import_range == ImportRange::Allocation)
                     .map(|(o, size)| (base.saturating_add(o), size));
                 let range = opened.unwrap_or((base, r.len));
-                // Pool memory is its pool's device's, wherever it is mapped.
-                let device = self.pool_import_device(p, ptr).unwrap_or(m.device);
+                // Pool memory is its pool's device's, wherever it is mapped,
+                // and an importer maps it in the pool's pieces too (the
+                // size measured; where the piece begins is not).
+                let pooled = self.pool_import_device(p, ptr);
+                let device = pooled.unwrap_or(m.device);
+                let mapping_size = if pooled.is_some() {
+                    crate::pool_state::POOL_CHUNK
+                } else {
+                    r.len
+                };
                 return Ok(Target {
                     memory_type: cu_memory_type::DEVICE,
                     buffer_id: m.buffer_id,
@@ -112,7 +126,7 @@ impl World {
                     legacy_ipc_capable: false,
                     range,
                     allowed_handle_types: 0,
-                    mapping: (base, r.len),
+                    mapping: (base, mapping_size),
                 });
             }
         }

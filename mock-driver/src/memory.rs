@@ -45,7 +45,12 @@ fn counts_against_device(kind: MemKind) -> bool {
 
 impl World {
     pub(crate) fn alloc(&mut self, p: ProcessIndex, kind: MemKind, size: u64) -> SimResult<u64> {
-        self.alloc_on(p, kind, size, None)
+        let base = self.alloc_on(p, kind, size, None)?;
+        if kind == MemKind::StreamOrdered {
+            // From the device's default pool.
+            self.note_pool_chunk(p, base, None);
+        }
+        Ok(base)
     }
 
     /// An allocation made from the current context, on `device` (physical)

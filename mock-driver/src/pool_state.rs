@@ -110,4 +110,14 @@ pub(crate) struct PoolProc {
     /// pointers, freed or not: (handle, base). The pool's destruction lets
     /// it go (`Process::unhold_va`).
     pub held_va: Vec<(u64, u64)>,
+    /// Where the first piece of memory each pool mapped for this process
+    /// begins, by (physical device, pool; `None` for the device's default
+    /// pool): the pool maps its memory in [`POOL_CHUNK`] pieces from there
+    /// (mem.pointer-attr.pool-mapping-chunks).
+    pub chunk_anchors: BTreeMap<(u32, Option<u64>), u64>,
 }
+
+/// The size of the pieces a memory pool maps (`CU_POINTER_ATTRIBUTE_MAPPING_SIZE`
+/// of any pool memory on 2 x H200, 580.159.04, whatever the allocation's
+/// size: mem.pointer-attr.pool-mapping-chunks).
+pub(crate) const POOL_CHUNK: u64 = 32 << 20;

@@ -32,7 +32,9 @@
 //! given with its clause id; those clauses are unmeasured until a GPU run
 //! says otherwise.
 
-use crate::pool_state::{PoolAlloc, PoolHandle, PoolImport, PoolProc, PtrExport, SimPool};
+use crate::pool_state::{
+    PoolAlloc, PoolHandle, PoolImport, PoolProc, PtrExport, SimPool, POOL_CHUNK,
+};
 use crate::semantics::{PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport};
 use crate::small_map::SmallMap;
 use crate::vmm_state::FdObject;
@@ -454,8 +456,38 @@ impl World {
             );
             self.pp(p).held_va.push((handle, base));
             self.procs[p].hold_va(base);
+            self.note_pool_chunk(p, base, Some(h.pool));
         }
         Ok(base)
+    }
+
+    /// `p` allocated `base` from `pool` (`None`: the default pool of its
+    /// device): the first such allocation begins the pool's mapped pieces.
+    pub(crate) fn note_pool_chunk(&mut self, p: ProcessIndex, base: u64, pool: Option<u64>) {
+        let Some(device) = self.procs[p].allocs.get(&base).map(|a| a.device) else {
+            return;
+        };
+        self.pp(p)
+            .chunk_anchors
+            .entry((device, pool))
+            .or_insert(base);
+    }
+
+    /// `CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR` / `_SIZE` of `ptr` in `p`'s
+    /// pool allocation at `base`: the [`POOL_CHUNK`] piece holding `ptr`,
+    /// counted from the pool's first allocation in `p`. On 2 x H200 a
+    /// 64 MiB allocation made after a small one reported the small one's
+    /// address and 32 MiB (mem.pointer-attr.pool-mapping-chunks).
+    pub(crate) fn pool_mapping(&self, p: ProcessIndex, base: u64, ptr: u64) -> (u64, u64) {
+        let pp = self.pools.procs.get(p);
+        let pool = pp.and_then(|pp| pp.allocs.get(&base)).map(|a| a.pool);
+        let device = self.procs[p].allocs.get(&base).map(|a| a.device);
+        let anchor = device
+            .and_then(|d| pp?.chunk_anchors.get(&(d, pool)).copied())
+            .filter(|&a| a <= ptr)
+            .unwrap_or(base);
+        let piece = anchor + (ptr - anchor) / POOL_CHUNK * POOL_CHUNK;
+        (piece, POOL_CHUNK)
     }
 
     /// `cudaFreeAsync` + stream synchronize: as [`World::pool_release`],
