@@ -9,7 +9,11 @@
 //! must then answer as the GPU did at every step, an open or explained one
 //! must still differ somewhere (so a fix moves it to `fixed`). Older files
 //! are judged at their header's step. `harness-fixed` marks a finding that
-//! was a bug of this tool (fixed), with no driver step to replay.
+//! was a bug of this tool (fixed), with no driver step to replay. `varies`
+//! marks a finding the GPU itself answered both ways: the run the header
+//! quotes (the recorded one) differed from the simulator at its step, and
+//! the file's own later run on fresh workers answered as the simulator at
+//! every step.
 
 use ipc_harness::scenario::{self, ExecOptions};
 use ipc_harness::Dialect;
@@ -36,7 +40,7 @@ struct Status {
 }
 
 /// The folders replayed here, relative to the workspace root.
-const FOLDERS: [&str; 7] = [
+const FOLDERS: [&str; 8] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/benchmark/explore",
@@ -44,6 +48,7 @@ const FOLDERS: [&str; 7] = [
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-28112026",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-61128",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-29112026",
+    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-30112026",
 ];
 
 fn root() -> PathBuf {
@@ -170,7 +175,8 @@ fn committed_gpu_findings_replay_as_their_status_says() {
         for e in &status.finding {
             let name = format!("{folder}/{}", e.file);
             assert!(
-                ["fixed", "explained", "open", "harness-fixed"].contains(&e.status.as_str()),
+                ["fixed", "explained", "open", "harness-fixed", "varies"]
+                    .contains(&e.status.as_str()),
                 "{name}: status {}",
                 e.status
             );
@@ -229,6 +235,18 @@ fn committed_gpu_findings_replay_as_their_status_says() {
                     differing.is_empty(),
                     "{name} (fixed): the simulator differs from the GPU at lines {differing:?}"
                 );
+            } else if e.status == "varies" {
+                assert!(
+                    differing.is_empty(),
+                    "{name} (varies): the file's own run differs from the simulator at lines {differing:?}"
+                );
+                let (line, real) = at.clone().expect("a header naming the step");
+                let line = body_line(&text, line);
+                assert_ne!(
+                    sim.get(&line).map(|s| by_code(s)),
+                    Some(by_code(&real)),
+                    "{name} (varies): the header's run answers as the simulator at line {line}"
+                );
             } else {
                 assert!(
                     !differing.is_empty(),
@@ -250,7 +268,7 @@ fn committed_gpu_findings_replay_as_their_status_says() {
 /// measured hardware); one that makes a listed case agree fails too, until
 /// the list is updated (`IPC_UPDATE_KNOWN=1` rewrites it), so the list is
 /// always exactly the open differences.
-const RECORDINGS: [&str; 10] = [
+const RECORDINGS: [&str; 11] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed3001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed4001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed5001",
@@ -261,6 +279,7 @@ const RECORDINGS: [&str; 10] = [
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-28112026",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-61128",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-29112026",
+    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-30112026",
 ];
 
 /// `explained.txt`: `case N: why` lines (`#` comments), case -> why.
