@@ -253,12 +253,26 @@ impl World {
         flags: u32,
         out: OutArg,
     ) -> SimResult<u64> {
-        if original.0[8..16] != handle.0[8..16] {
-            if let Ok(here) = self.current_ctx(p) {
-                self.one_context_per_device_rule(p, here, raw_process_tag(handle), None)?;
+        if original.0[8..16] == handle.0[8..16] {
+            return self.ipc_open(p, original, flags, out);
+        }
+        if let Ok(here) = self.current_ctx(p) {
+            self.one_context_per_device_rule(p, here, raw_process_tag(handle), None)?;
+        }
+        let ptr = self.ipc_open(p, original, flags, out)?;
+        // This open counts with the copy's process field, not the
+        // original's (`Mapping::open_tags`).
+        if let Some((base, _)) = self.procs[p].region_at(ptr) {
+            if let Some(m) = self.procs[p]
+                .regions
+                .get_mut(&base)
+                .and_then(|r| r.import.as_mut())
+            {
+                m.open_tags.pop_back();
+                m.open_tags.push_back(raw_process_tag(handle));
             }
         }
-        self.ipc_open(p, original, flags, out)
+        Ok(ptr)
     }
 
     /// The memory-type word (bytes 32..37) is read right after the table: a
@@ -567,6 +581,7 @@ impl World {
         {
             let n = m.opens.get_or_insert(ret, 0);
             *n = n.saturating_add(1);
+            m.open_tags.push_back(raw_process_tag(handle));
             m.exports.insert(export.0, export.1);
             m.closed.remove(&export.0);
             if !m.opened.contains(handle) {
@@ -794,7 +809,7 @@ impl World {
                     ctx,
                     device,
                     exporter,
-                    exporter_tag: h.exporter_tag,
+                    open_tags: std::collections::VecDeque::from([h.exporter_tag]),
                     opened: vec![*handle],
                     exports: SmallMap::one(export.0, export.1),
                     opens: SmallMap::one(ret, 1),
@@ -975,6 +990,7 @@ impl World {
         let ret = base + offset;
         let n = m.opens.get_or_insert(ret, 0);
         *n = n.saturating_add(1);
+        m.open_tags.push_back(raw_process_tag(handle));
         m.closed.remove(&offset);
         self.procs[p].opened_ptrs.insert(ret, ());
         Some(ret)
@@ -1009,7 +1025,7 @@ impl World {
             proc.regions.values().any(|r| {
                 r.import
                     .as_ref()
-                    .is_some_and(|m| m.ctx == c && m.exporter_tag == tag)
+                    .is_some_and(|m| m.ctx == c && m.open_tags.contains(&tag))
                     && block_device
                         .is_none_or(|d| self.blocks.get(&r.block).is_some_and(|x| x.device == d))
             })
@@ -1117,6 +1133,7 @@ impl World {
         };
         if !mutant_close {
             *n -= 1;
+            m.open_tags.pop_front();
         }
         if *n == 0 && only_open {
             // The mapping's last open: it goes, with what it remembers of

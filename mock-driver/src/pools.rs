@@ -654,7 +654,7 @@ impl World {
                     ctx,
                     device,
                     exporter,
-                    exporter_tag: 0,
+                    open_tags: std::collections::VecDeque::from([0]),
                     opened: Vec::new(),
                     exports: SmallMap::one(export.offset, export.size),
                     opens: SmallMap::one(ret, 1),

@@ -188,8 +188,12 @@ pub(crate) struct Mapping {
     /// Physical device of the importing context.
     pub device: u32,
     pub exporter: ProcessIndex,
-    /// The handle's process field it was opened with.
-    pub exporter_tag: u64,
+    /// The handle process fields (bytes 8..16) of its live opens, oldest
+    /// first: the one-context-per-exporter rule refuses another context a
+    /// handle whose field is among them, and a close takes the oldest
+    /// (on 2 x H200 and an H100: explore seed 30112026 case 3584, seed 5001
+    /// case 1127).
+    pub open_tags: std::collections::VecDeque<u64>,
     /// The handle bytes opened into this mapping (a damaged copy of one is
     /// judged against it).
     pub opened: Vec<ipc_harness::IpcMemHandle>,
