@@ -508,7 +508,8 @@ pub struct ExploreCommonArgs {
 pub struct ExploreGenerateArgs {
     #[command(flatten)]
     pub common: ExploreCommonArgs,
-    /// Generated cases.
+    /// Cases to generate, numbered from --first-case on (a count, not the
+    /// number of the last case).
     #[arg(long, default_value_t = 1000)]
     pub cases: u64,
     /// Steps per generated scenario, at most.
