@@ -162,7 +162,14 @@ impl World {
         };
         self.memory_type_rule(handle, &variant)?;
         self.undecoded_handle_rule(p, handle, tag)?;
-        let h = self.format_word_rule(p, handle)?;
+        // A copy of an open handle with another serial is decoded afresh:
+        // its format word is read even where the context maps the block
+        // (2 x H200, explore seed 30112026 case 127).
+        let h = match variant {
+            Variant::NewMapping => decode(self.seed, handle)
+                .ok_or_else(|| Fail::from(self.sem.garbage_handle_error))?,
+            _ => self.format_word_rule(p, handle)?,
+        };
         let (ctx, device) = self.current_ctx(p)?;
         self.one_context_before_check_word_rule(p, (ctx, device), &h)?;
         if let Some(ret) = self.reopen_stale(p, ctx, handle, h.object) {
