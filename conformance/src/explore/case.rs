@@ -140,6 +140,10 @@ pub struct Summary {
     /// simulator's default did not pick (a fill faulting after
     /// `vmm_unmap` of its range: [`race_fault_step`]): compared up to it.
     pub race_fault_cases: u64,
+    /// Cases whose real run hung in a call the documents leave undefined
+    /// (a wait on an imported event whose exporter ended:
+    /// [`undefined_hang_step`]): compared up to it.
+    pub undefined_hang_cases: u64,
     /// The number of the first case run.
     pub first_case: u64,
     pub findings: Vec<Finding>,
@@ -225,6 +229,12 @@ impl Summary {
             0 => String::new(),
             n => format!(
                 "; {n} case{} took a race's other outcome on the real backend (compared up to it)",
+                if n == 1 { "" } else { "s" }
+            ),
+        } + &match self.undefined_hang_cases {
+            0 => String::new(),
+            n => format!(
+                "; {n} case{} hung on the real backend in a call the documents leave undefined (compared up to it)",
                 if n == 1 { "" } else { "s" }
             ),
         } + &match self.harness_lost_cases {
@@ -678,7 +688,11 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
     let lost_at = lost.map_or(usize::MAX, |(s, _)| s.index);
     // Where the real run took the other outcome of a race the simulator
     // logged: what follows is that outcome's, not the default's.
-    let cut = race_fault_step(sim, real).unwrap_or(usize::MAX);
+    let cut = race_fault_step(sim, real)
+        .into_iter()
+        .chain(undefined_hang_step(sim, real))
+        .min()
+        .unwrap_or(usize::MAX);
     let mut out: Vec<Violation> = sim
         .differences(real)
         .into_iter()
@@ -753,6 +767,26 @@ pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
                 .map(|s| s.index)
         })
         .min()
+}
+
+/// The step at which the real run hung (a Timeout) in a call on an
+/// imported event whose exporter destroyed it or ended (hazard
+/// `event-after-exporter-destroy`): undefined behaviour, and on the GPU the
+/// record may never complete when its process ended with the recorded work
+/// still running (an `event_sync` waited 20 s after the exporter crashed
+/// during a `slow_fill`). The simulator completes the work; the steps from
+/// there on are not compared.
+pub fn undefined_hang_step(sim: &Trace, real: &Trace) -> Option<usize> {
+    let hazards = sim.hazards.as_ref()?;
+    real.steps
+        .iter()
+        .filter(|s| matches!(s.outcome, StepOutcome::Timeout { .. }))
+        .find(|s| {
+            hazards
+                .iter()
+                .any(|h| h.step == Some(s.index) && h.kind == HazardKind::EventAfterExporterDestroy)
+        })
+        .map(|s| s.index)
 }
 
 /// What makes two harness failures alike: the reason of a Broken step's

@@ -224,6 +224,8 @@ fn run_case(
         summary.worker_history_cases += u64::from(eval.worker_history);
         if let (Some(sim), Some(real)) = (&eval.sim_trace, &eval.real_trace) {
             summary.race_fault_cases += u64::from(case::race_fault_step(sim, real).is_some());
+            summary.undefined_hang_cases +=
+                u64::from(case::undefined_hang_step(sim, real).is_some());
         }
         let new = eval
             .violations

@@ -8,8 +8,8 @@
 //! breaks agreement with any recorded case shows up in CI.
 
 use super::case::{
-    differences, finding_header, race_fault_step, side_by_side, timing_steps, CaseId,
-    DifferingCase, Evaluation, ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES,
+    differences, finding_header, race_fault_step, side_by_side, timing_steps, undefined_hang_step,
+    CaseId, DifferingCase, Evaluation, ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES,
     UNATTRIBUTED,
 };
 use crate::explore::properties::{self, Property};
@@ -287,6 +287,7 @@ pub fn replay(
                 let at = |i: usize| timing.get(i).copied().unwrap_or(false);
                 let diffs = differences(t, real, &at);
                 summary.race_fault_cases += u64::from(race_fault_step(t, real).is_some());
+                summary.undefined_hang_cases += u64::from(undefined_hang_step(t, real).is_some());
                 if let Some(lost) = diffs.iter().find(|d| d.property == Property::Harness) {
                     summary.harness_lost_cases += 1;
                     summary.harness_lost.push(DifferingCase {
@@ -576,6 +577,49 @@ mod tests {
         let real = faulted_at(&synced, "a = malloc 4KiB");
         assert_eq!(race_fault_step(&synced, &real), None);
         assert!(!differences(&synced, &real, &|_| false).is_empty());
+    }
+
+    /// A wait on an imported event whose exporter crashed is undefined:
+    /// a real Timeout there (the record never completed) cuts the
+    /// comparison; a Timeout at a wait the documents define is a difference.
+    #[test]
+    fn a_hang_in_an_undefined_event_wait_cuts_the_comparison_there() {
+        let case = |crash: &str| {
+            format!(
+                "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                 owner: m = malloc 1000\nowner: e = event_create flags=interprocess,disable_timing\n\
+                 owner: eh = ipc_get_event e\nowner: send eh -> peer\npeer: x = ipc_open_event eh\n\
+                 owner: slow_fill m 0x1b us=100000 len=1000\nowner: event_record e\n{crash}\
+                 peer: event_sync x\npeer: y = malloc 4KiB\n"
+            )
+        };
+        let sim = ipc_mock_driver::SimBackend::default();
+        let run = |text: &str| {
+            let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
+            scenario::execute(&sc, &sim, &ExecOptions::default()).trace
+        };
+        let hung = |trace: &Trace| {
+            let mut real = trace.clone();
+            real.hazards = None;
+            let at = real
+                .steps
+                .iter()
+                .position(|s| s.op == "event_sync x")
+                .unwrap();
+            real.steps[at].outcome = StepOutcome::Timeout { after_ms: 20000 };
+            real.steps[at + 1].outcome = StepOutcome::Skipped {
+                reason: "process 'peer' timed out".into(),
+            };
+            (real, at)
+        };
+        let crashed = run(&case("owner: ipc_get_event e out=null\n"));
+        let (real, at) = hung(&crashed);
+        assert_eq!(undefined_hang_step(&crashed, &real), Some(at));
+        assert!(differences(&crashed, &real, &|_| false).is_empty());
+        let alive = run(&case(""));
+        let (real, _) = hung(&alive);
+        assert_eq!(undefined_hang_step(&alive, &real), None);
+        assert!(!differences(&alive, &real, &|_| false).is_empty());
     }
 
     #[test]
