@@ -83,7 +83,7 @@ impl World {
             // A pool maps its memory in pieces of its own
             // (mem.pointer-attr.pool-mapping-chunks).
             let mapping = match a.kind {
-                MemKind::StreamOrdered => self.pool_mapping(p, base, ptr),
+                MemKind::StreamOrdered => self.pool_mapping(p, (base, a.device), ptr),
                 _ => (block_base, block_size),
             };
             return Ok(Target {

@@ -269,15 +269,12 @@ impl World {
         let ptr = self.ipc_open(p, original, flags, out)?;
         // This open counts with the copy's process field, not the
         // original's (`Mapping::open_tags`).
-        if let Some((base, _)) = self.procs[p].region_at(ptr) {
-            if let Some(m) = self.procs[p]
-                .regions
-                .get_mut(&base)
-                .and_then(|r| r.import.as_mut())
-            {
-                m.open_tags.pop_back();
-                m.open_tags.push_back(raw_process_tag(handle));
-            }
+        let newest = self.procs[p]
+            .regions
+            .last_at_or_before_mut(ptr)
+            .and_then(|(_, r)| r.import.as_mut()?.open_tags.back_mut());
+        if let Some(tag) = newest {
+            *tag = raw_process_tag(handle);
         }
         Ok(ptr)
     }

@@ -474,16 +474,20 @@ impl World {
     }
 
     /// `CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR` / `_SIZE` of `ptr` in `p`'s
-    /// pool allocation at `base`: the [`POOL_CHUNK`] piece holding `ptr`,
+    /// pool allocation at `base` on physical `device`: the [`POOL_CHUNK`] piece holding `ptr`,
     /// counted from the pool's first allocation in `p`. On 2 x H200 a
     /// 64 MiB allocation made after a small one reported the small one's
     /// address and 32 MiB (mem.pointer-attr.pool-mapping-chunks).
-    pub(crate) fn pool_mapping(&self, p: ProcessIndex, base: u64, ptr: u64) -> (u64, u64) {
+    pub(crate) fn pool_mapping(
+        &self,
+        p: ProcessIndex,
+        (base, device): (u64, u32),
+        ptr: u64,
+    ) -> (u64, u64) {
         let pp = self.pools.procs.get(p);
         let pool = pp.and_then(|pp| pp.allocs.get(&base)).map(|a| a.pool);
-        let device = self.procs[p].allocs.get(&base).map(|a| a.device);
-        let anchor = device
-            .and_then(|d| pp?.chunk_anchors.get(&(d, pool)).copied())
+        let anchor = pp
+            .and_then(|pp| pp.chunk_anchors.get(&(device, pool)).copied())
             .filter(|&a| a <= ptr)
             .unwrap_or(base);
         let piece = anchor + (ptr - anchor) / POOL_CHUNK * POOL_CHUNK;

@@ -203,6 +203,13 @@ impl Summary {
         }
     }
 
+    /// Count a compared case whose real run followed an outcome the
+    /// simulator admits but does not pick ([`other_outcome_step`]).
+    pub fn count_other_outcomes(&mut self, sim: &Trace, real: &Trace) {
+        self.race_fault_cases += u64::from(race_fault_step(sim, real).is_some());
+        self.undefined_hang_cases += u64::from(undefined_hang_step(sim, real).is_some());
+    }
+
     /// One line: cases, steps, throughput, findings.
     pub fn line(&self) -> String {
         format!(
@@ -667,12 +674,8 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
     };
     // Whether an event's work is still pending is timing too: an
     // `event_query` may answer ok on one side and NotReady on the other.
-    let not_ready = |o: &Option<StepOutcome>| match o {
-        Some(StepOutcome::Error { code, .. }) => Dialect::ALL
-            .iter()
-            .any(|&d| ApiError::from_code(d, *code).kind() == Some(ErrorKind::NotReady)),
-        _ => false,
-    };
+    let not_ready =
+        |o: &Option<StepOutcome>| o.as_ref().is_some_and(|o| is_error(o, ErrorKind::NotReady));
     let ok = |o: &Option<StepOutcome>| matches!(o, Some(StepOutcome::Ok { .. }));
     let pending_either_way = |d: &ipc_harness::trace::StepDifference| {
         let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
@@ -686,15 +689,14 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
         _ => None,
     });
     let lost_at = lost.map_or(usize::MAX, |(s, _)| s.index);
-    // Where the real run took the other outcome of a race the simulator
-    // logged: what follows is that outcome's, not the default's.
-    let cut = race_fault_step(sim, real)
-        .into_iter()
-        .chain(undefined_hang_step(sim, real))
-        .min()
-        .unwrap_or(usize::MAX);
-    let mut out: Vec<Violation> = sim
-        .differences(real)
+    let differing = sim.differences(real);
+    // Where the real run took an outcome the simulator admits but does not
+    // pick: what follows is that outcome's, not the default's.
+    let cut = match differing.is_empty() {
+        true => usize::MAX,
+        false => other_outcome_step(sim, real).unwrap_or(usize::MAX),
+    };
+    let mut out: Vec<Violation> = differing
         .into_iter()
         .filter(|d| d.index < lost_at.min(cut))
         .filter(|d| !(racing(d.index) && same_length_bytes(&d.left, &d.right)))
@@ -743,30 +745,47 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
 /// so the steps from there on are not compared. `None` when the real run
 /// took the simulator's outcome (or there was no such race).
 pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
-    let launch_failed = |o: &StepOutcome| match o {
-        StepOutcome::Error { code, .. } => Dialect::ALL
-            .iter()
-            .any(|&d| ApiError::from_code(d, *code).kind() == Some(ErrorKind::LaunchFailed)),
-        _ => false,
-    };
+    let launch_failed = |o: &StepOutcome| is_error(o, ErrorKind::LaunchFailed);
     sim.hazards
         .as_ref()?
         .iter()
         .filter(|h| h.kind == HazardKind::UnmapWithWorkQueued)
         .filter_map(|h| {
             let at = h.step?;
-            let process = &sim.steps.iter().find(|s| s.index == at)?.process;
+            // A trace holds every step, at its index.
+            let process = &sim.steps.get(at)?.process;
             real.steps
                 .iter()
-                .find(|s| s.index > at && &s.process == process && launch_failed(&s.outcome))
+                .skip(at + 1)
+                .find(|s| &s.process == process && launch_failed(&s.outcome))
                 .filter(|s| {
                     !sim.steps
-                        .iter()
-                        .any(|m| m.index == s.index && launch_failed(&m.outcome))
+                        .get(s.index)
+                        .is_some_and(|m| launch_failed(&m.outcome))
                 })
                 .map(|s| s.index)
         })
         .min()
+}
+
+/// The first step from which the real run followed an outcome the
+/// simulator admits but does not pick ([`race_fault_step`],
+/// [`undefined_hang_step`]): the differential compares up to it.
+pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
+    race_fault_step(sim, real)
+        .into_iter()
+        .chain(undefined_hang_step(sim, real))
+        .min()
+}
+
+/// Whether `o` is an error of `kind`, in whichever dialect its code is.
+fn is_error(o: &StepOutcome, kind: ErrorKind) -> bool {
+    match o {
+        StepOutcome::Error { code, .. } => Dialect::ALL
+            .iter()
+            .any(|&d| ApiError::from_code(d, *code).kind() == Some(kind)),
+        _ => false,
+    }
 }
 
 /// The step at which the real run hung (a Timeout) in a call on an

@@ -223,9 +223,7 @@ fn run_case(
         summary.not_compared += u64::from(eval.not_compared);
         summary.worker_history_cases += u64::from(eval.worker_history);
         if let (Some(sim), Some(real)) = (&eval.sim_trace, &eval.real_trace) {
-            summary.race_fault_cases += u64::from(case::race_fault_step(sim, real).is_some());
-            summary.undefined_hang_cases +=
-                u64::from(case::undefined_hang_step(sim, real).is_some());
+            summary.count_other_outcomes(sim, real);
         }
         let new = eval
             .violations

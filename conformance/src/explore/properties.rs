@@ -964,17 +964,21 @@ impl<'a> Model<'a> {
             running.iter().any(|k| st.lane == k.lane && st.n >= k.n) && !order.host_covers(st)
         };
         for object in &mut self.objects {
-            if object.writes.iter().filter_map(|w| w.3).any(after_running) {
+            // Ending the process may stop the work before its bytes land (a
+            // crash mid-`slow_fill` left the old bytes on the GPU): which
+            // bytes a later read finds is timing.
+            let mut pending = false;
+            for w in object
+                .writes
+                .iter_mut()
+                .filter(|w| w.3.is_some_and(after_running))
+            {
+                w.2 = WriteBytes::Copied(vec![TIMING; (w.1 - w.0) as usize]);
+                pending = true;
+            }
+            if pending {
                 object.unjudged = true;
                 object.unordered = true;
-                // Ending the process may stop the work before its bytes
-                // land (a crash mid-`slow_fill` left the old bytes on the
-                // GPU): which bytes a later read finds is timing.
-                for w in object.writes.iter_mut() {
-                    if w.3.is_some_and(after_running) {
-                        w.2 = WriteBytes::Copied(vec![TIMING; (w.1 - w.0) as usize]);
-                    }
-                }
             }
         }
         self.kernels.retain(|k| k.0 != p);

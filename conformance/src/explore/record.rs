@@ -8,9 +8,8 @@
 //! breaks agreement with any recorded case shows up in CI.
 
 use super::case::{
-    differences, finding_header, race_fault_step, side_by_side, timing_steps, undefined_hang_step,
-    CaseId, DifferingCase, Evaluation, ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES,
-    UNATTRIBUTED,
+    differences, finding_header, side_by_side, timing_steps, CaseId, DifferingCase, Evaluation,
+    ExploreOptions, Finding, Summary, HARNESS, HEADER_LINES, UNATTRIBUTED,
 };
 use crate::explore::properties::{self, Property};
 use ipc_harness::scenario::{self, ExecOptions};
@@ -286,8 +285,7 @@ pub fn replay(
                 timing = timing_steps(&sc, sim, id.dialect, t, real);
                 let at = |i: usize| timing.get(i).copied().unwrap_or(false);
                 let diffs = differences(t, real, &at);
-                summary.race_fault_cases += u64::from(race_fault_step(t, real).is_some());
-                summary.undefined_hang_cases += u64::from(undefined_hang_step(t, real).is_some());
+                summary.count_other_outcomes(t, real);
                 if let Some(lost) = diffs.iter().find(|d| d.property == Property::Harness) {
                     summary.harness_lost_cases += 1;
                     summary.harness_lost.push(DifferingCase {
@@ -452,6 +450,7 @@ fn push(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explore::case::{race_fault_step, undefined_hang_step};
     use std::io::Write;
 
     /// A difference at a step that a semantic choice decides takes that
@@ -519,6 +518,13 @@ mod tests {
         assert_eq!(tier(&ptr("p0.p1"), &err), None);
     }
 
+    /// The simulator's trace of scenario `text`.
+    fn run(text: &str) -> Trace {
+        let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
+        let sim = ipc_mock_driver::SimBackend::default();
+        scenario::execute(&sc, &sim, &ExecOptions::default()).trace
+    }
+
     /// A fill right before `vmm_unmap` of its range is a race: where the
     /// real run faulted (LaunchFailed at a later call of that process, which
     /// the simulator's default answers ok), the case is compared up to that
@@ -534,12 +540,6 @@ mod tests {
                  owner: fill va 0x5a len=64\n{between}owner: vmm_unmap va 2MiB\n\
                  owner: a = malloc 4KiB\npeer: b = malloc 4KiB\nowner: sync\n"
             )
-        };
-        let sim = ipc_mock_driver::SimBackend::default();
-        let run = |text: &str| {
-            let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
-            let opts = ExecOptions::default();
-            scenario::execute(&sc, &sim, &opts).trace
         };
         let launch_failed = StepOutcome::Error {
             code: 719,
@@ -592,11 +592,6 @@ mod tests {
                  owner: slow_fill m 0x1b us=100000 len=1000\nowner: event_record e\n{crash}\
                  peer: event_sync x\npeer: y = malloc 4KiB\n"
             )
-        };
-        let sim = ipc_mock_driver::SimBackend::default();
-        let run = |text: &str| {
-            let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
-            scenario::execute(&sc, &sim, &ExecOptions::default()).trace
         };
         let hung = |trace: &Trace| {
             let mut real = trace.clone();
