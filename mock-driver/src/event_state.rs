@@ -430,16 +430,22 @@ impl Events {
         self.streams.retain(|&(q, _), _| q != p);
     }
 
-    /// A context was destroyed: so were the events made in it.
+    /// A context was destroyed: so were the events made in it, and its
+    /// interprocess-event memory: a later open of the handle of an event it
+    /// exported is refused as after the exporter's exit
+    /// (event.lifetime.open-after-context-destroy).
     pub(crate) fn drop_context(&mut self, p: ProcessIndex, ctx: CtxKey) {
-        let ids: Vec<u64> = self
+        let ids: Vec<(u64, u64, bool)> = self
             .local
             .of(p)
             .filter(|(_, l)| l.ctx == ctx)
-            .map(|(id, _)| id)
+            .map(|(id, l)| (id, l.core, l.imported))
             .collect();
-        for id in ids {
+        for &(id, core, imported) in &ids {
             self.release(p, id);
+            if let Some(c) = self.cores.get_mut(&core).filter(|_| !imported) {
+                c.exit_released = true;
+            }
         }
         self.streams.retain(|&(q, _), s| q != p || s.ctx != ctx);
         self.ipc_state.remove(&(p, ctx));

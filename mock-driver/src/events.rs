@@ -295,12 +295,14 @@ impl World {
     /// in its current arena: a freed export there is NotPermitted from then on
     /// (mem.lifetime.freed-export-va-claimed-by-event-handle). The memory
     /// lives as long as the process: later events claim nothing (as in
-    /// `driver_fds`).
+    /// `driver_fds`). It is mapped where the allocator puts it
+    /// (`event_memory_span`).
     fn claim_event_memory(&mut self, p: ProcessIndex) {
         // Asked first: a set finds a member more cheaply than it inserts one.
         if !self.events.shared_memory.contains_key(&p) {
             self.events.shared_memory.insert(p, ());
-            self.procs[p].claim_free_va(None, true);
+            let mapped = self.event_memory_span(p);
+            self.procs[p].claim_free_va(None, mapped);
         }
     }
 

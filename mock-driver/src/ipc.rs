@@ -332,9 +332,11 @@ impl World {
     /// The fields of a handle whose damaged format word the driver does not
     /// read: where the object and check word name a block this context maps
     /// already (mem.handle.format-word-unread-when-mapped); for an export
-    /// freed since whose VA driver memory claimed, whose refusal comes first
-    /// (mem.handle.format-word-after-claim; where the exporter exported
-    /// another allocation there the word is read); and byte 24 alone for an
+    /// freed since whose VA driver memory claimed, or where the exporter has
+    /// an allocation it did not export now, whose refusal comes first
+    /// (mem.handle.format-word-after-claim, mem.handle.format-word-after-reuse;
+    /// where the exporter exported another allocation there the word is
+    /// read); and byte 24 alone for an
     /// allocation of blocks of its own whose size is not a multiple of the
     /// 2 MiB block: 2 MiB + 1 and 3 MiB open with it flipped, whole blocks
     /// and allocations within one block do not
@@ -347,7 +349,18 @@ impl World {
                 .released
                 .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
                 || self.free_va_claimed(f.owner, addr) == Some(true);
-            if claimed {
+            // An allocation of the exporter at the address now that is not
+            // exported: its refusal (`open_stale`) comes first too
+            // (mem.handle.format-word-after-reuse).
+            let owner = &self.procs[f.owner];
+            let exported_there = owner.allocs.get(&addr).is_some_and(|a| {
+                self.blocks
+                    .get(&a.block)
+                    .is_some_and(|b| b.exports.contains_key(&a.offset))
+            });
+            let reused = !exported_there
+                && (owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some());
+            if claimed || reused {
                 return Some(h);
             }
         }

@@ -45,9 +45,9 @@ impl SimProcess {
     /// launches work on it: it reports a sticky error, but a fault the
     /// process has not been told of yet does not stop it
     /// (vmm.fault.unmap-with-work-queued: `cuIpcOpenMemHandle`,
-    /// `cuMemGetAddressRange`, `cuEventCreate`, `cuIpcGetEventHandle`,
-    /// `cuMemPoolImportFromShareableHandle` and `cudaMallocManaged`
-    /// answered as usual between such a fault and its report).
+    /// `cuMemGetAddressRange`, `cuEventCreate`, `cuIpcGetEventHandle` and
+    /// `cudaMallocManaged` answered as usual between such a fault and its
+    /// report).
     fn call_host<T>(
         &self,
         f: impl FnOnce(&mut World, ProcessIndex) -> SimResult<T>,
@@ -187,10 +187,9 @@ impl Driver for SimProcess {
     }
 
     fn memset(&mut self, ptr: DevicePtr, value: u8, len: u64) -> DriverResult<()> {
-        self.call(|w, p| {
-            w.drain(p);
-            w.memset(p, ptr.0, value, len)
-        })?;
+        // Asynchronous with the host: no drain; its bytes land when the
+        // legacy stream reaches it (`World::memset`).
+        self.call(|w, p| w.memset(p, ptr.0, value, len))?;
         self.queued_work(ptr.0, len);
         Ok(())
     }
@@ -479,9 +478,9 @@ impl Driver for SimProcess {
     }
 
     fn pool_import(&mut self, fd: Fd) -> DriverResult<PoolId> {
-        // Answers as usual between a fault and its report
-        // (vmm.fault.unmap-with-work-queued).
-        self.call_host(|w, p| w.pool_import(p, fd).map(PoolId))
+        // Answers after a sticky error, as creating and exporting one do
+        // (pool.import.after-sticky-error).
+        self.call_spared(|w, p| w.pool_import(p, fd).map(PoolId))
     }
 
     fn pool_set_access(
@@ -494,7 +493,8 @@ impl Driver for SimProcess {
     }
 
     fn pool_get_access(&mut self, pool: PoolId, device: DeviceOrdinal) -> DriverResult<u64> {
-        self.call(|w, p| w.pool_get_access(p, pool.0, device))
+        // Answers after a sticky error (pool.import.after-sticky-error).
+        self.call_spared(|w, p| w.pool_get_access(p, pool.0, device))
     }
 
     fn pool_alloc(&mut self, pool: PoolId, size: u64) -> DriverResult<DevicePtr> {
@@ -510,7 +510,9 @@ impl Driver for SimProcess {
     }
 
     fn pool_import_ptr(&mut self, pool: PoolId, data: PoolPtrExport) -> DriverResult<DevicePtr> {
-        self.call(|w, p| w.pool_import_ptr(p, pool.0, &data).map(DevicePtr))
+        // Answers after a sticky error; the memory it maps then faults like
+        // any other (pool.import.after-sticky-error).
+        self.call_spared(|w, p| w.pool_import_ptr(p, pool.0, &data).map(DevicePtr))
     }
 
     // --- streams and copies (streams.rs) ---

@@ -3,6 +3,7 @@
 //! Device allocations live in physical blocks; with sub-allocation on, small
 //! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
 
+use crate::event_state::{KernelWrite, PendingFill};
 use crate::semantics::{
     DeviceReadBuffer, FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, StaleMemset, Switch,
 };
@@ -180,12 +181,12 @@ impl World {
         // Whether the claim ends with the allocation is not decided by the
         // recordings: here it lasts.
         if kind == MemKind::Device && size > crate::world::BLOCK {
-            self.procs[p].claim_free_va(None, false);
+            self.procs[p].claim_free_va(None, None);
         }
         // So does a stream-ordered allocation that needs a block of the pool's
         // (mem.lifetime.stream-ordered-alloc-claims-freed-export-va).
         if kind == MemKind::StreamOrdered {
-            self.procs[p].claim_free_va(None, false);
+            self.procs[p].claim_free_va(None, None);
         }
         let pool = VaPool {
             ctx,
@@ -336,12 +337,11 @@ impl World {
                 written.push((id, off, n));
             }
             // Work on the legacy stream, as below.
+            let start = self.legacy_start(p);
             let lane = self.begin_work(p, StreamId::LEGACY_DEFAULT);
             for (id, off, n) in written {
-                if let Some(b) = self.blocks.get_mut(&id) {
-                    b.data.fill(off, n, value);
-                }
                 self.note_write(p, StreamId::LEGACY_DEFAULT, lane, id, off, n);
+                self.land_fill(lane, start, (id, off, n), value);
             }
             return Ok(());
         }
@@ -352,14 +352,43 @@ impl World {
         {
             return Ok(());
         }
-        if let Some(b) = self.blocks.get_mut(&id) {
-            b.data.fill(off, len, value);
-        }
         // cudaMemset is work on the legacy stream, asynchronous with the
         // host for device memory ("API synchronization behavior").
+        let start = self.legacy_start(p);
         let lane = self.begin_work(p, StreamId::LEGACY_DEFAULT);
         self.note_write(p, StreamId::LEGACY_DEFAULT, lane, id, off, len);
+        self.land_fill(lane, start, (id, off, len), value);
         Ok(())
+    }
+
+    /// When work queued now on `p`'s legacy stream starts: after the work
+    /// queued there before (and the blocking streams it waits for).
+    fn legacy_start(&self, p: ProcessIndex) -> u64 {
+        self.stream_start(p, StreamId::LEGACY_DEFAULT)
+            .unwrap_or(self.events.clock)
+    }
+
+    /// A memset's bytes: written now when its stream is idle, else when the
+    /// stream reaches it (`start`), after the work queued before it, as a
+    /// kernel's (stream.memset-behind-queued-work: a process that reads
+    /// them unsynchronized before then sees the old bytes).
+    fn land_fill(&mut self, lane: usize, start: u64, (id, off, len): (u64, u64, u64), value: u8) {
+        if start <= self.events.clock {
+            if let Some(b) = self.blocks.get_mut(&id) {
+                b.data.fill(off, len, value);
+            }
+            return;
+        }
+        let write = Some((lane, self.order.last_write(lane)));
+        self.events.pending.push(PendingFill {
+            done_at: start,
+            block: id,
+            offset: off,
+            len,
+            content: KernelWrite::Byte(value),
+            source: None,
+            write,
+        });
     }
 
     pub(crate) fn write(&mut self, p: ProcessIndex, ptr: u64, bytes: &[u8]) -> SimResult<()> {
@@ -593,14 +622,14 @@ impl World {
         }
         let (ctx, device) = self.current_ctx(p).ok()?;
         // The shared event memory, made while the VA was free (`VaClaim`), is
-        // mapped there: a kernel of the releasing context reads it (zeros:
-        // mem.close.kernel-read-after-close-event-memory).
+        // mapped over one span (`event_memory_span`): a kernel of the
+        // releasing context reads zeros there
+        // (mem.close.kernel-read-after-close-event-memory) and faults in the
+        // others.
         let claimed = proc.va_claims.iter().any(|c| {
-            c.maps
-                && c.at >= released
-                && c.spans
-                    .iter()
-                    .any(|&(b, l)| ptr >= b && end <= b.saturating_add(l))
+            c.at >= released
+                && c.mapped
+                    .is_some_and(|(b, l)| ptr >= b && end <= b.saturating_add(l))
         }) && pool.ctx == ctx;
         let visible = match self.sem.stale_kernel_read {
             StaleKernelRead::Fault => false,
@@ -630,8 +659,8 @@ impl World {
                             || (pool.ctx == ctx
                                 && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
-                    // A freed allocation: freed while another context was
-                    // current, it faults everywhere until that context is
+                    // A freed allocation: freed while another (created)
+                    // context was current, it faults everywhere until that context is
                     // destroyed, and reads zeros everywhere after
                     // (mem.lifetime.kernel-read-after-free-other-context-current,
                     // mem.lifetime.kernel-read-after-free-other-context-destroyed);
@@ -648,7 +677,15 @@ impl World {
                     // freed there and read from the primary context, reads
                     // zeros
                     // (mem.lifetime.kernel-read-after-free-from-other-context).
+                    // Freed while the primary context was current, an
+                    // allocation of a created context reads zeros from a
+                    // context created after the free
+                    // (mem.lifetime.kernel-read-after-free-created-context-from-primary).
+                    let from_primary = free.released_in.is_some_and(|c| {
+                        c != pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.primary)
+                    });
                     other_gone
+                        || (from_primary && born >= released)
                         || (free.released_in == Some(pool.ctx)
                             && (born >= released
                                 || (pool.ctx == ctx && later)
@@ -731,6 +768,37 @@ impl World {
     /// `[ptr, end)`: no packing block has a free slot for it (`first_fit`),
     /// and the released VA `reserve_va` would hand out for it covers the
     /// range.
+    /// The released VA the shared event memory is mapped over, as a small
+    /// allocation of the current context is placed: in the packing block
+    /// when it has room (no released VA then:
+    /// mem.close.kernel-read-event-memory-packing-block), else in a new
+    /// block where `va_reuse` puts one, the lowest released span that fits
+    /// (mem.close.kernel-read-after-close-event-memory,
+    /// mem.close.kernel-read-event-memory-lowest-span); `None` on fresh VA.
+    pub(crate) fn event_memory_span(&self, p: ProcessIndex) -> Option<(u64, u64)> {
+        let (ctx, device) = self.current_ctx(p).ok()?;
+        if self.sem.suballocation == Switch::On {
+            let room = self.procs[p]
+                .packing
+                .get(&(ctx, device))
+                .and_then(|id| self.blocks.get(id))
+                .is_some_and(|b| {
+                    b.owner_mapped && first_fit(&b.live, SUBALLOC_ALIGN, b.size).is_some()
+                });
+            if room {
+                return None;
+            }
+        }
+        let pool = VaPool {
+            ctx,
+            class: crate::world::VaClass::Device,
+        };
+        match self.procs[p].placement(BLOCK, pool)? {
+            crate::world::Placement::Reuse(_, _, at) => Some((at, BLOCK)),
+            crate::world::Placement::Fresh(_) => None,
+        }
+    }
+
     fn scratch_covers(
         &self,
         p: ProcessIndex,

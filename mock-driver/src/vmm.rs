@@ -204,7 +204,7 @@ impl World {
         // an exported descriptor keeps the memory
         // (mem.lifetime.freed-export-va-claimed-by-vmm-create).
         let handle = self.new_handle(p, phys, false);
-        self.procs[p].claim_free_va(Some((phys, handle)), false);
+        self.procs[p].claim_free_va(Some((phys, handle)), None);
         Ok(handle)
     }
 
@@ -278,7 +278,7 @@ impl World {
                 // An imported allocation claims free VA as a created one does
                 // (mem.lifetime.freed-export-va-claimed-by-vmm-import).
                 let handle = self.new_handle(p, phys, true);
-                self.procs[p].claim_free_va(Some((phys, handle)), false);
+                self.procs[p].claim_free_va(Some((phys, handle)), None);
                 Ok(handle)
             }
             _ => Err(bad.into()),

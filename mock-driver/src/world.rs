@@ -363,11 +363,10 @@ pub(crate) struct VaClaim {
     /// export's address among them stays claimed after something else is
     /// placed there (`World::claimed_since_release`).
     pub spans: Vec<(u64, u64)>,
-    /// The memory is mapped over those spans: a kernel of the releasing
-    /// context reads it (the shared event memory:
-    /// mem.close.kernel-read-after-close-event-memory); a large malloc's claim
-    /// maps nothing there.
-    pub maps: bool,
+    /// The released span the memory is mapped over, if any: a kernel of
+    /// the releasing context reads it (the shared event memory,
+    /// `World::event_memory_span`); a large malloc's claim maps nothing.
+    pub mapped: Option<(u64, u64)>,
 }
 
 /// An exported block nobody maps any more (`World::freed_exports`).
@@ -831,7 +830,7 @@ impl Process {
     /// Driver memory made now (a context, the shared event memory, a VMM
     /// allocation `vmm` while its handle lives) claims the VA free in the
     /// current arena (`reclaimed_export_error`).
-    pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>, maps: bool) {
+    pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>, mapped: Option<(u64, u64)>) {
         let arena = self.arena;
         // VA released while another context was current is not claimed: freed
         // from a created context later destroyed, then a VMM import, the
@@ -843,13 +842,13 @@ impl Process {
             .filter(|(_, f)| f.arena == arena)
             .filter(|(_, f)| self.released_elsewhere(f).is_none())
             .map(|(&b, f)| (b, f.span))
-            .collect();
+            .collect::<Vec<_>>();
         self.va_claims.push(VaClaim {
             at: self.va_releases,
             arena,
             vmm,
             spans,
-            maps,
+            mapped,
         });
     }
 
