@@ -370,7 +370,7 @@ impl World {
 
     /// A memset's bytes: written now when its stream is idle, else when the
     /// stream reaches it (`start`), after the work queued before it, as a
-    /// kernel's (stream.memset-behind-queued-work: a process that reads
+    /// kernel's (mem.data.memset-behind-queued-work: a process that reads
     /// them unsynchronized before then sees the old bytes).
     fn land_fill(&mut self, lane: usize, start: u64, (id, off, len): (u64, u64, u64), value: u8) {
         if start <= self.events.clock {
