@@ -848,8 +848,9 @@ impl World {
     /// any more, by `stale_handle`: the handle reaches what the exporter has
     /// at the freed allocation's address `addr` now
     /// (mem.lifetime.stale-handle-opens-new-export). An exported device
-    /// allocation starting there opens, in a mapping of its own that the new
-    /// allocation's own handle does not share; free VA is InvalidValue, and so
+    /// allocation there opens, also where `addr` (a damaged offset field)
+    /// falls inside it (mem.lifetime.stale-handle-interior-address), in a
+    /// mapping of its own that the new allocation's own handle does not share; free VA is InvalidValue, and so
     /// is VA a VMM reservation holds now; an allocation not exported (yet),
     /// pinned host memory, or VA that was free in the current arena when a
     /// `ctx_create` came (released before it) is `reclaimed_export_error`
@@ -869,8 +870,8 @@ impl World {
     ) -> SimResult<u64> {
         let proc = &self.procs[owner];
         let target = proc
-            .allocs
-            .get(&addr)
+            .alloc_at(addr)
+            .map(|(_, a)| a)
             .filter(|a| a.kind == MemKind::Device)
             .filter(|a| {
                 self.blocks
