@@ -760,7 +760,10 @@ impl World {
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
         let owner = &self.procs[exporter];
-        let taken = owner.alloc_at(addr).is_some() || owner.region_at(addr).is_some();
+        // Anything of the exporter's within the freed allocation's range,
+        // not only at its start: a small allocation's new block carved from
+        // a freed 3 MiB allocation's VA (mem.lifetime.freed-export-range-reused).
+        let taken = owner.holds_within(addr, h.size);
         let claimed = released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
         if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
             return Some(Err(self.sem.reclaimed_export_error.into()));
@@ -884,7 +887,7 @@ impl World {
         {
             return self.map_stale(p, (ctx, device), handle, h, block_id, (offset, size), flags);
         }
-        let taken = proc.alloc_at(addr).is_some() || proc.region_at(addr).is_some();
+        let taken = proc.holds_within(addr, h.size);
         let free = self.free_va_claimed(owner, addr) == Some(false);
         // VA a VMM reservation took since counts as free: legacy memory's
         // table does not know it (InvalidValue, as `stale_handle` says for

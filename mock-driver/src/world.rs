@@ -742,6 +742,18 @@ impl Process {
         self.regions.containing(addr, |r| r.len)
     }
 
+    /// Whether an allocation or mapping of this process lies at `addr` or
+    /// starts within the `len` bytes from it: a freed export's range that
+    /// something took since, at its start or further in
+    /// (mem.lifetime.freed-export-range-reused).
+    pub(crate) fn holds_within(&self, addr: u64, len: u64) -> bool {
+        let end = addr.saturating_add(len.max(1));
+        self.alloc_at(addr).is_some()
+            || self.region_at(addr).is_some()
+            || self.allocs.range(addr..end).next().is_some()
+            || self.regions.range(addr..end).next().is_some()
+    }
+
     /// Handle `h` was opened into the mapping at `base` of context `ctx`.
     pub(crate) fn note_opened(&mut self, ctx: CtxKey, h: &ipc_harness::IpcMemHandle, base: u64) {
         self.opened_by_object
