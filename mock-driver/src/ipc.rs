@@ -721,9 +721,12 @@ impl World {
 
     /// The exporter freed the block while another process maps it
     /// (`freed_export=refused`): only a new mapping is refused, InvalidValue
-    /// (mem.lifetime.free-while-open), `reclaimed_export_error` where the
-    /// exporter has something else at the address now or driver memory
-    /// claimed the freed allocation's VA since, as for a stale handle
+    /// (mem.lifetime.free-while-open); where the exporter's new allocation
+    /// at the address is exported the handle opens it, as a stale handle
+    /// does (mem.lifetime.freed-while-mapped-new-export);
+    /// `reclaimed_export_error` where the exporter has something else in the
+    /// freed range now or driver memory claimed the freed allocation's VA
+    /// since, as for a stale handle
     /// (mem.lifetime.freed-while-mapped-va-claimed,
     /// mem.lifetime.freed-while-mapped-address-reused,
     /// mem.lifetime.freed-while-mapped-claimed-then-reused). A copy whose
@@ -760,6 +763,19 @@ impl World {
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
         let owner = &self.procs[exporter];
+        // The exporter's new allocation at the address is exported: the
+        // handle opens it, as a stale handle does
+        // (mem.lifetime.freed-while-mapped-new-export).
+        let new_export = owner.alloc_at(addr).is_some_and(|(_, a)| {
+            a.kind == MemKind::Device
+                && self
+                    .blocks
+                    .get(&a.block)
+                    .is_some_and(|b| b.exports.contains_key(&a.offset))
+        });
+        if new_export && self.sem.stale_handle == StaleHandle::ByAddress {
+            return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
+        }
         // Anything of the exporter's within the freed allocation's range,
         // not only at its start: a small allocation's new block carved from
         // a freed 3 MiB allocation's VA (mem.lifetime.freed-export-range-reused).
