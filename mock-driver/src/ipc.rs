@@ -869,8 +869,9 @@ impl World {
     /// (mem.lifetime.stale-handle-opens-new-export). An exported device
     /// allocation there opens, also where `addr` (a damaged offset field)
     /// falls inside it (mem.lifetime.stale-handle-interior-address), in a
-    /// mapping of its own that the new allocation's own handle does not share; free VA is InvalidValue, and so
-    /// is VA a VMM reservation holds now; an allocation not exported (yet),
+    /// mapping of its own that the new allocation's own handle does not
+    /// share; free VA is InvalidValue, and so is VA a VMM reservation holds
+    /// now; an allocation not exported (yet),
     /// pinned host memory, or VA that was free in the current arena when a
     /// `ctx_create` came (released before it) is `reclaimed_export_error`
     /// (mem.lifetime.freed-export-after-new-allocation). VA freed into an

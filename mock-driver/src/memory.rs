@@ -660,8 +660,8 @@ impl World {
                                 && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
                     // A freed allocation: freed while another (created)
-                    // context was current, it faults everywhere until that context is
-                    // destroyed, and reads zeros everywhere after
+                    // context was current, it faults everywhere until that
+                    // context is destroyed, and reads zeros everywhere after
                     // (mem.lifetime.kernel-read-after-free-other-context-current,
                     // mem.lifetime.kernel-read-after-free-other-context-destroyed);
                     // else its own context also reads zeros once a context was
@@ -761,13 +761,6 @@ impl World {
         true
     }
 
-    /// Whether a fresh block for a `len`-byte allocation in `ctx` (the
-    /// output buffer `device_read` allocates before its kernel runs,
-    /// `device_read_buffer=allocated`; `kernel_read` makes it after the
-    /// read, where it is placed by the same rules) would be mapped over
-    /// `[ptr, end)`: no packing block has a free slot for it (`first_fit`),
-    /// and the released VA `reserve_va` would hand out for it covers the
-    /// range.
     /// The released VA the shared event memory is mapped over, as a small
     /// allocation of the current context is placed: in the packing block
     /// when it has room (no released VA then:
@@ -799,6 +792,13 @@ impl World {
         }
     }
 
+    /// Whether a fresh block for a `len`-byte allocation in `ctx` (the
+    /// output buffer `device_read` allocates before its kernel runs,
+    /// `device_read_buffer=allocated`; `kernel_read` makes it after the
+    /// read, where it is placed by the same rules) would be mapped over
+    /// `[ptr, end)`: no packing block has a free slot for it (`first_fit`),
+    /// and the released VA `reserve_va` would hand out for it covers the
+    /// range.
     fn scratch_covers(
         &self,
         p: ProcessIndex,
