@@ -667,22 +667,42 @@ impl World {
         if let Some((block, offset)) = target {
             // A kernel's write is ordered only by the stream it ran on: a
             // wait on an event recorded there after it, or a synchronization.
-            let mut write = None;
-            if !self.mutant(MutantId::KernelWritesUnordered) {
+            let ordered = !self.mutant(MutantId::KernelWritesUnordered);
+            if ordered {
                 self.note_write(p, stream, lane, block, offset, len);
-                write = Some((lane, self.order.last_write(lane)));
             }
-            self.events.pending.push(PendingFill {
+            self.queue_write(
+                ordered.then_some(lane),
                 done_at,
-                block,
-                offset,
-                len,
+                (block, offset, len),
                 content,
-                source: None,
-                write,
-            });
+                None,
+            );
         }
         Ok(())
+    }
+
+    /// Bytes that land when the clock passes `done_at` (`settle`): `content`,
+    /// or a copy of `source` as it is then. `lane`: the lane whose last
+    /// noted write this is (`order.rs`), `None` where none was noted.
+    pub(crate) fn queue_write(
+        &mut self,
+        lane: Option<usize>,
+        done_at: u64,
+        (block, offset, len): (u64, u64, u64),
+        content: KernelWrite,
+        source: Option<(u64, u64)>,
+    ) {
+        let write = lane.map(|lane| (lane, self.order.last_write(lane)));
+        self.events.pending.push(PendingFill {
+            done_at,
+            block,
+            offset,
+            len,
+            content,
+            source,
+            write,
+        });
     }
 }
 

@@ -766,14 +766,9 @@ impl World {
         // The exporter's new allocation at the address is exported: the
         // handle opens it, as a stale handle does
         // (mem.lifetime.freed-while-mapped-new-export).
-        let new_export = owner.alloc_at(addr).is_some_and(|(_, a)| {
-            a.kind == MemKind::Device
-                && self
-                    .blocks
-                    .get(&a.block)
-                    .is_some_and(|b| b.exports.contains_key(&a.offset))
-        });
-        if new_export && self.sem.stale_handle == StaleHandle::ByAddress {
+        if self.sem.stale_handle == StaleHandle::ByAddress
+            && self.exported_alloc_at(exporter, addr).is_some()
+        {
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
         // Anything of the exporter's within the freed allocation's range,
@@ -888,17 +883,8 @@ impl World {
         addr: u64,
         flags: u32,
     ) -> SimResult<u64> {
+        let target = self.exported_alloc_at(owner, addr);
         let proc = &self.procs[owner];
-        let target = proc
-            .alloc_at(addr)
-            .map(|(_, a)| a)
-            .filter(|a| a.kind == MemKind::Device)
-            .filter(|a| {
-                self.blocks
-                    .get(&a.block)
-                    .is_some_and(|b| b.exports.contains_key(&a.offset))
-            })
-            .map(|a| (a.block, a.offset, a.size));
         if let (StaleHandle::ByAddress, Some((block_id, offset, size))) =
             (self.sem.stale_handle, target)
         {
@@ -914,6 +900,18 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         Err(self.sem.reclaimed_export_error.into())
+    }
+
+    /// The exported device allocation of `owner` that `addr` falls in:
+    /// (block, offset in it, size).
+    fn exported_alloc_at(&self, owner: ProcessIndex, addr: u64) -> Option<(BlockId, u64, u64)> {
+        let (_, a) = self.procs[owner].alloc_at(addr)?;
+        let exported = a.kind == MemKind::Device
+            && self
+                .blocks
+                .get(&a.block)
+                .is_some_and(|b| b.exports.contains_key(&a.offset));
+        exported.then_some((a.block, a.offset, a.size))
     }
 
     /// Whether driver memory `owner` made after release stamp `released`

@@ -3,7 +3,7 @@
 //! Device allocations live in physical blocks; with sub-allocation on, small
 //! ones share a 2 MiB block, which is exactly what makes IPC leak neighbours.
 
-use crate::event_state::{KernelWrite, PendingFill};
+use crate::event_state::KernelWrite;
 use crate::semantics::{
     DeviceReadBuffer, FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, StaleMemset, Switch,
 };
@@ -381,16 +381,13 @@ impl World {
             }
             return;
         }
-        let write = Some((lane, self.order.last_write(lane)));
-        self.events.pending.push(PendingFill {
-            done_at: start,
-            block: id,
-            offset: off,
-            len,
-            content: KernelWrite::Byte(value),
-            source: None,
-            write,
-        });
+        self.queue_write(
+            Some(lane),
+            start,
+            (id, off, len),
+            KernelWrite::Byte(value),
+            None,
+        );
     }
 
     pub(crate) fn write(&mut self, p: ProcessIndex, ptr: u64, bytes: &[u8]) -> SimResult<()> {
@@ -772,17 +769,10 @@ impl World {
     /// mem.close.kernel-read-event-memory-lowest-span); `None` on fresh VA.
     pub(crate) fn event_memory_span(&self, p: ProcessIndex) -> Option<(u64, u64)> {
         let (ctx, device) = self.current_ctx(p).ok()?;
-        if self.sem.suballocation == Switch::On {
-            let room = self.procs[p]
-                .packing
-                .get(&(ctx, device))
-                .and_then(|id| self.blocks.get(id))
-                .is_some_and(|b| {
-                    b.owner_mapped && first_fit(&b.live, SUBALLOC_ALIGN, b.size).is_some()
-                });
-            if room {
-                return None;
-            }
+        if self.sem.suballocation == Switch::On
+            && self.packing_has_room(p, ctx, device, SUBALLOC_ALIGN)
+        {
+            return None;
         }
         let pool = VaPool {
             ctx,
@@ -792,6 +782,22 @@ impl World {
             crate::world::Placement::Reuse(_, _, at) => Some((at, BLOCK)),
             crate::world::Placement::Fresh(_) => None,
         }
+    }
+
+    /// Whether the packing block of `ctx` on `device` has a free slot of
+    /// `need` bytes, the first that fits being the one `alloc` would take.
+    fn packing_has_room(
+        &self,
+        p: ProcessIndex,
+        ctx: crate::world::CtxKey,
+        device: u32,
+        need: u64,
+    ) -> bool {
+        self.procs[p]
+            .packing
+            .get(&(ctx, device))
+            .and_then(|id| self.blocks.get(id))
+            .is_some_and(|b| b.owner_mapped && first_fit(&b.live, need, b.size).is_some())
     }
 
     /// Whether a fresh block for a `len`-byte allocation in `ctx` (the
@@ -818,13 +824,7 @@ impl World {
             let Some(need) = round_up(len, SUBALLOC_ALIGN) else {
                 return false;
             };
-            // The slot `alloc` would take: the first free one that fits.
-            let fits = self.procs[p]
-                .packing
-                .get(&(ctx, device))
-                .and_then(|id| self.blocks.get(id))
-                .is_some_and(|b| b.owner_mapped && first_fit(&b.live, need, b.size).is_some());
-            if fits {
+            if self.packing_has_room(p, ctx, device, need) {
                 return false;
             }
         }

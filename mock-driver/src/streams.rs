@@ -45,7 +45,7 @@
 //! on its stream.
 
 use crate::clock::Clock;
-use crate::event_state::{KernelWrite, PendingFill, StreamState};
+use crate::event_state::{KernelWrite, StreamState};
 use crate::order::{LaneName, PendingWrite};
 use crate::world::{Access, BlockId, CtxKey, Fail, MutantId, SimResult, World, MAX_READ};
 use ipc_harness::stream_flags::NON_BLOCKING;
@@ -326,16 +326,13 @@ impl World {
         let lane = self.begin_work(p, stream);
         self.check_race(p, stream, src_block, src_off, len);
         self.note_write(p, stream, lane, dst_block, dst_off, len);
-        let write = Some((lane, self.order.last_write(lane)));
-        self.events.pending.push(PendingFill {
-            done_at: at,
-            block: dst_block,
-            offset: dst_off,
-            len,
-            content: KernelWrite::Byte(0),
-            source: Some((src_block, src_off)),
-            write,
-        });
+        self.queue_write(
+            Some(lane),
+            at,
+            (dst_block, dst_off, len),
+            KernelWrite::Byte(0),
+            Some((src_block, src_off)),
+        );
         self.settle();
         Ok(())
     }
