@@ -4,8 +4,9 @@
 
 use ipc_conformance::catalogue::{compiled_in_dir, Catalogue, Clause, Tier};
 use ipc_harness::sharing::{
-    fingerprint, may_share_once_checked, sharing, sharing_checked, sharing_with, CheckVerdict,
-    CheckedClauses, ShareAlso, WorkerSharing, SHARING_CHECKED_ENV, WORKERS_KEY,
+    checking, explain, fingerprint, may_share_once_checked, sharing, sharing_checked, sharing_with,
+    worker_fits, CheckVerdict, CheckedClauses, ShareAlso, WorkerSharing, SHARING_CHECKED_ENV,
+    WORKERS_KEY,
 };
 
 fn catalogue() -> Catalogue {
@@ -19,6 +20,14 @@ fn of(cat: &Catalogue, id: &str) -> WorkerSharing {
         .find(|c| c.id == id)
         .unwrap_or_else(|| panic!("no clause {id}"));
     sharing(clause.scenario.as_ref().expect("the clause parses"))
+}
+
+fn scenario<'a>(cat: &'a Catalogue, id: &str) -> &'a ipc_harness::scenario::Scenario {
+    cat.clauses
+        .iter()
+        .find(|c| c.id == id)
+        .and_then(|c| c.scenario.as_ref())
+        .unwrap_or_else(|| panic!("no clause {id}, or it does not parse"))
 }
 
 fn fresh_reason(cat: &Catalogue, id: &str) -> String {
@@ -44,12 +53,23 @@ fn value_only_clauses_share_workers() {
 #[test]
 fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     let cat = catalogue();
-    // The clause whose verdict changed on reused workers (VA placement).
-    let destroyed = fresh_reason(&cat, "mem.lifetime.destroyed-context-va-to-next-context");
+    // The clause whose verdict changed on reused workers (VA placement):
+    // its importer, which destroys a context, takes a fresh worker; its
+    // exporter may share once a check shows the clause identical.
+    let id = "mem.lifetime.destroyed-context-va-to-next-context";
+    let destroyed = scenario(&cat, id);
+    let fresh: Vec<bool> = worker_fits(destroyed).iter().map(|f| f.fresh).collect();
+    assert_eq!(fresh, vec![false, true]);
+    // (As the check's shared side runs it.)
+    let shown = checking(|| explain(destroyed));
     assert!(
-        destroyed.ends_with("a destroyed context's VA goes to the next one"),
-        "{destroyed}"
+        shown.starts_with("reused; process 'importer' fresh (line 13: a reused worker's ctx_create takes a spare context"),
+        "{shown}"
     );
+    match sharing_checked(destroyed, ShareAlso::CONFIRMED, None) {
+        WorkerSharing::Reused => {}
+        other => panic!("{id}: {other}"),
+    }
     // A value comparison holds a clause back until a check: with no check
     // results, the reason is the rule.
     let reopen = cat
@@ -85,11 +105,16 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
         spare.contains("spare context") && spare.contains("compares values"),
         "{spare}"
     );
-    let spare = fresh_reason(&cat, "mem.handle.memory-type-before-context-rules");
+    // Only the process that creates contexts: the others may share.
+    let spare = scenario(&cat, "mem.handle.memory-type-before-context-rules");
+    let shown = explain(spare);
     assert!(
-        spare.contains("spare context") && spare.contains("damaged handle"),
-        "{spare}"
+        shown.contains("fresh (line")
+            && shown.contains("spare context")
+            && shown.contains("damaged handle"),
+        "{shown}"
     );
+    assert!(worker_fits(spare).iter().any(|f| !f.fresh), "{shown}");
     let base = cat
         .clauses
         .iter()

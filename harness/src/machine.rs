@@ -454,6 +454,13 @@ pub struct WorkerFit {
     /// A step ends the process (`exit`, or a step expected to kill it):
     /// its worker will not serve another scenario.
     pub ends: bool,
+    /// The process does what a reset cannot undo (it destroys a context,
+    /// enables peer access, creates a memory pool, ...: the rules of
+    /// [`crate::sharing`] that hold for one process): in a scenario whose
+    /// other processes share workers, it still takes a worker that never
+    /// served one, and its worker serves no other scenario. Only the
+    /// `--workers policy` decision reads it.
+    pub fresh: bool,
 }
 
 impl WorkerSharing {

@@ -1441,6 +1441,43 @@ fn a_process_that_creates_contexts_gets_the_worker_with_spare_contexts() {
 }
 
 #[test]
+fn a_fresh_process_of_a_shared_machine_takes_a_new_worker_and_keeps_it() {
+    use ipc_harness::WorkerFit;
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("fresh-process");
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one()]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_policy(WorkerPolicy::ByScenario)
+        .with_pool_size(2);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    let first = launch_shared(&backend, &two, true);
+    let served = first.pids();
+    drop(first);
+    assert_eq!(backend.pool_stats().returned, 2);
+
+    // `b` does what a reset cannot undo: it takes a worker that never
+    // served, `a` one that did; at the end only `a`'s is reset and back.
+    let fresh = WorkerFit {
+        fresh: true,
+        ..WorkerFit::default()
+    };
+    let m = match backend.launch_placed(&two, true, &[WorkerFit::default(), fresh]) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    };
+    let pids = m.pids();
+    assert!(served.contains(&pids[0]), "{pids:?} after {served:?}");
+    assert!(!served.contains(&pids[1]), "{pids:?} after {served:?}");
+    let resets_before = scratch.resets().len();
+    drop(m);
+    assert!(wait_gone(pids[1]), "the fresh process's worker still runs");
+    assert_eq!(scratch.resets().len(), resets_before + 1);
+    assert_eq!(scratch.resets().last(), Some(&pids[0]));
+    assert!(!gone(pids[0]), "the shared process's worker was not kept");
+    assert_eq!(backend.pool_stats().idle, 2);
+}
+
+#[test]
 fn a_full_pool_keeps_the_worker_with_spare_contexts() {
     let d = Dialect::Driver;
     let scratch = Scratch::new("full-pool-spares");

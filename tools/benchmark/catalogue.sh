@@ -15,17 +15,24 @@
 #      against the fresh side's (`diff --tiers all`);
 #   3. the gate (contract and relied-on clauses) under the policy on device 0;
 #   4. on a host with two devices or more, on all of them: the whole
-#      catalogue with `--jobs auto`, then the gate with `--jobs auto` and
-#      serially; then the check over the clauses that need two devices
-#      (check-two-devices, whose results join sharing-checked.txt); then
-#      the whole catalogue serially.
+#      catalogue with `--jobs auto`, then serially (the pair that says what
+#      `--jobs auto` gains); then the gate with `--jobs auto` and serially;
+#      then the check over the clauses that need two devices
+#      (check-two-devices, whose results join sharing-checked.txt).
+# STEPS=device0 runs steps 1-3 only, STEPS=devices step 4 only (for a
+# device time limit shorter than the whole: two invocations, one machine);
+# step 4 alone reads the check results SHARING_CHECKED names (step 1's
+# sharing-checked.txt), else the policy's compiled-in ones.
 # Writes catalogue.json, the logs (each run's profile at its end) and every
 # run's reports under OUT, and prints a table.
-# Usage: tools/benchmark/catalogue.sh BIN OUT
+# Usage: [STEPS=all|device0|devices] tools/benchmark/catalogue.sh BIN OUT
 set -u
 BIN=${1:?usage: catalogue.sh BIN OUT}
 OUT=${2:?usage: catalogue.sh BIN OUT}
 BUDGET_S=${BUDGET_S:-470}
+STEPS=${STEPS:-all}
+case "$STEPS" in all | device0 | devices) ;; *) echo "catalogue: STEPS is all, device0 or devices, not '$STEPS'" >&2; exit 2 ;; esac
+SHARING_CHECKED=${SHARING_CHECKED:-}
 [ -x "$BIN" ] || { echo "catalogue: no executable $BIN (cargo build --release -p ipc-conformance)" >&2; exit 2; }
 mkdir -p "$OUT"
 export IPC_CONFORMANCE_PROFILE=${IPC_CONFORMANCE_PROFILE:-1}
@@ -68,6 +75,9 @@ gate=$("$BIN" list 2>/dev/null | awk '$3 == "contract" || $3 == "relied-on" { pr
 two=$("$BIN" list 2>/dev/null | awk 'NR > 1 && $4 + 0 >= 2 { print $1 }' | paste -sd, -)
 [ -n "$gate" ] || { echo "catalogue: no contract or relied-on clause listed" >&2; exit 2; }
 
+checked="$OUT/sharing-checked.txt"
+check_s=null check_rc=null identical=null policy_identical=null policy_rc=null gate_rc=null
+if [ "$STEPS" != devices ]; then
 # 1. The check over the whole catalogue, on device 0.
 CUDA_VISIBLE_DEVICES=0 timed check "$(left)" "$BIN" run --check-sharing --backend cuda --dialect all -q --out "$OUT/check"
 check_rc=$rc check_s=$s
@@ -75,7 +85,6 @@ fresh_s=$(run_s "$OUT/check/fresh")
 shared_s=$(run_s "$OUT/check/shared")
 differ=$(grep -c '^[^#][^ ]* differs ' "$OUT/check/sharing-checked.txt" 2>/dev/null)
 
-checked="$OUT/sharing-checked.txt"
 cp "$OUT/check/sharing-checked.txt" "$checked" 2>/dev/null || : > "$checked"
 export IPC_CONFORMANCE_SHARING_CHECKED="$checked"
 identical=$(grep -c '^[^#][^ ]* identical ' "$checked")
@@ -94,16 +103,23 @@ policy_identical=$([ $? = 0 ] && echo true || echo false)
 # 3. The gate, on device 0.
 CUDA_VISIBLE_DEVICES=0 maybe gate 40 "$BIN" run --backend cuda --dialect all --filter "$gate" -q --out "$OUT/gate"
 gate_rc=$rc gate_s=$(run_s "$OUT/gate")
+elif [ -n "$SHARING_CHECKED" ]; then
+  cp "$SHARING_CHECKED" "$checked" || exit 2
+  export IPC_CONFORMANCE_SHARING_CHECKED="$checked"
+  identical=$(grep -c '^[^#][^ ]* identical ' "$checked")
+fi
 
 # 4. All devices: the whole catalogue and the gate with `--jobs auto`, the
 # gate serially, the two-device check, the whole catalogue serially.
 two_rc=null two_s=null two_differ=0
 jobs_json=""
-if [ "$devices" -ge 2 ]; then
+if [ "$devices" -ge 2 ] && [ "$STEPS" != device0 ]; then
   c=$(est "${policy_s:-${shared_s:-90}}" 1.1)
   c=$((c + 30))
   maybe catalogue-jobs "$c" "$BIN" run --backend cuda --dialect all --jobs auto -q --out "$OUT/catalogue-jobs"
   all_jobs_rc=$rc all_jobs_s=$(run_s "$OUT/catalogue-jobs")
+  maybe catalogue-serial "$c" "$BIN" run --backend cuda --dialect all -q --out "$OUT/catalogue-serial"
+  all_serial_rc=$rc all_serial_s=$(run_s "$OUT/catalogue-serial")
   g=$(est "${gate_s:-25}" 1.3)
   maybe gate-jobs "$g" "$BIN" run --backend cuda --dialect all --filter "$gate" --jobs auto -q --out "$OUT/gate-jobs"
   gate_jobs_rc=$rc gate_jobs_s=$(run_s "$OUT/gate-jobs")
@@ -114,15 +130,15 @@ if [ "$devices" -ge 2 ]; then
     two_rc=$rc two_s=$s
     two_differ=$(grep -c '^[^#][^ ]* differs ' "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null)
     # Device 0's results, then those of the clauses it did not compare.
+    base="$OUT/check/sharing-checked.txt"
+    [ -f "$base" ] || base="$checked"
     awk 'FNR == 1 { file++ }
          /^#/ || /^checked-on:/ { if (file == 1) print; next }
          file == 1 { seen[$1] = 1; print; next }
-         !($1 in seen) { print }' "$OUT/check/sharing-checked.txt" "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null > "$checked.new" &&
+         !($1 in seen) { print }' "$base" "$OUT/check-two-devices/sharing-checked.txt" 2>/dev/null > "$checked.new" &&
       mv "$checked.new" "$checked"
     identical=$(grep -c '^[^#][^ ]* identical ' "$checked")
   fi
-  maybe catalogue-serial "$c" "$BIN" run --backend cuda --dialect all -q --out "$OUT/catalogue-serial"
-  all_serial_rc=$rc all_serial_s=$(run_s "$OUT/catalogue-serial")
   jobs_identical=null
   if [ -f "$OUT/catalogue-jobs/results.json" ] && [ -f "$OUT/catalogue-serial/results.json" ]; then
     "$BIN" diff --tiers all "$OUT/catalogue-serial/results.json" "$OUT/catalogue-jobs/results.json" > "$OUT/catalogue-jobs-diff.log" 2>&1
@@ -155,6 +171,7 @@ fi
 cat > "$OUT/catalogue.json" <<JSON
 {
   "budget_s": $BUDGET_S, "wall_s": $(($(date +%s) - begin)),
+  "steps": "$STEPS",
   "check_s": $check_s, "check_exit": $check_rc,
   "catalogue_fresh_s": ${fresh_s:-null},
   "clauses_identical": $identical, "clauses_differing": $((${differ:-0} + ${two_differ:-0})),

@@ -238,7 +238,8 @@ impl CudaBackend {
             .take(super::pool::PLAN_WINDOW)
             .filter_map(|u| {
                 let shared = self.policy.reuses(&u.sharing) && reusing;
-                planned_machine(&u.spec, &u.fits, shared, parent_visible.as_deref())
+                let fits = self.policy_fits(&u.fits);
+                planned_machine(&u.spec, &fits, shared, parent_visible.as_deref())
             })
             .collect();
         pool.set_plan(plan);
@@ -415,7 +416,7 @@ impl Backend for CudaBackend {
         sharing: &WorkerSharing,
         fits: &[WorkerFit],
     ) -> Result<Box<dyn Machine>, StartError> {
-        self.start_checked(spec, self.policy.reuses(sharing), fits)
+        self.start_checked(spec, self.policy.reuses(sharing), &self.policy_fits(fits))
     }
 
     /// [`plan_ahead`](CudaBackend::plan_ahead) for the machines this host
@@ -439,6 +440,19 @@ impl Backend for CudaBackend {
 }
 
 impl CudaBackend {
+    /// `fits` as the worker policy reads them: a process's
+    /// [`WorkerFit::fresh`] is the `policy` decision's, which `--workers
+    /// reused` overrides (every process then takes a reused worker).
+    fn policy_fits(&self, fits: &[WorkerFit]) -> Vec<WorkerFit> {
+        let keep_fresh = self.policy == WorkerPolicy::ByScenario;
+        fits.iter()
+            .map(|f| WorkerFit {
+                fresh: f.fresh && keep_fresh,
+                ..*f
+            })
+            .collect()
+    }
+
     /// [`Backend::start`]: probes, checks the requirements, launches.
     fn start_checked(
         &self,

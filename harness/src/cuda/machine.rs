@@ -30,6 +30,10 @@ pub struct CudaMachine {
     procs: Vec<WorkerProxy>,
     /// The pool key of each process's worker, in process order.
     keys: Vec<WorkerKey>,
+    /// Reuse mode: whether each process's worker may go back to the pool
+    /// at shutdown (not where its [`WorkerFit::fresh`] says it did what a
+    /// reset cannot undo).
+    returnable: Vec<bool>,
     /// Shut down without waiting: exiting workers are reaped by a background
     /// thread, so their CUDA teardown overlaps the next scenario.
     reap_in_background: bool,
@@ -93,7 +97,7 @@ impl CudaMachine {
                 }
                 // Counted before the refill: these workers may come back.
                 if shared {
-                    pool.note_out(&machine.keys);
+                    pool.note_out(&machine.returnable_keys());
                 }
             }
             crate::profile::timed("launch: pool refill", || {
@@ -127,6 +131,9 @@ impl CudaMachine {
             reap_in_background: pool.is_some(),
             procs: Vec::with_capacity(spec.processes.len()),
             keys: plans.iter().map(|(key, _)| key.clone()).collect(),
+            returnable: (0..spec.processes.len())
+                .map(|i| !fits.get(i).is_some_and(|f| f.fresh))
+                .collect(),
             reuse: None,
         };
         let mut init = Vec::with_capacity(spec.processes.len());
@@ -137,7 +144,7 @@ impl CudaMachine {
             match pool
                 .as_deref_mut()
                 .filter(|_| poolable)
-                .and_then(|pool| pool.claim(key, shared, fit))
+                .and_then(|pool| pool.claim(key, shared && !fit.fresh, fit))
             {
                 Some(claimed) => {
                     machine.procs.push(claimed.proxy);
@@ -234,6 +241,16 @@ impl CudaMachine {
         self.reuse = Some(pool);
     }
 
+    /// The keys of the workers that may go back to the pool at shutdown.
+    fn returnable_keys(&self) -> Vec<WorkerKey> {
+        self.keys
+            .iter()
+            .zip(&self.returnable)
+            .filter(|(_, &back)| back)
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
     /// Reuse mode, first step of a shutdown: when every process still runs,
     /// sends `Reset` to each worker that never answered a sticky error,
     /// all at once; gives those answering `Clean` within [`RESET_TIMEOUT`]
@@ -258,7 +275,9 @@ impl CudaMachine {
         if eligible {
             let mut sent = Vec::new();
             for (i, p) in self.procs.iter_mut().enumerate() {
-                if !p.poisoned && p.send(&Request::Reset).is_ok() {
+                // A worker that did what a reset cannot undo is not reset:
+                // the rest of the shutdown ends it.
+                if self.returnable[i] && !p.poisoned && p.send(&Request::Reset).is_ok() {
                     sent.push(i);
                 }
             }
@@ -289,7 +308,7 @@ impl CudaMachine {
         match pool.upgrade() {
             Some(pool) => {
                 let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
-                pool.note_in(&self.keys);
+                pool.note_in(&self.returnable_keys());
                 pool.note_not_returned(failed);
                 for (key, w) in back {
                     if let Some(w) = pool.give_back(&key, w) {
@@ -356,10 +375,19 @@ fn planned(
         .zip(plans)
         .enumerate()
         .filter(|(_, (p, _))| p.pid_namespace == PidNamespace::Harness);
-    let (keys, ends) = poolable
-        .map(|(i, (_, (key, _)))| (key.clone(), fits.get(i).is_some_and(|f| f.ends)))
+    let (keys, flags): (Vec<WorkerKey>, Vec<(bool, bool)>) = poolable
+        .map(|(i, (_, (key, _)))| {
+            let fit = fits.get(i).copied().unwrap_or_default();
+            (key.clone(), (fit.ends, fit.fresh))
+        })
         .unzip();
-    PlannedMachine { keys, ends, shared }
+    let (ends, fresh) = flags.into_iter().unzip();
+    PlannedMachine {
+        keys,
+        ends,
+        shared,
+        fresh,
+    }
 }
 
 /// A machine of `spec` as a pool's plan names it (see [`planned`]), or

@@ -107,18 +107,26 @@ pub struct PoolStats {
 /// A machine of a plan, as the pool sees it: the key of each of its
 /// processes that a pooled worker can serve, in process order, whether
 /// each of those ends during the scenario (its worker does not come back),
-/// and whether it takes reused workers (and gives its own back).
+/// whether it takes reused workers (and gives its own back), and which of
+/// its processes need a never-used worker even so (and keep it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PlannedMachine {
     pub keys: Vec<WorkerKey>,
     pub ends: Vec<bool>,
     pub shared: bool,
+    pub fresh: Vec<bool>,
 }
 
 impl PlannedMachine {
     /// Whether `other` starts the same workers (what ends aside).
     fn same_start(&self, other: &PlannedMachine) -> bool {
-        self.keys == other.keys && self.shared == other.shared
+        self.keys == other.keys && self.shared == other.shared && self.fresh == other.fresh
+    }
+
+    /// Whether its process `n` takes a served worker if there is one, and
+    /// gives it back.
+    fn shares(&self, n: usize) -> bool {
+        self.shared && !self.fresh.get(n).copied().unwrap_or(false)
     }
 }
 
@@ -577,9 +585,9 @@ pub(crate) fn planned_starts(
             break;
         }
         let shared = machine.shared && reusing;
-        for key in &machine.keys {
+        for (n, key) in machine.keys.iter().enumerate() {
             let i = slot(&mut left, key);
-            if shared && left[i].2 > 0 {
+            if shared && machine.shares(n) && left[i].2 > 0 {
                 left[i].2 -= 1;
                 continue;
             }
@@ -594,10 +602,11 @@ pub(crate) fn planned_starts(
             }
         }
         // Its workers come back when it ends, as many as the pool keeps,
-        // but for those of processes that end during the scenario.
+        // but for those of processes that end during the scenario or need
+        // fresh workers.
         if shared {
             for (n, key) in machine.keys.iter().enumerate() {
-                if !machine.ends.get(n).copied().unwrap_or(false) {
+                if machine.shares(n) && !machine.ends.get(n).copied().unwrap_or(false) {
                     let i = slot(&mut left, key);
                     left[i].2 = (left[i].2 + 1).min(size);
                 }
@@ -638,6 +647,7 @@ mod tests {
             keys: devices.iter().map(|&d| key(d)).collect(),
             ends: vec![false; devices.len()],
             shared,
+            fresh: vec![false; devices.len()],
         }
     }
 
@@ -695,6 +705,26 @@ mod tests {
         exits.ends[1] = true;
         let plan = [exits, machine(&[0, 0], true)];
         assert_eq!(starts(&plan, &[(0, 0, 2)], 3), vec![0]);
+    }
+
+    #[test]
+    fn a_fresh_process_of_a_shared_machine_takes_a_new_worker_and_keeps_it() {
+        // The second process of the first machine needs a fresh worker:
+        // one starts for it although two served ones are idle, and only
+        // the first process's worker comes back for the next machine.
+        let mut mixed = machine(&[0, 0], true);
+        mixed.fresh[1] = true;
+        let plan = [mixed, machine(&[0, 0], true)];
+        assert_eq!(starts(&plan, &[(0, 0, 2)], 3), vec![0]);
+        // Without it, nothing starts.
+        let plan = [machine(&[0, 0], true), machine(&[0, 0], true)];
+        assert_eq!(starts(&plan, &[(0, 0, 2)], 3), Vec::<u32>::new());
+        // Two machines in a row with a fresh process each: one never-used
+        // worker each, the served workers going round.
+        let mut a = machine(&[0, 0], true);
+        a.fresh[0] = true;
+        let b = a.clone();
+        assert_eq!(starts(&[a, b], &[(0, 0, 1)], 3), vec![0, 0]);
     }
 
     #[test]

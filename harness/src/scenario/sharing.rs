@@ -11,9 +11,15 @@
 //! [`WorkerSharing::Fresh`] carries.
 //!
 //! **Rules a check cannot lift**, for what a scenario does that a reset
-//! does not undo, or that a reused worker cannot do at all:
+//! does not undo, or that a reused worker cannot do at all. Most concern
+//! one process, the one whose step meets them: that process takes a fresh
+//! worker (its [`WorkerFit::fresh`]) and its worker serves no other
+//! scenario, while the scenario's other processes still share. Only when
+//! every process, or the scenario as a whole, meets one does the scenario
+//! get fresh processes throughout.
 //!
-//! - `# workers: fresh` in the header marks a scenario fresh by hand.
+//! - `# workers: fresh` in the header marks a scenario fresh by hand (the
+//!   whole scenario).
 //! - A process declared `pidns=new`: pooled workers run in the harness's
 //!   PID namespace.
 //! - A step expected to kill its process (`=> crash`), and `exit`: process
@@ -30,11 +36,13 @@
 //!   `pool_free` of SIGSEGV, in clauses a check had found identical.
 //! - A damaged handle (`handle_flip`) in a scenario that makes VMM
 //!   allocations: the error depends on every VMM allocation the exporter's
-//!   process made (mem.handle.check-word-with-vmm-allocation).
+//!   process made (mem.handle.check-word-with-vmm-allocation); the whole
+//!   scenario.
 //! - `ctx_create` in a scenario that compares values or opens a damaged
 //!   handle: a reused worker serves it with a spare context, so no
 //!   descriptor is taken and no VA arena begins
-//!   (vmm.export.descriptor-after-ctx-create failed on reset workers).
+//!   (vmm.export.descriptor-after-ctx-create failed on reset workers); the
+//!   process that creates the context.
 //! - Any op not classified here yet (new ops start fresh until someone
 //!   checks what a reset leaves of them).
 //!
@@ -437,15 +445,20 @@ pub fn sharing_checked(
 /// (WHY)`.
 pub fn explain(scenario: &Scenario) -> String {
     let d = decide(scenario, ShareAlso::from_env(), in_force());
-    match (&d.sharing, d.checked) {
+    let mut text = match (&d.sharing, d.checked) {
         (WorkerSharing::Reused, Some(why)) => format!("reused ({why})"),
         (sharing, _) => sharing.to_string(),
+    };
+    for (name, why) in &d.fresh_processes {
+        text.push_str(&format!("; process '{name}' fresh ({why})"));
     }
+    text
 }
 
 /// Whether `scenario` shares workers once a check has shown it identical
-/// on fresh and reused workers: no rule but those a check lifts holds it
-/// back. These are the clauses `run --check-sharing` compares.
+/// on fresh and reused workers: no rule but those a check lifts holds the
+/// whole of it back (some of its processes may still need fresh workers).
+/// These are the clauses `run --check-sharing` compares.
 pub fn may_share_once_checked(scenario: &Scenario) -> bool {
     sharing_checked(scenario, ShareAlso::from_env(), None).is_reused()
 }
@@ -474,26 +487,44 @@ fn in_force() -> Option<&'static CheckedClauses> {
     (!CHECKING.with(|c| c.get())).then(CheckedClauses::in_force)
 }
 
-/// A decision and, for a clause that shares because a check showed it
-/// identical, what the check lifted.
+/// A decision; for a clause that shares because a check showed it
+/// identical, what the check lifted; and the processes of a shared
+/// scenario that still need fresh workers, each with its reason.
 struct Decision {
     sharing: WorkerSharing,
     checked: Option<String>,
+    fresh_processes: Vec<(String, String)>,
 }
 
 fn decide(scenario: &Scenario, also: ShareAlso, checked: Option<&CheckedClauses>) -> Decision {
     let fresh = |why: String| Decision {
         sharing: WorkerSharing::Fresh(why),
         checked: None,
+        fresh_processes: Vec::new(),
     };
-    if let Some(why) = fixed_reason(scenario, also) {
+    if let Some(why) = scenario_fixed_reason(scenario) {
         return fresh(why);
     }
+    let per_process = process_fixed_reasons(scenario, also);
+    // Every process needs a fresh worker: the scenario as a whole does,
+    // for the rule met first.
+    if !per_process.is_empty() && per_process.iter().all(Option::is_some) {
+        let first = per_process.into_iter().flatten().min_by_key(|r| r.line);
+        return fresh(first.map(|r| r.text()).unwrap_or_default());
+    }
+    let fresh_processes: Vec<(String, String)> = scenario
+        .processes
+        .iter()
+        .zip(&per_process)
+        .filter_map(|(p, r)| r.as_ref().map(|r| (p.name.clone(), r.text())))
+        .collect();
+    let shared = |checked: Option<String>| Decision {
+        sharing: WorkerSharing::Reused,
+        checked,
+        fresh_processes: fresh_processes.clone(),
+    };
     let Some(checked) = checked else {
-        return Decision {
-            sharing: WorkerSharing::Reused,
-            checked: None,
-        };
+        return shared(None);
     };
     let entry = scenario
         .meta
@@ -505,17 +536,11 @@ fn decide(scenario: &Scenario, also: ShareAlso, checked: Option<&CheckedClauses>
         (Some(CheckVerdict::Differs(what)), _) => {
             fresh(format!("differs on reused workers{}: {what}", checked.on()))
         }
-        (Some(CheckVerdict::Identical), Some(why)) => Decision {
-            sharing: WorkerSharing::Reused,
-            checked: Some(format!(
-                "{why}, but identical on fresh and reused workers{}",
-                checked.on()
-            )),
-        },
-        (Some(CheckVerdict::Identical), None) | (None, None) => Decision {
-            sharing: WorkerSharing::Reused,
-            checked: None,
-        },
+        (Some(CheckVerdict::Identical), Some(why)) => shared(Some(format!(
+            "{why}, but identical on fresh and reused workers{}",
+            checked.on()
+        ))),
+        (Some(CheckVerdict::Identical), None) | (None, None) => shared(None),
         (None, Some(why)) => fresh(format!(
             "{why}; not shown identical on reused workers (run --check-sharing)"
         )),
@@ -526,6 +551,12 @@ fn decide(scenario: &Scenario, also: ShareAlso, checked: Option<&CheckedClauses>
 /// order (see [`WorkerFit`]).
 pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
     let mut fits = vec![WorkerFit::default(); scenario.processes.len()];
+    for (fit, reason) in fits
+        .iter_mut()
+        .zip(process_fixed_reasons(scenario, ShareAlso::from_env()))
+    {
+        fit.fresh = reason.is_some();
+    }
     for step in &scenario.steps {
         let Some(fit) = fits.get_mut(step.process) else {
             continue;
@@ -541,19 +572,31 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
     fits
 }
 
-/// The first rule a check cannot lift that holds `scenario` back.
-fn fixed_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
+/// A rule a check cannot lift, met by one process: the line of the step
+/// that meets it (0 for the process's declaration) and why.
+struct ProcessReason {
+    line: usize,
+    why: String,
+}
+
+impl ProcessReason {
+    fn text(&self) -> String {
+        if self.line == 0 {
+            self.why.clone()
+        } else {
+            format!("line {}: {}", self.line, self.why)
+        }
+    }
+}
+
+/// The first rule a check cannot lift that holds the whole of `scenario`
+/// back: what concerns more than one process.
+fn scenario_fixed_reason(scenario: &Scenario) -> Option<String> {
     if let Some(value) = scenario.meta.get(WORKERS_KEY) {
         return Some(match value.trim() {
             "fresh" => "marked '# workers: fresh'".to_string(),
             other => format!("unknown '# workers: {other}' (only 'fresh' is known)"),
         });
-    }
-    if let Some(p) = scenario.processes.iter().find(|p| p.in_new_pid_namespace()) {
-        return Some(format!(
-            "process '{}' runs in a PID namespace of its own (pidns=new)",
-            p.name
-        ));
     }
     // Measured on 2 x H200 (580.159.04): the error a damaged handle gets
     // depends on the VMM allocations the exporter's process ever made
@@ -570,39 +613,70 @@ fn fixed_reason(scenario: &Scenario, also: ShareAlso) -> Option<String> {
             flip.line
         ));
     }
-    for step in &scenario.steps {
-        let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
-        if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
-            return Some(format!("line {}: {why}", step.line));
+    None
+}
+
+/// For each process of `scenario`, the first rule a check cannot lift
+/// that its own steps meet: what its worker does that a reset does not
+/// undo. Such a process takes a fresh worker; the others may share.
+fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<ProcessReason>> {
+    let mut reasons: Vec<Option<ProcessReason>> = scenario
+        .processes
+        .iter()
+        .map(|p| {
+            p.in_new_pid_namespace().then(|| ProcessReason {
+                line: 0,
+                why: format!(
+                    "process '{}' runs in a PID namespace of its own (pidns=new)",
+                    p.name
+                ),
+            })
+        })
+        .collect();
+    let mut note = |process: usize, line: usize, why: String| {
+        if let Some(slot @ None) = reasons.get_mut(process) {
+            *slot = Some(ProcessReason { line, why });
         }
-        let lists = step.expect.lists();
-        let mut expectations = lists.iter().flat_map(|l| l.items.iter());
-        if expectations.any(|e| expectation_rule(e) == ExpectationRule::Crash) {
-            return Some(format!(
-                "line {}: a step is expected to kill its process",
-                step.line
-            ));
-        }
-    }
+    };
     // A reused worker serves `ctx_create` with a spare context: no
     // descriptor is taken and no VA arena begins. Measured on 2 x H200
     // (580.159.04): vmm.export.descriptor-after-ctx-create and
     // mem.handle.memory-type-before-context-rules, found identical by a
     // check, failed on reset workers in a later run, and generated cases
     // placed allocations after `ctx_create` as a fresh process does not.
-    if let Some(create) = has(|o| matches!(o, Op::CtxCreate { .. })) {
-        let damaged =
-            has(|o| matches!(o, Op::HandleFlip { .. } | Op::HandleZero | Op::HandleRandom))
-                .is_some();
-        if damaged || first_comparison(scenario).is_some() {
-            return Some(format!(
-                "line {}: a reused worker's ctx_create takes a spare context (no new descriptor, no new VA arena), and the scenario {}",
-                create.line,
-                if damaged { "opens a damaged handle" } else { "compares values" }
-            ));
+    let damaged = scenario.steps.iter().any(|s| {
+        matches!(
+            s.op,
+            Op::HandleFlip { .. } | Op::HandleZero | Op::HandleRandom
+        )
+    });
+    let compares = first_comparison(scenario).is_some();
+    for step in &scenario.steps {
+        let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
+        if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
+            note(step.process, step.line, why);
+        }
+        let lists = step.expect.lists();
+        let mut expectations = lists.iter().flat_map(|l| l.items.iter());
+        if expectations.any(|e| expectation_rule(e) == ExpectationRule::Crash) {
+            note(
+                step.process,
+                step.line,
+                "a step is expected to kill its process".to_string(),
+            );
+        }
+        if matches!(step.op, Op::CtxCreate { .. }) && (damaged || compares) {
+            note(
+                step.process,
+                step.line,
+                format!(
+                    "a reused worker's ctx_create takes a spare context (no new descriptor, no new VA arena), and the scenario {}",
+                    if damaged { "opens a damaged handle" } else { "compares values" }
+                ),
+            );
         }
     }
-    None
+    reasons
 }
 
 /// The first rule a check lifts that holds `scenario` back: what it may
@@ -795,6 +869,61 @@ mod tests {
     }
 
     const BASE: &str = "devices 1\nprocess a device=0\nprocess b device=0\n";
+    /// One process, on as many lines as [`BASE`] (so line numbers agree).
+    const ONE: &str = "devices 1\n\nprocess a device=0\n";
+
+    /// The processes of a scenario the policy shares that still take
+    /// fresh workers, with `also`, by name.
+    fn fresh_processes(text: &str, also: ShareAlso) -> Vec<String> {
+        let d = decide(&parse(text), also, Some(&CheckedClauses::default()));
+        assert!(d.sharing.is_reused(), "expected shared: {}", d.sharing);
+        d.fresh_processes
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn a_rule_one_process_meets_keeps_only_that_process_fresh() {
+        let destroy = format!("{BASE}a: c = ctx_create 0\na: ctx_destroy c\nb: p = malloc 64\n");
+        assert_eq!(of(&destroy), WorkerSharing::Reused);
+        assert_eq!(fresh_processes(&destroy, ShareAlso::default()), vec!["a"]);
+        let fits: Vec<bool> = worker_fits(&parse(&destroy))
+            .iter()
+            .map(|f| f.fresh)
+            .collect();
+        assert_eq!(fits, vec![true, false]);
+        let shown = explain(&parse(&destroy));
+        assert_eq!(
+            shown,
+            "reused; process 'a' fresh (line 5: a destroyed context's VA goes to the next one)"
+        );
+        // Both processes meet one: the whole scenario is fresh, for the
+        // rule met first.
+        let both = format!("{BASE}b: pl = pool_create\na: c = ctx_create 0\na: ctx_destroy c\n");
+        let why = reason(&both);
+        assert!(why.starts_with("line 4: memory pools"), "{why}");
+        // A rule of the whole scenario keeps every process fresh.
+        let flip = format!(
+            "{BASE}a: p = malloc 64\na: h = ipc_get p\na: v = vmm_create 2MiB\n\
+             a: f = handle_flip h 8\na: send f -> b\nb: q = ipc_open f => any\n"
+        );
+        assert!(
+            reason(&flip).contains("VMM allocations its exporter"),
+            "{}",
+            reason(&flip)
+        );
+        // ctx_create with compared values: the creating process is fresh,
+        // and the comparison still waits for a check.
+        let compares = format!(
+            "{BASE}a: c = ctx_create 0\nb: p = malloc 64\nb: free p\nb: q = malloc 64 => == p\n"
+        );
+        assert!(reason(&compares).contains("compares values that depend on allocation history"));
+        let scenario = parse(&compares);
+        let fits: Vec<bool> = worker_fits(&scenario).iter().map(|f| f.fresh).collect();
+        assert_eq!(fits, vec![true, false]);
+        assert!(may_share_once_checked(&scenario));
+    }
 
     #[test]
     fn only_a_process_that_creates_contexts_wants_spares() {
@@ -851,9 +980,9 @@ mod tests {
             "{}",
             reason(&eq)
         );
-        let exit = format!("{BASE}a: p = malloc 64\na: exit\n");
+        let exit = format!("{ONE}a: p = malloc 64\na: exit\n");
         assert_eq!(reason(&exit), "line 5: a process exits");
-        let destroy = format!("{BASE}a: c = ctx_create 0\na: ctx_destroy c\n");
+        let destroy = format!("{ONE}a: c = ctx_create 0\na: ctx_destroy c\n");
         assert!(reason(&destroy).contains("destroyed context"));
     }
 
@@ -874,7 +1003,7 @@ mod tests {
     fn interprocess_events_and_other_devices_need_fresh_workers() {
         let timing = format!("{BASE}a: e = event_create flags=disable_timing\n");
         assert_eq!(of(&timing), WorkerSharing::Reused);
-        let ipc = format!("{BASE}a: e = event_create flags=disable_timing,interprocess\n");
+        let ipc = format!("{ONE}a: e = event_create flags=disable_timing,interprocess\n");
         assert!(reason(&ipc).contains("interprocess event"));
         let own = "devices 2\nprocess a device=1\na: set_device 1\n";
         assert_eq!(of(own), WorkerSharing::Reused);
@@ -890,10 +1019,10 @@ mod tests {
         );
         assert_eq!(of(&streams), WorkerSharing::Reused);
         let pool = format!(
-            "{BASE}a: pl = pool_create\na: q = pool_alloc pl 64\na: pool_free q\na: pool_destroy pl\n"
+            "{ONE}a: pl = pool_create\na: q = pool_alloc pl 64\na: pool_free q\na: pool_destroy pl\n"
         );
         assert!(reason(&pool).contains("memory pools on a reset worker"));
-        let default_pool = format!("{BASE}a: pl = pool_default\n");
+        let default_pool = format!("{ONE}a: pl = pool_default\n");
         assert!(
             reason(&default_pool).contains("default memory pool"),
             "{}",
@@ -942,14 +1071,16 @@ mod tests {
         );
         assert_eq!(of_with(&ipc, events), WorkerSharing::Reused);
         assert!(matches!(of_with(&ipc, exits), WorkerSharing::Fresh(_)));
-        let exit = format!("{BASE}a: exit\n");
+        let exit = format!("{ONE}a: exit\n");
         assert_eq!(of_with(&exit, exits), WorkerSharing::Reused);
         assert!(matches!(of_with(&exit, events), WorkerSharing::Fresh(_)));
         // The other rules still hold.
-        let crash = format!("{BASE}a: exit\nb: p = malloc 4 => crash\n");
+        let crash = format!("{ONE}a: p = malloc 4 => crash\n");
         assert!(reason_with(&crash, exits).contains("kill its process"));
+        let crash_b = format!("{BASE}a: exit\nb: p = malloc 4 => crash\n");
+        assert_eq!(fresh_processes(&crash_b, exits), vec!["b"]);
         let both = format!("{ipc}a: exit\n");
-        assert!(matches!(of_with(&both, events), WorkerSharing::Fresh(_)));
+        assert_eq!(fresh_processes(&both, events), vec!["a"]);
         assert_eq!(
             of_with(
                 &both,
@@ -1072,14 +1203,14 @@ mod tests {
         ));
         assert_eq!(of(&contract), WorkerSharing::Reused);
         // A check never lifts what a reset cannot undo.
-        let crash = format!("# id: t.c.x\n# tier: incidental\n{BASE}a: p = malloc 4 => crash\n");
+        let crash = format!("# id: t.c.x\n# tier: incidental\n{ONE}a: p = malloc 4 => crash\n");
         let kept = checked_as(&crash, identical.clone(), false);
         assert!(
             matches!(&kept, WorkerSharing::Fresh(why) if why.contains("kill its process")),
             "{kept}"
         );
         let destroy = format!(
-            "# id: t.c.x\n# tier: incidental\n{BASE}a: c = ctx_create 0\na: ctx_destroy c\n"
+            "# id: t.c.x\n# tier: incidental\n{ONE}a: c = ctx_create 0\na: ctx_destroy c\n"
         );
         assert!(matches!(
             checked_as(&destroy, identical, false),
@@ -1100,8 +1231,11 @@ mod tests {
             assert!(!elsewhere.expect("no panic").is_reused());
         });
         assert!(!sharing(&scenario).is_reused());
-        let exits = format!("# tier: incidental\n{BASE}a: q = malloc 64 => crash\n");
+        let exits = format!("# tier: incidental\n{ONE}a: q = malloc 64 => crash\n");
         assert!(!may_share_once_checked(&parse(&exits)));
+        // One process of two crashing: the other may share once checked.
+        let one_of_two = format!("# tier: incidental\n{BASE}a: q = malloc 64 => crash\n");
+        assert!(may_share_once_checked(&parse(&one_of_two)));
         let shown = explain(&parse(&text));
         assert!(shown.starts_with("fresh (incidental tier; "), "{shown}");
     }
