@@ -43,6 +43,7 @@ const ENVIRONMENT_HELP: &str = "\
 Environment:
   IPC_CONFORMANCE_CLAUSES      clause directory when --clauses is not given
   IPC_CONFORMANCE_WORKER_POOL  CUDA workers started ahead of the clauses that need them (default 3; 0: none)
+  IPC_CONFORMANCE_SPARE_CONTEXTS  emptied contexts a reused CUDA worker keeps per device (default 2; 0: none)
   IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
   IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits (the default), or none
   IPC_CONFORMANCE_SHARING_CHECKED  the sharing-checked.txt of a run --check-sharing the policy reads
@@ -1780,6 +1781,7 @@ mod tests {
         for var in [
             "IPC_CONFORMANCE_CLAUSES",
             "IPC_CONFORMANCE_WORKER_POOL",
+            "IPC_CONFORMANCE_SPARE_CONTEXTS",
             "IPC_CONFORMANCE_REUSE_WORKERS",
             "IPC_GIT_REVISION",
             "CUDA_VISIBLE_DEVICES",

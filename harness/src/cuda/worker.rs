@@ -548,8 +548,29 @@ pub(crate) struct Worker {
     spare_contexts: HashMap<u32, Vec<u64>>,
 }
 
-/// The most emptied contexts a reused worker keeps per device.
+/// The most emptied contexts a reused worker keeps per device, unless
+/// [`SPARE_CONTEXTS_ENV`] says otherwise.
 const MAX_SPARE_CONTEXTS: usize = 2;
+
+/// How many emptied contexts a reused worker keeps per device (default
+/// [`MAX_SPARE_CONTEXTS`]; 0: none). Every context on a GPU, idle or not,
+/// makes each new one slower, so spares cost the run as well as save it
+/// context creations.
+pub const SPARE_CONTEXTS_ENV: &str = "IPC_CONFORMANCE_SPARE_CONTEXTS";
+
+/// What [`SPARE_CONTEXTS_ENV`] says in this worker (read once); an unset
+/// or unreadable value means the default.
+fn max_spare_contexts() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| spare_contexts_from(std::env::var(SPARE_CONTEXTS_ENV).ok().as_deref()))
+}
+
+/// [`max_spare_contexts`] from the variable's value.
+fn spare_contexts_from(value: Option<&str>) -> usize {
+    value
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(MAX_SPARE_CONTEXTS, |n| n.min(8))
+}
 
 /// Resources created by requests and not yet released, for `Reset`. Each
 /// is recorded with the context that was current when it was created
@@ -1088,14 +1109,14 @@ impl Worker {
         }
 
         // Created contexts, newest first, each emptied above: a healthy one
-        // is kept (up to MAX_SPARE_CONTEXTS per device) for the next
+        // is kept (up to max_spare_contexts() per device) for the next
         // machine's CreateContext, which costs hundreds of milliseconds on
         // some GPUs; the rest are destroyed.
         let contexts = std::mem::take(&mut self.owned.contexts);
         for (ctx, device) in contexts.into_iter().rev() {
             let spares = self.spare_contexts.entry(device).or_default();
             // SAFETY: a context CreateContext made and nothing destroyed since.
-            let healthy = spares.len() < MAX_SPARE_CONTEXTS
+            let healthy = spares.len() < max_spare_contexts()
                 && set_context(ctx).is_ok()
                 && unsafe { ffi::cuCtxSynchronize() }.is_ok();
             if healthy {
@@ -2117,6 +2138,15 @@ mod pidfd;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spare_context_count_comes_from_the_environment_or_the_default() {
+        assert_eq!(spare_contexts_from(None), MAX_SPARE_CONTEXTS);
+        assert_eq!(spare_contexts_from(Some("0")), 0);
+        assert_eq!(spare_contexts_from(Some(" 1 ")), 1);
+        assert_eq!(spare_contexts_from(Some("100")), 8);
+        assert_eq!(spare_contexts_from(Some("two")), MAX_SPARE_CONTEXTS);
+    }
 
     #[test]
     fn a_worker_takes_a_descriptor_before_init_and_holds_it() {
