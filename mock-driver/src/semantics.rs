@@ -413,10 +413,13 @@ keyword_choice!(
     /// numbers, so the descriptors an export or `send_fd` gets later are
     /// numbered around them (POSIX: the lowest free number).
     DriverFds {
-        /// Every `cuCtxCreate` opens one the context holds (closed again by
+        /// Every `cuCtxCreate` opens two the context holds (closed again by
         /// `cuCtxDestroy`: unmeasured). Measured: H100, driver 580.159.04: an
         /// export after a closed export gets another number once a
-        /// `ctx_create` came between (vmm.export.descriptor-after-ctx-create).
+        /// `ctx_create` came between (vmm.export.descriptor-after-ctx-create);
+        /// H200, driver 580.159.04: in generated cases, two numbers freed
+        /// before a `ctx_create` were both taken after it
+        /// (mem.context.create-takes-two-descriptors).
         Contexts => "contexts",
         /// As `contexts`, and the process's first interprocess event opens one
         /// it keeps: what a fresh process does. Not the default: the recorded

@@ -482,23 +482,25 @@ impl World {
         }
     }
 
-    /// `cuCtxCreate` made `ctx`: it opens a descriptor the context holds
-    /// until `cuCtxDestroy` (`driver_fds`).
+    /// `cuCtxCreate` made `ctx`: it opens two descriptors the context holds
+    /// until `cuCtxDestroy` (`driver_fds`;
+    /// mem.context.create-takes-two-descriptors).
     pub(crate) fn driver_fd_for_context(&mut self, p: ProcessIndex, ctx: crate::world::CtxKey) {
         if self.sem.driver_fds != DriverFds::None {
-            let fd = self.new_fd(p, FdObject::Driver);
-            self.vp(p).ctx_fds.insert(ctx, fd);
+            let first = self.new_fd(p, FdObject::Driver);
+            let second = self.new_fd(p, FdObject::Driver);
+            self.vp(p).ctx_fds.insert(ctx, [first, second]);
         }
     }
 
-    /// `cuCtxDestroy` of `ctx`: its descriptor closes.
+    /// `cuCtxDestroy` of `ctx`: its descriptors close.
     pub(crate) fn driver_fd_of_context_closes(
         &mut self,
         p: ProcessIndex,
         ctx: crate::world::CtxKey,
     ) {
         let vp = self.vp(p);
-        if let Some(fd) = vp.ctx_fds.remove(&ctx) {
+        for fd in vp.ctx_fds.remove(&ctx).into_iter().flatten() {
             vp.fds.remove(&fd);
         }
     }
@@ -559,13 +561,19 @@ impl World {
     /// `pidfd_getfd`: `to` gets its own descriptor for whatever `owner`'s
     /// number `fd` is (one the driver opened for itself too: the kernel does
     /// not ask whose it is, and in `to` it is just a file); `None` when
-    /// `owner` has no such number (`EBADF`).
+    /// `owner` has no such number (`EBADF`). The op opens the pidfd first
+    /// (`pidfd_open`), which takes the lowest free number, and closes it
+    /// after: the copy gets the next free number
+    /// (vmm.pidfd.copy-numbered-after-the-pidfd).
     pub(crate) fn copy_fd(&mut self, owner: ProcessIndex, fd: Fd, to: ProcessIndex) -> Option<i32> {
         let obj = match self.vp(owner).fds.get(&fd.0).copied()? {
             FdObject::Driver => FdObject::Foreign,
             obj => obj,
         };
-        Some(self.new_fd(to, obj))
+        let pidfd = self.new_fd(to, FdObject::Foreign);
+        let copy = self.new_fd(to, obj);
+        self.vp(to).fds.remove(&pidfd);
+        Some(copy)
     }
 
     /// Where an access to `[ptr, ptr + len)` lands when `ptr` is in a VMM

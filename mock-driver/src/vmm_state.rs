@@ -71,8 +71,9 @@ pub(crate) struct VmmProc {
     pub released: VecMap<u64>,
     pub next_handle: u64,
     pub fds: VecMap<i32, FdObject>,
-    /// The descriptor each context made by `ctx_create` holds (`driver_fds`).
-    pub ctx_fds: VecMap<CtxKey, i32>,
+    /// The two descriptors each context made by `ctx_create` holds
+    /// (`driver_fds`).
+    pub ctx_fds: VecMap<CtxKey, [i32; 2]>,
     /// Whether the process made an interprocess event (`driver_fds`: the
     /// first one opens a descriptor the process keeps).
     pub ipc_event_fd: bool,
