@@ -8,7 +8,7 @@
 use super::generate::{self, GenStats, Program};
 use super::properties::{self, Property, Violation};
 use ipc_harness::scenario::{self, sharing, ExecOptions, Scenario};
-use ipc_harness::trace::{StepOutcome, ValueSummary};
+use ipc_harness::trace::{StepOutcome, StepRecord, ValueSummary};
 use ipc_harness::{ApiError, Backend, CallKind, Dialect, ErrorKind, HazardKind, Status, Trace};
 use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -144,6 +144,11 @@ pub struct Summary {
     /// (a wait on an imported event whose exporter ended:
     /// [`undefined_hang_step`]): compared up to it.
     pub undefined_hang_cases: u64,
+    /// Cases whose real run placed a small allocation on new VA where the
+    /// simulator reused a closed mapping's VA, after an imported event's
+    /// memory may have taken it ([`event_memory_placement_step`]): compared
+    /// up to it.
+    pub placement_varies_cases: u64,
     /// The number of the first case run.
     pub first_case: u64,
     pub findings: Vec<Finding>,
@@ -208,6 +213,7 @@ impl Summary {
     pub fn count_other_outcomes(&mut self, sim: &Trace, real: &Trace) {
         self.race_fault_cases += u64::from(race_fault_step(sim, real).is_some());
         self.undefined_hang_cases += u64::from(undefined_hang_step(sim, real).is_some());
+        self.placement_varies_cases += u64::from(event_memory_placement_step(sim, real).is_some());
     }
 
     /// One line: cases, steps, throughput, findings.
@@ -242,6 +248,12 @@ impl Summary {
             0 => String::new(),
             n => format!(
                 "; {n} case{} hung on the real backend in a call the documents leave undefined (compared up to it)",
+                if n == 1 { "" } else { "s" }
+            ),
+        } + &match self.placement_varies_cases {
+            0 => String::new(),
+            n => format!(
+                "; {n} case{} placed an allocation where the real backend answers both ways (compared up to it)",
                 if n == 1 { "" } else { "s" }
             ),
         } + &match self.harness_lost_cases {
@@ -770,12 +782,73 @@ pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
 
 /// The first step from which the real run followed an outcome the
 /// simulator admits but does not pick ([`race_fault_step`],
-/// [`undefined_hang_step`]): the differential compares up to it.
+/// [`undefined_hang_step`], [`event_memory_placement_step`]): the
+/// differential compares up to it.
 pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
     race_fault_step(sim, real)
         .into_iter()
         .chain(undefined_hang_step(sim, real))
+        .chain(event_memory_placement_step(sim, real))
         .min()
+}
+
+/// The first differing step, when it is an allocation the simulator placed
+/// on the VA of a mapping its process had closed, and the real driver on
+/// other VA, with the process having opened an imported event since the
+/// close. The event's shared memory is mapped into the process then, and
+/// on the GPU it takes that VA or not: the same generated cases answered
+/// both ways on fresh workers (2 x H200 and one H200, driver 580.159.04:
+/// seed 30112026 cases 32, 208, 1408, 2607, 2625; seed 2122026 cases 693,
+/// 916). Which is timing, so the steps from there on are not compared.
+pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
+    let (at, (s, r)) = sim
+        .steps
+        .iter()
+        .zip(&real.steps)
+        .enumerate()
+        .find(|(_, (s, r))| s.outcome != r.outcome)?;
+    let ptr = |o: &StepOutcome| match o {
+        StepOutcome::Ok {
+            value: ValueSummary::Ptr { label },
+        } => Some(label.clone()),
+        _ => None,
+    };
+    let (Some(placed), Some(_)) = (ptr(&s.outcome), ptr(&r.outcome)) else {
+        return None;
+    };
+    let call = s.op.rsplit(" = ").next().unwrap_or(&s.op);
+    if !call.starts_with("malloc ") {
+        return None;
+    }
+    let mine =
+        |t: &&StepRecord| t.process == s.process && matches!(t.outcome, StepOutcome::Ok { .. });
+    let before = &sim.steps[..at];
+    // The mapping whose VA the simulator reused: opened, then closed.
+    let opened: Vec<&str> = before
+        .iter()
+        .filter(mine)
+        .filter(|t| ptr(&t.outcome).as_ref() == Some(&placed))
+        .filter_map(|t| {
+            let (name, call) = t.op.split_once(" = ")?;
+            call.starts_with("ipc_open ").then_some(name)
+        })
+        .collect();
+    let closed = before.iter().enumerate().rev().find(|(_, t)| {
+        mine(t)
+            && t.op
+                .strip_prefix("ipc_close ")
+                .is_some_and(|v| opened.contains(&v.trim()))
+    });
+    let (close_at, _) = closed?;
+    before[close_at + 1..]
+        .iter()
+        .filter(mine)
+        .any(|t| {
+            t.op.split(" = ")
+                .nth(1)
+                .is_some_and(|c| c.starts_with("ipc_open_event "))
+        })
+        .then_some(at)
 }
 
 /// Whether `o` is an error of `kind`, in whichever dialect its code is.

@@ -450,7 +450,7 @@ fn push(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::case::{race_fault_step, undefined_hang_step};
+    use crate::explore::case::{event_memory_placement_step, race_fault_step, undefined_hang_step};
     use std::io::Write;
 
     /// A difference at a step that a semantic choice decides takes that
@@ -615,6 +615,62 @@ mod tests {
         let (real, _) = hung(&alive);
         assert_eq!(undefined_hang_step(&alive, &real), None);
         assert!(!differences(&alive, &real, &|_| false).is_empty());
+    }
+
+    /// A small allocation after the process closed its only mapping and
+    /// opened an imported event: the GPU places it on the closed mapping's
+    /// VA or on new VA (its own fresh runs answered both ways). New VA on
+    /// the real side cuts the comparison there; without the event open, new
+    /// VA is a difference.
+    #[test]
+    fn an_allocation_after_an_imported_event_open_may_take_new_va() {
+        let case = |event: &str| {
+            format!(
+                "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                 owner: m = malloc 1000\nowner: h = ipc_get m\nowner: send h -> peer\n\
+                 peer: o = ipc_open h flags=lazy\npeer: ipc_close o\n\
+                 owner: e = event_create flags=interprocess,disable_timing\n\
+                 owner: eh = ipc_get_event e\nowner: send eh -> peer\n{event}\
+                 peer: n = malloc 4KiB\npeer: fill n 0x11\n"
+            )
+        };
+        let elsewhere = |trace: &Trace| {
+            let mut real = trace.clone();
+            real.hazards = None;
+            let at = real
+                .steps
+                .iter()
+                .position(|s| s.op == "n = malloc 4KiB")
+                .unwrap();
+            real.steps[at].outcome = StepOutcome::Ok {
+                value: ipc_harness::trace::ValueSummary::Ptr {
+                    label: "peer.p2".into(),
+                },
+            };
+            (real, at)
+        };
+        let opened = run(&case("peer: x = ipc_open_event eh\n"));
+        let at = opened
+            .steps
+            .iter()
+            .position(|s| s.op == "n = malloc 4KiB")
+            .unwrap();
+        let reused = |t: &Trace| match &t.steps[at].outcome {
+            StepOutcome::Ok {
+                value: ipc_harness::trace::ValueSummary::Ptr { label },
+            } => label.clone(),
+            other => panic!("{other:?}"),
+        };
+        // The simulator places it on the closed mapping's VA.
+        assert_eq!(reused(&opened), "peer.p1");
+        let (real, at) = elsewhere(&opened);
+        assert_eq!(event_memory_placement_step(&opened, &real), Some(at));
+        assert!(differences(&opened, &real, &|_| false).is_empty());
+        assert_eq!(event_memory_placement_step(&opened, &opened), None);
+        let unopened = run(&case(""));
+        let (real, _) = elsewhere(&unopened);
+        assert_eq!(event_memory_placement_step(&unopened, &real), None);
+        assert!(!differences(&unopened, &real, &|_| false).is_empty());
     }
 
     #[test]
