@@ -721,7 +721,15 @@ impl Process {
                     // vmm.map.reserve-reuses-closed-mapping-va).
                     let shared = f.pool.class == pool.class
                         || (f.pool.class.device_heap() && pool.class.device_heap());
-                    f.span >= need && shared && f.arena == arena && !f.frontier
+                    // A pool's VA is the device's, not its context's: a
+                    // range a live context's pool released goes to a pool
+                    // allocation or import of a context created since
+                    // (pool.va.released-range-after-ctx-create).
+                    let same_arena = f.arena == arena
+                        || (pool.class == VaClass::StreamOrdered
+                            && f.pool.class == VaClass::StreamOrdered
+                            && self.contexts.get(&f.pool.ctx).is_some_and(|c| c.alive));
+                    f.span >= need && shared && same_arena && !f.frontier
                 })
                 .map(|(&b, f)| {
                     // A block after a closed 4 MiB import takes its base
