@@ -552,8 +552,8 @@ pub(crate) struct Worker {
 /// [`SPARE_CONTEXTS_ENV`] says otherwise.
 const MAX_SPARE_CONTEXTS: usize = 2;
 
-/// How many emptied contexts a reused worker keeps per device (default
-/// [`MAX_SPARE_CONTEXTS`]; 0: none). Every context on a GPU, idle or not,
+/// How many emptied contexts a reused worker keeps per device (default 2;
+/// 0: none). Every context on a GPU, idle or not,
 /// makes each new one slower, so spares cost the run as well as save it
 /// context creations.
 pub const SPARE_CONTEXTS_ENV: &str = "IPC_CONFORMANCE_SPARE_CONTEXTS";
