@@ -792,30 +792,30 @@ pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
         .min()
 }
 
-/// The first differing step, when it is an allocation the simulator placed
-/// on the VA of a mapping its process had closed, and the real driver on
-/// other VA, with the process having opened an imported event since the
-/// close. The event's shared memory is mapped into the process then, and
+/// The first step at which the two runs placed something differently,
+/// when it is an allocation the simulator placed on the VA of a mapping
+/// its process had closed, and the real driver on other VA, with the
+/// process having opened an imported event since the close. The event's shared memory is mapped into the process then, and
 /// on the GPU it takes that VA or not: the same generated cases answered
 /// both ways on fresh workers (2 x H200 and one H200, driver 580.159.04:
 /// seed 30112026 cases 32, 208, 1408, 2607, 2625; seed 2122026 cases 693,
 /// 916). Which is timing, so the steps from there on are not compared.
 pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
-    let (at, (s, r)) = sim
-        .steps
-        .iter()
-        .zip(&real.steps)
-        .enumerate()
-        .find(|(_, (s, r))| s.outcome != r.outcome)?;
     let ptr = |o: &StepOutcome| match o {
         StepOutcome::Ok {
             value: ValueSummary::Ptr { label },
         } => Some(label.clone()),
         _ => None,
     };
-    let (Some(placed), Some(_)) = (ptr(&s.outcome), ptr(&r.outcome)) else {
-        return None;
-    };
+    let (at, (s, placed)) =
+        sim.steps
+            .iter()
+            .zip(&real.steps)
+            .enumerate()
+            .find_map(|(at, (s, r))| match (ptr(&s.outcome), ptr(&r.outcome)) {
+                (Some(a), Some(b)) if a != b => Some((at, (s, a))),
+                _ => None,
+            })?;
     let call = s.op.rsplit(" = ").next().unwrap_or(&s.op);
     if !call.starts_with("malloc ") {
         return None;

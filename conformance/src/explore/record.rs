@@ -667,6 +667,20 @@ mod tests {
         assert_eq!(event_memory_placement_step(&opened, &real), Some(at));
         assert!(differences(&opened, &real, &|_| false).is_empty());
         assert_eq!(event_memory_placement_step(&opened, &opened), None);
+        // An earlier step that differs otherwise does not hide the
+        // placement, and stays a difference itself.
+        let mut earlier = real.clone();
+        let send = earlier
+            .steps
+            .iter()
+            .position(|s| s.op == "send eh -> peer")
+            .unwrap();
+        earlier.steps[send].outcome = StepOutcome::Error {
+            code: 1,
+            name: "cudaErrorInvalidValue".into(),
+        };
+        assert_eq!(event_memory_placement_step(&opened, &earlier), Some(at));
+        assert_eq!(differences(&opened, &earlier, &|_| false).len(), 1);
         let unopened = run(&case(""));
         let (real, _) = elsewhere(&unopened);
         assert_eq!(event_memory_placement_step(&unopened, &real), None);
