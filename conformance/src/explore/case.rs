@@ -793,9 +793,9 @@ pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
 }
 
 /// The first step at which the two runs placed something differently,
-/// when it is an allocation the simulator placed on the VA of a mapping
-/// its process had closed, and the real driver on other VA, with the
-/// process having opened an imported event since the close. The event's shared memory is mapped into the process then, and
+/// when it is an allocation the simulator placed on VA its process had
+/// released (a mapping closed, an allocation freed), and the real driver
+/// on other VA, with the process having opened an imported event since. The event's shared memory is mapped into the process then, and
 /// on the GPU it takes that VA or not: the same generated cases answered
 /// both ways on fresh workers (2 x H200 and one H200, driver 580.159.04:
 /// seed 30112026 cases 32, 208, 1408, 2607, 2625; seed 2122026 cases 693,
@@ -823,22 +823,28 @@ pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
     let mine =
         |t: &&StepRecord| t.process == s.process && matches!(t.outcome, StepOutcome::Ok { .. });
     let before = &sim.steps[..at];
-    // The mapping whose VA the simulator reused: opened, then closed.
-    let opened: Vec<&str> = before
+    // What held the VA the simulator reused: a mapping, then closed, or an
+    // allocation, then freed.
+    let held: Vec<&str> = before
         .iter()
         .filter(mine)
         .filter(|t| ptr(&t.outcome).as_ref() == Some(&placed))
         .filter_map(|t| {
             let (name, call) = t.op.split_once(" = ")?;
-            call.starts_with("ipc_open ").then_some(name)
+            (call.starts_with("ipc_open ") || call.starts_with("malloc ")).then_some(name)
         })
         .collect();
-    let closed = before.iter().enumerate().rev().find(|(_, t)| {
-        mine(t)
-            && t.op
-                .strip_prefix("ipc_close ")
-                .is_some_and(|v| opened.contains(&v.trim()))
-    });
+    let released = |op: &str| {
+        ["ipc_close ", "free "].iter().any(|verb| {
+            op.strip_prefix(verb)
+                .is_some_and(|v| held.contains(&v.trim()))
+        })
+    };
+    let closed = before
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, t)| mine(t) && released(&t.op));
     let (close_at, _) = closed?;
     before[close_at + 1..]
         .iter()

@@ -685,6 +685,21 @@ mod tests {
         let (real, _) = elsewhere(&unopened);
         assert_eq!(event_memory_placement_step(&unopened, &real), None);
         assert!(!differences(&unopened, &real, &|_| false).is_empty());
+        // Likewise after an allocation of its own was freed.
+        let freed = run("devices 1\nprocess owner device=0\nprocess peer device=0\n\
+             peer: a = malloc 1000\npeer: free a\n\
+             owner: e = event_create flags=interprocess,disable_timing\n\
+             owner: eh = ipc_get_event e\nowner: send eh -> peer\n\
+             peer: x = ipc_open_event eh\npeer: n = malloc 4KiB\n");
+        let (real, at) = elsewhere(&freed);
+        assert!(
+            matches!(&freed.steps[at].outcome, StepOutcome::Ok {
+                value: ipc_harness::trace::ValueSummary::Ptr { label },
+            } if label == "peer.p1"),
+            "{:?}",
+            freed.steps[at].outcome
+        );
+        assert_eq!(event_memory_placement_step(&freed, &real), Some(at));
     }
 
     #[test]
