@@ -690,8 +690,7 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
         |o: &Option<StepOutcome>| o.as_ref().is_some_and(|o| is_error(o, ErrorKind::NotReady));
     let ok = |o: &Option<StepOutcome>| matches!(o, Some(StepOutcome::Ok { .. }));
     let pending_either_way = |d: &ipc_harness::trace::StepDifference| {
-        let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
-        call.split_whitespace().next() == Some(CallKind::EventQuery.keyword())
+        OpText::of(&d.op).keyword == CallKind::EventQuery.keyword()
             && (ok(&d.left) || not_ready(&d.left))
             && (ok(&d.right) || not_ready(&d.right))
     };
@@ -714,8 +713,7 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
         .filter(|d| !(racing(d.index) && same_length_bytes(&d.left, &d.right)))
         .filter(|d| !pending_either_way(d))
         .map(|d| {
-            let call = d.op.rsplit(" = ").next().unwrap_or(&d.op);
-            let keyword = call.split_whitespace().next().unwrap_or("");
+            let keyword = OpText::of(&d.op).keyword;
             Violation::new(
                 Property::Differential,
                 Some(d.index),
@@ -816,8 +814,7 @@ pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
                 (Some(a), Some(b)) if a != b => Some((at, (s, a))),
                 _ => None,
             })?;
-    let call = s.op.rsplit(" = ").next().unwrap_or(&s.op);
-    if !call.starts_with("malloc ") {
+    if OpText::of(&s.op).keyword != "malloc" {
         return None;
     }
     let mine =
@@ -829,32 +826,47 @@ pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
         .iter()
         .filter(mine)
         .filter(|t| ptr(&t.outcome).as_ref() == Some(&placed))
-        .filter_map(|t| {
-            let (name, call) = t.op.split_once(" = ")?;
-            (call.starts_with("ipc_open ") || call.starts_with("malloc ")).then_some(name)
-        })
+        .map(|t| OpText::of(&t.op))
+        .filter(|o| matches!(o.keyword, "ipc_open" | "malloc"))
+        .filter_map(|o| o.binds)
         .collect();
-    let released = |op: &str| {
-        ["ipc_close ", "free "].iter().any(|verb| {
-            op.strip_prefix(verb)
-                .is_some_and(|v| held.contains(&v.trim()))
-        })
+    let released = |t: &StepRecord| {
+        let o = OpText::of(&t.op);
+        matches!(o.keyword, "ipc_close" | "free") && o.first_arg.is_some_and(|v| held.contains(&v))
     };
-    let closed = before
+    let (close_at, _) = before
         .iter()
         .enumerate()
         .rev()
-        .find(|(_, t)| mine(t) && released(&t.op));
-    let (close_at, _) = closed?;
+        .find(|(_, t)| mine(t) && released(t))?;
     before[close_at + 1..]
         .iter()
         .filter(mine)
-        .any(|t| {
-            t.op.split(" = ")
-                .nth(1)
-                .is_some_and(|c| c.starts_with("ipc_open_event "))
-        })
+        .any(|t| OpText::of(&t.op).keyword == "ipc_open_event")
         .then_some(at)
+}
+
+/// A step's op as a trace writes it (`x = malloc 4KiB`, `ipc_close o`):
+/// the name it binds, its keyword and its first argument.
+struct OpText<'a> {
+    binds: Option<&'a str>,
+    keyword: &'a str,
+    first_arg: Option<&'a str>,
+}
+
+impl<'a> OpText<'a> {
+    fn of(op: &'a str) -> OpText<'a> {
+        let (binds, call) = match op.split_once(" = ") {
+            Some((name, call)) => (Some(name.trim()), call),
+            None => (None, op),
+        };
+        let mut words = call.split_whitespace();
+        OpText {
+            binds,
+            keyword: words.next().unwrap_or(""),
+            first_arg: words.next(),
+        }
+    }
 }
 
 /// Whether `o` is an error of `kind`, in whichever dialect its code is.

@@ -360,9 +360,9 @@ pub(crate) fn worker_key(
 }
 
 /// A machine of `spec` as a pool's plan names it: the keys of the
-/// processes a pooled worker can serve (`plans`, in process order), which
-/// of them end (`fits`, one per process or none), and whether it shares
-/// workers.
+/// processes a pooled worker can serve (`plans`, in process order), what
+/// each asks of its worker (`fits`, one per process or none: it ends, it
+/// needs a fresh one), and whether it shares workers.
 fn planned(
     spec: &MachineSpec,
     plans: &[(WorkerKey, Vec<(OsString, OsString)>)],
@@ -375,19 +375,10 @@ fn planned(
         .zip(plans)
         .enumerate()
         .filter(|(_, (p, _))| p.pid_namespace == PidNamespace::Harness);
-    let (keys, flags): (Vec<WorkerKey>, Vec<(bool, bool)>) = poolable
-        .map(|(i, (_, (key, _)))| {
-            let fit = fits.get(i).copied().unwrap_or_default();
-            (key.clone(), (fit.ends, fit.fresh))
-        })
+    let (keys, fits) = poolable
+        .map(|(i, (_, (key, _)))| (key.clone(), fits.get(i).copied().unwrap_or_default()))
         .unzip();
-    let (ends, fresh) = flags.into_iter().unzip();
-    PlannedMachine {
-        keys,
-        ends,
-        shared,
-        fresh,
-    }
+    PlannedMachine { keys, fits, shared }
 }
 
 /// A machine of `spec` as a pool's plan names it (see [`planned`]), or

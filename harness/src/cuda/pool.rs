@@ -105,28 +105,34 @@ pub struct PoolStats {
 }
 
 /// A machine of a plan, as the pool sees it: the key of each of its
-/// processes that a pooled worker can serve, in process order, whether
-/// each of those ends during the scenario (its worker does not come back),
-/// whether it takes reused workers (and gives its own back), and which of
-/// its processes need a never-used worker even so (and keep it).
+/// processes that a pooled worker can serve, in process order, with what
+/// each asks of its worker (`fits`: whether it ends during the scenario, so
+/// its worker does not come back; whether it needs a never-used worker even
+/// in a machine that shares, and keeps it), and whether it takes reused
+/// workers (and gives its own back).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PlannedMachine {
     pub keys: Vec<WorkerKey>,
-    pub ends: Vec<bool>,
+    pub fits: Vec<WorkerFit>,
     pub shared: bool,
-    pub fresh: Vec<bool>,
 }
 
 impl PlannedMachine {
     /// Whether `other` starts the same workers (what ends aside).
     fn same_start(&self, other: &PlannedMachine) -> bool {
-        self.keys == other.keys && self.shared == other.shared && self.fresh == other.fresh
+        let fresh = |m: &PlannedMachine| m.fits.iter().map(|f| f.fresh).collect::<Vec<_>>();
+        self.keys == other.keys && self.shared == other.shared && fresh(self) == fresh(other)
+    }
+
+    /// What its process `n` asks of its worker.
+    fn fit(&self, n: usize) -> WorkerFit {
+        self.fits.get(n).copied().unwrap_or_default()
     }
 
     /// Whether its process `n` takes a served worker if there is one, and
-    /// gives it back.
+    /// gives it back when the machine ends.
     fn shares(&self, n: usize) -> bool {
-        self.shared && !self.fresh.get(n).copied().unwrap_or(false)
+        self.shared && !self.fit(n).fresh
     }
 }
 
@@ -587,7 +593,7 @@ pub(crate) fn planned_starts(
         let shared = machine.shared && reusing;
         for (n, key) in machine.keys.iter().enumerate() {
             let i = slot(&mut left, key);
-            if shared && machine.shares(n) && left[i].2 > 0 {
+            if reusing && machine.shares(n) && left[i].2 > 0 {
                 left[i].2 -= 1;
                 continue;
             }
@@ -606,7 +612,7 @@ pub(crate) fn planned_starts(
         // fresh workers.
         if shared {
             for (n, key) in machine.keys.iter().enumerate() {
-                if machine.shares(n) && !machine.ends.get(n).copied().unwrap_or(false) {
+                if machine.shares(n) && !machine.fit(n).ends {
                     let i = slot(&mut left, key);
                     left[i].2 = (left[i].2 + 1).min(size);
                 }
@@ -645,9 +651,8 @@ mod tests {
     fn machine(devices: &[u32], shared: bool) -> PlannedMachine {
         PlannedMachine {
             keys: devices.iter().map(|&d| key(d)).collect(),
-            ends: vec![false; devices.len()],
+            fits: vec![WorkerFit::default(); devices.len()],
             shared,
-            fresh: vec![false; devices.len()],
         }
     }
 
@@ -702,7 +707,7 @@ mod tests {
         assert_eq!(starts(&wide, &[(0, 0, 1)], 3), vec![0, 0]);
         // A process that exits does not give its worker back.
         let mut exits = machine(&[0, 0], true);
-        exits.ends[1] = true;
+        exits.fits[1].ends = true;
         let plan = [exits, machine(&[0, 0], true)];
         assert_eq!(starts(&plan, &[(0, 0, 2)], 3), vec![0]);
     }
@@ -713,7 +718,7 @@ mod tests {
         // one starts for it although two served ones are idle, and only
         // the first process's worker comes back for the next machine.
         let mut mixed = machine(&[0, 0], true);
-        mixed.fresh[1] = true;
+        mixed.fits[1].fresh = true;
         let plan = [mixed, machine(&[0, 0], true)];
         assert_eq!(starts(&plan, &[(0, 0, 2)], 3), vec![0]);
         // Without it, nothing starts.
@@ -722,7 +727,7 @@ mod tests {
         // Two machines in a row with a fresh process each: one never-used
         // worker each, the served workers going round.
         let mut a = machine(&[0, 0], true);
-        a.fresh[0] = true;
+        a.fits[0].fresh = true;
         let b = a.clone();
         assert_eq!(starts(&[a, b], &[(0, 0, 1)], 3), vec![0, 0]);
     }

@@ -562,12 +562,7 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
             continue;
         };
         fit.creates_contexts |= matches!(step.op, Op::CtxCreate { .. });
-        let lists = step.expect.lists();
-        let crash = lists
-            .iter()
-            .flat_map(|l| l.items.iter())
-            .any(|e| expectation_rule(e) == ExpectationRule::Crash);
-        fit.ends |= matches!(step.op, Op::Exit) || crash;
+        fit.ends |= matches!(step.op, Op::Exit) || expects_crash(step);
     }
     fits
 }
@@ -656,9 +651,7 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
         if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
             note(step.process, step.line, why);
         }
-        let lists = step.expect.lists();
-        let mut expectations = lists.iter().flat_map(|l| l.items.iter());
-        if expectations.any(|e| expectation_rule(e) == ExpectationRule::Crash) {
+        if expects_crash(step) {
             note(
                 step.process,
                 step.line,
@@ -677,6 +670,15 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
         }
     }
     reasons
+}
+
+/// Whether `step` is expected to kill its process (`=> crash`).
+fn expects_crash(step: &super::ast::Step) -> bool {
+    step.expect
+        .lists()
+        .iter()
+        .flat_map(|l| l.items.iter())
+        .any(|e| expectation_rule(e) == ExpectationRule::Crash)
 }
 
 /// The first rule a check lifts that holds `scenario` back: what it may
