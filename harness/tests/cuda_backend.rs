@@ -952,6 +952,10 @@ fn payload_len(r: &Request) -> usize {
 fn server(scratch: &Scratch, arms: &[(Request, String)]) -> WorkerCommand {
     let mut arms = arms.to_vec();
     arms.push((Request::Exit, format!("{}; exit 0", answer(&[ok()]))));
+    // The first step of a reset is answered Unit unless an arm says otherwise.
+    if !arms.iter().any(|(r, _)| *r == Request::ReleaseImported) {
+        arms.push((Request::ReleaseImported, answer(&[ok()])));
+    }
     let mut cases = String::new();
     let mut seen = Vec::new();
     for (r, action) in &arms {
@@ -1070,6 +1074,70 @@ fn a_cleanly_reset_worker_serves_the_next_machine() {
         "only one worker was ever started"
     );
     assert_eq!(scratch.resets(), vec![pid, pid]);
+}
+
+/// Reset comes in two steps across a machine's workers: each releases
+/// what it imported from the others (`ReleaseImported`) before any frees
+/// what it exported (`Reset`), since an exporter's early free is undefined
+/// (pool.lifetime.exporter-frees-first). The first worker to be asked
+/// answers at once, the other after 300 ms: a machine that reset each
+/// worker as soon as it answered would log a reset between the releases.
+#[test]
+fn every_worker_releases_imports_before_any_is_reset() {
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("two-step-reset");
+    let log = scratch.0.join("order").display().to_string();
+    let first = scratch.0.join("first").display().to_string();
+    let release = format!(
+        "mkdir {first} 2>/dev/null || sleep 0.3; echo release >> {log}; {}",
+        answer(&[ok()])
+    );
+    let reset = format!("echo reset >> {log}; {}", clean());
+    let worker = server(
+        &scratch,
+        &[(Request::ReleaseImported, release), (Request::Reset, reset)],
+    );
+    let backend = reusing(worker, 2);
+    let mut m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    m.shutdown();
+    let order = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        order.lines().collect::<Vec<_>>(),
+        ["release", "release", "reset", "reset"],
+        "{order}"
+    );
+    assert_eq!(backend.pool_stats().returned, 2);
+}
+
+/// A worker that cannot release its imports is discarded without a
+/// `Reset`; the machine's other workers still come back.
+#[test]
+fn a_worker_that_fails_to_release_imports_is_discarded_unreset() {
+    let d = Dialect::Runtime;
+    let scratch = Scratch::new("release-error");
+    let first = scratch.0.join("first").display().to_string();
+    let failing = answer(&[Err(WireError::Harness("releasing imports failed".into()))]);
+    let release = format!(
+        "if mkdir {first} 2>/dev/null; then {failing}; else {}; fi",
+        answer(&[ok()])
+    );
+    let worker = server(
+        &scratch,
+        &[
+            (Request::ReleaseImported, release),
+            on_reset(&scratch, clean()),
+        ],
+    );
+    let backend = reusing(worker, 2);
+    let m = launch_pooled(&backend, &spec_of(d, &[("a", None), ("b", None)]));
+    let pids = m.pids();
+    drop(m);
+    let reset = scratch.resets();
+    assert_eq!(reset.len(), 1, "{reset:?}");
+    let discarded = *pids.iter().find(|p| !reset.contains(p)).unwrap();
+    assert!(wait_gone(discarded), "worker {discarded} left behind");
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned), (1, 1), "{s:?}");
 }
 
 #[test]

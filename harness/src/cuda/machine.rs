@@ -252,10 +252,11 @@ impl CudaMachine {
     }
 
     /// Reuse mode, first step of a shutdown: when every process still runs,
-    /// sends `Reset` to each worker that never answered a sticky error,
-    /// all at once; gives those answering `Clean` within [`RESET_TIMEOUT`]
-    /// back to the pool (their proxies here become exited stubs), kills the
-    /// others that were sent `Reset`. Workers the pool has no room for are
+    /// sends `ReleaseImported` to each worker that never answered a sticky
+    /// error, all at once, then `Reset` to those that answered it; gives
+    /// those answering `Clean` within [`RESET_TIMEOUT`] back to the pool
+    /// (their proxies here become exited stubs), kills the others that were
+    /// sent either. Workers the pool has no room for are
     /// asked to exit and reaped in the background. Whatever stays here is
     /// shut down by the rest of `shutdown` as usual.
     fn return_workers(&mut self, pool: Weak<Mutex<WorkerPool>>) {
@@ -273,15 +274,29 @@ impl CudaMachine {
         let mut clean = Vec::new();
         let mut failed = 0;
         if eligible {
-            let mut sent = Vec::new();
+            let deadline = Instant::now() + RESET_TIMEOUT;
+            // Two steps: every worker releases what it imported before any
+            // frees what it exported (an exporter's early free is undefined:
+            // pool.lifetime.exporter-frees-first).
+            let mut released = Vec::new();
             for (i, p) in self.procs.iter_mut().enumerate() {
                 // A worker that did what a reset cannot undo is not reset:
                 // the rest of the shutdown ends it.
-                if self.returnable[i] && !p.poisoned && p.send(&Request::Reset).is_ok() {
-                    sent.push(i);
+                if self.returnable[i] && !p.poisoned && p.send(&Request::ReleaseImported).is_ok() {
+                    released.push(i);
                 }
             }
-            let deadline = Instant::now() + RESET_TIMEOUT;
+            let mut sent = Vec::new();
+            for i in released {
+                let p = &mut self.procs[i];
+                if p.await_released(deadline) && p.idle_and_alive() {
+                    sent.push(i);
+                } else {
+                    p.start_kill();
+                    failed += 1;
+                }
+            }
+            sent.retain(|&i| self.procs[i].send(&Request::Reset).is_ok());
             for i in sent {
                 let p = &mut self.procs[i];
                 match p.await_clean(deadline).filter(|_| p.idle_and_alive()) {

@@ -51,9 +51,11 @@
 //!   replaced by a fresh one. Dropping the backend kills and reaps the idle
 //!   workers.
 //! - **Reuse is opt-in** ([`CudaBackend::with_worker_reuse`]): a machine
-//!   whose processes all still run at shutdown sends [`Request::Reset`] to
-//!   its workers (except any that answered a sticky error, code
-//!   [`STICKY_ERROR_MIN`] or above); each releases everything its requests
+//!   whose processes all still run at shutdown sends
+//!   [`Request::ReleaseImported`] and then [`Request::Reset`] to its workers
+//!   (except any that answered a sticky error, code [`STICKY_ERROR_MIN`] or
+//!   above): every worker releases what it imported from the others before
+//!   any frees what it exported; then each releases everything its requests
 //!   created (IPC mappings, allocations, created contexts), makes its
 //!   `Init` device current again, synchronizes and answers [`Reply::Clean`]
 //!   only if all of that succeeded. Clean workers go back to the pool under

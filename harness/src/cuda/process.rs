@@ -580,10 +580,26 @@ impl WorkerProxy {
     /// `None` for any other answer or none. Changes nothing on failure: the
     /// caller discards the worker.
     pub(super) fn await_clean(&mut self, deadline: Instant) -> Option<u32> {
+        match self.await_control(deadline)? {
+            Reply::Clean { spare_contexts } => Some(spare_contexts),
+            _ => None,
+        }
+    }
+
+    /// Reuse mode: whether the answer to the `ReleaseImported` sent last is
+    /// `Unit`, waiting until `deadline` at most.
+    pub(super) fn await_released(&mut self, deadline: Instant) -> bool {
+        matches!(self.await_control(deadline), Some(Reply::Unit))
+    }
+
+    /// The successful answer to the control request sent last, waiting
+    /// until `deadline` at most; `None` for an error, a broken stream or
+    /// no answer in time.
+    fn await_control(&mut self, deadline: Instant) -> Option<Reply> {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.replies.recv_timeout(left) {
             Ok(Ok((payload, _fds))) => match serde_json::from_slice::<Response>(&payload) {
-                Ok(Ok(Reply::Clean { spare_contexts })) => Some(spare_contexts),
+                Ok(Ok(reply)) => Some(reply),
                 _ => None,
             },
             _ => None,

@@ -109,6 +109,13 @@ macro_rules! define_requests {
             /// Sent with one descriptor attached; answered with `Reply::Fd`, the
             /// number the worker now has for it.
             ReceiveFd,
+            /// First step of a reset: release what this worker took from other
+            /// processes (IPC mappings, imported pool pointers and pools) and its
+            /// streams and events. Answered with `Ok(Unit)` when every release
+            /// succeeded. The machine sends it to all its workers and waits for
+            /// every answer before any [`Request::Reset`], so no worker frees
+            /// memory another still maps.
+            ReleaseImported,
             /// Release everything this worker's requests created (IPC mappings,
             /// allocations, created contexts), make the `Init` device's primary
             /// context current again and synchronize. Answered with
@@ -136,6 +143,7 @@ macro_rules! define_requests {
                     Request::Init { .. } => "init",
                     Request::SendFd { .. } => "send_fd",
                     Request::ReceiveFd => "receive_fd",
+                    Request::ReleaseImported => "release_imported",
                     Request::Reset => "reset",
                     Request::Exit => "exit",
                     $( Request::$Variant { .. } => stringify!($method), )*
@@ -689,6 +697,7 @@ mod tests {
             Request::FdOpenNullDevice,
             Request::SendFd { fd: 5 },
             Request::ReceiveFd,
+            Request::ReleaseImported,
             Request::Reset,
             Request::Exit,
             Request::EventCreate { flags: 0x6 },

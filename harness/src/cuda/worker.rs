@@ -40,7 +40,7 @@
 //! | `CopyDevice` | `cudaMemcpy(.., cudaMemcpyDeviceToDevice)` on stream 0, else `cudaMemcpyAsync(.., stream)` | `cuMemcpyDtoD_v2`, else `cuMemcpyDtoDAsync_v2` |
 //! | `CopyPeer` | `cudaMemcpyPeer` | `cuMemcpyPeer` with both devices' primary contexts (retained) |
 //! | `KernelPattern` | pattern kernel (`worker/pattern_kernel.rs`) | same |
-//! | `Reset` | see below | see below |
+//! | `ReleaseImported` / `Reset` | see below | see below |
 //!
 //! (†) `handle_type_posix_fd_supported` and
 //! `virtual_memory_management_supported` have no `cudaDevAttr` enumerator,
@@ -100,8 +100,13 @@
 //! first, with its context current), every IPC-opened pointer with the number of
 //! opens not yet closed (and its context), every context made by
 //! `CreateContext` and not destroyed (destroying one forgets what was
-//! made in it). `Reset` closes each IPC mapping as many times as it was
-//! opened (`cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`), frees each
+//! made in it). `ReleaseImported`, which the machine sends to all its
+//! workers and waits on before any `Reset`, destroys the streams and
+//! events, closes the IPC mappings and frees the pointers and pools
+//! imported from other processes' pools, so that no worker frees what
+//! another still maps or imports (the IPC mappings closed as many times as
+//! they were opened: `cudaIpcCloseMemHandle` / `cuIpcCloseMemHandle`).
+//! `Reset` does the same if that has not run, then frees each
 //! allocation with its matching free, each with its context made current
 //! first (`cuCtxSetCurrent`), destroys the created contexts newest first
 //! (`cuCtxDestroy_v2`), makes the `Init` device current again
@@ -614,6 +619,12 @@ struct Owned {
     mempools: bool,
     /// Memory pools created or imported and not destroyed -> their context.
     pools: HashMap<u64, u64>,
+    /// Of `allocations`, the pointers imported from another process's pool
+    /// (`PoolImportPtr`); of `pools`, the imported ones (`PoolImport`).
+    /// [`Request::ReleaseImported`] releases these before any worker of the
+    /// machine frees what it exported.
+    imported_ptrs: HashSet<u64>,
+    imported_pools: HashSet<u64>,
     /// Streams created and not destroyed -> their context.
     streams: HashMap<u64, u64>,
 }
@@ -632,6 +643,8 @@ impl Owned {
             && self.events.is_empty()
             && !self.mempools
             && self.pools.is_empty()
+            && self.imported_ptrs.is_empty()
+            && self.imported_pools.is_empty()
             && self.streams.is_empty()
     }
 
@@ -663,6 +676,9 @@ impl Owned {
         self.events.retain(|_, c| *c != ctx);
         self.streams.retain(|_, c| *c != ctx);
         self.pools.retain(|_, c| *c != ctx);
+        let (allocations, pools) = (&self.allocations, &self.pools);
+        self.imported_ptrs.retain(|p| allocations.contains_key(p));
+        self.imported_pools.retain(|p| pools.contains_key(p));
     }
 }
 
@@ -697,6 +713,8 @@ enum Track {
     StreamDestroy(u64),
     EventDestroy(u64),
     PoolMade,
+    PoolImported,
+    ImportedPtr,
     PoolDestroy(u64),
 }
 
@@ -751,6 +769,12 @@ impl Worker {
             Request::Exit => Ok(Reply::Unit),
             // No CUDA call: answered with or without a context.
             Request::PidfdGetfd { pid, fd } => self.take_descriptor(pid, fd.0),
+            Request::ReleaseImported => match self.dialect {
+                Some(dialect) => self.release_imports(dialect).map(|()| Reply::Unit),
+                None => Err(harness(
+                    "the worker got release_imported before a successful init",
+                )),
+            },
             Request::Reset => match self.dialect {
                 Some(dialect) => self.reset(dialect).map(|()| Reply::Clean {
                     spare_contexts: self.spare_contexts.values().map(Vec::len).sum::<usize>()
@@ -837,11 +861,11 @@ impl Worker {
             Request::StreamDestroy { stream } => Track::StreamDestroy(stream.0),
             // Pool allocations and imported pointers are released by a
             // stream-ordered free (cuMemFreeAsync), pools by cuMemPoolDestroy.
-            Request::PoolAlloc { .. } | Request::PoolImportPtr { .. } => {
-                Track::Alloc(FreeKind::StreamOrdered)
-            }
+            Request::PoolAlloc { .. } => Track::Alloc(FreeKind::StreamOrdered),
+            Request::PoolImportPtr { .. } => Track::ImportedPtr,
             Request::PoolFree { ptr } => Track::Free(ptr.0),
-            Request::PoolCreate { .. } | Request::PoolImport { .. } => Track::PoolMade,
+            Request::PoolCreate { .. } => Track::PoolMade,
+            Request::PoolImport { .. } => Track::PoolImported,
             Request::PoolDestroy { pool } => Track::PoolDestroy(pool.0),
             _ => Track::Nothing,
         };
@@ -883,6 +907,16 @@ impl Worker {
             }
             (Track::Free(ptr), _) => {
                 owned.allocations.remove(&ptr);
+                owned.imported_ptrs.remove(&ptr);
+            }
+            (Track::ImportedPtr, Reply::Ptr(p)) if *p != 0 => {
+                let kind = FreeKind::StreamOrdered;
+                owned.allocations.insert(*p, (current_context(), kind));
+                owned.imported_ptrs.insert(*p);
+            }
+            (Track::PoolImported, Reply::Pool(p)) if *p != 0 => {
+                owned.pools.insert(*p, current_context());
+                owned.imported_pools.insert(*p);
             }
             (Track::IpcOpen, Reply::Ptr(p)) if *p != 0 => {
                 let ctx = current_context();
@@ -942,67 +976,38 @@ impl Worker {
             }
             (Track::PoolDestroy(p), _) => {
                 owned.pools.remove(&p);
+                owned.imported_pools.remove(&p);
             }
             _ => {}
         }
         response
     }
 
-    /// `Reset`: closes every IPC mapping as many times as it was opened,
-    /// frees every allocation (pool allocations and imported pool pointers
-    /// too) with the matching free (each with the context it was made in
-    /// current), destroys the memory pools it created or imported, releases
-    /// VMM state, destroys the created contexts (newest
-    /// first), makes the `Init` device's primary context current again
-    /// (`cudaSetDevice`, or `cuCtxSetCurrent` of the primary context `Init`
-    /// retained) and
-    /// synchronizes. Succeeds only when every one of those calls did and
-    /// nothing is left; what was released is forgotten either way.
-    fn reset(&mut self, d: Api) -> CallResult {
-        let mut failures: Vec<String> = Vec::new();
-        let mut note = |what: String, r: CallResult| -> bool {
-            match r {
-                Ok(()) => true,
-                Err(WireError::Api(code)) => {
-                    failures.push(format!("{what} returned {code}"));
-                    false
-                }
-                Err(WireError::Harness(m)) => {
-                    failures.push(format!("{what}: {m}"));
-                    false
-                }
-            }
-        };
-        let set_context = |ctx: u64| -> CallResult {
-            if ctx == 0 {
-                return Ok(());
-            }
-            // SAFETY: a context this worker saw current; a destroyed one is
-            // reported by the driver as an error.
-            unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
-        };
-
-        // Destroys each object of `held` (object -> the context it was made
-        // in) with that context current, in address order; keeps the ones
-        // whose destruction failed.
-        type Note<'a> = dyn FnMut(String, CallResult) -> bool + 'a;
-        fn destroy_each(
-            held: &mut HashMap<u64, u64>,
-            what: &str,
-            note: &mut Note<'_>,
-            set_context: &dyn Fn(u64) -> CallResult,
-            destroy: &dyn Fn(u64) -> CallResult,
-        ) {
-            let mut objects: Vec<(u64, u64)> = held.drain().collect();
-            objects.sort_unstable();
-            for (object, ctx) in objects {
-                let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
-                    && note(format!("destroying {what} {object:#x}"), destroy(object));
-                if !ok {
-                    held.insert(object, ctx);
-                }
-            }
+    /// `ReleaseImported`, the first step of a reset: destroys the streams
+    /// and events, closes every IPC mapping as many times as it was opened,
+    /// frees every pointer imported from another process's pool and
+    /// destroys the imported pools, each with the context it was made in
+    /// current. The machine sends it to every worker and waits for all of
+    /// them before any `Reset`, so no process frees memory that another
+    /// still maps or imports: the documents make an exporter's early free
+    /// undefined (mem.lifetime.free-while-mapped-is-undefined,
+    /// pool.lifetime.exporter-frees-first), and a reset must not do what
+    /// a clause may not.
+    fn release_imports(&mut self, d: Api) -> CallResult {
+        let mut failures = Vec::new();
+        self.release_imports_noting(d, &mut failures);
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(harness(format!(
+                "releasing imports failed: {}",
+                failures.join("; ")
+            )))
         }
+    }
+
+    fn release_imports_noting(&mut self, d: Api, failures: &mut Vec<String>) {
+        let mut note = |what: String, r: CallResult| note_failure(failures, what, r);
 
         // Streams first: destroying one with work queued returns at once and
         // the work completes (stream.destroy-with-pending-work-completes).
@@ -1012,7 +1017,6 @@ impl Worker {
             &mut self.owned.streams,
             "stream",
             &mut note,
-            &set_context,
             &|stream| unsafe {
                 match d {
                     Api::Runtime => ffi::cudaStreamDestroy(as_ptr(stream)),
@@ -1024,7 +1028,6 @@ impl Worker {
             &mut self.owned.events,
             "event",
             &mut note,
-            &set_context,
             &|event| unsafe { event_destroy(d, event) },
         );
 
@@ -1054,6 +1057,55 @@ impl Worker {
             }
         }
 
+        // Imported pool pointers before their imported pools.
+        let mut imported: Vec<u64> = self.owned.imported_ptrs.drain().collect();
+        imported.sort_unstable();
+        for ptr in imported {
+            let Some((ctx, kind)) = self.owned.allocations.remove(&ptr) else {
+                continue;
+            };
+            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+                && note(format!("freeing imported {ptr:#x}"), free(d, kind, ptr));
+            if !ok {
+                self.owned.allocations.insert(ptr, (ctx, kind));
+                self.owned.imported_ptrs.insert(ptr);
+            }
+        }
+        let mut imported_pools: HashMap<u64, u64> = HashMap::new();
+        for pool in self.owned.imported_pools.drain() {
+            if let Some(ctx) = self.owned.pools.remove(&pool) {
+                imported_pools.insert(pool, ctx);
+            }
+        }
+        destroy_each(
+            &mut imported_pools,
+            "imported memory pool",
+            &mut note,
+            &|pool| {
+                // SAFETY: a pool this worker imported and did not destroy.
+                unsafe { pool_destroy(d, pool) }
+            },
+        );
+        for (pool, ctx) in imported_pools {
+            self.owned.pools.insert(pool, ctx);
+            self.owned.imported_pools.insert(pool);
+        }
+    }
+
+    /// `Reset`: releases what `ReleaseImported` does (if that has not run
+    /// already), then frees every allocation (pool allocations too) with
+    /// the matching free (each with the context it was made in current),
+    /// destroys the memory pools it created, releases VMM state, destroys
+    /// the created contexts (newest first), makes the `Init` device's
+    /// primary context current again (`cudaSetDevice`, or
+    /// `cuCtxSetCurrent` of the primary context `Init` retained) and
+    /// synchronizes. Succeeds only when every one of those calls did and
+    /// nothing is left; what was released is forgotten either way.
+    fn reset(&mut self, d: Api) -> CallResult {
+        let mut failures: Vec<String> = Vec::new();
+        self.release_imports_noting(d, &mut failures);
+        let mut note = |what: String, r: CallResult| note_failure(&mut failures, what, r);
+
         let mut allocations: Vec<(u64, (u64, FreeKind))> = self.owned.allocations.drain().collect();
         allocations.sort_unstable_by_key(|&(ptr, _)| ptr);
         for (ptr, (ctx, kind)) in allocations {
@@ -1064,19 +1116,11 @@ impl Worker {
             }
         }
 
-        // Pools after their allocations and imported pointers (freed above).
-        destroy_each(
-            &mut self.owned.pools,
-            "memory pool",
-            &mut note,
-            &set_context,
-            &|pool| unsafe {
-                match d {
-                    Api::Runtime => ffi::cudaMemPoolDestroy(as_ptr(pool)),
-                    Api::Driver => ffi::cuMemPoolDestroy(as_ptr(pool)),
-                }
-            },
-        );
+        // Pools after their allocations (freed above).
+        destroy_each(&mut self.owned.pools, "memory pool", &mut note, &|pool| {
+            // SAFETY: a pool this worker created and did not destroy.
+            unsafe { pool_destroy(d, pool) }
+        });
 
         // VMM: unmap, free the reservations, release the handles, close the
         // descriptors (the order the API requires).
@@ -1815,7 +1859,11 @@ impl Worker {
                     }
                     Ok(Reply::Unit)
                 }
-                Request::Probe | Request::Init { .. } | Request::Reset | Request::Exit => {
+                Request::Probe
+                | Request::Init { .. }
+                | Request::ReleaseImported
+                | Request::Reset
+                | Request::Exit => {
                     unreachable!("handled by Worker::handle")
                 }
             }
@@ -1930,6 +1978,67 @@ fn load_kernel(
         cache.insert(ctx as usize, function as usize);
     }
     Ok(function)
+}
+
+/// Records a failed release of a reset (`what` and the error) in
+/// `failures`; whether `r` succeeded.
+fn note_failure(failures: &mut Vec<String>, what: String, r: CallResult) -> bool {
+    match r {
+        Ok(()) => true,
+        Err(WireError::Api(code)) => {
+            failures.push(format!("{what} returned {code}"));
+            false
+        }
+        Err(WireError::Harness(m)) => {
+            failures.push(format!("{what}: {m}"));
+            false
+        }
+    }
+}
+
+/// Makes `ctx` current for a release of a reset; `0` (no context) does
+/// nothing.
+fn set_context(ctx: u64) -> CallResult {
+    if ctx == 0 {
+        return Ok(());
+    }
+    // SAFETY: a context this worker saw current; a destroyed one is
+    // reported by the driver as an error.
+    unsafe { ffi::cuCtxSetCurrent(as_ptr(ctx)) }
+}
+
+/// Destroys each object of `held` (object -> the context it was made in)
+/// with that context current, in address order; keeps the ones whose
+/// destruction failed.
+fn destroy_each(
+    held: &mut HashMap<u64, u64>,
+    what: &str,
+    note: &mut dyn FnMut(String, CallResult) -> bool,
+    destroy: &dyn Fn(u64) -> CallResult,
+) {
+    let mut objects: Vec<(u64, u64)> = held.drain().collect();
+    objects.sort_unstable();
+    for (object, ctx) in objects {
+        let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
+            && note(format!("destroying {what} {object:#x}"), destroy(object));
+        if !ok {
+            held.insert(object, ctx);
+        }
+    }
+}
+
+/// `cudaMemPoolDestroy` / `cuMemPoolDestroy`.
+///
+/// # Safety
+/// `pool` is a pool the worker created or imported and did not destroy.
+unsafe fn pool_destroy(d: Api, pool: u64) -> CallResult {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match d {
+            Api::Runtime => ffi::cudaMemPoolDestroy(as_ptr(pool)),
+            Api::Driver => ffi::cuMemPoolDestroy(as_ptr(pool)),
+        }
+    }
 }
 
 /// `cudaEventDestroy` / `cuEventDestroy_v2`.
