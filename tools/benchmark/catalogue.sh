@@ -76,7 +76,7 @@ two=$("$BIN" list 2>/dev/null | awk 'NR > 1 && $4 + 0 >= 2 { print $1 }' | paste
 [ -n "$gate" ] || { echo "catalogue: no contract or relied-on clause listed" >&2; exit 2; }
 
 checked="$OUT/sharing-checked.txt"
-check_s=null check_rc=null identical=null policy_identical=null policy_rc=null gate_rc=null
+check_s=null check_rc=null identical=null policy_identical=null policy_rc=null gate_rc=null policy_from="not run"
 if [ "$STEPS" != devices ]; then
 # 1. The check over the whole catalogue, on device 0.
 CUDA_VISIBLE_DEVICES=0 timed check "$(left)" "$BIN" run --check-sharing --backend cuda --dialect all -q --out "$OUT/check"

@@ -692,17 +692,16 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
                     pool_of.remove(&(step.process, name));
                 }
             }
-            Op::PoolDestroy { pool } => {
+            Op::PoolDestroy { pool }
                 if pool_of
                     .iter()
-                    .any(|(&(p, _), &of)| p == step.process && of == pool)
-                {
-                    note(
-                        step.process,
-                        step.line,
-                        "a memory pool destroyed with an allocation outstanding: a reused worker's next pool allocation died of SIGFPE (2 x H200, 580.159.04)".to_string(),
-                    );
-                }
+                    .any(|(&(p, _), &of)| p == step.process && of == pool) =>
+            {
+                note(
+                    step.process,
+                    step.line,
+                    "a memory pool destroyed with an allocation outstanding: a reused worker's next pool allocation died of SIGFPE (2 x H200, 580.159.04)".to_string(),
+                );
             }
             _ => {}
         }
