@@ -45,7 +45,7 @@ Environment:
   IPC_CONFORMANCE_WORKER_POOL  CUDA workers started ahead of the clauses that need them (default 3; 0: none)
   IPC_CONFORMANCE_SPARE_CONTEXTS  emptied contexts a reused CUDA worker keeps per device (default 2; 0: none)
   IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
-  IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits (the default), pools, or none
+  IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits,pools (the default), or none
   IPC_CONFORMANCE_SHARING_CHECKED  the sharing-checked.txt of a run --check-sharing the policy reads
                                instead of the compiled-in one, or none
   IPC_CONFORMANCE_PROFILE      1: print where the run spent its time (harness side) at the end

@@ -91,10 +91,27 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     // by the rule that explains it: a spare context served ctx_create.
     let placement = fresh_reason(&cat, "mem.lifetime.va-reuse-per-context");
     assert!(placement.contains("spare context"), "{placement}");
-    // Fixed rules measured on the GPU: memory pools, and damaged handles
-    // of an exporter that made VMM allocations.
+    // Fixed rules measured on the GPU: memory pools in an undefined
+    // scenario or destroyed with an allocation outstanding (the others
+    // share), and damaged handles of an exporter that made VMM allocations.
     let pool = fresh_reason(&cat, "pool.lifetime.import-after-exporter-free");
-    assert!(pool.contains("memory pools on a reset worker"), "{pool}");
+    assert!(
+        pool.contains("memory pools in a scenario whose behaviour is undefined"),
+        "{pool}"
+    );
+    let deferred = fresh_reason(&cat, "pool.lifetime.destroy-with-outstanding-allocation");
+    assert!(deferred.contains("allocation outstanding"), "{deferred}");
+    let round_trip = scenario(&cat, "pool.share.round-trip");
+    assert_eq!(
+        sharing_with(round_trip, ShareAlso::CONFIRMED),
+        WorkerSharing::Reused
+    );
+    match sharing_with(round_trip, ShareAlso::default()) {
+        WorkerSharing::Fresh(why) => {
+            assert!(why.contains("memory pools on a reset worker"), "{why}")
+        }
+        WorkerSharing::Reused => panic!("pool.share.round-trip shares under the strict policy"),
+    }
     let flip = fresh_reason(&cat, "mem.handle.check-word-with-vmm-allocation");
     assert!(flip.contains("VMM allocations"), "{flip}");
     // A spare context serves a reused worker's ctx_create: a scenario that

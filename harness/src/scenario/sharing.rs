@@ -31,9 +31,11 @@
 //!   (`event_create flags=interprocess`, `ipc_get_event`, `ipc_open_event`:
 //!   per-process shared event memory), a device's default memory pool
 //!   (`pool_default`: it lives as long as the process).
-//! - Memory pools (`pool_create`, `pool_import`): on 2 x H200 (driver
-//!   580.159.04) a reset worker's `pool_alloc` died of SIGFPE and its
-//!   `pool_free` of SIGSEGV, in clauses a check had found identical.
+//! - A memory pool destroyed with an allocation of it outstanding
+//!   (documented: the pool goes once the allocation is freed), and memory
+//!   pools in a scenario whose behaviour is undefined: on 2 x H200 (driver
+//!   580.159.04) the reset worker of such a process died of SIGFPE at the
+//!   next scenario's first `pool_alloc`.
 //! - A damaged handle (`handle_flip`) in a scenario that makes VMM
 //!   allocations: the error depends on every VMM allocation the exporter's
 //!   process made (mem.handle.check-word-with-vmm-allocation); the whole
@@ -69,17 +71,16 @@
 //! it was checked (each entry carries the scenario's [`fingerprint`]).
 //! The check itself runs with these rules lifted ([`checking`]).
 //!
-//! Two further rules are off by default, because `run --check-sharing` on
-//! an H100 found every clause they concern identical on fresh and reused
-//! workers ([`ShareAlso::CONFIRMED`]): `interprocess-events` (the reset
-//! destroys the events a scenario created or opened; the worker then comes
-//! back although it made interprocess events) and `exits` (a scenario's
-//! surviving workers come back when others exited by an `exit` step).
-//! [`SHARE_ALSO_ENV`] chooses them by hand: `none` turns both rules back
-//! on, for a driver where a `--check-sharing` run disagrees. A third name,
-//! `pools`, lifts the memory-pool rule (scenarios that create or import a
-//! pool then share); it is not lifted by default, because no check has
-//! confirmed it yet.
+//! Three further rules are off by default, because `run --check-sharing`
+//! found every clause they concern identical on fresh and reused workers
+//! ([`ShareAlso::CONFIRMED`]): `interprocess-events` (the reset destroys
+//! the events a scenario created or opened; the worker then comes back
+//! although it made interprocess events) and `exits` (a scenario's
+//! surviving workers come back when others exited by an `exit` step), on
+//! an H100; `pools` (a process that creates or imports a memory pool
+//! shares unless the rule above holds it back), on an H200.
+//! [`SHARE_ALSO_ENV`] chooses them by hand: `none` turns all three back
+//! on, for a driver where a `--check-sharing` run disagrees.
 
 use super::ast::{Expectation, Op};
 use super::model::Scenario;
@@ -168,21 +169,21 @@ pub struct ShareAlso {
     pub exits: bool,
     /// `pools`: creating or importing a memory pool no longer asks for
     /// fresh processes (the reset releases imported pool pointers and
-    /// pools in every worker before any frees what it exported). Not in
-    /// [`CONFIRMED`](Self::CONFIRMED): on 2 x H200 (580.159.04), before
-    /// resets released imports first, a reset worker's `pool_alloc` died
-    /// of SIGFPE and its `pool_free` of SIGSEGV.
+    /// pools in every worker before any frees what it exported), except
+    /// for a process that destroys a pool with an allocation outstanding,
+    /// or in a scenario whose behaviour is undefined.
     pub pools: bool,
 }
 
 impl ShareAlso {
     /// The rules a `run --check-sharing` on a GPU confirmed may be off
     /// (every clause they concern gave identical results on fresh and
-    /// reused workers): both.
+    /// reused workers): all three. `pools` on one H200 (580.159.04): the
+    /// pool clauses' check, and the whole catalogue with no crash.
     pub const CONFIRMED: ShareAlso = ShareAlso {
         interprocess_events: true,
         exits: true,
-        pools: false,
+        pools: true,
     };
 
     /// Every name, in the order [`SHARE_ALSO_ENV`] documents them.
@@ -659,7 +660,7 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
         )
     });
     let compares = first_comparison(scenario).is_some();
-    // With the memory-pool rule lifted (`pools`): measured on 2 x H200
+    // Where the memory-pool rule is lifted (`pools`): measured on 2 x H200
     // (580.159.04), a reused worker whose last scenario destroyed a pool
     // while an allocation of it was outstanding (documented: the pool's
     // resources go once the allocation is freed) died of SIGFPE at its next
@@ -820,13 +821,14 @@ fn op_fresh_reason(op: &Op, own_device: u32, also: ShareAlso) -> Option<String> 
             ..
         } => other_device(*dst_device, "copy_peer to device")
             .or_else(|| other_device(*src_device, "copy_peer from device")),
-        // Measured on 2 x H200 (580.159.04): in clauses a check had found
-        // identical, a reset worker's pool_alloc died of SIGFPE and its
-        // pool_free of SIGSEGV (resets then released in no order across
-        // processes; `pools` of ShareAlso lifts the rule to measure it).
+        // The rule `pools` of ShareAlso lifts (by default): on 2 x H200
+        // (580.159.04) a reset worker's pool_alloc died of SIGFPE and its
+        // pool_free of SIGSEGV, which process_fixed_reasons now traces to
+        // a pool destroyed with an allocation outstanding.
         Op::PoolCreate { .. } | Op::PoolImport { .. } if also.pools => None,
         Op::PoolCreate { .. } | Op::PoolImport { .. } => Some(
-            "memory pools on a reset worker: allocating from a pool and freeing crashed (2 x H200, 580.159.04)".to_string(),
+            "memory pools on a reset worker (IPC_CONFORMANCE_SHARE_ALSO leaves out pools)"
+                .to_string(),
         ),
         Op::PoolDefault { .. } => {
             Some("a device's default memory pool outlives a reset".to_string())
