@@ -64,6 +64,7 @@ impl World {
                         born: proc.va_releases,
                         serial: proc.ctx_serial,
                         claimed_arena: None,
+                        claim: None,
                         arena: 0,
                     },
                 );
@@ -107,9 +108,11 @@ impl World {
         // `va_reuse=top-down`: VA reserved before this call is never handed
         // out again (mem.lifetime.va-reuse-after-ctx-create).
         proc.arena_seq = proc.arena_seq.wrapping_add(1);
+        let claim = proc.va_claims.len();
         if let Some(x) = proc.contexts.get_mut(&c) {
             x.claimed_arena = Some(proc.arena);
             x.arena = proc.arena_seq;
+            x.claim = Some(claim);
         }
         // The new context claims the free VA of the arena it closes
         // (`reclaimed_export_error`).
@@ -187,10 +190,17 @@ impl World {
         let arenas = proc
             .contexts
             .get(&ctx)
-            .and_then(|c| c.claimed_arena.map(|b| (c.arena, b)));
-        if let Some((own, before)) = arenas {
+            .and_then(|c| c.claimed_arena.map(|b| (c.arena, b, c.claim)));
+        if let Some((own, before, claim)) = arenas {
             if proc.arena == own {
                 proc.arena = before;
+                // The arena is open again, so its creation's claim ends: a
+                // freed export's VA there is simply free, InvalidValue
+                // (mem.lifetime.freed-export-va-claim-ends-with-its-context).
+                if let Some(c) = claim.and_then(|i| proc.va_claims.get_mut(i)) {
+                    c.arena = crate::world::ENDED_CLAIM;
+                    c.spans.clear();
+                }
             }
         }
         if let Some(c) = proc.contexts.get_mut(&ctx) {

@@ -227,7 +227,9 @@ keyword_choice!(
         /// A `ctx_destroy` retires the VA the destroyed context released and,
         /// when that context was the newest made, makes the arena before its
         /// creation current again (mem.context.va-after-ctx-destroy,
-        /// mem.context.va-after-ctx-destroy-earlier-arena). The lowest
+        /// mem.context.va-after-ctx-destroy-earlier-arena), ending the claim
+        /// its creation laid on that arena's free VA
+        /// (mem.lifetime.freed-export-va-claim-ends-with-its-context). The lowest
         /// released range of the current arena that fits is used, from its
         /// base (mem.lifetime.va-reuse-released-range-base), but a range
         /// holding the newest fresh reservation from its end

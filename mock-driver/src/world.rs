@@ -42,6 +42,10 @@ pub(crate) use crate::ids::{BlockId, CtxKey};
 /// The arena of released VA a `ctx_destroy` retired: never current.
 pub(crate) const RETIRED_ARENA: u64 = u64::MAX;
 
+/// The arena of a claim that ended (its context's destruction reopened the
+/// arena it claimed): no VA is of it.
+pub(crate) const ENDED_CLAIM: u64 = u64::MAX - 1;
+
 /// Who may get released VA back. `ctx` is the context the VA was used in (a
 /// stale kernel read sees zeros only there); under `va_reuse=top-down` reuse
 /// goes by arena and class, under `lowest-fit` by context and class. Managed
@@ -165,6 +169,8 @@ pub(crate) struct Context {
     pub claimed_arena: Option<u64>,
     /// The arena its creation started (0 for primary contexts).
     pub arena: u64,
+    /// Where in `Process::va_claims` its creation's claim is.
+    pub claim: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
