@@ -1083,7 +1083,7 @@ impl Worker {
             &mut note,
             &|pool| {
                 // SAFETY: a pool this worker imported and did not destroy.
-                unsafe { pool_destroy(d, pool) }
+                unsafe { destroy_mem_pool(d, pool) }
             },
         );
         for (pool, ctx) in imported_pools {
@@ -1119,7 +1119,7 @@ impl Worker {
         // Pools after their allocations (freed above).
         destroy_each(&mut self.owned.pools, "memory pool", &mut note, &|pool| {
             // SAFETY: a pool this worker created and did not destroy.
-            unsafe { pool_destroy(d, pool) }
+            unsafe { destroy_mem_pool(d, pool) }
         });
 
         // VMM: unmap, free the reservations, release the handles, close the
@@ -2031,7 +2031,7 @@ fn destroy_each(
 ///
 /// # Safety
 /// `pool` is a pool the worker created or imported and did not destroy.
-unsafe fn pool_destroy(d: Api, pool: u64) -> CallResult {
+unsafe fn destroy_mem_pool(d: Api, pool: u64) -> CallResult {
     // SAFETY: the caller's contract.
     unsafe {
         match d {
