@@ -32,10 +32,12 @@
 //!   per-process shared event memory), a device's default memory pool
 //!   (`pool_default`: it lives as long as the process).
 //! - A memory pool destroyed with an allocation of it outstanding
-//!   (documented: the pool goes once the allocation is freed), and memory
-//!   pools in a scenario whose behaviour is undefined: on 2 x H200 (driver
-//!   580.159.04) the reset worker of such a process died of SIGFPE at the
-//!   next scenario's first `pool_alloc`.
+//!   (documented: the pool goes once the allocation is freed), memory
+//!   pools in a scenario whose behaviour is undefined, and the pool
+//!   patterns that make it so (an exporter freeing an allocation another
+//!   process imports, an import after the exporter's free; both sides): on
+//!   2 x H200 (driver 580.159.04) the reset worker of such a process died
+//!   of SIGFPE at the next scenario's first `pool_alloc`.
 //! - A damaged handle (`handle_flip`) in a scenario that makes VMM
 //!   allocations: the error depends on every VMM allocation the exporter's
 //!   process made (mem.handle.check-word-with-vmm-allocation); the whole
@@ -666,12 +668,24 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
     // resources go once the allocation is freed) died of SIGFPE at its next
     // scenario's first pool allocation. Such a process, and every process of
     // a scenario with pools whose behaviour is undefined, keeps its worker
-    // to itself.
+    // to itself; so do both sides of what makes a scenario undefined with
+    // pools, wherever it is written (a generated case has no `kind`): an
+    // exporter freeing a pool allocation another process still imports,
+    // and an import of a pointer its exporter already freed
+    // (pool.lifetime.exporter-frees-first,
+    // pool.lifetime.import-after-exporter-free).
     let undefined = scenario
         .meta
         .get("kind")
         .is_some_and(|k| k.trim() == "undefined");
     let mut pool_of: std::collections::HashMap<(usize, &str), &str> = Default::default();
+    // Export data -> (exporter, its allocation); pointers imported and not
+    // freed: (importer, binding, exporter, allocation); freed allocations.
+    let mut exported: std::collections::HashMap<&str, (usize, &str)> = Default::default();
+    let mut imported: Vec<(usize, &str, usize, &str)> = Vec::new();
+    let mut freed: std::collections::HashSet<(usize, &str)> = Default::default();
+    const EARLY_FREE: &str =
+        "a pool allocation freed by its exporter while another process imports it (undefined)";
     for step in &scenario.steps {
         let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
         if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
@@ -688,9 +702,38 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
                     pool_of.insert((step.process, bind), pool.as_str());
                 }
             }
+            Op::PoolExportPtr { ptr } => {
+                if let (Some(x), Some(a)) = (step.bind.as_deref(), ptr.name()) {
+                    exported.insert(x, (step.process, a));
+                }
+            }
+            Op::PoolImportPtr { data, .. } => {
+                if let Some(&(e, a)) = exported.get(data.as_str()) {
+                    if freed.contains(&(e, a)) {
+                        for side in [step.process, e] {
+                            note(side, step.line, EARLY_FREE.to_string());
+                        }
+                    } else if let Some(q) = step.bind.as_deref() {
+                        imported.push((step.process, q, e, a));
+                    }
+                }
+            }
             Op::PoolFree { ptr } | Op::Free { ptr, .. } => {
                 if let Some(name) = ptr.name() {
                     pool_of.remove(&(step.process, name));
+                    imported.retain(|&(i, q, _, _)| !(i == step.process && q == name));
+                    let holders: Vec<usize> = imported
+                        .iter()
+                        .filter(|&&(_, _, e, a)| e == step.process && a == name)
+                        .map(|&(i, ..)| i)
+                        .collect();
+                    if !holders.is_empty() {
+                        note(step.process, step.line, EARLY_FREE.to_string());
+                        for i in holders {
+                            note(i, step.line, EARLY_FREE.to_string());
+                        }
+                    }
+                    freed.insert((step.process, name));
                 }
             }
             Op::PoolDestroy { pool }
@@ -1175,6 +1218,19 @@ mod tests {
         assert_eq!(fresh_processes(&outstanding, pools), vec!["a"]);
         let undefined = format!("# kind: undefined\n{pool}");
         assert!(reason_with(&undefined, pools).contains("undefined"));
+        // The undefined patterns themselves, with no `kind` header (as in
+        // a generated case): both sides keep their workers.
+        let share = "a: pl = pool_create types=posix_fd\na: fd = pool_export pl\n\
+                     a: pfd = send_fd fd -> b\nb: ipl = pool_import pfd\n\
+                     a: q = pool_alloc pl 64\na: x = pool_export_ptr q\na: send x -> b\n";
+        let early =
+            format!("{BASE}{share}b: r = pool_import_ptr ipl x\na: pool_free q\nb: pool_free r\n");
+        assert!(reason_with(&early, pools).contains("freed by its exporter"));
+        let late = format!("{BASE}{share}a: pool_free q\nb: r = pool_import_ptr ipl x\n");
+        assert!(reason_with(&late, pools).contains("freed by its exporter"));
+        let ordered =
+            format!("{BASE}{share}b: r = pool_import_ptr ipl x\nb: pool_free r\na: pool_free q\n");
+        assert!(fresh_processes(&ordered, pools).is_empty());
     }
 
     fn reason_with(text: &str, also: ShareAlso) -> String {
