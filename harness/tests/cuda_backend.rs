@@ -952,9 +952,14 @@ fn payload_len(r: &Request) -> usize {
 fn server(scratch: &Scratch, arms: &[(Request, String)]) -> WorkerCommand {
     let mut arms = arms.to_vec();
     arms.push((Request::Exit, format!("{}; exit 0", answer(&[ok()]))));
-    // The first step of a reset is answered Unit unless an arm says otherwise.
+    // The first step of a reset is logged and answered Unit unless an arm
+    // says otherwise.
     if !arms.iter().any(|(r, _)| *r == Request::ReleaseImported) {
-        arms.push((Request::ReleaseImported, answer(&[ok()])));
+        let log = scratch.0.join("released").display().to_string();
+        arms.push((
+            Request::ReleaseImported,
+            format!("echo $$ >> {log}; {}", answer(&[ok()])),
+        ));
     }
     let mut cases = String::new();
     let mut seen = Vec::new();
@@ -981,6 +986,16 @@ fn server(scratch: &Scratch, arms: &[(Request, String)]) -> WorkerCommand {
 impl Scratch {
     fn resets_log(&self) -> String {
         self.0.join("resets").display().to_string()
+    }
+
+    /// The pids that received `ReleaseImported`, in order (logged by the
+    /// default arm of [`server`]).
+    fn released(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.0.join("released"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
     }
 
     /// The pids that received `Reset`, in order (logged by [`on_reset`]).
@@ -1537,8 +1552,14 @@ fn a_fresh_process_of_a_shared_machine_takes_a_new_worker_and_keeps_it() {
     assert!(served.contains(&pids[0]), "{pids:?} after {served:?}");
     assert!(!served.contains(&pids[1]), "{pids:?} after {served:?}");
     let resets_before = scratch.resets().len();
+    let released_before = scratch.released().len();
     drop(m);
     assert!(wait_gone(pids[1]), "the fresh process's worker still runs");
+    // Both released their imports first, the fresh one too: it may hold
+    // what the shared one's reset frees.
+    let released = scratch.released();
+    assert_eq!(released.len(), released_before + 2, "{released:?}");
+    assert!(released.contains(&pids[1]), "{released:?}");
     assert_eq!(scratch.resets().len(), resets_before + 1);
     assert_eq!(scratch.resets().last(), Some(&pids[0]));
     assert!(!gone(pids[0]), "the shared process's worker was not kept");

@@ -253,7 +253,8 @@ impl CudaMachine {
 
     /// Reuse mode, first step of a shutdown: when every process still runs,
     /// sends `ReleaseImported` to each worker that never answered a sticky
-    /// error, all at once, then `Reset` to those that answered it; gives
+    /// error, all at once (a fresh process's too), then `Reset` to the
+    /// returnable ones that answered it; gives
     /// those answering `Clean` within [`RESET_TIMEOUT`] back to the pool
     /// (their proxies here become exited stubs), kills the others that were
     /// sent either. Workers the pool has no room for are
@@ -278,18 +279,24 @@ impl CudaMachine {
             // Two steps: every worker releases what it imported before any
             // frees what it exported (an exporter's early free is undefined:
             // pool.lifetime.exporter-frees-first).
+            // A fresh process's worker (not returnable) releases its imports
+            // too: it may hold what a reset worker is about to free.
             let mut released = Vec::new();
             for (i, p) in self.procs.iter_mut().enumerate() {
-                // A worker that did what a reset cannot undo is not reset:
-                // the rest of the shutdown ends it.
-                if self.returnable[i] && !p.poisoned && p.send(&Request::ReleaseImported).is_ok() {
+                if !p.poisoned && p.is_running() && p.send(&Request::ReleaseImported).is_ok() {
                     released.push(i);
                 }
             }
             let mut sent = Vec::new();
             for i in released {
                 let p = &mut self.procs[i];
-                if p.await_released(deadline) && p.idle_and_alive() {
+                let ok = p.await_released(deadline) && p.idle_and_alive();
+                // A worker that did what a reset cannot undo is not reset:
+                // the rest of the shutdown ends it.
+                if !self.returnable[i] {
+                    continue;
+                }
+                if ok {
                     sent.push(i);
                 } else {
                     p.start_kill();
