@@ -617,14 +617,15 @@ struct Owned {
     /// are in `pools`; their allocations and imported pointers in
     /// `allocations`.)
     mempools: bool,
-    /// Memory pools created or imported and not destroyed -> their context.
+    /// Memory pools created and not destroyed -> their context.
     pools: HashMap<u64, u64>,
-    /// Of `allocations`, the pointers imported from another process's pool
-    /// (`PoolImportPtr`); of `pools`, the imported ones (`PoolImport`).
+    /// What this worker took from other processes' pools and did not
+    /// release, -> its context: pointers (`PoolImportPtr`, freed by a
+    /// stream-ordered free) and pools (`PoolImport`).
     /// [`Request::ReleaseImported`] releases these before any worker of the
     /// machine frees what it exported.
-    imported_ptrs: HashSet<u64>,
-    imported_pools: HashSet<u64>,
+    imported_ptrs: HashMap<u64, u64>,
+    imported_pools: HashMap<u64, u64>,
     /// Streams created and not destroyed -> their context.
     streams: HashMap<u64, u64>,
 }
@@ -676,9 +677,8 @@ impl Owned {
         self.events.retain(|_, c| *c != ctx);
         self.streams.retain(|_, c| *c != ctx);
         self.pools.retain(|_, c| *c != ctx);
-        let (allocations, pools) = (&self.allocations, &self.pools);
-        self.imported_ptrs.retain(|p| allocations.contains_key(p));
-        self.imported_pools.retain(|p| pools.contains_key(p));
+        self.imported_ptrs.retain(|_, c| *c != ctx);
+        self.imported_pools.retain(|_, c| *c != ctx);
     }
 }
 
@@ -910,13 +910,10 @@ impl Worker {
                 owned.imported_ptrs.remove(&ptr);
             }
             (Track::ImportedPtr, Reply::Ptr(p)) if *p != 0 => {
-                let kind = FreeKind::StreamOrdered;
-                owned.allocations.insert(*p, (current_context(), kind));
-                owned.imported_ptrs.insert(*p);
+                owned.imported_ptrs.insert(*p, current_context());
             }
             (Track::PoolImported, Reply::Pool(p)) if *p != 0 => {
-                owned.pools.insert(*p, current_context());
-                owned.imported_pools.insert(*p);
+                owned.imported_pools.insert(*p, current_context());
             }
             (Track::IpcOpen, Reply::Ptr(p)) if *p != 0 => {
                 let ctx = current_context();
@@ -1058,27 +1055,14 @@ impl Worker {
         }
 
         // Imported pool pointers before their imported pools.
-        let mut imported: Vec<u64> = self.owned.imported_ptrs.drain().collect();
-        imported.sort_unstable();
-        for ptr in imported {
-            let Some((ctx, kind)) = self.owned.allocations.remove(&ptr) else {
-                continue;
-            };
-            let ok = note(format!("making context {ctx:#x} current"), set_context(ctx))
-                && note(format!("freeing imported {ptr:#x}"), free(d, kind, ptr));
-            if !ok {
-                self.owned.allocations.insert(ptr, (ctx, kind));
-                self.owned.imported_ptrs.insert(ptr);
-            }
-        }
-        let mut imported_pools: HashMap<u64, u64> = HashMap::new();
-        for pool in self.owned.imported_pools.drain() {
-            if let Some(ctx) = self.owned.pools.remove(&pool) {
-                imported_pools.insert(pool, ctx);
-            }
-        }
         destroy_each(
-            &mut imported_pools,
+            &mut self.owned.imported_ptrs,
+            "imported pool pointer",
+            &mut note,
+            &|ptr| free(d, FreeKind::StreamOrdered, ptr),
+        );
+        destroy_each(
+            &mut self.owned.imported_pools,
             "imported memory pool",
             &mut note,
             &|pool| {
@@ -1086,10 +1070,6 @@ impl Worker {
                 unsafe { destroy_mem_pool(d, pool) }
             },
         );
-        for (pool, ctx) in imported_pools {
-            self.owned.pools.insert(pool, ctx);
-            self.owned.imported_pools.insert(pool);
-        }
     }
 
     /// `Reset`: releases what `ReleaseImported` does (if that has not run
