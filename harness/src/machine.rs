@@ -455,7 +455,8 @@ pub struct WorkerFit {
     /// its worker will not serve another scenario.
     pub ends: bool,
     /// The process does what a reset cannot undo (it destroys a context,
-    /// enables peer access, creates a memory pool, ...: the rules of
+    /// enables peer access, destroys a memory pool with an allocation
+    /// outstanding, ...: the rules of
     /// [`crate::sharing`] that hold for one process): in a scenario whose
     /// other processes share workers, it still takes a worker that never
     /// served one, and its worker serves no other scenario. Only the

@@ -11,7 +11,8 @@
 //! - **Opt-in reuse** ([`CudaBackend::with_worker_reuse`](super::CudaBackend::with_worker_reuse)):
 //!   a machine whose processes all still run at shutdown (none exited,
 //!   crashed, timed out or broke) sends `ReleaseImported` and then `Reset`
-//!   to each worker that never answered a sticky error (code 700 or more); those answering `Clean`
+//!   to each worker that never answered a sticky error (code 700 or
+//!   more); those answering `Clean`
 //!   within [`RESET_TIMEOUT`](super::RESET_TIMEOUT) come back to the pool
 //!   under the key they were started with ([`WorkerPool::give_back`]), as
 //!   far as the pool size allows; every other worker is shut down as

@@ -88,6 +88,7 @@ use super::ast::{Expectation, Op};
 use super::model::Scenario;
 use crate::machine::WorkerFit;
 use crate::tier::Tier;
+use std::collections::{HashMap, HashSet};
 
 /// The header key that marks a scenario by hand (`# workers: fresh`).
 pub const WORKERS_KEY: &str = "workers";
@@ -662,92 +663,14 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
         )
     });
     let compares = first_comparison(scenario).is_some();
-    // Where the memory-pool rule is lifted (`pools`): measured on 2 x H200
-    // (580.159.04), a reused worker whose last scenario destroyed a pool
-    // while an allocation of it was outstanding (documented: the pool's
-    // resources go once the allocation is freed) died of SIGFPE at its next
-    // scenario's first pool allocation. Such a process, and every process of
-    // a scenario with pools whose behaviour is undefined, keeps its worker
-    // to itself; so do both sides of what makes a scenario undefined with
-    // pools, wherever it is written (a generated case has no `kind`): an
-    // exporter freeing a pool allocation another process still imports,
-    // and an import of a pointer its exporter already freed
-    // (pool.lifetime.exporter-frees-first,
-    // pool.lifetime.import-after-exporter-free).
-    let undefined = scenario
-        .meta
-        .get("kind")
-        .is_some_and(|k| k.trim() == "undefined");
-    let mut pool_of: std::collections::HashMap<(usize, &str), &str> = Default::default();
-    // Export data -> (exporter, its allocation); pointers imported and not
-    // freed: (importer, binding, exporter, allocation); freed allocations.
-    let mut exported: std::collections::HashMap<&str, (usize, &str)> = Default::default();
-    let mut imported: Vec<(usize, &str, usize, &str)> = Vec::new();
-    let mut freed: std::collections::HashSet<(usize, &str)> = Default::default();
-    const EARLY_FREE: &str =
-        "a pool allocation freed by its exporter while another process imports it (undefined)";
+    let mut pools = PoolPatterns::of(scenario);
     for step in &scenario.steps {
         let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
         if let Some(why) = op_fresh_reason(&step.op, own_device, also) {
             note(step.process, step.line, why);
         }
-        match &step.op {
-            Op::PoolCreate { .. } | Op::PoolImport { .. } if undefined => note(
-                step.process,
-                step.line,
-                "memory pools in a scenario whose behaviour is undefined".to_string(),
-            ),
-            Op::PoolAlloc { pool, .. } => {
-                if let Some(bind) = step.bind.as_deref() {
-                    pool_of.insert((step.process, bind), pool.as_str());
-                }
-            }
-            Op::PoolExportPtr { ptr } => {
-                if let (Some(x), Some(a)) = (step.bind.as_deref(), ptr.name()) {
-                    exported.insert(x, (step.process, a));
-                }
-            }
-            Op::PoolImportPtr { data, .. } => {
-                if let Some(&(e, a)) = exported.get(data.as_str()) {
-                    if freed.contains(&(e, a)) {
-                        for side in [step.process, e] {
-                            note(side, step.line, EARLY_FREE.to_string());
-                        }
-                    } else if let Some(q) = step.bind.as_deref() {
-                        imported.push((step.process, q, e, a));
-                    }
-                }
-            }
-            Op::PoolFree { ptr } | Op::Free { ptr, .. } => {
-                if let Some(name) = ptr.name() {
-                    pool_of.remove(&(step.process, name));
-                    imported.retain(|&(i, q, _, _)| !(i == step.process && q == name));
-                    let holders: Vec<usize> = imported
-                        .iter()
-                        .filter(|&&(_, _, e, a)| e == step.process && a == name)
-                        .map(|&(i, ..)| i)
-                        .collect();
-                    if !holders.is_empty() {
-                        note(step.process, step.line, EARLY_FREE.to_string());
-                        for i in holders {
-                            note(i, step.line, EARLY_FREE.to_string());
-                        }
-                    }
-                    freed.insert((step.process, name));
-                }
-            }
-            Op::PoolDestroy { pool }
-                if pool_of
-                    .iter()
-                    .any(|(&(p, _), &of)| p == step.process && of == pool) =>
-            {
-                note(
-                    step.process,
-                    step.line,
-                    "a memory pool destroyed with an allocation outstanding: a reused worker's next pool allocation died of SIGFPE (2 x H200, 580.159.04)".to_string(),
-                );
-            }
-            _ => {}
+        for (process, why) in pools.step(step) {
+            note(process, step.line, why.to_string());
         }
         if expects_crash(step) {
             note(
@@ -768,6 +691,115 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
         }
     }
     reasons
+}
+
+/// What a reset worker cannot be trusted after, with memory pools (where
+/// the memory-pool rule is lifted, `pools`), followed step by step.
+/// Measured on 2 x H200 (580.159.04): a reused worker whose last scenario
+/// destroyed a pool while an allocation of it was outstanding (documented:
+/// the pool's resources go once the allocation is freed) died of SIGFPE at
+/// its next scenario's first pool allocation. Such a process, every
+/// process of a scenario with pools whose behaviour is undefined, and both
+/// sides of what makes a scenario undefined with pools wherever it is
+/// written (a generated case has no `kind`) keep their workers: an
+/// exporter freeing a pool allocation another process still imports, and
+/// an import of a pointer its exporter already freed
+/// (pool.lifetime.exporter-frees-first,
+/// pool.lifetime.import-after-exporter-free).
+struct PoolPatterns<'a> {
+    undefined: bool,
+    /// (process, allocation) -> its pool.
+    pool_of: HashMap<(usize, &'a str), &'a str>,
+    /// Export data -> (exporter, its allocation).
+    exported: HashMap<&'a str, (usize, &'a str)>,
+    /// Pointers imported and not freed: (importer, binding, exporter,
+    /// allocation).
+    imported: Vec<(usize, &'a str, usize, &'a str)>,
+    /// Allocations their process freed.
+    freed: HashSet<(usize, &'a str)>,
+}
+
+const EARLY_FREE: &str =
+    "a pool allocation freed by its exporter while another process imports it (undefined)";
+
+impl<'a> PoolPatterns<'a> {
+    fn of(scenario: &Scenario) -> PoolPatterns<'a> {
+        PoolPatterns {
+            undefined: scenario
+                .meta
+                .get("kind")
+                .is_some_and(|k| k.trim() == "undefined"),
+            pool_of: HashMap::new(),
+            exported: HashMap::new(),
+            imported: Vec::new(),
+            freed: HashSet::new(),
+        }
+    }
+
+    /// The processes `step` holds back, each with why.
+    fn step(&mut self, step: &'a super::ast::Step) -> Vec<(usize, &'static str)> {
+        let p = step.process;
+        match &step.op {
+            Op::PoolCreate { .. } | Op::PoolImport { .. } if self.undefined => {
+                vec![(p, "memory pools in a scenario whose behaviour is undefined")]
+            }
+            Op::PoolAlloc { pool, .. } => {
+                if let Some(bind) = step.bind.as_deref() {
+                    self.pool_of.insert((p, bind), pool.as_str());
+                }
+                Vec::new()
+            }
+            Op::PoolExportPtr { ptr } => {
+                if let (Some(x), Some(a)) = (step.bind.as_deref(), ptr.name()) {
+                    self.exported.insert(x, (p, a));
+                }
+                Vec::new()
+            }
+            Op::PoolImportPtr { data, .. } => match self.exported.get(data.as_str()) {
+                Some(&(e, a)) if self.freed.contains(&(e, a)) => {
+                    vec![(p, EARLY_FREE), (e, EARLY_FREE)]
+                }
+                Some(&(e, a)) => {
+                    if let Some(q) = step.bind.as_deref() {
+                        self.imported.push((p, q, e, a));
+                    }
+                    Vec::new()
+                }
+                None => Vec::new(),
+            },
+            Op::PoolFree { ptr } | Op::Free { ptr, .. } => {
+                let Some(name) = ptr.name() else {
+                    return Vec::new();
+                };
+                self.pool_of.remove(&(p, name));
+                self.imported.retain(|&(i, q, _, _)| !(i == p && q == name));
+                self.freed.insert((p, name));
+                let holders: Vec<(usize, &'static str)> = self
+                    .imported
+                    .iter()
+                    .filter(|&&(_, _, e, a)| e == p && a == name)
+                    .map(|&(i, ..)| (i, EARLY_FREE))
+                    .collect();
+                if holders.is_empty() {
+                    holders
+                } else {
+                    std::iter::once((p, EARLY_FREE)).chain(holders).collect()
+                }
+            }
+            Op::PoolDestroy { pool }
+                if self
+                    .pool_of
+                    .iter()
+                    .any(|(&(q, _), &of)| q == p && of == pool) =>
+            {
+                vec![(
+                    p,
+                    "a memory pool destroyed with an allocation outstanding: a reused worker's next pool allocation died of SIGFPE (2 x H200, 580.159.04)",
+                )]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Whether `step` is expected to kill its process (`=> crash`).
