@@ -793,8 +793,9 @@ pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
 /// The first step at which the two runs placed something differently,
 /// when it is an allocation the simulator placed on VA its process had
 /// released (a mapping closed, an allocation freed), and the real driver
-/// on other VA, with the process having opened an imported event since. The event's shared memory is mapped into the process then, and
-/// on the GPU it takes that VA or not: the same generated cases answered
+/// on other VA, with the process having opened an imported event since.
+/// The event's shared memory is mapped into the process then, and on the
+/// GPU it takes that VA or not: the same generated cases answered
 /// both ways on fresh workers (2 x H200 and one H200, driver 580.159.04:
 /// seed 30112026 cases 32, 208, 1408, 2607, 2625; seed 2122026 cases 693,
 /// 916). Which is timing, so the steps from there on are not compared.
@@ -814,7 +815,12 @@ pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
                 (Some(a), Some(b)) if a != b => Some((at, (s, a))),
                 _ => None,
             })?;
-    if OpText::of(&s.op).keyword != "malloc" {
+    let (malloc, free) = (CallKind::Alloc.keyword(), CallKind::Free.keyword());
+    let (open, close) = (
+        CallKind::IpcOpenMemHandle.keyword(),
+        CallKind::IpcCloseMemHandle.keyword(),
+    );
+    if OpText::of(&s.op).keyword != malloc {
         return None;
     }
     let mine =
@@ -827,12 +833,12 @@ pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
         .filter(mine)
         .filter(|t| ptr(&t.outcome).as_ref() == Some(&placed))
         .map(|t| OpText::of(&t.op))
-        .filter(|o| matches!(o.keyword, "ipc_open" | "malloc"))
+        .filter(|o| o.keyword == open || o.keyword == malloc)
         .filter_map(|o| o.binds)
         .collect();
     let released = |t: &StepRecord| {
         let o = OpText::of(&t.op);
-        matches!(o.keyword, "ipc_close" | "free") && o.first_arg.is_some_and(|v| held.contains(&v))
+        (o.keyword == close || o.keyword == free) && o.first_arg.is_some_and(|v| held.contains(&v))
     };
     let (close_at, _) = before
         .iter()
@@ -842,7 +848,7 @@ pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
     before[close_at + 1..]
         .iter()
         .filter(mine)
-        .any(|t| OpText::of(&t.op).keyword == "ipc_open_event")
+        .any(|t| OpText::of(&t.op).keyword == CallKind::IpcOpenEventHandle.keyword())
         .then_some(at)
 }
 

@@ -525,6 +525,21 @@ mod tests {
         scenario::execute(&sc, &sim, &ExecOptions::default()).trace
     }
 
+    /// The position of the step whose op is `op`.
+    fn step_at(trace: &Trace, op: &str) -> usize {
+        trace.steps.iter().position(|s| s.op == op).unwrap()
+    }
+
+    /// `trace` as a real run records it (no hazard log), with the step
+    /// whose op is `op` answered `outcome`; and that step's position.
+    fn answered(trace: &Trace, op: &str, outcome: StepOutcome) -> (Trace, usize) {
+        let mut real = trace.clone();
+        real.hazards = None;
+        let at = step_at(&real, op);
+        real.steps[at].outcome = outcome;
+        (real, at)
+    }
+
     /// A fill right before `vmm_unmap` of its range is a race: where the
     /// real run faulted (LaunchFailed at a later call of that process, which
     /// the simulator's default answers ok), the case is compared up to that
@@ -546,11 +561,8 @@ mod tests {
             name: "cudaErrorLaunchFailure".into(),
         };
         let faulted_at = |trace: &Trace, op: &str| {
-            let mut real = trace.clone();
-            real.hazards = None;
-            let step = real.steps.iter_mut().find(|s| s.op == op).unwrap();
-            step.outcome = launch_failed.clone();
-            let (at, process) = (step.index, step.process.clone());
+            let (mut real, at) = answered(trace, op, launch_failed.clone());
+            let (at, process) = (real.steps[at].index, real.steps[at].process.clone());
             // Sticky from there on in that process.
             for s in real.steps.iter_mut().filter(|s| s.index > at) {
                 if s.process == process {
@@ -594,14 +606,8 @@ mod tests {
             )
         };
         let hung = |trace: &Trace| {
-            let mut real = trace.clone();
-            real.hazards = None;
-            let at = real
-                .steps
-                .iter()
-                .position(|s| s.op == "event_sync x")
-                .unwrap();
-            real.steps[at].outcome = StepOutcome::Timeout { after_ms: 20000 };
+            let timeout = StepOutcome::Timeout { after_ms: 20000 };
+            let (mut real, at) = answered(trace, "event_sync x", timeout);
             real.steps[at + 1].outcome = StepOutcome::Skipped {
                 reason: "process 'peer' timed out".into(),
             };
@@ -635,26 +641,15 @@ mod tests {
             )
         };
         let elsewhere = |trace: &Trace| {
-            let mut real = trace.clone();
-            real.hazards = None;
-            let at = real
-                .steps
-                .iter()
-                .position(|s| s.op == "n = malloc 4KiB")
-                .unwrap();
-            real.steps[at].outcome = StepOutcome::Ok {
+            let new_va = StepOutcome::Ok {
                 value: ipc_harness::trace::ValueSummary::Ptr {
                     label: "peer.p2".into(),
                 },
             };
-            (real, at)
+            answered(trace, "n = malloc 4KiB", new_va)
         };
         let opened = run(&case("peer: x = ipc_open_event eh\n"));
-        let at = opened
-            .steps
-            .iter()
-            .position(|s| s.op == "n = malloc 4KiB")
-            .unwrap();
+        let at = step_at(&opened, "n = malloc 4KiB");
         let reused = |t: &Trace| match &t.steps[at].outcome {
             StepOutcome::Ok {
                 value: ipc_harness::trace::ValueSummary::Ptr { label },
@@ -670,11 +665,7 @@ mod tests {
         // An earlier step that differs otherwise does not hide the
         // placement, and stays a difference itself.
         let mut earlier = real.clone();
-        let send = earlier
-            .steps
-            .iter()
-            .position(|s| s.op == "send eh -> peer")
-            .unwrap();
+        let send = step_at(&earlier, "send eh -> peer");
         earlier.steps[send].outcome = StepOutcome::Error {
             code: 1,
             name: "cudaErrorInvalidValue".into(),
