@@ -63,7 +63,7 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     // (As the check's shared side runs it.)
     let shown = checking(|| explain(destroyed));
     assert!(
-        shown.starts_with("reused; process 'importer' fresh (line 13: a reused worker's ctx_create takes a spare context"),
+        shown.starts_with("reused; process 'importer' fresh (line 17: a destroyed context's VA goes to the next one"),
         "{shown}"
     );
     match sharing_checked(destroyed, ShareAlso::CONFIRMED, None) {
@@ -87,10 +87,21 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
         WorkerSharing::Reused => panic!("mem.open.reopen-same-context shares unchecked"),
     }
     // The clause the GPU's check found to differ on reused workers (there
-    // the malloc after ctx_create got the freed address) is now held back
-    // by the rule that explains it: a spare context served ctx_create.
-    let placement = fresh_reason(&cat, "mem.lifetime.va-reuse-per-context");
-    assert!(placement.contains("spare context"), "{placement}");
+    // a spare context served ctx_create, and the malloc after it got the
+    // freed address): its process needs a new context, so it takes only
+    // a worker that never made one, and it waits for a check of that.
+    let id = "mem.lifetime.va-reuse-per-context";
+    let placement = scenario(&cat, id);
+    let fits = worker_fits(placement);
+    assert!(fits.iter().all(|f| f.new_contexts && !f.fresh), "{fits:?}");
+    match sharing_checked(
+        placement,
+        ShareAlso::CONFIRMED,
+        Some(&CheckedClauses::default()),
+    ) {
+        WorkerSharing::Fresh(why) => assert!(why.contains("not shown identical"), "{why}"),
+        WorkerSharing::Reused => panic!("{id} shares unchecked"),
+    }
     // Fixed rules measured on the GPU: memory pools in an undefined
     // scenario or destroyed with an allocation outstanding (the others
     // share), and damaged handles of an exporter that made VMM allocations.
@@ -114,14 +125,25 @@ fn history_dependent_clauses_get_fresh_workers_with_the_reason() {
     }
     let flip = fresh_reason(&cat, "mem.handle.check-word-with-vmm-allocation");
     assert!(flip.contains("VMM allocations"), "{flip}");
-    // A spare context serves a reused worker's ctx_create: a scenario that
-    // makes contexts and compares values or damages a handle is fresh,
-    // whatever a check found.
-    let spare = fresh_reason(&cat, "vmm.export.descriptor-after-ctx-create");
-    assert!(
-        spare.contains("spare context") && spare.contains("compares values"),
-        "{spare}"
-    );
+    // A spare context serves a reused worker's ctx_create: a process that
+    // makes contexts where values are compared takes only a worker that
+    // never made one, and the clause waits for a check as any comparison
+    // does; ...
+    let id = "vmm.export.descriptor-after-ctx-create";
+    let spare = scenario(&cat, id);
+    assert!(worker_fits(spare)
+        .iter()
+        .all(|f| f.new_contexts && !f.fresh));
+    match sharing_checked(
+        spare,
+        ShareAlso::CONFIRMED,
+        Some(&CheckedClauses::default()),
+    ) {
+        WorkerSharing::Fresh(why) => assert!(why.contains("not shown identical"), "{why}"),
+        WorkerSharing::Reused => panic!("{id} shares unchecked"),
+    }
+    // ... one that opens a damaged handle keeps a fresh process, whatever
+    // a check found.
     // Only the process that creates contexts: the others may share.
     let spare = scenario(&cat, "mem.handle.memory-type-before-context-rules");
     let shown = explain(spare);

@@ -451,6 +451,12 @@ pub struct WorkerFit {
     /// contexts suits it; any other process is better served by one
     /// without, leaving the spares to those that use them.
     pub creates_contexts: bool,
+    /// Its `ctx_create` must make a new context, as it would in a fresh
+    /// process, because the scenario observes what a new context takes (a
+    /// spare context takes no descriptor and starts no VA arena): a served
+    /// worker suits it only if it never made a context, else it takes one
+    /// that never served.
+    pub new_contexts: bool,
     /// A step ends the process (`exit`, or a step expected to kill it):
     /// its worker will not serve another scenario.
     pub ends: bool,

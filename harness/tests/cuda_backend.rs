@@ -1524,6 +1524,56 @@ fn a_process_that_creates_contexts_gets_the_worker_with_spare_contexts() {
 }
 
 #[test]
+fn a_process_that_needs_new_contexts_takes_a_worker_that_never_made_one() {
+    use ipc_harness::sharing::WorkerPolicy;
+    use ipc_harness::WorkerFit;
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("new-contexts");
+    let make = (
+        Request::CreateContext { device: 0 },
+        answer(&[Ok(Reply::Context(0x77))]),
+    );
+    let worker = server(&scratch, &[on_reset(&scratch, clean()), count_one(), make]);
+    let backend = CudaBackend::new(worker)
+        .with_worker_policy(WorkerPolicy::ByScenario)
+        .with_pool_size(2);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    // `b` makes a context; both workers come back.
+    let mut first = launch_shared(&backend, &two, true);
+    let pids = first.pids();
+    first.driver(1).create_context(0).unwrap();
+    drop(first);
+    assert_eq!(backend.pool_stats().returned, 2);
+    let (contextless, made) = (pids[0], pids[1]);
+
+    let new_contexts = WorkerFit {
+        creates_contexts: true,
+        new_contexts: true,
+        ..WorkerFit::default()
+    };
+    let launch =
+        |spec: &MachineSpec, fits: &[WorkerFit]| match backend.launch_placed(spec, true, fits) {
+            Ok(m) => m,
+            Err(e) => panic!("launch failed: {e:?}"),
+        };
+    // Whatever the order, the process that needs new contexts gets the
+    // worker that never made one.
+    let m = launch(&two, &[new_contexts, WorkerFit::default()]);
+    assert_eq!(m.pids(), vec![contextless, made]);
+    drop(m);
+    let m = launch(&two, &[WorkerFit::default(), new_contexts]);
+    assert_eq!(m.pids(), vec![made, contextless]);
+    drop(m);
+    // With only the worker that made a context idle, it takes a new one.
+    let one = spec_of(d, &[("a", None)]);
+    let hold = launch(&one, &[new_contexts]);
+    assert_eq!(hold.pids(), vec![contextless]);
+    let m = launch(&one, &[new_contexts]);
+    let new = m.pids()[0];
+    assert!(!pids.contains(&new), "{new} after {pids:?}");
+}
+
+#[test]
 fn a_fresh_process_of_a_shared_machine_takes_a_new_worker_and_keeps_it() {
     use ipc_harness::WorkerFit;
     let d = Dialect::Driver;
@@ -1564,6 +1614,67 @@ fn a_fresh_process_of_a_shared_machine_takes_a_new_worker_and_keeps_it() {
     assert_eq!(scratch.resets().last(), Some(&pids[0]));
     assert!(!gone(pids[0]), "the shared process's worker was not kept");
     assert_eq!(backend.pool_stats().idle, 2);
+}
+
+#[test]
+fn a_full_pool_keeps_its_last_worker_that_never_made_a_context() {
+    use ipc_harness::WorkerFit;
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("full-pool-contextless");
+    // At its reset a worker asked `device_count` keeps two spare contexts,
+    // another that made a context one, the others none.
+    let asked = |pid: &str| format!("{}/asked.{pid}", scratch.0.display());
+    let made = |pid: &str| format!("{}/made.{pid}", scratch.0.display());
+    let count = (
+        Request::DeviceCount,
+        format!("touch {}; {}", asked("$$"), answer(&[Ok(Reply::Count(1))])),
+    );
+    let reset = format!(
+        "if [ -e {} ]; then {}; elif [ -e {} ]; then {}; else {}; fi",
+        asked("$$"),
+        answer(&[Ok(Reply::Clean { spare_contexts: 2 })]),
+        made("$$"),
+        answer(&[Ok(Reply::Clean { spare_contexts: 1 })]),
+        clean()
+    );
+    let make = (
+        Request::CreateContext { device: 0 },
+        format!(
+            "touch {}; {}",
+            made("$$"),
+            answer(&[Ok(Reply::Context(0x77))])
+        ),
+    );
+    let worker = server(&scratch, &[on_reset(&scratch, reset), count, make]);
+    let backend = reusing(worker, 2);
+    let three = spec_of(d, &[("a", None), ("b", None), ("c", None)]);
+    let mut m = launch_pooled(&backend, &three);
+    let pids = m.pids();
+    // `b` and `c` make contexts (`b` keeps a spare, `c` two); `a` none.
+    m.driver(1).create_context(0).unwrap();
+    m.driver(2).create_context(0).unwrap();
+    assert_eq!(m.driver(2).device_count(), Ok(1));
+    // All three come back in order; the pool has room for two. `a`, with
+    // the fewest spares, would be the first to go, but it is the only one
+    // that never made a context: `b` goes instead.
+    drop(m);
+    let s = backend.pool_stats();
+    assert_eq!((s.returned, s.not_returned, s.idle), (3, 1, 2), "{s:?}");
+    let new_contexts = WorkerFit {
+        creates_contexts: true,
+        new_contexts: true,
+        ..WorkerFit::default()
+    };
+    let creates = WorkerFit {
+        creates_contexts: true,
+        ..WorkerFit::default()
+    };
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    let m = match backend.launch_placed(&two, true, &[creates, new_contexts]) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    };
+    assert_eq!(m.pids(), vec![pids[2], pids[0]]);
 }
 
 #[test]

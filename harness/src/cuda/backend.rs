@@ -441,13 +441,15 @@ impl Backend for CudaBackend {
 
 impl CudaBackend {
     /// `fits` as the worker policy reads them: a process's
-    /// [`WorkerFit::fresh`] is the `policy` decision's, which `--workers
-    /// reused` overrides (every process then takes a reused worker).
+    /// [`WorkerFit::fresh`] and [`WorkerFit::new_contexts`] are the
+    /// `policy` decision's, which `--workers reused` overrides (every
+    /// process then takes a reused worker, whatever it made).
     fn policy_fits(&self, fits: &[WorkerFit]) -> Vec<WorkerFit> {
-        let keep_fresh = self.policy == WorkerPolicy::ByScenario;
+        let by_scenario = self.policy == WorkerPolicy::ByScenario;
         fits.iter()
             .map(|f| WorkerFit {
-                fresh: f.fresh && keep_fresh,
+                fresh: f.fresh && by_scenario,
+                new_contexts: f.new_contexts && by_scenario,
                 ..*f
             })
             .collect()

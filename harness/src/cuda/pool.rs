@@ -152,6 +152,18 @@ impl Idle {
     fn spare_contexts(&self) -> u32 {
         self.proxy.spare_contexts
     }
+
+    /// It served and never made a context: it can serve a process that
+    /// needs [`WorkerFit::new_contexts`].
+    fn contextless(&self) -> bool {
+        self.served && !self.proxy.made_contexts
+    }
+
+    /// What keeping it is worth to the next machines, least first: its
+    /// spare contexts, then whether it never made a context.
+    fn worth(&self) -> (u32, bool) {
+        (self.spare_contexts(), self.contextless())
+    }
 }
 
 struct Entry {
@@ -266,8 +278,11 @@ impl WorkerPool {
     /// `Clean` (keeping the spare contexts its proxy records), as an idle,
     /// initialised worker of `key`. When the pool already holds [`size`](Self::size) served
     /// workers for that key, one worker goes (returned, for the caller to
-    /// shut down): the one with the fewest spare contexts, the oldest
-    /// among equals, this one if none has fewer.
+    /// shut down): the one worth least ([`Idle::worth`]: the fewest spare
+    /// contexts, then one that made a context), the oldest among equals,
+    /// this one if none is worth less; but never the last served worker
+    /// that made no context, which the processes that need new contexts
+    /// take.
     pub fn give_back(&mut self, key: &WorkerKey, proxy: WorkerProxy) -> Option<WorkerProxy> {
         let size = self.size;
         let entry = self.entry(key);
@@ -276,17 +291,20 @@ impl WorkerPool {
             init_sent: None,
             served: true,
         };
-        let spare_contexts = returning.spare_contexts();
+        let worth = returning.worth();
         let mut leaving = None;
         if entry.idle.iter().filter(|w| w.served).count() >= size {
-            // The first of the fewest: `min_by_key` keeps the first minimum.
+            let contextless = entry.idle.iter().filter(|w| w.contextless()).count()
+                + usize::from(returning.contextless());
+            let last_contextless = |w: &Idle| contextless == 1 && w.contextless();
+            // The first of the least worth: `min_by_key` keeps the first minimum.
             let poorest = entry
                 .idle
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| w.served)
-                .min_by_key(|(_, w)| w.spare_contexts())
-                .filter(|(_, w)| w.spare_contexts() < spare_contexts)
+                .filter(|(_, w)| w.served && !last_contextless(w))
+                .min_by_key(|(_, w)| w.worth())
+                .filter(|(_, w)| w.worth() < worth || last_contextless(&returning))
                 .map(|(i, _)| i);
             match poorest.and_then(|i| entry.idle.remove(i)) {
                 Some(w) => leaving = Some(w.proxy),
@@ -368,28 +386,34 @@ impl WorkerPool {
     /// machines that need fresh processes): for a process that creates
     /// contexts (`fit`), the one with the most spare contexts, else the one
     /// with the fewest, so that spares wait for the processes that use
-    /// them and a process that exits does not tear them down; among equals,
-    /// the one that came back last (its loaded kernels are warm). Without
-    /// `shared`, only a never-used one is taken. Among those, one that has
+    /// them and a process that exits does not tear them down; for a
+    /// process that needs new contexts, only one that never made a
+    /// context; among equals, one that made a context (keeping the others
+    /// for the processes that need new ones), then the one that came back
+    /// last (its loaded kernels are warm). Without `shared`, only a never-used one is
+    /// taken. Among those, one that has
     /// answered `Init` if there is one, else the one that has been
     /// initialising longest.
     pub fn claim(&mut self, key: &WorkerKey, shared: bool, fit: WorkerFit) -> Option<Claimed> {
         let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
         let served = if shared {
+            // Among equals, one that made a context: those that never did
+            // wait for the processes that need new contexts.
             let rank = |w: &Idle| {
                 let spares = i64::from(w.spare_contexts());
-                if fit.creates_contexts {
+                let spares = if fit.creates_contexts {
                     spares
                 } else {
                     -spares
-                }
+                };
+                (spares, !w.contextless())
             };
             // The last of the best: `max_by_key` keeps the last maximum.
             entry
                 .idle
                 .iter()
                 .enumerate()
-                .filter(|(_, w)| w.served)
+                .filter(|(_, w)| w.served && (w.contextless() || !fit.new_contexts))
                 .max_by_key(|(_, w)| rank(w))
                 .map(|(i, _)| i)
         } else {

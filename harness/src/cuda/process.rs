@@ -163,6 +163,12 @@ pub struct WorkerProxy {
     /// never served): the pool places an idle worker by it, and the
     /// profile counts the creates a spare serves apart from the others.
     pub(super) spare_contexts: u32,
+    /// A `CreateContext` request was ever sent to the worker, a spare's or
+    /// not: it holds, or once held, a context it created, whose
+    /// descriptors and VA a new context of a fresh process would not meet
+    /// (the pool keeps such workers from a process that needs
+    /// [`WorkerFit::new_contexts`](crate::WorkerFit::new_contexts)).
+    pub(super) made_contexts: bool,
 }
 
 impl WorkerProxy {
@@ -305,6 +311,7 @@ impl WorkerProxy {
                 state: State::Running,
                 poisoned: false,
                 spare_contexts: 0,
+                made_contexts: false,
             })
         })
     }
@@ -443,9 +450,12 @@ impl WorkerProxy {
     /// One call: send, then wait up to the step timeout.
     fn call(&mut self, request: Request) -> DriverResult<Reply> {
         let mut phase = request.name();
-        if matches!(request, Request::CreateContext { .. }) && self.spare_contexts > 0 {
-            self.spare_contexts -= 1;
-            phase = "create_context (a spare)";
+        if matches!(request, Request::CreateContext { .. }) {
+            self.made_contexts = true;
+            if self.spare_contexts > 0 {
+                self.spare_contexts -= 1;
+                phase = "create_context (a spare)";
+            }
         }
         crate::profile::timed(phase, || {
             self.send(&request)?;
@@ -634,6 +644,7 @@ impl WorkerProxy {
             state: State::Running,
             poisoned: false,
             spare_contexts: self.spare_contexts,
+            made_contexts: self.made_contexts,
         })
     }
 

@@ -42,11 +42,14 @@
 //!   allocations: the error depends on every VMM allocation the exporter's
 //!   process made (mem.handle.check-word-with-vmm-allocation); the whole
 //!   scenario.
-//! - `ctx_create` in a scenario that compares values or opens a damaged
-//!   handle: a reused worker serves it with a spare context, so no
-//!   descriptor is taken and no VA arena begins
-//!   (vmm.export.descriptor-after-ctx-create failed on reset workers); the
-//!   process that creates the context.
+//! - `ctx_create` in a scenario that opens a damaged handle: a reused
+//!   worker serves it with a spare context, so no descriptor is taken and
+//!   no VA arena begins (mem.handle.memory-type-before-context-rules
+//!   failed on reset workers); the process that creates the context. In a
+//!   scenario that compares values, that process instead needs new
+//!   contexts ([`WorkerFit::new_contexts`]): it takes a served worker only
+//!   if that worker never made a context, and the comparison waits for a
+//!   check like any other.
 //! - Any op not classified here yet (new ops start fresh until someone
 //!   checks what a reset leaves of them).
 //!
@@ -405,10 +408,18 @@ impl CheckedClauses {
 }
 
 /// What identifies the scenario a check ran, 16 hex digits: a hash of its
-/// devices, processes, and every step's process, text and expectations. A
-/// clause edited since its check no longer matches its entry, which then
-/// does not apply.
+/// devices, processes, and every step's process, text and expectations,
+/// and whether a process needs new contexts ([`WorkerFit::new_contexts`]:
+/// the checks before that rule gave such a process a fresh worker, so
+/// their entries do not speak for a reused one). A clause edited since its
+/// check no longer matches its entry, which then does not apply.
 pub fn fingerprint(scenario: &Scenario) -> String {
+    let new_contexts = worker_fits(scenario).iter().any(|f| f.new_contexts);
+    fingerprint_with(scenario, new_contexts)
+}
+
+/// [`fingerprint`], saying by hand whether a process needs new contexts.
+fn fingerprint_with(scenario: &Scenario, new_contexts: bool) -> String {
     // FNV-1a, 64 bits: stable across builds and platforms.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |text: &str| {
@@ -429,6 +440,9 @@ pub fn fingerprint(scenario: &Scenario) -> String {
         for list in step.expect.lists() {
             eat(&list.text);
         }
+    }
+    if new_contexts {
+        eat("new contexts");
     }
     format!("{h:016x}")
 }
@@ -581,7 +595,23 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
         fit.creates_contexts |= matches!(step.op, Op::CtxCreate { .. });
         fit.ends |= matches!(step.op, Op::Exit) || expects_crash(step);
     }
+    if first_comparison(scenario).is_some() {
+        for fit in &mut fits {
+            fit.new_contexts = fit.creates_contexts;
+        }
+    }
     fits
+}
+
+/// Whether `scenario` opens a damaged handle (`handle_flip`,
+/// `handle_zero`, `handle_random`).
+fn opens_damaged_handle(scenario: &Scenario) -> bool {
+    scenario.steps.iter().any(|s| {
+        matches!(
+            s.op,
+            Op::HandleFlip { .. } | Op::HandleZero | Op::HandleRandom
+        )
+    })
 }
 
 /// A rule a check cannot lift, met by one process: the line of the step
@@ -656,13 +686,10 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
     // mem.handle.memory-type-before-context-rules, found identical by a
     // check, failed on reset workers in a later run, and generated cases
     // placed allocations after `ctx_create` as a fresh process does not.
-    let damaged = scenario.steps.iter().any(|s| {
-        matches!(
-            s.op,
-            Op::HandleFlip { .. } | Op::HandleZero | Op::HandleRandom
-        )
-    });
-    let compares = first_comparison(scenario).is_some();
+    // A scenario that compares values takes a worker that never made a
+    // context instead (`WorkerFit::new_contexts`), which a check then
+    // judges; one that opens a damaged handle keeps a fresh process.
+    let damaged = opens_damaged_handle(scenario);
     let mut pools = PoolPatterns::of(scenario);
     for step in &scenario.steps {
         let own_device = scenario.processes.get(step.process).map_or(0, |p| p.device);
@@ -679,14 +706,11 @@ fn process_fixed_reasons(scenario: &Scenario, also: ShareAlso) -> Vec<Option<Pro
                 "a step is expected to kill its process".to_string(),
             );
         }
-        if matches!(step.op, Op::CtxCreate { .. }) && (damaged || compares) {
+        if matches!(step.op, Op::CtxCreate { .. }) && damaged {
             note(
                 step.process,
                 step.line,
-                format!(
-                    "a reused worker's ctx_create takes a spare context (no new descriptor, no new VA arena), and the scenario {}",
-                    if damaged { "opens a damaged handle" } else { "compares values" }
-                ),
+                "a reused worker's ctx_create takes a spare context (no new descriptor, no new VA arena), and the scenario opens a damaged handle".to_string(),
             );
         }
     }
@@ -1048,16 +1072,23 @@ mod tests {
             "{}",
             reason(&flip)
         );
-        // ctx_create with compared values: the creating process is fresh,
-        // and the comparison still waits for a check.
+        // ctx_create with compared values: no process is fresh (the
+        // creating one needs new contexts), and the comparison waits for a
+        // check.
         let compares = format!(
             "{BASE}a: c = ctx_create 0\nb: p = malloc 64\nb: free p\nb: q = malloc 64 => == p\n"
         );
         assert!(reason(&compares).contains("compares values that depend on allocation history"));
         let scenario = parse(&compares);
         let fits: Vec<bool> = worker_fits(&scenario).iter().map(|f| f.fresh).collect();
-        assert_eq!(fits, vec![true, false]);
+        assert_eq!(fits, vec![false, false]);
         assert!(may_share_once_checked(&scenario));
+        // ctx_create where a damaged handle is opened: that process is fresh.
+        let damaged = format!(
+            "{BASE}a: c = ctx_create 0\nb: p = malloc 64\nb: h = ipc_get p\n\
+             b: f = handle_flip h 8\nb: send f -> a\na: q = ipc_open f => any\n"
+        );
+        assert_eq!(fresh_processes(&damaged, ShareAlso::default()), vec!["a"]);
     }
 
     #[test]
@@ -1071,6 +1102,33 @@ mod tests {
             .collect();
         assert_eq!(fits, vec![false, true]);
         assert!(worker_fits(&scenario).iter().all(|f| !f.ends));
+    }
+
+    #[test]
+    fn a_process_that_creates_contexts_where_values_are_compared_needs_new_ones() {
+        let plain = format!("{BASE}b: c = ctx_create 0\na: x = malloc 4KiB\nb: y = malloc 4KiB\n");
+        let compared = format!("{plain}a: z = malloc 4KiB => != x\n");
+        let parse =
+            |t: &str| crate::scenario::parser::parse(t, Path::new("<inline>")).expect("parses");
+        let new_contexts = |t: &str| -> Vec<bool> {
+            worker_fits(&parse(t))
+                .iter()
+                .map(|f| f.new_contexts)
+                .collect()
+        };
+        assert_eq!(new_contexts(&plain), vec![false, false]);
+        assert_eq!(new_contexts(&compared), vec![false, true]);
+        // Not a rule a check cannot lift: no process is fresh for it.
+        assert!(worker_fits(&parse(&compared)).iter().all(|f| !f.fresh));
+        // An entry of a check made before the rule (which gave that
+        // process a fresh worker) does not speak for it; other clauses'
+        // entries still do.
+        let compared = parse(&compared);
+        assert_ne!(fingerprint(&compared), fingerprint_with(&compared, false));
+        assert_eq!(
+            fingerprint(&parse(&plain)),
+            fingerprint_with(&parse(&plain), false)
+        );
     }
 
     #[test]
