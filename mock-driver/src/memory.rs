@@ -731,6 +731,13 @@ impl World {
         if end > base.saturating_add(free.span) {
             return false;
         }
+        // A memory pool keeps the VA of what is freed into it: a memset
+        // there is InvalidValue from any context (2 x H200 and H200,
+        // 580.159.04: every fill, read and write of a freed stream-ordered
+        // allocation in generated cases; pool.va.freed-allocation-memset).
+        if free.pool.class == crate::world::VaClass::StreamOrdered {
+            return false;
+        }
         // Released while another context was current (a free or a close from
         // there), the VA is not given back while that context lives:
         // InvalidValue (mem.close.memset-after-close-from-other-context), as
