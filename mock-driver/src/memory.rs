@@ -447,6 +447,9 @@ impl World {
         access: Access,
     ) -> SimResult<Vec<u8>> {
         if len == 0 {
+            if access == Access::Copy {
+                self.drain(p);
+            }
             return Ok(Vec::new());
         }
         if access == Access::Kernel && self.sem.stale_kernel_read != StaleKernelRead::Fault {
@@ -458,8 +461,19 @@ impl World {
                 return Ok(zeros);
             }
         }
+        // A copy to the host waits for the work queued on the legacy stream
+        // (`drain`), but only once its pointer passed the checks: a copy
+        // refused as InvalidValue returns at once. On an H200 (580.159.04)
+        // a refused read did not wait for a stream wait on a running
+        // record, whose exporter then ended and left the stream waiting
+        // for good (explore seed 3122026 case 2243). A kernel read
+        // (`device_read`) has drained already: it launches, then waits.
+        let copy = access == Access::Copy;
         if let Some(pieces) = self.vmm_pieces(p, ptr, len, access) {
             let pieces = pieces?;
+            if copy {
+                self.drain(p);
+            }
             if len > MAX_READ {
                 return Err(Fail::Harness(format!(
                     "the simulator does not materialise reads over {MAX_READ} bytes"
@@ -479,6 +493,9 @@ impl World {
             return Ok(bytes);
         }
         let (id, off) = self.resolve(p, ptr, len, access)?;
+        if copy {
+            self.drain(p);
+        }
         // A copy to the host (or the copy kernel before it) is work on the
         // legacy stream; the host waits for it.
         self.begin_work(p, StreamId::LEGACY_DEFAULT);
