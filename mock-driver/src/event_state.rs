@@ -251,6 +251,11 @@ impl LocalEvents {
         self.by_serial.remove(&Self::serial(id)?).map(|(_, l)| l)
     }
 
+    /// Every process's events, (process, event).
+    pub(crate) fn all(&self) -> impl Iterator<Item = (ProcessIndex, &Local)> {
+        self.by_serial.iter().map(|(_, (q, l))| (*q, l))
+    }
+
     /// `p`'s events, (id, event) in increasing id.
     pub(crate) fn of(&self, p: ProcessIndex) -> impl Iterator<Item = (u64, &Local)> {
         self.by_serial

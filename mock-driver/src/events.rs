@@ -73,6 +73,48 @@ impl World {
         self.events.drop_process(p);
     }
 
+    /// Process `p` ends (an `exit` step or a crash, before its teardown
+    /// waits for its work) with the last record of an event it exported
+    /// still running: the record never completes, so every wait on the event another process opened (a
+    /// stream wait made before the exit included) may never return. On an
+    /// H200 (580.159.04) a read behind such a stream wait timed out after
+    /// 20 s (explore seed 3122026 case 2243). Using an imported event after
+    /// its exporter destroyed it is undefined (cudaIpcOpenEventHandle): each
+    /// importer is logged `event-after-exporter-destroy`.
+    pub(crate) fn abandoned_records(&mut self, p: ProcessIndex) {
+        let clock = self.events.clock;
+        let running: Vec<u64> = self
+            .events
+            .cores
+            .iter()
+            .filter(|(_, c)| {
+                c.owner == p && c.handle.is_some() && c.recorded_at.is_some_and(|t| t > clock)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        let mut importers: Vec<ProcessIndex> = self
+            .events
+            .local
+            .all()
+            .filter(|(q, l)| *q != p && l.imported && running.contains(&l.core))
+            .map(|(q, _)| q)
+            .collect();
+        importers.sort_unstable();
+        importers.dedup();
+        for q in importers {
+            self.hazards.record(
+                HazardKind::EventAfterExporterDestroy,
+                q,
+                format!(
+                    "process {p} ended with the record of an event this process opened still running: a wait on it may never complete"
+                ),
+            );
+        }
+    }
+
     /// Start of every call: host time passes and finished work lands.
     pub(crate) fn tick(&mut self) {
         self.events.clock = self.events.clock.saturating_add(HOST_CALL_NS);

@@ -99,6 +99,7 @@ impl SimProcess {
             Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
             Err(Fail::Crash { signal, detail }) => {
                 w.procs[p].crashed = true;
+                w.abandoned_records(p);
                 w.host_sees_ended_work(p);
                 w.exit_process(p, false);
                 Err(DriverError::Lost(ProcessLoss::Crashed {
@@ -676,6 +677,7 @@ impl Machine for SimMachine {
                 // (mem.lifetime.exit-does-not-order-running-work): what
                 // `exit_process` tells the hosts is decided first.
                 w.host_order(process);
+                w.abandoned_records(process);
                 w.host_sees_ended_work(process);
                 w.finish_all_work(process);
                 w.exit_process(process, true);
@@ -696,6 +698,7 @@ impl Machine for SimMachine {
                 // are ordered after its work that has ended.
                 w.host_order(process);
                 w.procs[process].crashed = true;
+                w.abandoned_records(process);
                 w.host_sees_ended_work(process);
                 w.exit_process(process, false);
                 Ok(())

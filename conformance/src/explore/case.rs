@@ -885,23 +885,26 @@ fn is_error(o: &StepOutcome, kind: ErrorKind) -> bool {
     }
 }
 
-/// The step at which the real run hung (a Timeout) in a call on an
-/// imported event whose exporter destroyed it or ended (hazard
-/// `event-after-exporter-destroy`): undefined behaviour, and on the GPU the
-/// record may never complete when its process ended with the recorded work
-/// still running (an `event_sync` waited 20 s after the exporter crashed
-/// during a `slow_fill`). The simulator completes the work; the steps from
-/// there on are not compared.
+/// The step at which the real run hung (a Timeout), at or after a step
+/// where the simulator logged `event-after-exporter-destroy`: a call on an
+/// imported event whose exporter destroyed it or ended, or the end of an
+/// exporter whose event's record was still running while another process
+/// had it open. Undefined behaviour, and on the GPU the record may never
+/// complete when its process ended with the recorded work still running
+/// (an `event_sync` waited 20 s after the exporter crashed during a
+/// `slow_fill`; a read behind a stream wait made before the exporter's
+/// exit did too). The simulator completes the work; the steps from there
+/// on are not compared.
 pub fn undefined_hang_step(sim: &Trace, real: &Trace) -> Option<usize> {
     let hazards = sim.hazards.as_ref()?;
+    let first = hazards
+        .iter()
+        .filter(|h| h.kind == HazardKind::EventAfterExporterDestroy)
+        .filter_map(|h| h.step)
+        .min()?;
     real.steps
         .iter()
-        .filter(|s| matches!(s.outcome, StepOutcome::Timeout { .. }))
-        .find(|s| {
-            hazards
-                .iter()
-                .any(|h| h.step == Some(s.index) && h.kind == HazardKind::EventAfterExporterDestroy)
-        })
+        .find(|s| s.index >= first && matches!(s.outcome, StepOutcome::Timeout { .. }))
         .map(|s| s.index)
 }
 

@@ -623,6 +623,38 @@ mod tests {
         assert!(!differences(&alive, &real, &|_| false).is_empty());
     }
 
+    /// The exporter ends while its event's record is still running: the
+    /// record never completes on the GPU, so a read behind a stream wait
+    /// the importer made before the exit hangs (H200, explore seed 3122026
+    /// case 2243). Undefined: the comparison stops there. Once the record
+    /// completed before the exit, the same hang is a difference.
+    #[test]
+    fn a_hang_behind_a_wait_on_an_abandoned_record_cuts_the_comparison() {
+        let case = |before_exit: &str| {
+            format!(
+                "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                 owner: m = malloc 1000\nowner: e = event_create flags=interprocess,disable_timing\n\
+                 owner: eh = ipc_get_event e\nowner: send eh -> peer\npeer: x = ipc_open_event eh\n\
+                 owner: slow_fill m 0x1b us=100000 len=1000\nowner: event_record e\n\
+                 peer: stream_wait x\n{before_exit}owner: exit\npeer: y = malloc 4KiB\n\
+                 peer: read y 0 16\n"
+            )
+        };
+        let hung = |trace: &Trace| {
+            let timeout = StepOutcome::Timeout { after_ms: 20000 };
+            answered(trace, "read y 0 16", timeout)
+        };
+        let abandoned = run(&case(""));
+        let (real, at) = hung(&abandoned);
+        assert_eq!(undefined_hang_step(&abandoned, &real), Some(at));
+        assert!(differences(&abandoned, &real, &|_| false).is_empty());
+        let completed = run(&case("owner: sync\n"));
+        assert!(completed.hazards.iter().flatten().next().is_none());
+        let (real, _) = hung(&completed);
+        assert_eq!(undefined_hang_step(&completed, &real), None);
+        assert!(!differences(&completed, &real, &|_| false).is_empty());
+    }
+
     /// A small allocation after the process closed its only mapping and
     /// opened an imported event: the GPU places it on the closed mapping's
     /// VA or on new VA (its own fresh runs answered both ways). New VA on
