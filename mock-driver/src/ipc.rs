@@ -160,6 +160,20 @@ impl World {
             Variant::NewMapping => true,
             Variant::None | Variant::OtherSize => false,
         };
+        // A copy of an open handle that another context of this process
+        // opened (re-opening the mapping of the handle it copies) meets the
+        // one-context rule before its memory-type word is read; a copy
+        // never opened does not (mem.context.second-context-before-memory-type-of-opened-copy,
+        // mem.handle.memory-type-before-context-rules).
+        if let Ok(here) = self.current_ctx(p) {
+            let copy_open_elsewhere = self.procs[p]
+                .opened_copies
+                .iter()
+                .any(|(c, h)| *c != here.0 && h == handle);
+            if copy_open_elsewhere {
+                self.one_context_per_device_rule(p, here, tag, None)?;
+            }
+        }
         self.memory_type_rule(handle, &variant)?;
         self.undecoded_handle_rule(p, handle, tag)?;
         // A copy of an open handle with another serial is decoded afresh:
@@ -261,7 +275,11 @@ impl World {
         out: OutArg,
     ) -> SimResult<u64> {
         if original.0[8..16] == handle.0[8..16] {
-            return self.ipc_open(p, original, flags, out);
+            let ret = self.ipc_open(p, original, flags, out)?;
+            if let Ok((ctx, _)) = self.current_ctx(p) {
+                self.procs[p].opened_copies.push((ctx, *handle));
+            }
+            return Ok(ret);
         }
         if let Ok(here) = self.current_ctx(p) {
             self.one_context_per_device_rule(p, here, raw_process_tag(handle), None)?;

@@ -338,6 +338,9 @@ pub(crate) struct Process {
     /// Allocation bases this process freed and has not been given again
     /// (`double-free`); asked for membership only.
     pub freed_ptrs: crate::index::IdSet<u64>,
+    /// Copies of open handles this process opened, as they were, with the
+    /// context that opened them (`ipc.rs`, `open_copy_of_open_handle`).
+    pub opened_copies: Vec<(CtxKey, ipc_harness::IpcMemHandle)>,
     /// The process crashed rather than exited: the runtime's teardown at exit
     /// did not run (`event_exporter_crash`).
     pub crashed: bool,
@@ -608,6 +611,7 @@ impl Process {
             packing: VecMap::default(),
             opened_ptrs: AddrMap::new(),
             freed_ptrs: Default::default(),
+            opened_copies: Vec::new(),
             crashed: false,
             va_claims: Vec::new(),
             peer_enabled: VecMap::default(),
