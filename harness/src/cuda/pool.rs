@@ -390,10 +390,9 @@ impl WorkerPool {
     /// process that needs new contexts, only one that never made a
     /// context; among equals, one that made a context (keeping the others
     /// for the processes that need new ones), then the one that came back
-    /// last (its loaded kernels are warm). Without `shared`, only a never-used one is
-    /// taken. Among those, one that has
-    /// answered `Init` if there is one, else the one that has been
-    /// initialising longest.
+    /// last (its loaded kernels are warm). Without `shared`, only a
+    /// never-used one is taken. Among those, one that has answered `Init`
+    /// if there is one, else the one that has been initialising longest.
     pub fn claim(&mut self, key: &WorkerKey, shared: bool, fit: WorkerFit) -> Option<Claimed> {
         let entry = self.entries.iter_mut().find(|e| &e.key == key)?;
         let served = if shared {
