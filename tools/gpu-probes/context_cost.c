@@ -13,30 +13,13 @@
 //                                     the mean and slowest call
 //   context_cost churn SECONDS        create/destroy contexts in a loop
 // Times are milliseconds on CLOCK_MONOTONIC.
-#include <cuda.h>
+#include "probe.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-#define CHECK(call)                                                        \
-    do {                                                                   \
-        CUresult r_ = (call);                                              \
-        if (r_ != CUDA_SUCCESS) {                                          \
-            const char *s_ = "?";                                          \
-            cuGetErrorName(r_, &s_);                                       \
-            fprintf(stderr, "%s failed: %s\n", #call, s_);                 \
-            exit(2);                                                       \
-        }                                                                  \
-    } while (0)
 
 static CUdevice dev;
 

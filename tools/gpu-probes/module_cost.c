@@ -12,28 +12,11 @@
 //   module_cost link             PTX -> cubin with cuLink*, then the
 //                                cubin's load in a new context
 // Times are milliseconds on CLOCK_MONOTONIC.
-#include <cuda.h>
+#include "probe.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-#define CHECK(call)                                                        \
-    do {                                                                   \
-        CUresult r_ = (call);                                              \
-        if (r_ != CUDA_SUCCESS) {                                          \
-            const char *s_ = "?";                                          \
-            cuGetErrorName(r_, &s_);                                       \
-            fprintf(stderr, "%s failed: %s\n", #call, s_);                 \
-            exit(2);                                                       \
-        }                                                                  \
-    } while (0)
 
 // The copy kernel of harness/src/cuda/worker.rs (COPY_BYTES_PTX).
 static const char PTX[] =
