@@ -525,3 +525,32 @@ fn the_per_thread_stream_is_ordered_with_the_legacy_stream_only() {
         "the legacy read waits for it"
     );
 }
+
+/// A read the driver refuses for its pointer returns at once: it does not
+/// wait for the legacy stream, so a record behind a running kernel that
+/// the stream waits on is still pending after it (explore seed 3122026
+/// case 2243, one H200). A read that passes its checks waits.
+#[test]
+fn a_refused_read_does_not_wait_for_its_stream() {
+    let mut m = machine();
+    let s = share(&mut m);
+    let owner = m.driver(OWNER);
+    owner
+        .slow_fill_on(s.a, 0x5d, MIB2, LONG_US, StreamId::LEGACY_DEFAULT)
+        .unwrap();
+    owner.event_record(s.e).unwrap();
+    let peer = m.driver(PEER);
+    let b = peer.alloc(MemKind::Device, 4096).unwrap();
+    peer.stream_wait_event(s.x).unwrap();
+    peer.ipc_close_mem_handle(s.p).unwrap();
+    assert_eq!(
+        peer.read(s.p, 16).map_err(kind),
+        Err(Some(ErrorKind::InvalidValue))
+    );
+    assert_eq!(
+        peer.event_query(s.x).map_err(kind),
+        Err(Some(ErrorKind::NotReady))
+    );
+    peer.read(b, 16).unwrap();
+    assert_eq!(peer.event_query(s.x).map_err(kind), Ok(()));
+}
