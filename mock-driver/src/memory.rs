@@ -44,6 +44,20 @@ fn counts_against_device(kind: MemKind) -> bool {
     matches!(kind, MemKind::Device | MemKind::StreamOrdered)
 }
 
+/// Where a read's bytes come from, once its pointer passed the checks.
+enum ReadTarget {
+    /// The VMM mappings the range crosses.
+    Pieces(Vec<crate::vmm::Piece>),
+    /// One block, at an offset.
+    Block(crate::ids::BlockId, u64),
+}
+
+fn too_long_to_read() -> Fail {
+    Fail::Harness(format!(
+        "the simulator does not materialise reads over {MAX_READ} bytes"
+    ))
+}
+
 impl World {
     pub(crate) fn alloc(&mut self, p: ProcessIndex, kind: MemKind, size: u64) -> SimResult<u64> {
         let base = self.alloc_on(p, kind, size, None)?;
@@ -446,13 +460,10 @@ impl World {
         len: u64,
         access: Access,
     ) -> SimResult<Vec<u8>> {
-        if len == 0 {
-            if access == Access::Copy {
-                self.drain(p);
-            }
-            return Ok(Vec::new());
-        }
-        if access == Access::Kernel && self.sem.stale_kernel_read != StaleKernelRead::Fault {
+        if len > 0
+            && access == Access::Kernel
+            && self.sem.stale_kernel_read != StaleKernelRead::Fault
+        {
             if let Some(zeros) = self.stale_kernel_read(p, ptr, len) {
                 // Still a kernel and a copy to the host on the legacy
                 // stream, which the host waits for.
@@ -461,50 +472,52 @@ impl World {
                 return Ok(zeros);
             }
         }
+        let target = if len == 0 {
+            None
+        } else if let Some(pieces) = self.vmm_pieces(p, ptr, len, access) {
+            Some(ReadTarget::Pieces(pieces?))
+        } else {
+            let (id, off) = self.resolve(p, ptr, len, access)?;
+            Some(ReadTarget::Block(id, off))
+        };
         // A copy to the host waits for the work queued on the legacy stream
-        // (`drain`), but only once its pointer passed the checks: a copy
-        // refused as InvalidValue returns at once. On an H200 (580.159.04)
-        // a refused read did not wait for a stream wait on a running
-        // record, whose exporter then ended and left the stream waiting
-        // for good (explore seed 3122026 case 2243). A kernel read
+        // (`drain`), but only once its pointer passed the checks above: a
+        // copy refused as InvalidValue returns at once. On an H200
+        // (580.159.04) a refused read did not wait for a stream wait on a
+        // running record, whose exporter then ended and left the stream
+        // waiting for good (explore seed 3122026 case 2243). A kernel read
         // (`device_read`) has drained already: it launches, then waits.
-        let copy = access == Access::Copy;
-        if let Some(pieces) = self.vmm_pieces(p, ptr, len, access) {
-            let pieces = pieces?;
-            if copy {
-                self.drain(p);
-            }
-            if len > MAX_READ {
-                return Err(Fail::Harness(format!(
-                    "the simulator does not materialise reads over {MAX_READ} bytes"
-                )));
-            }
-            // Work on the legacy stream the host waits for, as below.
-            self.begin_work(p, StreamId::LEGACY_DEFAULT);
-            let mut bytes = Vec::with_capacity(len as usize);
-            for (_, id, off, n) in pieces {
-                self.check_race(p, StreamId::LEGACY_DEFAULT, id, off, n);
-                match self.blocks.get(&id) {
-                    Some(b) => bytes.extend(b.data.read(off, n as usize)),
-                    None => bytes.resize(bytes.len() + n as usize, 0),
-                }
-            }
-            self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
-            return Ok(bytes);
-        }
-        let (id, off) = self.resolve(p, ptr, len, access)?;
-        if copy {
+        if access == Access::Copy {
             self.drain(p);
         }
+        let (id, off) = match target {
+            None => return Ok(Vec::new()),
+            Some(ReadTarget::Pieces(pieces)) => {
+                if len > MAX_READ {
+                    return Err(too_long_to_read());
+                }
+                // Work on the legacy stream the host waits for, as below.
+                self.begin_work(p, StreamId::LEGACY_DEFAULT);
+                let mut bytes = Vec::with_capacity(len as usize);
+                for (_, id, off, n) in pieces {
+                    self.check_race(p, StreamId::LEGACY_DEFAULT, id, off, n);
+                    match self.blocks.get(&id) {
+                        Some(b) => bytes.extend(b.data.read(off, n as usize)),
+                        None => bytes.resize(bytes.len() + n as usize, 0),
+                    }
+                }
+                self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
+                return Ok(bytes);
+            }
+            Some(ReadTarget::Block(id, off)) => (id, off),
+        };
         // A copy to the host (or the copy kernel before it) is work on the
         // legacy stream; the host waits for it.
         self.begin_work(p, StreamId::LEGACY_DEFAULT);
         self.check_race(p, StreamId::LEGACY_DEFAULT, id, off, len);
         self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
         if len > MAX_READ {
-            return Err(Fail::Harness(format!(
-                "the simulator does not materialise reads over {MAX_READ} bytes"
-            )));
+            return Err(too_long_to_read());
         }
         #[allow(unused_mut)]
         let mut bytes = self

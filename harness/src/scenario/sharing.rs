@@ -414,7 +414,11 @@ impl CheckedClauses {
 /// their entries do not speak for a reused one). A clause edited since its
 /// check no longer matches its entry, which then does not apply.
 pub fn fingerprint(scenario: &Scenario) -> String {
-    let new_contexts = worker_fits(scenario).iter().any(|f| f.new_contexts);
+    let new_contexts = needs_new_contexts(scenario)
+        && scenario
+            .steps
+            .iter()
+            .any(|s| matches!(s.op, Op::CtxCreate { .. }));
     fingerprint_with(scenario, new_contexts)
 }
 
@@ -595,12 +599,19 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
         fit.creates_contexts |= matches!(step.op, Op::CtxCreate { .. });
         fit.ends |= matches!(step.op, Op::Exit) || expects_crash(step);
     }
-    if first_comparison(scenario).is_some() {
+    if needs_new_contexts(scenario) {
         for fit in &mut fits {
             fit.new_contexts = fit.creates_contexts;
         }
     }
     fits
+}
+
+/// Whether the contexts `scenario` creates must be new ones, not a reused
+/// worker's spares ([`WorkerFit::new_contexts`]): it compares values, and
+/// a spare takes no descriptor and starts no VA arena.
+fn needs_new_contexts(scenario: &Scenario) -> bool {
+    first_comparison(scenario).is_some()
 }
 
 /// Whether `scenario` opens a damaged handle (`handle_flip`,
