@@ -288,14 +288,9 @@ impl World {
                     .iter()
                     .find(|(_, h)| h.imported && h.pool == pool)
                     .map(|(&handle, _)| handle);
-                // A second import claims the VA free in the current arena,
-                // as driver memory does: a freed export there is NotPermitted
-                // from then on. Inferred from generated cases (two imports:
-                // NotPermitted; one: InvalidValue), the mechanism unknown
-                // (mem.lifetime.pool-reimport-claims-freed-export-va).
-                if again.is_some() {
-                    self.procs[p].claim_free_va(None, None);
-                }
+                // A second import claims no freed export's VA: its handle
+                // stays InvalidValue
+                // (mem.lifetime.pool-reimport-leaves-freed-export-invalid).
                 match (again, self.sem.pool_reimport) {
                     (Some(handle), PoolReimport::SamePool) => Ok(handle),
                     _ => Ok(self.new_pool_handle(p, pool, true)),
