@@ -160,6 +160,28 @@ pub fn make_shared(
     sim: &SimSettings,
     workers: Option<WorkerPolicy>,
 ) -> Result<SharedBackend, String> {
+    make_backend(kind, sim, workers, false)
+}
+
+/// [`make_shared`] for `run` (and the policy side of its sharing check):
+/// under the sharing policy, a process that uses only the legacy default
+/// stream gets a worker with one hardware queue, whose contexts cost half
+/// as much (`ipc_harness::WorkerFit::one_queue`; off where
+/// `IPC_CONFORMANCE_ONE_QUEUE=0` or `CUDA_DEVICE_MAX_CONNECTIONS` is set).
+pub fn make_for_run(
+    kind: BackendKind,
+    sim: &SimSettings,
+    workers: Option<WorkerPolicy>,
+) -> Result<SharedBackend, String> {
+    make_backend(kind, sim, workers, true)
+}
+
+fn make_backend(
+    kind: BackendKind,
+    sim: &SimSettings,
+    workers: Option<WorkerPolicy>,
+    one_queue: bool,
+) -> Result<SharedBackend, String> {
     match kind {
         BackendKind::Sim => Ok(Box::new(SimBackend::new(sim_config(sim)?))),
         BackendKind::Cuda => {
@@ -169,14 +191,14 @@ pub fn make_shared(
                         .into(),
                 );
             }
-            cuda_backend(worker_policy(workers)?)
+            cuda_backend(worker_policy(workers)?, one_queue)
         }
     }
 }
 
 /// The real backend: workers are this executable run as `ipc-conformance worker`.
 #[cfg(feature = "cuda")]
-fn cuda_backend(policy: WorkerPolicy) -> Result<SharedBackend, String> {
+fn cuda_backend(policy: WorkerPolicy, one_queue: bool) -> Result<SharedBackend, String> {
     use ipc_harness::cuda::{CudaBackend, WorkerCommand};
     let worker = WorkerCommand::current_exe_subcommand(WORKER_SUBCOMMAND).map_err(|e| {
         format!("--backend cuda: cannot locate this executable to start workers: {e}")
@@ -198,7 +220,10 @@ fn cuda_backend(policy: WorkerPolicy) -> Result<SharedBackend, String> {
         }
         Err(_) => backend,
     };
-    Ok(Box::new(backend.with_worker_policy(policy)))
+    let one_queue = one_queue && ipc_harness::cuda::one_queue_allowed();
+    Ok(Box::new(
+        backend.with_worker_policy(policy).with_one_queue(one_queue),
+    ))
 }
 
 /// Environment variable: idle, pre-initialised workers kept per key (default 3).
@@ -206,7 +231,7 @@ fn cuda_backend(policy: WorkerPolicy) -> Result<SharedBackend, String> {
 pub const WORKER_POOL_ENV: &str = "IPC_CONFORMANCE_WORKER_POOL";
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_backend(_policy: WorkerPolicy) -> Result<SharedBackend, String> {
+fn cuda_backend(_policy: WorkerPolicy, _one_queue: bool) -> Result<SharedBackend, String> {
     Err(
         "--backend cuda: this ipc-conformance was built without the `cuda` feature \
          (rebuild with `cargo build -p ipc-conformance --features cuda`)"

@@ -846,7 +846,7 @@ fn cmd_run(a: &RunArgs, g: &GlobalArgs) -> CmdResult {
     if a.check_sharing {
         return check_sharing(a, g, &cat, &filter, &clauses);
     }
-    let backend = backend::make_shared(a.target.backend, &a.sim.settings()?, a.workers.workers)?;
+    let backend = backend::make_for_run(a.target.backend, &a.sim.settings()?, a.workers.workers)?;
     // A bad expectations file is a usage error, before anything runs.
     let expect = a
         .expectations
@@ -940,7 +940,7 @@ fn check_sharing(
     let settings = a.sim.settings()?;
     let fresh = backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::Fresh))?;
     let shared =
-        backend::make_with_workers(a.target.backend, &settings, Some(WorkerPolicy::ByScenario))?;
+        backend::make_for_run(a.target.backend, &settings, Some(WorkerPolicy::ByScenario))?;
     report::ensure_dir(&a.out)?;
     let picked = crate::sharing_check::shareable(clauses);
     let cfg = RunConfig {

@@ -1707,3 +1707,85 @@ fn a_full_pool_keeps_the_worker_with_spare_contexts() {
     let m = launch_pooled(&backend, &spec(d));
     assert_eq!(m.pids(), vec![with_spares]);
 }
+
+/// A fake worker that logs its pid and its `CUDA_DEVICE_MAX_CONNECTIONS`.
+fn logging_queues(scratch: &Scratch, d: Dialect) -> WorkerCommand {
+    let log = scratch.log();
+    fake(&format!(
+        "echo \"$$ ${{CUDA_DEVICE_MAX_CONNECTIONS:-default}}\" >> {log}; {}",
+        polite(d)
+    ))
+}
+
+#[test]
+fn a_process_on_the_legacy_stream_alone_gets_a_worker_with_one_queue() {
+    use ipc_harness::WorkerFit;
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_some() {
+        eprintln!("this host sets CUDA_DEVICE_MAX_CONNECTIONS: skipped");
+        return;
+    }
+    let d = Dialect::Driver;
+    let scratch = Scratch::new("one-queue");
+    let backend = CudaBackend::new(logging_queues(&scratch, d)).with_pool_size(0);
+    let two = spec_of(d, &[("a", None), ("b", None)]);
+    let one_queue = WorkerFit {
+        one_queue: true,
+        ..WorkerFit::default()
+    };
+    let m = match backend.launch_placed(&two, false, &[one_queue, WorkerFit::default()]) {
+        Ok(m) => m,
+        Err(e) => panic!("launch failed: {e:?}"),
+    };
+    let pids = m.pids();
+    let queues = |pid: u32| {
+        scratch
+            .started()
+            .into_iter()
+            .find(|(p, _)| *p == pid)
+            .map(|(_, tag)| tag)
+    };
+    assert_eq!(queues(pids[0]).as_deref(), Some("1"));
+    assert_eq!(queues(pids[1]).as_deref(), Some("default"));
+}
+
+#[test]
+fn only_the_by_scenario_policy_starts_workers_with_one_queue() {
+    use ipc_harness::sharing::WorkerPolicy;
+    use ipc_harness::WorkerFit;
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_some() {
+        eprintln!("this host sets CUDA_DEVICE_MAX_CONNECTIONS: skipped");
+        return;
+    }
+    let d = Dialect::Driver;
+    let one = spec_of(d, &[("a", None)]);
+    let planned = Upcoming {
+        fits: vec![WorkerFit {
+            one_queue: true,
+            ..WorkerFit::default()
+        }],
+        ..upcoming(one, false)
+    };
+    let started_with = |name: &str, policy: WorkerPolicy, on: bool| {
+        let scratch = Scratch::new(name);
+        let backend = CudaBackend::new(logging_queues(&scratch, d))
+            .with_worker_policy(policy)
+            .with_one_queue(on)
+            .with_pool_size(1);
+        backend.plan_ahead(std::slice::from_ref(&planned));
+        settle(&scratch, 1);
+        let tags: Vec<String> = scratch.started().into_iter().map(|(_, t)| t).collect();
+        tags
+    };
+    assert_eq!(
+        started_with("queue-policy", WorkerPolicy::ByScenario, true),
+        ["1"]
+    );
+    assert_eq!(
+        started_with("queue-off", WorkerPolicy::ByScenario, false),
+        ["default"]
+    );
+    assert_eq!(
+        started_with("queue-fresh", WorkerPolicy::Fresh, true),
+        ["default"]
+    );
+}

@@ -44,6 +44,23 @@ pub struct CudaBackend {
     /// (a machine that outlives its backend shuts its workers down).
     pool: Arc<Mutex<WorkerPool>>,
     policy: WorkerPolicy,
+    /// Under [`WorkerPolicy::ByScenario`], processes that use only the
+    /// legacy default stream get workers with one hardware queue
+    /// ([`WorkerFit::one_queue`]).
+    one_queue: bool,
+}
+
+/// `0` here keeps every worker on the driver's default hardware queues
+/// ([`CudaBackend::with_one_queue`]).
+pub const ONE_QUEUE_ENV: &str = "IPC_CONFORMANCE_ONE_QUEUE";
+
+/// Whether the environment lets workers of one-stream processes have one
+/// hardware queue ([`CudaBackend::with_one_queue`]): unless
+/// [`ONE_QUEUE_ENV`] is `0`, or the user set `CUDA_DEVICE_MAX_CONNECTIONS`
+/// (every worker then inherits theirs).
+pub fn one_queue_allowed() -> bool {
+    std::env::var_os(ONE_QUEUE_ENV).is_none_or(|v| v != "0")
+        && std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none()
 }
 
 impl CudaBackend {
@@ -56,6 +73,22 @@ impl CudaBackend {
             probe: OnceLock::new(),
             pool: Arc::new(Mutex::new(WorkerPool::new(DEFAULT_POOL_SIZE))),
             policy: WorkerPolicy::Fresh,
+            one_queue: false,
+        }
+    }
+
+    /// Whether, under [`WorkerPolicy::ByScenario`], a process that uses
+    /// only the legacy default stream ([`WorkerFit::one_queue`]) runs in a
+    /// worker with one hardware queue (`CUDA_DEVICE_MAX_CONNECTIONS=1`),
+    /// whose contexts cost half as much. Default: off. `ipc-conformance
+    /// run` turns it on where [`one_queue_allowed`]; `explore` does not,
+    /// so that generated cases meet the driver as programs do. The other
+    /// policies keep the driver's default queues, so that a run on fresh
+    /// workers shows what the policy's runs must equal.
+    pub fn with_one_queue(self, on: bool) -> CudaBackend {
+        CudaBackend {
+            one_queue: on,
+            ..self
         }
     }
 
@@ -441,15 +474,17 @@ impl Backend for CudaBackend {
 
 impl CudaBackend {
     /// `fits` as the worker policy reads them: a process's
-    /// [`WorkerFit::fresh`] and [`WorkerFit::new_contexts`] are the
-    /// `policy` decision's, which `--workers reused` overrides (every
-    /// process then takes a reused worker, whatever it made).
+    /// [`WorkerFit::fresh`], [`WorkerFit::new_contexts`] and
+    /// [`WorkerFit::one_queue`] are the `policy` decision's, which
+    /// `--workers reused` overrides (every process then takes a reused
+    /// worker, whatever it made, with the driver's default queues).
     fn policy_fits(&self, fits: &[WorkerFit]) -> Vec<WorkerFit> {
         let by_scenario = self.policy == WorkerPolicy::ByScenario;
         fits.iter()
             .map(|f| WorkerFit {
                 fresh: f.fresh && by_scenario,
                 new_contexts: f.new_contexts && by_scenario,
+                one_queue: f.one_queue && by_scenario && self.one_queue,
                 ..*f
             })
             .collect()

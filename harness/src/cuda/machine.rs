@@ -2,7 +2,7 @@
 //! process, started (from the pool where it has some) and shut down
 //! together.
 
-use super::pool::{PlannedMachine, WorkerKey, WorkerPool};
+use super::pool::{PlannedMachine, WorkerKey, WorkerPool, ONE_QUEUE_VAR};
 use super::process::{
     reap_with_grace, retire_in_background, unexpected, WorkerProxy, MIN_INIT_TIMEOUT,
     RESET_TIMEOUT, SHUTDOWN_GRACE,
@@ -81,7 +81,17 @@ impl CudaMachine {
         let plans = spec
             .processes
             .iter()
-            .map(|p| plan(p, spec.dialect, &base_env, parent_visible.as_deref()))
+            .enumerate()
+            .map(|(i, p)| {
+                let one_queue = fits.get(i).is_some_and(|f| f.one_queue);
+                plan(
+                    p,
+                    one_queue,
+                    spec.dialect,
+                    &base_env,
+                    parent_visible.as_deref(),
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(pool) = pool.as_deref_mut() {
             pool.sweep();
@@ -346,17 +356,22 @@ impl CudaMachine {
 
 /// The pool key and the added environment of the worker for process `p`:
 /// `CUDA_VISIBLE_DEVICES` when it names `visible_devices` (translated
-/// through the parent's own `CUDA_VISIBLE_DEVICES`, if set).
+/// through the parent's own `CUDA_VISIBLE_DEVICES`, if set), and one
+/// hardware queue when `one_queue` ([`WorkerFit::one_queue`]).
 fn plan(
     p: &ProcessSpec,
+    one_queue: bool,
     dialect: Dialect,
     base_env: &[(OsString, OsString)],
     parent_visible: Option<&str>,
 ) -> Result<(WorkerKey, Vec<(OsString, OsString)>), StartError> {
-    let key = worker_key(p, dialect, parent_visible)?;
+    let key = worker_key(p, one_queue, dialect, parent_visible)?;
     let mut env = base_env.to_vec();
     if let (Some(_), Some(value)) = (&p.visible_devices, &key.visible) {
         env.push(("CUDA_VISIBLE_DEVICES".into(), value.into()));
+    }
+    if key.one_queue {
+        env.push((ONE_QUEUE_VAR.0.into(), ONE_QUEUE_VAR.1.into()));
     }
     Ok((key, env))
 }
@@ -364,6 +379,7 @@ fn plan(
 /// The pool key of the worker for process `p` (see [`plan`]).
 pub(crate) fn worker_key(
     p: &ProcessSpec,
+    one_queue: bool,
     dialect: Dialect,
     parent_visible: Option<&str>,
 ) -> Result<WorkerKey, StartError> {
@@ -378,6 +394,7 @@ pub(crate) fn worker_key(
         dialect,
         device: p.device,
         visible,
+        one_queue,
     })
 }
 
@@ -415,7 +432,11 @@ pub(crate) fn planned_machine(
     let plans = spec
         .processes
         .iter()
-        .map(|p| worker_key(p, spec.dialect, parent_visible).map(|k| (k, Vec::new())))
+        .enumerate()
+        .map(|(i, p)| {
+            let one_queue = fits.get(i).is_some_and(|f| f.one_queue);
+            worker_key(p, one_queue, spec.dialect, parent_visible).map(|k| (k, Vec::new()))
+        })
         .collect::<Result<Vec<_>, _>>()
         .ok()?;
     Some(planned(spec, &plans, fits, shared))

@@ -104,8 +104,9 @@ mod stop;
 pub mod worker;
 
 pub use backend::{
-    check_requirements, kernel_driver_version, parse_nvidia_version, version_string, CudaBackend,
-    ProbeOutcome, CUDA_BACKEND_DIALECTS, NO_LIBCUDA, PROBE_TIMEOUT,
+    check_requirements, kernel_driver_version, one_queue_allowed, parse_nvidia_version,
+    version_string, CudaBackend, ProbeOutcome, CUDA_BACKEND_DIALECTS, NO_LIBCUDA, ONE_QUEUE_ENV,
+    PROBE_TIMEOUT,
 };
 pub use local::LocalCudaDriver;
 pub use machine::CudaMachine;

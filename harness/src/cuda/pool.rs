@@ -82,7 +82,13 @@ pub(crate) struct WorkerKey {
     /// The `CUDA_VISIBLE_DEVICES` the worker sees: the process's own
     /// (translated) `visible_devices`, or else the parent's, if set.
     pub visible: Option<String>,
+    /// It runs with one hardware queue ([`ONE_QUEUE_VAR`],
+    /// [`WorkerFit::one_queue`]).
+    pub one_queue: bool,
 }
+
+/// What a worker with one hardware queue has in its environment.
+pub(crate) const ONE_QUEUE_VAR: (&str, &str) = ("CUDA_DEVICE_MAX_CONNECTIONS", "1");
 
 /// Counters of a backend's pool, for tests and reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -560,6 +566,9 @@ impl WorkerPool {
         if let Some(v) = &key.visible {
             env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
         }
+        if key.one_queue {
+            env.push((ONE_QUEUE_VAR.0.into(), ONE_QUEUE_VAR.1.into()));
+        }
         let Ok(mut proxy) =
             WorkerProxy::spawn(POOLED_NAME, key.dialect, MIN_INIT_TIMEOUT, worker, &env)
         else {
@@ -669,6 +678,7 @@ mod tests {
             dialect: Dialect::Driver,
             device,
             visible: None,
+            one_queue: false,
         }
     }
 

@@ -585,7 +585,13 @@ fn decide(scenario: &Scenario, also: ShareAlso, checked: Option<&CheckedClauses>
 /// What each process of `scenario` will ask of its worker, in process
 /// order (see [`WorkerFit`]).
 pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
-    let mut fits = vec![WorkerFit::default(); scenario.processes.len()];
+    let mut fits = vec![
+        WorkerFit {
+            one_queue: true,
+            ..WorkerFit::default()
+        };
+        scenario.processes.len()
+    ];
     for (fit, reason) in fits
         .iter_mut()
         .zip(process_fixed_reasons(scenario, ShareAlso::from_env()))
@@ -597,6 +603,7 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
             continue;
         };
         fit.creates_contexts |= matches!(step.op, Op::CtxCreate { .. });
+        fit.one_queue &= !names_a_stream(&step.op);
         fit.ends |= matches!(step.op, Op::Exit) || expects_crash(step);
     }
     if needs_new_contexts(scenario) {
@@ -605,6 +612,36 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
         }
     }
     fits
+}
+
+/// Whether `op` makes or uses a stream other than the legacy default one
+/// (a `stream_create`, a stream op, a `stream=` argument, the per-thread
+/// stream included): its process then needs the driver's hardware queues
+/// ([`WorkerFit::one_queue`]).
+fn names_a_stream(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::StreamCreate { .. }
+            | Op::StreamDestroy { .. }
+            | Op::StreamSync { .. }
+            | Op::StreamQuery { .. }
+            | Op::EventRecord {
+                stream: Some(_),
+                ..
+            }
+            | Op::StreamWait {
+                stream: Some(_),
+                ..
+            }
+            | Op::SlowFill {
+                stream: Some(_),
+                ..
+            }
+            | Op::Copy {
+                stream: Some(_),
+                ..
+            }
+    )
 }
 
 /// Whether the contexts `scenario` creates must be new ones, not a reused
@@ -1113,6 +1150,25 @@ mod tests {
             .collect();
         assert_eq!(fits, vec![false, true]);
         assert!(worker_fits(&scenario).iter().all(|f| !f.ends));
+    }
+
+    #[test]
+    fn only_a_process_on_the_legacy_stream_alone_may_have_one_queue() {
+        let text = format!(
+            "{BASE}a: x = malloc 4KiB\na: slow_fill x 0x01 us=100\n\
+             b: s = stream_create\nb: y = malloc 4KiB\nb: slow_fill y 0x02 us=100 stream=s\n"
+        );
+        let scenario =
+            crate::scenario::parser::parse(&text, Path::new("<inline>")).expect("parses");
+        let queues: Vec<bool> = worker_fits(&scenario).iter().map(|f| f.one_queue).collect();
+        assert_eq!(queues, vec![true, false]);
+        // The per-thread default stream is a second stream too.
+        let per_thread =
+            format!("{BASE}a: e = event_create\na: event_record e stream=per_thread\n");
+        let scenario =
+            crate::scenario::parser::parse(&per_thread, Path::new("<inline>")).expect("parses");
+        let queues: Vec<bool> = worker_fits(&scenario).iter().map(|f| f.one_queue).collect();
+        assert_eq!(queues, vec![false, true]);
     }
 
     #[test]
