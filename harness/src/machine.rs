@@ -464,7 +464,9 @@ pub struct WorkerFit {
     /// well. A worker with one queue (`CUDA_DEVICE_MAX_CONNECTIONS=1`)
     /// makes its contexts in half the time (H200: a primary context 63
     /// against 120 ms, `cuCtxCreate` 57 against 125 ms, `cuCtxDestroy` 28
-    /// against 70 ms) and takes the same descriptors.
+    /// against 70 ms) and takes the same descriptors. Not where the
+    /// scenario opens a damaged handle, whose error depends on the
+    /// exporter's driver objects, hardware queues among them.
     pub one_queue: bool,
     /// A step ends the process (`exit`, or a step expected to kill it):
     /// its worker will not serve another scenario.

@@ -611,6 +611,17 @@ pub fn worker_fits(scenario: &Scenario) -> Vec<WorkerFit> {
             fit.new_contexts = fit.creates_contexts;
         }
     }
+    // The error a damaged handle gets depends on the driver objects its
+    // exporter's process made (mem.handle.check-word-with-vmm-allocation),
+    // and a context's hardware queues are such objects: with one queue in
+    // every process, that clause's handle was InvalidValue instead of
+    // NotPermitted (H200, 580.159.04). Where a damaged handle is opened,
+    // every process keeps the driver's default queues.
+    if opens_damaged_handle(scenario) {
+        for fit in &mut fits {
+            fit.one_queue = false;
+        }
+    }
     fits
 }
 
@@ -1169,6 +1180,14 @@ mod tests {
             crate::scenario::parser::parse(&per_thread, Path::new("<inline>")).expect("parses");
         let queues: Vec<bool> = worker_fits(&scenario).iter().map(|f| f.one_queue).collect();
         assert_eq!(queues, vec![false, true]);
+        // Where a damaged handle is opened, no process has one queue.
+        let damaged = format!(
+            "{BASE}a: p = malloc 64\na: h = ipc_get p\na: f = handle_flip h 8\n\
+             a: send f -> b\nb: q = ipc_open f => any\n"
+        );
+        let scenario =
+            crate::scenario::parser::parse(&damaged, Path::new("<inline>")).expect("parses");
+        assert!(worker_fits(&scenario).iter().all(|f| !f.one_queue));
     }
 
     #[test]
