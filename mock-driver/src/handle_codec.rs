@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | 0..8 | exporter host-side cookie (seeded) | ignored |
 //! | 8..16 | exporter process id (pid-like) | ignored for memory; the own-process and one-context-per-exporter checks read it (mem.open.own-process-field, mem.context.second-context-process-field) |
-//! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (mem.handle.size-field-bounds-copies) |
+//! | 16..24 | exported allocation size | ignored by the open; a smaller size bounds copies through the mapping (mem.handle.size-field-bounds-copies); the importer's table keeps the first open's, bounded by the mapped block, and another number is AlreadyMapped (mem.handle.damaged-copy-of-open-handle, mem.handle.larger-size-copy-then-original) |
 //! | 24..28 | format word `0x200` | InvalidValue (mem.handle.corrupted-fields; not read where the context maps the block already: mem.handle.format-word-unread-when-mapped), after the one-context rule and the exporter's exit (mem.context.second-context-before-format, mem.lifetime.exporter-exit-before-format); byte 24 alone is not read for an allocation over 2 MiB of odd size (mem.handle.format-byte-odd-size), nor the word for a freed export whose VA was claimed (mem.handle.format-word-after-claim) |
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped (mem.handle.corrupted-fields); where the context maps the block, a new mapping if the range overlaps nothing opened there (mem.handle.damaged-offset-disjoint-range) |
 //! | 31 | padding | ignored |

@@ -1121,7 +1121,7 @@ impl World {
         // pointer's handle is not a copy of an open one (it opens at its own
         // offset).
         let interior = self.sem.interior_handle == InteriorHandle::PointerOffset;
-        let original = proc.opened_like(ctx, handle).find_map(|(_, _, m)| {
+        let original = proc.opened_like(ctx, handle).find_map(|(_, r, m)| {
             m.opened
                 .iter()
                 .find(|o| {
@@ -1129,9 +1129,9 @@ impl World {
                         && o.0[40..56] == b[40..56]
                         && (!interior || o.0[56..64] == b[56..64])
                 })
-                .copied()
+                .map(|&o| (o, r.len))
         });
-        let Some(original) = original else {
+        let Some((original, mapped)) = original else {
             // A copy whose serial (bytes 40..48, otherwise ignored) differs
             // maps the memory again, at a new address
             // (mem.handle.serial-copy-maps-again). Under
@@ -1152,11 +1152,20 @@ impl World {
                 Variant::None
             };
         };
-        if original == *handle {
-            return Variant::None;
-        }
-        if original.0[16..24] != b[16..24] {
+        // The table holds the first open's size field, bounded by the
+        // mapped block: a handle whose size field is another number is
+        // AlreadyMapped, the very handle that opened it included when its
+        // field was past the block; one whose field is that number opens
+        // the mapping again (mem.handle.larger-size-copy-then-original).
+        let size_field = |h: &[u8; ipc_harness::IPC_HANDLE_SIZE]| {
+            u64::from_le_bytes([h[16], h[17], h[18], h[19], h[20], h[21], h[22], h[23]])
+        };
+        let registered = size_field(&original.0).min(mapped);
+        if size_field(b) != registered {
             return Variant::OtherSize;
+        }
+        if original == *handle || size_field(&original.0) != registered {
+            return Variant::None;
         }
         Variant::Original(original)
     }
