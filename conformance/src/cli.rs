@@ -45,12 +45,15 @@ Environment:
   IPC_CONFORMANCE_WORKER_POOL  CUDA workers started ahead of the clauses that need them (default 3; 0: none)
   IPC_CONFORMANCE_SPARE_CONTEXTS  emptied contexts a reused CUDA worker keeps per device (default 2; 0: none)
   IPC_CONFORMANCE_REUSE_WORKERS  1: reset CUDA workers serve every scenario; 0: none (--workers wins)
+  IPC_CONFORMANCE_ONE_QUEUE    0: run's CUDA workers keep the driver's default hardware queues (by
+                               default a one-stream process gets one: CUDA_DEVICE_MAX_CONNECTIONS=1)
   IPC_CONFORMANCE_SHARE_ALSO   sharing rules off: interprocess-events,exits,pools (the default), or none
   IPC_CONFORMANCE_SHARING_CHECKED  the sharing-checked.txt of a run --check-sharing the policy reads
                                instead of the compiled-in one, or none
   IPC_CONFORMANCE_PROFILE      1: print where the run spent its time (harness side) at the end
   IPC_GIT_REVISION             revision recorded in results.json (default: the build's, else git)
   CUDA_VISIBLE_DEVICES         the GPUs the real backend may use (each worker sees its own subset)
+  CUDA_DEVICE_MAX_CONNECTIONS  set: every CUDA worker inherits it (no one-queue workers)
   CUDA_HOME, CUDA_PATH         where the real backend looks for the CUDA libraries
   NO_COLOR                     set: no colour (as --color never)
   RUST_BACKTRACE               1: print the backtrace of a panic (exit 101)";
