@@ -477,7 +477,9 @@ pub fn sharing_checked(
 
 /// [`sharing`] as `list --workers` shows it: `reused`, `reused (WHY)` for
 /// a clause that shares because a check showed it identical, or `fresh
-/// (WHY)`.
+/// (WHY)`; then the processes that take fresh workers in a clause that
+/// shares, and those `run` gives one hardware queue
+/// ([`WorkerFit::one_queue`]).
 pub fn explain(scenario: &Scenario) -> String {
     let d = decide(scenario, ShareAlso::from_env(), in_force());
     let mut text = match (&d.sharing, d.checked) {
@@ -486,6 +488,21 @@ pub fn explain(scenario: &Scenario) -> String {
     };
     for (name, why) in &d.fresh_processes {
         text.push_str(&format!("; process '{name}' fresh ({why})"));
+    }
+    // Which processes `run` starts with one hardware queue
+    // (`WorkerFit::one_queue`).
+    let fits = worker_fits(scenario);
+    let one_queue: Vec<&str> = scenario
+        .processes
+        .iter()
+        .zip(&fits)
+        .filter(|(_, f)| f.one_queue)
+        .map(|(p, _)| p.name.as_str())
+        .collect();
+    if !one_queue.is_empty() && one_queue.len() == fits.len() {
+        text.push_str("; one hardware queue each");
+    } else if !one_queue.is_empty() {
+        text.push_str(&format!("; one hardware queue: {}", one_queue.join(", ")));
     }
     text
 }
@@ -1114,7 +1131,8 @@ mod tests {
         let shown = explain(&parse(&destroy));
         assert_eq!(
             shown,
-            "reused; process 'a' fresh (line 5: a destroyed context's VA goes to the next one)"
+            "reused; process 'a' fresh (line 5: a destroyed context's VA goes to the next one); \
+             one hardware queue each"
         );
         // Both processes meet one: the whole scenario is fresh, for the
         // rule met first.
@@ -1188,6 +1206,18 @@ mod tests {
         let scenario =
             crate::scenario::parser::parse(&damaged, Path::new("<inline>")).expect("parses");
         assert!(worker_fits(&scenario).iter().all(|f| !f.one_queue));
+    }
+
+    #[test]
+    fn explain_names_the_processes_with_one_queue() {
+        let parse =
+            |t: &str| crate::scenario::parser::parse(t, Path::new("<inline>")).expect("parses");
+        let plain = format!("{BASE}a: x = malloc 4KiB\nb: y = malloc 4KiB\n");
+        assert!(explain(&parse(&plain)).ends_with("; one hardware queue each"));
+        let streams = format!("{plain}b: s = stream_create\n");
+        assert!(explain(&parse(&streams)).ends_with("; one hardware queue: a"));
+        let both = format!("{streams}a: t = stream_create\n");
+        assert!(!explain(&parse(&both)).contains("hardware queue"));
     }
 
     #[test]
