@@ -46,6 +46,8 @@ fn counts_against_device(kind: MemKind) -> bool {
 
 /// Where a read's bytes come from, once its pointer passed the checks.
 enum ReadTarget {
+    /// Nowhere: a read of no bytes.
+    Empty,
     /// The VMM mappings the range crosses.
     Pieces(Vec<crate::vmm::Piece>),
     /// One block, at an offset.
@@ -473,12 +475,12 @@ impl World {
             }
         }
         let target = if len == 0 {
-            None
+            ReadTarget::Empty
         } else if let Some(pieces) = self.vmm_pieces(p, ptr, len, access) {
-            Some(ReadTarget::Pieces(pieces?))
+            ReadTarget::Pieces(pieces?)
         } else {
             let (id, off) = self.resolve(p, ptr, len, access)?;
-            Some(ReadTarget::Block(id, off))
+            ReadTarget::Block(id, off)
         };
         // A copy to the host waits for the work queued on the legacy stream
         // (`drain`), but only once its pointer passed the checks above: a
@@ -491,8 +493,8 @@ impl World {
             self.drain(p);
         }
         let (id, off) = match target {
-            None => return Ok(Vec::new()),
-            Some(ReadTarget::Pieces(pieces)) => {
+            ReadTarget::Empty => return Ok(Vec::new()),
+            ReadTarget::Pieces(pieces) => {
                 if len > MAX_READ {
                     return Err(too_long_to_read());
                 }
@@ -509,7 +511,7 @@ impl World {
                 self.host_waits_for(p, StreamId::LEGACY_DEFAULT);
                 return Ok(bytes);
             }
-            Some(ReadTarget::Block(id, off)) => (id, off),
+            ReadTarget::Block(id, off) => (id, off),
         };
         // A copy to the host (or the copy kernel before it) is work on the
         // legacy stream; the host waits for it.

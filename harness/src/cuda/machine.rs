@@ -2,7 +2,7 @@
 //! process, started (from the pool where it has some) and shut down
 //! together.
 
-use super::pool::{PlannedMachine, WorkerKey, WorkerPool, ONE_QUEUE_VAR};
+use super::pool::{PlannedMachine, WorkerKey, WorkerPool};
 use super::process::{
     reap_with_grace, retire_in_background, unexpected, WorkerProxy, MIN_INIT_TIMEOUT,
     RESET_TIMEOUT, SHUTDOWN_GRACE,
@@ -370,9 +370,7 @@ fn plan(
     if let (Some(_), Some(value)) = (&p.visible_devices, &key.visible) {
         env.push(("CUDA_VISIBLE_DEVICES".into(), value.into()));
     }
-    if key.one_queue {
-        env.push((ONE_QUEUE_VAR.0.into(), ONE_QUEUE_VAR.1.into()));
-    }
+    env.extend(key.queue_env());
     Ok((key, env))
 }
 

@@ -82,13 +82,20 @@ pub(crate) struct WorkerKey {
     /// The `CUDA_VISIBLE_DEVICES` the worker sees: the process's own
     /// (translated) `visible_devices`, or else the parent's, if set.
     pub visible: Option<String>,
-    /// It runs with one hardware queue ([`ONE_QUEUE_VAR`],
+    /// It runs with one hardware queue ([`WorkerKey::queue_env`],
     /// [`WorkerFit::one_queue`]).
     pub one_queue: bool,
 }
 
-/// What a worker with one hardware queue has in its environment.
-pub(crate) const ONE_QUEUE_VAR: (&str, &str) = ("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+impl WorkerKey {
+    /// The variable a worker of this key is started with for its hardware
+    /// queues: `CUDA_DEVICE_MAX_CONNECTIONS=1` for one queue, none for the
+    /// driver's default.
+    pub(crate) fn queue_env(&self) -> Option<(OsString, OsString)> {
+        self.one_queue
+            .then(|| ("CUDA_DEVICE_MAX_CONNECTIONS".into(), "1".into()))
+    }
+}
 
 /// Counters of a backend's pool, for tests and reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -566,9 +573,7 @@ impl WorkerPool {
         if let Some(v) = &key.visible {
             env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
         }
-        if key.one_queue {
-            env.push((ONE_QUEUE_VAR.0.into(), ONE_QUEUE_VAR.1.into()));
-        }
+        env.extend(key.queue_env());
         let Ok(mut proxy) =
             WorkerProxy::spawn(POOLED_NAME, key.dialect, MIN_INIT_TIMEOUT, worker, &env)
         else {
