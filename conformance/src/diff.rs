@@ -381,7 +381,7 @@ type IdentityRow = (&'static str, String, String);
 /// The identity rows shown at the top: (name, old, new).
 pub fn identity_rows(d: &RunDiff) -> Vec<IdentityRow> {
     type Getter = fn(&Side) -> String;
-    let rows: [(&'static str, Getter); 15] = [
+    let rows: [(&'static str, Getter); 16] = [
         ("file", |s| s.path.clone()),
         ("backend", |s| s.run.backend.clone()),
         ("dialect", |s| s.run.dialect.clone()),
@@ -396,6 +396,7 @@ pub fn identity_rows(d: &RunDiff) -> Vec<IdentityRow> {
                 .map(|d| d.to_string())
                 .unwrap_or_else(|| "—".into())
         }),
+        ("workers", |s| dash(&s.run.workers)),
         ("git revision", |s| dash(&s.run.git_revision)),
         ("started at", |s| s.run.started_at.clone()),
         ("tool", |s| s.run.tool_version.clone()),
@@ -931,6 +932,28 @@ mod tests {
         assert_eq!(d.totals.unchanged, 3);
         assert!(to_text(&d).contains("no changes: 3 results compared"));
         assert!(to_text(&d).contains("* started at"));
+    }
+
+    /// Two runs whose workers had different hardware queues are marked so,
+    /// beside the driver: such a change alone can move a timing read.
+    #[test]
+    fn a_change_of_workers_is_shown_not_judged() {
+        let (mut a, mut b) = pair();
+        a.run.workers = Some("policy; the driver's default hardware queues".into());
+        b.run.workers =
+            Some("policy; one hardware queue for processes on the legacy stream alone".into());
+        let d = compare(
+            "a",
+            &a,
+            "b",
+            &b,
+            &crate::model::DEFAULT_GATED_TIERS,
+            &BTreeMap::new(),
+        );
+        assert_eq!(d.exit_code(), 0);
+        let t = to_text(&d);
+        assert!(t.contains("* workers"), "{t}");
+        assert!(t.contains("one hardware queue for processes"), "{t}");
     }
 
     #[test]

@@ -84,6 +84,10 @@ pub struct RunInfo {
     pub device_count: Option<u32>,
     /// Simulator semantic choices in force (empty on real hardware).
     pub semantics: BTreeMap<String, String>,
+    /// Real backend: the worker policy and the workers' hardware queues
+    /// (absent on the simulator and in files written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<String>,
     /// `K/N` when this run is one shard (`run --shard`).
     #[serde(default)]
     pub shard: Option<String>,
@@ -606,6 +610,7 @@ pub(crate) mod fixtures {
                 cuda_runtime_version: None,
                 device_count: Some(2),
                 semantics: BTreeMap::from([("close_last_unmaps".into(), "true".into())]),
+                workers: None,
                 shard: None,
                 merged: None,
                 expectations: None,

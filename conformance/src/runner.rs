@@ -444,6 +444,7 @@ fn report_of(
         cuda_runtime_version: info.cuda_runtime_version,
         device_count: info.device_count,
         semantics: info.semantics,
+        workers: info.workers,
         shard: None,
         merged: None,
         expectations: None,

@@ -109,7 +109,7 @@ pub fn apply(shard: Option<Shard>, clauses: Vec<&Clause>) -> Vec<&Clause> {
 // Merge
 
 /// Run-info fields that must agree between merged inputs (unless forced).
-pub const IDENTITY_FIELDS: [&str; 15] = [
+pub const IDENTITY_FIELDS: [&str; 16] = [
     "tool_version",
     "backend",
     "dialect",
@@ -124,6 +124,7 @@ pub const IDENTITY_FIELDS: [&str; 15] = [
     "cuda_runtime_version",
     "device_count",
     "semantics",
+    "workers",
     "gated_tiers",
 ];
 
@@ -153,6 +154,7 @@ fn identity_value(run: &RunInfo, field: &str) -> String {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(","),
+        "workers" => opt(&run.workers),
         "gated_tiers" => crate::model::tiers_text(run.gated_tiers.as_deref()),
         _ => String::new(),
     }
@@ -557,6 +559,7 @@ mod tests {
         let mut cuda = ok("2/2", &["b.x"]);
         cuda.run.backend = "cuda".into();
         cuda.run.driver_version = Some("580.159.04".into());
+        cuda.run.workers = Some("policy; the driver's default hardware queues".into());
         let e = merge(
             vec![
                 ("a".into(), ok("1/2", &["a.x"])),
@@ -570,6 +573,7 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("driver_version differs"), "{e}");
+        assert!(e.contains("workers differs"), "{e}");
         assert!(e.contains("--force"), "{e}");
         let m = merge(
             vec![("a".into(), ok("1/2", &["a.x"])), ("b".into(), cuda)],
@@ -577,7 +581,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.report.results.len(), 2);
-        assert_eq!(m.warnings.len(), 2);
+        assert_eq!(m.warnings.len(), 3);
     }
 
     #[test]

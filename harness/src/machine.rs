@@ -265,6 +265,12 @@ pub struct BackendInfo {
     pub device_count: Option<u32>,
     /// Simulator only: the semantic choices in force, by name.
     pub semantics: BTreeMap<String, String>,
+    /// Real backend: how scenarios got their worker processes, e.g.
+    /// `policy; one hardware queue for processes on the legacy stream
+    /// alone`. Two runs whose workers differ can differ for that reason
+    /// alone, so `diff` shows it beside the driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<String>,
 }
 
 /// Why a scenario cannot run on a backend at all.

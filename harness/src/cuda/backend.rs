@@ -92,6 +92,19 @@ impl CudaBackend {
         }
     }
 
+    /// How this backend gives scenarios their workers, for reports: the
+    /// policy, then the hardware queues its workers have.
+    pub fn workers_description(&self) -> String {
+        let queues = match std::env::var("CUDA_DEVICE_MAX_CONNECTIONS") {
+            Ok(n) => format!("CUDA_DEVICE_MAX_CONNECTIONS={n} for every worker (set by the user)"),
+            Err(_) if self.one_queue && self.policy == WorkerPolicy::ByScenario => {
+                "one hardware queue for processes on the legacy stream alone".into()
+            }
+            Err(_) => "the driver's default hardware queues".into(),
+        };
+        format!("{}; {queues}", self.policy.as_str())
+    }
+
     /// Keeps up to `n` idle workers ready per key (dialect, device made
     /// current, `CUDA_VISIBLE_DEVICES`) seen in a started machine; 0 turns
     /// the pool off (every worker is started by the `start` that needs it).
@@ -428,6 +441,7 @@ impl Backend for CudaBackend {
             info.cuda_runtime_version = r.cuda_runtime_version.map(version_string);
             info.device_count = Some(r.device_count);
         }
+        info.workers = Some(self.workers_description());
         info
     }
 
@@ -691,6 +705,35 @@ mod tests {
         assert_eq!(
             WorkerCommand::new("/bin/true", ["x"]).args,
             vec!["x".to_string()]
+        );
+    }
+
+    /// The report says how workers were given, so that `diff` can tell a
+    /// queue setting from a driver change. (Skipped where the user's
+    /// environment sets the queues for every worker.)
+    #[test]
+    fn the_workers_description_names_the_policy_and_the_queues() {
+        if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_some() {
+            return;
+        }
+        let backend = || CudaBackend::new(WorkerCommand::new("/bin/true", ["x"]));
+        assert_eq!(
+            backend()
+                .with_worker_policy(WorkerPolicy::ByScenario)
+                .with_one_queue(true)
+                .workers_description(),
+            "policy; one hardware queue for processes on the legacy stream alone"
+        );
+        // Only the policy gives one queue: a fresh run keeps the default.
+        assert_eq!(
+            backend().with_one_queue(true).workers_description(),
+            "fresh; the driver's default hardware queues"
+        );
+        assert_eq!(
+            backend()
+                .with_worker_policy(WorkerPolicy::ByScenario)
+                .workers_description(),
+            "policy; the driver's default hardware queues"
         );
     }
 }
