@@ -317,7 +317,9 @@ impl World {
     /// one-context-per-exporter rule, which reads the process field, comes
     /// before the format word (mem.context.second-context-before-format),
     /// and so does the exporter's exit: `dead_handle_error`
-    /// (mem.lifetime.exporter-exit-before-format).
+    /// (mem.lifetime.exporter-exit-before-format), except where the word is
+    /// not read at all, the object and check word naming a block this
+    /// context maps (mem.lifetime.format-word-unread-when-mapped-after-exit).
     fn undecoded_handle_rule(
         &self,
         p: ProcessIndex,
@@ -332,7 +334,7 @@ impl World {
         }
         let exited =
             (0..self.procs.len()).any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
-        if exited {
+        if exited && self.format_word_unread(p, handle).is_none() {
             return Err(self.sem.dead_handle_error.into());
         }
         Ok(())
@@ -497,7 +499,8 @@ impl World {
     /// (mem.handle.flipped-offset-small-allocation). Inferred from those
     /// two: accepted while the largest export still fits after it. An
     /// importer that holds a device allocation of its own opens it anyway
-    /// (mem.handle.flipped-offset-importer-with-memory); so does one that
+    /// (mem.handle.flipped-offset-importer-with-memory), or pinned host
+    /// memory (mem.handle.flipped-offset-importer-with-pinned-host); so does one that
     /// holds a VA reservation
     /// (mem.handle.flipped-offset-importer-with-reservation). A VMM
     /// allocation alone, or an IPC mapping opened and closed, is still
@@ -523,7 +526,7 @@ impl World {
         let own_memory = self.procs[p]
             .allocs
             .values()
-            .any(|a| a.kind == MemKind::Device)
+            .any(|a| matches!(a.kind, MemKind::Device | MemKind::PinnedHost))
             || self.vmm_reserves_any(p);
         if h.offset.saturating_add(largest) > block.size && (!own_memory || h.offset >= block.size)
         {

@@ -687,7 +687,7 @@ impl World {
                 if !freed {
                     !other_alive
                         && (born >= released
-                            || (pool.ctx == ctx
+                            || ((pool.ctx == ctx || free.released_in == Some(pool.ctx))
                                 && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
                     // A freed allocation: freed while another (created)
