@@ -132,6 +132,9 @@ if [ "$devices" -ge 2 ] && [ "$STEPS" != device0 ]; then
     # Device 0's results, then those of the clauses it did not compare.
     base="$OUT/check/sharing-checked.txt"
     [ -f "$base" ] || base="$checked"
+    # STEPS=devices without SHARING_CHECKED has no device-0 results: the
+    # two-device check's stand alone.
+    [ -f "$base" ] || base="$OUT/check-two-devices/sharing-checked.txt"
     awk 'FNR == 1 { file++ }
          /^#/ || /^checked-on:/ { if (file == 1) print; next }
          file == 1 { seen[$1] = 1; print; next }
