@@ -177,7 +177,7 @@ cat > "$OUT/catalogue.json" <<JSON
   "steps": "$STEPS",
   "check_s": $check_s, "check_exit": $check_rc,
   "catalogue_fresh_s": ${fresh_s:-null},
-  "clauses_identical": $identical, "clauses_differing": $((${differ:-0} + ${two_differ:-0})),
+  "clauses_identical": ${identical:-null}, "clauses_differing": $((${differ:-0} + ${two_differ:-0})),
   "check_two_devices_s": $two_s, "check_two_devices_exit": "$two_rc",
   "catalogue_policy_s": ${policy_s:-null}, "catalogue_policy_exit": "$policy_rc", "catalogue_policy_run": "$policy_from",
   "catalogue_policy_identical_to_fresh": $policy_identical,
