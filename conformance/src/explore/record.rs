@@ -186,18 +186,26 @@ pub fn attributed_tier(
 }
 
 /// Whether a differing step differs only in where a value landed: both
-/// runs succeeded with a pointer, a range of one size, or a descriptor,
-/// under another label. Which address comes back and which descriptor
-/// number the driver's own descriptors leave are accidents of one driver
-/// (docs/clauses.md: "which virtual address comes back"), so such a
-/// difference is incidental even where no semantic choice names it.
+/// runs succeeded with a pointer, a range of one size, a descriptor, or an
+/// interprocess event's handle, under another label. Which address comes
+/// back, which descriptor number the driver's own descriptors leave and
+/// which slot of its context's event pool a new event takes (the handle's
+/// bytes name the slot) are accidents of one driver (docs/clauses.md:
+/// "which virtual address comes back"), so such a difference is
+/// incidental even where no semantic choice names it. A memory handle's
+/// bytes are not a placement: whether a second `ipc_get` returns the same
+/// bytes is a rule (`handle_stable`).
 pub fn placement_only(sim: &StepOutcome, real: &StepOutcome) -> bool {
-    use ipc_harness::trace::ValueSummary::{Fd, Ptr, Range};
+    use ipc_harness::trace::ValueSummary::{Fd, Handle, Ptr, Range};
     let (StepOutcome::Ok { value: a }, StepOutcome::Ok { value: b }) = (sim, real) else {
         return false;
     };
+    let event_handle = |l: &str| l.starts_with("eh");
     match (a, b) {
         (Ptr { label: x }, Ptr { label: y }) | (Fd { label: x }, Fd { label: y }) => x != y,
+        (Handle { label: x }, Handle { label: y }) => {
+            x != y && event_handle(x) && event_handle(y)
+        }
         (Range { base: x, size: m }, Range { base: y, size: n }) => x != y && m == n,
         _ => false,
     }
@@ -516,6 +524,11 @@ mod tests {
         );
         assert_eq!(tier(&range("p0.p1", 4096), &range("p0.p2", 8192)), None);
         assert_eq!(tier(&ptr("p0.p1"), &err), None);
+        // Which pool slot a new event took is a placement; whether a memory
+        // handle's bytes repeat is not.
+        let handle = |l: &str| ok(ValueSummary::Handle { label: l.into() });
+        assert_eq!(tier(&handle("eh1"), &handle("eh2")), incidental);
+        assert_eq!(tier(&handle("h1"), &handle("h2")), None);
     }
 
     /// The simulator's trace of scenario `text`.
