@@ -684,9 +684,14 @@ impl World {
                 // free from there does.
                 let elsewhere = proc.released_elsewhere(&free);
                 let other_alive = elsewhere == Some(true);
+                let later = proc
+                    .contexts
+                    .values()
+                    .any(|c| c.born >= released && !c.primary);
                 if !freed {
                     !other_alive
                         && (born >= released
+                            || (pool.ctx == ctx && later)
                             || ((pool.ctx == ctx || free.released_in == Some(pool.ctx))
                                 && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
@@ -698,10 +703,6 @@ impl World {
                     // else its own context also reads zeros once a context was
                     // created after the free
                     // (mem.lifetime.kernel-read-after-free-own-context-after-create).
-                    let later = proc
-                        .contexts
-                        .values()
-                        .any(|c| c.born >= released && !c.primary);
                     let other_gone = elsewhere == Some(false);
                     // The scratch buffer of a kernel read from another context
                     // lands on it too: an allocation of a created context,
