@@ -203,9 +203,7 @@ pub fn placement_only(sim: &StepOutcome, real: &StepOutcome) -> bool {
     let event_handle = |l: &str| l.starts_with("eh");
     match (a, b) {
         (Ptr { label: x }, Ptr { label: y }) | (Fd { label: x }, Fd { label: y }) => x != y,
-        (Handle { label: x }, Handle { label: y }) => {
-            x != y && event_handle(x) && event_handle(y)
-        }
+        (Handle { label: x }, Handle { label: y }) => x != y && event_handle(x) && event_handle(y),
         (Range { base: x, size: m }, Range { base: y, size: n }) => x != y && m == n,
         _ => false,
     }
