@@ -461,6 +461,16 @@ impl World {
             .released
             .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
         {
+            // The exporter itself (its own-process check passed by a
+            // damaged process field) is not refused for the claim: it
+            // opens the exported allocation it placed at the address since,
+            // as a stale handle does where nothing claimed the VA
+            // (mem.lifetime.exporter-own-copy-opens-new-export-at-claimed-va).
+            if p == freed.owner {
+                if let Some((block_id, offset, size)) = self.exported_alloc_at(p, addr) {
+                    return self.map_stale(p, here, handle, h, block_id, (offset, size), flags);
+                }
+            }
             return Err(self.sem.reclaimed_export_error.into());
         }
         self.open_stale(p, here, handle, h, freed.owner, addr, flags)
