@@ -897,6 +897,18 @@ mod tests {
     use crate::model::fixtures::{result, run};
     use ipc_harness::trace::ValueSummary;
 
+    /// `a` against `b` with the default gated tiers and no catalogue.
+    fn compare_default(a: &RunReport, b: &RunReport) -> RunDiff {
+        compare(
+            "a",
+            a,
+            "b",
+            b,
+            &crate::model::DEFAULT_GATED_TIERS,
+            &BTreeMap::new(),
+        )
+    }
+
     fn pair() -> (RunReport, RunReport) {
         let mk = || {
             run(
@@ -919,14 +931,7 @@ mod tests {
         b.results[0].duration_ms = 77.0;
         b.results[0].trace.as_mut().unwrap().steps[0].elapsed_us = 999;
         b.run.started_at = "2027-01-01T00:00:00.000Z".into();
-        let d = compare(
-            "a",
-            &a,
-            "b",
-            &b,
-            &crate::model::DEFAULT_GATED_TIERS,
-            &BTreeMap::new(),
-        );
+        let d = compare_default(&a, &b);
         assert!(!d.changed);
         assert_eq!(d.exit_code(), 0);
         assert_eq!(d.totals.unchanged, 3);
@@ -942,14 +947,7 @@ mod tests {
         a.run.workers = Some("policy; the driver's default hardware queues".into());
         b.run.workers =
             Some("policy; one hardware queue for processes on the legacy stream alone".into());
-        let d = compare(
-            "a",
-            &a,
-            "b",
-            &b,
-            &crate::model::DEFAULT_GATED_TIERS,
-            &BTreeMap::new(),
-        );
+        let d = compare_default(&a, &b);
         assert_eq!(d.exit_code(), 0);
         let t = to_text(&d);
         assert!(t.contains("* workers"), "{t}");
@@ -966,14 +964,7 @@ mod tests {
         b.results.remove(2);
         b.results
             .push(result("a.four", Status::Pass, Dialect::Runtime, "sim"));
-        let d = compare(
-            "a",
-            &a,
-            "b",
-            &b,
-            &crate::model::DEFAULT_GATED_TIERS,
-            &BTreeMap::new(),
-        );
+        let d = compare_default(&a, &b);
         assert!(d.changed);
         assert_eq!(d.exit_code(), 1);
         assert_eq!(d.totals.status_changed, 1);
