@@ -49,16 +49,17 @@ pub(crate) struct HandleData {
 /// Bytes 56..64: the exported pointer's offset in its allocation, read only
 /// under `interior_handle=pointer-offset` (HIP's `poffset`; CUDA ignores them).
 pub(crate) fn interior_offset(handle: &IpcMemHandle) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&handle.0[56..64]);
-    u64::from_le_bytes(b)
+    u64_at(&handle.0, 56)
 }
 
 /// Bytes 8..16, the exporter's process field, read whatever the rest holds.
 pub(crate) fn raw_process_tag(handle: &IpcMemHandle) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&handle.0[8..16]);
-    u64::from_le_bytes(b)
+    u64_at(&handle.0, 8)
+}
+
+/// Bytes 16..24, the size field, read whatever the rest holds.
+pub(crate) fn size_field(handle: &IpcMemHandle) -> u64 {
+    u64_at(&handle.0, 16)
 }
 
 pub(crate) fn check_word(seed: u64, object: u32) -> u32 {
@@ -67,6 +68,13 @@ pub(crate) fn check_word(seed: u64, object: u32) -> u32 {
 
 pub(crate) fn u32_at(b: &[u8; IPC_HANDLE_SIZE], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The little-endian 64-bit field at byte `at`.
+fn u64_at(b: &[u8; IPC_HANDLE_SIZE], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(word)
 }
 
 /// The process-id field of the handles a process exports: a pid-like number
@@ -116,17 +124,15 @@ pub(crate) fn encode(seed: u64, e: &Encode) -> IpcMemHandle {
     IpcMemHandle(b)
 }
 
+/// The serial a handle carries (bytes 40..48).
+pub(crate) fn serial_of(handle: &IpcMemHandle) -> u64 {
+    u64_at(&handle.0, 40)
+}
+
 /// Decode the fields the driver reads; `None` when the format or memory type
 /// words are wrong (InvalidValue on hardware). The caller checks, in the
 /// hardware's order: object id (InvalidHandle), check word (InvalidValue),
 /// offset (AlreadyMapped).
-/// The serial a handle carries (bytes 40..48).
-pub(crate) fn serial_of(handle: &IpcMemHandle) -> u64 {
-    let mut serial = [0u8; 8];
-    serial.copy_from_slice(&handle.0[40..48]);
-    u64::from_le_bytes(serial)
-}
-
 pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
     let b = &handle.0;
     if u32_at(b, 24) != FORMAT || b[32..37] != MEMORY_TYPE {
@@ -139,14 +145,12 @@ pub(crate) fn decode(seed: u64, handle: &IpcMemHandle) -> Option<HandleData> {
 pub(crate) fn decode_fields(seed: u64, handle: &IpcMemHandle) -> HandleData {
     let b = &handle.0;
     let object = u32_at(b, 48);
-    let mut tag = [0u8; 8];
-    tag.copy_from_slice(&b[8..16]);
     HandleData {
-        exporter_tag: u64::from_le_bytes(tag),
+        exporter_tag: raw_process_tag(handle),
         object,
         offset: u64::from(u32::from_le_bytes([b[28], b[29], b[30], 0])),
         checked: u32_at(b, 52) == check_word(seed, object),
-        size: u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()),
+        size: size_field(handle),
     }
 }
 

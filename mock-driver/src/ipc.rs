@@ -4,7 +4,7 @@
 
 use crate::handle_codec::{
     decode, decode_fields, encode, interior_offset, process_tag, raw_process_tag, serial_of,
-    u32_at, Encode, HandleData, FORMAT, MEMORY_TYPE,
+    size_field, u32_at, Encode, HandleData, FORMAT, MEMORY_TYPE,
 };
 use crate::seed::hash;
 use crate::semantics::{
@@ -1170,14 +1170,11 @@ impl World {
         // AlreadyMapped, the very handle that opened it included when its
         // field was past the block; one whose field is that number opens
         // the mapping again (mem.handle.larger-size-copy-then-original).
-        let size_field = |h: &[u8; ipc_harness::IPC_HANDLE_SIZE]| {
-            u64::from_le_bytes([h[16], h[17], h[18], h[19], h[20], h[21], h[22], h[23]])
-        };
-        let registered = size_field(&original.0).min(mapped);
-        if size_field(b) != registered {
+        let registered = size_field(&original).min(mapped);
+        if size_field(handle) != registered {
             return Variant::OtherSize;
         }
-        if original == *handle || size_field(&original.0) != registered {
+        if original == *handle || size_field(&original) != registered {
             return Variant::None;
         }
         Variant::Original(original)

@@ -83,10 +83,9 @@ impl CudaMachine {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let one_queue = fits.get(i).is_some_and(|f| f.one_queue);
                 plan(
                     p,
-                    one_queue,
+                    one_queue_at(fits, i),
                     spec.dialect,
                     &base_env,
                     parent_visible.as_deref(),
@@ -374,6 +373,12 @@ fn plan(
     Ok((key, env))
 }
 
+/// Whether process `i` gets a worker with one hardware queue: its fit
+/// says so ([`WorkerFit::one_queue`]); no fit, no.
+fn one_queue_at(fits: &[WorkerFit], i: usize) -> bool {
+    fits.get(i).is_some_and(|f| f.one_queue)
+}
+
 /// The pool key of the worker for process `p` (see [`plan`]).
 pub(crate) fn worker_key(
     p: &ProcessSpec,
@@ -432,8 +437,8 @@ pub(crate) fn planned_machine(
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let one_queue = fits.get(i).is_some_and(|f| f.one_queue);
-            worker_key(p, one_queue, spec.dialect, parent_visible).map(|k| (k, Vec::new()))
+            worker_key(p, one_queue_at(fits, i), spec.dialect, parent_visible)
+                .map(|k| (k, Vec::new()))
         })
         .collect::<Result<Vec<_>, _>>()
         .ok()?;
