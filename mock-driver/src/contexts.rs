@@ -116,7 +116,7 @@ impl World {
         }
         // The new context claims the free VA of the arena it closes
         // (`reclaimed_export_error`).
-        proc.claim_free_va(None, None);
+        proc.claim_free_va(crate::world::ClaimBy::Context, None, None);
         proc.arena = proc.arena_seq;
         // VA a destroyed context released goes to the next context made, not
         // to the primary context made current instead

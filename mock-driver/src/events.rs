@@ -344,7 +344,7 @@ impl World {
         if !self.events.shared_memory.contains_key(&p) {
             self.events.shared_memory.insert(p, ());
             let mapped = self.event_memory_span(p);
-            self.procs[p].claim_free_va(None, mapped);
+            self.procs[p].claim_free_va(crate::world::ClaimBy::EventMemory, None, mapped);
         }
     }
 

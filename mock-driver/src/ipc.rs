@@ -12,7 +12,9 @@ use crate::semantics::{
     Reopen, StaleHandle,
 };
 use crate::small_map::SmallMap;
-use crate::world::{BlockId, CtxKey, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK};
+use crate::world::{
+    BlockId, ClaimBy, CtxKey, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK,
+};
 use ipc_harness::{
     ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex,
     IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
@@ -30,6 +32,19 @@ enum Variant {
     /// A copy of an open handle with another size field: AlreadyMapped,
     /// once the memory-type word has been read.
     OtherSize,
+}
+
+/// Where the exporter's own copy of a freed export looks
+/// (`World::open_own_freed_export`).
+#[derive(Clone, Copy)]
+struct OwnCopy {
+    /// `Process::va_releases` after the exporter released the block's VA.
+    released: Option<u64>,
+    /// The freed allocation's address (plus the handle's offset field).
+    addr: u64,
+    /// Nobody maps the block any more: a context's or a pool's claim opens
+    /// new memory.
+    fresh_where_claimed: bool,
 }
 
 impl World {
@@ -457,23 +472,110 @@ impl World {
             return Err(self.sem.garbage_handle_error.into());
         }
         let addr = freed.base.saturating_add(h.offset);
+        if p == freed.owner && self.sem.stale_handle == StaleHandle::ByAddress {
+            let own = OwnCopy {
+                released: freed.released,
+                addr,
+                fresh_where_claimed: true,
+            };
+            if let Some(answer) = self.open_own_freed_export(p, here, handle, h, own, flags) {
+                return answer;
+            }
+        }
         if freed
             .released
             .is_some_and(|r| self.claimed_since_release(freed.owner, addr, r))
         {
-            // The exporter itself (its own-process check passed by a
-            // damaged process field) is not refused for the claim: it
-            // opens the exported allocation it placed at the address since,
-            // as a stale handle does where nothing claimed the VA
-            // (mem.lifetime.exporter-own-copy-opens-new-export-at-claimed-va).
-            if p == freed.owner {
-                if let Some((block_id, offset, size)) = self.exported_alloc_at(p, addr) {
-                    return self.map_stale(p, here, handle, h, block_id, (offset, size), flags);
-                }
-            }
             return Err(self.sem.reclaimed_export_error.into());
         }
         self.open_stale(p, here, handle, h, freed.owner, addr, flags)
+    }
+
+    /// The exporter itself opens a copy of its freed export (the
+    /// own-process check passed by a damaged process field): it reaches
+    /// what it holds at the freed address now, and a claim of that VA does
+    /// not refuse it as it refuses an importer
+    /// (mem.lifetime.exporter-own-copy-reaches-what-is-at-the-address).
+    /// - An exported device allocation there opens, claimed or not
+    ///   (mem.lifetime.exporter-own-copy-opens-new-export-at-claimed-va).
+    /// - A VMM mapping there opens, a new mapping of its physical memory.
+    /// - A device allocation never exported opens where no driver memory
+    ///   claimed the VA first; where some did, InvalidValue.
+    /// - Nothing there: InvalidValue, unless a created context or a
+    ///   stream-ordered pool claimed the VA since; then, where nobody maps
+    ///   the block any more (`fresh_where_claimed`), it opens new memory of
+    ///   the handle's size that reads zeros.
+    ///
+    /// `None`: something else is there (pinned host memory, an IPC
+    /// mapping), or nothing and the block still mapped by an importer after
+    /// such a claim: unmeasured; the importer's rules decide.
+    fn open_own_freed_export(
+        &mut self,
+        p: ProcessIndex,
+        here: (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        own: OwnCopy,
+        flags: u32,
+    ) -> Option<SimResult<u64>> {
+        let OwnCopy {
+            released,
+            addr,
+            fresh_where_claimed,
+        } = own;
+        if let Some((block_id, offset, size)) = self.exported_alloc_at(p, addr) {
+            return Some(self.map_stale(p, here, handle, h, block_id, (offset, size), flags));
+        }
+        if let Some((block_id, offset)) = self.vmm_block_at(p, addr) {
+            return Some(self.map_stale(p, here, handle, h, block_id, (offset, h.size), flags));
+        }
+        let claimed_by = |by: fn(ClaimBy) -> bool| {
+            released.is_some_and(|r| self.claimed_since_release_by(p, addr, r, by))
+        };
+        let device_alloc = self.procs[p]
+            .alloc_at(addr)
+            .filter(|(_, a)| a.kind == MemKind::Device)
+            .map(|(_, a)| (a.block, a.offset, a.size));
+        if let Some((block_id, offset, size)) = device_alloc {
+            if claimed_by(|_| true) {
+                return Some(Err(ErrorKind::InvalidValue.into()));
+            }
+            return Some(self.map_stale(p, here, handle, h, block_id, (offset, size), flags));
+        }
+        if self.procs[p].holds_within(addr, h.size) {
+            return None;
+        }
+        if claimed_by(|by| matches!(by, ClaimBy::Context | ClaimBy::StreamOrderedPool)) {
+            return fresh_where_claimed.then(|| self.map_fresh_memory(p, here, handle, h));
+        }
+        Some(Err(ErrorKind::InvalidValue.into()))
+    }
+
+    /// A new mapping of new device memory of the handle's size, which reads
+    /// zeros and which nothing else maps (`open_own_freed_export`).
+    fn map_fresh_memory(
+        &mut self,
+        p: ProcessIndex,
+        (ctx, device): (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+    ) -> SimResult<u64> {
+        let size = h.size.max(1).div_ceil(BLOCK).saturating_mul(BLOCK);
+        let used = self.device_used.get(device as usize).copied().unwrap_or(0);
+        if used
+            .checked_add(size)
+            .is_none_or(|u| u > crate::world::DEVICE_MEMORY)
+        {
+            return Err(ErrorKind::OutOfMemory.into());
+        }
+        if let Some(u) = self.device_used.get_mut(device as usize) {
+            *u += size;
+        }
+        self.next_block += 1;
+        let block_id = self.next_block;
+        self.blocks
+            .insert(block_id, crate::world::Block::unowned(p, device, size, 0));
+        self.map_new(p, (ctx, device), handle, h, block_id, (0, h.size), 0)
     }
 
     /// A damaged check word: after the exporter exited the copy is dead,
@@ -793,6 +895,18 @@ impl World {
         if serial_of(handle) != block_serial {
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
+        if p == exporter && self.sem.stale_handle == StaleHandle::ByAddress {
+            let own = OwnCopy {
+                released,
+                addr,
+                fresh_where_claimed: false,
+            };
+            if let Some(answer) =
+                self.open_own_freed_export(p, (ctx, device), handle, h, own, flags)
+            {
+                return Some(answer);
+            }
+        }
         let owner = &self.procs[exporter];
         // The exporter's new allocation at the address is exported: the
         // handle opens it, as a stale handle does
@@ -948,8 +1062,21 @@ impl World {
     /// Whether driver memory `owner` made after release stamp `released`
     /// claimed `addr` while it was free, and still lives.
     fn claimed_since_release(&self, owner: ProcessIndex, addr: u64, released: u64) -> bool {
+        self.claimed_since_release_by(owner, addr, released, |_| true)
+    }
+
+    /// [`World::claimed_since_release`] by driver memory of the kinds `by`
+    /// accepts.
+    fn claimed_since_release_by(
+        &self,
+        owner: ProcessIndex,
+        addr: u64,
+        released: u64,
+        by: fn(ClaimBy) -> bool,
+    ) -> bool {
         self.procs[owner].va_claims.iter().any(|c| {
-            c.at >= released
+            by(c.by)
+                && c.at >= released
                 && c.spans
                     .iter()
                     .any(|&(b, len)| addr >= b && addr < b.saturating_add(len))

@@ -199,12 +199,12 @@ impl World {
         // Whether the claim ends with the allocation is not decided by the
         // recordings: here it lasts.
         if matches!(kind, MemKind::Device | MemKind::PinnedHost) && size > crate::world::BLOCK {
-            self.procs[p].claim_free_va(None, None);
+            self.procs[p].claim_free_va(crate::world::ClaimBy::LargeAllocation, None, None);
         }
         // So does a stream-ordered allocation that needs a block of the pool's
         // (mem.lifetime.stream-ordered-alloc-claims-freed-export-va).
         if kind == MemKind::StreamOrdered {
-            self.procs[p].claim_free_va(None, None);
+            self.procs[p].claim_free_va(crate::world::ClaimBy::StreamOrderedPool, None, None);
         }
         let pool = VaPool {
             ctx,

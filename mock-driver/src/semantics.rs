@@ -208,8 +208,13 @@ keyword_choice!(
         /// there is opened (a new mapping of the new memory), free VA is
         /// InvalidValue, anything else (an unexported allocation, pinned host
         /// memory, VA a later `ctx_create` retired) `reclaimed_export_error`.
-        /// Measured: H100 / 580.159.04
-        /// (mem.lifetime.stale-handle-opens-new-export).
+        /// The exporter's own copy (process field damaged) maps whatever it
+        /// holds there, exported or not, or a VMM mapping; a claimed VA is
+        /// InvalidValue for it, or new zeroed memory after a created context
+        /// or a stream-ordered pool.
+        /// Measured: H100 and H200 / 580.159.04
+        /// (mem.lifetime.stale-handle-opens-new-export,
+        /// mem.lifetime.exporter-own-copy-reaches-what-is-at-the-address).
         ByAddress => "by-address",
         /// Never opens: InvalidValue where the VA is free, else
         /// `reclaimed_export_error`.

@@ -12,8 +12,6 @@
 //! them, so the numbers themselves never reach a report.
 
 use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmCreateContext, VmmReserveVa};
-use crate::small_map::SmallMap;
-use crate::store::Store;
 use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
     containing, Access, Block, BlockId, Fail, MutantId, SimResult, VaClass, VaPool, World, BLOCK,
@@ -22,9 +20,7 @@ use crate::world::{
 use ipc_harness::ErrorKind::{
     IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
 };
-use ipc_harness::{
-    Fd, GranularityKind, HandleTypes, MemKind, ProcessIndex, ShareableHandleType, VmmAccess,
-};
+use ipc_harness::{Fd, GranularityKind, HandleTypes, ProcessIndex, ShareableHandleType, VmmAccess};
 
 /// The VA pool of reservations (`vmm_reserve_va`): under `shared` they
 /// share released VA with device allocations and IPC mappings
@@ -79,6 +75,15 @@ impl World {
         }
         let (device, size, block) = (ph.device, ph.size, ph.block);
         self.vmm.phys.remove(&phys);
+        // An IPC mapping of the memory (the exporter's own copy of a freed
+        // export, `World::open_own_freed_export`) keeps it: its close
+        // releases the block (`World::maybe_release`).
+        if let Some(b) = self.blocks.get_mut(&block) {
+            if b.importers > 1 {
+                b.importers -= 1;
+                return;
+            }
+        }
         self.blocks.remove(&block);
         if let Some(used) = self.device_used.get_mut(device as usize) {
             *used = used.saturating_sub(size);
@@ -159,33 +164,9 @@ impl World {
         // block, and its memory (found by explore's coherence property).
         self.next_block += 1;
         let block = self.next_block;
-        self.blocks.insert(
-            block,
-            Block {
-                owner: p,
-                device: physical,
-                kind: MemKind::Device,
-                size,
-                owner_base: 0,
-                data: Store::default(),
-                live: SmallMap::default(),
-                cursor: size,
-                // Pinned while any VMM reference lives; `drop_ref` removes it.
-                importers: 1,
-                owner_mapped: false,
-                revoked: false,
-                freed_while_mapped: SmallMap::Empty,
-                freed: SmallMap::Empty,
-                exports: SmallMap::default(),
-                export_id: None,
-                serials: SmallMap::Empty,
-                reuses: 0,
-                owner_released: None,
-                owner_ctx: 0,
-                owner_vmm_handles: 0,
-                pool_kept: false,
-            },
-        );
+        // Pinned while any VMM reference lives; `drop_ref` removes it.
+        self.blocks
+            .insert(block, Block::unowned(p, physical, size, 1));
         let phys = self.vmm.next_phys;
         self.vmm.next_phys += 1;
         self.vmm.phys.insert(
@@ -204,7 +185,7 @@ impl World {
         // an exported descriptor keeps the memory
         // (mem.lifetime.freed-export-va-claimed-by-vmm-create).
         let handle = self.new_handle(p, phys, false);
-        self.procs[p].claim_free_va(Some((phys, handle)), None);
+        self.procs[p].claim_free_va(crate::world::ClaimBy::Vmm, Some((phys, handle)), None);
         Ok(handle)
     }
 
@@ -278,7 +259,7 @@ impl World {
                 // An imported allocation claims free VA as a created one does
                 // (mem.lifetime.freed-export-va-claimed-by-vmm-import).
                 let handle = self.new_handle(p, phys, true);
-                self.procs[p].claim_free_va(Some((phys, handle)), None);
+                self.procs[p].claim_free_va(crate::world::ClaimBy::Vmm, Some((phys, handle)), None);
                 Ok(handle)
             }
             _ => Err(bad.into()),
@@ -687,6 +668,15 @@ impl World {
             .procs
             .get(p)
             .is_some_and(|vp| containing(&vp.reservations, addr, |s| *s).is_some())
+    }
+
+    /// The physical memory the VMM mapping of `p` shows at `addr`: its block
+    /// and the offset in it.
+    pub(crate) fn vmm_block_at(&self, p: ProcessIndex, addr: u64) -> Option<(BlockId, u64)> {
+        let vp = self.vmm.procs.get(p)?;
+        let (base, m) = containing(&vp.maps, addr, |m| m.size)?;
+        let block = self.vmm.phys.get(&m.phys)?.block;
+        Some((block, m.offset.saturating_add(addr - base)))
     }
 
     /// The VMM mapping of `p` containing `ptr`: its base, size, physical

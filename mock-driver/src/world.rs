@@ -376,6 +376,25 @@ pub(crate) struct VaClaim {
     /// the releasing context reads it (the shared event memory,
     /// `World::event_memory_span`); a large malloc's claim maps nothing.
     pub mapped: Option<(u64, u64)>,
+    /// What made it: the exporter's own copy of a freed export opens where
+    /// a context or a stream-ordered pool claimed the VA, not where the
+    /// other kinds did (`World::open_own_freed_export`).
+    pub by: ClaimBy,
+}
+
+/// The driver memory behind a [`VaClaim`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimBy {
+    /// `ctx_create`.
+    Context,
+    /// A device or pinned host allocation larger than one block.
+    LargeAllocation,
+    /// A stream-ordered allocation that needed a block of the pool's.
+    StreamOrderedPool,
+    /// The process's shared interprocess event memory.
+    EventMemory,
+    /// A VMM allocation handle.
+    Vmm,
 }
 
 /// An exported block nobody maps any more (`World::freed_exports`).
@@ -434,6 +453,37 @@ pub(crate) struct Block {
     /// An exported memory pool keeps the block after its allocation was
     /// freed, until the pool goes (`pools.rs`).
     pub pool_kept: bool,
+}
+
+impl Block {
+    /// Device memory no allocation of its owner holds (`owner_base` 0, not
+    /// mapped by the owner): what a mapping of it reaches and nothing else.
+    /// `importers` pins it (a VMM allocation's references hold one).
+    pub(crate) fn unowned(owner: ProcessIndex, device: u32, size: u64, importers: u32) -> Self {
+        Block {
+            owner,
+            device,
+            kind: MemKind::Device,
+            size,
+            owner_base: 0,
+            data: Store::default(),
+            live: SmallMap::default(),
+            cursor: size,
+            importers,
+            owner_mapped: false,
+            revoked: false,
+            freed_while_mapped: SmallMap::Empty,
+            freed: SmallMap::Empty,
+            exports: SmallMap::default(),
+            export_id: None,
+            serials: SmallMap::Empty,
+            reuses: 0,
+            owner_released: None,
+            owner_ctx: 0,
+            owner_vmm_handles: 0,
+            pool_kept: false,
+        }
+    }
 }
 
 pub(crate) struct World {
@@ -860,7 +910,12 @@ impl Process {
     /// Driver memory made now (a context, the shared event memory, a VMM
     /// allocation `vmm` while its handle lives) claims the VA free in the
     /// current arena (`reclaimed_export_error`).
-    pub(crate) fn claim_free_va(&mut self, vmm: Option<(u64, u64)>, mapped: Option<(u64, u64)>) {
+    pub(crate) fn claim_free_va(
+        &mut self,
+        by: ClaimBy,
+        vmm: Option<(u64, u64)>,
+        mapped: Option<(u64, u64)>,
+    ) {
         let arena = self.arena;
         // VA released while another context was current is not claimed: freed
         // from a created context later destroyed, then a VMM import, the
@@ -879,6 +934,7 @@ impl Process {
             vmm,
             spans,
             mapped,
+            by,
         });
     }
 
