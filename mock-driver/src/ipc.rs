@@ -499,16 +499,17 @@ impl World {
     /// - An exported device allocation there opens, claimed or not
     ///   (mem.lifetime.exporter-own-copy-opens-new-export-at-claimed-va).
     /// - A VMM mapping there opens, a new mapping of its physical memory.
-    /// - A device allocation never exported opens where no driver memory
-    ///   claimed the VA first; where some did, InvalidValue.
+    /// - A device allocation never exported, or pinned host memory, opens
+    ///   where no driver memory claimed the VA first; where some did,
+    ///   InvalidValue (measured for a device allocation).
     /// - Nothing there: InvalidValue, unless a created context or a
     ///   stream-ordered pool claimed the VA since; then, where nobody maps
     ///   the block any more (`fresh_where_claimed`), it opens new memory of
     ///   the handle's size that reads zeros.
     ///
-    /// `None`: something else is there (pinned host memory, an IPC
-    /// mapping), or nothing and the block still mapped by an importer after
-    /// such a claim: unmeasured; the importer's rules decide.
+    /// `None`: something else is there (an IPC mapping), or nothing and the
+    /// block still mapped by an importer after such a claim: unmeasured; the
+    /// importer's rules decide.
     fn open_own_freed_export(
         &mut self,
         p: ProcessIndex,
@@ -532,11 +533,11 @@ impl World {
         let claimed_by = |by: fn(ClaimBy) -> bool| {
             released.is_some_and(|r| self.claimed_since_release_by(p, addr, r, by))
         };
-        let device_alloc = self.procs[p]
+        let allocation = self.procs[p]
             .alloc_at(addr)
-            .filter(|(_, a)| a.kind == MemKind::Device)
+            .filter(|(_, a)| matches!(a.kind, MemKind::Device | MemKind::PinnedHost))
             .map(|(_, a)| (a.block, a.offset, a.size));
-        if let Some((block_id, offset, size)) = device_alloc {
+        if let Some((block_id, offset, size)) = allocation {
             if claimed_by(|_| true) {
                 return Some(Err(ErrorKind::InvalidValue.into()));
             }
@@ -1011,7 +1012,8 @@ impl World {
     /// falls inside it (mem.lifetime.stale-handle-interior-address), in a
     /// mapping of its own that the new allocation's own handle does not
     /// share; free VA is InvalidValue, and so is VA a VMM reservation holds
-    /// now; an allocation not exported (yet),
+    /// now, unless VMM memory is mapped there without access; an allocation
+    /// not exported (yet),
     /// pinned host memory, or VA that was free in the current arena when a
     /// `ctx_create` came (released before it) is `reclaimed_export_error`
     /// (mem.lifetime.freed-export-after-new-allocation). VA freed into an
@@ -1039,8 +1041,13 @@ impl World {
         let free = self.free_va_claimed(owner, addr) == Some(false);
         // VA a VMM reservation took since counts as free: legacy memory's
         // table does not know it (InvalidValue, as `stale_handle` says for
-        // free VA).
-        let vmm = self.vmm_reserved_at(owner, addr);
+        // free VA); also once VMM memory is mapped there with access set,
+        // but a mapping without access counts as taken
+        // (mem.lifetime.stale-handle-vmm-mapping-without-access).
+        let mapped_without_access = self
+            .vmm_range(owner, addr)
+            .is_some_and(|(_, _, _, access)| !access);
+        let vmm = self.vmm_reserved_at(owner, addr) && !mapped_without_access;
         if (free || vmm) && !taken {
             return Err(ErrorKind::InvalidValue.into());
         }
