@@ -537,11 +537,13 @@ impl World {
             .alloc_at(addr)
             .filter(|(_, a)| matches!(a.kind, MemKind::Device | MemKind::PinnedHost))
             .map(|(_, a)| (a.block, a.offset, a.size));
-        if let Some((block_id, offset, size)) = allocation {
+        if let Some((block_id, offset, _)) = allocation {
             if claimed_by(|_| true) {
                 return Some(Err(ErrorKind::InvalidValue.into()));
             }
-            return Some(self.map_stale(p, here, handle, h, block_id, (offset, size), flags));
+            // Of the handle's size, as for a VMM mapping: 1000 bytes of a
+            // 2 MiB pinned host allocation.
+            return Some(self.map_stale(p, here, handle, h, block_id, (offset, h.size), flags));
         }
         if self.procs[p].holds_within(addr, h.size) {
             return None;
@@ -1012,8 +1014,7 @@ impl World {
     /// falls inside it (mem.lifetime.stale-handle-interior-address), in a
     /// mapping of its own that the new allocation's own handle does not
     /// share; free VA is InvalidValue, and so is VA a VMM reservation holds
-    /// now, unless VMM memory is mapped there without access; an allocation
-    /// not exported (yet),
+    /// now, mapped or not; an allocation not exported (yet),
     /// pinned host memory, or VA that was free in the current arena when a
     /// `ctx_create` came (released before it) is `reclaimed_export_error`
     /// (mem.lifetime.freed-export-after-new-allocation). VA freed into an
@@ -1041,13 +1042,9 @@ impl World {
         let free = self.free_va_claimed(owner, addr) == Some(false);
         // VA a VMM reservation took since counts as free: legacy memory's
         // table does not know it (InvalidValue, as `stale_handle` says for
-        // free VA); also once VMM memory is mapped there with access set,
-        // but a mapping without access counts as taken
-        // (mem.lifetime.stale-handle-vmm-mapping-without-access).
-        let mapped_without_access = self
-            .vmm_range(owner, addr)
-            .is_some_and(|(_, _, _, access)| !access);
-        let vmm = self.vmm_reserved_at(owner, addr) && !mapped_without_access;
+        // free VA), also with VMM memory mapped there, with or without access
+        // (mem.lifetime.stale-handle-at-vmm-mapping-invalid-value).
+        let vmm = self.vmm_reserved_at(owner, addr);
         if (free || vmm) && !taken {
             return Err(ErrorKind::InvalidValue.into());
         }
