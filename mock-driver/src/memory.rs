@@ -678,6 +678,12 @@ impl World {
             StaleKernelRead::Remapped => {
                 let born = proc.contexts.get(&ctx).map_or(0, |c| c.born);
                 let freed = matches!(proc.dead_at(ptr).or(proc.dead_at(base)), Some(Gone::Freed));
+                // Freed managed memory faults in every context, also one
+                // created after the free
+                // (mem.lifetime.kernel-read-after-free-managed-faults).
+                if freed && pool.class == crate::world::VaClass::Managed {
+                    return None;
+                }
                 // Closed from another context that still lives, the VA faults
                 // even in a context made after the close
                 // (mem.close.kernel-read-after-close-from-other-context), as a
