@@ -8,7 +8,6 @@ use crate::semantics::{
     DeviceReadBuffer, FreeNull, FreeOfIpcPointer, ImportRange, StaleKernelRead, StaleMemset, Switch,
 };
 use crate::small_map::SmallMap;
-use crate::store::Store;
 use crate::world::{
     round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
     BLOCK, DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
@@ -223,27 +222,13 @@ impl World {
         self.blocks.insert(
             id,
             Block {
-                owner: p,
-                device,
                 kind,
-                size,
                 owner_base,
-                data: Store::default(),
-                live: SmallMap::default(),
                 cursor: 0,
-                importers: 0,
                 owner_mapped: true,
-                revoked: false,
-                freed_while_mapped: SmallMap::Empty,
-                freed: SmallMap::Empty,
-                exports: SmallMap::default(),
-                export_id: None,
-                serials: SmallMap::Empty,
-                reuses: 0,
-                owner_released: None,
                 owner_ctx: pool.ctx,
                 owner_vmm_handles: vmm_handles,
-                pool_kept: false,
+                ..Block::unowned(p, device, size, 0)
             },
         );
         self.procs[p].regions.insert(

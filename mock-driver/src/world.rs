@@ -458,7 +458,8 @@ pub(crate) struct Block {
 impl Block {
     /// Device memory no allocation of its owner holds (`owner_base` 0, not
     /// mapped by the owner): what a mapping of it reaches and nothing else.
-    /// `importers` pins it (a VMM allocation's references hold one).
+    /// `importers` pins it (a VMM allocation's references hold one). An
+    /// allocation's block starts from it too (`World::new_block`).
     pub(crate) fn unowned(owner: ProcessIndex, device: u32, size: u64, importers: u32) -> Self {
         Block {
             owner,
