@@ -1330,6 +1330,7 @@ fn cmd_explore_replay(files: &[PathBuf], a: &ExploreCommonArgs) -> CmdResult {
     );
     if summary.differing_cases > 0 {
         say!("{}", summary.per_tier_line());
+        say!("{}", summary.placements_line());
     }
     Ok(if summary.findings.is_empty() {
         EXIT_OK

@@ -355,6 +355,18 @@ fn recorded_gpu_runs_differ_only_where_known() {
         )
         .expect("replay");
         eprintln!("{folder}: {}", summary.per_tier_line());
+        // Every placement is a difference, and its tier is incidental.
+        let placements: Vec<&str> = summary
+            .differing
+            .iter()
+            .filter(|d| d.placement)
+            .map(|d| d.tier.as_str())
+            .collect();
+        assert_eq!(placements.len() as u64, summary.differing_placements);
+        assert!(
+            placements.iter().all(|t| *t == "incidental"),
+            "{folder}: a placement attributed to a firmer tier: {placements:?}"
+        );
         let now: String = summary
             .differing
             .iter()
@@ -373,11 +385,12 @@ fn recorded_gpu_runs_differ_only_where_known() {
             "{folder}: explained.txt explains cases that no longer differ: {stale:?}"
         );
         let header = format!(
-            "# {} of {} recorded cases differ from the simulator (first differing step each): {} explained (explained.txt), {} open.\n# Regenerate: IPC_UPDATE_KNOWN=1 cargo test -p ipc-conformance --test findings_replay\n",
+            "# {} of {} recorded cases differ from the simulator (first differing step each): {} explained (explained.txt), {} open; {} only in where a value landed (placements).\n# Regenerate: IPC_UPDATE_KNOWN=1 cargo test -p ipc-conformance --test findings_replay\n",
             summary.differing_cases,
             summary.cases,
             explained.len(),
-            summary.differing_cases as usize - explained.len()
+            summary.differing_cases as usize - explained.len(),
+            summary.differing_placements
         );
         let path = dir.join("known-differences.txt");
         if std::env::var_os("IPC_UPDATE_KNOWN").is_some() {

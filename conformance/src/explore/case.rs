@@ -169,6 +169,11 @@ pub struct Summary {
     /// ([`DifferingCase::tier`]).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub differing_per_tier: BTreeMap<String, u64>,
+    /// `--replay`: of the differing cases, those whose first differing
+    /// step differs only in where a value landed
+    /// ([`DifferingCase::placement`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub differing_placements: u64,
     /// Writing the `--record` file failed (the run went on without it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record_error: Option<String>,
@@ -185,6 +190,14 @@ pub struct DifferingCase {
     /// `relied-on`, `incidental`; the least firm when several), or
     /// `unattributed` when no switchable choice changes it.
     pub tier: String,
+    /// That step differs only in which pointer, range base, descriptor or
+    /// interprocess event handle came back (`record::placement_only`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub placement: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a differing step is attributed to when no semantic choice is
@@ -285,6 +298,17 @@ impl Summary {
         )
     }
 
+    /// `2 of 4 differing cases differ only in where a value landed
+    /// (placements)`: the cases a driver's accidents of placement explain.
+    pub fn placements_line(&self) -> String {
+        format!(
+            "{} of {} differing case{} differ only in where a value landed (placements)",
+            self.differing_placements,
+            self.differing_cases,
+            if self.differing_cases == 1 { "" } else { "s" }
+        )
+    }
+
     /// `summary.md`.
     pub fn markdown(&self) -> String {
         use std::fmt::Write;
@@ -314,6 +338,7 @@ impl Summary {
         }
         if !self.differing_per_tier.is_empty() {
             let _ = writeln!(s, "{}\n", self.per_tier_line());
+            let _ = writeln!(s, "{}\n", self.placements_line());
         }
         let r = &self.reached;
         let _ = writeln!(s, "| reached | count |\n| --- | ---: |");

@@ -299,20 +299,28 @@ pub fn replay(
                         dialect: id.dialect,
                         first: lost.message.clone(),
                         tier: HARNESS.to_string(),
+                        placement: false,
                     });
                 }
                 let first = diffs.iter().find(|d| d.property == Property::Differential);
                 if let Some(d) = first {
+                    let outcomes = |step: usize| {
+                        (
+                            t.steps.get(step).map(|s| &s.outcome),
+                            real.steps.get(step).map(|s| &s.outcome),
+                        )
+                    };
                     let tier = d
                         .step
                         .and_then(|step| {
-                            let outcomes = (
-                                t.steps.get(step).map(|s| &s.outcome),
-                                real.steps.get(step).map(|s| &s.outcome),
-                            );
-                            difference_tier(&sc, &exec, rec.devices, step, outcomes)
+                            difference_tier(&sc, &exec, rec.devices, step, outcomes(step))
                         })
                         .map_or(UNATTRIBUTED, |t| t.as_str());
+                    let placement = d.step.is_some_and(|step| match outcomes(step) {
+                        (Some(a), Some(b)) => placement_only(a, b),
+                        _ => false,
+                    });
+                    summary.differing_placements += u64::from(placement);
                     *summary
                         .differing_per_tier
                         .entry(tier.to_string())
@@ -322,6 +330,7 @@ pub fn replay(
                         dialect: id.dialect,
                         first: d.message.clone(),
                         tier: tier.to_string(),
+                        placement,
                     });
                     summary.differing_cases += 1;
                 }
