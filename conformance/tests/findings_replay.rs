@@ -155,6 +155,47 @@ fn real_column(text: &str) -> Option<BTreeMap<usize, String>> {
     Some(out)
 }
 
+/// Two outcome texts that differ only in where a value landed: the same
+/// kind of value (`ok ptr`, `ok fd`, `ok range` of one size, `ok handle` of
+/// an interprocess event) under another label, as
+/// `explore::record::placement_only` judges steps.
+fn placement_text(sim: &str, real: &str) -> bool {
+    let a: Vec<&str> = sim.split_whitespace().collect();
+    let b: Vec<&str> = real.split_whitespace().collect();
+    let same_shape =
+        a.len() == b.len() && a.len() >= 3 && a[0] == "ok" && b[0] == "ok" && a[1] == b[1];
+    if !same_shape || a == b {
+        return false;
+    }
+    match a[1] {
+        "ptr" | "fd" => true,
+        // `ok range base LABEL size N`: the size must agree.
+        "range" => a.get(5) == b.get(5),
+        "handle" => a[2].starts_with("eh") && b[2].starts_with("eh"),
+        _ => false,
+    }
+}
+
+#[test]
+fn placement_texts_are_told_from_other_differences() {
+    assert!(placement_text("ok ptr p1.p3", "ok ptr p1.p1"));
+    assert!(placement_text("ok handle eh1", "ok handle eh2"));
+    assert!(placement_text(
+        "ok range base p0.p1 size 1000",
+        "ok range base p0.p2 size 1000"
+    ));
+    assert!(!placement_text(
+        "ok range base p0.p1 size 1000",
+        "ok range base p0.p2 size 2097152"
+    ));
+    assert!(!placement_text("ok handle h1", "ok handle h2"));
+    assert!(!placement_text("ok ptr p1.p1", "ok ptr p1.p1"));
+    assert!(!placement_text(
+        "error cudaErrorInvalidValue (1)",
+        "ok ptr p1.p2"
+    ));
+}
+
 #[test]
 fn committed_gpu_findings_replay_as_their_status_says() {
     let mut checked = 0;
@@ -182,8 +223,15 @@ fn committed_gpu_findings_replay_as_their_status_says() {
         for e in &status.finding {
             let name = format!("{folder}/{}", e.file);
             assert!(
-                ["fixed", "explained", "open", "harness-fixed", "varies"]
-                    .contains(&e.status.as_str()),
+                [
+                    "fixed",
+                    "explained",
+                    "open",
+                    "placement",
+                    "harness-fixed",
+                    "varies"
+                ]
+                .contains(&e.status.as_str()),
                 "{name}: status {}",
                 e.status
             );
@@ -215,7 +263,8 @@ fn committed_gpu_findings_replay_as_their_status_says() {
                     )
                 })
                 .collect();
-            let differing: Vec<usize> = match real_column(&text) {
+            let recorded = real_column(&text);
+            let differing: Vec<usize> = match &recorded {
                 Some(real) => real
                     .iter()
                     .filter(|(l, r)| sim.get(l).map(|s| by_code(s)) != Some(by_code(r)))
@@ -259,6 +308,22 @@ fn committed_gpu_findings_replay_as_their_status_says() {
                     !differing.is_empty(),
                     "{name} ({}) now answers as the GPU did: mark it fixed",
                     e.status
+                );
+            }
+            if e.status == "placement" {
+                // The first differing step differs only in where a value
+                // landed (`explore::record::placement_only`).
+                let line = differing[0];
+                let real = recorded
+                    .as_ref()
+                    .and_then(|r| r.get(&line))
+                    .cloned()
+                    .or_else(|| at.clone().map(|(_, r)| r))
+                    .unwrap_or_default();
+                let sim = sim.get(&line).cloned().unwrap_or_default();
+                assert!(
+                    placement_text(&sim, &real),
+                    "{name} (placement): line {line} differs in more than a placement: {sim} | {real}"
                 );
             }
             checked += 1;
