@@ -564,20 +564,8 @@ impl World {
         h: &HandleData,
     ) -> SimResult<u64> {
         let size = h.size.max(1).div_ceil(BLOCK).saturating_mul(BLOCK);
-        let used = self.device_used.get(device as usize).copied().unwrap_or(0);
-        if used
-            .checked_add(size)
-            .is_none_or(|u| u > crate::world::DEVICE_MEMORY)
-        {
-            return Err(ErrorKind::OutOfMemory.into());
-        }
-        if let Some(u) = self.device_used.get_mut(device as usize) {
-            *u += size;
-        }
-        self.next_block += 1;
-        let block_id = self.next_block;
-        self.blocks
-            .insert(block_id, crate::world::Block::unowned(p, device, size, 0));
+        self.charge_device(device, size)?;
+        let block_id = self.insert_block(crate::world::Block::unowned(p, device, size, 0));
         self.map_new(p, (ctx, device), handle, h, block_id, (0, h.size), 0)
     }
 

@@ -217,20 +217,15 @@ impl World {
                 *u += size;
             }
         }
-        self.next_block += 1;
-        let id = self.next_block;
-        self.blocks.insert(
-            id,
-            Block {
-                kind,
-                owner_base,
-                cursor: 0,
-                owner_mapped: true,
-                owner_ctx: pool.ctx,
-                owner_vmm_handles: vmm_handles,
-                ..Block::unowned(p, device, size, 0)
-            },
-        );
+        let id = self.insert_block(Block {
+            kind,
+            owner_base,
+            cursor: 0,
+            owner_mapped: true,
+            owner_ctx: pool.ctx,
+            owner_vmm_handles: vmm_handles,
+            ..Block::unowned(p, device, size, 0)
+        });
         self.procs[p].regions.insert(
             owner_base,
             Region {

@@ -15,7 +15,6 @@ use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmCreateContext, 
 use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
     containing, Access, Block, BlockId, Fail, MutantId, SimResult, VaClass, VaPool, World, BLOCK,
-    DEVICE_MEMORY,
 };
 use ipc_harness::ErrorKind::{
     IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
@@ -148,25 +147,9 @@ impl World {
                 return Err(kind.into());
             }
         }
-        let used = self
-            .device_used
-            .get(physical as usize)
-            .copied()
-            .unwrap_or(0);
-        if used.saturating_add(size) > DEVICE_MEMORY {
-            return Err(OutOfMemory.into());
-        }
-        if let Some(u) = self.device_used.get_mut(physical as usize) {
-            *u += size;
-        }
-        // Block ids are taken as `malloc` takes them (increment, then use):
-        // the other order gave a VMM allocation the id of the last device
-        // block, and its memory (found by explore's coherence property).
-        self.next_block += 1;
-        let block = self.next_block;
+        self.charge_device(physical, size)?;
         // Pinned while any VMM reference lives; `drop_ref` removes it.
-        self.blocks
-            .insert(block, Block::unowned(p, physical, size, 1));
+        let block = self.insert_block(Block::unowned(p, physical, size, 1));
         let phys = self.vmm.next_phys;
         self.vmm.next_phys += 1;
         self.vmm.phys.insert(

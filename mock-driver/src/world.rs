@@ -1057,6 +1057,28 @@ impl World {
         }
     }
 
+    /// Charge `size` bytes to physical `device`'s memory: OutOfMemory
+    /// past `DEVICE_MEMORY`. `maybe_release` gives them back with the block.
+    pub(crate) fn charge_device(&mut self, device: u32, size: u64) -> SimResult<()> {
+        let used = self.device_used.get(device as usize).copied().unwrap_or(0);
+        if used.checked_add(size).is_none_or(|u| u > DEVICE_MEMORY) {
+            return Err(ipc_harness::ErrorKind::OutOfMemory.into());
+        }
+        if let Some(u) = self.device_used.get_mut(device as usize) {
+            *u += size;
+        }
+        Ok(())
+    }
+
+    /// Keep `block` under a new id. Ids are taken increment-then-use: the
+    /// other order gave a VMM allocation the id of the last device block,
+    /// and its memory (found by explore's coherence property).
+    pub(crate) fn insert_block(&mut self, block: Block) -> BlockId {
+        self.next_block += 1;
+        self.blocks.insert(self.next_block, block);
+        self.next_block
+    }
+
     /// Drop a block once nobody maps it any more.
     pub(crate) fn maybe_release(&mut self, id: BlockId) {
         let Some(b) = self.blocks.get(&id) else {
