@@ -187,6 +187,18 @@ impl World {
                 f.arena = RETIRED_ARENA;
             }
         }
+        // The shared event memory made while the context's arena was current
+        // goes with the context, and so does its claim: a freed export's VA
+        // there is InvalidValue again
+        // (mem.lifetime.event-memory-claim-ends-with-its-context).
+        if let Some(own) = proc.contexts.get(&ctx).map(|c| c.arena) {
+            for c in proc.va_claims.iter_mut() {
+                if c.by == crate::world::ClaimBy::EventMemory && c.arena == own {
+                    c.arena = crate::world::ENDED_CLAIM;
+                    c.spans.clear();
+                }
+            }
+        }
         let arenas = proc
             .contexts
             .get(&ctx)

@@ -1093,9 +1093,12 @@ impl World {
         if proc.released_elsewhere(f).is_some() {
             return Some(false);
         }
+        // A new block beside VMM reservations claims only the VA they hold,
+        // never free VA (`World::new_block`).
         Some(proc.va_claims.iter().any(|c| {
             c.at >= f.released
                 && c.arena == f.arena
+                && c.by != ClaimBy::BlockBesideReservation
                 && c.vmm
                     .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
         }))

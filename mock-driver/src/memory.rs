@@ -200,6 +200,23 @@ impl World {
         if matches!(kind, MemKind::Device | MemKind::PinnedHost) && size > crate::world::BLOCK {
             self.procs[p].claim_free_va(crate::world::ClaimBy::LargeAllocation, None, None);
         }
+        // A device allocation's new block also claims the VA the process's
+        // VMM reservations hold: legacy memory's table counts it free (a
+        // stale handle there is InvalidValue,
+        // mem.lifetime.stale-handle-at-vmm-mapping-invalid-value), and a
+        // block made since makes a freed export there NotPermitted
+        // (mem.lifetime.stale-handle-at-vmm-mapping-claimed-by-new-block).
+        if kind == MemKind::Device {
+            let held = self.vmm_reservation_spans(p);
+            if !held.is_empty() {
+                self.procs[p].push_claim(
+                    crate::world::ClaimBy::BlockBesideReservation,
+                    held,
+                    None,
+                    None,
+                );
+            }
+        }
         // So does a stream-ordered allocation that needs a block of the pool's
         // (mem.lifetime.stream-ordered-alloc-claims-freed-export-va).
         if kind == MemKind::StreamOrdered {

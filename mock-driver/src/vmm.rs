@@ -646,6 +646,15 @@ impl World {
     }
 
     /// Whether `addr` lies in a VA reservation of `p`.
+    /// The VA `p`'s VMM reservations hold, `(base, len)`.
+    pub(crate) fn vmm_reservation_spans(&self, p: ProcessIndex) -> Vec<(u64, u64)> {
+        self.vmm
+            .procs
+            .get(p)
+            .map(|vp| vp.reservations.iter().map(|(&b, &len)| (b, len)).collect())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn vmm_reserved_at(&self, p: ProcessIndex, addr: u64) -> bool {
         self.vmm
             .procs

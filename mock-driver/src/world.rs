@@ -395,6 +395,9 @@ pub(crate) enum ClaimBy {
     EventMemory,
     /// A VMM allocation handle.
     Vmm,
+    /// A device allocation's new block, made while VMM reservations hold
+    /// VA: it claims that VA (`World::new_block`).
+    BlockBesideReservation,
 }
 
 /// An exported block nobody maps any more (`World::freed_exports`).
@@ -929,9 +932,20 @@ impl Process {
             .filter(|(_, f)| self.released_elsewhere(f).is_none())
             .map(|(&b, f)| (b, f.span))
             .collect::<Vec<_>>();
+        self.push_claim(by, spans, vmm, mapped);
+    }
+
+    /// Record driver memory made now claiming `spans` of VA.
+    pub(crate) fn push_claim(
+        &mut self,
+        by: ClaimBy,
+        spans: Vec<(u64, u64)>,
+        vmm: Option<(u64, u64)>,
+        mapped: Option<(u64, u64)>,
+    ) {
         self.va_claims.push(VaClaim {
             at: self.va_releases,
-            arena,
+            arena: self.arena,
             vmm,
             spans,
             mapped,
