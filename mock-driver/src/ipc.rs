@@ -626,11 +626,11 @@ impl World {
             panic!("mutant: no export at offset {:#x}", h.offset);
         }
         let largest = block.exports.values().copied().max().unwrap_or(block.size);
-        let own_memory = self.procs[p]
-            .allocs
-            .values()
-            .any(|a| matches!(a.kind, MemKind::Device | MemKind::PinnedHost))
-            || self.vmm_reserves_any(p);
+        let ctx = self.current_ctx(p).ok().map(|(c, _)| c);
+        let own_memory =
+            self.procs[p].allocs.values().any(|a| {
+                matches!(a.kind, MemKind::Device | MemKind::PinnedHost) && Some(a.ctx) == ctx
+            }) || self.vmm_reserves_any(p);
         if h.offset.saturating_add(largest) > block.size && (!own_memory || h.offset >= block.size)
         {
             return Err(ErrorKind::AlreadyMapped.into());
@@ -1099,6 +1099,10 @@ impl World {
             c.at >= f.released
                 && c.arena == f.arena
                 && c.by != ClaimBy::BlockBesideReservation
+                && !c
+                    .passed_over
+                    .iter()
+                    .any(|&(s, len)| addr >= s && addr < s.saturating_add(len))
                 && c.vmm
                     .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
         }))

@@ -386,6 +386,11 @@ impl Driver for SimProcess {
     }
 
     fn event_synchronize(&mut self, event: EventId) -> DriverResult<()> {
+        // The NULL event is refused before a sticky error is reported
+        // (event.null.synchronize-after-fault).
+        if event == EventId::NULL {
+            return self.call_spared(|w, p| w.event_synchronize(p, event));
+        }
         self.call(|w, p| w.event_synchronize(p, event))
     }
 

@@ -376,6 +376,12 @@ pub(crate) struct VaClaim {
     /// the releasing context reads it (the shared event memory,
     /// `World::event_memory_span`); a large malloc's claim maps nothing.
     pub mapped: Option<(u64, u64)>,
+    /// The base of the allocation whose life the claim lasts, for a large
+    /// allocation's (`World::new_block`); `None`: another kind's rule.
+    pub allocation: Option<u64>,
+    /// Free spans it did not claim because a large allocation's claim held
+    /// them: they stay unclaimed by it after that allocation is freed.
+    pub passed_over: Vec<(u64, u64)>,
     /// What made it: the exporter's own copy of a freed export opens where
     /// a context or a stream-ordered pool claimed the VA, not where the
     /// other kinds did (`World::open_own_freed_export`).
@@ -925,14 +931,30 @@ impl Process {
         // from a created context later destroyed, then a VMM import, the
         // export is InvalidValue
         // (mem.lifetime.freed-from-other-context-not-claimed).
-        let spans = self
+        // VA a large allocation still claims is not free to claim again:
+        // when it is freed, no later claim holds the VA
+        // (mem.lifetime.large-malloc-claim-ends-with-it).
+        let (held, spans): (Vec<_>, Vec<_>) = self
             .free_va
             .iter()
             .filter(|(_, f)| f.arena == arena)
             .filter(|(_, f)| self.released_elsewhere(f).is_none())
             .map(|(&b, f)| (b, f.span))
-            .collect::<Vec<_>>();
+            .partition(|&(b, _)| self.held_by_allocation_claim(b));
         self.push_claim(by, spans, vmm, mapped);
+        if let Some(c) = self.va_claims.last_mut() {
+            c.passed_over = held;
+        }
+    }
+
+    /// Whether a live large allocation's claim holds the VA at `addr`.
+    fn held_by_allocation_claim(&self, addr: u64) -> bool {
+        self.va_claims.iter().any(|c| {
+            c.allocation.is_some()
+                && c.spans
+                    .iter()
+                    .any(|&(s, len)| addr >= s && addr < s.saturating_add(len))
+        })
     }
 
     /// Record driver memory made now claiming `spans` of VA.
@@ -949,6 +971,8 @@ impl Process {
             vmm,
             spans,
             mapped,
+            allocation: None,
+            passed_over: Vec::new(),
             by,
         });
     }
@@ -1357,6 +1381,16 @@ impl World {
                 proc.release_va(owner_base, r.len, pool);
             }
             proc.packing.retain(|_, b| *b != a.block);
+            // A large allocation's claim ends with it: a freed export's VA
+            // it claimed is simply free again
+            // (mem.lifetime.large-malloc-claim-ends-with-it).
+            for c in proc.va_claims.iter_mut() {
+                if c.allocation == Some(owner_base) {
+                    c.arena = ENDED_CLAIM;
+                    c.spans.clear();
+                    c.allocation = None;
+                }
+            }
             let released = proc.va_releases;
             if let Some(b) = self.blocks.get_mut(&a.block) {
                 b.owner_released = Some(released);
