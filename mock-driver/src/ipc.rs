@@ -548,7 +548,14 @@ impl World {
         if self.procs[p].holds_within(addr, h.size) {
             return None;
         }
-        if claimed_by(|by| matches!(by, ClaimBy::Context | ClaimBy::StreamOrderedPool)) {
+        // The first claim decides: a VMM allocation's claim opens fresh
+        // memory as a context's does, unless the event memory claimed the VA
+        // before it (mem.lifetime.exporter-own-copy-new-memory-after-vmm-claim).
+        let first = released.and_then(|r| self.first_claim_since_release(p, addr, r));
+        if matches!(
+            first,
+            Some(ClaimBy::Context | ClaimBy::StreamOrderedPool | ClaimBy::Vmm)
+        ) {
             return fresh_where_claimed.then(|| self.map_fresh_memory(p, here, handle, h));
         }
         Some(Err(ErrorKind::InvalidValue.into()))
@@ -1077,6 +1084,28 @@ impl World {
         })
     }
 
+    /// What made the first live claim of `addr` since release stamp
+    /// `released` (`World::claimed_since_release`).
+    fn first_claim_since_release(
+        &self,
+        owner: ProcessIndex,
+        addr: u64,
+        released: u64,
+    ) -> Option<ClaimBy> {
+        self.procs[owner]
+            .va_claims
+            .iter()
+            .find(|c| {
+                c.at >= released
+                    && c.spans
+                        .iter()
+                        .any(|&(b, len)| addr >= b && addr < b.saturating_add(len))
+                    && c.vmm
+                        .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
+            })
+            .map(|c| c.by)
+    }
+
     /// Whether `addr` lies in VA `owner` released: `Some(true)` when driver
     /// memory made since claims it (a `ctx_create` closing its arena, a live
     /// VMM allocation, the process's first interprocess event:
@@ -1099,6 +1128,10 @@ impl World {
             c.at >= f.released
                 && c.arena == f.arena
                 && c.by != ClaimBy::BlockBesideReservation
+                && (c.by != ClaimBy::Vmm
+                    || c.spans
+                        .iter()
+                        .any(|&(s, len)| addr >= s && addr < s.saturating_add(len)))
                 && !c
                     .passed_over
                     .iter()

@@ -941,6 +941,11 @@ impl Process {
             .filter(|(_, f)| self.released_elsewhere(f).is_none())
             .map(|(&b, f)| (b, f.span))
             .partition(|&(b, _)| self.held_by_allocation_claim(b));
+        let spans = if by == ClaimBy::Vmm {
+            spans.into_iter().take(1).collect()
+        } else {
+            spans
+        };
         self.push_claim(by, spans, vmm, mapped);
         if let Some(c) = self.va_claims.last_mut() {
             c.passed_over = held;
