@@ -347,8 +347,18 @@ impl World {
         if let Ok(here) = self.current_ctx(p) {
             self.one_context_per_device_rule(p, here, tag, None)?;
         }
-        let exited =
-            (0..self.procs.len()).any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
+        // The exporter is known by the process field, or where that is
+        // damaged too, by the export the object word names
+        // (mem.lifetime.exporter-exit-before-format-and-process-field).
+        let object = decode_fields(self.seed, handle).object;
+        let exported_by_exited = self
+            .export_ids
+            .get(&object)
+            .and_then(|b| self.blocks.get(b))
+            .is_some_and(|b| self.procs[b.owner].exited);
+        let exited = exported_by_exited
+            || (0..self.procs.len())
+                .any(|q| self.procs[q].exited && process_tag(self.seed, q) == tag);
         if exited && self.format_word_unread(p, handle).is_none() {
             return Err(self.sem.dead_handle_error.into());
         }
