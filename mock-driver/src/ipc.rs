@@ -512,8 +512,9 @@ impl World {
     /// - A device allocation never exported, or pinned host memory, opens
     ///   where no driver memory claimed the VA first; where some did,
     ///   InvalidValue (measured for a device allocation).
-    /// - Nothing there: InvalidValue, unless a created context or a
-    ///   stream-ordered pool claimed the VA since; then, where nobody maps
+    /// - Nothing there: InvalidValue, unless a created context, a
+    ///   stream-ordered pool or a VMM allocation made the first claim of the
+    ///   VA since; then, where nobody maps
     ///   the block any more (`fresh_where_claimed`), it opens new memory of
     ///   the handle's size that reads zeros.
     ///
@@ -1133,7 +1134,8 @@ impl World {
             return Some(false);
         }
         // A new block beside VMM reservations claims only the VA they hold,
-        // never free VA (`World::new_block`).
+        // never free VA (`World::new_block`); a VMM allocation only the span
+        // it took, and no claim VA it passed over (`Process::claim_free_va`).
         Some(proc.va_claims.iter().any(|c| {
             c.at >= f.released
                 && c.arena == f.arena

@@ -195,8 +195,8 @@ impl World {
         // host memory of that size, mapped into the device's VA
         // (mem.lifetime.large-host-alloc-claims-freed-export-va). A 2 MiB one does
         // not: counting it breaks 33 of the 5,324 recorded cases that agree.
-        // Whether the claim ends with the allocation is not decided by the
-        // recordings: here it lasts.
+        // The claim ends when the allocation is freed
+        // (mem.lifetime.large-malloc-claim-ends-with-it).
         let large =
             matches!(kind, MemKind::Device | MemKind::PinnedHost) && size > crate::world::BLOCK;
         if large {

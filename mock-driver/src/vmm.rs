@@ -645,7 +645,6 @@ impl World {
         }
     }
 
-    /// Whether `addr` lies in a VA reservation of `p`.
     /// The VA `p`'s VMM reservations hold, `(base, len)`.
     pub(crate) fn vmm_reservation_spans(&self, p: ProcessIndex) -> Vec<(u64, u64)> {
         self.vmm
@@ -655,6 +654,7 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// Whether `addr` lies in a VA reservation of `p`.
     pub(crate) fn vmm_reserved_at(&self, p: ProcessIndex, addr: u64) -> bool {
         self.vmm
             .procs

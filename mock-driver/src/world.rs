@@ -382,9 +382,10 @@ pub(crate) struct VaClaim {
     /// Free spans it did not claim because a large allocation's claim held
     /// them: they stay unclaimed by it after that allocation is freed.
     pub passed_over: Vec<(u64, u64)>,
-    /// What made it: the exporter's own copy of a freed export opens where
-    /// a context or a stream-ordered pool claimed the VA, not where the
-    /// other kinds did (`World::open_own_freed_export`).
+    /// What made it: the exporter's own copy of a freed export opens new
+    /// memory where a context, a stream-ordered pool or a VMM allocation
+    /// claimed the VA first, not where the other kinds did
+    /// (`World::open_own_freed_export`).
     pub by: ClaimBy,
 }
 
@@ -941,6 +942,8 @@ impl Process {
             .filter(|(_, f)| self.released_elsewhere(f).is_none())
             .map(|(&b, f)| (b, f.span))
             .partition(|&(b, _)| self.held_by_allocation_claim(b));
+        // A VMM allocation claims only the lowest free span
+        // (mem.lifetime.vmm-import-claims-lowest-free-span).
         let spans = if by == ClaimBy::Vmm {
             spans.into_iter().take(1).collect()
         } else {
