@@ -40,7 +40,7 @@ struct Status {
 }
 
 /// The folders replayed here, relative to the workspace root.
-const FOLDERS: [&str; 15] = [
+const FOLDERS: [&str; 16] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/benchmark/explore",
@@ -56,6 +56,7 @@ const FOLDERS: [&str; 15] = [
     "reports/h200_driver-580.159.04/2026-11-28/explore-5122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-6122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-7122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-8122026",
 ];
 
 fn root() -> PathBuf {
@@ -340,7 +341,7 @@ fn committed_gpu_findings_replay_as_their_status_says() {
 /// measured hardware); one that makes a listed case agree fails too, until
 /// the list is updated (`IPC_UPDATE_KNOWN=1` rewrites it), so the list is
 /// always exactly the open differences.
-const RECORDINGS: [&str; 18] = [
+const RECORDINGS: [&str; 19] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed3001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed4001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed5001",
@@ -359,6 +360,7 @@ const RECORDINGS: [&str; 18] = [
     "reports/h200_driver-580.159.04/2026-11-28/explore-5122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-6122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-7122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-8122026",
 ];
 
 /// `explained.txt`: `case N: why` lines (`#` comments), case -> why.
