@@ -559,18 +559,22 @@ impl World {
         let mut bytes = match self.read(p, ptr, len, Access::Kernel) {
             Ok(bytes) => bytes,
             // The buffer is allocated before the kernel runs, and after the
-            // kernel faults its `cuMemFree` fails (the context is lost). After
-            // a faulting read of a freed 3 MiB allocation a 2 MiB or a 4 MiB
-            // reservation takes the freed base; without the read a 2 MiB one
-            // takes the span's top, carved from its end as the newest fresh
-            // range is (vmm.reserve.after-faulting-read). Inferred: the buffer
-            // took fresh VA, so the freed span is no longer the newest.
+            // kernel faults its `cuMemFree` fails (the context is lost): it
+            // stays where it landed, released VA included, and a pointer
+            // there reads as device memory (mem.lifetime.faulting-read-leaves-its-buffer).
+            // After a faulting read of a freed 3 MiB allocation a 2 MiB or a
+            // 4 MiB reservation takes the freed base; without the read a
+            // 2 MiB one takes the span's top, carved from its end as the
+            // newest fresh range is (vmm.reserve.after-faulting-read).
             Err(Fail::Api(ErrorKind::IllegalAddress))
                 if len > 0
                     && !sticky_before
                     && self.sem.sticky_errors == Switch::On
                     && self.sem.device_read_buffer != DeviceReadBuffer::Off =>
             {
+                let dead = self.procs[p].dead.clone();
+                let _ = self.alloc(p, MemKind::Device, len);
+                self.procs[p].dead = dead;
                 self.procs[p].fresh.newest = None;
                 return Err(ErrorKind::IllegalAddress.into());
             }
