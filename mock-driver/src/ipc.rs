@@ -1087,9 +1087,7 @@ impl World {
         self.procs[owner].va_claims.iter().any(|c| {
             by(c.by)
                 && c.at >= released
-                && c.spans
-                    .iter()
-                    .any(|&(b, len)| addr >= b && addr < b.saturating_add(len))
+                && c.holds(addr)
                 && c.vmm
                     .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
         })
@@ -1108,9 +1106,7 @@ impl World {
             .iter()
             .find(|c| {
                 c.at >= released
-                    && c.spans
-                        .iter()
-                        .any(|&(b, len)| addr >= b && addr < b.saturating_add(len))
+                    && c.holds(addr)
                     && c.vmm
                         .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
             })
@@ -1133,21 +1129,8 @@ impl World {
         if proc.released_elsewhere(f).is_some() {
             return Some(false);
         }
-        // A new block beside VMM reservations claims only the VA they hold,
-        // never free VA (`World::new_block`); a VMM allocation only the span
-        // it took, and no claim VA it passed over (`Process::claim_free_va`).
         Some(proc.va_claims.iter().any(|c| {
-            c.at >= f.released
-                && c.arena == f.arena
-                && c.by != ClaimBy::BlockBesideReservation
-                && (c.by != ClaimBy::Vmm
-                    || c.spans
-                        .iter()
-                        .any(|&(s, len)| addr >= s && addr < s.saturating_add(len)))
-                && !c
-                    .passed_over
-                    .iter()
-                    .any(|&(s, len)| addr >= s && addr < s.saturating_add(len))
+            c.claims_free_va(addr, f)
                 && c.vmm
                     .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
         }))

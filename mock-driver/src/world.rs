@@ -389,6 +389,33 @@ pub(crate) struct VaClaim {
     pub by: ClaimBy,
 }
 
+impl VaClaim {
+    /// Whether the claim took the VA at `addr`.
+    pub(crate) fn holds(&self, addr: u64) -> bool {
+        spans_contain(&self.spans, addr)
+    }
+
+    /// Whether the claim counts for `addr` in released span `f`, judged by
+    /// arena (`World::free_va_claimed`): a new block beside VMM reservations
+    /// claims only the VA they hold, never free VA (`World::new_block`); a
+    /// VMM allocation only the span it took; no claim the VA it passed over
+    /// (`Process::claim_free_va`).
+    pub(crate) fn claims_free_va(&self, addr: u64, f: &FreeVa) -> bool {
+        self.at >= f.released
+            && self.arena == f.arena
+            && self.by != ClaimBy::BlockBesideReservation
+            && (self.by != ClaimBy::Vmm || self.holds(addr))
+            && !spans_contain(&self.passed_over, addr)
+    }
+}
+
+/// Whether one of `spans` (`(base, len)`) contains `addr`.
+fn spans_contain(spans: &[(u64, u64)], addr: u64) -> bool {
+    spans
+        .iter()
+        .any(|&(b, len)| addr >= b && addr < b.saturating_add(len))
+}
+
 /// The driver memory behind a [`VaClaim`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClaimBy {
@@ -957,12 +984,9 @@ impl Process {
 
     /// Whether a live large allocation's claim holds the VA at `addr`.
     fn held_by_allocation_claim(&self, addr: u64) -> bool {
-        self.va_claims.iter().any(|c| {
-            c.allocation.is_some()
-                && c.spans
-                    .iter()
-                    .any(|&(s, len)| addr >= s && addr < s.saturating_add(len))
-        })
+        self.va_claims
+            .iter()
+            .any(|c| c.allocation.is_some() && c.holds(addr))
     }
 
     /// Record driver memory made now claiming `spans` of VA.
