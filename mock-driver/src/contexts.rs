@@ -194,8 +194,7 @@ impl World {
         if let Some(own) = proc.contexts.get(&ctx).map(|c| c.arena) {
             for c in proc.va_claims.iter_mut() {
                 if c.by == crate::world::ClaimBy::EventMemory && c.arena == own {
-                    c.arena = crate::world::ENDED_CLAIM;
-                    c.spans.clear();
+                    c.end();
                 }
             }
         }
@@ -210,8 +209,7 @@ impl World {
                 // freed export's VA there is simply free, InvalidValue
                 // (mem.lifetime.freed-export-va-claim-ends-with-its-context).
                 if let Some(c) = claim.and_then(|i| proc.va_claims.get_mut(i)) {
-                    c.arena = crate::world::ENDED_CLAIM;
-                    c.spans.clear();
+                    c.end();
                 }
             }
         }

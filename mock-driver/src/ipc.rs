@@ -1084,9 +1084,19 @@ impl World {
         released: u64,
         by: fn(ClaimBy) -> bool,
     ) -> bool {
-        self.procs[owner].va_claims.iter().any(|c| {
-            by(c.by)
-                && c.at >= released
+        self.live_claims_of(owner, addr, released).any(|c| by(c.by))
+    }
+
+    /// The claims of `addr` that driver memory `owner` made after release
+    /// stamp `released` and that still live, oldest first.
+    fn live_claims_of(
+        &self,
+        owner: ProcessIndex,
+        addr: u64,
+        released: u64,
+    ) -> impl Iterator<Item = &crate::world::VaClaim> + '_ {
+        self.procs[owner].va_claims.iter().filter(move |c| {
+            c.at >= released
                 && c.holds(addr)
                 && c.vmm
                     .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
@@ -1101,15 +1111,8 @@ impl World {
         addr: u64,
         released: u64,
     ) -> Option<ClaimBy> {
-        self.procs[owner]
-            .va_claims
-            .iter()
-            .find(|c| {
-                c.at >= released
-                    && c.holds(addr)
-                    && c.vmm
-                        .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
-            })
+        self.live_claims_of(owner, addr, released)
+            .next()
             .map(|c| c.by)
     }
 

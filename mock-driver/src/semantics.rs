@@ -210,8 +210,8 @@ keyword_choice!(
         /// memory, VA a later `ctx_create` retired) `reclaimed_export_error`.
         /// The exporter's own copy (process field damaged) maps whatever it
         /// holds there, exported or not, or a VMM mapping; a claimed VA is
-        /// InvalidValue for it, or new zeroed memory after a created context
-        /// or a stream-ordered pool.
+        /// InvalidValue for it, or new zeroed memory where a created context,
+        /// a stream-ordered pool or a VMM allocation claimed it first.
         /// Measured: H100 and H200 / 580.159.04
         /// (mem.lifetime.stale-handle-opens-new-export,
         /// mem.lifetime.exporter-own-copy-reaches-what-is-at-the-address).

@@ -390,6 +390,14 @@ pub(crate) struct VaClaim {
 }
 
 impl VaClaim {
+    /// The memory behind the claim is gone: it holds nothing from now on,
+    /// by span or by arena.
+    pub(crate) fn end(&mut self) {
+        self.arena = ENDED_CLAIM;
+        self.spans.clear();
+        self.allocation = None;
+    }
+
     /// Whether the claim took the VA at `addr`.
     pub(crate) fn holds(&self, addr: u64) -> bool {
         spans_contain(&self.spans, addr)
@@ -1418,9 +1426,7 @@ impl World {
             // (mem.lifetime.large-malloc-claim-ends-with-it).
             for c in proc.va_claims.iter_mut() {
                 if c.allocation == Some(owner_base) {
-                    c.arena = ENDED_CLAIM;
-                    c.spans.clear();
-                    c.allocation = None;
+                    c.end();
                 }
             }
             let released = proc.va_releases;
