@@ -199,9 +199,9 @@ impl World {
         // (mem.lifetime.large-malloc-claim-ends-with-it).
         let large =
             matches!(kind, MemKind::Device | MemKind::PinnedHost) && size > crate::world::BLOCK;
-        if large {
-            self.procs[p].claim_free_va(crate::world::ClaimBy::LargeAllocation, None, None);
-        }
+        let large_claim = large.then(|| {
+            self.procs[p].claim_free_va(crate::world::ClaimBy::LargeAllocation, None, None)
+        });
         // A device allocation's new block also claims the VA the process's
         // VMM reservations hold: legacy memory's table counts it free (a
         // stale handle there is InvalidValue,
@@ -231,10 +231,8 @@ impl World {
         let owner_base = self.procs[p]
             .reserve_va(size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
-        if large {
-            if let Some(c) = self.procs[p].va_claims.last_mut() {
-                c.allocation = Some(owner_base);
-            }
+        if let Some(c) = large_claim.and_then(|i| self.procs[p].va_claims.get_mut(i)) {
+            c.allocation = Some(owner_base);
         }
         if counts_against_device(kind) {
             if let Some(u) = self.device_used.get_mut(device as usize) {

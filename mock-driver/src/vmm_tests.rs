@@ -82,3 +82,28 @@ fn exit_drops_every_reference_the_process_held() {
     assert_eq!(m.world().vmm_live_allocations(), 0);
     assert_eq!(m.world().device_used[0], 0);
 }
+
+/// A large malloc's claim on a freed export's VA ends with its free
+/// (mem.lifetime.large-malloc-claim-ends-with-it) also while the exporter
+/// holds a VMM reservation, whose own claim the malloc's new block makes
+/// too (mem.lifetime.stale-handle-at-vmm-mapping-claimed-by-new-block).
+#[test]
+fn a_large_malloc_claim_ends_with_it_beside_a_reservation() {
+    use ipc_harness::{ErrorKind, FreeKind, MemKind, OutArg, IPC_MEM_LAZY_ENABLE_PEER_ACCESS};
+    let mut m = machine();
+    let lazy = IPC_MEM_LAZY_ENABLE_PEER_ACCESS;
+    m.driver(0).vmm_reserve(VMM_GRANULARITY).unwrap();
+    let a = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    m.driver(0).free(FreeKind::Device, a).unwrap();
+    let big = m.driver(0).alloc(MemKind::Device, 3 << 20).unwrap();
+    let claimed = m.driver(1).ipc_open_mem_handle(h, lazy, OutArg::Valid);
+    let kind = |r: ipc_harness::DriverResult<ipc_harness::DevicePtr>| match r {
+        Err(ipc_harness::DriverError::Api(a)) => a.kind(),
+        _ => None,
+    };
+    assert_eq!(kind(claimed), Some(ErrorKind::NotPermitted));
+    m.driver(0).free(FreeKind::Device, big).unwrap();
+    let freed = m.driver(1).ipc_open_mem_handle(h, lazy, OutArg::Valid);
+    assert_eq!(kind(freed), Some(ErrorKind::InvalidValue));
+}

@@ -956,12 +956,13 @@ impl Process {
     /// Driver memory made now (a context, the shared event memory, a VMM
     /// allocation `vmm` while its handle lives) claims the VA free in the
     /// current arena (`reclaimed_export_error`).
+    /// Returns the claim's index in `va_claims`.
     pub(crate) fn claim_free_va(
         &mut self,
         by: ClaimBy,
         vmm: Option<(u64, u64)>,
         mapped: Option<(u64, u64)>,
-    ) {
+    ) -> usize {
         let arena = self.arena;
         // VA released while another context was current is not claimed: freed
         // from a created context later destroyed, then a VMM import, the
@@ -984,10 +985,9 @@ impl Process {
         } else {
             spans
         };
-        self.push_claim(by, spans, vmm, mapped);
-        if let Some(c) = self.va_claims.last_mut() {
-            c.passed_over = held;
-        }
+        let claim = self.push_claim(by, spans, vmm, mapped);
+        self.va_claims[claim].passed_over = held;
+        claim
     }
 
     /// Whether a live large allocation's claim holds the VA at `addr`.
@@ -997,14 +997,15 @@ impl Process {
             .any(|c| c.allocation.is_some() && c.holds(addr))
     }
 
-    /// Record driver memory made now claiming `spans` of VA.
+    /// Record driver memory made now claiming `spans` of VA; returns the
+    /// claim's index in `va_claims`.
     pub(crate) fn push_claim(
         &mut self,
         by: ClaimBy,
         spans: Vec<(u64, u64)>,
         vmm: Option<(u64, u64)>,
         mapped: Option<(u64, u64)>,
-    ) {
+    ) -> usize {
         self.va_claims.push(VaClaim {
             at: self.va_releases,
             arena: self.arena,
@@ -1015,6 +1016,7 @@ impl Process {
             passed_over: Vec::new(),
             by,
         });
+        self.va_claims.len() - 1
     }
 
     /// A memory pool holds the VA at `base`: its release waits for
