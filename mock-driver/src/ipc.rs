@@ -878,8 +878,10 @@ impl World {
     /// (mem.lifetime.freed-while-mapped-serial-copy). The exporter itself,
     /// through a copy whose process field is damaged, from a context other
     /// than the block's, maps the block it freed anew, claimed VA or not
-    /// (mem.lifetime.freed-while-mapped-exporter-other-context); from the
-    /// block's own context it is refused as for anyone. `None`: the rule
+    /// (mem.lifetime.freed-while-mapped-exporter-other-context), where it
+    /// had no other context on that device when it freed the block; from
+    /// the block's own context, or after such a free, it is refused as for
+    /// anyone. `None`: the rule
     /// does not apply.
     fn freed_while_mapped_rule(
         &mut self,
@@ -893,7 +895,12 @@ impl World {
         let block = self.blocks.get(&block_id)?;
         let exporter = block.owner;
         let freed_by_exporter = !block.owner_mapped && !self.procs[exporter].exited;
-        let own_other_context = p == exporter && ctx != block.owner_ctx;
+        // Only where the exporter had no such other context when it freed
+        // the block: one that existed then makes the copy InvalidValue from
+        // any context, one made later too
+        // (mem.lifetime.freed-while-mapped-exporter-context-made-before).
+        let own_other_context =
+            p == exporter && ctx != block.owner_ctx && !block.owner_other_ctx_at_unmap;
         if !freed_by_exporter || self.sem.freed_export != FreedExport::Refused || own_other_context
         {
             return None;

@@ -498,6 +498,10 @@ pub(crate) struct Block {
     /// An exported memory pool keeps the block after its allocation was
     /// freed, until the pool goes (`pools.rs`).
     pub pool_kept: bool,
+    /// When the owner stopped mapping the block, it had a live context on
+    /// the block's device other than the block's own
+    /// (mem.lifetime.freed-while-mapped-exporter-context-made-before).
+    pub owner_other_ctx_at_unmap: bool,
 }
 
 impl Block {
@@ -528,6 +532,7 @@ impl Block {
             owner_ctx: 0,
             owner_vmm_handles: 0,
             pool_kept: false,
+            owner_other_ctx_at_unmap: false,
         }
     }
 }
@@ -1409,6 +1414,11 @@ impl World {
         let owner_base = block.owner_base;
         if unmap_owner {
             block.owner_mapped = false;
+            let (device, own_ctx) = (block.device, block.owner_ctx);
+            block.owner_other_ctx_at_unmap = self.procs[p]
+                .contexts
+                .iter()
+                .any(|(&k, c)| c.alive && c.device == device && k != own_ctx);
         }
         if let Some(d) = hazard {
             self.hazard(HazardKind::FreeWhileMapped, p, d);
