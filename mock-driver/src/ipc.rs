@@ -367,11 +367,22 @@ impl World {
 
     /// A damaged format word is `garbage_handle_error` (InvalidValue,
     /// mem.handle.corrupted-fields) unless `format_word_unread` says the
-    /// driver does not read it; returns the handle's fields.
+    /// driver does not read it; returns the handle's fields. The object id
+    /// is looked up first: one no export has is `dead_handle_error`, as with
+    /// the format word intact (mem.handle.object-before-format-word).
     fn format_word_rule(&self, p: ProcessIndex, handle: &IpcMemHandle) -> SimResult<HandleData> {
         decode(self.seed, handle)
             .or_else(|| self.format_word_unread(p, handle))
-            .ok_or_else(|| self.sem.garbage_handle_error.into())
+            .ok_or_else(|| {
+                let object = decode_fields(self.seed, handle).object;
+                let known = self.export_ids.contains_key(&object)
+                    || self.freed_exports.contains_key(&object);
+                if known {
+                    self.sem.garbage_handle_error.into()
+                } else {
+                    self.sem.dead_handle_error.into()
+                }
+            })
     }
 
     /// The fields of a handle whose damaged format word the driver does not
@@ -535,7 +546,15 @@ impl World {
             addr,
             fresh_where_claimed,
         } = own;
+        // The first claim decides here too: after the process's interprocess
+        // event memory claimed the VA first, even a new exported allocation
+        // at the address is InvalidValue
+        // (mem.lifetime.exporter-own-copy-refused-after-event-claim).
+        let first = released.and_then(|r| self.first_claim_since_release(p, addr, r));
         if let Some((block_id, offset, size)) = self.exported_alloc_at(p, addr) {
+            if first == Some(ClaimBy::EventMemory) {
+                return Some(Err(ErrorKind::InvalidValue.into()));
+            }
             return Some(self.map_stale(p, here, handle, h, block_id, (offset, size), flags));
         }
         if let Some((block_id, offset)) = self.vmm_block_at(p, addr) {
@@ -562,7 +581,6 @@ impl World {
         // The first claim decides: a VMM allocation's claim opens fresh
         // memory as a context's does, unless the event memory claimed the VA
         // before it (mem.lifetime.exporter-own-copy-new-memory-after-vmm-claim).
-        let first = released.and_then(|r| self.first_claim_since_release(p, addr, r));
         if matches!(
             first,
             Some(ClaimBy::Context | ClaimBy::StreamOrderedPool | ClaimBy::Vmm)
@@ -620,7 +638,8 @@ impl World {
     /// (mem.handle.flipped-offset-small-allocation). Inferred from those
     /// two: accepted while the largest export still fits after it. An
     /// importer that holds a device allocation of its own opens it anyway
-    /// (mem.handle.flipped-offset-importer-with-memory), or pinned host
+    /// (mem.handle.flipped-offset-importer-with-memory; one of 2 MiB at most,
+    /// mem.handle.flipped-offset-importer-with-large-allocation), or pinned host
     /// memory (mem.handle.flipped-offset-importer-with-pinned-host); so does one that
     /// holds a VA reservation
     /// (mem.handle.flipped-offset-importer-with-reservation). A VMM
@@ -645,10 +664,16 @@ impl World {
         }
         let largest = block.exports.values().copied().max().unwrap_or(block.size);
         let ctx = self.current_ctx(p).ok().map(|(c, _)| c);
-        let own_memory =
-            self.procs[p].allocs.values().any(|a| {
-                matches!(a.kind, MemKind::Device | MemKind::PinnedHost) && Some(a.ctx) == ctx
-            }) || self.vmm_reserves_any(p);
+        // A device allocation of blocks of its own (over 2 MiB) does not
+        // count (mem.handle.flipped-offset-importer-with-large-allocation).
+        let own_memory = self.procs[p].allocs.values().any(|a| {
+            let counts = match a.kind {
+                MemKind::Device => a.size <= BLOCK,
+                MemKind::PinnedHost => true,
+                _ => false,
+            };
+            counts && Some(a.ctx) == ctx
+        }) || self.vmm_reserves_any(p);
         if h.offset.saturating_add(largest) > block.size && (!own_memory || h.offset >= block.size)
         {
             return Err(ErrorKind::AlreadyMapped.into());

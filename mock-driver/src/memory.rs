@@ -97,10 +97,20 @@ impl World {
                     // (mem.suballoc.first-fit-freed-slot).
                     let slot = first_fit(&b.live, need, b.size);
                     if let (true, Some(offset)) = (b.owner_mapped, slot) {
-                        if offset < b.cursor {
+                        // A reused slot's handle gets a new serial only where
+                        // the allocation freed from it was still mapped by an
+                        // importer, whose export lives on; otherwise it is the
+                        // freed allocation's handle, byte for byte
+                        // (mem.suballoc.reused-slot-same-handle).
+                        let export_lives = b
+                            .freed_while_mapped
+                            .starting_in(offset, offset + need)
+                            .next()
+                            .is_some();
+                        if offset < b.cursor && export_lives {
                             b.reuses += 1;
                             b.serials.insert(offset, b.reuses);
-                        } else {
+                        } else if offset >= b.cursor {
                             b.serials.remove(&offset);
                         }
                         b.cursor = b.cursor.max(offset + need);
@@ -183,7 +193,12 @@ impl World {
         // (`owner_vmm_handles`: a process holding a VMM reservation counts
         // none; see the check-word rule in `World::ipc_open`,
         // mem.handle.check-word-with-vmm-allocation.)
-        let vmm_handles = if self.vmm_reserves_any(p) {
+        let after_memory = self
+            .vmm
+            .procs
+            .get(p)
+            .is_some_and(|vp| vp.first_handle_after_device_memory == Some(true));
+        let vmm_handles = if self.vmm_reserves_any(p) || after_memory {
             0
         } else {
             self.vmm_handles_held(p)

@@ -19,7 +19,9 @@ use crate::world::{
 use ipc_harness::ErrorKind::{
     IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
 };
-use ipc_harness::{Fd, GranularityKind, HandleTypes, ProcessIndex, ShareableHandleType, VmmAccess};
+use ipc_harness::{
+    Fd, GranularityKind, HandleTypes, MemKind, ProcessIndex, ShareableHandleType, VmmAccess,
+};
 
 /// The VA pool of reservations (`vmm_reserve_va`): under `shared` they
 /// share released VA with device allocations and IPC mappings
@@ -194,7 +196,13 @@ impl World {
     }
 
     fn new_handle(&mut self, p: ProcessIndex, phys: u64, imported: bool) -> u64 {
+        let holds_device_memory = self.procs[p]
+            .allocs
+            .values()
+            .any(|a| a.kind == MemKind::Device);
         let vp = self.vp(p);
+        vp.first_handle_after_device_memory
+            .get_or_insert(holds_device_memory);
         let h = HANDLE_BASE + vp.next_handle * 0x10;
         vp.next_handle += 1;
         vp.handles.insert(h, HandleEntry { phys, imported });

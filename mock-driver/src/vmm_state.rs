@@ -79,6 +79,9 @@ pub(crate) struct VmmProc {
     pub ipc_event_fd: bool,
     /// Reserved VA: base -> size.
     pub reservations: BTreeMap<u64, u64>,
+    /// The process held device memory when it made or imported its first
+    /// VMM allocation handle (the check-word rule in `World::ipc_open`).
+    pub first_handle_after_device_memory: Option<bool>,
     /// Mapped VA: base -> mapping.
     pub maps: BTreeMap<u64, VmmMapping>,
 }
