@@ -82,8 +82,15 @@ impl World {
             let block_size = self.blocks.get(&a.block).map_or(a.size, |b| b.size);
             // A pool maps its memory in pieces of its own
             // (mem.pointer-attr.pool-mapping-chunks).
+            // Pinned host memory is mapped in 2 MiB pieces: a 1000-byte
+            // allocation answers 2 MiB
+            // (mem.pointer-attr.pinned-host-mapping-size).
             let mapping = match a.kind {
                 MemKind::StreamOrdered => self.pool_mapping(p, (base, a.device), ptr),
+                MemKind::PinnedHost => (
+                    block_base,
+                    block_size.div_ceil(crate::world::BLOCK) * crate::world::BLOCK,
+                ),
                 _ => (block_base, block_size),
             };
             return Ok(Target {

@@ -92,11 +92,9 @@ impl World {
         }
         let (block_id, offset, size) = (a.block, a.offset, a.size);
         let serial = match self.sem.handle_stable {
-            HandleStability::SameBytes => self
-                .blocks
-                .get(&block_id)
-                .and_then(|b| b.serials.get(&offset).copied())
-                .unwrap_or(0),
+            // A reused slot's allocation gets the freed one's bytes
+            // (mem.suballoc.reused-slot-same-handle).
+            HandleStability::SameBytes => 0,
             HandleStability::PerCall => {
                 self.handle_serial = self.handle_serial.wrapping_add(1);
                 self.handle_serial
@@ -109,6 +107,8 @@ impl World {
         let object = self.export_object(block_id);
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.exports.insert(offset, size);
+            let generation = b.serials.get(&offset).copied().unwrap_or(0);
+            b.export_generations.insert(offset, generation);
         }
         Ok(encode(
             self.seed,
@@ -122,6 +122,18 @@ impl World {
                 ctx_salt,
             },
         ))
+    }
+
+    /// The generation of the slot at `offset` that an open of its handle
+    /// reaches: the one last exported (`Block::export_generations`). Where
+    /// first-fit reuse placed a new allocation there that was not exported
+    /// since, the handle is the freed one's and reading through it is the
+    /// access-after-free hazard (`opened_slot_reused`).
+    fn slot_generation(&self, block: BlockId, offset: u64) -> u64 {
+        self.blocks
+            .get(&block)
+            .and_then(|b| b.export_generations.get(&offset).copied())
+            .unwrap_or(0)
     }
 
     /// The export object id of a block, made on its first export.
@@ -756,6 +768,7 @@ impl World {
             return Err(ErrorKind::AlreadyMapped.into());
         }
         self.damaged_offset_while_mapped_rule(p, ctx, handle, block_id, base, export.0)?;
+        let generation = self.slot_generation(block_id, export.0);
         let ret = base + ret_offset;
         self.procs[p].opened_ptrs.insert(ret, ());
         if let Some(m) = self.procs[p]
@@ -767,6 +780,7 @@ impl World {
             *n = n.saturating_add(1);
             m.open_tags.push_back(raw_process_tag(handle));
             m.exports.insert(export.0, export.1);
+            m.generations.insert(export.0, generation);
             m.closed.remove(&export.0);
             if !m.opened.contains(handle) {
                 m.opened.push(*handle);
@@ -931,9 +945,8 @@ impl World {
             return None;
         }
         let addr = block.owner_base.saturating_add(h.offset);
-        let block_serial = block.serials.get(&h.offset).copied().unwrap_or(0);
         let released = block.owner_released;
-        if serial_of(handle) != block_serial {
+        if serial_of(handle) != 0 {
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
         if p == exporter && self.sem.stale_handle == StaleHandle::ByAddress {
@@ -1007,6 +1020,7 @@ impl World {
             return Err(self.sem.dead_handle_error.into());
         };
         let (block_size, exporter) = (block.size, block.owner);
+        let generation = self.slot_generation(block_id, export.0);
         let pool = crate::world::VaPool {
             ctx,
             class: crate::world::VaClass::Device,
@@ -1028,6 +1042,7 @@ impl World {
                     exporter,
                     open_tags: std::collections::VecDeque::from([h.exporter_tag]),
                     opened: vec![*handle],
+                    generations: SmallMap::one(export.0, generation),
                     exports: SmallMap::one(export.0, export.1),
                     opens: SmallMap::one(ret, 1),
                     closed: SmallMap::Empty,

@@ -97,20 +97,15 @@ impl World {
                     // (mem.suballoc.first-fit-freed-slot).
                     let slot = first_fit(&b.live, need, b.size);
                     if let (true, Some(offset)) = (b.owner_mapped, slot) {
-                        // A reused slot's handle gets a new serial only where
-                        // the allocation freed from it was still mapped by an
-                        // importer, whose export lives on; otherwise it is the
-                        // freed allocation's handle, byte for byte
-                        // (mem.suballoc.reused-slot-same-handle).
-                        let export_lives = b
-                            .freed_while_mapped
-                            .starting_in(offset, offset + need)
-                            .next()
-                            .is_some();
-                        if offset < b.cursor && export_lives {
+                        // A reused slot starts a new generation. The handle's
+                        // bytes do not show it: `ipc_get` gives the freed
+                        // allocation's handle byte for byte
+                        // (mem.suballoc.reused-slot-same-handle); only the
+                        // hazard log tells the allocations apart.
+                        if offset < b.cursor {
                             b.reuses += 1;
                             b.serials.insert(offset, b.reuses);
-                        } else if offset >= b.cursor {
+                        } else {
                             b.serials.remove(&offset);
                         }
                         b.cursor = b.cursor.max(offset + need);

@@ -663,6 +663,7 @@ impl World {
                     exporter,
                     open_tags: std::collections::VecDeque::from([0]),
                     opened: Vec::new(),
+                    generations: SmallMap::Empty,
                     exports: SmallMap::one(export.offset, export.size),
                     opens: SmallMap::one(ret, 1),
                     closed: crate::small_map::SmallMap::Empty,

@@ -203,6 +203,9 @@ pub(crate) struct Mapping {
     /// The handle bytes opened into this mapping (a damaged copy of one is
     /// judged against it).
     pub opened: Vec<ipc_harness::IpcMemHandle>,
+    /// Offset in block -> the slot's generation (`Block::serials`) when an
+    /// allocation there was last opened into this mapping.
+    pub generations: SmallMap<u64>,
     /// Allocations opened through this mapping: offset in block -> size.
     /// Several when handles of neighbouring sub-allocations share one block.
     pub exports: SmallMap,
@@ -483,10 +486,15 @@ pub(crate) struct Block {
     pub exports: SmallMap,
     /// The driver object id handles of this block carry, once exported.
     pub export_id: Option<u32>,
-    /// Offset -> serial (handle bytes 40..48) of an allocation placed in a
-    /// slot an earlier one used: "cudaIpcGetMemHandle will return a unique
-    /// handle for the new memory".
+    /// Offset -> generation of an allocation placed in a slot an earlier
+    /// one used (internal: the handle's bytes stay the same,
+    /// mem.suballoc.reused-slot-same-handle). A mapping opened in an older
+    /// generation reaches another allocation's memory.
     pub serials: SmallMap<u64>,
+    /// Offset -> the slot's generation when `ipc_get` last exported it: a
+    /// handle an importer opens names that generation, since the bytes of
+    /// a later one are only the same once that one is exported too.
+    pub export_generations: SmallMap<u64>,
     /// Allocations placed in reused slots so far.
     pub reuses: u64,
     /// `Process::va_releases` after the owner released the block's VA.
@@ -527,6 +535,7 @@ impl Block {
             exports: SmallMap::default(),
             export_id: None,
             serials: SmallMap::Empty,
+            export_generations: SmallMap::Empty,
             reuses: 0,
             owner_released: None,
             owner_ctx: 0,
@@ -1231,7 +1240,7 @@ impl World {
                 let reused = export.is_some_and(|(o, _)| {
                     self.blocks
                         .get(&r.block)
-                        .is_some_and(|b| opened_slot_reused(self.seed, stable, m, b, o))
+                        .is_some_and(|b| opened_slot_reused(stable, m, b, o))
                 });
                 (export, m.exporter, closed, reused)
             });
@@ -1562,30 +1571,15 @@ impl World {
     }
 }
 
-/// Whether the allocation a mapping opened at block offset `o` is gone:
-/// every handle it was opened with there carries an older serial (bytes
-/// 40..48) than the slot's allocation now, which first-fit reuse placed
-/// after the handle's allocation was freed. An access through it reaches
-/// another allocation's memory: the access-after-free hazard.
-pub(crate) fn opened_slot_reused(
-    seed: u64,
-    stable: bool,
-    m: &Mapping,
-    block: &Block,
-    o: u64,
-) -> bool {
+/// Whether the allocation a mapping opened at block offset `o` is gone: it
+/// was last opened in an older generation of the slot than the allocation
+/// there now, which first-fit reuse placed after the opened one was freed.
+/// An access through it reaches another allocation's memory: the
+/// access-after-free hazard.
+pub(crate) fn opened_slot_reused(stable: bool, m: &Mapping, block: &Block, o: u64) -> bool {
     if !stable {
         return false;
     }
     let now = block.serials.get(&o).copied().unwrap_or(0);
-    let mut named = false;
-    for h in &m.opened {
-        if crate::handle_codec::decode(seed, h).is_some_and(|d| d.offset == o) {
-            named = true;
-            if crate::handle_codec::serial_of(h) == now {
-                return false;
-            }
-        }
-    }
-    named
+    m.generations.get(&o).is_some_and(|&opened| opened != now)
 }

@@ -124,6 +124,25 @@ fn a_handle_of_a_freed_allocation_whose_slot_was_reused_reads_with_a_hazard() {
 }
 
 #[test]
+fn a_reused_slot_exports_the_freed_allocations_bytes_and_opens_cleanly() {
+    // mem.suballoc.reused-slot-same-handle: the new allocation's handle is
+    // the freed one's, byte for byte; once it is exported, an open of those
+    // bytes reaches the new allocation with no hazard.
+    let mut m = start("");
+    let a = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
+    m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    m.driver(0).free(FreeKind::Device, a).unwrap();
+    let c = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
+    assert_eq!(c, a, "first fit reuses the slot");
+    let hc = m.driver(0).ipc_get_mem_handle(c, OutArg::Valid).unwrap();
+    assert_eq!(hc, h, "the same bytes");
+    let p = open(m.as_mut(), 1, hc).unwrap();
+    m.driver(1).read(p, 1).unwrap();
+    assert_eq!(count(m.as_ref(), HazardKind::AccessAfterFree), 0);
+}
+
+#[test]
 fn a_full_block_starts_a_new_one() {
     let mut m = start("");
     let a = m.driver(0).alloc(MemKind::Device, MIB).unwrap();
