@@ -15,7 +15,7 @@
 //! | 28..31 | offset of the allocation in its block (24 bits) | AlreadyMapped (mem.handle.corrupted-fields); where the context maps the block, a new mapping if the range overlaps nothing opened there (mem.handle.damaged-offset-disjoint-range) |
 //! | 31 | padding | ignored |
 //! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (mem.handle.memory-type-before-context-rules) |
-//! | 37..48 | `ff`, then a serial at 40 (`handle_stable=per-call`; a reused sub-allocation slot's count) | ignored on a first open; a copy of an open handle with another serial maps again (mem.handle.serial-copy-maps-again) |
+//! | 37..48 | `ff`, then a serial at 40 (0; a count under `handle_stable=per-call`; a reused sub-allocation slot keeps it, mem.suballoc.reused-slot-same-handle) | ignored on a first open; a copy of an open handle with another serial maps again (mem.handle.serial-copy-maps-again) |
 //! | 48..52 | export object id | InvalidHandle, also where the format word is damaged too: the object is looked up first (mem.handle.object-before-format-word) |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
 //! | 56..64 | zero (`interior_handle=pointer-offset`: the pointer's offset in its allocation, HIP's `poffset`) | ignored |

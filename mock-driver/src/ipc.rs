@@ -107,7 +107,7 @@ impl World {
         let object = self.export_object(block_id);
         if let Some(b) = self.blocks.get_mut(&block_id) {
             b.exports.insert(offset, size);
-            let generation = b.serials.get(&offset).copied().unwrap_or(0);
+            let generation = b.generations.get(&offset).copied().unwrap_or(0);
             b.export_generations.insert(offset, generation);
         }
         Ok(encode(
@@ -946,6 +946,7 @@ impl World {
         }
         let addr = block.owner_base.saturating_add(h.offset);
         let released = block.owner_released;
+        // `ipc_get` writes serial 0 under `handle_stable=same-bytes`.
         if serial_of(handle) != 0 {
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }

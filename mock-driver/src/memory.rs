@@ -104,9 +104,9 @@ impl World {
                         // hazard log tells the allocations apart.
                         if offset < b.cursor {
                             b.reuses += 1;
-                            b.serials.insert(offset, b.reuses);
+                            b.generations.insert(offset, b.reuses);
                         } else {
-                            b.serials.remove(&offset);
+                            b.generations.remove(&offset);
                         }
                         b.cursor = b.cursor.max(offset + need);
                         b.live.insert(offset, size);

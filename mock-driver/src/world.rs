@@ -203,8 +203,8 @@ pub(crate) struct Mapping {
     /// The handle bytes opened into this mapping (a damaged copy of one is
     /// judged against it).
     pub opened: Vec<ipc_harness::IpcMemHandle>,
-    /// Offset in block -> the slot's generation (`Block::serials`) when an
-    /// allocation there was last opened into this mapping.
+    /// Offset in block -> the generation of the slot that the last open of
+    /// an allocation there reached (`World::slot_generation`).
     pub generations: SmallMap<u64>,
     /// Allocations opened through this mapping: offset in block -> size.
     /// Several when handles of neighbouring sub-allocations share one block.
@@ -490,7 +490,7 @@ pub(crate) struct Block {
     /// one used (internal: the handle's bytes stay the same,
     /// mem.suballoc.reused-slot-same-handle). A mapping opened in an older
     /// generation reaches another allocation's memory.
-    pub serials: SmallMap<u64>,
+    pub generations: SmallMap<u64>,
     /// Offset -> the slot's generation when `ipc_get` last exported it: a
     /// handle an importer opens names that generation, since the bytes of
     /// a later one are only the same once that one is exported too.
@@ -534,7 +534,7 @@ impl Block {
             freed: SmallMap::Empty,
             exports: SmallMap::default(),
             export_id: None,
-            serials: SmallMap::Empty,
+            generations: SmallMap::Empty,
             export_generations: SmallMap::Empty,
             reuses: 0,
             owner_released: None,
@@ -1580,6 +1580,6 @@ pub(crate) fn opened_slot_reused(stable: bool, m: &Mapping, block: &Block, o: u6
     if !stable {
         return false;
     }
-    let now = block.serials.get(&o).copied().unwrap_or(0);
+    let now = block.generations.get(&o).copied().unwrap_or(0);
     m.generations.get(&o).is_some_and(|&opened| opened != now)
 }
