@@ -8,7 +8,9 @@
 mod common;
 
 use common::*;
-use ipc_harness::{DevicePtr, ErrorKind, FreeKind, HazardKind, MemKind, OutArg};
+use ipc_harness::{
+    DevicePtr, ErrorKind, FreeKind, HazardKind, IpcMemHandle, Machine, MemKind, OutArg,
+};
 
 #[test]
 fn small_allocations_share_a_block_and_importers_see_the_neighbour() {
@@ -105,11 +107,10 @@ fn probe_layout_of_four_1000_byte_allocations() {
     assert_eq!(err(m.driver(1).read(q3, 1)), ErrorKind::InvalidValue);
 }
 
-#[test]
-fn a_handle_of_a_freed_allocation_whose_slot_was_reused_reads_with_a_hazard() {
-    // First-fit reuse puts a new allocation in the freed slot; the old handle
-    // still opens the block (a neighbour keeps it), and reads the new
-    // allocation's memory: access after free (found by the property tests).
+/// Process 0 exports a 1000-byte allocation, frees it while a neighbour
+/// keeps the block, and allocates again into its slot: the machine, the
+/// freed allocation's handle and the new allocation.
+fn exported_slot_reused() -> (Box<dyn Machine>, IpcMemHandle, DevicePtr) {
     let mut m = start("");
     let a = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
     let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
@@ -117,6 +118,15 @@ fn a_handle_of_a_freed_allocation_whose_slot_was_reused_reads_with_a_hazard() {
     m.driver(0).free(FreeKind::Device, a).unwrap();
     let c = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
     assert_eq!(c, a, "first fit reuses the slot");
+    (m, h, c)
+}
+
+#[test]
+fn a_handle_of_a_freed_allocation_whose_slot_was_reused_reads_with_a_hazard() {
+    // First-fit reuse puts a new allocation in the freed slot; the old handle
+    // still opens the block (a neighbour keeps it), and reads the new
+    // allocation's memory: access after free (found by the property tests).
+    let (mut m, h, _) = exported_slot_reused();
     let p = open(m.as_mut(), 1, h).unwrap();
     let before = count(m.as_ref(), HazardKind::AccessAfterFree);
     m.driver(1).read(p, 1).unwrap();
@@ -128,13 +138,7 @@ fn a_reused_slot_exports_the_freed_allocations_bytes_and_opens_cleanly() {
     // mem.suballoc.reused-slot-same-handle: the new allocation's handle is
     // the freed one's, byte for byte; once it is exported, an open of those
     // bytes reaches the new allocation with no hazard.
-    let mut m = start("");
-    let a = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
-    let h = m.driver(0).ipc_get_mem_handle(a, OutArg::Valid).unwrap();
-    m.driver(0).alloc(MemKind::Device, 1000).unwrap();
-    m.driver(0).free(FreeKind::Device, a).unwrap();
-    let c = m.driver(0).alloc(MemKind::Device, 1000).unwrap();
-    assert_eq!(c, a, "first fit reuses the slot");
+    let (mut m, h, c) = exported_slot_reused();
     let hc = m.driver(0).ipc_get_mem_handle(c, OutArg::Valid).unwrap();
     assert_eq!(hc, h, "the same bytes");
     let p = open(m.as_mut(), 1, hc).unwrap();
