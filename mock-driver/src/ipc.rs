@@ -501,10 +501,16 @@ impl World {
         freed: crate::world::FreedExport,
         flags: u32,
     ) -> SimResult<u64> {
+        let addr = freed.base.saturating_add(h.offset);
         if !h.checked {
+            // Judged as for the block the exporter holds at the address now,
+            // where it holds one (mem.handle.check-word-at-reused-address).
+            if let Some((_, a)) = self.procs[freed.owner].alloc_at(addr) {
+                let block = a.block;
+                self.damaged_check_word_rule(block, h)?;
+            }
             return Err(self.sem.garbage_handle_error.into());
         }
-        let addr = freed.base.saturating_add(h.offset);
         if p == freed.owner && self.sem.stale_handle == StaleHandle::ByAddress {
             let own = OwnCopy {
                 released: freed.released,
