@@ -504,12 +504,14 @@ impl World {
         let addr = freed.base.saturating_add(h.offset);
         if !h.checked {
             // Judged as for the block the exporter holds at the address now,
-            // where it holds one (mem.handle.check-word-at-reused-address).
-            if let Some((_, a)) = self.procs[freed.owner].alloc_at(addr) {
-                let block = a.block;
-                self.damaged_check_word_rule(block, h)?;
-            }
-            return Err(self.sem.garbage_handle_error.into());
+            // where it holds one (mem.handle.check-word-at-reused-address);
+            // the rule always refuses a damaged check word.
+            let block_now = self.procs[freed.owner].alloc_at(addr).map(|(_, a)| a.block);
+            let garbage = Err(self.sem.garbage_handle_error.into());
+            return match block_now {
+                Some(block) => self.damaged_check_word_rule(block, h).and(garbage),
+                None => garbage,
+            };
         }
         if p == freed.owner && self.sem.stale_handle == StaleHandle::ByAddress {
             let own = OwnCopy {

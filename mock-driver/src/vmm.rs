@@ -196,13 +196,14 @@ impl World {
     }
 
     fn new_handle(&mut self, p: ProcessIndex, phys: u64, imported: bool) -> u64 {
-        let holds_device_memory = self.procs[p]
-            .allocs
-            .values()
-            .any(|a| a.kind == MemKind::Device);
+        if self.vp(p).first_handle_after_device_memory.is_none() {
+            let holds_device_memory = self.procs[p]
+                .allocs
+                .values()
+                .any(|a| a.kind == MemKind::Device);
+            self.vp(p).first_handle_after_device_memory = Some(holds_device_memory);
+        }
         let vp = self.vp(p);
-        vp.first_handle_after_device_memory
-            .get_or_insert(holds_device_memory);
         let h = HANDLE_BASE + vp.next_handle * 0x10;
         vp.next_handle += 1;
         vp.handles.insert(h, HandleEntry { phys, imported });
