@@ -185,15 +185,16 @@ impl World {
                 return Err(ErrorKind::OutOfMemory.into());
             }
         }
-        // (`owner_vmm_handles`: a process holding a VMM reservation counts
-        // none; see the check-word rule in `World::ipc_open`,
-        // mem.handle.check-word-with-vmm-allocation.)
+        // (`owner_vmm_handles`: a process with physical memory mapped into a
+        // reservation counts none, an unmapped reservation does not matter
+        // (mem.handle.check-word-vmm-mapped); see the check-word rule in
+        // `World::ipc_open`, mem.handle.check-word-with-vmm-allocation.)
         let after_memory = self
             .vmm
             .procs
             .get(p)
             .is_some_and(|vp| vp.first_handle_after_device_memory == Some(true));
-        let vmm_handles = if self.vmm_reserves_any(p) || after_memory {
+        let vmm_handles = if self.vmm_maps_any(p) || after_memory {
             0
         } else {
             self.vmm_handles_held(p)
@@ -710,12 +711,19 @@ impl World {
                     .contexts
                     .values()
                     .any(|c| c.born >= released && !c.primary);
+                // Closed while the primary context was current, a mapping a
+                // created context opened reads zeros for a kernel of the
+                // primary (mem.close.kernel-read-after-close-from-primary).
+                let closed_here_from_primary = free.released_in == Some(ctx)
+                    && ctx != pool.ctx
+                    && proc.contexts.get(&ctx).is_some_and(|c| c.primary);
                 if !freed {
-                    !other_alive
-                        && (born >= released
-                            || (pool.ctx == ctx && later)
-                            || ((pool.ctx == ctx || free.released_in == Some(pool.ctx))
-                                && self.scratch_covers(p, ctx, device, ptr, end, len)))
+                    closed_here_from_primary
+                        || !other_alive
+                            && (born >= released
+                                || (pool.ctx == ctx && later)
+                                || ((pool.ctx == ctx || free.released_in == Some(pool.ctx))
+                                    && self.scratch_covers(p, ctx, device, ptr, end, len)))
                 } else {
                     // A freed allocation: freed while another (created)
                     // context was current, it faults everywhere until that
@@ -798,6 +806,14 @@ impl World {
         // InvalidValue (mem.close.memset-after-close-from-other-context), as
         // kernel reads fault there (`stale_kernel_read`).
         if proc.released_elsewhere(free) == Some(true) {
+            return false;
+        }
+        // Released by a context destroyed since (its allocations go with
+        // it): InvalidValue, also from the first context made after the
+        // destroy, which the VA is handed to
+        // (mem.context.memset-after-context-destroy).
+        let destroyed = |c: &crate::world::CtxKey| proc.contexts.get(c).is_none_or(|c| !c.alive);
+        if free.released_in.as_ref().is_some_and(destroyed) {
             return false;
         }
         let released = free.released;

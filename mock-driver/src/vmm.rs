@@ -182,6 +182,11 @@ impl World {
             .is_some_and(|vp| !vp.reservations.is_empty())
     }
 
+    /// `p` has physical memory mapped into one of its reservations now.
+    pub(crate) fn vmm_maps_any(&self, p: ProcessIndex) -> bool {
+        self.vmm.procs.get(p).is_some_and(|vp| !vp.maps.is_empty())
+    }
+
     /// VMM allocation handles `p` holds, made or imported, not released.
     pub(crate) fn vmm_handles_held(&self, p: ProcessIndex) -> usize {
         self.vmm.procs.get(p).map_or(0, |vp| vp.handles.len())
@@ -197,10 +202,11 @@ impl World {
 
     fn new_handle(&mut self, p: ProcessIndex, phys: u64, imported: bool) -> u64 {
         if self.vp(p).first_handle_after_device_memory.is_none() {
-            let holds_device_memory = self.procs[p]
-                .allocs
-                .values()
-                .any(|a| a.kind == MemKind::Device);
+            // An IPC mapping open then counts as device memory held
+            // (mem.handle.check-word-vmm-after-ipc-mapping).
+            let proc = &self.procs[p];
+            let holds_device_memory = proc.allocs.values().any(|a| a.kind == MemKind::Device)
+                || proc.regions.values().any(|r| r.import.is_some());
             self.vp(p).first_handle_after_device_memory = Some(holds_device_memory);
         }
         let vp = self.vp(p);

@@ -777,10 +777,14 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
 /// still queued on it (hazard `unmap-with-work-queued`,
 /// vmm.fault.unmap-with-work-queued), where the simulator answered
 /// otherwise. The work faulted; when the process heard of it is timing too,
-/// so the steps from there on are not compared. `None` when the real run
-/// took the simulator's outcome (or there was no such race).
+/// so the steps from there on are not compared. A wait on an interprocess
+/// event recorded after the fault may never return instead: a Timeout there
+/// is the same outcome (vmm.fault.unmap-with-work-queued). `None` when the
+/// real run took the simulator's outcome (or there was no such race).
 pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
-    let launch_failed = |o: &StepOutcome| is_error(o, ErrorKind::LaunchFailed);
+    let launch_failed = |o: &StepOutcome| {
+        is_error(o, ErrorKind::LaunchFailed) || matches!(o, StepOutcome::Timeout { .. })
+    };
     sim.hazards
         .as_ref()?
         .iter()
