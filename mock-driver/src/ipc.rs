@@ -433,6 +433,21 @@ impl World {
             }
         }
         let block = *self.export_ids.get(&h.object)?;
+        // Freed while an importer still maps it, likewise: driver memory
+        // that claimed its VA since is refused first
+        // (mem.handle.format-word-after-claim-while-mapped).
+        if let Some(b) = self.blocks.get(&block).filter(|_| h.checked) {
+            if !b.owner_mapped && !self.procs[b.owner].exited {
+                let addr = b.owner_base.saturating_add(h.offset);
+                let claimed = b
+                    .owner_released
+                    .is_some_and(|r| self.claimed_since_release(b.owner, addr, r))
+                    || self.free_va_claimed(b.owner, addr) == Some(true);
+                if claimed {
+                    return Some(h);
+                }
+            }
+        }
         let odd_size = self.blocks.get(&block).is_some_and(|b| {
             b.exports
                 .get(&h.offset)
