@@ -127,6 +127,11 @@ fn body_line(text: &str, line: usize) -> usize {
 /// written before the error table named a code says `cudaError(49) (49)`
 /// where today's says `cudaErrorIncompatibleDriverContext (49)`.
 fn by_code(outcome: &str) -> String {
+    // A crash's detail is each backend's own words (the real one names the
+    // worker's pid): explore compares crashes as crashes.
+    if outcome.starts_with("crash") {
+        return "crash".to_string();
+    }
     match outcome.strip_prefix("error ") {
         Some(rest) if rest.ends_with(')') => match rest.rsplit_once(" (") {
             Some((_, code)) => format!("error ({code}"),
