@@ -255,6 +255,65 @@ fn step_indices(a: &Trace, b: &Trace) -> BTreeSet<usize> {
     a.differences(b).into_iter().map(|d| d.index).collect()
 }
 
+/// The choices under which step `index` of `scenario` answers as `wanted`
+/// says (another run's outcome, say the GPU's), found one choice at a time:
+/// each set alone to another of its values (a choice of error kind to one
+/// other kind) under `measured`, on `machine`. What a difference is
+/// attributed to where no profile shows it: a kernel read that the
+/// `documented` profile faults, as `measured` does, while the GPU read
+/// zeros, is `stale_kernel_read=zeros`. Empty: no single choice reproduces
+/// the wanted answer.
+pub fn choices_reproducing_step(
+    scenario: &Scenario,
+    opts: &ExecOptions,
+    machine: &SimConfig,
+    index: usize,
+    wanted: &dyn Fn(&StepOutcome) -> bool,
+) -> Causes {
+    let mut base = machine.clone();
+    Profile::Measured.apply(&mut base);
+    let mut choices = Vec::new();
+    for choice in base.semantics_for(opts.dialect).describe() {
+        // An error kind can be any of dozens: try the kinds the simulator's
+        // error choices hold.
+        let candidates: Vec<String> = if choice.options.len() > 8 {
+            [
+                "InvalidValue",
+                "NotPermitted",
+                "InvalidHandle",
+                "AlreadyMapped",
+                "InvalidContext",
+            ]
+            .map(String::from)
+            .to_vec()
+        } else {
+            choice.options.clone()
+        };
+        for value in candidates.into_iter().filter(|v| *v != choice.value) {
+            let mut config = base.clone();
+            let set = config.semantics.set(choice.name, &value).is_ok()
+                | config.hip_semantics.set(choice.name, &value).is_ok();
+            if !set {
+                continue;
+            }
+            let (trace, _, _) = run_scenario(scenario, &config, opts);
+            if trace.steps.get(index).is_some_and(|s| wanted(&s.outcome)) {
+                choices.push(Cause {
+                    choice: choice.name,
+                    measured: choice.value.clone(),
+                    value,
+                    tier: choice_tier(choice.name).map_or(Tier::Incidental, |c| c.tier),
+                });
+                break;
+            }
+        }
+    }
+    Causes {
+        choices,
+        together: false,
+    }
+}
+
 /// Run `scenario` under every profile on `machine` (its devices and peers;
 /// its choices are replaced by each profile's) and report the steps whose
 /// outcome differs from `measured`.

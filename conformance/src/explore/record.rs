@@ -212,7 +212,8 @@ pub fn placement_only(sim: &StepOutcome, real: &StepOutcome) -> bool {
 /// The tier a difference at step `index` of a recorded case is attributed
 /// to: the tier of the semantic choices behind it ([`attributed_tier`]),
 /// else incidental where only a value's placement differs
-/// ([`placement_only`]); `None` (unattributed) otherwise.
+/// ([`placement_only`]), else the tier of a choice that alone makes the
+/// simulator answer as the real run did; `None` (unattributed) otherwise.
 pub fn difference_tier(
     sc: &ipc_harness::scenario::Scenario,
     exec: &ExecOptions,
@@ -220,10 +221,36 @@ pub fn difference_tier(
     index: usize,
     outcomes: (Option<&StepOutcome>, Option<&StepOutcome>),
 ) -> Option<ipc_harness::Tier> {
-    attributed_tier(sc, exec, devices, index).or_else(|| match outcomes {
-        (Some(a), Some(b)) if placement_only(a, b) => Some(ipc_harness::Tier::Incidental),
-        _ => None,
+    attributed_tier(sc, exec, devices, index)
+        .or_else(|| match outcomes {
+            (Some(a), Some(b)) if placement_only(a, b) => Some(ipc_harness::Tier::Incidental),
+            _ => None,
+        })
+        .or_else(|| reproducing_tier(sc, exec, devices, index, outcomes.1?))
+}
+
+/// The tier of the choices that, set alone to another value, make the
+/// simulator answer step `index` as the real run did
+/// ([`choices_reproducing_step`](ipc_mock_driver::portability::choices_reproducing_step)):
+/// a difference no profile shows (the `documented` profile answers as
+/// `measured` there) but one switchable choice explains.
+fn reproducing_tier(
+    sc: &ipc_harness::scenario::Scenario,
+    exec: &ExecOptions,
+    devices: Option<u32>,
+    index: usize,
+    real: &StepOutcome,
+) -> Option<ipc_harness::Tier> {
+    let mut machine = ipc_mock_driver::SimConfig::default();
+    if let Some(devices) = devices {
+        machine.devices = devices;
+    }
+    let wanted = |o: &StepOutcome| o.same_observation(real);
+    crate::guard::guarded(|| {
+        ipc_mock_driver::portability::choices_reproducing_step(sc, exec, &machine, index, &wanted)
     })
+    .ok()?
+    .tier()
 }
 
 /// Judge the simulator against recorded real runs: the properties on the
@@ -486,6 +513,48 @@ mod tests {
             Some(ipc_harness::Tier::Incidental)
         );
         assert_eq!(attributed_tier(&sc, &exec, None, step("malloc")), None);
+    }
+
+    /// A difference no profile shows takes the tier of a choice that, set
+    /// alone to another value, gives the real answer: a kernel read through
+    /// a mapping closed from another context faults under `measured` and
+    /// `documented` alike, and reads zeros under `stale_kernel_read=zeros`.
+    /// An answer no single choice gives stays unattributed.
+    #[test]
+    fn a_real_answer_one_choice_gives_takes_that_choices_tier() {
+        use ipc_harness::trace::ValueSummary;
+        let text = "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                    owner: a = malloc 1000\nowner: h = ipc_get a\n\
+                    owner: send h -> peer\nowner: sync\npeer: p = ipc_open h\n\
+                    peer: c = ctx_create 0\npeer: ipc_close p\n\
+                    peer: device_read p 1KiB 16\n";
+        let sc = scenario::parse(text, Path::new("case.ipc")).unwrap();
+        let exec = ExecOptions::default();
+        let read = sc
+            .steps
+            .iter()
+            .position(|s| s.text().contains("device_read"))
+            .unwrap();
+        assert_eq!(attributed_tier(&sc, &exec, None, read), None);
+        let fault = StepOutcome::Error {
+            code: 700,
+            name: "cudaErrorIllegalAddress".into(),
+        };
+        let zeros = StepOutcome::Ok {
+            value: ValueSummary::Bytes {
+                pattern: "00*16".into(),
+            },
+        };
+        let tier = |real: &StepOutcome| {
+            difference_tier(&sc, &exec, None, read, (Some(&fault), Some(real)))
+        };
+        assert_eq!(tier(&zeros), Some(ipc_harness::Tier::Incidental));
+        let ones = StepOutcome::Ok {
+            value: ValueSummary::Bytes {
+                pattern: "ff*16".into(),
+            },
+        };
+        assert_eq!(tier(&ones), None);
     }
 
     /// A step that differs only in which address or descriptor number came
