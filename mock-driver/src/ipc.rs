@@ -13,7 +13,8 @@ use crate::semantics::{
 };
 use crate::small_map::SmallMap;
 use crate::world::{
-    BlockId, ClaimBy, CtxKey, Fail, Mapping, MutantId, Region, SimResult, World, BLOCK,
+    BlockId, ClaimBy, CtxKey, Fail, Mapping, MutantId, OpenedExport, Region, SimResult, World,
+    BLOCK,
 };
 use ipc_harness::{
     ErrorKind, HazardKind, IpcMemHandle, MemKind, OutArg, ProcessIndex,
@@ -802,8 +803,13 @@ impl World {
             let n = m.opens.get_or_insert(ret, 0);
             *n = n.saturating_add(1);
             m.open_tags.push_back(raw_process_tag(handle));
-            m.exports.insert(export.0, export.1);
-            m.generations.insert(export.0, generation);
+            m.exports.insert(
+                export.0,
+                OpenedExport {
+                    size: export.1,
+                    generation: Some(generation),
+                },
+            );
             m.closed.remove(&export.0);
             if !m.opened.contains(handle) {
                 m.opened.push(*handle);
@@ -860,7 +866,7 @@ impl World {
                 .all(|m| {
                     m.exports
                         .iter()
-                        .all(|(&o, &size)| o.saturating_add(size) <= offset || end <= o)
+                        .all(|(&o, e)| o.saturating_add(e.size) <= offset || end <= o)
                 });
         own.or(first).filter(|_| !disjoint)
     }
@@ -1066,8 +1072,13 @@ impl World {
                     exporter,
                     open_tags: std::collections::VecDeque::from([h.exporter_tag]),
                     opened: vec![*handle],
-                    generations: SmallMap::one(export.0, generation),
-                    exports: SmallMap::one(export.0, export.1),
+                    exports: SmallMap::one(
+                        export.0,
+                        OpenedExport {
+                            size: export.1,
+                            generation: Some(generation),
+                        },
+                    ),
                     opens: SmallMap::one(ret, 1),
                     closed: SmallMap::Empty,
                     buffer_id,

@@ -663,8 +663,13 @@ impl World {
                     exporter,
                     open_tags: std::collections::VecDeque::from([0]),
                     opened: Vec::new(),
-                    generations: SmallMap::Empty,
-                    exports: SmallMap::one(export.offset, export.size),
+                    exports: SmallMap::one(
+                        export.offset,
+                        crate::world::OpenedExport {
+                            size: export.size,
+                            generation: None,
+                        },
+                    ),
                     opens: SmallMap::one(ret, 1),
                     closed: crate::small_map::SmallMap::Empty,
                     buffer_id,

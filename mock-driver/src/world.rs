@@ -203,12 +203,9 @@ pub(crate) struct Mapping {
     /// The handle bytes opened into this mapping (a damaged copy of one is
     /// judged against it).
     pub opened: Vec<ipc_harness::IpcMemHandle>,
-    /// Offset in block -> the generation of the slot that the last open of
-    /// an allocation there reached (`World::slot_generation`).
-    pub generations: SmallMap<u64>,
-    /// Allocations opened through this mapping: offset in block -> size.
+    /// Allocations opened through this mapping, by offset in block.
     /// Several when handles of neighbouring sub-allocations share one block.
-    pub exports: SmallMap,
+    pub exports: SmallMap<OpenedExport>,
     /// Pointers `ipc_open` returned into this mapping, with their open counts.
     pub opens: SmallMap,
     /// Offsets (in block) of opened allocations whose last open pointer was
@@ -224,9 +221,18 @@ impl Mapping {
     pub(crate) fn export_at(&self, offset: u64) -> Option<(u64, u64)> {
         self.exports
             .last_at_or_before(offset)
-            .map(|(o, &size)| (o, size))
+            .map(|(o, e)| (o, e.size))
             .filter(|&(o, size)| offset - o < size)
     }
+}
+
+/// An allocation opened through a mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OpenedExport {
+    pub size: u64,
+    /// The generation of the slot that the last open of it reached
+    /// (`World::slot_generation`); `None` for a pool pointer's import.
+    pub generation: Option<u64>,
 }
 
 /// A mapped VA range in a process: its own block, or an IPC mapping.
@@ -1581,5 +1587,8 @@ pub(crate) fn opened_slot_reused(stable: bool, m: &Mapping, block: &Block, o: u6
         return false;
     }
     let now = block.generations.get(&o).copied().unwrap_or(0);
-    m.generations.get(&o).is_some_and(|&opened| opened != now)
+    m.exports
+        .get(&o)
+        .and_then(|e| e.generation)
+        .is_some_and(|opened| opened != now)
 }
