@@ -719,11 +719,11 @@ impl World {
                     && proc.contexts.get(&ctx).is_some_and(|c| c.primary);
                 if !freed {
                     closed_here_from_primary
-                        || !other_alive
+                        || (!other_alive
                             && (born >= released
                                 || (pool.ctx == ctx && later)
                                 || ((pool.ctx == ctx || free.released_in == Some(pool.ctx))
-                                    && self.scratch_covers(p, ctx, device, ptr, end, len)))
+                                    && self.scratch_covers(p, ctx, device, ptr, end, len))))
                 } else {
                     // A freed allocation: freed while another (created)
                     // context was current, it faults everywhere until that

@@ -257,8 +257,9 @@ fn step_indices(a: &Trace, b: &Trace) -> BTreeSet<usize> {
 
 /// The choices under which step `index` of `scenario` answers as `wanted`
 /// says (another run's outcome, say the GPU's), found one choice at a time:
-/// each set alone to another of its values (a choice of error kind to one
-/// other kind) under `measured`, on `machine`. What a difference is
+/// each set alone to another of its values (a choice of error kind to each
+/// of the five kinds the simulator's error choices hold) under `measured`,
+/// on `machine`. What a difference is
 /// attributed to where no profile shows it: a kernel read that the
 /// `documented` profile faults, as `measured` does, while the GPU read
 /// zeros, is `stale_kernel_read=zeros`. Empty: no single choice reproduces

@@ -782,7 +782,7 @@ pub fn differences(sim: &Trace, real: &Trace, timing: &dyn Fn(usize) -> bool) ->
 /// is the same outcome (vmm.fault.unmap-with-work-queued). `None` when the
 /// real run took the simulator's outcome (or there was no such race).
 pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
-    let launch_failed = |o: &StepOutcome| {
+    let faulted = |o: &StepOutcome| {
         is_error(o, ErrorKind::LaunchFailed) || matches!(o, StepOutcome::Timeout { .. })
     };
     sim.hazards
@@ -796,12 +796,8 @@ pub fn race_fault_step(sim: &Trace, real: &Trace) -> Option<usize> {
             real.steps
                 .iter()
                 .skip(at + 1)
-                .find(|s| &s.process == process && launch_failed(&s.outcome))
-                .filter(|s| {
-                    !sim.steps
-                        .get(s.index)
-                        .is_some_and(|m| launch_failed(&m.outcome))
-                })
+                .find(|s| &s.process == process && faulted(&s.outcome))
+                .filter(|s| !sim.steps.get(s.index).is_some_and(|m| faulted(&m.outcome)))
                 .map(|s| s.index)
         })
         .min()

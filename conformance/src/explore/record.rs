@@ -678,6 +678,11 @@ mod tests {
         let real = faulted_at(&synced, "a = malloc 4KiB");
         assert_eq!(race_fault_step(&synced, &real), None);
         assert!(!differences(&synced, &real, &|_| false).is_empty());
+        // A sync that never returns (an interprocess event's, after the
+        // fault) is that outcome too.
+        let (hung, _) = answered(&racing, "sync", StepOutcome::Timeout { after_ms: 20_000 });
+        let cut = race_fault_step(&racing, &hung).expect("the hang of the race");
+        assert_eq!(racing.steps[cut].op, "sync");
     }
 
     /// A wait on an imported event whose exporter crashed is undefined:
