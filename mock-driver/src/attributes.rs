@@ -80,17 +80,16 @@ impl World {
             };
             let block_base = base - a.offset;
             let block_size = self.blocks.get(&a.block).map_or(a.size, |b| b.size);
-            // A pool maps its memory in pieces of its own
-            // (mem.pointer-attr.pool-mapping-chunks).
-            // Pinned host memory is mapped in 2 MiB pieces: a 1000-byte
-            // allocation answers 2 MiB
-            // (mem.pointer-attr.pinned-host-mapping-size).
             let mapping = match a.kind {
+                // A pool maps its memory in pieces of its own
+                // (mem.pointer-attr.pool-mapping-chunks).
                 MemKind::StreamOrdered => self.pool_mapping(p, (base, a.device), ptr),
-                MemKind::PinnedHost => (
-                    block_base,
-                    block_size.div_ceil(crate::world::BLOCK) * crate::world::BLOCK,
-                ),
+                // Pinned host memory is mapped in 2 MiB pieces: a 1000-byte
+                // allocation answers 2 MiB
+                // (mem.pointer-attr.pinned-host-mapping-size).
+                MemKind::PinnedHost => {
+                    (block_base, block_size.next_multiple_of(crate::world::BLOCK))
+                }
                 _ => (block_base, block_size),
             };
             return Ok(Target {

@@ -414,10 +414,7 @@ impl World {
         let h = decode_fields(self.seed, handle);
         if let Some(f) = self.freed_exports.get(&h.object).filter(|_| h.checked) {
             let addr = f.base.saturating_add(h.offset);
-            let claimed = f
-                .released
-                .is_some_and(|r| self.claimed_since_release(f.owner, addr, r))
-                || self.free_va_claimed(f.owner, addr) == Some(true);
+            let claimed = self.freed_va_claimed(f.owner, addr, f.released);
             // An allocation of the exporter at the address now that is not
             // exported: its refusal (`open_stale`) comes first too
             // (mem.handle.format-word-after-reuse).
@@ -440,11 +437,7 @@ impl World {
         if let Some(b) = self.blocks.get(&block).filter(|_| h.checked) {
             if !b.owner_mapped && !self.procs[b.owner].exited {
                 let addr = b.owner_base.saturating_add(h.offset);
-                let claimed = b
-                    .owner_released
-                    .is_some_and(|r| self.claimed_since_release(b.owner, addr, r))
-                    || self.free_va_claimed(b.owner, addr) == Some(true);
-                if claimed {
+                if self.freed_va_claimed(b.owner, addr, b.owner_released) {
                     return Some(h);
                 }
             }
@@ -1004,8 +997,7 @@ impl World {
         // not only at its start: a small allocation's new block carved from
         // a freed 3 MiB allocation's VA (mem.lifetime.freed-export-range-reused).
         let taken = owner.holds_within(addr, h.size);
-        let claimed = released.is_some_and(|r| self.claimed_since_release(exporter, addr, r));
-        if taken || claimed || self.free_va_claimed(exporter, addr) == Some(true) {
+        if taken || self.freed_va_claimed(exporter, addr, released) {
             return Some(Err(self.sem.reclaimed_export_error.into()));
         }
         Some(Err(ErrorKind::InvalidValue.into()))
@@ -1196,6 +1188,15 @@ impl World {
         self.live_claims_of(owner, addr, released)
             .next()
             .map(|c| c.by)
+    }
+
+    /// Whether driver memory claimed the VA at `addr` of an export `owner`
+    /// freed (`released`: the free's stamp, where the free released it):
+    /// a claim made since that still lives, or one of the free span it
+    /// lies in now (`reclaimed_export_error`).
+    fn freed_va_claimed(&self, owner: ProcessIndex, addr: u64, released: Option<u64>) -> bool {
+        released.is_some_and(|r| self.claimed_since_release(owner, addr, r))
+            || self.free_va_claimed(owner, addr) == Some(true)
     }
 
     /// Whether `addr` lies in VA `owner` released: `Some(true)` when driver

@@ -185,20 +185,7 @@ impl World {
                 return Err(ErrorKind::OutOfMemory.into());
             }
         }
-        // (`owner_vmm_handles`: a process with physical memory mapped into a
-        // reservation counts none, an unmapped reservation does not matter
-        // (mem.handle.check-word-vmm-mapped); see the check-word rule in
-        // `World::ipc_open`, mem.handle.check-word-with-vmm-allocation.)
-        let after_memory = self
-            .vmm
-            .procs
-            .get(p)
-            .is_some_and(|vp| vp.first_handle_after_device_memory == Some(true));
-        let vmm_handles = if self.vmm_maps_any(p) || after_memory {
-            0
-        } else {
-            self.vmm_handles_held(p)
-        };
+        let vmm_handles = self.vmm_handles_for_check_word(p);
         // A device allocation larger than one 2 MiB block claims the VA free
         // in the current arena, as driver memory does: a freed export there is
         // NotPermitted from then on

@@ -182,9 +182,21 @@ impl World {
             .is_some_and(|vp| !vp.reservations.is_empty())
     }
 
-    /// `p` has physical memory mapped into one of its reservations now.
-    pub(crate) fn vmm_maps_any(&self, p: ProcessIndex) -> bool {
-        self.vmm.procs.get(p).is_some_and(|vp| !vp.maps.is_empty())
+    /// The VMM allocation handles a device allocation `p` makes now counts
+    /// for the check-word rule (`Block::owner_vmm_handles`,
+    /// mem.handle.check-word-with-vmm-allocation): none while physical
+    /// memory is mapped into one of its reservations (an unmapped
+    /// reservation does not matter: mem.handle.check-word-vmm-mapped), nor
+    /// where it held device memory or an IPC mapping when it made its first
+    /// VMM handle (mem.handle.check-word-vmm-after-device-memory).
+    pub(crate) fn vmm_handles_for_check_word(&self, p: ProcessIndex) -> usize {
+        let Some(vp) = self.vmm.procs.get(p) else {
+            return 0;
+        };
+        if !vp.maps.is_empty() || vp.first_handle_after_device_memory == Some(true) {
+            return 0;
+        }
+        vp.handles.len()
     }
 
     /// VMM allocation handles `p` holds, made or imported, not released.
