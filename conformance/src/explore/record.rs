@@ -156,6 +156,16 @@ pub fn read_limited(path: &Path, limit: u64) -> Result<Vec<Recorded>, String> {
         .collect()
 }
 
+/// The simulated machine a recorded case ran against: the default, with
+/// the recording's device count where it names one.
+fn recorded_machine(devices: Option<u32>) -> ipc_mock_driver::SimConfig {
+    let mut machine = ipc_mock_driver::SimConfig::default();
+    if let Some(devices) = devices {
+        machine.devices = devices;
+    }
+    machine
+}
+
 /// The tier of the difference at step `index` (0-based) of a recorded case:
 /// the tier of the semantic choices that step's outcome depends on, found
 /// as `portability` finds them (the step's outcome under another profile
@@ -170,10 +180,7 @@ pub fn attributed_tier(
     devices: Option<u32>,
     index: usize,
 ) -> Option<ipc_harness::Tier> {
-    let mut machine = ipc_mock_driver::SimConfig::default();
-    if let Some(devices) = devices {
-        machine.devices = devices;
-    }
+    let machine = recorded_machine(devices);
     let verdict =
         crate::guard::guarded(|| ipc_mock_driver::portability::check_scenario(sc, exec, &machine))
             .ok()?;
@@ -241,10 +248,7 @@ fn reproducing_tier(
     index: usize,
     real: &StepOutcome,
 ) -> Option<ipc_harness::Tier> {
-    let mut machine = ipc_mock_driver::SimConfig::default();
-    if let Some(devices) = devices {
-        machine.devices = devices;
-    }
+    let machine = recorded_machine(devices);
     let wanted = |o: &StepOutcome| o.same_observation(real);
     crate::guard::guarded(|| {
         ipc_mock_driver::portability::choices_reproducing_step(sc, exec, &machine, index, &wanted)
