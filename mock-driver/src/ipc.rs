@@ -1118,8 +1118,16 @@ impl World {
         {
             return self.map_stale(p, (ctx, device), handle, h, block_id, (offset, size), flags);
         }
-        let taken = proc.holds_within(addr, h.size);
-        let free = self.free_va_claimed(owner, addr) == Some(false);
+        // A block placed while a large or VMM allocation's claim held the
+        // VA does not take the address: once that claim ended the handle is
+        // InvalidValue, as for free VA
+        // (mem.lifetime.block-in-claimed-va-does-not-take-freed-export).
+        let passed_over = proc
+            .alloc_at(addr)
+            .and_then(|(_, a)| self.blocks.get(&a.block))
+            .is_some_and(|b| b.placed_in_held_va);
+        let taken = !passed_over && proc.holds_within(addr, h.size);
+        let free = passed_over || self.free_va_claimed(owner, addr) == Some(false);
         // VA a VMM reservation took since counts as free: legacy memory's
         // table does not know it (InvalidValue, as `stale_handle` says for
         // free VA), also with VMM memory mapped there, with or without access

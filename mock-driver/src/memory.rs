@@ -237,9 +237,11 @@ impl World {
                 *u += size;
             }
         }
+        let placed_in_held_va = self.procs[p].held_by_allocation_claim(owner_base);
         let id = self.insert_block(Block {
             kind,
             owner_base,
+            placed_in_held_va,
             cursor: 0,
             owner_mapped: true,
             owner_ctx: pool.ctx,

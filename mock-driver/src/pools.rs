@@ -515,6 +515,11 @@ impl World {
         if let Some(i) = self.pools.procs.get(p)?.imported.get(&ptr).copied() {
             self.unmap_import(p, i.base);
             self.pp(p).imported.remove(&ptr);
+            for c in self.procs[p].va_claims.iter_mut() {
+                if c.by == crate::world::ClaimBy::PoolImport && c.allocation == Some(i.base) {
+                    c.end();
+                }
+            }
             // A second free of it is a double free, as of any pointer.
             self.procs[p].freed_ptrs.insert(ptr);
             return Some(Ok(()));
@@ -630,6 +635,16 @@ impl World {
                 .find(|(_, i)| i.block == export.block && i.offset == export.offset)
                 .map(|(&ptr, _)| ptr);
             if let Some(ptr) = again {
+                // The second import's reference is never dropped (its free is
+                // refused), so the first import's claim of a freed export's
+                // VA outlives both frees
+                // (mem.lifetime.pool-import-ptr-claims-freed-export-va).
+                let base = self.pp(p).imported.get(&ptr).map(|i| i.base);
+                for c in self.procs[p].va_claims.iter_mut() {
+                    if c.by == crate::world::ClaimBy::PoolImport && c.allocation == base {
+                        c.allocation = None;
+                    }
+                }
                 return Ok(ptr);
             }
         }
@@ -646,9 +661,15 @@ impl World {
             ctx,
             class: VaClass::StreamOrdered,
         };
-        let base = self.procs[p]
-            .reserve_va(block_size, va)
-            .ok_or(OutOfMemory)?;
+        // Mapping it claims the VA the process had free, as a VMM
+        // allocation does: a freed export there is NotPermitted until the
+        // pointer is freed (mem.lifetime.pool-import-ptr-claims-freed-export-va).
+        let claim = self.procs[p].claim_free_va(crate::world::ClaimBy::PoolImport, None, None);
+        let Some(base) = self.procs[p].reserve_va(block_size, va) else {
+            self.procs[p].va_claims[claim].end();
+            return Err(OutOfMemory.into());
+        };
+        self.procs[p].va_claims[claim].allocation = Some(base);
         let ret = base + export.offset;
         let buffer_id = self.new_buffer_id();
         let proc = &mut self.procs[p];

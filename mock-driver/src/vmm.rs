@@ -452,6 +452,14 @@ impl World {
             return Err(InvalidValue.into());
         };
         vp.released.insert(handle, ());
+        // The allocation's claim ends with its handle, and so does its
+        // hold on the VA it took: claims made meanwhile passed that VA over
+        // (mem.lifetime.vmm-claim-holds-va-until-release).
+        for c in self.procs[p].va_claims.iter_mut() {
+            if c.vmm == Some((h.phys, handle)) {
+                c.end();
+            }
+        }
         self.drop_ref(h.phys);
         Ok(())
     }

@@ -446,6 +446,9 @@ pub(crate) enum ClaimBy {
     EventMemory,
     /// A VMM allocation handle.
     Vmm,
+    /// A pointer imported from another process's pool, for as long as it
+    /// is mapped (for the process's life once imported twice).
+    PoolImport,
     /// A device allocation's new block, made while VMM reservations hold
     /// VA: it claims that VA (`World::new_block`).
     BlockBesideReservation,
@@ -516,6 +519,10 @@ pub(crate) struct Block {
     /// the block's device other than the block's own
     /// (mem.lifetime.freed-while-mapped-exporter-context-made-before).
     pub owner_other_ctx_at_unmap: bool,
+    /// Placed in VA a large or VMM allocation's claim held: it does not
+    /// take a freed export's address (`World::open_stale`,
+    /// mem.lifetime.block-in-claimed-va-does-not-take-freed-export).
+    pub placed_in_held_va: bool,
 }
 
 impl Block {
@@ -548,6 +555,7 @@ impl Block {
             owner_vmm_handles: 0,
             pool_kept: false,
             owner_other_ctx_at_unmap: false,
+            placed_in_held_va: false,
         }
     }
 }
@@ -1010,11 +1018,12 @@ impl Process {
         claim
     }
 
-    /// Whether a live large allocation's claim holds the VA at `addr`.
-    fn held_by_allocation_claim(&self, addr: u64) -> bool {
+    /// Whether a live large allocation's or VMM allocation's claim holds
+    /// the VA at `addr` (a VMM claim ends at `vmm_release`).
+    pub(crate) fn held_by_allocation_claim(&self, addr: u64) -> bool {
         self.va_claims
             .iter()
-            .any(|c| c.allocation.is_some() && c.holds(addr))
+            .any(|c| (c.allocation.is_some() || c.by == ClaimBy::Vmm) && c.holds(addr))
     }
 
     /// Record driver memory made now claiming `spans` of VA; returns the
