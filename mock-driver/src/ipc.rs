@@ -970,6 +970,15 @@ impl World {
         let released = block.owner_released;
         // `ipc_get` writes serial 0 under `handle_stable=same-bytes`.
         if serial_of(handle) != 0 {
+            // An exported block of the exporter's over the address opens at
+            // the handle's offset, though no exported allocation starts
+            // there (mem.lifetime.freed-while-mapped-serial-copy-exported-block).
+            if self.sem.stale_handle == StaleHandle::ByAddress {
+                if let Some((block_id, offset)) = self.exported_block_at(exporter, addr) {
+                    let at = (offset, h.size);
+                    return Some(self.map_stale(p, (ctx, device), handle, h, block_id, at, flags));
+                }
+            }
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
         if p == exporter && self.sem.stale_handle == StaleHandle::ByAddress {
@@ -1137,6 +1146,18 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         Err(self.sem.reclaimed_export_error.into())
+    }
+
+    /// The block `owner` maps over `addr` where one of its allocations is
+    /// exported: (block, offset of `addr` in it).
+    fn exported_block_at(&self, owner: ProcessIndex, addr: u64) -> Option<(BlockId, u64)> {
+        let (base, r) = self.procs[owner].region_at(addr)?;
+        if r.import.is_some() {
+            return None;
+        }
+        let b = self.blocks.get(&r.block)?;
+        let exported = b.kind == MemKind::Device && !b.exports.is_empty();
+        exported.then_some((r.block, addr - base))
     }
 
     /// The exported device allocation of `owner` that `addr` falls in:

@@ -1473,13 +1473,18 @@ impl World {
         }
     }
 
-    /// Tear down every allocation and mapping of context `ctx` in `p`.
+    /// Tear down every allocation and mapping of context `ctx` in `p`. A
+    /// created context's stream-ordered allocations come from the device's
+    /// pool and outlive it: a later `cudaFreeAsync` of one succeeds
+    /// (mem.context.stream-ordered-alloc-outlives-created-context).
     pub(crate) fn release_context(&mut self, p: ProcessIndex, ctx: CtxKey, explicit: bool) {
         let proc = &self.procs[p];
+        let primary = proc.contexts.get(&ctx).is_some_and(|c| c.primary);
         let allocs: Vec<u64> = proc
             .allocs
             .iter()
             .filter(|(_, a)| a.ctx == ctx)
+            .filter(|(_, a)| primary || a.kind != MemKind::StreamOrdered)
             .map(|(&b, _)| b)
             .collect();
         let maps: Vec<u64> = proc
