@@ -586,12 +586,18 @@ impl World {
             }
             return Some(self.map_stale(p, here, handle, h, block_id, (offset, size), flags));
         }
-        if let Some((block_id, offset)) = self.vmm_block_at(p, addr) {
-            return Some(self.map_stale(p, here, handle, h, block_id, (offset, h.size), flags));
-        }
         let claimed_by = |by: fn(ClaimBy) -> bool| {
             released.is_some_and(|r| self.claimed_since_release_by(p, addr, r, by))
         };
+        // Only a VMM allocation made since the free, which claimed the VA:
+        // one made before it and mapped there later is InvalidValue
+        // (mem.lifetime.exporter-own-copy-vmm-mapping-made-before-free).
+        if let Some((block_id, offset)) = self.vmm_block_at(p, addr) {
+            if !claimed_by(|by| by == ClaimBy::Vmm) {
+                return Some(Err(ErrorKind::InvalidValue.into()));
+            }
+            return Some(self.map_stale(p, here, handle, h, block_id, (offset, h.size), flags));
+        }
         let allocation = self.procs[p]
             .alloc_at(addr)
             .filter(|(_, a)| matches!(a.kind, MemKind::Device | MemKind::PinnedHost))

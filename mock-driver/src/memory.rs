@@ -690,6 +690,11 @@ impl World {
                 if freed && pool.class == crate::world::VaClass::Managed {
                     return None;
                 }
+                // So does freed stream-ordered memory: its pool keeps the VA
+                // (mem.lifetime.kernel-read-after-free-async-faults).
+                if freed && pool.class == crate::world::VaClass::StreamOrdered {
+                    return None;
+                }
                 // Closed from another context that still lives, the VA faults
                 // even in a context made after the close
                 // (mem.close.kernel-read-after-close-from-other-context), as a
@@ -735,8 +740,14 @@ impl World {
                     let from_primary = free.released_in.is_some_and(|c| {
                         c != pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.primary)
                     });
+                    // A kernel of the primary that freed it reads zeros
+                    // too while the allocation's context lives, as for a
+                    // close from there; gone with its destroyed context, it
+                    // faults (mem.lifetime.kernel-read-after-free-from-primary).
+                    let own_alive = proc.contexts.get(&pool.ctx).is_some_and(|c| c.alive);
+                    let freed_here = free.released_in == Some(ctx) && own_alive;
                     other_gone
-                        || (from_primary && born >= released)
+                        || (from_primary && (born >= released || freed_here))
                         || (free.released_in == Some(pool.ctx)
                             && (born >= released
                                 || (pool.ctx == ctx && later)

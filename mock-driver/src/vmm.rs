@@ -193,7 +193,10 @@ impl World {
         let Some(vp) = self.vmm.procs.get(p) else {
             return 0;
         };
-        if !vp.maps.is_empty() || vp.first_handle_after_device_memory == Some(true) {
+        // Mapped memory counts once access to it was set: mapped only, the
+        // handle is still NotPermitted (mem.handle.check-word-vmm-mapped-without-access).
+        let accessible = vp.maps.values().any(|m| m.granted != 0);
+        if accessible || vp.first_handle_after_device_memory == Some(true) {
             return 0;
         }
         vp.handles.len()
