@@ -40,7 +40,7 @@ struct Status {
 }
 
 /// The folders replayed here, relative to the workspace root.
-const FOLDERS: [&str; 21] = [
+const FOLDERS: [&str; 23] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/benchmark/explore",
@@ -62,6 +62,8 @@ const FOLDERS: [&str; 21] = [
     "reports/h200_driver-580.159.04/2026-11-29/explore-11122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-12122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-13122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-14122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-15122026",
 ];
 
 fn root() -> PathBuf {
@@ -351,7 +353,7 @@ fn committed_gpu_findings_replay_as_their_status_says() {
 /// measured hardware); one that makes a listed case agree fails too, until
 /// the list is updated (`IPC_UPDATE_KNOWN=1` rewrites it), so the list is
 /// always exactly the open differences.
-const RECORDINGS: [&str; 24] = [
+const RECORDINGS: [&str; 26] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed3001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed4001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed5001",
@@ -376,6 +378,8 @@ const RECORDINGS: [&str; 24] = [
     "reports/h200_driver-580.159.04/2026-11-29/explore-11122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-12122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-13122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-14122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-15122026",
 ];
 
 /// `explained.txt`: `case N: why` lines (`#` comments), case -> why.
