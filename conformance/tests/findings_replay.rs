@@ -507,7 +507,7 @@ fn recorded_gpu_runs_differ_only_where_known() {
 /// Clause runs on real GPUs whose traces today's simulator must reproduce
 /// step by step (what `differential --backend cuda` checked on the day):
 /// results.json or differential.json files under reports/.
-const GPU_CLAUSE_RUNS: [&str; 11] = [
+const GPU_CLAUSE_RUNS: [&str; 27] = [
     "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/new-clauses/results.json",
@@ -518,7 +518,22 @@ const GPU_CLAUSE_RUNS: [&str; 11] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-changed-clauses-and-corrupted-fields/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/catalogue-differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/crash-clauses/results.json",
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/new-clauses/differential.json.gz",
+    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/new-clauses/differential.json.gz",    "reports/h200_driver-580.159.04/2026-11-29/clause-files-seed-6122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-10122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-11122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-12122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-13122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-14122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-15122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-6122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-claims/clauses-results-1.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-claims/clauses-results-2.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-claims/clauses-results-3.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-claims/clauses-results-4.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-open-claims/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-own-copy-context/clauses-results-1.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-seed-10122026/clauses-results-1.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/probes-seed-10122026/clauses-results-2.json.gz",
 ];
 
 /// Steps of committed GPU clause runs the simulator's defaults do not
