@@ -985,6 +985,12 @@ impl World {
                     return Some(self.map_stale(p, (ctx, device), handle, h, block_id, at, flags));
                 }
             }
+            // Driver memory that claimed the freed VA since refuses it, as it
+            // refuses the handle itself, also once the VA's arena is retired
+            // (mem.lifetime.freed-while-mapped-serial-copy-claimed).
+            if released.is_some_and(|r| self.claimed_since_release(exporter, addr, r)) {
+                return Some(Err(self.sem.reclaimed_export_error.into()));
+            }
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
         if p == exporter && self.sem.stale_handle == StaleHandle::ByAddress {
