@@ -192,11 +192,7 @@ impl World {
         // there is InvalidValue again
         // (mem.lifetime.event-memory-claim-ends-with-its-context).
         if let Some(own) = proc.contexts.get(&ctx).map(|c| c.arena) {
-            for c in proc.va_claims.iter_mut() {
-                if c.by == crate::world::ClaimBy::EventMemory && c.arena == own {
-                    c.end();
-                }
-            }
+            proc.end_claims(|c| c.by == crate::world::ClaimBy::EventMemory && c.arena == own);
         }
         let arenas = proc
             .contexts

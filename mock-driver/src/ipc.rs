@@ -1210,12 +1210,12 @@ impl World {
         addr: u64,
         released: u64,
     ) -> impl Iterator<Item = &crate::world::VaClaim> + '_ {
-        self.procs[owner].va_claims.iter().filter(move |c| {
-            c.at >= released
-                && c.holds(addr)
-                && c.vmm
-                    .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
-        })
+        // A claim whose memory is gone was ended (`Process::end_claims`):
+        // it holds nothing.
+        self.procs[owner]
+            .va_claims
+            .iter()
+            .filter(move |c| c.at >= released && c.holds(addr))
     }
 
     /// What made the first live claim of `addr` since release stamp
@@ -1256,11 +1256,7 @@ impl World {
         if proc.released_elsewhere(f).is_some() {
             return Some(false);
         }
-        Some(proc.va_claims.iter().any(|c| {
-            c.claims_free_va(addr, f)
-                && c.vmm
-                    .is_none_or(|(phys, h)| self.vmm_handle_live(owner, h, phys))
-        }))
+        Some(proc.va_claims.iter().any(|c| c.claims_free_va(addr, f)))
     }
 
     /// A new mapping of `block_id` for a stale handle (`open_stale`).

@@ -705,14 +705,17 @@ impl World {
                     .contexts
                     .values()
                     .any(|c| c.born >= released && !c.primary);
-                // Closed while the primary context was current, a mapping a
-                // created context opened reads zeros for a kernel of the
-                // primary (mem.close.kernel-read-after-close-from-primary).
-                let closed_here_from_primary = free.released_in == Some(ctx)
-                    && ctx != pool.ctx
-                    && proc.contexts.get(&ctx).is_some_and(|c| c.primary);
+                // Released while the primary context was current, VA a
+                // created context used: zeros for a kernel of the primary
+                // after a close (mem.close.kernel-read-after-close-from-primary),
+                // and after a free while that context lives
+                // (mem.lifetime.kernel-read-after-free-from-primary).
+                let from_primary = free.released_in.is_some_and(|c| {
+                    c != pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.primary)
+                });
+                let released_here = from_primary && free.released_in == Some(ctx);
                 if !freed {
-                    closed_here_from_primary
+                    released_here
                         || (!other_alive
                             && (born >= released
                                 || (pool.ctx == ctx && later)
@@ -737,17 +740,13 @@ impl World {
                     // allocation of a created context reads zeros from a
                     // context created after the free
                     // (mem.lifetime.kernel-read-after-free-created-context-from-primary).
-                    let from_primary = free.released_in.is_some_and(|c| {
-                        c != pool.ctx && proc.contexts.get(&c).is_some_and(|c| c.primary)
-                    });
-                    // A kernel of the primary that freed it reads zeros
-                    // too while the allocation's context lives, as for a
-                    // close from there; gone with its destroyed context, it
-                    // faults (mem.lifetime.kernel-read-after-free-from-primary).
+                    // The primary that freed it reads zeros while the
+                    // allocation's context lives (`released_here`); gone with
+                    // a destroyed context, it faults there.
                     let own_alive = proc.contexts.get(&pool.ctx).is_some_and(|c| c.alive);
-                    let freed_here = free.released_in == Some(ctx) && own_alive;
                     other_gone
-                        || (from_primary && (born >= released || freed_here))
+                        || (from_primary && born >= released)
+                        || (released_here && own_alive)
                         || (free.released_in == Some(pool.ctx)
                             && (born >= released
                                 || (pool.ctx == ctx && later)

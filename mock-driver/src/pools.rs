@@ -515,11 +515,7 @@ impl World {
         if let Some(i) = self.pools.procs.get(p)?.imported.get(&ptr).copied() {
             self.unmap_import(p, i.base);
             self.pp(p).imported.remove(&ptr);
-            for c in self.procs[p].va_claims.iter_mut() {
-                if c.by == crate::world::ClaimBy::PoolImport && c.allocation == Some(i.base) {
-                    c.end();
-                }
-            }
+            self.procs[p].end_claims(|c| c.allocation == Some(i.base));
             // A second free of it is a double free, as of any pointer.
             self.procs[p].freed_ptrs.insert(ptr);
             return Some(Ok(()));

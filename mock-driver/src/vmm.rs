@@ -207,14 +207,6 @@ impl World {
         self.vmm.procs.get(p).map_or(0, |vp| vp.handles.len())
     }
 
-    /// `p` still holds VMM allocation handle `h` of `phys` (`va_claims`).
-    pub(crate) fn vmm_handle_live(&self, p: ProcessIndex, h: u64, phys: u64) -> bool {
-        self.vmm
-            .procs
-            .get(p)
-            .is_some_and(|vp| vp.handles.get(&h).is_some_and(|e| e.phys == phys))
-    }
-
     fn new_handle(&mut self, p: ProcessIndex, phys: u64, imported: bool) -> u64 {
         if self.vp(p).first_handle_after_device_memory.is_none() {
             // An IPC mapping open then counts as device memory held
@@ -458,11 +450,7 @@ impl World {
         // The allocation's claim ends with its handle, and so does its
         // hold on the VA it took: claims made meanwhile passed that VA over
         // (mem.lifetime.vmm-claim-holds-va-until-release).
-        for c in self.procs[p].va_claims.iter_mut() {
-            if c.vmm == Some((h.phys, handle)) {
-                c.end();
-            }
-        }
+        self.procs[p].end_claims(|c| c.vmm == Some((h.phys, handle)));
         self.drop_ref(h.phys);
         Ok(())
     }

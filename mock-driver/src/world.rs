@@ -375,7 +375,7 @@ pub(crate) struct VaClaim {
     /// The arena that was current.
     pub arena: u64,
     /// The VMM allocation (physical id, this process's handle) whose life
-    /// the claim lasts; `None`: for the process's life.
+    /// the claim lasts (`vmm_release` ends it); `None`: another kind's rule.
     pub vmm: Option<(u64, u64)>,
     /// The spans of that arena that were free then, `(base, len)`: a freed
     /// export's address among them stays claimed after something else is
@@ -385,8 +385,9 @@ pub(crate) struct VaClaim {
     /// the releasing context reads it (the shared event memory,
     /// `World::event_memory_span`); a large malloc's claim maps nothing.
     pub mapped: Option<(u64, u64)>,
-    /// The base of the allocation whose life the claim lasts, for a large
-    /// allocation's (`World::new_block`); `None`: another kind's rule.
+    /// The base of the allocation or mapping whose life the claim lasts,
+    /// for a large allocation's (`World::new_block`) and a pool pointer
+    /// import's (`World::pool_import_ptr`); `None`: another kind's rule.
     pub allocation: Option<u64>,
     /// Free spans it did not claim because a large allocation's claim held
     /// them: they stay unclaimed by it after that allocation is freed.
@@ -1018,6 +1019,14 @@ impl Process {
         claim
     }
 
+    /// End the claims `which` selects: the memory behind them is gone
+    /// ([`VaClaim::end`]).
+    pub(crate) fn end_claims(&mut self, which: impl Fn(&VaClaim) -> bool) {
+        for c in self.va_claims.iter_mut().filter(|c| which(c)) {
+            c.end();
+        }
+    }
+
     /// Whether a live large allocation's or VMM allocation's claim holds
     /// the VA at `addr` (a VMM claim ends at `vmm_release`).
     pub(crate) fn held_by_allocation_claim(&self, addr: u64) -> bool {
@@ -1460,11 +1469,7 @@ impl World {
             // A large allocation's claim ends with it: a freed export's VA
             // it claimed is simply free again
             // (mem.lifetime.large-malloc-claim-ends-with-it).
-            for c in proc.va_claims.iter_mut() {
-                if c.allocation == Some(owner_base) {
-                    c.end();
-                }
-            }
+            proc.end_claims(|c| c.allocation == Some(owner_base));
             let released = proc.va_releases;
             if let Some(b) = self.blocks.get_mut(&a.block) {
                 b.owner_released = Some(released);
