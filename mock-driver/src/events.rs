@@ -641,7 +641,9 @@ impl World {
                 return Err(k.into());
             }
         }
-        self.events.note_ipc_state(p, ctx);
+        // Opening an event does not give the context interprocess-event state
+        // of its own: asking for the handle of another context's event from
+        // it still kills the process (event.context.get-from-context-with-opened-event).
         self.events.opened_from.insert((p, ctx, core.owner), ());
         self.claim_event_memory(p);
         if self.sem.event_reopen == EventReopen::SameEvent {
