@@ -220,13 +220,14 @@ impl<'a> Line<'a> {
     }
 
     /// `BYTE`, `BYTE*COUNT`, `(BYTE ...)[*COUNT]` and `iota(BASE)*LEN`
-    /// items up to `=>`, `,`, `;` or the end of the line.
+    /// items up to `=>`, `,`, `;`, `|` (the next alternative) or the end
+    /// of the line.
     fn pattern(&mut self) -> PResult<BytePattern> {
         let mut items: Vec<PatternItem> = Vec::new();
         let mut total: u64 = 0;
         let start_col = self.col();
         while let Some(t) = self.peek() {
-            if t.is_punct("=>") || t.is_punct(",") || t.is_punct(";") {
+            if t.is_punct("=>") || t.is_punct(",") || t.is_punct(";") || t.is_punct("|") {
                 break;
             }
             let item = if t.is_punct("(") {
@@ -2081,21 +2082,27 @@ impl<'f> Parser<'f> {
     }
 
     /// One expectation, or alternatives joined by `|` (`InvalidValue |
-    /// InvalidHandle`, `ok | NotSupported`): only `ok` and error names join,
-    /// each at most once.
+    /// InvalidHandle`, `ok | NotSupported`, `bytes 5a*16 | bytes 00*16`):
+    /// `ok` and error names join, and byte patterns join each other (where
+    /// the GPU answers a read both ways), each at most once.
     fn one_of(&self, l: &mut Line, op: &Op, after: &str) -> PResult<Expectation> {
-        let joinable = |e: &Expectation| matches!(e, Expectation::Ok | Expectation::Error { .. });
+        let outcome = |e: &Expectation| matches!(e, Expectation::Ok | Expectation::Error { .. });
+        let bytes = |e: &Expectation| matches!(e, Expectation::Bytes(_));
         let col = l.col();
         let first = self.expectation(l, op, after)?;
         if !l.is_punct("|") {
             return Ok(first);
         }
-        if !joinable(&first) {
+        let joinable: fn(&Expectation) -> bool = if outcome(&first) {
+            outcome
+        } else if bytes(&first) {
+            bytes
+        } else {
             return Err(l.err(
                 col,
-                format!("'|' joins only 'ok' and error names, not '{first}'"),
+                format!("'|' joins only 'ok' and error names, or byte patterns, not '{first}'"),
             ));
-        }
+        };
         let mut alternatives = vec![first];
         while l.eat_punct("|") {
             let col = l.col();
@@ -2103,7 +2110,10 @@ impl<'f> Parser<'f> {
             if !joinable(&next) {
                 return Err(l.err(
                     col,
-                    format!("'|' joins only 'ok' and error names, not '{next}'"),
+                    format!(
+                        "'|' joins 'ok' and error names with each other, and byte patterns with each other, not '{next}' with '{}'",
+                        alternatives[0]
+                    ),
                 ));
             }
             let same = |a: &Expectation| match (a, &next) {
