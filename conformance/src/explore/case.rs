@@ -149,6 +149,10 @@ pub struct Summary {
     /// memory may have taken it ([`event_memory_placement_step`]): compared
     /// up to it.
     pub placement_varies_cases: u64,
+    /// Cases whose real run read zeros from memory whose exporter crashed
+    /// holding a VMM allocation, where the simulator kept the bytes
+    /// ([`crashed_exporter_zeros_step`]): compared up to it.
+    pub crashed_exporter_zeros_cases: u64,
     /// The number of the first case run.
     pub first_case: u64,
     pub findings: Vec<Finding>,
@@ -227,6 +231,8 @@ impl Summary {
         self.race_fault_cases += u64::from(race_fault_step(sim, real).is_some());
         self.undefined_hang_cases += u64::from(undefined_hang_step(sim, real).is_some());
         self.placement_varies_cases += u64::from(event_memory_placement_step(sim, real).is_some());
+        self.crashed_exporter_zeros_cases +=
+            u64::from(crashed_exporter_zeros_step(sim, real).is_some());
     }
 
     /// One line: cases, steps, throughput, findings.
@@ -267,6 +273,12 @@ impl Summary {
             0 => String::new(),
             n => format!(
                 "; {n} case{} placed an allocation where the real backend answers both ways (compared up to it)",
+                if n == 1 { "" } else { "s" }
+            ),
+        } + &match self.crashed_exporter_zeros_cases {
+            0 => String::new(),
+            n => format!(
+                "; {n} case{} read zeros from a crashed exporter's memory, which the real backend answers both ways (compared up to it)",
                 if n == 1 { "" } else { "s" }
             ),
         } + &match self.harness_lost_cases {
@@ -812,7 +824,100 @@ pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
         .into_iter()
         .chain(undefined_hang_step(sim, real))
         .chain(event_memory_placement_step(sim, real))
+        .chain(crashed_exporter_zeros_step(sim, real))
         .min()
+}
+
+/// The first step at which a process read zeros where the simulator read
+/// other bytes, after another process crashed (in both runs) holding a VMM
+/// allocation it had not released, having exported memory this process
+/// had opened. On the GPU the importer's mapping then reads the exported
+/// bytes or zeros, run to run
+/// (mem.lifetime.import-after-exporter-crash-with-vmm-varies); the
+/// simulator keeps the bytes (mem.lifetime.import-survives-exporter-crash),
+/// so the steps from there on are not compared.
+pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
+    let bytes = |o: &StepOutcome| match o {
+        StepOutcome::Ok {
+            value: ValueSummary::Bytes { pattern },
+        } => Some(pattern.clone()),
+        _ => None,
+    };
+    let zeros = |pattern: &str| {
+        pattern
+            .split_whitespace()
+            .all(|run| run == "00" || run.starts_with("00*"))
+    };
+    let ok = |t: &StepRecord| matches!(t.outcome, StepOutcome::Ok { .. });
+    let (vmm_create, vmm_release) = (
+        CallKind::VmmCreate.keyword(),
+        CallKind::VmmRelease.keyword(),
+    );
+    let (ipc_get, ipc_open) = (
+        CallKind::IpcGetMemHandle.keyword(),
+        CallKind::IpcOpenMemHandle.keyword(),
+    );
+    // Which process made each name (generated cases bind each name once).
+    let binder = |name: &str, before: usize| {
+        sim.steps[..before]
+            .iter()
+            .filter(|t| ok(t))
+            .find(|t| OpText::of(&t.op).binds == Some(name))
+    };
+    // Processes that crashed in both runs holding a VMM allocation: the
+    // step of the crash, and the process.
+    let crashes: Vec<(usize, &str)> = sim
+        .steps
+        .iter()
+        .zip(&real.steps)
+        .filter(|(s, r)| {
+            matches!(s.outcome, StepOutcome::Crash { .. })
+                && matches!(r.outcome, StepOutcome::Crash { .. })
+        })
+        .map(|(s, _)| (s.index, s.process.as_str()))
+        .filter(|&(at, process)| {
+            let mine = |t: &&StepRecord| t.process == process && ok(t);
+            let made: Vec<&str> = sim.steps[..at]
+                .iter()
+                .filter(mine)
+                .map(|t| OpText::of(&t.op))
+                .filter(|o| o.keyword == vmm_create)
+                .filter_map(|o| o.binds)
+                .collect();
+            made.iter().any(|v| {
+                !sim.steps[..at].iter().filter(mine).any(|t| {
+                    let o = OpText::of(&t.op);
+                    o.keyword == vmm_release && o.first_arg == Some(*v)
+                })
+            })
+        })
+        .collect();
+    if crashes.is_empty() {
+        return None;
+    }
+    sim.steps.iter().zip(&real.steps).find_map(|(s, r)| {
+        let (a, b) = (bytes(&s.outcome)?, bytes(&r.outcome)?);
+        if a == b || !zeros(&b) {
+            return None;
+        }
+        let at = s.index;
+        let opened_from_crashed = |&(crash_at, exporter): &(usize, &str)| {
+            crash_at < at
+                && exporter != s.process
+                && sim.steps[..at].iter().any(|t| {
+                    let o = OpText::of(&t.op);
+                    t.process == s.process
+                        && ok(t)
+                        && o.keyword == ipc_open
+                        && o.first_arg
+                            .and_then(|h| binder(h, t.index))
+                            .is_some_and(|g| {
+                                g.process == exporter && OpText::of(&g.op).keyword == ipc_get
+                            })
+                })
+        };
+        crashes.iter().any(opened_from_crashed).then_some(at)
+    })
 }
 
 /// The first step at which the two runs placed something differently,

@@ -823,6 +823,55 @@ mod tests {
         assert_eq!(event_memory_placement_step(&freed, &real), Some(at));
     }
 
+    /// An exporter that held a VMM allocation crashes: the importer's
+    /// mapping of its memory reads the bytes or zeros on the GPU, run to
+    /// run (mem.lifetime.import-after-exporter-crash-with-vmm-varies).
+    /// Zeros on the real side cut the comparison there; zeros where the
+    /// exporter released its VMM allocation first, or never crashed, are a
+    /// difference.
+    #[test]
+    fn zeros_from_a_crashed_exporter_with_vmm_cut_the_comparison() {
+        use crate::explore::case::crashed_exporter_zeros_step;
+        let case = |vmm: &str, end: &str| {
+            format!(
+                "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                 owner: v = vmm_create 2MiB types=posix_fd device=0\n{vmm}\
+                 owner: m = malloc 1000\nowner: fill m 0x5a\nowner: h = ipc_get m\n\
+                 owner: send h -> peer\npeer: o = ipc_open h flags=lazy\n\
+                 owner: e = event_create flags=interprocess,disable_timing\n{end}\
+                 peer: d = malloc 4KiB\npeer: copy d o 16\npeer: sync\npeer: read d 0 16\n"
+            )
+        };
+        let zeros = |trace: &Trace| {
+            let zeros = StepOutcome::Ok {
+                value: ipc_harness::trace::ValueSummary::Bytes {
+                    pattern: "00*16".into(),
+                },
+            };
+            answered(trace, "read d 0 16", zeros)
+        };
+        let crash = "owner: ipc_get_event e out=null\n";
+        let crashed = run(&case("", crash));
+        assert!(matches!(
+            crashed.steps[step_at(&crashed, "ipc_get_event e out=null")].outcome,
+            StepOutcome::Crash { .. }
+        ));
+        let (real, at) = zeros(&crashed);
+        assert_eq!(crashed_exporter_zeros_step(&crashed, &real), Some(at));
+        assert!(differences(&crashed, &real, &|_| false).is_empty());
+        assert_eq!(crashed_exporter_zeros_step(&crashed, &crashed), None);
+        for (vmm, end) in [("owner: vmm_release v\n", crash), ("", "owner: sync\n")] {
+            let trace = run(&case(vmm, end));
+            let (real, _) = zeros(&trace);
+            assert_eq!(
+                crashed_exporter_zeros_step(&trace, &real),
+                None,
+                "{vmm}{end}"
+            );
+            assert!(!differences(&trace, &real, &|_| false).is_empty());
+        }
+    }
+
     #[test]
     fn a_recording_named_gz_is_gzipped_case_by_case() {
         let dir = tempfile::tempdir().unwrap();
