@@ -849,11 +849,11 @@ pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
             .all(|run| run == "00" || run.starts_with("00*"))
     };
     let ok = |t: &StepRecord| matches!(t.outcome, StepOutcome::Ok { .. });
-    let (vmm_create, vmm_release) = (
+    let (create_kw, release_kw) = (
         CallKind::VmmCreate.keyword(),
         CallKind::VmmRelease.keyword(),
     );
-    let (ipc_get, ipc_open) = (
+    let (get_kw, open_kw) = (
         CallKind::IpcGetMemHandle.keyword(),
         CallKind::IpcOpenMemHandle.keyword(),
     );
@@ -881,13 +881,13 @@ pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
                 .iter()
                 .filter(mine)
                 .map(|t| OpText::of(&t.op))
-                .filter(|o| o.keyword == vmm_create)
+                .filter(|o| o.keyword == create_kw)
                 .filter_map(|o| o.binds)
                 .collect();
             made.iter().any(|v| {
                 !sim.steps[..at].iter().filter(mine).any(|t| {
                     let o = OpText::of(&t.op);
-                    o.keyword == vmm_release && o.first_arg == Some(*v)
+                    o.keyword == release_kw && o.first_arg == Some(*v)
                 })
             })
         })
@@ -908,11 +908,11 @@ pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
                     let o = OpText::of(&t.op);
                     t.process == s.process
                         && ok(t)
-                        && o.keyword == ipc_open
+                        && o.keyword == open_kw
                         && o.first_arg
                             .and_then(|h| binder(h, t.index))
                             .is_some_and(|g| {
-                                g.process == exporter && OpText::of(&g.op).keyword == ipc_get
+                                g.process == exporter && OpText::of(&g.op).keyword == get_kw
                             })
                 })
         };
