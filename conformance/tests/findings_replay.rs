@@ -39,12 +39,10 @@ struct Status {
     finding: Vec<Entry>,
 }
 
-/// The folders replayed here, relative to the workspace root.
-const FOLDERS: [&str; 25] = [
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/benchmark/explore",
-    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-27/benchmark-worker-fits/explore-jobs",
+/// Explore runs since 2026-11-28: each folder holds finding files with
+/// their `findings.toml` and the recordings of every case, so it is
+/// replayed both ways (a new run is added here once).
+const EXPLORE_RUNS: [&str; 21] = [
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-28112026",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-61128",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-29112026",
@@ -67,6 +65,20 @@ const FOLDERS: [&str; 25] = [
     "reports/h200_driver-580.159.04/2026-11-29/explore-16122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-17122026",
 ];
+
+/// Earlier folders with finding files but no recordings.
+const FINDINGS_ONLY: [&str; 4] = [
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-jobs6",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/explore-seed2027",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/benchmark/explore",
+    "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-27/benchmark-worker-fits/explore-jobs",
+];
+
+/// The folders whose finding files are replayed here, relative to the
+/// workspace root.
+fn finding_folders() -> impl Iterator<Item = &'static str> {
+    FINDINGS_ONLY.into_iter().chain(EXPLORE_RUNS)
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -217,7 +229,7 @@ fn committed_gpu_findings_replay_as_their_status_says() {
     let catalogue =
         ipc_conformance::catalogue::Catalogue::load(&root().join("conformance/clauses"))
             .expect("the catalogue");
-    for folder in FOLDERS {
+    for folder in finding_folders() {
         let dir = root().join(folder);
         let status_text =
             std::fs::read_to_string(dir.join("findings.toml")).expect("findings.toml");
@@ -355,7 +367,10 @@ fn committed_gpu_findings_replay_as_their_status_says() {
 /// measured hardware); one that makes a listed case agree fails too, until
 /// the list is updated (`IPC_UPDATE_KNOWN=1` rewrites it), so the list is
 /// always exactly the open differences.
-const RECORDINGS: [&str; 28] = [
+///
+/// These are the earlier recordings, without finding files of their own;
+/// [`recording_folders`] adds the explore runs.
+const RECORDINGS_ONLY: [&str; 7] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed3001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed4001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/recorded-seed5001",
@@ -363,28 +378,12 @@ const RECORDINGS: [&str; 28] = [
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-24/recorded-seed8001",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-23/recorded-seed6001",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-25/recorded-seed9001",
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-28112026",
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-61128",
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-29112026",
-    "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-30112026",
-    "reports/h200_driver-580.159.04/2026-11-28/explore-1122026",
-    "reports/h200_driver-580.159.04/2026-11-28/explore-2122026",
-    "reports/h200_driver-580.159.04/2026-11-28/explore-3122026",
-    "reports/h200_driver-580.159.04/2026-11-28/explore-4122026",
-    "reports/h200_driver-580.159.04/2026-11-28/explore-5122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-6122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-7122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-8122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-9122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-10122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-11122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-12122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-13122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-14122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-15122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-16122026",
-    "reports/h200_driver-580.159.04/2026-11-29/explore-17122026",
 ];
+
+/// The folders whose recordings are replayed here.
+fn recording_folders() -> impl Iterator<Item = &'static str> {
+    RECORDINGS_ONLY.into_iter().chain(EXPLORE_RUNS)
+}
 
 /// `explained.txt`: `case N: why` lines (`#` comments), case -> why.
 fn read_explained(path: &std::path::Path) -> std::collections::BTreeMap<u64, String> {
@@ -415,7 +414,7 @@ fn read_explained(path: &std::path::Path) -> std::collections::BTreeMap<u64, Str
 fn recorded_gpu_runs_differ_only_where_known() {
     use ipc_conformance::explore::{record, ExploreOptions};
     use ipc_harness::Backend;
-    for folder in RECORDINGS {
+    for folder in recording_folders() {
         let dir = root().join(folder);
         let mut records = Vec::new();
         for e in std::fs::read_dir(&dir).expect("folder").flatten() {
