@@ -837,10 +837,8 @@ pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
 /// simulator keeps the bytes (mem.lifetime.import-survives-exporter-crash),
 /// so the steps from there on are not compared.
 pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
-    let bytes = |o: &StepOutcome| match o {
-        StepOutcome::Ok {
-            value: ValueSummary::Bytes { pattern },
-        } => Some(pattern.clone()),
+    let bytes = |o: &StepOutcome| match ok_value(o) {
+        Some(ValueSummary::Bytes { pattern }) => Some(pattern.clone()),
         _ => None,
     };
     let zeros = |pattern: &str| {
@@ -930,10 +928,8 @@ pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
 /// seed 30112026 cases 32, 208, 1408, 2607, 2625; seed 2122026 cases 693,
 /// 916). Which is timing, so the steps from there on are not compared.
 pub fn event_memory_placement_step(sim: &Trace, real: &Trace) -> Option<usize> {
-    let ptr = |o: &StepOutcome| match o {
-        StepOutcome::Ok {
-            value: ValueSummary::Ptr { label },
-        } => Some(label.clone()),
+    let ptr = |o: &StepOutcome| match ok_value(o) {
+        Some(ValueSummary::Ptr { label }) => Some(label.clone()),
         _ => None,
     };
     let (at, (s, placed)) =
@@ -1002,6 +998,14 @@ impl<'a> OpText<'a> {
             keyword: words.next().unwrap_or(""),
             first_arg: words.next(),
         }
+    }
+}
+
+/// What a step that succeeded returned; `None` for any other outcome.
+fn ok_value(o: &StepOutcome) -> Option<&ValueSummary> {
+    match o {
+        StepOutcome::Ok { value } => Some(value),
+        _ => None,
     }
 }
 
