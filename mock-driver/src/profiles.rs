@@ -11,9 +11,9 @@ use crate::backend::{SimBackend, SimConfig};
 use crate::semantics::Semantics;
 use crate::semantics::{
     DestroyPrimary, DriverFds, EventExporterExit, EventIpcTiming, EventOtherContext, EventReopen,
-    ExportRule, ExporterExit, FreeOfIpcPointer, FreeWhileMapped, FreedExport, GetNullOut,
-    HandleStability, ImportRange, InteriorHandle, LazyPeerAccess, MemcpyBounds, OpenAddress,
-    OpenFlags, PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport,
+    ExportRule, ExporterCrashMemory, ExporterExit, FreeOfIpcPointer, FreeWhileMapped, FreedExport,
+    GetNullOut, HandleStability, ImportRange, InteriorHandle, LazyPeerAccess, MemcpyBounds,
+    OpenAddress, OpenFlags, PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport,
     SetDestroyedContext, StaleHandle, StaleKernelRead, StaleMemset, StaleVmmHandle, Switch,
     UnmapQueuedWork, VaReuse, VaRewind, VmmCreateContext, VmmRangeBeforeAccess, VmmReserveVa,
 };
@@ -184,6 +184,7 @@ pub const CHOICE_TIERS: &[ChoiceTier] = &[
     t("va_rewind", Incidental, MEASURED),
     t("device_read_buffer", Contract, "the suite's own copy kernel (docs/scenario-language.md, harness/src/cuda): not a driver behaviour"),
     t("exporter_exit", Incidental, MEASURED),
+    t("exporter_crash_memory", Incidental, "measured both ways on one H200: which answer a run gets is timing"),
     t("reopen", Contract, "cudaIpcOpenMemHandle: a re-open in the same context increments the reference count and returns the existing pointer"),
     t("second_context", Contract, "cudaIpcOpenMemHandle: handles from one device may be opened by one context per device per other process (InvalidResourceHandle is among its documented returns)"),
     t("open_address", ReliedOn, "PyTorch torch/csrc/StorageSharing.cpp opens a storage's handle and uses the pointer as the exported allocation's base"),
@@ -260,6 +261,7 @@ impl Semantics {
             va_reuse: VaReuse::Never,
             va_rewind: VaRewind::Never,
             exporter_exit: ExporterExit::MappingsRevoked,
+            exporter_crash_memory: ExporterCrashMemory::Zeroed,
             open_address: OpenAddress::BlockBase,
             close_unopened: ErrorKind::MapFailed,
             get_null_out: GetNullOut::InvalidValue,

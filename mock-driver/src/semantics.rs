@@ -175,6 +175,20 @@ keyword_choice!(
 );
 
 keyword_choice!(
+    /// What other processes' mappings of a crashed exporter's memory read
+    /// when it held a VMM allocation handle: on the GPU the exported bytes
+    /// in some runs and zeros in others
+    /// (mem.lifetime.import-after-exporter-crash-with-vmm-varies).
+    ExporterCrashMemory {
+        /// The exported bytes, as after a crash without a VMM allocation
+        /// (mem.lifetime.import-survives-exporter-crash).
+        Kept => "kept",
+        /// Zeros: the crash's teardown cleared the memory.
+        Zeroed => "zeroed",
+    }
+);
+
+keyword_choice!(
     /// Opening a handle whose block is already mapped in the current context.
     Reopen {
         /// Documented, and measured on H100 / 580.159.04: the reference count
@@ -742,6 +756,8 @@ semantics! {
         "Whether device_read's kernel writes into a freshly allocated (packed) buffer, as the real backend's does";
     exporter_exit: ExporterExit = ExporterExit::MappingsRetained,
         "What existing importer mappings do when the exporter exits";
+    exporter_crash_memory: ExporterCrashMemory = ExporterCrashMemory::Kept,
+        "What importers' mappings of a crashed exporter's memory read where it held a VMM allocation handle (the GPU answers both ways)";
     reopen: Reopen = Reopen::Refcount,
         "ipc_open of a handle already open in the current context";
     second_context: ExportRule = ExportRule::Refuse(ErrorKind::InvalidHandle),

@@ -9,7 +9,9 @@
 use crate::addr_map::AddrMap;
 use crate::hazards::HazardLog;
 use crate::seed::hash;
-use crate::semantics::{ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind};
+use crate::semantics::{
+    ExporterCrashMemory, ExporterExit, MemcpyBounds, Semantics, VaReuse, VaRewind,
+};
 use crate::small_map::{SmallMap, VecMap};
 use crate::store::Store;
 use ipc_harness::{Dialect, HazardKind, MemKind, ProcessIndex};
@@ -1517,6 +1519,22 @@ impl World {
         }
         // What the other processes are ordered after is the caller's to
         // say first (`host_sees_ended_work`).
+        // A crash while holding a VMM allocation handle: under
+        // `exporter_crash_memory=zeroed` the other processes' mappings of
+        // this process's cudaMalloc memory read zeros
+        // (mem.lifetime.import-after-exporter-crash-with-vmm-varies); VMM
+        // memory they map keeps its bytes (vmm.lifetime.import-after-exporter-crash).
+        if self.procs[p].crashed
+            && self.sem.exporter_crash_memory == ExporterCrashMemory::Zeroed
+            && self.vmm_handles_held(p) > 0
+        {
+            for b in self.blocks.values_mut() {
+                let legacy_export = b.kind == MemKind::Device && b.export_id.is_some();
+                if b.owner == p && b.importers > 0 && legacy_export {
+                    b.data.fill(0, b.size, 0);
+                }
+            }
+        }
         self.vmm_exit(p);
         if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]
