@@ -98,10 +98,7 @@ impl SimProcess {
             Err(Fail::Api(kind)) => Err(ApiError::new(self.dialect, kind).into()),
             Err(Fail::Harness(m)) => Err(DriverError::Harness(m)),
             Err(Fail::Crash { signal, detail }) => {
-                w.procs[p].crashed = true;
-                w.abandoned_records(p);
-                w.host_sees_ended_work(p);
-                w.exit_process(p, false);
+                w.crash_process(p);
                 Err(DriverError::Lost(ProcessLoss::Crashed {
                     signal: Some(signal),
                     exit_code: None,
@@ -702,10 +699,7 @@ impl Machine for SimMachine {
                 // Ordered like a call of the process: the calls after it
                 // are ordered after its work that has ended.
                 w.host_order(process);
-                w.procs[process].crashed = true;
-                w.abandoned_records(process);
-                w.host_sees_ended_work(process);
-                w.exit_process(process, false);
+                w.crash_process(process);
                 Ok(())
             }
         }

@@ -686,13 +686,11 @@ impl World {
                 let freed = matches!(proc.dead_at(ptr).or(proc.dead_at(base)), Some(Gone::Freed));
                 // Freed managed memory faults in every context, also one
                 // created after the free
-                // (mem.lifetime.kernel-read-after-free-managed-faults).
-                if freed && pool.class == crate::world::VaClass::Managed {
-                    return None;
-                }
-                // So does freed stream-ordered memory: its pool keeps the VA
+                // (mem.lifetime.kernel-read-after-free-managed-faults), and
+                // so does freed stream-ordered memory: its pool keeps the VA
                 // (mem.lifetime.kernel-read-after-free-async-faults).
-                if freed && pool.class == crate::world::VaClass::StreamOrdered {
+                use crate::world::VaClass;
+                if freed && matches!(pool.class, VaClass::Managed | VaClass::StreamOrdered) {
                     return None;
                 }
                 // Closed from another context that still lives, the VA faults

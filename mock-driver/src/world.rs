@@ -1512,20 +1512,18 @@ impl World {
         self.events.drop_context(p, ctx);
     }
 
-    /// The process exits: the OS and driver reclaim everything it held.
-    pub(crate) fn exit_process(&mut self, p: ProcessIndex, record_leaks: bool) {
-        if self.procs[p].exited {
-            return;
-        }
-        // What the other processes are ordered after is the caller's to
-        // say first (`host_sees_ended_work`).
-        // A crash while holding a VMM allocation handle: under
+    /// `p` dies mid-call: its records never complete, the others see its
+    /// ended work, and it exits without the teardown's leak log.
+    pub(crate) fn crash_process(&mut self, p: ProcessIndex) {
+        self.procs[p].crashed = true;
+        self.abandoned_records(p);
+        self.host_sees_ended_work(p);
+        // Holding a VMM allocation handle, under
         // `exporter_crash_memory=zeroed` the other processes' mappings of
-        // this process's cudaMalloc memory read zeros
+        // its cudaMalloc memory read zeros
         // (mem.lifetime.import-after-exporter-crash-with-vmm-varies); VMM
         // memory they map keeps its bytes (vmm.lifetime.import-after-exporter-crash).
-        if self.procs[p].crashed
-            && self.sem.exporter_crash_memory == ExporterCrashMemory::Zeroed
+        if self.sem.exporter_crash_memory == ExporterCrashMemory::Zeroed
             && self.vmm_handles_held(p) > 0
         {
             for b in self.blocks.values_mut() {
@@ -1535,6 +1533,16 @@ impl World {
                 }
             }
         }
+        self.exit_process(p, false);
+    }
+
+    /// The process exits: the OS and driver reclaim everything it held.
+    pub(crate) fn exit_process(&mut self, p: ProcessIndex, record_leaks: bool) {
+        if self.procs[p].exited {
+            return;
+        }
+        // What the other processes are ordered after is the caller's to
+        // say first (`host_sees_ended_work`).
         self.vmm_exit(p);
         if record_leaks && !self.mutant(MutantId::LeakNotLogged) {
             let leaks: Vec<(u64, usize, u64)> = self.procs[p]
