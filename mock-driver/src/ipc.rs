@@ -1071,6 +1071,7 @@ impl World {
         let base = self.procs[p]
             .reserve_va(block_size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
+        self.procs[p].note_fresh_import(base);
         let ret = base + ret_offset;
         let buffer_id = self.new_buffer_id();
         let proc = &mut self.procs[p];

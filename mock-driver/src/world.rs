@@ -103,6 +103,10 @@ pub(crate) struct FreshVa {
     /// in it.
     pub arena: u64,
     pub in_arena: u64,
+    /// Whether the newest fresh reservation is an IPC mapping
+    /// (`Process::note_fresh_import`): released, its range is not carved
+    /// for a smaller request (mem.lifetime.va-closed-newest-mapping-not-carved).
+    pub newest_import: bool,
 }
 
 /// Where `Process::reserve_va` puts a reservation.
@@ -795,6 +799,7 @@ impl Process {
                 }
                 self.va_next = next;
                 self.fresh.newest = Some(base);
+                self.fresh.newest_import = false;
                 self.fresh.rewinds = Some(base);
                 if self.fresh.arena != arena {
                     self.fresh.arena = arena;
@@ -818,6 +823,28 @@ impl Process {
         }
         let frontier = self.frontier();
         Some(Placement::Fresh(frontier.unwrap_or(self.va_next)))
+    }
+
+    /// Whether the released span `f` at `b` holds the newest fresh
+    /// reservation.
+    fn holds_newest(&self, b: u64, f: &FreeVa) -> bool {
+        self.fresh.newest.is_some_and(|a| a >= b && a < b + f.span)
+    }
+
+    /// Whether the frontier span of the current arena has room for `need`
+    /// bytes.
+    fn frontier_holds(&self, need: u64) -> bool {
+        self.free_va
+            .values()
+            .any(|f| f.frontier && f.arena == self.arena && f.span >= need)
+    }
+
+    /// The IPC mapping just reserved at `base` is the newest fresh
+    /// reservation, if `reserve_va` put it on fresh VA.
+    pub(crate) fn note_fresh_import(&mut self, base: u64) {
+        if self.fresh.newest == Some(base) {
+            self.fresh.newest_import = true;
+        }
     }
 
     /// The base of the frontier span, while it is of the current arena.
@@ -850,7 +877,7 @@ impl Process {
             VaReuse::TopDown => self
                 .free_va
                 .iter()
-                .find(|(_, f)| {
+                .find(|(&b, f)| {
                     // Device, pinned host and IPC VA and VMM reservations
                     // reuse each other's released ranges: one heap, where a
                     // `vmm_reserve` takes a closed mapping's address
@@ -866,16 +893,33 @@ impl Process {
                         || (pool.class == VaClass::StreamOrdered
                             && f.pool.class == VaClass::StreamOrdered
                             && self.contexts.get(&f.pool.ctx).is_some_and(|c| c.alive));
-                    f.span >= need && shared && same_arena && !f.frontier
+                    // A closed IPC mapping that is still the newest fresh
+                    // range is handed out whole or not at all: a smaller
+                    // request gets other VA
+                    // (mem.lifetime.va-closed-newest-mapping-not-carved).
+                    let whole_only = self.fresh.newest_import && self.holds_newest(b, f);
+                    f.span >= need
+                        && shared
+                        && same_arena
+                        && !f.frontier
+                        && !(whole_only && f.span > need)
                 })
                 .map(|(&b, f)| {
                     // A block after a closed 4 MiB import takes its base
                     // (mem.lifetime.va-reuse-released-range-base); a freed
                     // first range of an arena is carved from its end
                     // (`va_rewind`, mem.lifetime.va-rewind-newest-range).
-                    let newest = self.fresh.newest.is_some_and(|a| a >= b && a < b + f.span);
-                    (b, f.span, if newest { b + f.span - need } else { b })
-                }),
+                    let at = if self.holds_newest(b, f) {
+                        b + f.span - need
+                    } else {
+                        b
+                    };
+                    (b, f.span, at)
+                })
+                // Rather than carve a larger range, a request that the
+                // frontier (the newest fresh range, released) holds goes
+                // there (mem.lifetime.va-frontier-before-larger-released-range).
+                .filter(|&(_, span, _)| span == need || !self.frontier_holds(need)),
         }
     }
 
