@@ -538,6 +538,23 @@ impl World {
         {
             return Err(self.sem.reclaimed_export_error.into());
         }
+        // Once a created context that claimed the VA, or that was current
+        // when the export was freed, is destroyed, the freed export is
+        // InvalidValue, also after a block of the exporter's takes the
+        // address (mem.lifetime.freed-export-claim-ended-then-block,
+        // mem.lifetime.freed-export-freed-in-destroyed-context-then-block).
+        let owner = &self.procs[freed.owner];
+        let claim_ended = freed.released.is_some_and(|r| {
+            owner
+                .va_claims
+                .iter()
+                .any(|c| c.by == ClaimBy::Context && c.at >= r && c.held_until_ended(addr))
+        }) || freed
+            .freed_in_other
+            .is_some_and(|c| owner.contexts.get(&c).is_some_and(|x| !x.alive));
+        if claim_ended && self.exported_alloc_at(freed.owner, addr).is_none() {
+            return Err(ErrorKind::InvalidValue.into());
+        }
         self.open_stale(p, here, handle, h, freed.owner, addr, flags)
     }
 
@@ -554,13 +571,14 @@ impl World {
     ///   InvalidValue (measured for a device allocation).
     /// - Nothing there: InvalidValue, unless a created context, a
     ///   stream-ordered pool or a VMM allocation made the first claim of the
-    ///   VA since; then, where nobody maps
-    ///   the block any more (`fresh_where_claimed`), it opens new memory of
-    ///   the handle's size that reads zeros.
+    ///   VA since; then it opens new memory of the handle's size that reads
+    ///   zeros: after a VMM allocation's claim always, after a context's or
+    ///   a pool's where nobody maps the block any more
+    ///   (`fresh_where_claimed`).
     ///
     /// `None`: something else is there (an IPC mapping), or nothing and the
-    /// block still mapped by an importer after such a claim: unmeasured; the
-    /// importer's rules decide.
+    /// block still mapped by an importer after a context's or a pool's
+    /// claim: unmeasured; the importer's rules decide.
     fn open_own_freed_export(
         &mut self,
         p: ProcessIndex,
@@ -616,11 +634,16 @@ impl World {
         // The first claim decides: a VMM allocation's claim opens fresh
         // memory as a context's does, unless the event memory claimed the VA
         // before it (mem.lifetime.exporter-own-copy-new-memory-after-vmm-claim).
-        if matches!(
-            first,
-            Some(ClaimBy::Context | ClaimBy::StreamOrderedPool | ClaimBy::Vmm)
-        ) {
-            return fresh_where_claimed.then(|| self.map_fresh_memory(p, here, handle, h));
+        // A VMM allocation's claim does so also while an importer still maps
+        // the freed block
+        // (mem.lifetime.freed-while-mapped-exporter-own-copy-after-vmm-claim);
+        // a context's or a pool's is unmeasured there.
+        match first {
+            Some(ClaimBy::Vmm) => return Some(self.map_fresh_memory(p, here, handle, h)),
+            Some(ClaimBy::Context | ClaimBy::StreamOrderedPool) => {
+                return fresh_where_claimed.then(|| self.map_fresh_memory(p, here, handle, h));
+            }
+            _ => {}
         }
         Some(Err(ErrorKind::InvalidValue.into()))
     }

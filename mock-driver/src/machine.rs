@@ -179,7 +179,12 @@ impl Driver for SimProcess {
 
     fn free(&mut self, kind: FreeKind, ptr: DevicePtr) -> DriverResult<()> {
         self.call(|w, p| {
-            w.drain_all(p);
+            // A free the driver refuses returns at once; one it accepts
+            // waits for the process's work first
+            // (mem.lifetime.refused-free-does-not-wait).
+            if !w.free_refused_at_once(p, kind, ptr.0) {
+                w.drain_all(p);
+            }
             w.free(p, kind, ptr.0)
         })
     }

@@ -259,6 +259,35 @@ impl World {
         Ok(id)
     }
 
+    /// Whether `free(p, kind, ptr)` is refused without waiting for the
+    /// stream: the pointer is no allocation of the process, nor an IPC or
+    /// pool-imported mapping (freed already, say), or is memory of another
+    /// kind than the call frees (mem.lifetime.refused-free-does-not-wait).
+    pub(crate) fn free_refused_at_once(&self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> bool {
+        if ptr == 0 {
+            return false;
+        }
+        let proc = &self.procs[p];
+        match proc.allocs.get(&ptr) {
+            Some(a) => match kind {
+                FreeKind::Device => !matches!(
+                    a.kind,
+                    MemKind::Device | MemKind::Managed | MemKind::StreamOrdered
+                ),
+                FreeKind::Host => a.kind != MemKind::PinnedHost,
+                FreeKind::StreamOrdered => a.kind != MemKind::StreamOrdered,
+            },
+            None => {
+                let imported = self
+                    .pools
+                    .procs
+                    .get(p)
+                    .is_some_and(|pp| pp.imported.contains_key(&ptr));
+                !imported && proc.region_at(ptr).is_none()
+            }
+        }
+    }
+
     pub(crate) fn free(&mut self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> SimResult<()> {
         if ptr == 0 {
             let ok = match self.sem.free_null {
@@ -668,9 +697,25 @@ impl World {
                 && c.mapped
                     .is_some_and(|(b, l)| ptr >= b && end <= b.saturating_add(l))
         }) && pool.ctx == ctx;
+        // The first context created since the release claimed the VA; once
+        // it is destroyed while a later one lives, the VA is unmapped for
+        // the releasing context, event memory over it or not
+        // (mem.lifetime.kernel-read-after-free-claim-context-destroyed).
+        let created_since = |c: &&crate::world::Context| c.born >= released && !c.primary;
+        let first_since = proc
+            .contexts
+            .values()
+            .filter(created_since)
+            .min_by_key(|c| c.serial);
+        let claim_lapsed = first_since.is_some_and(|c| !c.alive)
+            && proc
+                .contexts
+                .values()
+                .filter(created_since)
+                .any(|c| c.alive);
         let visible = match self.sem.stale_kernel_read {
             StaleKernelRead::Fault => false,
-            StaleKernelRead::Remapped if claimed => true,
+            StaleKernelRead::Remapped if claimed => !claim_lapsed,
             StaleKernelRead::Zeros => true,
             // A context made after the release reads zeros there
             // (mem.close.kernel-read-after-close-new-context,
@@ -742,12 +787,15 @@ impl World {
                     // allocation's context lives (`released_here`); gone with
                     // a destroyed context, it faults there.
                     let own_alive = proc.contexts.get(&pool.ctx).is_some_and(|c| c.alive);
+                    // Only while the context whose creation claimed the VA
+                    // lives (`claim_lapsed`).
+                    let claimer_alive = first_since.is_some_and(|c| c.alive);
                     other_gone
                         || (from_primary && born >= released)
                         || (released_here && own_alive)
                         || (free.released_in == Some(pool.ctx)
                             && (born >= released
-                                || (pool.ctx == ctx && later)
+                                || (pool.ctx == ctx && claimer_alive)
                                 || self.scratch_covers(p, ctx, device, ptr, end, len)))
                 }
             }

@@ -398,6 +398,10 @@ pub(crate) struct VaClaim {
     /// Free spans it did not claim because a large allocation's claim held
     /// them: they stay unclaimed by it after that allocation is freed.
     pub passed_over: Vec<(u64, u64)>,
+    /// The spans it held until it ended (`VaClaim::end`): a created
+    /// context's ended claim leaves a freed export there InvalidValue
+    /// whatever is placed there later (`World::open_stale`).
+    pub ended_spans: Vec<(u64, u64)>,
     /// What made it: the exporter's own copy of a freed export opens new
     /// memory where a context, a stream-ordered pool or a VMM allocation
     /// claimed the VA first, not where the other kinds did
@@ -410,13 +414,18 @@ impl VaClaim {
     /// by span or by arena.
     pub(crate) fn end(&mut self) {
         self.arena = ENDED_CLAIM;
-        self.spans.clear();
+        self.ended_spans = std::mem::take(&mut self.spans);
         self.allocation = None;
     }
 
     /// Whether the claim took the VA at `addr`.
     pub(crate) fn holds(&self, addr: u64) -> bool {
         spans_contain(&self.spans, addr)
+    }
+
+    /// Whether the claim held the VA at `addr` and has ended.
+    pub(crate) fn held_until_ended(&self, addr: u64) -> bool {
+        spans_contain(&self.ended_spans, addr)
     }
 
     /// Whether the claim counts for `addr` in released span `f`, judged by
@@ -470,6 +479,9 @@ pub(crate) struct FreedExport {
     /// `Process::va_releases` after the owner released that VA (`None`:
     /// not released by a free, e.g. kept while a neighbour lived).
     pub released: Option<u64>,
+    /// The owner's context current at the free, when it is a created
+    /// context other than the block's own (`World::open_freed_export`).
+    pub freed_in_other: Option<CtxKey>,
 }
 
 /// Physical memory: what exporters allocate and importers map.
@@ -526,6 +538,8 @@ pub(crate) struct Block {
     /// the block's device other than the block's own
     /// (mem.lifetime.freed-while-mapped-exporter-context-made-before).
     pub owner_other_ctx_at_unmap: bool,
+    /// The owner's current context when it stopped mapping the block.
+    pub owner_unmapped_in: Option<CtxKey>,
     /// Placed in VA a large or VMM allocation's claim held: it does not
     /// take a freed export's address (`World::open_stale`,
     /// mem.lifetime.block-in-claimed-va-does-not-take-freed-export).
@@ -562,6 +576,7 @@ impl Block {
             owner_vmm_handles: 0,
             pool_kept: false,
             owner_other_ctx_at_unmap: false,
+            owner_unmapped_in: None,
             placed_in_held_va: false,
         }
     }
@@ -1098,6 +1113,7 @@ impl Process {
             mapped,
             allocation: None,
             passed_over: Vec::new(),
+            ended_spans: Vec::new(),
             by,
         });
         self.va_claims.len() - 1
@@ -1264,6 +1280,13 @@ impl World {
                         owner: b.owner,
                         base: b.owner_base,
                         released: b.owner_released,
+                        freed_in_other: b.owner_unmapped_in.filter(|&c| {
+                            c != b.owner_ctx
+                                && self.procs[b.owner]
+                                    .contexts
+                                    .get(&c)
+                                    .is_some_and(|x| !x.primary)
+                        }),
                     },
                 );
             }
@@ -1498,6 +1521,7 @@ impl World {
                 .contexts
                 .iter()
                 .any(|(&k, c)| c.alive && c.device == device && k != own_ctx);
+            block.owner_unmapped_in = self.procs[p].current;
         }
         if let Some(d) = hazard {
             self.hazard(HazardKind::FreeWhileMapped, p, d);

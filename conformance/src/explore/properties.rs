@@ -1282,11 +1282,10 @@ fn model_trace(
         // (the reads and writes themselves are judged below, per op).
         match &step.op {
             Op::Sync if ok => m.order.host_waits_for_all(p),
-            // cudaFree synchronizes first, also when it then refuses the
-            // pointer (not after a sticky error: nothing runs then).
-            Op::Free { .. } if answered && !sticky_error(&rec.outcome, dialect) => {
-                m.order.host_waits_for_all(p)
-            }
+            // cudaFree synchronizes first when it accepts the pointer; a
+            // free it refuses returns at once
+            // (mem.lifetime.refused-free-does-not-wait).
+            Op::Free { .. } if ok => m.order.host_waits_for_all(p),
             Op::StreamCreate { flags } if ok => {
                 if let Some(b) = &step.bind {
                     let nonblocking = flags & ipc_harness::stream_flags::NON_BLOCKING != 0;
@@ -2063,12 +2062,6 @@ fn data_pointers(op: &Op) -> [Option<&Ref>; 2] {
         Op::Copy { dst, src, .. } | Op::CopyPeer { dst, src, .. } => [Some(dst), Some(src)],
         _ => [None, None],
     }
-}
-
-/// Whether the step failed on a sticky error (the call did nothing).
-fn sticky_error(outcome: &StepOutcome, dialect: Dialect) -> bool {
-    matches!(outcome, StepOutcome::Error { code, .. }
-        if ApiError::from_code(dialect, *code).kind().is_some_and(is_sticky))
 }
 
 /// The errors that leave a process failing every later call with them: a
