@@ -636,11 +636,9 @@ impl World {
                 // VA outlives both frees
                 // (mem.lifetime.pool-import-ptr-claims-freed-export-va).
                 let base = self.pp(p).imported.get(&ptr).map(|i| i.base);
-                for c in self.procs[p].va_claims.iter_mut() {
-                    if c.by == crate::world::ClaimBy::PoolImport && c.allocation == base {
-                        c.allocation = None;
-                    }
-                }
+                self.procs[p].detach_claims(|c| {
+                    c.by == crate::world::ClaimBy::PoolImport && c.allocation == base
+                });
                 return Ok(ptr);
             }
         }

@@ -1088,6 +1088,14 @@ impl Process {
         }
     }
 
+    /// The claims `which` picks no longer end with their allocation: they
+    /// last as long as the process.
+    pub(crate) fn detach_claims(&mut self, which: impl Fn(&VaClaim) -> bool) {
+        for c in self.va_claims.iter_mut().filter(|c| which(c)) {
+            c.allocation = None;
+        }
+    }
+
     /// Whether a live large allocation's or VMM allocation's claim holds
     /// the VA at `addr` (a VMM claim ends at `vmm_release`).
     pub(crate) fn held_by_allocation_claim(&self, addr: u64) -> bool {
