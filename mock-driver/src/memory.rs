@@ -59,6 +59,20 @@ fn too_long_to_read() -> Fail {
     ))
 }
 
+/// Whether a free call of `kind` frees memory of kind `mem`: cudaFree
+/// device, managed and stream-ordered memory, cudaFreeHost pinned host
+/// memory, cudaFreeAsync stream-ordered memory.
+fn frees_kind(kind: FreeKind, mem: MemKind) -> bool {
+    match kind {
+        FreeKind::Device => matches!(
+            mem,
+            MemKind::Device | MemKind::Managed | MemKind::StreamOrdered
+        ),
+        FreeKind::Host => mem == MemKind::PinnedHost,
+        FreeKind::StreamOrdered => mem == MemKind::StreamOrdered,
+    }
+}
+
 impl World {
     pub(crate) fn alloc(&mut self, p: ProcessIndex, kind: MemKind, size: u64) -> SimResult<u64> {
         let base = self.alloc_on(p, kind, size, None)?;
@@ -269,14 +283,7 @@ impl World {
         }
         let proc = &self.procs[p];
         match proc.allocs.get(&ptr) {
-            Some(a) => match kind {
-                FreeKind::Device => !matches!(
-                    a.kind,
-                    MemKind::Device | MemKind::Managed | MemKind::StreamOrdered
-                ),
-                FreeKind::Host => a.kind != MemKind::PinnedHost,
-                FreeKind::StreamOrdered => a.kind != MemKind::StreamOrdered,
-            },
+            Some(a) => !frees_kind(kind, a.kind),
             None => {
                 let imported = self
                     .pools
@@ -311,15 +318,7 @@ impl World {
             }
         }
         if let Some(a) = self.procs[p].allocs.get(&ptr) {
-            let matches = match kind {
-                FreeKind::Device => matches!(
-                    a.kind,
-                    MemKind::Device | MemKind::Managed | MemKind::StreamOrdered
-                ),
-                FreeKind::Host => a.kind == MemKind::PinnedHost,
-                FreeKind::StreamOrdered => a.kind == MemKind::StreamOrdered,
-            };
-            if !matches {
+            if !frees_kind(kind, a.kind) {
                 return Err(ErrorKind::InvalidValue.into());
             }
             self.free_allocation(p, ptr, true);
