@@ -842,9 +842,7 @@ pub fn crashed_exporter_zeros_step(sim: &Trace, real: &Trace) -> Option<usize> {
         _ => None,
     };
     let zeros = |pattern: &str| {
-        pattern
-            .split_whitespace()
-            .all(|run| run == "00" || run.starts_with("00*"))
+        properties::decode_pattern(pattern).is_some_and(|b| b.iter().all(|&x| x == 0))
     };
     let ok = |t: &StepRecord| matches!(t.outcome, StepOutcome::Ok { .. });
     let (create_kw, release_kw) = (
