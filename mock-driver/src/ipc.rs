@@ -512,15 +512,19 @@ impl World {
     ) -> SimResult<u64> {
         let addr = freed.base.saturating_add(h.offset);
         if !h.checked {
-            // Judged as for the block the exporter holds at the address now,
-            // where it holds one (mem.handle.check-word-at-reused-address);
-            // the rule always refuses a damaged check word.
-            let block_now = self.procs[freed.owner].alloc_at(addr).map(|(_, a)| a.block);
-            let garbage = Err(self.sem.garbage_handle_error.into());
-            return match block_now {
-                Some(block) => self.damaged_check_word_rule(block, h).and(garbage),
-                None => garbage,
-            };
+            // Judged as for the freed export's own block, where the exporter
+            // holds a block at the address now
+            // (mem.handle.check-word-at-reused-address): a block made there
+            // while the exporter held one VMM allocation does not make the
+            // copy NotPermitted when that allocation came after the freed
+            // export (mem.handle.check-word-vmm-after-freed-export). The
+            // rule always refuses a damaged check word.
+            let block_now = self.procs[freed.owner].alloc_at(addr);
+            return Err(match block_now {
+                Some(_) => self.damaged_check_word_error(freed.owner, freed.owner_vmm_handles),
+                None => self.sem.garbage_handle_error,
+            }
+            .into());
         }
         if p == freed.owner && self.sem.stale_handle == StaleHandle::ByAddress {
             let own = OwnCopy {
@@ -531,6 +535,9 @@ impl World {
             if let Some(answer) = self.open_own_freed_export(p, here, handle, h, own, flags) {
                 return answer;
             }
+        }
+        if self.vmm_unmapped_since(freed.owner, freed.owner_vmm_unmaps) {
+            return Err(ErrorKind::InvalidValue.into());
         }
         if freed
             .released
@@ -572,13 +579,13 @@ impl World {
     /// - Nothing there: InvalidValue, unless a created context, a
     ///   stream-ordered pool or a VMM allocation made the first claim of the
     ///   VA since; then it opens new memory of the handle's size that reads
-    ///   zeros: after a VMM allocation's claim always, after a context's or
-    ///   a pool's where nobody maps the block any more
+    ///   zeros: after a VMM allocation's or a pool's claim always, after a
+    ///   context's where nobody maps the block any more
     ///   (`fresh_where_claimed`).
     ///
     /// `None`: something else is there (an IPC mapping), or nothing and the
-    /// block still mapped by an importer after a context's or a pool's
-    /// claim: unmeasured; the importer's rules decide.
+    /// block still mapped by an importer after a context's claim:
+    /// unmeasured; the importer's rules decide.
     fn open_own_freed_export(
         &mut self,
         p: ProcessIndex,
@@ -634,13 +641,17 @@ impl World {
         // The first claim decides: a VMM allocation's claim opens fresh
         // memory as a context's does, unless the event memory claimed the VA
         // before it (mem.lifetime.exporter-own-copy-new-memory-after-vmm-claim).
-        // A VMM allocation's claim does so also while an importer still maps
-        // the freed block
-        // (mem.lifetime.freed-while-mapped-exporter-own-copy-after-vmm-claim);
-        // a context's or a pool's is unmeasured there.
+        // A VMM allocation's or a pool's claim does so also while an importer
+        // still maps the freed block, the pool's also once its allocation
+        // is freed and the pool destroyed
+        // (mem.lifetime.freed-while-mapped-exporter-own-copy-after-vmm-claim,
+        // mem.lifetime.freed-while-mapped-exporter-own-copy-after-pool-claim);
+        // a context's is unmeasured there.
         match first {
-            Some(ClaimBy::Vmm) => return Some(self.map_fresh_memory(p, here, handle, h)),
-            Some(ClaimBy::Context | ClaimBy::StreamOrderedPool) => {
+            Some(ClaimBy::Vmm | ClaimBy::StreamOrderedPool) => {
+                return Some(self.map_fresh_memory(p, here, handle, h));
+            }
+            Some(ClaimBy::Context) => {
                 return fresh_where_claimed.then(|| self.map_fresh_memory(p, here, handle, h));
             }
             _ => {}
@@ -677,16 +688,24 @@ impl World {
         if h.checked {
             return Ok(());
         }
-        let block = self.blocks.get(&block_id);
-        if block.is_some_and(|b| self.procs[b.owner].exited) {
-            return Err(ErrorKind::InvalidHandle.into());
+        match self.blocks.get(&block_id) {
+            Some(b) => Err(self
+                .damaged_check_word_error(b.owner, b.owner_vmm_handles)
+                .into()),
+            None => Err(self.sem.garbage_handle_error.into()),
         }
-        let one_vmm_since =
-            block.is_some_and(|b| b.owner_vmm_handles == 1 && self.vmm_handles_held(b.owner) > 0);
-        if one_vmm_since {
-            return Err(self.sem.reclaimed_export_error.into());
+    }
+
+    /// `damaged_check_word_rule` for memory `owner` made while it held
+    /// `vmm_handles_then` VMM allocation handles.
+    fn damaged_check_word_error(&self, owner: ProcessIndex, vmm_handles_then: usize) -> ErrorKind {
+        if self.procs[owner].exited {
+            return ErrorKind::InvalidHandle;
         }
-        Err(self.sem.garbage_handle_error.into())
+        if vmm_handles_then == 1 && self.vmm_handles_held(owner) > 0 {
+            return self.sem.reclaimed_export_error;
+        }
+        self.sem.garbage_handle_error
     }
 
     /// The size of the export the handle's offset names. An offset no export
@@ -997,6 +1016,7 @@ impl World {
         }
         let addr = block.owner_base.saturating_add(h.offset);
         let released = block.owner_released;
+        let unmaps_at_alloc = block.owner_vmm_unmaps;
         // `ipc_get` writes serial 0 under `handle_stable=same-bytes`.
         if serial_of(handle) != 0 {
             // An exported block of the exporter's over the address opens at
@@ -1027,6 +1047,11 @@ impl World {
             {
                 return Some(answer);
             }
+        }
+        // After a VMM unmap, as for a freed export nobody maps
+        // (mem.lifetime.freed-export-after-vmm-unmap).
+        if self.vmm_unmapped_since(exporter, unmaps_at_alloc) {
+            return Some(Err(ErrorKind::InvalidValue.into()));
         }
         let owner = &self.procs[exporter];
         // The exporter's new allocation at the address is exported: the

@@ -260,6 +260,7 @@ impl World {
             owner_mapped: true,
             owner_ctx: pool.ctx,
             owner_vmm_handles: vmm_handles,
+            owner_vmm_unmaps: self.mappings_removed_if_mapped(p),
             ..Block::unowned(p, device, size, 0)
         });
         self.procs[p].regions.insert(

@@ -393,10 +393,31 @@ impl World {
         }
         for b in bases {
             if let Some(m) = self.vp(p).maps.remove(&b) {
+                self.vp(p).mappings_removed += 1;
                 self.drop_ref(m.phys);
             }
         }
         Ok(())
+    }
+
+    /// `VmmProc::mappings_removed` of `p` where it holds a VMM mapping now,
+    /// for a block it makes (`Block::owner_vmm_unmaps`).
+    pub(crate) fn mappings_removed_if_mapped(&self, p: ProcessIndex) -> Option<u64> {
+        let vp = self.vmm.procs.get(p)?;
+        (!vp.maps.is_empty()).then_some(vp.mappings_removed)
+    }
+
+    /// A freed export whose block came while its owner held a VMM mapping
+    /// (`Block::owner_vmm_unmaps`) is InvalidValue once the owner unmapped a
+    /// VMM mapping since, whatever holds its address now
+    /// (mem.lifetime.freed-export-after-vmm-unmap).
+    pub(crate) fn vmm_unmapped_since(&self, owner: ProcessIndex, at_alloc: Option<u64>) -> bool {
+        at_alloc.is_some_and(|n| {
+            self.vmm
+                .procs
+                .get(owner)
+                .is_some_and(|vp| vp.mappings_removed > n)
+        })
     }
 
     /// Whether `[va, va + size)` lies inside one of `p`'s reservations

@@ -84,6 +84,8 @@ pub(crate) struct VmmProc {
     pub first_handle_after_device_memory: Option<bool>,
     /// Mapped VA: base -> mapping.
     pub maps: BTreeMap<u64, VmmMapping>,
+    /// Mappings removed so far (`Block::owner_vmm_unmaps`).
+    pub mappings_removed: u64,
 }
 
 impl VmmProc {

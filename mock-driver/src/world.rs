@@ -482,6 +482,11 @@ pub(crate) struct FreedExport {
     /// The owner's context current at the free, when it is a created
     /// context other than the block's own (`World::open_freed_export`).
     pub freed_in_other: Option<CtxKey>,
+    /// `Block::owner_vmm_handles` of the freed block, for the check-word
+    /// rule.
+    pub owner_vmm_handles: usize,
+    /// `Block::owner_vmm_unmaps` of the freed block.
+    pub owner_vmm_unmaps: Option<u64>,
 }
 
 /// Physical memory: what exporters allocate and importers map.
@@ -531,6 +536,9 @@ pub(crate) struct Block {
     pub owner_ctx: CtxKey,
     /// VMM allocation handles the owner held when the block was made.
     pub owner_vmm_handles: usize,
+    /// `VmmProc::mappings_removed` of the owner when the block was made,
+    /// where it held a VMM mapping then (`World::vmm_unmapped_since`).
+    pub owner_vmm_unmaps: Option<u64>,
     /// An exported memory pool keeps the block after its allocation was
     /// freed, until the pool goes (`pools.rs`).
     pub pool_kept: bool,
@@ -574,6 +582,7 @@ impl Block {
             owner_released: None,
             owner_ctx: 0,
             owner_vmm_handles: 0,
+            owner_vmm_unmaps: None,
             pool_kept: false,
             owner_other_ctx_at_unmap: false,
             owner_unmapped_in: None,
@@ -1295,6 +1304,8 @@ impl World {
                                     .get(&c)
                                     .is_some_and(|x| !x.primary)
                         }),
+                        owner_vmm_handles: b.owner_vmm_handles,
+                        owner_vmm_unmaps: b.owner_vmm_unmaps,
                     },
                 );
             }
