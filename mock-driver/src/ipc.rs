@@ -500,7 +500,9 @@ impl World {
     /// it whatever the exporter placed there since, an exported allocation
     /// or a VMM reservation: `reclaimed_export_error`
     /// (mem.lifetime.freed-export-claimed-then-reused,
-    /// mem.lifetime.freed-export-claimed-before-reservation).
+    /// mem.lifetime.freed-export-claimed-before-reservation). Before both,
+    /// a VMM unmap since an export made beside a VMM mapping makes it
+    /// InvalidValue (mem.lifetime.freed-export-after-vmm-unmap).
     fn open_freed_export(
         &mut self,
         p: ProcessIndex,

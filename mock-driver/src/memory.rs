@@ -9,8 +9,8 @@ use crate::semantics::{
 };
 use crate::small_map::SmallMap;
 use crate::world::{
-    round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaPool, World,
-    BLOCK, DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
+    round_up, Access, Allocation, Block, Fail, Gone, MutantId, Region, SimResult, VaClass, VaPool,
+    World, BLOCK, DEVICE_MEMORY, KIB, MAX_READ, SUBALLOC_ALIGN,
 };
 use ipc_harness::{
     Dialect, ErrorKind, FreeKind, HazardKind, MemKind, MemoryType, PointerInfo, ProcessIndex,
@@ -97,6 +97,12 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         let (ctx, current_device) = self.current_ctx(p)?;
+        // A stream-ordered allocation with no pool's device is the default
+        // pool's: VA of its own (`VaClass::DefaultPool`).
+        let class = match (kind, device) {
+            (MemKind::StreamOrdered, None) => VaClass::DefaultPool,
+            _ => VaClass::of(kind),
+        };
         let device = device.unwrap_or(current_device);
         let packed = kind == MemKind::Device
             && self.sem.suballocation == Switch::On
@@ -145,7 +151,7 @@ impl World {
                     }
                 }
             }
-            let id = self.new_block(p, (ctx, device), kind, BLOCK)?;
+            let id = self.new_block(p, (ctx, device), (kind, class), BLOCK)?;
             let b = self.blocks.get_mut(&id).ok_or(ErrorKind::Unknown)?;
             b.cursor = need;
             b.live.insert(0, size);
@@ -166,7 +172,7 @@ impl World {
             return Ok(base);
         }
         let block_size = round_up(size, granularity(kind)).ok_or(ErrorKind::OutOfMemory)?;
-        let id = self.new_block(p, (ctx, device), kind, block_size)?;
+        let id = self.new_block(p, (ctx, device), (kind, class), block_size)?;
         let b = self.blocks.get_mut(&id).ok_or(ErrorKind::Unknown)?;
         b.cursor = block_size;
         b.live.insert(0, size);
@@ -184,13 +190,13 @@ impl World {
         Ok(base)
     }
 
-    /// A fresh physical block owned by `p`, mapped at fresh VA, made in
-    /// `ctx` (current) on `device`.
+    /// A fresh physical block owned by `p`, mapped at VA of `class`, made
+    /// in `ctx` (current) on `device`.
     fn new_block(
         &mut self,
         p: ProcessIndex,
         (ctx, device): (crate::world::CtxKey, u32),
-        kind: MemKind,
+        (kind, class): (MemKind, VaClass),
         size: u64,
     ) -> SimResult<u64> {
         if counts_against_device(kind) {
@@ -236,10 +242,7 @@ impl World {
         if kind == MemKind::StreamOrdered {
             self.procs[p].claim_free_va(crate::world::ClaimBy::StreamOrderedPool, None, None);
         }
-        let pool = VaPool {
-            ctx,
-            class: crate::world::VaClass::of(kind),
-        };
+        let pool = VaPool { ctx, class };
         let owner_base = self.procs[p]
             .reserve_va(size, pool)
             .ok_or(ErrorKind::OutOfMemory)?;
@@ -734,8 +737,7 @@ impl World {
                 // (mem.lifetime.kernel-read-after-free-managed-faults), and
                 // so does freed stream-ordered memory: its pool keeps the VA
                 // (mem.lifetime.kernel-read-after-free-async-faults).
-                use crate::world::VaClass;
-                if freed && matches!(pool.class, VaClass::Managed | VaClass::StreamOrdered) {
+                if freed && (pool.class == VaClass::Managed || pool.class.pooled()) {
                     return None;
                 }
                 // Closed from another context that still lives, the VA faults
@@ -843,7 +845,7 @@ impl World {
         // there is InvalidValue from any context (2 x H200 and H200,
         // 580.159.04: every fill, read and write of a freed stream-ordered
         // allocation in generated cases; pool.va.freed-allocation-memset).
-        if free.pool.class == crate::world::VaClass::StreamOrdered {
+        if free.pool.class.pooled() {
             return false;
         }
         // Released while another context was current (a free or a close from

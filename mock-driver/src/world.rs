@@ -65,8 +65,14 @@ pub(crate) enum VaClass {
     /// Device and pinned host allocations and IPC mappings.
     Device,
     Managed,
-    /// `cudaMallocAsync`'s default pool.
+    /// Memory pools: allocations from a pool the program created, and
+    /// pointers imported from another process's pool.
     StreamOrdered,
+    /// `cudaMallocAsync`'s default pool. It keeps the VA of what is freed
+    /// into it: only its own allocations reuse that VA, a created pool's
+    /// allocation or an imported pool pointer gets other VA
+    /// (pool.va.default-pool-keeps-freed-va).
+    DefaultPool,
     /// VMM reservations: they share released VA with `Device`
     /// (`VaClass::device_heap`).
     Vmm,
@@ -80,6 +86,12 @@ impl VaClass {
     /// stream-ordered memory from VA of their own.
     pub(crate) fn device_heap(self) -> bool {
         matches!(self, VaClass::Device | VaClass::Vmm)
+    }
+
+    /// VA of a memory pool, the default one or another: it is the device's,
+    /// not a context's, and the pool keeps it after a free.
+    pub(crate) fn pooled(self) -> bool {
+        matches!(self, VaClass::StreamOrdered | VaClass::DefaultPool)
     }
 
     pub(crate) fn of(kind: MemKind) -> VaClass {
@@ -341,7 +353,7 @@ pub(crate) struct Process {
     /// Reserved VA base -> the arena it came from. Bases come upwards and
     /// go in the order they came or the reverse: an `AddrMap` takes both
     /// without hashing or growing a table.
-    pub reserved: AddrMap<u64>,
+    pub reserved: AddrMap<(u64, VaClass)>,
     /// Its fresh reservations of the device heap (`va_rewind`).
     pub fresh: FreshVa,
     /// (context, physical device) -> the shared block small allocations go to.
@@ -833,7 +845,7 @@ impl Process {
                 base
             }
         };
-        self.reserved.insert(base, arena);
+        self.reserved.insert(base, (arena, pool.class));
         Some(base)
     }
 
@@ -907,15 +919,21 @@ impl Process {
                     // `vmm_reserve` takes a closed mapping's address
                     // (vmm.reserve.closed-mapping-va,
                     // vmm.map.reserve-reuses-closed-mapping-va).
+                    // The default pool also takes VA other pools released
+                    // (a destroyed pool's, a freed imported pointer's); they
+                    // never take the VA it keeps
+                    // (pool.va.default-pool-keeps-freed-va).
                     let shared = f.pool.class == pool.class
-                        || (f.pool.class.device_heap() && pool.class.device_heap());
+                        || (f.pool.class.device_heap() && pool.class.device_heap())
+                        || (pool.class == VaClass::DefaultPool
+                            && f.pool.class == VaClass::StreamOrdered);
                     // A pool's VA is the device's, not its context's: a
                     // range a live context's pool released goes to a pool
                     // allocation or import of a context created since
                     // (pool.va.released-range-after-ctx-create).
                     let same_arena = f.arena == arena
-                        || (pool.class == VaClass::StreamOrdered
-                            && f.pool.class == VaClass::StreamOrdered
+                        || (pool.class.pooled()
+                            && f.pool.class.pooled()
                             && self.contexts.get(&f.pool.ctx).is_some_and(|c| c.alive));
                     // A closed IPC mapping that is still the newest fresh
                     // range is handed out whole or not at all: a smaller
@@ -1156,7 +1174,13 @@ impl Process {
             *held = Some((len, pool));
             return;
         }
-        let arena = self.reserved.remove(&base).unwrap_or(self.arena);
+        // VA goes back to the class it was reserved for (a stream-ordered
+        // allocation's to the default pool or to a created pool's).
+        let (arena, class) = self
+            .reserved
+            .remove(&base)
+            .unwrap_or((self.arena, pool.class));
+        let pool = VaPool { class, ..pool };
         let Some(mut span) = round_up(len, BLOCK) else {
             return;
         };
