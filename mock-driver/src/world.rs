@@ -94,6 +94,21 @@ impl VaClass {
         matches!(self, VaClass::StreamOrdered | VaClass::DefaultPool)
     }
 
+    /// Whether a reservation of this class may take VA released by one of
+    /// class `released`. Device, pinned host and IPC VA and VMM
+    /// reservations reuse each other's released ranges: one heap, where a
+    /// `vmm_reserve` takes a closed mapping's address
+    /// (vmm.reserve.closed-mapping-va,
+    /// vmm.map.reserve-reuses-closed-mapping-va). The default pool also
+    /// takes VA other pools released (a destroyed pool's, a freed imported
+    /// pointer's); they never take the VA it keeps
+    /// (pool.va.default-pool-keeps-freed-va).
+    pub(crate) fn reuses(self, released: VaClass) -> bool {
+        self == released
+            || (self.device_heap() && released.device_heap())
+            || (self == VaClass::DefaultPool && released == VaClass::StreamOrdered)
+    }
+
     pub(crate) fn of(kind: MemKind) -> VaClass {
         match kind {
             MemKind::Managed => VaClass::Managed,
@@ -815,6 +830,10 @@ impl Process {
                 if next > self.va_end {
                     return None;
                 }
+                if base != self.va_side_next {
+                    self.free_va.remove(&base);
+                    self.revive(base, next);
+                }
                 self.va_side_next = next;
                 base
             }
@@ -855,10 +874,30 @@ impl Process {
             return Some(Placement::Reuse(b, have, base));
         }
         if !pool.class.device_heap() {
-            return Some(Placement::Fresh(self.va_side_next));
+            return Some(Placement::Fresh(
+                self.side_top_released(pool).unwrap_or(self.va_side_next),
+            ));
         }
         let frontier = self.frontier();
         Some(Placement::Fresh(frontier.unwrap_or(self.va_next)))
+    }
+
+    /// A pool's released span at the top of the side VA, which a request
+    /// too large for it extends from its base, as the device heap's
+    /// frontier does (pool.va.released-top-range-grows).
+    fn side_top_released(&self, pool: VaPool) -> Option<u64> {
+        if self.va_reuse != VaReuse::TopDown {
+            return None;
+        }
+        self.free_va
+            .iter()
+            .find(|(&b, f)| {
+                pool.class.pooled()
+                    && pool.class.reuses(f.pool.class)
+                    && b.checked_add(f.span).and_then(|e| e.checked_add(VA_GUARD))
+                        == Some(self.va_side_next)
+            })
+            .map(|(&b, _)| b)
     }
 
     /// Whether the released span `f` at `b` holds the newest fresh
@@ -914,19 +953,7 @@ impl Process {
                 .free_va
                 .iter()
                 .find(|(&b, f)| {
-                    // Device, pinned host and IPC VA and VMM reservations
-                    // reuse each other's released ranges: one heap, where a
-                    // `vmm_reserve` takes a closed mapping's address
-                    // (vmm.reserve.closed-mapping-va,
-                    // vmm.map.reserve-reuses-closed-mapping-va).
-                    // The default pool also takes VA other pools released
-                    // (a destroyed pool's, a freed imported pointer's); they
-                    // never take the VA it keeps
-                    // (pool.va.default-pool-keeps-freed-va).
-                    let shared = f.pool.class == pool.class
-                        || (f.pool.class.device_heap() && pool.class.device_heap())
-                        || (pool.class == VaClass::DefaultPool
-                            && f.pool.class == VaClass::StreamOrdered);
+                    let shared = pool.class.reuses(f.pool.class);
                     // A pool's VA is the device's, not its context's: a
                     // range a live context's pool released goes to a pool
                     // allocation or import of a context created since
