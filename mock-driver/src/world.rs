@@ -886,14 +886,13 @@ impl Process {
     /// too large for it extends from its base, as the device heap's
     /// frontier does (pool.va.released-top-range-grows).
     fn side_top_released(&self, pool: VaPool) -> Option<u64> {
-        if self.va_reuse != VaReuse::TopDown {
+        if self.va_reuse != VaReuse::TopDown || !pool.class.pooled() {
             return None;
         }
         self.free_va
             .iter()
             .find(|(&b, f)| {
-                pool.class.pooled()
-                    && pool.class.reuses(f.pool.class)
+                pool.class.reuses(f.pool.class)
                     && b.checked_add(f.span).and_then(|e| e.checked_add(VA_GUARD))
                         == Some(self.va_side_next)
             })
