@@ -16,7 +16,7 @@
 //! | 31 | padding | ignored |
 //! | 32..37 | memory type `06 00 00 00 00` | InvalidValue, read right after the context's table of opened handles: before the one-context rule, the exporter's exit and a copy's size field (mem.handle.memory-type-before-context-rules) |
 //! | 37..48 | `ff`, then a serial at 40 (0; a count under `handle_stable=per-call`; a reused sub-allocation slot keeps it, mem.suballoc.reused-slot-same-handle) | ignored on a first open; a copy of an open handle with another serial maps again (mem.handle.serial-copy-maps-again) |
-//! | 48..52 | export object id | InvalidHandle, also where the format word is damaged too: the object is looked up first (mem.handle.object-before-format-word) |
+//! | 48..52 | export object id (on hardware the exporting process's number among the driver's clients, the same for all its exports, and 52..56 the allocation's number in that client) | InvalidHandle, also where the format word is damaged too: the object is looked up first (mem.handle.object-before-format-word); on hardware, by chance of numbering, a damaged word may name a live process, whose object is judged instead (`explore` compares up to such an open) |
 //! | 52..56 | check word tied to the object id and seed | InvalidValue |
 //! | 56..64 | zero (`interior_handle=pointer-offset`: the pointer's offset in its allocation, HIP's `poffset`) | ignored |
 //!

@@ -153,6 +153,11 @@ pub struct Summary {
     /// holding a VMM allocation, where the simulator kept the bytes
     /// ([`crashed_exporter_zeros_step`]): compared up to it.
     pub crashed_exporter_zeros_cases: u64,
+    /// Cases whose real run answered an open of a handle with a damaged
+    /// process word other than InvalidHandle: the word named a live
+    /// process by the machine's numbering ([`damaged_process_word_step`]):
+    /// compared up to it.
+    pub process_word_cases: u64,
     /// The number of the first case run.
     pub first_case: u64,
     pub findings: Vec<Finding>,
@@ -233,6 +238,7 @@ impl Summary {
         self.placement_varies_cases += u64::from(event_memory_placement_step(sim, real).is_some());
         self.crashed_exporter_zeros_cases +=
             u64::from(crashed_exporter_zeros_step(sim, real).is_some());
+        self.process_word_cases += u64::from(damaged_process_word_step(sim, real).is_some());
     }
 
     /// One line: cases, steps, throughput, findings.
@@ -279,6 +285,12 @@ impl Summary {
             0 => String::new(),
             n => format!(
                 "; {n} case{} read zeros from a crashed exporter's memory, which the real backend answers both ways (compared up to it)",
+                if n == 1 { "" } else { "s" }
+            ),
+        } + &match self.process_word_cases {
+            0 => String::new(),
+            n => format!(
+                "; {n} case{} opened a handle whose damaged process word named a live process by the machine's numbering, which the real backend answers both ways (compared up to it)",
                 if n == 1 { "" } else { "s" }
             ),
         } + &match self.harness_lost_cases {
@@ -825,7 +837,48 @@ pub fn other_outcome_step(sim: &Trace, real: &Trace) -> Option<usize> {
         .chain(undefined_hang_step(sim, real))
         .chain(event_memory_placement_step(sim, real))
         .chain(crashed_exporter_zeros_step(sim, real))
+        .chain(damaged_process_word_step(sim, real))
         .min()
+}
+
+/// The first step at which a process opened a handle whose bytes 48..52
+/// were damaged, the simulator answered InvalidHandle and the real driver
+/// otherwise. On the GPU those bytes number the exporting process among the
+/// driver's clients, numbers the machine hands out in turn to every process
+/// it starts; a damaged word names no process (InvalidHandle) or, by the
+/// chance of that numbering, a live one, whose object of the handle's
+/// number is then judged instead: InvalidValue, or that process's memory
+/// (mem.handle.corrupted-fields). The same generated cases answered both
+/// ways on fresh workers (one H200, driver 580.159.04: seed 18122026 case
+/// 819, seed 22122026 case 1352). Which number is whose is placement, so
+/// the steps from there on are not compared.
+pub fn damaged_process_word_step(sim: &Trace, real: &Trace) -> Option<usize> {
+    let flip = scenario::ast::Op::HandleFlip {
+        handle: String::new(),
+        offset: 0,
+    };
+    let (flip_kw, open_kw) = (flip.keyword(), CallKind::IpcOpenMemHandle.keyword());
+    // A handle made by flipping one byte of the process word.
+    let process_word_flipped = |name: &str, before: usize| {
+        sim.steps[..before].iter().any(|t| {
+            let o = OpText::of(&t.op);
+            o.keyword == flip_kw
+                && o.binds == Some(name)
+                && matches!(t.outcome, StepOutcome::Ok { .. })
+                && o.second_arg
+                    .and_then(|b| b.parse::<usize>().ok())
+                    .is_some_and(|b| (48..52).contains(&b))
+        })
+    };
+    sim.steps.iter().zip(&real.steps).find_map(|(s, r)| {
+        let o = OpText::of(&s.op);
+        (o.keyword == open_kw
+            && is_error(&s.outcome, ErrorKind::InvalidHandle)
+            && !is_error(&r.outcome, ErrorKind::InvalidHandle)
+            && o.first_arg
+                .is_some_and(|h| process_word_flipped(h, s.index)))
+        .then_some(s.index)
+    })
 }
 
 /// The first step at which a process read zeros where the simulator read
@@ -982,6 +1035,7 @@ struct OpText<'a> {
     binds: Option<&'a str>,
     keyword: &'a str,
     first_arg: Option<&'a str>,
+    second_arg: Option<&'a str>,
 }
 
 impl<'a> OpText<'a> {
@@ -995,6 +1049,7 @@ impl<'a> OpText<'a> {
             binds,
             keyword: words.next().unwrap_or(""),
             first_arg: words.next(),
+            second_arg: words.next(),
         }
     }
 }

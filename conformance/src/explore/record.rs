@@ -872,6 +872,65 @@ mod tests {
         }
     }
 
+    /// Bytes 48..52 of a handle number the exporting process among the
+    /// driver's clients; a damaged word may name a live process on the GPU
+    /// (mem.handle.corrupted-fields). An open of such a handle that the GPU
+    /// answers other than InvalidHandle cuts the comparison there; the same
+    /// answer for a handle damaged elsewhere (byte 52, the check word), or
+    /// an open the simulator answers otherwise, is a difference.
+    #[test]
+    fn an_open_of_a_damaged_process_word_may_name_a_live_process() {
+        use crate::explore::case::damaged_process_word_step;
+        let case = |byte: u8| {
+            format!(
+                "devices 1\nprocess owner device=0\nprocess peer device=0\n\
+                 owner: m = malloc 1000\nowner: h = ipc_get m\n\
+                 owner: f = handle_flip h {byte}\nowner: send f -> peer\n\
+                 peer: o = ipc_open f flags=lazy\npeer: read o 0 16\n"
+            )
+        };
+        let invalid_value = StepOutcome::Error {
+            code: 1,
+            name: "cudaErrorInvalidValue".into(),
+        };
+        let open = "o = ipc_open f flags=lazy";
+        for byte in [48, 51] {
+            let trace = run(&case(byte));
+            let at = step_at(&trace, open);
+            assert!(
+                is_invalid_handle(&trace.steps[at].outcome),
+                "byte {byte}: {:?}",
+                trace.steps[at].outcome
+            );
+            let (real, at) = answered(&trace, open, invalid_value.clone());
+            assert_eq!(
+                damaged_process_word_step(&trace, &real),
+                Some(at),
+                "byte {byte}"
+            );
+            assert!(
+                differences(&trace, &real, &|_| false).is_empty(),
+                "byte {byte}"
+            );
+            assert_eq!(damaged_process_word_step(&trace, &trace), None);
+        }
+        // The check word (byte 52): InvalidValue on both sides, and another
+        // answer on the GPU is a difference.
+        let trace = run(&case(52));
+        let ok = StepOutcome::Ok {
+            value: ipc_harness::trace::ValueSummary::Ptr {
+                label: "peer.p1".into(),
+            },
+        };
+        let (real, _) = answered(&trace, open, ok);
+        assert_eq!(damaged_process_word_step(&trace, &real), None);
+        assert!(!differences(&trace, &real, &|_| false).is_empty());
+    }
+
+    fn is_invalid_handle(o: &StepOutcome) -> bool {
+        matches!(o, StepOutcome::Error { code: 400, .. })
+    }
+
     #[test]
     fn a_recording_named_gz_is_gzipped_case_by_case() {
         let dir = tempfile::tempdir().unwrap();
