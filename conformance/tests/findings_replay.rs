@@ -42,7 +42,7 @@ struct Status {
 /// Explore runs since 2026-11-28: each folder holds finding files with
 /// their `findings.toml` and the recordings of every case, so it is
 /// replayed both ways (a new run is added here once).
-const EXPLORE_RUNS: [&str; 25] = [
+const EXPLORE_RUNS: [&str; 26] = [
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-28112026",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-61128",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-29112026",
@@ -68,6 +68,7 @@ const EXPLORE_RUNS: [&str; 25] = [
     "reports/h200_driver-580.159.04/2026-11-29/explore-19122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-20122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-21122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-22122026",
 ];
 
 /// Earlier folders with finding files but no recordings.
@@ -514,7 +515,7 @@ fn recorded_gpu_runs_differ_only_where_known() {
 /// Clause runs on real GPUs whose traces today's simulator must reproduce
 /// step by step (what `differential --backend cuda` checked on the day):
 /// results.json or differential.json files under reports/.
-const GPU_CLAUSE_RUNS: [&str; 34] = [
+const GPU_CLAUSE_RUNS: [&str; 35] = [
     "reports/h200x2-nvlink_driver-580.159.04/all-areas/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/differential/differential.json.gz",
     "reports/h100-80gb-hbm3_driver-580.159.04/2026-11-23/differential-and-recording-clauses/new-clauses/results.json",
@@ -540,6 +541,7 @@ const GPU_CLAUSE_RUNS: [&str; 34] = [
     "reports/h200_driver-580.159.04/2026-11-29/explore-18122026/clauses-results.json.gz",
     "reports/h200_driver-580.159.04/2026-11-29/probes-seed-18122026/clauses-results.json.gz",
     "reports/h200_driver-580.159.04/2026-11-29/explore-21122026/clauses-results.json.gz",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-22122026/clauses-results.json.gz",
     "reports/h200_driver-580.159.04/2026-11-29/explore-6122026/clauses-results.json.gz",
     "reports/h200_driver-580.159.04/2026-11-29/probes-claims/clauses-results-1.json.gz",
     "reports/h200_driver-580.159.04/2026-11-29/probes-claims/clauses-results-2.json.gz",
