@@ -906,11 +906,21 @@ impl Process {
     }
 
     /// Whether the frontier span of the current arena has room for `need`
-    /// bytes.
+    /// bytes. A closed IPC mapping there that would have to be carved does
+    /// not draw the request away from an older released range that fits
+    /// (mem.lifetime.va-closed-mapping-frontier-yields); with none, the
+    /// request still starts at its base.
     fn frontier_holds(&self, need: u64) -> bool {
-        self.free_va
-            .values()
-            .any(|f| f.frontier && f.arena == self.arena && f.span >= need)
+        self.free_va.iter().any(|(&b, f)| {
+            f.frontier && f.arena == self.arena && f.span >= need && !self.whole_only(b, f, need)
+        })
+    }
+
+    /// A closed IPC mapping that is still the newest fresh range is handed
+    /// out whole or not at all: a smaller request gets other VA
+    /// (mem.lifetime.va-closed-newest-mapping-not-carved).
+    fn whole_only(&self, b: u64, f: &FreeVa, need: u64) -> bool {
+        self.fresh.newest_import && self.holds_newest(b, f) && f.span > need
     }
 
     /// The IPC mapping just reserved at `base` is the newest fresh
@@ -961,16 +971,11 @@ impl Process {
                         || (pool.class.pooled()
                             && f.pool.class.pooled()
                             && self.contexts.get(&f.pool.ctx).is_some_and(|c| c.alive));
-                    // A closed IPC mapping that is still the newest fresh
-                    // range is handed out whole or not at all: a smaller
-                    // request gets other VA
-                    // (mem.lifetime.va-closed-newest-mapping-not-carved).
-                    let whole_only = self.fresh.newest_import && self.holds_newest(b, f);
                     f.span >= need
                         && shared
                         && same_arena
                         && !f.frontier
-                        && !(whole_only && f.span > need)
+                        && !self.whole_only(b, f, need)
                 })
                 .map(|(&b, f)| {
                     // A block after a closed 4 MiB import takes its base
