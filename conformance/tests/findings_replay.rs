@@ -42,7 +42,7 @@ struct Status {
 /// Explore runs since 2026-11-28: each folder holds finding files with
 /// their `findings.toml` and the recordings of every case, so it is
 /// replayed both ways (a new run is added here once).
-const EXPLORE_RUNS: [&str; 26] = [
+const EXPLORE_RUNS: [&str; 27] = [
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-28112026",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-61128",
     "reports/h200x2-nvlink_driver-580.159.04/2026-11-28/explore-29112026",
@@ -69,6 +69,7 @@ const EXPLORE_RUNS: [&str; 26] = [
     "reports/h200_driver-580.159.04/2026-11-29/explore-20122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-21122026",
     "reports/h200_driver-580.159.04/2026-11-29/explore-22122026",
+    "reports/h200_driver-580.159.04/2026-11-29/explore-23122026",
 ];
 
 /// Earlier folders with finding files but no recordings.
