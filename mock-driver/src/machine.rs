@@ -182,10 +182,11 @@ impl Driver for SimProcess {
             // A free the driver refuses returns at once; one it accepts
             // waits for the process's work first
             // (mem.lifetime.refused-free-does-not-wait).
-            if !w.free_refused_at_once(p, kind, ptr.0) {
+            let action = w.free_action(p, kind, ptr.0);
+            if action.waits() {
                 w.drain_all(p);
             }
-            w.free(p, kind, ptr.0)
+            w.free_as(p, kind, ptr.0, action)
         })
     }
 

@@ -73,6 +73,39 @@ fn frees_kind(kind: FreeKind, mem: MemKind) -> bool {
     }
 }
 
+/// What `World::free` does with a pointer, decided before anything
+/// changes (`World::free_action`): the driver layer waits for the
+/// process's work before a free the driver accepts, and not before one it
+/// refuses (mem.lifetime.refused-free-does-not-wait).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FreeAction {
+    /// NULL: ok or InvalidValue by `free_null`.
+    Null,
+    /// Pool memory (`World::pool_release`).
+    Pool(crate::pools::PoolFree),
+    /// The process's own allocation, of a kind the call frees.
+    Allocation,
+    /// The process's own allocation of another kind: InvalidValue.
+    WrongKind,
+    /// An IPC mapping freed with cudaFree (`free_of_ipc_pointer`).
+    IpcMapping,
+    /// Nothing the call frees starts there: InvalidValue. `within`: the
+    /// pointer lies in memory the process maps (inside an allocation or
+    /// mapping, or a mapping given to another call), where the refusal
+    /// comes after the wait, as for an accepted free (unmeasured).
+    Refused { within: bool },
+}
+
+impl FreeAction {
+    /// Whether the driver waits for the process's work before this free.
+    pub(crate) fn waits(self) -> bool {
+        !matches!(
+            self,
+            FreeAction::WrongKind | FreeAction::Refused { within: false }
+        )
+    }
+}
+
 impl World {
     pub(crate) fn alloc(&mut self, p: ProcessIndex, kind: MemKind, size: u64) -> SimResult<u64> {
         let base = self.alloc_on(p, kind, size, None)?;
@@ -277,83 +310,106 @@ impl World {
         Ok(id)
     }
 
-    /// Whether `free(p, kind, ptr)` is refused without waiting for the
-    /// stream: the pointer is no allocation of the process, nor an IPC or
-    /// pool-imported mapping (freed already, say), or is memory of another
-    /// kind than the call frees (mem.lifetime.refused-free-does-not-wait).
-    pub(crate) fn free_refused_at_once(&self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> bool {
+    /// What `free(p, kind, ptr)` will do, decided before anything changes.
+    pub(crate) fn free_action(&self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> FreeAction {
         if ptr == 0 {
-            return false;
-        }
-        let proc = &self.procs[p];
-        match proc.allocs.get(&ptr) {
-            Some(a) => !frees_kind(kind, a.kind),
-            None => {
-                let imported = self
-                    .pools
-                    .procs
-                    .get(p)
-                    .is_some_and(|pp| pp.imported.contains_key(&ptr));
-                !imported && proc.region_at(ptr).is_none()
-            }
-        }
-    }
-
-    pub(crate) fn free(&mut self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> SimResult<()> {
-        if ptr == 0 {
-            let ok = match self.sem.free_null {
-                FreeNull::Ok => true,
-                FreeNull::Error => false,
-                // hipFree(NULL) is hipSuccess too (ihipFree).
-                FreeNull::ByDialect => matches!(self.dialect, Dialect::Runtime | Dialect::Hip),
-            };
-            return if ok {
-                Ok(())
-            } else {
-                Err(ErrorKind::InvalidValue.into())
-            };
+            return FreeAction::Null;
         }
         // Pool memory: an imported pool pointer may be freed with cudaFree
         // too ("The pointer may be freed with cudaFree or cudaFreeAsync",
         // pool.lifetime.importer-frees-with-cudafree).
         if kind != FreeKind::Host {
-            if let Some(done) = self.pool_release(p, ptr) {
-                return done;
+            if let Some(target) = self.pool_free_target(p, ptr) {
+                return FreeAction::Pool(target);
             }
         }
-        if let Some(a) = self.procs[p].allocs.get(&ptr) {
-            if !frees_kind(kind, a.kind) {
-                return Err(ErrorKind::InvalidValue.into());
-            }
-            self.free_allocation(p, ptr, true);
-            self.procs[p].freed_ptrs.insert(ptr);
-            return Ok(());
-        }
-        let in_mapping = self.procs[p]
-            .region_at(ptr)
-            .is_some_and(|(_, r)| r.import.is_some());
-        if in_mapping && kind == FreeKind::Device {
-            self.hazard(
-                HazardKind::FreeOfIpcPointer,
-                p,
-                format!("cudaFree({ptr:#x}) on a pointer from ipc_open"),
-            );
-            return match self.sem.free_of_ipc_pointer {
-                FreeOfIpcPointer::Error(k) => Err(k.into()),
-                FreeOfIpcPointer::Unmaps => self.close(p, ptr),
+        let proc = &self.procs[p];
+        if let Some(a) = proc.allocs.get(&ptr) {
+            return match frees_kind(kind, a.kind) {
+                true => FreeAction::Allocation,
+                false => FreeAction::WrongKind,
             };
         }
-        if self.procs[p].freed_ptrs.contains(&ptr) {
-            self.hazard(
-                HazardKind::DoubleFree,
-                p,
-                format!("cudaFree({ptr:#x}): this process already freed it"),
-            );
-            if self.mutant(MutantId::DoubleFreeSucceeds) {
-                return Ok(());
+        let region = proc.region_at(ptr);
+        if kind == FreeKind::Device && region.is_some_and(|(_, r)| r.import.is_some()) {
+            return FreeAction::IpcMapping;
+        }
+        let imported_pool_ptr = self
+            .pools
+            .procs
+            .get(p)
+            .is_some_and(|pp| pp.imported.contains_key(&ptr));
+        FreeAction::Refused {
+            within: region.is_some() || imported_pool_ptr,
+        }
+    }
+
+    pub(crate) fn free(&mut self, p: ProcessIndex, kind: FreeKind, ptr: u64) -> SimResult<()> {
+        let action = self.free_action(p, kind, ptr);
+        self.free_as(p, kind, ptr, action)
+    }
+
+    /// `free(p, kind, ptr)` doing `action`, which `free_action` gave for
+    /// these arguments with nothing changed since but work landing.
+    pub(crate) fn free_as(
+        &mut self,
+        p: ProcessIndex,
+        kind: FreeKind,
+        ptr: u64,
+        action: FreeAction,
+    ) -> SimResult<()> {
+        if kind != FreeKind::Host && !matches!(action, FreeAction::Pool(_)) {
+            self.forget_stale_pool_alloc(p, ptr);
+        }
+        match action {
+            FreeAction::Null => {
+                let ok = match self.sem.free_null {
+                    FreeNull::Ok => true,
+                    FreeNull::Error => false,
+                    // hipFree(NULL) is hipSuccess too (ihipFree).
+                    FreeNull::ByDialect => matches!(self.dialect, Dialect::Runtime | Dialect::Hip),
+                };
+                if ok {
+                    Ok(())
+                } else {
+                    Err(ErrorKind::InvalidValue.into())
+                }
+            }
+            FreeAction::Pool(target) => {
+                self.pool_release(p, ptr, target);
+                Ok(())
+            }
+            FreeAction::Allocation => {
+                self.free_allocation(p, ptr, true);
+                self.procs[p].freed_ptrs.insert(ptr);
+                Ok(())
+            }
+            FreeAction::WrongKind => Err(ErrorKind::InvalidValue.into()),
+            FreeAction::IpcMapping => {
+                self.hazard(
+                    HazardKind::FreeOfIpcPointer,
+                    p,
+                    format!("cudaFree({ptr:#x}) on a pointer from ipc_open"),
+                );
+                match self.sem.free_of_ipc_pointer {
+                    FreeOfIpcPointer::Error(k) => Err(k.into()),
+                    FreeOfIpcPointer::Unmaps => self.close(p, ptr),
+                }
+            }
+            FreeAction::Refused { .. } => {
+                if self.procs[p].freed_ptrs.contains(&ptr) {
+                    self.hazard(
+                        HazardKind::DoubleFree,
+                        p,
+                        format!("cudaFree({ptr:#x}): this process already freed it"),
+                    );
+                    if self.mutant(MutantId::DoubleFreeSucceeds) {
+                        return Ok(());
+                    }
+                }
+                Err(ErrorKind::InvalidValue.into())
             }
         }
-        Err(ErrorKind::InvalidValue.into())
     }
 
     pub(crate) fn memset(

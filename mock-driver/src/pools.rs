@@ -78,6 +78,15 @@ fn access_flags(access: VmmAccess) -> u64 {
     }
 }
 
+/// Which pool memory a free releases (`World::pool_free_target`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PoolFree {
+    /// A pointer imported from another process's pool: unmapped.
+    Import,
+    /// An allocation from a pool: freed.
+    Allocation,
+}
+
 impl World {
     fn pp(&mut self, p: ProcessIndex) -> &mut PoolProc {
         if self.pools.procs.len() <= p {
@@ -497,12 +506,33 @@ impl World {
         (piece, POOL_CHUNK)
     }
 
-    /// `cudaFreeAsync` + stream synchronize: as [`World::pool_release`],
-    /// and any other pointer is freed as a stream-ordered allocation.
+    /// `cudaFreeAsync` + stream synchronize: a free of stream-ordered
+    /// memory (`World::free`), pool memory first ([`World::pool_release`]).
     pub(crate) fn pool_free(&mut self, p: ProcessIndex, ptr: u64) -> SimResult<()> {
-        match self.pool_release(p, ptr) {
-            Some(done) => done,
-            None => self.free(p, FreeKind::StreamOrdered, ptr),
+        self.free(p, FreeKind::StreamOrdered, ptr)
+    }
+
+    /// Which pool memory a free of `ptr` releases ([`World::pool_release`]):
+    /// an imported pool pointer, or a pool allocation whose memory the
+    /// process still holds there.
+    pub(crate) fn pool_free_target(&self, p: ProcessIndex, ptr: u64) -> Option<PoolFree> {
+        let pp = self.pools.procs.get(p)?;
+        if pp.imported.contains_key(&ptr) {
+            return Some(PoolFree::Import);
+        }
+        let a = pp.allocs.get(&ptr)?;
+        let live = self.procs[p]
+            .allocs
+            .get(&ptr)
+            .is_some_and(|x| x.block == a.block);
+        live.then_some(PoolFree::Allocation)
+    }
+
+    /// A free of a pointer that is no pool memory forgets a pool
+    /// allocation record left at it whose memory is gone.
+    pub(crate) fn forget_stale_pool_alloc(&mut self, p: ProcessIndex, ptr: u64) {
+        if let Some(pp) = self.pools.procs.get_mut(p) {
+            pp.allocs.remove(&ptr);
         }
     }
 
@@ -511,39 +541,43 @@ impl World {
     /// allocation is freed as any stream-ordered allocation, with the
     /// free-while-mapped hazard while an importer maps it, and its memory
     /// stays in an exported pool. `None` when `ptr` is neither.
-    pub(crate) fn pool_release(&mut self, p: ProcessIndex, ptr: u64) -> Option<SimResult<()>> {
-        if let Some(i) = self.pools.procs.get(p)?.imported.get(&ptr).copied() {
-            self.unmap_import(p, i.base);
-            self.pp(p).imported.remove(&ptr);
-            self.procs[p].end_claims(|c| c.allocation == Some(i.base));
-            // A second free of it is a double free, as of any pointer.
-            self.procs[p].freed_ptrs.insert(ptr);
-            return Some(Ok(()));
-        }
-        let a = self.pools.procs.get_mut(p)?.allocs.remove(&ptr)?;
-        let live = self.procs[p]
-            .allocs
-            .get(&ptr)
-            .is_some_and(|x| x.block == a.block);
-        if !live {
-            return None;
-        }
-        let keeps = self
-            .pools
-            .pools
-            .get(&a.pool)
-            .is_some_and(|sp| sp.shared && !sp.destroyed);
-        if keeps {
-            if let Some(b) = self.blocks.get_mut(&a.block) {
-                b.pool_kept = true;
-                if let Some(sp) = self.pools.pools.get_mut(&a.pool) {
-                    sp.retained.push(a.block);
+    /// A free (`cudaFreeAsync` or `cudaFree`) of pool memory: an imported
+    /// pointer is unmapped (the exporter's allocation lives on); a pool
+    /// allocation is freed as any stream-ordered allocation, with the
+    /// free-while-mapped hazard while an importer maps it, and its memory
+    /// stays in an exported pool.
+    pub(crate) fn pool_release(&mut self, p: ProcessIndex, ptr: u64, target: PoolFree) {
+        match target {
+            PoolFree::Import => {
+                let Some(i) = self.pp(p).imported.get(&ptr).copied() else {
+                    return;
+                };
+                self.unmap_import(p, i.base);
+                self.pp(p).imported.remove(&ptr);
+                self.procs[p].end_claims(|c| c.allocation == Some(i.base));
+            }
+            PoolFree::Allocation => {
+                let Some(a) = self.pp(p).allocs.remove(&ptr) else {
+                    return;
+                };
+                let keeps = self
+                    .pools
+                    .pools
+                    .get(&a.pool)
+                    .is_some_and(|sp| sp.shared && !sp.destroyed);
+                if keeps {
+                    if let Some(b) = self.blocks.get_mut(&a.block) {
+                        b.pool_kept = true;
+                        if let Some(sp) = self.pools.pools.get_mut(&a.pool) {
+                            sp.retained.push(a.block);
+                        }
+                    }
                 }
+                self.free_allocation(p, ptr, true);
             }
         }
-        self.free_allocation(p, ptr, true);
+        // A second free of it is a double free, as of any pointer.
         self.procs[p].freed_ptrs.insert(ptr);
-        Some(Ok(()))
     }
 
     /// `cudaMemPoolExportPointer`: the base of a live allocation from a
