@@ -523,7 +523,7 @@ impl World {
             // rule always refuses a damaged check word.
             let block_now = self.procs[freed.owner].alloc_at(addr);
             return Err(match block_now {
-                Some(_) => self.damaged_check_word_error(freed.owner, freed.owner_vmm_handles),
+                Some(_) => self.damaged_check_word_error(freed.owner, freed.owner_vmm.handles),
                 None => self.sem.garbage_handle_error,
             }
             .into());
@@ -538,7 +538,7 @@ impl World {
                 return answer;
             }
         }
-        if self.vmm_unmapped_since(freed.owner, freed.owner_vmm_unmaps) {
+        if self.vmm_unmapped_since(freed.owner, freed.owner_vmm.unmaps) {
             return Err(ErrorKind::InvalidValue.into());
         }
         if freed
@@ -692,7 +692,7 @@ impl World {
         }
         match self.blocks.get(&block_id) {
             Some(b) => Err(self
-                .damaged_check_word_error(b.owner, b.owner_vmm_handles)
+                .damaged_check_word_error(b.owner, b.owner_vmm.handles)
                 .into()),
             None => Err(self.sem.garbage_handle_error.into()),
         }
@@ -1018,7 +1018,7 @@ impl World {
         }
         let addr = block.owner_base.saturating_add(h.offset);
         let released = block.owner_released;
-        let unmaps_at_alloc = block.owner_vmm_unmaps;
+        let unmaps_at_alloc = block.owner_vmm.unmaps;
         // `ipc_get` writes serial 0 under `handle_stable=same-bytes`.
         if serial_of(handle) != 0 {
             // An exported block of the exporter's over the address opens at

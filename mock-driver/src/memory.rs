@@ -238,7 +238,7 @@ impl World {
                 return Err(ErrorKind::OutOfMemory.into());
             }
         }
-        let vmm_handles = self.vmm_handles_for_check_word(p);
+        let owner_vmm = self.owner_vmm_now(p);
         // A device allocation larger than one 2 MiB block claims the VA free
         // in the current arena, as driver memory does: a freed export there is
         // NotPermitted from then on
@@ -295,8 +295,7 @@ impl World {
             cursor: 0,
             owner_mapped: true,
             owner_ctx: pool.ctx,
-            owner_vmm_handles: vmm_handles,
-            owner_vmm_unmaps: self.mappings_removed_if_mapped(p),
+            owner_vmm,
             ..Block::unowned(p, device, size, 0)
         });
         self.procs[p].regions.insert(

@@ -14,7 +14,8 @@
 use crate::semantics::{DriverFds, ExportRule, StaleVmmHandle, VmmCreateContext, VmmReserveVa};
 use crate::vmm_state::{FdObject, HandleEntry, Phys, VmmMapping, VmmProc};
 use crate::world::{
-    containing, Access, Block, BlockId, Fail, MutantId, SimResult, VaClass, VaPool, World, BLOCK,
+    containing, Access, Block, BlockId, Fail, MutantId, OwnerVmm, SimResult, VaClass, VaPool,
+    World, BLOCK,
 };
 use ipc_harness::ErrorKind::{
     IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory,
@@ -183,7 +184,7 @@ impl World {
     }
 
     /// The VMM allocation handles a device allocation `p` makes now counts
-    /// for the check-word rule (`Block::owner_vmm_handles`,
+    /// for the check-word rule (`OwnerVmm::handles`,
     /// mem.handle.check-word-with-vmm-allocation): none while physical
     /// memory is mapped into one of its reservations (an unmapped
     /// reservation does not matter: mem.handle.check-word-vmm-mapped), nor
@@ -400,15 +401,22 @@ impl World {
         Ok(())
     }
 
-    /// `VmmProc::mappings_removed` of `p` where it holds a VMM mapping now,
-    /// for a block it makes (`Block::owner_vmm_unmaps`).
-    pub(crate) fn mappings_removed_if_mapped(&self, p: ProcessIndex) -> Option<u64> {
+    /// `p`'s VMM state now, for a block it makes (`Block::owner_vmm`).
+    pub(crate) fn owner_vmm_now(&self, p: ProcessIndex) -> OwnerVmm {
+        OwnerVmm {
+            handles: self.vmm_handles_for_check_word(p),
+            unmaps: self.mappings_removed_if_mapped(p),
+        }
+    }
+
+    /// `VmmProc::mappings_removed` of `p` where it holds a VMM mapping now.
+    fn mappings_removed_if_mapped(&self, p: ProcessIndex) -> Option<u64> {
         let vp = self.vmm.procs.get(p)?;
         (!vp.maps.is_empty()).then_some(vp.mappings_removed)
     }
 
     /// A freed export whose block came while its owner held a VMM mapping
-    /// (`Block::owner_vmm_unmaps`) is InvalidValue once the owner unmapped a
+    /// (`OwnerVmm::unmaps`) is InvalidValue once the owner unmapped a
     /// VMM mapping since, whatever holds its address now
     /// (mem.lifetime.freed-export-after-vmm-unmap).
     pub(crate) fn vmm_unmapped_since(&self, owner: ProcessIndex, at_alloc: Option<u64>) -> bool {

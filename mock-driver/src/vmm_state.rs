@@ -84,7 +84,7 @@ pub(crate) struct VmmProc {
     pub first_handle_after_device_memory: Option<bool>,
     /// Mapped VA: base -> mapping.
     pub maps: BTreeMap<u64, VmmMapping>,
-    /// Mappings removed so far (`Block::owner_vmm_unmaps`).
+    /// Mappings removed so far (`OwnerVmm::unmaps`).
     pub mappings_removed: u64,
 }
 

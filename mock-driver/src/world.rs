@@ -509,11 +509,22 @@ pub(crate) struct FreedExport {
     /// The owner's context current at the free, when it is a created
     /// context other than the block's own (`World::open_freed_export`).
     pub freed_in_other: Option<CtxKey>,
-    /// `Block::owner_vmm_handles` of the freed block, for the check-word
-    /// rule.
-    pub owner_vmm_handles: usize,
-    /// `Block::owner_vmm_unmaps` of the freed block.
-    pub owner_vmm_unmaps: Option<u64>,
+    /// `Block::owner_vmm` of the freed block: a freed export is judged by
+    /// what its owner held when the block was made.
+    pub owner_vmm: OwnerVmm,
+}
+
+/// The owner's VMM state when a block was made, which rules on its handle
+/// read after the block is gone too (`Block::owner_vmm`,
+/// `FreedExport::owner_vmm`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OwnerVmm {
+    /// VMM allocation handles the owner held, as the check-word rule counts
+    /// them (`World::vmm_handles_for_check_word`).
+    pub handles: usize,
+    /// `VmmProc::mappings_removed` of the owner, where it held a VMM
+    /// mapping then (`World::vmm_unmapped_since`).
+    pub unmaps: Option<u64>,
 }
 
 /// Physical memory: what exporters allocate and importers map.
@@ -561,11 +572,8 @@ pub(crate) struct Block {
     pub owner_released: Option<u64>,
     /// The owner's context the block was allocated in.
     pub owner_ctx: CtxKey,
-    /// VMM allocation handles the owner held when the block was made.
-    pub owner_vmm_handles: usize,
-    /// `VmmProc::mappings_removed` of the owner when the block was made,
-    /// where it held a VMM mapping then (`World::vmm_unmapped_since`).
-    pub owner_vmm_unmaps: Option<u64>,
+    /// The owner's VMM state when the block was made.
+    pub owner_vmm: OwnerVmm,
     /// An exported memory pool keeps the block after its allocation was
     /// freed, until the pool goes (`pools.rs`).
     pub pool_kept: bool,
@@ -608,8 +616,7 @@ impl Block {
             reuses: 0,
             owner_released: None,
             owner_ctx: 0,
-            owner_vmm_handles: 0,
-            owner_vmm_unmaps: None,
+            owner_vmm: OwnerVmm::default(),
             pool_kept: false,
             owner_other_ctx_at_unmap: false,
             owner_unmapped_in: None,
@@ -1359,8 +1366,7 @@ impl World {
                                     .get(&c)
                                     .is_some_and(|x| !x.primary)
                         }),
-                        owner_vmm_handles: b.owner_vmm_handles,
-                        owner_vmm_unmaps: b.owner_vmm_unmaps,
+                        owner_vmm: b.owner_vmm,
                     },
                 );
             }
