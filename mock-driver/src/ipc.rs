@@ -35,10 +35,14 @@ enum Variant {
     OtherSize,
 }
 
-/// Where the exporter's own copy of a freed export looks
-/// (`World::open_own_freed_export`).
+/// A freed export as the rules both freed-export paths apply first see it
+/// (`World::freed_export_first_rules`).
 #[derive(Clone, Copy)]
-struct OwnCopy {
+struct FreedAt {
+    /// The exporter.
+    owner: ProcessIndex,
+    /// `OwnerVmm::unmaps` of the freed block.
+    vmm_unmaps: Option<u64>,
     /// `Process::va_releases` after the exporter released the block's VA.
     released: Option<u64>,
     /// The freed allocation's address (plus the handle's offset field).
@@ -528,18 +532,15 @@ impl World {
             }
             .into());
         }
-        if p == freed.owner && self.sem.stale_handle == StaleHandle::ByAddress {
-            let own = OwnCopy {
-                released: freed.released,
-                addr,
-                fresh_where_claimed: true,
-            };
-            if let Some(answer) = self.open_own_freed_export(p, here, handle, h, own, flags) {
-                return answer;
-            }
-        }
-        if self.vmm_unmapped_since(freed.owner, freed.owner_vmm.unmaps) {
-            return Err(ErrorKind::InvalidValue.into());
+        let at = FreedAt {
+            owner: freed.owner,
+            vmm_unmaps: freed.owner_vmm.unmaps,
+            released: freed.released,
+            addr,
+            fresh_where_claimed: true,
+        };
+        if let Some(answer) = self.freed_export_first_rules(p, here, handle, h, at, flags) {
+            return answer;
         }
         if freed
             .released
@@ -565,6 +566,30 @@ impl World {
             return Err(ErrorKind::InvalidValue.into());
         }
         self.open_stale(p, here, handle, h, freed.owner, addr, flags)
+    }
+
+    /// The rules both freed-export paths (`open_freed_export`,
+    /// `freed_while_mapped_rule`) apply first, in this order: the
+    /// exporter's own copy (`open_own_freed_export`), then a VMM unmap
+    /// since the block was made beside a VMM mapping, which makes the
+    /// export InvalidValue whatever holds its address
+    /// (mem.lifetime.freed-export-after-vmm-unmap). `None`: neither decides.
+    fn freed_export_first_rules(
+        &mut self,
+        p: ProcessIndex,
+        here: (CtxKey, u32),
+        handle: &IpcMemHandle,
+        h: &HandleData,
+        freed: FreedAt,
+        flags: u32,
+    ) -> Option<SimResult<u64>> {
+        if p == freed.owner && self.sem.stale_handle == StaleHandle::ByAddress {
+            if let Some(answer) = self.open_own_freed_export(p, here, handle, h, freed, flags) {
+                return Some(answer);
+            }
+        }
+        self.vmm_unmapped_since(freed.owner, freed.vmm_unmaps)
+            .then(|| Err(ErrorKind::InvalidValue.into()))
     }
 
     /// The exporter itself opens a copy of its freed export (the
@@ -594,13 +619,14 @@ impl World {
         here: (CtxKey, u32),
         handle: &IpcMemHandle,
         h: &HandleData,
-        own: OwnCopy,
+        own: FreedAt,
         flags: u32,
     ) -> Option<SimResult<u64>> {
-        let OwnCopy {
+        let FreedAt {
             released,
             addr,
             fresh_where_claimed,
+            ..
         } = own;
         // The first claim decides here too: after the process's interprocess
         // event memory claimed the VA first, even a new exported allocation
@@ -1018,7 +1044,6 @@ impl World {
         }
         let addr = block.owner_base.saturating_add(h.offset);
         let released = block.owner_released;
-        let unmaps_at_alloc = block.owner_vmm.unmaps;
         // `ipc_get` writes serial 0 under `handle_stable=same-bytes`.
         if serial_of(handle) != 0 {
             // An exported block of the exporter's over the address opens at
@@ -1038,22 +1063,16 @@ impl World {
             }
             return Some(self.open_stale(p, (ctx, device), handle, h, exporter, addr, flags));
         }
-        if p == exporter && self.sem.stale_handle == StaleHandle::ByAddress {
-            let own = OwnCopy {
-                released,
-                addr,
-                fresh_where_claimed: false,
-            };
-            if let Some(answer) =
-                self.open_own_freed_export(p, (ctx, device), handle, h, own, flags)
-            {
-                return Some(answer);
-            }
-        }
-        // After a VMM unmap, as for a freed export nobody maps
-        // (mem.lifetime.freed-export-after-vmm-unmap).
-        if self.vmm_unmapped_since(exporter, unmaps_at_alloc) {
-            return Some(Err(ErrorKind::InvalidValue.into()));
+        let at = FreedAt {
+            owner: exporter,
+            vmm_unmaps: block.owner_vmm.unmaps,
+            released,
+            addr,
+            fresh_where_claimed: false,
+        };
+        if let Some(answer) = self.freed_export_first_rules(p, (ctx, device), handle, h, at, flags)
+        {
+            return Some(answer);
         }
         let owner = &self.procs[exporter];
         // The exporter's new allocation at the address is exported: the

@@ -38,7 +38,7 @@ use crate::pool_state::{
 use crate::semantics::{PoolFreedPeerAccess, PoolImportFreed, PoolPtrReimport, PoolReimport};
 use crate::small_map::SmallMap;
 use crate::vmm_state::FdObject;
-use crate::world::{Access, Fail, Mapping, Region, SimResult, VaClass, VaPool, World};
+use crate::world::{Access, Allocation, Fail, Mapping, Region, SimResult, VaClass, VaPool, World};
 use ipc_harness::ErrorKind::{
     Contained, IllegalAddress, InvalidDevice, InvalidValue, NotSupported, OutOfMemory, Unknown,
 };
@@ -520,12 +520,19 @@ impl World {
         if pp.imported.contains_key(&ptr) {
             return Some(PoolFree::Import);
         }
-        let a = pp.allocs.get(&ptr)?;
-        let live = self.procs[p]
+        self.live_pool_alloc(p, ptr).map(|_| PoolFree::Allocation)
+    }
+
+    /// The pool allocation at `ptr` and the process's allocation record of
+    /// it, while its memory is still there: a pool record whose block the
+    /// process no longer holds at `ptr` is none.
+    fn live_pool_alloc(&self, p: ProcessIndex, ptr: u64) -> Option<(PoolAlloc, &Allocation)> {
+        let pa = *self.pools.procs.get(p)?.allocs.get(&ptr)?;
+        let a = self.procs[p]
             .allocs
             .get(&ptr)
-            .is_some_and(|x| x.block == a.block);
-        live.then_some(PoolFree::Allocation)
+            .filter(|a| a.block == pa.block)?;
+        Some((pa, a))
     }
 
     /// A free of a pointer that is no pool memory forgets a pool
@@ -591,14 +598,7 @@ impl World {
         p: ProcessIndex,
         ptr: u64,
     ) -> SimResult<PoolPtrExport> {
-        let Some(pa) = self.pp(p).allocs.get(&ptr).copied() else {
-            return Err(InvalidValue.into());
-        };
-        let a = self.procs[p]
-            .allocs
-            .get(&ptr)
-            .filter(|a| a.block == pa.block)
-            .ok_or(InvalidValue)?;
+        let (pa, a) = self.live_pool_alloc(p, ptr).ok_or(InvalidValue)?;
         let (block, offset) = (a.block, a.offset);
         let sim_pool = self.pool_of(pa.pool)?;
         if !sim_pool.types.contains(ShareableHandleType::PosixFd) || !sim_pool.shared {
